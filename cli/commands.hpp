@@ -1,0 +1,14 @@
+// Sub-commands of the `mxsim` CLI. Each takes the arguments after its name
+// and returns the process exit code (0 ok, 1 runtime error, 2 usage error).
+#pragma once
+#include <string>
+#include <vector>
+
+namespace mxsim::cli {
+
+using Args = std::vector<std::string>;
+
+int cmd_info(const Args& args);
+int cmd_quantize(const Args& args);
+
+}  // namespace mxsim::cli

@@ -1,0 +1,58 @@
+// QuantizedTensor: packed codes, block scales, logical shape, layout, recipe.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "mxsim/quant_spec.hpp"
+#include "mxsim/tensor.hpp"
+
+namespace mxsim {
+
+/// A tensor of shape [groups, rows, cols] (groups = 1 for a plain matrix;
+/// grouped MoE weights [G, N, K] quantize each expert on its own, tiles never
+/// cross experts) quantized according to `spec`.
+///
+/// Storage is [groups, srows, scols] with srows x scols = rows x cols, or the
+/// transpose when `transposed` (Axis::Rows). Blocks never cross a storage row
+/// boundary in 1-D layouts; ragged edges form partial blocks whose missing
+/// elements count as zeros.
+///
+/// data  [groups, srows, row_bytes]: one code per byte, except E2M1 which packs
+///       two per byte as PyTorch float4_e2m1fn_x2: element 2i in the low nibble,
+///       2i+1 in the high nibble; an odd scols leaves the last high nibble 0
+///       (padding: never read).
+/// scales (E8M0, UE4M3) [groups, ceil(srows/br), ceil(scols/bc)] bytes in
+///       scale_bytes; (FP32) the same shape of FP32 scale_inv in scale_inv.
+/// tensor_scale_inv: NVFP4's FP32 per-tensor decode scale (S_dec), else 1.
+struct QuantizedTensor {
+  QuantSpec spec;
+  size_t groups = 1, rows = 0, cols = 0;  ///< logical shape
+  bool transposed = false;                ///< storage = logical^T per group
+  Bytes3 data;
+  Bytes3 scale_bytes;
+  Tensor3f scale_inv;
+  float tensor_scale_inv = 1.0f;
+
+  size_t srows() const { return transposed ? cols : rows; }
+  size_t scols() const { return transposed ? rows : cols; }
+  /// Block extent in storage coordinates (0 in the spec resolved to the extent).
+  size_t block_rows() const { return spec.block_rows == 0 ? srows() : size_t(spec.block_rows); }
+  size_t block_cols() const { return spec.block_cols == 0 ? scols() : size_t(spec.block_cols); }
+  size_t row_bytes() const { return spec.elem == Format::E2M1 ? (scols() + 1) / 2 : scols(); }
+
+  /// Code of storage element (g, r, c).
+  uint32_t code(size_t g, size_t r, size_t c) const {
+    const uint8_t b = data(g, r, spec.elem == Format::E2M1 ? c / 2 : c);
+    return spec.elem == Format::E2M1 ? ((c & 1) ? b >> 4 : b & 0xFu) : b;
+  }
+  void set_code(size_t g, size_t r, size_t c, uint32_t v) {
+    if (spec.elem == Format::E2M1) {
+      uint8_t& b = data(g, r, c / 2);
+      b = (c & 1) ? uint8_t((b & 0x0Fu) | (v << 4)) : uint8_t((b & 0xF0u) | (v & 0xFu));
+    } else {
+      data(g, r, c) = uint8_t(v);
+    }
+  }
+};
+
+}  // namespace mxsim

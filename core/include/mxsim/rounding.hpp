@@ -1,0 +1,173 @@
+// The one rounding routine and the one decoder.
+//
+// encode() converts an FP32 value, optionally divided by an exact power of two
+// (the block scale), to any format of the table in format.hpp. It works on
+// integers only, so host and device produce the same bits and no FP32
+// intermediate (which could underflow and lose sticky bits) is ever formed.
+//
+// Rounding (RoundMode):
+//   RNE         round to nearest, ties to even (IEEE 754 roundTiesToEven).
+//   RZ          round toward zero (truncate).
+//   Stochastic  the discarded bits, read as a binary fraction f in [0, 1) and
+//               truncated to 32 bits (f32 = floor(f * 2^32)), are compared with
+//               a 32-bit random word r: the magnitude rounds away from zero
+//               iff r < f32. So P(round up) = f32 / 2^32, unbiased up to 2^-32.
+//               r comes from Philox4x32-10 (philox.hpp).
+//
+// Overflow (finite values beyond the largest finite value after rounding):
+//   Saturate    clamp to +-max finite (CUDA __NV_SATFINITE, OCP MX element rule).
+//   Ieee        +-Inf if the format has Inf, else NaN if it has one, else +-max
+//               (PyTorch .to(float8_e4m3fn) in 2.11 / ml_dtypes astype).
+//   Under RZ a finite value never overflows to Inf (IEEE 754 §7.4): +-max.
+//
+// Special inputs:
+//   NaN  -> the format's canonical NaN (nan_code, sign kept where the format
+//           can). Formats without NaN (E2M1, E2M3, E3M2) give +max, as PTX
+//           cvt.rn.satfinite.e2m1x2.f32 does (TransformerEngine ptx.cuh note).
+//   Inf  -> Saturate: +-max. Ieee: as overflow above.
+//   -0   -> -0 where the format has a sign and a -0 code; +0 in FNUZ formats.
+//   Unsigned E8M0: negative inputs give NaN (0xFF); zero and values below
+//           2^-127 give 0x00 (the format has no zero).
+#pragma once
+#include <cstdint>
+
+#include "mxsim/bits.hpp"
+#include "mxsim/format.hpp"
+
+namespace mxsim {
+
+enum class RoundMode : uint8_t { RNE, RZ, Stochastic };
+enum class Overflow : uint8_t { Saturate, Ieee };
+
+namespace detail {
+MXSIM_HD constexpr uint32_t overflow_code(const FormatSpec& f, uint32_t sign, RoundMode mode, Overflow ov) {
+  const uint32_t s = sign ? f.sign_bit() : 0u;
+  if (mode == RoundMode::RZ || ov == Overflow::Saturate) return s | f.max_code();
+  if (f.has_inf) return s | f.inf_code();
+  if (f.nan != NanKind::None) return f.nan_code(sign);
+  return s | f.max_code();
+}
+MXSIM_HD constexpr uint32_t zero_code(const FormatSpec& f, uint32_t sign) {
+  if (!f.has_sign || f.nan == NanKind::NegZero) return 0u;
+  return sign ? f.sign_bit() : 0u;
+}
+}  // namespace detail
+
+/// Encode x * 2^(-scale_exp) (x given as FP32 bits) into format f.
+///
+/// scale_exp is any integer; the division is exact (done on the exponent).
+/// rand32 is used only by RoundMode::Stochastic. Returns the code in the low
+/// f.bits bits.
+MXSIM_HD constexpr uint32_t encode(const FormatSpec& f, uint32_t x_bits, int scale_exp = 0,
+                                   RoundMode mode = RoundMode::RNE, Overflow ov = Overflow::Saturate,
+                                   uint32_t rand32 = 0) {
+  const uint32_t sign = x_bits >> 31;
+  const uint32_t ef = (x_bits >> 23) & 0xFFu, mf = x_bits & 0x7FFFFFu;
+  if (ef == 0xFFu) {
+    if (mf != 0) return f.nan_code(sign);
+    if (!f.has_sign && sign) return f.nan_code(0);
+    if (ov == Overflow::Saturate) return (sign ? f.sign_bit() : 0u) | f.max_code();
+    return detail::overflow_code(f, sign, RoundMode::RNE, ov);
+  }
+  if (!f.has_sign && sign && (ef | mf) != 0) return f.nan_code(0);
+  if ((ef | mf) == 0) return detail::zero_code(f, sign);
+
+  // |x| * 2^-scale_exp = sig * 2^(lsb_exp), sig < 2^24.
+  const uint64_t sig = ef ? (mf | 0x800000u) : mf;
+  const int lsb_exp = (ef ? int(ef) - 127 : -126) - 23 - scale_exp;
+  const int msb = 31 - clz32(uint32_t(sig));
+  const int vexp = lsb_exp + msb;  // floor(log2 |value|)
+  const int man = f.man_bits;
+  int qexp = (vexp > f.emin() ? vexp : f.emin()) - man;  // exponent of one ulp
+  const int shift = qexp - lsb_exp;                       // bits of sig below one ulp
+
+  uint64_t kept;
+  bool up = false;
+  if (shift <= 0) {
+    kept = sig << -shift;  // exact: the value has no bits below one ulp
+  } else {
+    uint64_t rem;
+    if (shift < 64) {
+      kept = sig >> shift;
+      rem = sig & ((uint64_t(1) << shift) - 1);
+    } else {
+      kept = 0;
+      rem = sig;
+    }
+    switch (mode) {
+      case RoundMode::RNE: {
+        if (shift < 64) {
+          const uint64_t half = uint64_t(1) << (shift - 1);
+          up = rem > half || (rem == half && (kept & 1u));
+        }
+        break;
+      }
+      case RoundMode::RZ: break;
+      case RoundMode::Stochastic: {
+        uint64_t frac32 = 0;
+        if (shift <= 32) frac32 = rem << (32 - shift);
+        else if (shift - 32 < 64) frac32 = rem >> (shift - 32);
+        up = uint64_t(rand32) < frac32;
+        break;
+      }
+    }
+  }
+  kept += up ? 1u : 0u;
+  if (kept >> (man + 1)) {  // rounded up into the next binade
+    kept >>= 1;
+    ++qexp;
+  }
+  if (kept == 0) return detail::zero_code(f, sign);
+
+  const uint32_t s = sign ? f.sign_bit() : 0u;
+  const bool normal = (kept >> man) != 0;
+  const int exp_field = normal ? qexp + man + f.bias : 0;
+  const uint32_t mant = uint32_t(kept) & ((1u << man) - 1);
+  if (exp_field > f.max_exp_field() || (exp_field == f.max_exp_field() && mant > f.max_mant()))
+    return detail::overflow_code(f, sign, mode, ov);
+  return s | (uint32_t(exp_field) << man) | mant;
+}
+
+/// Convenience: encode an FP32 value.
+MXSIM_HD inline uint32_t encode_f32(Format fmt, float x, RoundMode mode = RoundMode::RNE,
+                                    Overflow ov = Overflow::Saturate, uint32_t rand32 = 0) {
+  return encode(spec_of(fmt), f32_bits(x), 0, mode, ov, rand32);
+}
+
+/// True if the code is NaN in format f.
+MXSIM_HD constexpr bool is_nan_code(const FormatSpec& f, uint32_t code) {
+  const uint32_t mag = code & ~f.sign_bit();
+  switch (f.nan) {
+    case NanKind::Ieee: return (mag >> f.man_bits) == ((1u << f.exp_bits) - 1) && (mag & ((1u << f.man_bits) - 1));
+    case NanKind::AllOnes: return mag == (f.nan_code(0) & ~f.sign_bit());
+    case NanKind::NegZero: return code == f.nan_code(1);
+    case NanKind::None: return false;
+  }
+  return false;
+}
+
+/// Exact FP32 value of a code of format f (every value of every format in the
+/// table is exactly representable in FP32, E8M0's 2^-127 as an FP32 subnormal).
+MXSIM_HD inline float decode(const FormatSpec& f, uint32_t code) {
+  if (f.bits == 32) return f32_from_bits(code);
+  if (is_nan_code(f, code)) return f32_from_bits(((code & f.sign_bit()) ? 0xFFC00000u : 0x7FC00000u));
+  const uint32_t sign = code & f.sign_bit();
+  const uint32_t mag = code & ~f.sign_bit() & ((1u << f.bits) - 1);
+  const int exp_field = int(mag >> f.man_bits);
+  const uint32_t mant = mag & ((1u << f.man_bits) - 1);
+  float v;
+  if (f.has_inf && exp_field == (1 << f.exp_bits) - 1) {
+    v = f32_from_bits(0x7F800000u);
+  } else if (exp_field == 0 && f.has_subnormals) {
+    v = float(mant) * pow2f(f.emin() - f.man_bits);  // exact: mant < 2^23
+  } else {
+    // (2^man + mant) * 2^(e - man): split the power so no step underflows.
+    const int e = exp_field - f.bias;
+    v = float((1u << f.man_bits) + mant) * pow2f(-f.man_bits) * pow2f(e);
+  }
+  return sign ? -v : v;
+}
+
+MXSIM_HD inline float decode(Format fmt, uint32_t code) { return decode(spec_of(fmt), code); }
+
+}  // namespace mxsim

@@ -1,0 +1,136 @@
+#include <sstream>
+#include <stdexcept>
+
+#include "mxsim/quant_spec.hpp"
+
+namespace mxsim {
+namespace {
+
+QuantSpec mx(Format elem, int br, int bc, ScaleRule rule) {
+  QuantSpec s;
+  s.elem = elem;
+  s.block_rows = br;
+  s.block_cols = bc;
+  s.scale_kind = ScaleKind::E8M0;
+  s.rule = rule;
+  return s;
+}
+
+QuantSpec fp32_scaled(Format elem, int br, int bc, bool pow2) {
+  QuantSpec s;
+  s.elem = elem;
+  s.block_rows = br;
+  s.block_cols = bc;
+  s.scale_kind = ScaleKind::FP32;
+  s.pow2_scale = pow2;
+  return s;
+}
+
+QuantSpec nvfp4(int br, int bc) {
+  QuantSpec s;
+  s.elem = Format::E2M1;
+  s.block_rows = br;
+  s.block_cols = bc;
+  s.scale_kind = ScaleKind::UE4M3;
+  return s;
+}
+
+struct Named {
+  const char* name;
+  QuantSpec spec;
+};
+
+const std::vector<Named>& table() {
+  static const std::vector<Named> t = {
+      {"mxfp4", mx(Format::E2M1, 1, 32, ScaleRule::Even)},
+      {"mxfp4_2d", mx(Format::E2M1, 32, 32, ScaleRule::Even)},
+      {"mxfp4_ocp", mx(Format::E2M1, 1, 32, ScaleRule::Floor)},
+      {"mxfp6_e2m3", mx(Format::E2M3, 1, 32, ScaleRule::Rceil)},
+      {"mxfp6_e3m2", mx(Format::E3M2, 1, 32, ScaleRule::Rceil)},
+      {"mxfp8", mx(Format::E4M3, 1, 32, ScaleRule::Rceil)},
+      {"mxfp8_e5m2", mx(Format::E5M2, 1, 32, ScaleRule::Rceil)},
+      {"mxfp8_2d", mx(Format::E4M3, 32, 32, ScaleRule::Rceil)},
+      {"fp8_tensor", fp32_scaled(Format::E4M3, 0, 0, false)},
+      {"fp8_tensor_e5m2", fp32_scaled(Format::E5M2, 0, 0, false)},
+      {"fp8_row", fp32_scaled(Format::E4M3, 1, 0, false)},
+      {"fp8_block", fp32_scaled(Format::E4M3, 1, 128, true)},
+      {"fp8_block2d", fp32_scaled(Format::E4M3, 128, 128, true)},
+      {"nvfp4", nvfp4(1, 16)},
+      {"nvfp4_2d", nvfp4(16, 16)},
+  };
+  return t;
+}
+
+}  // namespace
+
+QuantSpec tensor_recipe(std::string_view name) {
+  for (const auto& n : table())
+    if (name == n.name) return n.spec;
+  std::string known;
+  for (const auto& n : table()) known += std::string(known.empty() ? "" : ", ") + n.name;
+  throw std::invalid_argument("unknown recipe '" + std::string(name) + "' (known: " + known + ")");
+}
+
+std::vector<std::string> tensor_recipe_names() {
+  std::vector<std::string> v;
+  for (const auto& n : table()) v.emplace_back(n.name);
+  return v;
+}
+
+ScaleRule scale_rule_from_name(std::string_view n) {
+  if (n == "floor") return ScaleRule::Floor;
+  if (n == "rceil") return ScaleRule::Rceil;
+  if (n == "even") return ScaleRule::Even;
+  if (n == "ceil") return ScaleRule::Ceil;
+  throw std::invalid_argument("unknown scale rule '" + std::string(n) + "' (known: floor, rceil, even, ceil)");
+}
+
+RoundMode round_mode_from_name(std::string_view n) {
+  if (n == "rne") return RoundMode::RNE;
+  if (n == "rz") return RoundMode::RZ;
+  if (n == "sr" || n == "stochastic") return RoundMode::Stochastic;
+  throw std::invalid_argument("unknown rounding '" + std::string(n) + "' (known: rne, rz, sr)");
+}
+
+const char* name_of(ScaleRule r) {
+  switch (r) {
+    case ScaleRule::Floor: return "floor";
+    case ScaleRule::Rceil: return "rceil";
+    case ScaleRule::Even: return "even";
+    case ScaleRule::Ceil: return "ceil";
+  }
+  return "?";
+}
+const char* name_of(RoundMode r) {
+  switch (r) {
+    case RoundMode::RNE: return "rne";
+    case RoundMode::RZ: return "rz";
+    case RoundMode::Stochastic: return "sr";
+  }
+  return "?";
+}
+const char* name_of(ScaleKind k) {
+  switch (k) {
+    case ScaleKind::E8M0: return "e8m0";
+    case ScaleKind::FP32: return "fp32";
+    case ScaleKind::UE4M3: return "ue4m3";
+  }
+  return "?";
+}
+
+std::string QuantSpec::describe() const {
+  std::ostringstream o;
+  o << short_name(elem) << " ";
+  if (per_tensor()) o << "per-tensor";
+  else o << (block_rows == 0 ? std::string("all") : std::to_string(block_rows)) << "x"
+         << (block_cols == 0 ? std::string("all") : std::to_string(block_cols));
+  o << " scale=" << name_of(scale_kind);
+  if (scale_kind == ScaleKind::E8M0) o << "/" << name_of(rule);
+  if (pow2_scale) o << "/pow2";
+  if (fixed_scale != 0) o << " delayed(" << fixed_scale << ")";
+  o << " round=" << name_of(round);
+  if (hadamard16) o << " hadamard16";
+  return o.str();
+}
+
+}  // namespace mxsim

@@ -1,0 +1,64 @@
+// CPU quantization: quantize, dequantize, quantize-dequantize (QDQ) and error
+// statistics, exactly as docs/numerics.md §2-§4 defines them.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "mxsim/quantized_tensor.hpp"
+#include "mxsim/tensor.hpp"
+
+namespace mxsim::emu {
+
+/// Quantize x ([groups, rows, cols] FP32; BF16/FP16 inputs are exact in FP32)
+/// by `spec`, with 1-D blocks along `axis` (ignored for 2-D tiles and
+/// per-tensor scaling).
+/// Throws std::invalid_argument for a spec the shape cannot take (a Hadamard
+/// run that does not divide the blocked extent, a negative block size, FP32
+/// scale kinds on E8M0 elements, ...), naming the problem.
+QuantizedTensor quantize(const Tensor3f& x, const QuantSpec& spec, Axis axis = Axis::Cols);
+QuantizedTensor quantize(const Tensor2f& x, const QuantSpec& spec, Axis axis = Axis::Cols);
+
+/// Dequantize to the logical shape, FP32. E8M0: code * 2^s exactly; FP32
+/// scales: fl32(code * scale_inv); NVFP4: fl32(fl32(code * s_block) * S_dec).
+/// A block with a NaN scale dequantizes to NaN throughout.
+Tensor3f dequantize3(const QuantizedTensor& q);
+/// Same, for groups == 1 (throws std::invalid_argument otherwise).
+Tensor2f dequantize(const QuantizedTensor& q);
+
+/// QDQ: dequantize(quantize(x)).
+Tensor2f qdq(const Tensor2f& x, const QuantSpec& spec, Axis axis = Axis::Cols);
+
+/// The 16-point Walsh-Hadamard transform scaled by 1/4, in place on runs of 16
+/// consecutive floats: four butterfly stages (a + b, a - b, FP32 RNE) in the
+/// order of docs/numerics.md §2.6, then an exact multiply by 0.25.
+void hadamard16_inplace(float* v);
+
+/// Error statistics of a quantized tensor against its source.
+/// Sums are accumulated in FP64 in row-major logical order.
+struct QuantStats {
+  size_t count = 0;           ///< elements
+  size_t nonfinite_in = 0;    ///< NaN/Inf in the source
+  size_t nan_out = 0;         ///< NaN after dequantization
+  size_t underflow = 0;       ///< finite non-zero sources that dequantize to 0
+  size_t saturated = 0;       ///< finite sources beyond their block's largest representable magnitude
+  double mse = 0;             ///< mean squared error over elements finite on both sides
+  double max_abs_err = 0;     ///< same elements
+  double signal_power = 0;    ///< mean x^2 over those elements
+  double sqnr_db = 0;         ///< 10 log10(signal / noise); +inf when exact
+};
+QuantStats quant_stats(const Tensor3f& x, const QuantizedTensor& q);
+QuantStats quant_stats(const Tensor2f& x, const QuantizedTensor& q);
+
+/// Per-block statistics, one entry per block in storage order
+/// (group, block row, block column).
+struct BlockStat {
+  float amax = 0;       ///< source amax of the block
+  int scale_exp = 0;    ///< E8M0: s; FP32/UE4M3: floor(log2 scale_inv); INT32_MIN for NaN
+  double sq_err = 0;    ///< sum of squared errors
+  uint32_t saturated = 0;
+  uint32_t underflow = 0;
+};
+std::vector<BlockStat> block_stats(const Tensor3f& x, const QuantizedTensor& q);
+
+}  // namespace mxsim::emu

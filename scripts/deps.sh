@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Install the Debian packages mxsim needs, only those missing. Idempotent and
+# quiet when nothing is missing. Sourced by run.sh and test.sh.
+set -euo pipefail
+
+MXSIM_PACKAGES=(
+  build-essential cmake ninja-build pkg-config
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libboost-dev libboost-program-options-dev libboost-iostreams-dev
+  libxtensor-dev libxsimd-dev libtomlplusplus-dev nlohmann-json3-dev
+  libhdf5-dev librandom123-dev libopenblas-dev libomp-dev
+  dataset-fashion-mnist
+  qt6-base-dev qt6-charts-dev xvfb xauth
+  python3 python3-h5py python3-numpy
+  hipcc libamdhip64-dev
+)
+
+missing=()
+for p in "${MXSIM_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "mxsim: installing missing packages: ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

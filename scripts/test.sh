@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Quick start 2/2: install what is missing, build, run every test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+scripts/build.sh
+ctest --test-dir build --output-on-failure -j"$(nproc)" "$@"
