@@ -1,0 +1,52 @@
+// Shared types of the HDF5 trace and checkpoint I/O (docs/trace-format.md is the layout).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+namespace mxsim::trace {
+
+/// Any trace/checkpoint I/O failure. what() names the file path, the object inside it
+/// where relevant, and HDF5's own error message (innermost first), e.g.
+/// "run.h5: /train/loss: append: H5Dwrite failed: ... (No space left on device)".
+class TraceError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Element types of series, snapshots and checkpoint arrays. Stored little-endian
+/// (H5T_IEEE_F32LE, H5T_STD_U8LE, ...); bits are stored and read back unchanged.
+enum class DType : uint8_t { f32, f64, u8, i32, u32, i64, u64 };
+
+const char* dtype_name(DType t);     ///< "f32", "f64", "u8", ...
+std::size_t dtype_size(DType t);     ///< bytes per element
+
+template <class T>
+constexpr DType dtype_of() {
+  if constexpr (std::is_same_v<T, float>) return DType::f32;
+  else if constexpr (std::is_same_v<T, double>) return DType::f64;
+  else if constexpr (std::is_same_v<T, uint8_t>) return DType::u8;
+  else if constexpr (std::is_same_v<T, int32_t>) return DType::i32;
+  else if constexpr (std::is_same_v<T, uint32_t>) return DType::u32;
+  else if constexpr (std::is_same_v<T, int64_t>) return DType::i64;
+  else if constexpr (std::is_same_v<T, uint64_t>) return DType::u64;
+  else static_assert(sizeof(T) == 0, "unsupported trace element type");
+}
+
+/// Where a run came from; stored as root attributes of the trace (see docs/trace-format.md).
+struct Provenance {
+  std::string version;       ///< mxsim version (MXSIM_VERSION)
+  std::string git_describe;  ///< `git describe --always --dirty` of the source tree, "" if unknown
+  std::string backend;       ///< "emu" or "hip"
+  uint64_t seed = 0;         ///< the run's seed
+  std::string date;          ///< UTC start time, ISO 8601 "2025-01-31T12:34:56Z"
+  std::string host;          ///< gethostname()
+};
+
+/// Fills version, git_describe (runs `git -C MXSIM_SOURCE_DIR describe --always --dirty` if
+/// that macro is known to the library and git works, else ""), date (now, UTC) and host.
+Provenance make_provenance(const std::string& backend, uint64_t seed);
+
+}  // namespace mxsim::trace

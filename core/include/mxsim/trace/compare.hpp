@@ -1,0 +1,43 @@
+// Bit comparison of two traces (used by `mxsim compare`).
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mxsim::trace {
+
+struct ScalarFinal {
+  std::string name;
+  std::optional<double> a, b;   ///< last complete value (empty: absent in that run or 0 steps)
+};
+
+struct ConfigDiff {
+  std::string key;              ///< dotted TOML key
+  std::string a, b;             ///< value as TOML text, "" when absent
+};
+
+struct FirstDifference {
+  int64_t step = -1;            ///< first step (row) whose bits differ
+  std::string dataset;          ///< first dataset (by name) differing at that step
+  uint64_t element = 0;         ///< flat index of the first differing element in that row
+};
+
+struct CompareResult {
+  uint64_t steps_a = 0, steps_b = 0;   ///< complete steps in each file
+  uint64_t steps_compared = 0;         ///< min(steps_a, steps_b)
+  std::vector<std::string> common;     ///< series/snapshots present in both with same dtype/shape
+  std::vector<std::string> only_a, only_b, mismatched;  ///< absent in one; or dtype/shape differ
+  std::vector<ScalarFinal> finals;     ///< every scalar series (per-step shape {}) of either run
+  std::vector<ConfigDiff> config_diffs;
+  std::optional<FirstDifference> first_difference;  ///< empty: all common data bit-identical
+  bool identical() const { return !first_difference && only_a.empty() && only_b.empty() && mismatched.empty(); }
+};
+
+/// Compares every common series row by row over the first min(steps) complete steps (and
+/// snapshots of steps < min(steps)), exact bits. Works on live files (SWMR read).
+/// Throws TraceError naming the file: missing, not an mxsim trace; or "no common series".
+CompareResult compare(const std::filesystem::path& a, const std::filesystem::path& b);
+
+}  // namespace mxsim::trace

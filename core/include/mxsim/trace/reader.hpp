@@ -1,0 +1,79 @@
+// HDF5 trace reader. Opens read-only with SWMR read, so it works on finished files, on
+// files being written, and on files left by a killed writer. Sees only complete steps.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mxsim/trace/common.hpp"
+
+namespace mxsim::trace {
+
+struct DatasetInfo {
+  std::string name;                 ///< absolute path, e.g. "/train/loss"
+  DType dtype;
+  bool snapshot = false;            ///< false: per-step series; true: snapshot
+  std::vector<uint64_t> row_shape;  ///< per-step (series) or per-snapshot shape
+  std::vector<int64_t> snapshot_steps;  ///< declared steps (snapshots only)
+  uint64_t row_elems() const;       ///< product of row_shape (1 for scalars)
+};
+
+class Reader {
+ public:
+  /// Opens `path` (H5F_ACC_RDONLY | H5F_ACC_SWMR_READ). Throws TraceError naming the path
+  /// when it is missing, not HDF5, or not an mxsim trace (no mxsim_trace_format attribute).
+  explicit Reader(const std::filesystem::path& path);
+  ~Reader();
+  Reader(Reader&&) noexcept;
+  Reader& operator=(Reader&&) noexcept;
+
+  /// Re-reads /steps (H5Drefresh) for files still being written.
+  void refresh();
+
+  /// Number of complete steps k = len(/steps) at open/refresh time.
+  uint64_t steps_completed() const;
+
+  std::string config_toml() const;
+  Provenance provenance() const;
+  int format_version() const;
+
+  /// Every series and snapshot in the file (not /steps), sorted by name.
+  const std::vector<DatasetInfo>& datasets() const;
+  const DatasetInfo& info(const std::string& name) const;  ///< throws if absent
+  bool has(const std::string& name) const;
+
+  /// Rows [first, first+count) of a series, count clamped to steps_completed().
+  /// T must match the dtype. Returns count * row_elems() values, row-major.
+  template <class T>
+  std::vector<T> read_series(const std::string& name, uint64_t first = 0, uint64_t count = UINT64_MAX) const {
+    std::vector<T> out;
+    auto raw = read_raw(name, dtype_of<T>(), first, count);
+    out.resize(raw.size() / sizeof(T));
+    if (!raw.empty()) std::memcpy(out.data(), raw.data(), raw.size());
+    return out;
+  }
+  /// Raw little-endian bytes of rows [first, first+count) (count clamped); checks dtype.
+  std::vector<unsigned char> read_raw(const std::string& name, DType dtype, uint64_t first = 0,
+                                      uint64_t count = UINT64_MAX) const;
+
+  /// Snapshot at `step`. Throws if `step` is not a declared step or not yet complete.
+  template <class T>
+  std::vector<T> read_snapshot(const std::string& name, int64_t step) const {
+    auto raw = read_snapshot_raw(name, dtype_of<T>(), step);
+    std::vector<T> out(raw.size() / sizeof(T));
+    if (!raw.empty()) std::memcpy(out.data(), raw.data(), raw.size());
+    return out;
+  }
+  std::vector<unsigned char> read_snapshot_raw(const std::string& name, DType dtype, int64_t step) const;
+
+  const std::filesystem::path& path() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mxsim::trace
