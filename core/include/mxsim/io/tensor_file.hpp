@@ -1,0 +1,79 @@
+// Host tensors as read from / written to files (.npy, .safetensors).
+//
+// A RawTensor is the bytes of one C-order (row-major), little-endian array
+// plus its dtype and shape: what a file holds, before any conversion. The
+// readers in npy.hpp and safetensors.hpp produce it, the writers take it.
+//
+// Errors: every reader and writer throws mxsim::io::IoError whose what() is
+// "<file>: <problem>" (and names the tensor where there is one), e.g.
+//   "w.npy: truncated data: header says shape (4, 32) <f4 = 512 bytes, file has 500"
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mxsim::io {
+
+/// Element types. Names as safetensors spells them (the Hugging Face
+/// safetensors format, "dtype" field); every dtype that format defines with a
+/// whole number of bytes per element is listed so a file holding, say, I64
+/// position ids can be read (and skipped) rather than rejected.
+enum class DType : uint8_t {
+  BOOL, U8, I8, U16, I16, F16, BF16, U32, I32, F32, U64, I64, F64,
+  F8_E4M3, F8_E5M2, F8_E8M0,
+};
+
+/// "F32", "BF16", ... (safetensors spelling).
+const char* name_of(DType);
+/// Bytes per element.
+size_t size_of(DType);
+/// Parse a safetensors dtype name; false when unknown.
+bool dtype_from_name(std::string_view name, DType& out);
+/// F32, F16 and BF16: the dtypes the quantizer takes as input.
+inline bool is_quantizable(DType d) { return d == DType::F32 || d == DType::F16 || d == DType::BF16; }
+
+/// Error reading or writing a tensor file; what() names the file and the problem.
+class IoError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// One array: raw little-endian bytes in C order.
+struct RawTensor {
+  std::string name;            ///< tensor name (safetensors key; file stem for .npy)
+  DType dtype = DType::F32;
+  std::vector<size_t> shape;   ///< empty = scalar (one element)
+  std::vector<uint8_t> bytes;  ///< numel() * size_of(dtype) bytes
+
+  size_t numel() const;
+  /// The shape as "[4, 32]".
+  std::string shape_str() const;
+};
+
+/// Number of elements of a shape (1 for the empty shape); throws
+/// std::overflow_error when the product does not fit size_t.
+size_t numel_of(const std::vector<size_t>& shape);
+
+/// Values of an F32, F16 or BF16 tensor as FP32, exactly (every BF16 and FP16
+/// value is an FP32 value; FP16 is decoded by mxsim::decode, BF16 is its bits
+/// shifted left by 16). Throws IoError naming the tensor for other dtypes.
+std::vector<float> to_f32(const RawTensor& t);
+
+/// A RawTensor of dtype F32 / U8 from host values.
+RawTensor from_f32(std::string name, std::vector<size_t> shape, const float* v);
+RawTensor from_u8(std::string name, std::vector<size_t> shape, const uint8_t* v);
+
+/// File kind by extension (".npy", ".safetensors"), or, when the extension is
+/// neither, by the first bytes ("\x93NUMPY" -> npy). Throws IoError when the
+/// file cannot be opened or its kind cannot be told.
+enum class FileKind { Npy, Safetensors };
+FileKind detect_kind(const std::filesystem::path& file);
+
+/// Whole file into memory; IoError "<file>: cannot open: <reason>" on failure.
+std::vector<uint8_t> read_all(const std::filesystem::path& file);
+
+}  // namespace mxsim::io

@@ -1,0 +1,226 @@
+// .npy reader/writer: a small parser of the header's Python dict literal so
+// that every malformed file gets an error naming the file and the problem
+// (xtensor's xnpy reports "invalid header" without a file name and has no
+// bfloat16).
+#include <cstring>
+#include <fstream>
+#include <optional>
+
+#include "mxsim/io/npy.hpp"
+
+namespace mxsim::io {
+namespace {
+
+struct HeaderParser {
+  std::string_view s;
+  size_t i = 0;
+  const std::string& label;
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw IoError(label + ": malformed .npy header: " + what + " at header offset " + std::to_string(i) + " in \"" +
+                  std::string(s) + "\"");
+  }
+  void ws() {
+    while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) ++i;
+  }
+  bool eat(char c) {
+    ws();
+    if (i < s.size() && s[i] == c) {
+      ++i;
+      return true;
+    }
+    return false;
+  }
+  void expect(char c) {
+    if (!eat(c)) fail(std::string("expected '") + c + "'");
+  }
+  std::string str() {
+    ws();
+    if (i >= s.size() || (s[i] != '\'' && s[i] != '"')) fail("expected a string");
+    const char q = s[i++];
+    const size_t b = i;
+    while (i < s.size() && s[i] != q) {
+      if (s[i] == '\\') fail("escape sequences are not supported");
+      ++i;
+    }
+    if (i >= s.size()) fail("unterminated string");
+    return std::string(s.substr(b, i++ - b));
+  }
+  bool boolean() {
+    ws();
+    if (s.substr(i, 4) == "True") return i += 4, true;
+    if (s.substr(i, 5) == "False") return i += 5, false;
+    fail("expected True or False");
+  }
+  std::vector<size_t> tuple() {
+    expect('(');
+    std::vector<size_t> v;
+    for (;;) {
+      ws();
+      if (eat(')')) return v;
+      if (i >= s.size() || s[i] < '0' || s[i] > '9') fail("expected a non-negative integer in the shape");
+      size_t x = 0;
+      while (i < s.size() && s[i] >= '0' && s[i] <= '9') {
+        if (x > (SIZE_MAX - 9) / 10) fail("shape dimension too large");
+        x = x * 10 + size_t(s[i++] - '0');
+      }
+      if (i < s.size() && s[i] == 'L') ++i;  // Python 2 long suffix
+      v.push_back(x);
+      if (!eat(',')) {
+        expect(')');
+        return v;
+      }
+    }
+  }
+};
+
+std::optional<DType> descr_dtype(const std::string& d) {
+  if (d == "<f4") return DType::F32;
+  if (d == "<f2") return DType::F16;
+  if (d == "|u1" || d == "<u1" || d == "u1") return DType::U8;
+  if (d == "<V2" || d == "bfloat16") return DType::BF16;
+  return std::nullopt;
+}
+
+uint32_t le(const uint8_t* p, int n) {
+  uint32_t v = 0;
+  for (int k = 0; k < n; ++k) v |= uint32_t(p[k]) << (8 * k);
+  return v;
+}
+
+}  // namespace
+
+std::string npy_descr(DType d) {
+  switch (d) {
+    case DType::F32: return "<f4";
+    case DType::F16: return "<f2";
+    case DType::U8: return "|u1";
+    case DType::BF16: return "<V2";
+    default: throw IoError(std::string("dtype ") + name_of(d) + " has no .npy descr here (F32, F16, BF16, U8)");
+  }
+}
+
+RawTensor parse_npy(std::span<const uint8_t> b, const std::string& label) {
+  if (b.size() < 8 || std::memcmp(b.data(), "\x93NUMPY", 6) != 0)
+    throw IoError(label + ": bad magic: not a .npy file (expected \\x93NUMPY)");
+  const int major = b[6], minor = b[7];
+  if (!((major == 1 || major == 2 || major == 3) && minor == 0))
+    throw IoError(label + ": unsupported .npy format version " + std::to_string(major) + "." + std::to_string(minor) +
+                  " (1.0, 2.0, 3.0 are read)");
+  const int len_bytes = major == 1 ? 2 : 4;
+  if (b.size() < size_t(8 + len_bytes)) throw IoError(label + ": truncated header (file ends in the header length)");
+  const size_t hlen = le(b.data() + 8, len_bytes);
+  const size_t data_off = 8 + size_t(len_bytes) + hlen;
+  if (b.size() < data_off)
+    throw IoError(label + ": truncated header: header length " + std::to_string(hlen) + " runs past the end of the " +
+                  std::to_string(b.size()) + "-byte file");
+  const std::string header(reinterpret_cast<const char*>(b.data()) + 8 + len_bytes, hlen);
+  if (major < 3)
+    for (unsigned char c : header)
+      if (c >= 0x80) throw IoError(label + ": malformed .npy header: non-ASCII byte in a version " + std::to_string(major) + ".0 header");
+
+  HeaderParser p{header, 0, label};
+  std::optional<std::string> descr;
+  std::optional<bool> fortran;
+  std::optional<std::vector<size_t>> shape;
+  p.expect('{');
+  for (;;) {
+    if (p.eat('}')) break;
+    const std::string key = p.str();
+    p.expect(':');
+    if (key == "descr") {
+      p.ws();
+      if (p.i < header.size() && header[p.i] == '[')
+        throw IoError(label + ": unsupported dtype: structured arrays (a list descr) are not read");
+      descr = p.str();
+    } else if (key == "fortran_order") {
+      fortran = p.boolean();
+    } else if (key == "shape") {
+      shape = p.tuple();
+    } else {
+      p.fail("unexpected key '" + key + "'");
+    }
+    if (!p.eat(',')) {
+      p.expect('}');
+      break;
+    }
+  }
+  p.ws();
+  if (p.i != header.size()) p.fail("text after the closing '}'");
+  if (!descr) throw IoError(label + ": malformed .npy header: missing 'descr'");
+  if (!fortran) throw IoError(label + ": malformed .npy header: missing 'fortran_order'");
+  if (!shape) throw IoError(label + ": malformed .npy header: missing 'shape'");
+  const auto dt = descr_dtype(*descr);
+  if (!dt)
+    throw IoError(label + ": unsupported dtype '" + *descr +
+                  "' (read: '<f4' float32, '<f2' float16, '<V2'/'bfloat16' bfloat16, '|u1' uint8; little-endian only)");
+  if (*fortran)
+    throw IoError(label + ": Fortran order is not supported (save a C-order array, e.g. np.ascontiguousarray)");
+
+  RawTensor t;
+  t.name = std::filesystem::path(label).stem().string();
+  t.dtype = *dt;
+  t.shape = *shape;
+  size_t n;
+  try {
+    n = t.numel();
+  } catch (const std::overflow_error&) {
+    throw IoError(label + ": shape " + t.shape_str() + " is too large");
+  }
+  const size_t isz = size_of(t.dtype);
+  if (n > SIZE_MAX / isz) throw IoError(label + ": shape " + t.shape_str() + " is too large");
+  const size_t need = n * isz, have = b.size() - data_off;
+  if (have < need)
+    throw IoError(label + ": truncated data: header says shape " + t.shape_str() + " " + *descr + " = " +
+                  std::to_string(need) + " bytes, the file has " + std::to_string(have) + " after the header");
+  if (have > need)
+    throw IoError(label + ": " + std::to_string(have - need) + " unexpected trailing bytes after the data of shape " +
+                  t.shape_str() + " " + *descr);
+  t.bytes.assign(b.begin() + ptrdiff_t(data_off), b.end());
+  return t;
+}
+
+RawTensor read_npy(const std::filesystem::path& file) {
+  const auto bytes = read_all(file);
+  return parse_npy(bytes, file.string());
+}
+
+std::vector<uint8_t> encode_npy(const RawTensor& t) {
+  std::string h = "{'descr': '" + npy_descr(t.dtype) + "', 'fortran_order': False, 'shape': (";
+  for (size_t i = 0; i < t.shape.size(); ++i) h += (i ? ", " : "") + std::to_string(t.shape[i]);
+  if (t.shape.size() == 1) h += ",";
+  h += "), }";
+  if (t.bytes.size() != t.numel() * size_of(t.dtype))
+    throw IoError("tensor '" + t.name + "': " + std::to_string(t.bytes.size()) + " bytes do not match shape " +
+                  t.shape_str());
+  // magic(6) + version(2) + length(2 or 4) + header + '\n' padded to 64.
+  int major = 1;
+  size_t prefix = 10;
+  size_t total = (prefix + h.size() + 1 + 63) / 64 * 64;
+  if (total - prefix > 65535) {
+    major = 2;
+    prefix = 12;
+    total = (prefix + h.size() + 1 + 63) / 64 * 64;
+  }
+  h.append(total - prefix - h.size() - 1, ' ');
+  h += '\n';
+  std::vector<uint8_t> out(prefix + h.size() + t.bytes.size());
+  const uint8_t magic[8] = {0x93, 'N', 'U', 'M', 'P', 'Y', uint8_t(major), 0};
+  std::memcpy(out.data(), magic, 8);
+  const size_t hl = h.size();
+  for (size_t k = 0; k < prefix - 8; ++k) out[8 + k] = uint8_t(hl >> (8 * k));
+  std::memcpy(out.data() + prefix, h.data(), h.size());
+  if (!t.bytes.empty()) std::memcpy(out.data() + prefix + h.size(), t.bytes.data(), t.bytes.size());
+  return out;
+}
+
+void write_npy(const std::filesystem::path& file, const RawTensor& t) {
+  const auto bytes = encode_npy(t);
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  if (!out) throw IoError(file.string() + ": cannot create: " + std::strerror(errno));
+  out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  out.flush();
+  if (!out) throw IoError(file.string() + ": write error: " + std::strerror(errno));
+}
+
+}  // namespace mxsim::io

@@ -1,0 +1,133 @@
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+
+#include "mxsim/format.hpp"
+#include "mxsim/io/tensor_file.hpp"
+#include "mxsim/rounding.hpp"
+
+static_assert(std::endian::native == std::endian::little, "tensor file I/O assumes a little-endian host");
+
+namespace mxsim::io {
+namespace {
+struct DTypeInfo {
+  DType d;
+  const char* name;
+  size_t size;
+};
+constexpr DTypeInfo kDTypes[] = {
+    {DType::BOOL, "BOOL", 1}, {DType::U8, "U8", 1},     {DType::I8, "I8", 1},
+    {DType::U16, "U16", 2},   {DType::I16, "I16", 2},   {DType::F16, "F16", 2},
+    {DType::BF16, "BF16", 2}, {DType::U32, "U32", 4},   {DType::I32, "I32", 4},
+    {DType::F32, "F32", 4},   {DType::U64, "U64", 8},   {DType::I64, "I64", 8},
+    {DType::F64, "F64", 8},   {DType::F8_E4M3, "F8_E4M3", 1}, {DType::F8_E5M2, "F8_E5M2", 1},
+    {DType::F8_E8M0, "F8_E8M0", 1},
+};
+}  // namespace
+
+const char* name_of(DType d) {
+  for (const auto& i : kDTypes)
+    if (i.d == d) return i.name;
+  return "?";
+}
+size_t size_of(DType d) {
+  for (const auto& i : kDTypes)
+    if (i.d == d) return i.size;
+  return 0;
+}
+bool dtype_from_name(std::string_view name, DType& out) {
+  for (const auto& i : kDTypes)
+    if (name == i.name) {
+      out = i.d;
+      return true;
+    }
+  return false;
+}
+
+size_t numel_of(const std::vector<size_t>& shape) {
+  size_t n = 1;
+  for (size_t s : shape) {
+    if (s != 0 && n > SIZE_MAX / s) throw std::overflow_error("tensor shape overflows size_t");
+    n *= s;
+  }
+  return n;
+}
+
+size_t RawTensor::numel() const { return numel_of(shape); }
+
+std::string RawTensor::shape_str() const {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::vector<float> to_f32(const RawTensor& t) {
+  const size_t n = t.numel();
+  if (t.bytes.size() != n * size_of(t.dtype))
+    throw IoError("tensor '" + t.name + "': " + std::to_string(t.bytes.size()) + " bytes for shape " + t.shape_str() +
+                  " " + name_of(t.dtype));
+  std::vector<float> v(n);
+  switch (t.dtype) {
+    case DType::F32:
+      std::memcpy(v.data(), t.bytes.data(), n * 4);
+      break;
+    case DType::BF16:
+      for (size_t i = 0; i < n; ++i) {
+        const uint32_t b = uint32_t(t.bytes[2 * i]) | uint32_t(t.bytes[2 * i + 1]) << 8;
+        v[i] = std::bit_cast<float>(b << 16);
+      }
+      break;
+    case DType::F16: {
+      const FormatSpec& f16 = spec_of(Format::FP16);
+      for (size_t i = 0; i < n; ++i) v[i] = decode(f16, uint32_t(t.bytes[2 * i]) | uint32_t(t.bytes[2 * i + 1]) << 8);
+      break;
+    }
+    default:
+      throw IoError("tensor '" + t.name + "': dtype " + name_of(t.dtype) +
+                    " cannot be quantized (input dtypes: F32, F16, BF16)");
+  }
+  return v;
+}
+
+RawTensor from_f32(std::string name, std::vector<size_t> shape, const float* v) {
+  RawTensor t{std::move(name), DType::F32, std::move(shape), {}};
+  t.bytes.resize(t.numel() * 4);
+  if (!t.bytes.empty()) std::memcpy(t.bytes.data(), v, t.bytes.size());
+  return t;
+}
+
+RawTensor from_u8(std::string name, std::vector<size_t> shape, const uint8_t* v) {
+  RawTensor t{std::move(name), DType::U8, std::move(shape), {}};
+  t.bytes.assign(v, v + t.numel());
+  return t;
+}
+
+std::vector<uint8_t> read_all(const std::filesystem::path& file) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec)) throw IoError(file.string() + ": is a directory, not a tensor file");
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw IoError(file.string() + ": cannot open: " + std::strerror(errno));
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  if (size < 0) throw IoError(file.string() + ": cannot read its size");
+  in.seekg(0);
+  std::vector<uint8_t> b(static_cast<size_t>(size));
+  if (size > 0 && !in.read(reinterpret_cast<char*>(b.data()), size)) throw IoError(file.string() + ": read error");
+  return b;
+}
+
+FileKind detect_kind(const std::filesystem::path& file) {
+  const auto ext = file.extension().string();
+  if (ext == ".npy") return FileKind::Npy;
+  if (ext == ".safetensors") return FileKind::Safetensors;
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw IoError(file.string() + ": cannot open: " + std::strerror(errno));
+  char magic[6] = {};
+  in.read(magic, 6);
+  if (in.gcount() == 6 && std::memcmp(magic, "\x93NUMPY", 6) == 0) return FileKind::Npy;
+  throw IoError(file.string() + ": cannot tell the file kind (expected a .npy or .safetensors file name, or the .npy magic)");
+}
+
+}  // namespace mxsim::io
