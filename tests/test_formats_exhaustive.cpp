@@ -1,0 +1,196 @@
+// Bit-exact proof of the element codecs against the independent oracle in
+// test_formats_oracle.hpp: every BF16 and every FP16 bit pattern, a large
+// seeded sample of FP32 bit patterns, and constructed ties and their FP32
+// neighbours, through every element format, every rounding mode (RNE, RZ,
+// stochastic with fixed words and at the exact threshold), both overflow
+// policies, and with scale offsets (encode(x, s) = x * 2^-s as the MX block
+// path uses).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "mxsim/rounding.hpp"
+#include "test_formats_oracle.hpp"
+
+using namespace mxsim;
+
+namespace {
+
+Format to_format(const std::string& n) {
+  Format f{};
+  if (!format_from_name(n, f)) throw std::runtime_error("unknown format " + n);
+  return f;
+}
+
+constexpr uint32_t kFixedWords[] = {0u, 1u, 0x55555555u, 0x80000000u, 0xC0000000u, 0xFFFFFFFFu};
+
+struct Checker {
+  std::vector<oracle::Table> tables;
+  std::vector<FormatSpec> specs;
+  uint64_t compared = 0;
+  int failures = 0;
+
+  Checker() {
+    for (const auto& f : oracle::all_formats()) {
+      tables.emplace_back(f);
+      specs.push_back(spec_of(to_format(f.name)));
+    }
+  }
+  static Checker& get() {
+    static Checker c;
+    return c;
+  }
+
+  void cmp(uint32_t got, uint32_t want, const oracle::Table& t, uint32_t x, int s, const char* mode, int ov,
+           uint32_t r) {
+    ++compared;
+    if (got == want) return;
+    if (++failures <= 20)
+      ADD_FAILURE() << t.f.name << " x=0x" << std::hex << x << std::dec << " s=" << s << " mode=" << mode
+                    << " ov=" << (ov ? "ieee" : "sat") << " r=0x" << std::hex << r << ": got 0x" << got
+                    << " want 0x" << want;
+  }
+
+  void check(uint32_t x, int s) {
+    for (size_t i = 0; i < tables.size(); ++i) {
+      const auto& t = tables[i];
+      const FormatSpec& f = specs[i];
+      const oracle::Decision d = oracle::decide(t, x, s);
+      for (int ov = 0; ov < 2; ++ov) {
+        const Overflow pol = ov ? Overflow::Ieee : Overflow::Saturate;
+        const oracle::Ov opol = ov ? oracle::Ov::Ieee : oracle::Ov::Sat;
+        cmp(encode(f, x, s, RoundMode::RNE, pol), oracle::expect(t, d, oracle::Mode::RNE, opol, 0), t, x, s, "rne",
+            ov, 0);
+        cmp(encode(f, x, s, RoundMode::RZ, pol), oracle::expect(t, d, oracle::Mode::RZ, opol, 0), t, x, s, "rz", ov,
+            0);
+        for (uint32_t r : kFixedWords)
+          cmp(encode(f, x, s, RoundMode::Stochastic, pol, r), oracle::expect(t, d, oracle::Mode::SR, opol, r), t, x,
+              s, "sr", ov, r);
+        if (!d.fixed && !d.exact && d.f32 > 0) {  // the threshold itself: r = f32 - 1 rounds up, r = f32 does not
+          const uint32_t r1 = uint32_t(d.f32 - 1), r2 = uint32_t(d.f32);
+          cmp(encode(f, x, s, RoundMode::Stochastic, pol, r1), oracle::expect(t, d, oracle::Mode::SR, opol, r1), t,
+              x, s, "sr", ov, r1);
+          if (d.f32 <= 0xFFFFFFFFu)
+            cmp(encode(f, x, s, RoundMode::Stochastic, pol, r2), oracle::expect(t, d, oracle::Mode::SR, opol, r2), t,
+                x, s, "sr", ov, r2);
+        }
+      }
+    }
+  }
+};
+
+// Scale offsets applied to the 16-bit sweeps: 0, small, and both clamps of E8M0.
+constexpr int kOffsets16[] = {0, 3, -2, 17, -40, 127, -127};
+
+uint32_t fp16_to_fp32_bits(uint16_t h) {
+  // The compiler's _Float16 conversion (exact widening), independent of mxsim.
+  _Float16 v;
+  __builtin_memcpy(&v, &h, 2);
+  const float f = float(v);
+  uint32_t b;
+  __builtin_memcpy(&b, &f, 4);
+  if (std::isnan(f)) b = (b & 0x80000000u) | 0x7FC00000u | (uint32_t(h & 0x1FF) << 13);  // keep NaN-ness
+  return b;
+}
+
+}  // namespace
+
+TEST(FormatsExhaustive, DecodeEveryCode) {
+  auto& c = Checker::get();
+  for (size_t i = 0; i < c.tables.size(); ++i) {
+    const auto& f = c.tables[i].f;
+    for (uint32_t code = 0; code < (1u << f.bits); ++code) {
+      const float v = decode(c.specs[i], code);
+      if (f.is_nan(code)) {
+        EXPECT_TRUE(std::isnan(v)) << f.name << " code " << code;
+        continue;
+      }
+      if (f.is_inf(code)) {
+        EXPECT_TRUE(std::isinf(v) && std::signbit(v) == bool(code & f.sign_bit())) << f.name << " code " << code;
+        continue;
+      }
+      ASSERT_TRUE(std::isfinite(v)) << f.name << " code " << code;
+      uint32_t b;
+      __builtin_memcpy(&b, &v, 4);
+      EXPECT_EQ(std::signbit(v), bool(code & f.sign_bit())) << f.name << " code " << code;
+      EXPECT_TRUE(oracle::exact_abs(b & 0x7FFFFFFFu, 0) == f.value(code)) << f.name << " code " << code;
+    }
+  }
+}
+
+TEST(FormatsExhaustive, EveryBf16Pattern) {
+  auto& c = Checker::get();
+  const uint64_t before = c.compared;
+  for (uint32_t h = 0; h < 65536; ++h)
+    for (int s : kOffsets16) c.check(h << 16, s);
+  std::printf("BF16 sweep: %llu encode results compared\n", (unsigned long long)(c.compared - before));
+}
+
+TEST(FormatsExhaustive, EveryFp16Pattern) {
+  auto& c = Checker::get();
+  const uint64_t before = c.compared;
+  for (uint32_t h = 0; h < 65536; ++h)
+    for (int s : kOffsets16) c.check(fp16_to_fp32_bits(uint16_t(h)), s);
+  std::printf("FP16 sweep: %llu encode results compared\n", (unsigned long long)(c.compared - before));
+}
+
+TEST(FormatsExhaustive, Fp32SeededSample) {
+  auto& c = Checker::get();
+  const uint64_t before = c.compared;
+  std::mt19937_64 rng(20261130);
+  // Uniform bit patterns (all exponents, both signs), and patterns with
+  // the exponent drawn uniformly and few low mantissa bits (ties are common).
+  for (int i = 0; i < 150000; ++i) {
+    const uint32_t x = uint32_t(rng());
+    const int s = (i % 4 == 0) ? 0 : int(rng() % 255) - 127;
+    c.check(x, s);
+  }
+  for (int i = 0; i < 100000; ++i) {
+    const uint32_t e = uint32_t(rng() % 256), m = uint32_t(rng()) & (0x7FFFFFu << (rng() % 24)) & 0x7FFFFFu;
+    const uint32_t x = (uint32_t(rng() & 1) << 31) | (e << 23) | m;
+    const int s = (i % 3 == 0) ? 0 : int(rng() % 41) - 20;
+    c.check(x, s);
+  }
+  std::printf("FP32 sample: %llu encode results compared\n", (unsigned long long)(c.compared - before));
+}
+
+TEST(FormatsExhaustive, Fp32EveryTieAndItsNeighbours) {
+  // For every pair of adjacent finite values of each format (and max with the
+  // first value past it), the midpoint and the FP32 values one ulp either
+  // side, at several scale offsets, both signs.
+  auto& c = Checker::get();
+  const uint64_t before = c.compared;
+  auto to_double = [](const oracle::Fmt& f, uint32_t code) {
+    if (f.kind == oracle::Kind::E8M0) return std::ldexp(1.0, int(code) - 127);
+    const int e = int(code >> f.mbits);
+    const double m = double(code & ((1u << f.mbits) - 1));
+    return e == 0 ? std::ldexp(m, 1 - f.bias - f.mbits) : std::ldexp(double(1u << f.mbits) + m, e - f.bias - f.mbits);
+  };
+  for (const auto& t : c.tables) {
+    std::vector<double> v;
+    for (uint32_t code : t.codes) v.push_back(to_double(t.f, code));
+    {  // the first value past max: max + ulp of the top binade
+      int top;
+      std::frexp(v.back(), &top);
+      v.push_back(v.back() + std::ldexp(1.0, top - 1 - t.f.mbits));
+    }
+    const size_t step = v.size() > 4096 ? 37 : 1;  // 16-bit formats: every 37th tie (the sweeps cover the rest)
+    for (size_t i = 0; i + 1 < v.size(); i += step) {
+      const double mid = 0.5 * (v[i] + v[i + 1]);
+      for (int s : {0, 1, -3, 9, -60, 100}) {
+        const double xs = std::ldexp(mid, s);
+        const float xf = float(xs);
+        if (double(xf) != xs || !std::isfinite(xf)) continue;
+        for (float y : {xf, std::nextafter(xf, 0.0f), std::nextafter(xf, INFINITY)}) {
+          uint32_t b;
+          __builtin_memcpy(&b, &y, 4);
+          c.check(b, s);
+          c.check(b | 0x80000000u, s);
+        }
+      }
+    }
+  }
+  std::printf("FP32 ties: %llu encode results compared\n", (unsigned long long)(c.compared - before));
+}
