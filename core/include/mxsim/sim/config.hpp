@@ -1,0 +1,67 @@
+// Configuration of a training-simulator run (TOML; examples/default.toml is
+// the documented default and is embedded in the binary).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mxsim::sim {
+
+/// Per-linear numerics recipe name: "bf16", "mxfp4", "mxfp8", "fp8_current",
+/// "fp8_delayed", "fp8_block" (sim/recipe.hpp).
+struct RecipeConfig {
+  std::string embed = "bf16", router = "bf16", fc1 = "mxfp4", fc2 = "mxfp4", head = "bf16";
+  bool mxfp4_hadamard_wgrad = true;    ///< 16-point Hadamard on both wgrad operands
+  bool mxfp4_sr_grad = false;          ///< stochastic rounding on dy (dgrad + wgrad)
+  int fp8_amax_history = 16;           ///< fp8_delayed: amax history length
+  float fp8_margin = 0.0f;             ///< fp8_delayed: scale = max / amax / 2^margin
+};
+
+struct Config {
+  // [run]
+  uint64_t seed = 1234;
+  int epochs = 3;
+  int64_t max_steps = 0;       ///< 0 = epochs * steps_per_epoch; else a cap
+  int64_t train_limit = 0;     ///< use only the first N training images (0 = all)
+  int64_t test_limit = 0;      ///< evaluate on the first N test images (0 = all)
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  // [model]
+  int d_model = 128, d_ff = 256, experts = 8, top_k = 2;
+  std::string activation = "relu";  ///< relu | gelu | silu
+  float aux_loss_coeff = 0.01f;
+  // [batch]
+  int global_batch = 256, num_microbatches = 4;
+  // [optim]
+  float lr = 2e-3f, min_lr = 1e-4f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.01f;
+  int64_t warmup_steps = 50;
+  float init_std = 0.0f;  ///< 0 = 1/sqrt(fan_in)
+  // [recipe]
+  RecipeConfig recipe;
+  // [deosc] (training-mechanics.md §6; Primus defaults 200 / 4.0 / 0)
+  bool deosc = true;
+  int64_t deosc_period = 200, deosc_start_step = 0;
+  float deosc_ratio = 4.0f;
+  // [metrics]
+  float osc_ema_momentum = 0.01f;  ///< Nagel et al. 2022 class default
+  // [trace]
+  std::vector<std::string> snapshot_layers = {"fc1"};
+  std::vector<int64_t> snapshot_steps = {1};
+  int64_t checkpoint_every = 0;  ///< 0 = only at the end (if a checkpoint path is set)
+
+  /// Steps per epoch (floor(N / global_batch)).
+  int64_t steps_per_epoch(int64_t n_train) const { return n_train / global_batch; }
+};
+
+/// The embedded default config text (the same as examples/default.toml).
+const char* default_config_text();
+
+/// Parse TOML text into a Config starting from the defaults; apply `--set`
+/// overrides ("section.key=value", value in TOML syntax, bare words taken as
+/// strings). Throws std::invalid_argument naming the key and what was
+/// expected for unknown keys, wrong types and impossible sizes.
+Config parse_config(const std::string& toml_text, const std::vector<std::string>& overrides = {},
+                    const std::string& source = "config");
+/// Canonical TOML of a config (stored in the trace and checkpoints).
+std::string to_toml(const Config& c);
+
+}  // namespace mxsim::sim

@@ -1,0 +1,189 @@
+// The Mixture-of-Experts classifier of the training simulator, written once
+// against mxsim::Backend, with explicit forward and backward code.
+//
+//   x [B, 784] (FP32 pixels, cast to BF16)
+//   h0 = embed(x)                      [B, d]      linear 784 -> d
+//   logits_r = router(h0), p = softmax [B, E]      linear d -> E, FP32 softmax
+//   top-k experts per token, gate = p (not renormalised, Switch/GShard)
+//   permute (token, slot) pairs by expert, stable (expert, token, slot) order,
+//     each expert's rows padded with zero rows to a multiple of 16 (the
+//     Hadamard run; Turbo pads grouped column-wise spans likewise)
+//   u = fc1(xp) grouped [E, d_ff, d]; a = act(u); yp = fc2(a) grouped [E, d, d_ff]
+//   moe[t] = sum_slots gate * yp[row]  (slot order)
+//   h1 = h0 + moe   (residual)
+//   logits = head(h1) [B, 10]; loss = mean CE over the global batch
+//          + aux = coeff * E * sum_e f_e * P_e per micro-batch / num_microbatches
+// Activations and GEMM outputs are BF16 values; softmax, loss, gates FP32.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "mxsim/backend.hpp"
+#include "mxsim/sim/config.hpp"
+#include "mxsim/sim/recipe.hpp"
+
+namespace mxsim::sim {
+
+/// Thrown on misuse of training mechanics (stale cache, double main_grad add).
+class MechanicsError : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
+};
+
+/// A quantized-weight cache entry, valid only for the weight version it was
+/// made from (training-mechanics.md §4-§5).
+struct WeightCache {
+  QuantizedTensor q;
+  uint64_t version = 0;
+  bool valid = false;
+};
+
+/// One weight [G, N, K] (G = 1 for plain linears) with its FP32 master, AdamW
+/// moments, BF16 model copy, FP32 main_grad and the per-(micro-batch, group)
+/// grad_added_to_main_grad guard.
+struct Weight {
+  std::string name;
+  size_t G = 1, N = 0, K = 0;
+  Recipe recipe;
+  Tensor3f master, m, v, model, main_grad;
+  uint64_t version = 0;  ///< bumped by every optimizer step (and de-osc snap)
+  WeightCache cache;     ///< rowwise/2-D cache (fprop; dgrad too when same bytes)
+  WeightCache cache_t;   ///< transposed cache (dgrad), only where the recipe allows
+  std::vector<uint8_t> added;  ///< [num_microbatches * G]
+  int num_microbatches = 1;
+  /// fp8_delayed amax histories per operand role (0 = w, 1 = x, 2 = dy)
+  std::array<std::vector<float>, 3> amax_hist;
+
+  /// Zero main_grad and the guard (start of a step).
+  void zero_grad();
+  /// Mark (mb, g) as added; throws MechanicsError on a second add.
+  void mark_added(int mb, size_t g);
+  /// Invalidate every cache and bump the version (optimizer step).
+  void invalidate();
+};
+
+/// What the forward of one linear needs from the weight cache: the
+/// quantized W for fprop/dgrad of micro-batch `mb` of `num_mb`.
+/// num_mb == 1: quantized on the fly, nothing cached. Else quantized at
+/// mb == 0 and cached; mb > 0 reuses the cache and throws MechanicsError if
+/// it is missing or its version differs from the weight's.
+const QuantizedTensor& weight_for_fprop(Backend& be, Weight& w, int mb, int num_mb, QuantizedTensor& scratch);
+/// dgrad's W: the fprop bytes when the recipe's W quantization serves both
+/// directions and a transposed cache is allowed; otherwise (current scaling)
+/// re-quantized from the current BF16 weight at every use.
+const QuantizedTensor& weight_for_dgrad(Backend& be, Weight& w, int mb, int num_mb, QuantizedTensor& scratch);
+
+/// Per-step quantization statistics of one operand (trace /layers/<l>/quant).
+struct OperandStats {
+  double mse = 0, sqnr_db = 0;
+  uint64_t underflow = 0, saturated = 0, count = 0;
+  std::vector<int> scale_exp;
+};
+
+/// One micro-batch's record, for the trace.
+struct MicroRecord {
+  std::map<std::string, Tensor3f> wgrad;  ///< per-layer dW_mb contribution (snapshot layers only)
+};
+
+class Model {
+ public:
+  Model(const Config& cfg, Backend& be);
+  /// Layers in order: embed, router, fc1, fc2, head.
+  std::vector<Weight*> weights();
+  Weight& weight(const std::string& name);
+
+  /// Forward + backward of one micro-batch (rows [B_mb] of the global batch),
+  /// adding its weight gradients into main_grad. grad_scale = 1 / global batch.
+  /// Returns the summed CE loss over the micro-batch rows and the number correct.
+  struct MbResult {
+    double loss_sum = 0, aux = 0;
+    int64_t correct = 0;
+    std::vector<int64_t> tokens_per_expert;
+  };
+  MbResult train_microbatch(const Tensor2f& x, std::span<const uint8_t> y, int mb, int num_mb, int64_t step,
+                            float grad_scale, bool record_stats, bool record_wgrad, MicroRecord* rec);
+  /// Forward only (evaluation), BF16 weights quantized per recipe on the fly.
+  std::vector<int> predict(const Tensor2f& x);
+
+  /// Quantization stats of the last recorded micro-batch: layer -> {w, x, dy}.
+  std::map<std::string, std::array<OperandStats, 3>> stats;
+
+ private:
+  const Config& cfg_;
+  Backend& be_;
+  std::vector<std::unique_ptr<Weight>> w_;
+  struct LinearCtx;
+  void linear_forward(Weight& w, const Tensor2f& x, std::span<const int64_t> ms, Tensor2f& y, int mb, int num_mb,
+                      int64_t step, bool stats, LinearCtx& ctx);
+  void linear_backward(Weight& w, const Tensor2f& dy, std::span<const int64_t> ms, Tensor2f* dx, int mb,
+                       int num_mb, int64_t step, bool stats, LinearCtx& ctx, Tensor3f* record);
+};
+
+/// Primus weight de-oscillation (training-mechanics.md §6), FP32 snapshots
+/// (the PR #982 variant: prev and prev_q FP32, movement measured on the FP32
+/// master). Tracks only Mxfp4-recipe weights: the constructor takes the
+/// weights whose recipe type is Mxfp4Recipe (deosc_eligible_v) and ignores
+/// all others whatever buffers they hold.
+class DeOsc {
+ public:
+  DeOsc(int64_t period, float ratio, int64_t start_step) : period_(period), ratio_(ratio), start_(start_step) {}
+  /// Called after the optimizer step (master already copied to the model).
+  /// Returns snapped element counts per weight name (0 when no window ended).
+  std::map<std::string, int64_t> step(Backend& be, const std::vector<Weight*>& ws);
+  struct State {
+    Tensor3f prev, prev_q, dist_w, dist_q;
+    int64_t step = 0;
+    bool seeded = false;
+  };
+  std::map<std::string, State> state;
+  int64_t global_step = 0;
+  bool built = false;
+  std::vector<std::string> eligible;  ///< names, built once at the first call past start_step
+
+ private:
+  int64_t period_;
+  float ratio_;
+  int64_t start_;
+};
+
+/// Q = MXFP4 QDQ of bf16(master) per expert on the forward grid (32x32, EVEN, RNE).
+Tensor3f mxfp4_forward_qdq(Backend& be, const Tensor3f& master);
+
+/// Oscillation metrics of every quantized weight (Nagel et al. 2022, arXiv:2203.11086):
+/// per element the sign of the last non-zero change of the quantized value, an
+/// oscillation indicator (non-zero change opposite to the last non-zero one),
+/// flip counts and the EMA frequency f = m * ind + (1 - m) * f; plus DistRatio
+/// = sum|dQ| / sum|dW| over windows of `period` steps.
+class OscMetrics {
+ public:
+  struct State {
+    Tensor3f prev_w, prev_q, dist_w, dist_q, ema;
+    std::vector<int8_t> last_dir;
+    std::vector<uint32_t> flips;
+    int64_t window = 0;
+    bool seeded = false;
+  };
+  struct Step {
+    uint64_t flips = 0, flips_total = 0;
+    double ema_mean = 0, ema_frac_above = 0, dist_ratio_mean = 0;
+  };
+  OscMetrics(float momentum, int64_t period) : m_(momentum), period_(period) {}
+  Step update(Backend& be, Weight& w);
+  std::map<std::string, State> state;
+
+ private:
+  float m_;
+  int64_t period_;
+};
+
+/// LR at optimizer step t (1-based): linear warm-up over warmup_steps, then
+/// cosine from lr to min_lr at total_steps.
+float lr_at(const Config& c, int64_t t, int64_t total_steps);
+
+}  // namespace mxsim::sim

@@ -1,0 +1,99 @@
+// Per-linear numerics recipes of the training simulator, as types.
+//
+// Each recipe says how the three GEMMs of a linear quantize their operands
+// (training-mechanics.md §1-§2):
+//   fprop  y  = x . W^T     x along K (Axis::Cols), W rowwise / 2-D tiles
+//   dgrad  dx = dy . W      dy along N (Axis::Cols), W columnwise / 2-D tiles
+//   wgrad  dW = dy^T . x    dy and x along M (Axis::Rows), per expert
+// and how the weight gradient reaches main_grad (§3): `fused_wgrad_accum`
+// = the wgrad GEMM accumulates into FP32 main_grad from its FP32 accumulator
+// (Primus PR #995: BF16 and FP8 tensorwise); otherwise the GEMM writes BF16
+// and main_grad = fl32(main_grad + bf16(dW_mb)) (MXFP4, MXFP8, FP8 block,
+// FP8 delayed, as Primus's unfused bridge).
+//
+// Eligibility for weight de-oscillation is a property of the recipe *type*:
+// deosc_eligible_v<R> is true only for Mxfp4Recipe (the weight is quantized
+// to MXFP4 in fprop). Nothing looks at cached buffers (§6 FP8-vs-FP4 bug).
+#pragma once
+#include <string>
+#include <type_traits>
+#include <variant>
+
+#include "mxsim/quant_spec.hpp"
+#include "mxsim/sim/config.hpp"
+
+namespace mxsim::sim {
+
+/// Operand specs of one linear. For Bf16Recipe nothing is quantized.
+struct OperandSpecs {
+  QuantSpec x_fprop, w, dy_dgrad, dy_wgrad, x_wgrad;
+  /// W's columnwise (dgrad) copy: same bytes as fprop (2-D tiles or per
+  /// tensor), or a separate quantization along N (1-D recipes; none here).
+  bool w_same_bytes_both_ways = true;
+};
+
+struct Bf16Recipe {
+  static constexpr const char* name = "bf16";
+  static constexpr bool quantized = false, fused_wgrad_accum = true, transposed_cache_allowed = true;
+};
+struct Mxfp4Recipe {
+  static constexpr const char* name = "mxfp4";
+  static constexpr bool quantized = true, fused_wgrad_accum = false, transposed_cache_allowed = true;
+  OperandSpecs specs;
+};
+struct Mxfp8Recipe {
+  static constexpr const char* name = "mxfp8";
+  static constexpr bool quantized = true, fused_wgrad_accum = false, transposed_cache_allowed = true;
+  OperandSpecs specs;
+};
+struct Fp8CurrentRecipe {
+  static constexpr const char* name = "fp8_current";
+  /// Current scaling: transposed cache never allowed (Primus PR #891).
+  static constexpr bool quantized = true, fused_wgrad_accum = true, transposed_cache_allowed = false;
+  OperandSpecs specs;
+};
+struct Fp8DelayedRecipe {
+  static constexpr const char* name = "fp8_delayed";
+  static constexpr bool quantized = true, fused_wgrad_accum = false, transposed_cache_allowed = true;
+  OperandSpecs specs;
+  int history = 16;
+  float margin = 0;
+};
+struct Fp8BlockRecipe {
+  static constexpr const char* name = "fp8_block";
+  static constexpr bool quantized = true, fused_wgrad_accum = false, transposed_cache_allowed = true;
+  OperandSpecs specs;
+};
+
+using Recipe = std::variant<Bf16Recipe, Mxfp4Recipe, Mxfp8Recipe, Fp8CurrentRecipe, Fp8DelayedRecipe, Fp8BlockRecipe>;
+
+/// De-oscillation eligibility, decided by the recipe type only.
+template <class R>
+inline constexpr bool deosc_eligible_v = std::is_same_v<R, Mxfp4Recipe>;
+
+inline bool deosc_eligible(const Recipe& r) {
+  return std::visit([](const auto& x) { return deosc_eligible_v<std::decay_t<decltype(x)>>; }, r);
+}
+inline bool is_quantized(const Recipe& r) {
+  return std::visit([](const auto& x) { return std::decay_t<decltype(x)>::quantized; }, r);
+}
+inline bool fused_wgrad_accum(const Recipe& r) {
+  return std::visit([](const auto& x) { return std::decay_t<decltype(x)>::fused_wgrad_accum; }, r);
+}
+inline bool transposed_cache_allowed(const Recipe& r) {
+  return std::visit([](const auto& x) { return std::decay_t<decltype(x)>::transposed_cache_allowed; }, r);
+}
+inline const char* recipe_name(const Recipe& r) {
+  return std::visit([](const auto& x) { return std::decay_t<decltype(x)>::name; }, r);
+}
+/// Operand specs (throws std::logic_error for Bf16Recipe).
+const OperandSpecs& operand_specs(const Recipe& r);
+
+/// Build a recipe by config name ("bf16", "mxfp4", ...).
+Recipe make_recipe(const std::string& name, const RecipeConfig& rc);
+
+/// The MXFP4 forward weight grid (E2M1, 32x32 tiles, E8M0 EVEN, RNE): the
+/// grid de-oscillation snaps to (training-mechanics.md §6 step 3).
+QuantSpec mxfp4_weight_spec();
+
+}  // namespace mxsim::sim

@@ -1,0 +1,272 @@
+// mxsim::Backend on the CPU emulator.
+//
+// GEMMs: every operand is reduced to its exact FP32 values (dequantized codes
+// times scales, or BF16 values); each output element walks the contraction
+// axis in blocks of 32 from index 0 (per group for wgrad), sums the block's
+// products in FP32 in ascending order (products of E2M1 x E2M1 under one
+// scale pair and their block sums are exact, so MXFP4 meets the contract of
+// docs/numerics.md §5 bit for bit), and adds each block sum to the FP32
+// accumulator with one RNE. The output is rounded once to BF16 when asked.
+// Work is split over output rows with OpenMP; each element is computed by one
+// thread in a fixed order, so results do not depend on the thread count.
+// TODO(issue 3): route through emu::grouped_fprop/dgrad/wgrad once the
+// contract GEMM lands (same operand conventions; see grouped_gemm.hpp).
+#include "mxsim/emu/backend_emu.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "mxsim/emu/quantize.hpp"
+#include "mxsim/rounding.hpp"
+
+namespace mxsim {
+namespace {
+
+inline float bf16(float v) {
+  return decode(Format::BF16, encode_f32(Format::BF16, v, RoundMode::RNE, Overflow::Ieee));
+}
+
+/// C[I, J] (+)= A[I, P] . B[P, J], all row-major with leading dims; contraction
+/// in blocks of 32 as described at the top of the file.
+void gemm_nn(const float* A, size_t lda, const float* B, size_t ldb, float* C, size_t ldc, size_t I, size_t P,
+             size_t J, GemmOut o) {
+#pragma omp parallel
+  {
+    std::vector<float> acc(J), blk(J);
+#pragma omp for schedule(static)
+    for (size_t i = 0; i < I; ++i) {
+      float* c = C + i * ldc;
+      for (size_t j = 0; j < J; ++j) acc[j] = o.accumulate ? c[j] : 0.0f;
+      for (size_t p0 = 0; p0 < P; p0 += 32) {
+        std::fill(blk.begin(), blk.end(), 0.0f);
+        const size_t p1 = std::min(P, p0 + 32);
+        for (size_t p = p0; p < p1; ++p) {
+          const float a = A[i * lda + p];
+          if (a == 0.0f) continue;  // exact: adding +-0 products changes no sum except -0 (none here: blk starts +0)
+          const float* b = B + p * ldb;
+          for (size_t j = 0; j < J; ++j) blk[j] = blk[j] + a * b[j];
+        }
+        for (size_t j = 0; j < J; ++j) acc[j] = acc[j] + blk[j];
+      }
+      if (o.out == Format::BF16)
+        for (size_t j = 0; j < J; ++j) c[j] = bf16(acc[j]);
+      else
+        for (size_t j = 0; j < J; ++j) c[j] = acc[j];
+    }
+  }
+}
+
+Tensor2f values2(const Tensor2f& x, const QuantizedTensor* q) {
+  if (!q) return x;
+  Tensor3f d = emu::dequantize3(*q);
+  Tensor2f r = xt::view(d, 0, xt::all(), xt::all());
+  return r;
+}
+Tensor3f values3(const Tensor3f& w, const QuantizedTensor* q) { return q ? emu::dequantize3(*q) : w; }
+
+void check_splits(std::span<const int64_t> ms, size_t M, const char* op) {
+  int64_t s = 0;
+  for (auto m : ms) {
+    if (m < 0) throw std::invalid_argument(std::string(op) + ": negative m_splits entry");
+    s += m;
+  }
+  if (size_t(s) != M) throw std::invalid_argument(std::string(op) + ": sum(m_splits) != rows");
+}
+
+class EmuBackend final : public Backend {
+ public:
+  std::string name() const override { return "emu"; }
+  bool supports_training() const override { return true; }
+  void set_threads(int n) override { omp_set_num_threads(std::max(1, n)); }
+
+  QuantizedTensor quantize(const Tensor3f& x, const QuantSpec& spec, Axis axis) override {
+    return emu::quantize(x, spec, axis);
+  }
+  Tensor3f dequantize(const QuantizedTensor& q) override { return emu::dequantize3(q); }
+  QStats quant_stats(const Tensor3f& x, const QuantizedTensor& q) override {
+    const auto s = emu::quant_stats(x, q);
+    QStats r;
+    r.mse = s.mse;
+    r.sqnr_db = s.sqnr_db;
+    r.count = s.count;
+    r.underflow = s.underflow;
+    r.saturated = s.saturated;
+    r.nonfinite = s.nonfinite_in + s.nan_out;
+    for (const auto& b : emu::block_stats(x, q)) r.scale_exp.push_back(b.scale_exp);
+    return r;
+  }
+  void round_bf16(Tensor3f& x) override {
+    for (auto& v : x) v = bf16(v);
+  }
+  void round_bf16(Tensor2f& x) override {
+    for (auto& v : x) v = bf16(v);
+  }
+
+  void grouped_fprop(const Tensor2f& x, const QuantizedTensor* xq, const Tensor3f& w, const QuantizedTensor* wq,
+                     std::span<const int64_t> ms, Tensor2f& y, GemmOut o) override {
+    const size_t M = x.shape(0), K = x.shape(1), N = w.shape(1);
+    if (w.shape(2) != K || w.shape(0) != ms.size()) throw std::invalid_argument("grouped_fprop: shape mismatch");
+    check_splits(ms, M, "grouped_fprop");
+    const Tensor2f X = values2(x, xq);
+    const Tensor3f W = values3(w, wq);
+    if (!o.accumulate) y = Tensor2f::from_shape({M, N});
+    size_t r0 = 0;
+    for (size_t g = 0; g < ms.size(); ++g) {
+      const size_t m = size_t(ms[g]);
+      if (m) {
+        Tensor2f WT = xt::transpose(xt::view(W, g, xt::all(), xt::all()));
+        gemm_nn(&X(r0, 0), K, WT.data(), N, &y(r0, 0), N, m, K, N, o);
+      }
+      r0 += m;
+    }
+  }
+  void grouped_dgrad(const Tensor2f& dy, const QuantizedTensor* dyq, const Tensor3f& w, const QuantizedTensor* wq,
+                     std::span<const int64_t> ms, Tensor2f& dx, GemmOut o) override {
+    const size_t M = dy.shape(0), N = dy.shape(1), K = w.shape(2);
+    if (w.shape(1) != N || w.shape(0) != ms.size()) throw std::invalid_argument("grouped_dgrad: shape mismatch");
+    check_splits(ms, M, "grouped_dgrad");
+    const Tensor2f D = values2(dy, dyq);
+    const Tensor3f W = values3(w, wq);
+    if (!o.accumulate) dx = Tensor2f::from_shape({M, K});
+    size_t r0 = 0;
+    for (size_t g = 0; g < ms.size(); ++g) {
+      const size_t m = size_t(ms[g]);
+      if (m) gemm_nn(&D(r0, 0), N, &W(g, 0, 0), K, &dx(r0, 0), K, m, N, K, o);
+      r0 += m;
+    }
+  }
+  void grouped_wgrad(const Tensor2f& dy, std::span<const QuantizedTensor> dyq, const Tensor2f& x,
+                     std::span<const QuantizedTensor> xq, std::span<const int64_t> ms, Tensor3f& dw,
+                     GemmOut o) override {
+    const size_t M = dy.shape(0), N = dy.shape(1), K = x.shape(1), G = ms.size();
+    if (x.shape(0) != M) throw std::invalid_argument("grouped_wgrad: dy and x rows differ");
+    check_splits(ms, M, "grouped_wgrad");
+    if ((!dyq.empty() && dyq.size() != G) || (!xq.empty() && xq.size() != G))
+      throw std::invalid_argument("grouped_wgrad: one quantized operand per group expected");
+    if (!o.accumulate) dw = xt::zeros<float>({G, N, K});
+    if (dw.shape(0) != G || dw.shape(1) != N || dw.shape(2) != K)
+      throw std::invalid_argument("grouped_wgrad: dw shape mismatch");
+    size_t r0 = 0;
+    for (size_t g = 0; g < G; ++g) {
+      const size_t m = size_t(ms[g]);
+      if (m) {
+        // A = dy_g^T [N, m], B = x_g [m, K] (values in the quantized domain,
+        // Hadamard-transformed when the spec says so: the transform cancels).
+        Tensor2f A, B;
+        if (!dyq.empty()) {
+          Tensor3f d = emu::dequantize3(dyq[g]);  // logical [m, N]
+          A = xt::transpose(xt::view(d, 0, xt::all(), xt::all()));
+        } else {
+          A = xt::transpose(xt::view(dy, xt::range(r0, r0 + m), xt::all()));
+        }
+        if (!xq.empty()) {
+          Tensor3f d = emu::dequantize3(xq[g]);
+          B = xt::view(d, 0, xt::all(), xt::all());
+        } else {
+          B = xt::view(x, xt::range(r0, r0 + m), xt::all());
+        }
+        gemm_nn(A.data(), m, B.data(), K, &dw(g, 0, 0), K, N, m, K, o);
+      }
+      r0 += m;
+    }
+  }
+  std::vector<QuantizedTensor> quantize_grouped_colwise(const Tensor2f& x, std::span<const int64_t> ms,
+                                                        const QuantSpec& spec) override {
+    check_splits(ms, x.shape(0), "quantize_grouped_colwise");
+    std::vector<QuantizedTensor> out;
+    size_t r0 = 0;
+    for (auto m : ms) {
+      Tensor2f s = xt::view(x, xt::range(r0, r0 + size_t(m)), xt::all());
+      if (m == 0) {
+        QuantizedTensor q;
+        q.spec = spec;
+        q.rows = 0;
+        q.cols = x.shape(1);
+        out.push_back(q);
+      } else {
+        out.push_back(emu::quantize(s, spec, Axis::Rows));
+      }
+      r0 += size_t(m);
+    }
+    return out;
+  }
+
+  Tensor2f softmax_rows(const Tensor2f& l) override {
+    Tensor2f p = Tensor2f::from_shape(l.shape());
+    for (size_t i = 0; i < l.shape(0); ++i) {
+      float mx = -INFINITY;
+      for (size_t j = 0; j < l.shape(1); ++j) mx = std::max(mx, l(i, j));
+      float s = 0;
+      for (size_t j = 0; j < l.shape(1); ++j) {
+        p(i, j) = std::exp(l(i, j) - mx);
+        s = s + p(i, j);
+      }
+      for (size_t j = 0; j < l.shape(1); ++j) p(i, j) = p(i, j) / s;
+    }
+    return p;
+  }
+  std::vector<int> topk_rows(const Tensor2f& p, int k) override {
+    const size_t T = p.shape(0), E = p.shape(1);
+    std::vector<int> idx(T * size_t(k));
+    std::vector<int> order(E);
+    for (size_t i = 0; i < T; ++i) {
+      for (size_t e = 0; e < E; ++e) order[e] = int(e);
+      std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return p(i, a) > p(i, b); });
+      for (int j = 0; j < k; ++j) idx[i * k + j] = order[j];
+    }
+    return idx;
+  }
+  std::vector<float> cross_entropy(const Tensor2f& logits, std::span<const uint8_t> labels, float grad_scale,
+                                   Tensor2f& dl) override {
+    const size_t T = logits.shape(0), C = logits.shape(1);
+    Tensor2f p = softmax_rows(logits);
+    dl = Tensor2f::from_shape({T, C});
+    std::vector<float> loss(T);
+    for (size_t i = 0; i < T; ++i) {
+      float mx = -INFINITY;
+      for (size_t j = 0; j < C; ++j) mx = std::max(mx, logits(i, j));
+      float s = 0;
+      for (size_t j = 0; j < C; ++j) s = s + std::exp(logits(i, j) - mx);
+      loss[i] = std::log(s) + mx - logits(i, labels[i]);
+      for (size_t j = 0; j < C; ++j) dl(i, j) = (p(i, j) - (j == labels[i] ? 1.0f : 0.0f)) * grad_scale;
+    }
+    return loss;
+  }
+  void adamw(Tensor3f& w, Tensor3f& m, Tensor3f& v, const Tensor3f& g, const AdamW& h, Tensor3f& model) override {
+    const float bc1 = 1.0f - std::pow(h.beta1, float(h.t)), bc2 = 1.0f - std::pow(h.beta2, float(h.t));
+    const float step = h.lr / bc1, sbc2 = std::sqrt(bc2);
+    const size_t n = w.size();
+    float *pw = w.data(), *pm = m.data(), *pv = v.data(), *pmod = model.data();
+    const float* pg = g.data();
+    for (size_t i = 0; i < n; ++i) {
+      pw[i] = pw[i] * (1.0f - h.lr * h.weight_decay);
+      pm[i] = h.beta1 * pm[i] + (1.0f - h.beta1) * pg[i];
+      pv[i] = h.beta2 * pv[i] + (1.0f - h.beta2) * pg[i] * pg[i];
+      const float denom = std::sqrt(pv[i]) / sbc2 + h.eps;
+      pw[i] = pw[i] - step * (pm[i] / denom);
+      pmod[i] = bf16(pw[i]);
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_emu_backend() { return std::make_unique<EmuBackend>(); }
+
+std::unique_ptr<Backend> make_backend(const std::string& name) {
+  if (name == "emu" || name == "auto") return make_emu_backend();
+  if (name == "hip")
+    throw std::runtime_error(
+        "backend 'hip': no HIP training backend is available (the HIP backend implements kernels only, not the "
+        "training ops of mxsim::Backend); use --backend emu or auto");
+  throw std::invalid_argument("unknown backend '" + name + "' (expected auto, emu or hip)");
+}
+
+namespace emu {
+std::unique_ptr<Backend> make_backend_emu() { return make_emu_backend(); }
+}  // namespace emu
+
+}  // namespace mxsim
