@@ -1,0 +1,280 @@
+// Fast bit-exact kernels for MX (E8M0-scaled) block quantization with RNE.
+//
+// Per block the reference (quantize.cpp) does: amax = max |x| by FP32 bits,
+// byte = e8m0_scale(rule, amax), then encode(x, s = byte - 127) per element.
+// Here the same three steps run on whole rows at a time with loops the
+// compiler vectorizes (target_clones picks AVX-512 / AVX2 / baseline at load
+// time), and the element rounding uses FP32 arithmetic instead of the integer
+// routine. Why that gives the same bits:
+//
+// 1. Scaling. a = |x| * 2^-s is formed by one FP32 multiply with m = 2^-s,
+//    s in [-127, 127], so m is exact (2^-127 as an FP32 subnormal, pow2f).
+//    The real product has the <= 24 significant bits of x, so it is exact
+//    whenever it is >= 2^-126 (normal, below overflow: |x| <= amax and every
+//    rule gives amax * 2^-s < 2^(emax+1); the lower clamp s >= -127 only makes
+//    m smaller). When the real product is < 2^-126 the FP32 result may be
+//    rounded, but RNE is monotone and 2^-126 is representable, so it stays
+//    <= 2^-126. Every element format taken here rounds anything below half its
+//    smallest subnormal to zero, and that half is >= 2^-17 (E5M2) >> 2^-126:
+//    the code is a signed zero on both sides. The sign is taken from x, so -0
+//    and negative values that round to zero keep their sign, as in encode().
+// 2. Saturation. RNE with Overflow::Saturate sends everything above the
+//    largest finite value maxe to maxe (values that round up past maxe give
+//    the overflow code = max; values in between round down to maxe), so
+//    clamping a to maxe before rounding is the same.
+// 3. Rounding a (finite, 0 <= a <= maxe) to a format with M mantissa bits
+//    and smallest normal 2^emin:
+//    - a >= 2^emin: add (2^(22-M) - 1) + lsb to the FP32 bits and shift right
+//      by 23 - M: the classic integer RNE on the bit pattern (a carry into the
+//      exponent field is the correct next binade); then subtract the bias
+//      difference (127 - bias) << M from the code.
+//    - a < 2^emin: r = a + 2^(emin - M + 23) in FP32. The sum lies in
+//      [2^(emin-M+23), 2^(emin-M+24)), where the FP32 ulp is 2^(emin-M), the
+//      element's subnormal spacing; FP32 addition is RNE, so the mantissa of r
+//      is the RNE subnormal code (2^M, reached by rounding up, is the smallest
+//      normal code: correct as well).
+// 4. Blocks whose amax is NaN or Inf get the NaN scale 0xFF and zero codes,
+//    as in the reference. Ragged edges: missing elements count as zeros and
+//    are never written; an odd row leaves its last high nibble 0.
+#include "quantize_fast.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "mxsim/bits.hpp"
+#include "mxsim/rounding.hpp"
+#include "mxsim/scale_rule.hpp"
+
+namespace mxsim::emu {
+namespace fast {
+namespace {
+
+std::atomic<bool> g_enabled{true};
+
+constexpr size_t kBlock = 32;
+
+/// FP32 bit-arithmetic constants of one element format (see note 3 above).
+struct Elem {
+  FormatSpec spec;
+  uint32_t max_bits;         // FP32 bits of maxe
+  uint32_t min_normal_bits;  // FP32 bits of 2^emin
+  float magic;               // 2^(emin - M + 23)
+  uint32_t magic_bits;
+  int shift;                 // 23 - M
+  uint32_t rebias;           // (127 - bias) << M
+  int sign_shift;            // bits - 1
+  bool packed;               // E2M1: two codes per byte
+};
+
+Elem elem_of(Format f) {
+  Elem e;
+  e.spec = spec_of(f);
+  const int M = e.spec.man_bits;
+  e.max_bits = f32_bits(decode(e.spec, e.spec.max_code()));
+  e.min_normal_bits = f32_bits(pow2f(e.spec.emin()));
+  e.magic = pow2f(e.spec.emin() - M + 23);
+  e.magic_bits = f32_bits(e.magic);
+  e.shift = 23 - M;
+  e.rebias = uint32_t(127 - e.spec.bias) << M;
+  e.sign_shift = e.spec.bits - 1;
+  e.packed = f == Format::E2M1;
+  return e;
+}
+
+// Input element -> FP32 bits. BF16 is the top half of FP32.
+[[gnu::always_inline]] inline uint32_t bits_of(uint16_t v) { return uint32_t(v) << 16; }
+[[gnu::always_inline]] inline uint32_t bits_of(float v) { return f32_bits(v); }
+
+/// max |x| over 32 elements, as FP32 bits (NaN/Inf compare above all finite).
+[[gnu::always_inline]] inline uint32_t block_amax(const float* x) {
+  uint32_t m = 0;
+#pragma omp simd reduction(max : m)
+  for (size_t i = 0; i < kBlock; ++i) m = std::max(m, f32_bits(x[i]) & 0x7FFFFFFFu);
+  return m;
+}
+/// BF16: the same on the 16-bit patterns (twice the lanes per vector).
+[[gnu::always_inline]] inline uint32_t block_amax(const uint16_t* x) {
+  uint16_t m = 0;
+#pragma omp simd reduction(max : m)
+  for (size_t i = 0; i < kBlock; ++i) m = std::max(m, uint16_t(x[i] & 0x7FFFu));
+  return uint32_t(m) << 16;
+}
+
+/// Codes of 32 elements scaled by mul = 2^-s, RNE, saturating (notes 1-3).
+template <class T>
+[[gnu::always_inline]] inline void block_encode(const T* x, float mul, const Elem& e, uint8_t* codes) {
+  // Locals: the uint8_t stores may alias anything, so fields read through `e`
+  // inside the loop would be reloaded and block vectorization.
+  const uint32_t max_bits = e.max_bits, min_normal = e.min_normal_bits, magic_bits = e.magic_bits, rebias = e.rebias;
+  const float magic = e.magic;
+  const int shift = e.shift, sign_shift = e.sign_shift;
+  const uint32_t round_half = (1u << (shift - 1)) - 1;
+#pragma omp simd
+  for (size_t i = 0; i < kBlock; ++i) {
+    const uint32_t b = bits_of(x[i]);
+    const uint32_t a = std::min(f32_bits(f32_from_bits(b & 0x7FFFFFFFu) * mul), max_bits);
+    const uint32_t sub = f32_bits(f32_from_bits(a) + magic) - magic_bits;
+    const uint32_t nor = ((a + round_half + ((a >> shift) & 1u)) >> shift) - rebias;
+    // Select by mask, not `?:`: GCC would sink the FP add into a branch (it
+    // may trap) and then refuse to vectorize the loop.
+    const uint32_t normal = 0u - uint32_t(a >= min_normal);
+    const uint32_t code = (sub & ~normal) | (nor & normal) | ((b >> 31) << sign_shift);
+    codes[i] = uint8_t(code);
+  }
+}
+
+/// E2M1: two codes per byte, element 2i in the low nibble (float4_e2m1fn_x2).
+/// Reading the codes as 16-bit words puts code 2i in the low byte (little
+/// endian), so one vectorizable loop of shifts and masks packs them.
+[[gnu::always_inline]] inline void pack_e2m1(const uint8_t* codes, uint8_t* dst) {
+  static_assert(std::endian::native == std::endian::little);
+  uint16_t w[kBlock / 2];
+  std::memcpy(w, codes, kBlock);
+  for (size_t i = 0; i < kBlock / 2; ++i) dst[i] = uint8_t((w[i] & 0x0Fu) | ((w[i] >> 4) & 0xF0u));
+}
+
+/// Quantize one band of `nrows` rows (1 for 1x32 blocks, <= 32 for 32x32
+/// tiles) sharing one row of scale bytes. `amax` and `mul` are scratch of
+/// nb entries.
+template <class T>
+[[gnu::always_inline]] inline void band(const T* x, size_t nrows, size_t cols, const Elem& e, ScaleRule rule,
+                                        uint8_t* data, size_t row_bytes, uint8_t* scales, uint32_t* amax,
+                                        float* mul) {
+  const size_t nb = (cols + kBlock - 1) / kBlock, full = cols / kBlock, tail = cols - full * kBlock;
+  T pad[kBlock];
+  // Pass 1: amax per block (per column of blocks for tiles).
+  std::fill(amax, amax + nb, 0u);
+  for (size_t r = 0; r < nrows; ++r) {
+    const T* row = x + r * cols;
+    for (size_t b = 0; b < full; ++b) amax[b] = std::max(amax[b], block_amax(row + b * kBlock));
+    if (tail) {
+      std::fill(pad, pad + kBlock, T(0));
+      std::copy(row + full * kBlock, row + cols, pad);
+      amax[full] = std::max(amax[full], block_amax(pad));
+    }
+  }
+  // Scale bytes from the shared rule (scale_rule.hpp), and the exact
+  // multipliers 2^-s (note 1).
+  for (size_t b = 0; b < nb; ++b) {
+    scales[b] = e8m0_scale(rule, amax[b], e.spec);
+    mul[b] = pow2f(127 - int(scales[b]));
+  }
+  // Pass 2: codes. Full blocks store fixed-size runs; the ragged last block
+  // goes through a zero-padded copy and stores only its own bytes.
+  uint8_t codes[kBlock];
+  const size_t out_block = e.packed ? kBlock / 2 : kBlock;
+  for (size_t r = 0; r < nrows; ++r) {
+    const T* row = x + r * cols;
+    uint8_t* out = data + r * row_bytes;
+    for (size_t b = 0; b < nb; ++b) {
+      const bool is_full = b < full;
+      const T* src = row + b * kBlock;
+      if (!is_full) {
+        std::fill(pad, pad + kBlock, T(0));
+        std::copy(src, src + tail, pad);
+        src = pad;
+      }
+      uint8_t* dst = is_full ? out + b * out_block : codes;  // ragged: pack into codes, then copy
+      if (scales[b] == kE8M0Nan) {
+        std::memset(dst, 0, out_block);  // NaN scale: codes stay 0 (note 4)
+      } else if (e.packed) {
+        block_encode(src, mul[b], e, codes);
+        pack_e2m1(codes, dst);
+      } else {
+        block_encode(src, mul[b], e, dst);
+      }
+      if (!is_full) std::memcpy(out + b * out_block, codes, e.packed ? (tail + 1) / 2 : tail);
+    }
+  }
+}
+
+template <class T>
+[[gnu::always_inline]] inline void run(const T* x, size_t groups, size_t rows, size_t cols, const QuantSpec& spec,
+                                       uint8_t* data, uint8_t* scales) {
+  const Elem e = elem_of(spec.elem);
+  const size_t br = size_t(spec.block_rows);
+  const size_t nb = (cols + kBlock - 1) / kBlock, nbr = (rows + br - 1) / br;
+  const size_t row_bytes = e.packed ? (cols + 1) / 2 : cols;
+  std::vector<uint32_t> amax(nb);
+  std::vector<float> mul(nb);
+  for (size_t g = 0; g < groups; ++g)
+    for (size_t bi = 0; bi < nbr; ++bi) {
+      const size_t r0 = bi * br, nrows = std::min(br, rows - r0);
+      band(x + (g * rows + r0) * cols, nrows, cols, e, spec.rule, data + (g * rows + r0) * row_bytes, row_bytes,
+           scales + (g * nbr + bi) * nb, amax.data(), mul.data());
+    }
+}
+
+}  // namespace
+
+bool takes(const QuantSpec& s, Axis axis) {
+  if (!g_enabled.load(std::memory_order_relaxed)) return false;
+  const bool fmt = s.elem == Format::E2M1 || s.elem == Format::E2M3 || s.elem == Format::E3M2 ||
+                   s.elem == Format::E4M3 || s.elem == Format::E5M2;
+  const bool rowwise = s.block_rows == 1 && s.block_cols == 32 && axis == Axis::Cols;
+  const bool tile = s.block_rows == 32 && s.block_cols == 32;
+  return fmt && (rowwise || tile) && s.scale_kind == ScaleKind::E8M0 && s.round == RoundMode::RNE &&
+         !s.hadamard16 && s.fixed_scale == 0.0f;
+}
+
+void set_enabled(bool on) { g_enabled.store(on, std::memory_order_relaxed); }
+bool enabled() { return g_enabled.load(std::memory_order_relaxed); }
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void quantize_bf16_raw(const uint16_t* x, size_t groups, size_t rows, size_t cols, const QuantSpec& spec,
+                       uint8_t* data, uint8_t* scales) {
+  run(x, groups, rows, cols, spec, data, scales);
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void quantize_f32_raw(const float* x, size_t groups, size_t rows, size_t cols, const QuantSpec& spec,
+                      uint8_t* data, uint8_t* scales) {
+  run(x, groups, rows, cols, spec, data, scales);
+}
+
+namespace {
+QuantizedTensor make_result(size_t G, size_t R, size_t C, const QuantSpec& spec) {
+  QuantizedTensor q;
+  q.spec = spec;
+  q.groups = G;
+  q.rows = R;
+  q.cols = C;
+  q.transposed = false;
+  const size_t br = size_t(spec.block_rows);
+  q.data = Bytes3::from_shape({G, R, q.row_bytes()});
+  q.scale_bytes = Bytes3::from_shape({G, (R + br - 1) / br, (C + kBlock - 1) / kBlock});
+  return q;
+}
+}  // namespace
+
+std::optional<QuantizedTensor> try_quantize(const Tensor3f& x, const QuantSpec& spec, Axis axis) {
+  if (!takes(spec, axis)) return std::nullopt;
+  QuantizedTensor q = make_result(x.shape(0), x.shape(1), x.shape(2), spec);
+  quantize_f32_raw(x.data(), q.groups, q.rows, q.cols, spec, q.data.data(), q.scale_bytes.data());
+  return q;
+}
+
+}  // namespace fast
+
+QuantizedTensor quantize_bf16(const uint16_t* data, size_t groups, size_t rows, size_t cols, const QuantSpec& spec,
+                              Axis axis) {
+  const size_t n = groups * rows * cols;
+  if (data == nullptr && n != 0) throw std::invalid_argument("quantize_bf16: null data for a non-empty tensor");
+  if (fast::takes(spec, axis)) {
+    QuantizedTensor q = fast::make_result(groups, rows, cols, spec);
+    fast::quantize_bf16_raw(data, groups, rows, cols, spec, q.data.data(), q.scale_bytes.data());
+    return q;
+  }
+  // Reference path: BF16 widens to FP32 exactly.
+  Tensor3f x = Tensor3f::from_shape({groups, rows, cols});
+  float* p = x.data();
+  for (size_t i = 0; i < n; ++i) p[i] = f32_from_bits(uint32_t(data[i]) << 16);
+  return quantize(x, spec, axis);
+}
+
+}  // namespace mxsim::emu
