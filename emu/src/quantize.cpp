@@ -11,6 +11,7 @@
 #include "mxsim/bits.hpp"
 #include "mxsim/rounding.hpp"
 #include "mxsim/scale_rule.hpp"
+#include "quantize_fast.hpp"  // fast-path dispatch hook (qspeed)
 
 namespace mxsim::emu {
 namespace {
@@ -69,6 +70,7 @@ void hadamard16_inplace(float* v) {
 }
 
 QuantizedTensor quantize(const Tensor3f& x, const QuantSpec& spec, Axis axis) {
+  if (auto fq = fast::try_quantize(x, spec, axis)) return std::move(*fq);  // bit-identical fast path
   QuantizedTensor q;
   q.spec = spec;
   q.groups = x.shape(0);

@@ -19,6 +19,17 @@ namespace mxsim::emu {
 QuantizedTensor quantize(const Tensor3f& x, const QuantSpec& spec, Axis axis = Axis::Cols);
 QuantizedTensor quantize(const Tensor2f& x, const QuantSpec& spec, Axis axis = Axis::Cols);
 
+/// Quantize BF16 input: `data` holds groups*rows*cols BF16 bit patterns
+/// (FP32's top 16 bits), row-major [groups, rows, cols]. The result is
+/// bit-identical to quantize() of the same values widened to FP32 (exact).
+/// MX E8M0 / RNE / 1x32 rowwise (Axis::Cols) or 32x32 tiles of E2M1, E2M3,
+/// E3M2, E4M3, E5M2 without Hadamard run vectorized, single-threaded kernels
+/// (emu/src/quantize_fast.cpp); every other spec goes through the reference.
+/// Throws std::invalid_argument for null data with a non-zero size, and as
+/// quantize() does for specs the shape cannot take.
+QuantizedTensor quantize_bf16(const uint16_t* data, size_t groups, size_t rows, size_t cols, const QuantSpec& spec,
+                              Axis axis = Axis::Cols);
+
 /// Dequantize to the logical shape, FP32. E8M0: code * 2^s exactly; FP32
 /// scales: fl32(code * scale_inv); NVFP4: fl32(fl32(code * s_block) * S_dec).
 /// A block with a NaN scale dequantizes to NaN throughout.
