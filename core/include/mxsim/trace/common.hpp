@@ -45,8 +45,9 @@ struct Provenance {
   std::string host;          ///< gethostname()
 };
 
-/// Fills version, git_describe (runs `git -C MXSIM_SOURCE_DIR describe --always --dirty` if
-/// that macro is known to the library and git works, else ""), date (now, UTC) and host.
+/// Fills version, git_describe (`git describe --always --dirty` run in MXSIM_SOURCE_DIR when the
+/// library is compiled with that macro, else in the current directory; "" when git fails),
+/// date (now, UTC) and host.
 Provenance make_provenance(const std::string& backend, uint64_t seed);
 
 }  // namespace mxsim::trace

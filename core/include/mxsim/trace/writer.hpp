@@ -83,7 +83,8 @@ class Writer {
   int64_t current_step() const;
   const std::filesystem::path& path() const;
 
-  /// Closes the file (flushing). Further calls throw. Idempotent.
+  /// Closes the file (flushing). Further writes throw; close() itself is idempotent.
+  /// A writer closed (or destroyed) before start_swmr() deletes its ".partial" file.
   void close();
 
  private:

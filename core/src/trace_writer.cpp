@@ -1,0 +1,262 @@
+// HDF5 SWMR trace writer (see mxsim/trace/writer.hpp, docs/trace-format.md).
+#include "mxsim/trace/writer.hpp"
+
+#include <algorithm>
+#include <map>
+#include <system_error>
+
+#include "trace_h5util.hpp"
+
+namespace mxsim::trace {
+
+using detail::fail;
+using detail::Hid;
+
+namespace {
+constexpr const char* kSteps = "/steps";
+
+struct Dset {
+  Hid id;
+  DType dtype{};
+  std::vector<uint64_t> row_shape;
+  uint64_t row_elems = 1;
+  int64_t rows = 0;                 // series: rows written
+  std::vector<int64_t> snap_steps;  // snapshots only
+  bool snapshot = false;
+};
+
+uint64_t product(const std::vector<uint64_t>& s) {
+  uint64_t n = 1;
+  for (auto d : s) n *= d;
+  return n;
+}
+}  // namespace
+
+struct Writer::Impl {
+  std::filesystem::path final_path, partial_path;
+  std::string fname;  // for messages
+  Hid file;
+  std::map<std::string, Dset> dsets;
+  Dset steps;
+  int64_t step = 0;
+  bool swmr = false, closed = false;
+
+  void discard() {
+    file.reset();
+    std::error_code ec;
+    std::filesystem::remove(partial_path, ec);
+    closed = true;
+  }
+  void check_declare(const std::string& name) {
+    if (closed) throw TraceError(fname + ": writer is closed");
+    if (swmr) throw TraceError(fname + ": " + name + ": cannot declare after start_swmr() (HDF5 SWMR cannot create objects)");
+  }
+  void check_name(const std::string& name) {
+    if (name.empty() || name[0] != '/' || name.back() == '/') throw TraceError(fname + ": " + name + ": dataset name must be an absolute HDF5 path like /train/loss");
+    if (name == kSteps) throw TraceError(fname + ": /steps is reserved for the completion counter");
+    if (dsets.count(name)) throw TraceError(fname + ": " + name + ": declared twice");
+  }
+  Hid make(const std::string& name, DType dtype, const std::vector<hsize_t>& dims, const std::vector<hsize_t>& maxdims,
+           const std::vector<hsize_t>& chunk, const char* kind) {
+    Hid space(H5Screate_simple(int(dims.size()), dims.data(), maxdims.data()), H5Sclose);
+    Hid lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+    H5Pset_create_intermediate_group(lcpl, 1);
+    Hid dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+    H5Pset_chunk(dcpl, int(chunk.size()), chunk.data());
+    Hid d(H5Dcreate2(file, name.c_str(), detail::file_type(dtype), space, lcpl, dcpl, H5P_DEFAULT), H5Dclose);
+    if (!d.valid()) fail(fname, name + ": cannot create dataset");
+    detail::write_string_attr(d, "mxsim_kind", kind, fname);
+    return d;
+  }
+  void write_row(Dset& d, const std::string& name, hsize_t row, const void* data, const char* what) {
+    std::vector<hsize_t> start(d.row_shape.size() + 1, 0), count(d.row_shape.size() + 1, 1);
+    start[0] = row;
+    for (std::size_t i = 0; i < d.row_shape.size(); ++i) count[i + 1] = d.row_shape[i];
+    Hid fs(H5Dget_space(d.id), H5Sclose);
+    Hid ms(H5Screate_simple(int(count.size()), count.data(), nullptr), H5Sclose);
+    if (H5Sselect_hyperslab(fs, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr) < 0 ||
+        H5Dwrite(d.id, detail::native_type(d.dtype), ms, fs, H5P_DEFAULT, data) < 0)
+      fail(fname, name + ": " + what + ": write failed at row " + std::to_string(row));
+  }
+  Dset& lookup(const std::string& name, DType dtype, bool snapshot) {
+    if (closed) throw TraceError(fname + ": writer is closed");
+    if (!swmr) throw TraceError(fname + ": " + name + ": write before start_swmr()");
+    auto it = dsets.find(name);
+    if (it == dsets.end()) throw TraceError(fname + ": " + name + ": not declared");
+    Dset& d = it->second;
+    if (d.snapshot != snapshot)
+      throw TraceError(fname + ": " + name + (snapshot ? ": is a series, not a snapshot" : ": is a snapshot, use write_snapshot"));
+    if (d.dtype != dtype)
+      throw TraceError(fname + ": " + name + ": declared " + dtype_name(d.dtype) + ", written as " + dtype_name(dtype));
+    return d;
+  }
+};
+
+Writer::Writer(const std::filesystem::path& path, const std::string& config_toml, const Provenance& prov)
+    : impl_(std::make_unique<Impl>()) {
+  detail::quiet_hdf5();
+  auto& m = *impl_;
+  m.final_path = path;
+  m.partial_path = path;
+  m.partial_path += ".partial";
+  m.fname = path.string();
+  try {
+    Hid fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+    H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
+    m.file = Hid(H5Fcreate(m.partial_path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), H5Fclose);
+    if (!m.file.valid()) fail(m.fname, "cannot create trace file " + m.partial_path.string());
+    const std::string& f = m.fname;
+    detail::write_u64_attr(m.file, "mxsim_trace_format", 1, f);
+    detail::write_string_attr(m.file, "config_toml", config_toml, f);
+    detail::write_string_attr(m.file, "version", prov.version, f);
+    detail::write_string_attr(m.file, "git_describe", prov.git_describe, f);
+    detail::write_string_attr(m.file, "backend", prov.backend, f);
+    detail::write_u64_attr(m.file, "seed", prov.seed, f);
+    detail::write_string_attr(m.file, "date", prov.date, f);
+    detail::write_string_attr(m.file, "host", prov.host, f);
+    m.steps.dtype = DType::i64;
+    m.steps.id = m.make(kSteps, DType::i64, {0}, {H5S_UNLIMITED}, {1024}, "steps");
+  } catch (...) {
+    m.discard();
+    throw;
+  }
+}
+
+Writer::~Writer() {
+  try {
+    close();
+  } catch (...) {
+  }
+}
+Writer::Writer(Writer&&) noexcept = default;
+Writer& Writer::operator=(Writer&&) noexcept = default;
+
+void Writer::declare_series(const std::string& name, DType dtype, const std::vector<uint64_t>& per_step_shape) {
+  auto& m = *impl_;
+  m.check_declare(name);
+  try {
+    m.check_name(name);
+    Dset d;
+    d.dtype = dtype;
+    d.row_shape = per_step_shape;
+    d.row_elems = product(per_step_shape);
+    if (d.row_elems == 0) throw TraceError(m.fname + ": " + name + ": per-step shape has a zero dimension");
+    std::vector<hsize_t> dims{0}, maxd{H5S_UNLIMITED}, chunk;
+    // Chunk: whole rows, ~64 KiB per chunk, at most 1024 rows.
+    const uint64_t row_bytes = d.row_elems * dtype_size(dtype);
+    chunk.push_back(std::clamp<uint64_t>(65536 / row_bytes, 1, 1024));
+    for (auto s : per_step_shape) {
+      dims.push_back(s);
+      maxd.push_back(s);
+      chunk.push_back(s);
+    }
+    d.id = m.make(name, dtype, dims, maxd, chunk, "series");
+    m.dsets.emplace(name, std::move(d));
+  } catch (...) {
+    m.discard();
+    throw;
+  }
+}
+
+void Writer::declare_snapshot(const std::string& name, DType dtype, const std::vector<uint64_t>& shape,
+                              const std::vector<int64_t>& steps) {
+  auto& m = *impl_;
+  m.check_declare(name);
+  try {
+    m.check_name(name);
+    if (steps.empty()) throw TraceError(m.fname + ": " + name + ": snapshot with no steps");
+    for (std::size_t i = 0; i < steps.size(); ++i)
+      if (steps[i] < 0 || (i > 0 && steps[i] <= steps[i - 1]))
+        throw TraceError(m.fname + ": " + name + ": snapshot steps must be >= 0 and strictly increasing");
+    Dset d;
+    d.snapshot = true;
+    d.dtype = dtype;
+    d.row_shape = shape;
+    d.row_elems = product(shape);
+    d.snap_steps = steps;
+    if (d.row_elems == 0) throw TraceError(m.fname + ": " + name + ": snapshot shape has a zero dimension");
+    std::vector<hsize_t> dims{steps.size()}, chunk{1};
+    for (auto s : shape) {
+      dims.push_back(s);
+      chunk.push_back(s);
+    }
+    d.id = m.make(name, dtype, dims, dims, chunk, "snapshot");
+    detail::write_i64_attr(d.id, "steps", steps, m.fname);
+    m.dsets.emplace(name, std::move(d));
+  } catch (...) {
+    m.discard();
+    throw;
+  }
+}
+
+void Writer::start_swmr() {
+  auto& m = *impl_;
+  if (m.closed) throw TraceError(m.fname + ": writer is closed");
+  if (m.swmr) return;
+  try {
+    if (H5Fstart_swmr_write(m.file) < 0) fail(m.fname, "H5Fstart_swmr_write failed");
+    std::error_code ec;
+    std::filesystem::rename(m.partial_path, m.final_path, ec);
+    if (ec) throw TraceError(m.fname + ": cannot rename " + m.partial_path.string() + " to final path: " + ec.message());
+  } catch (...) {
+    m.discard();
+    throw;
+  }
+  m.swmr = true;
+}
+
+void Writer::append_raw(const std::string& name, DType dtype, const void* data) {
+  auto& m = *impl_;
+  Dset& d = m.lookup(name, dtype, false);
+  if (d.rows > m.step) throw TraceError(m.fname + ": " + name + ": appended twice in step " + std::to_string(m.step));
+  std::vector<hsize_t> dims{hsize_t(d.rows + 1)};
+  for (auto s : d.row_shape) dims.push_back(s);
+  if (H5Dset_extent(d.id, dims.data()) < 0) fail(m.fname, name + ": cannot extend");
+  m.write_row(d, name, hsize_t(d.rows), data, "append");
+  ++d.rows;
+}
+
+void Writer::write_snapshot_raw(const std::string& name, DType dtype, const void* data) {
+  auto& m = *impl_;
+  Dset& d = m.lookup(name, dtype, true);
+  auto it = std::find(d.snap_steps.begin(), d.snap_steps.end(), m.step);
+  if (it == d.snap_steps.end())
+    throw TraceError(m.fname + ": " + name + ": step " + std::to_string(m.step) + " is not a declared snapshot step");
+  m.write_row(d, name, hsize_t(it - d.snap_steps.begin()), data, "snapshot");
+}
+
+void Writer::end_step() {
+  auto& m = *impl_;
+  if (m.closed) throw TraceError(m.fname + ": writer is closed");
+  if (!m.swmr) throw TraceError(m.fname + ": end_step() before start_swmr()");
+  for (const auto& [name, d] : m.dsets)
+    if (!d.snapshot && d.rows != m.step + 1)
+      throw TraceError(m.fname + ": " + name + ": no row appended in step " + std::to_string(m.step));
+  // 1) every row of this step reaches the file; 2) only then the step counter grows.
+  if (H5Fflush(m.file, H5F_SCOPE_LOCAL) < 0) fail(m.fname, "flush of step " + std::to_string(m.step) + " failed");
+  const hsize_t n = hsize_t(m.step + 1);
+  if (H5Dset_extent(m.steps.id, &n) < 0) fail(m.fname, "/steps: cannot extend");
+  m.write_row(m.steps, kSteps, hsize_t(m.step), &m.step, "end_step");
+  if (H5Fflush(m.file, H5F_SCOPE_LOCAL) < 0) fail(m.fname, "flush of /steps failed");
+  ++m.step;
+}
+
+int64_t Writer::current_step() const { return impl_->step; }
+const std::filesystem::path& Writer::path() const { return impl_->final_path; }
+
+void Writer::close() {
+  if (!impl_) return;
+  auto& m = *impl_;
+  if (m.closed) return;
+  m.closed = true;
+  if (!m.swmr) {  // never started: the file is not a usable trace; leave nothing behind
+    m.discard();
+    return;
+  }
+  for (auto& [n, d] : m.dsets) d.id.reset();
+  m.steps.id.reset();
+  const herr_t rc = H5Fclose(m.file.release());
+  if (rc < 0) fail(m.fname, "close failed");
+}
+
+}  // namespace mxsim::trace
