@@ -23,6 +23,25 @@ if(MXSIM_GPU_PLATFORM STREQUAL "off" AND (MXSIM_GPU STREQUAL "auto" OR MXSIM_GPU
     message(FATAL_ERROR "MXSIM_GPU=amd but hipcc was not found")
   endif()
 endif()
+# CUDA is enabled here, at the top directory's scope, because every target
+# that links mxsim_hip (tests, cli) uses it indirectly. Default target: Hopper
+# sm_90a (H100/H200), the device machine's GPU; override with
+# -DCMAKE_CUDA_ARCHITECTURES=...
+if(MXSIM_GPU_PLATFORM STREQUAL "nvidia")
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 90a)
+  endif()
+  enable_language(CUDA)
+  find_package(CUDAToolkit REQUIRED GLOBAL)
+  # CMake 3.25 knows no C++20 flag for nvcc 13; targets inherit cxx_std_20
+  # through their dependencies, so tell it the flag.
+  if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+  endif()
+  set(CMAKE_CUDA_STANDARD 20)
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+endif()
 message(STATUS "mxsim GPU backend: ${MXSIM_GPU_PLATFORM} (MXSIM_GPU=${MXSIM_GPU})")
 if(NOT MXSIM_GPU_PLATFORM STREQUAL "off" AND EXISTS ${CMAKE_SOURCE_DIR}/backends/hip/CMakeLists.txt)
   add_subdirectory(backends/hip)

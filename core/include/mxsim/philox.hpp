@@ -11,9 +11,9 @@
 #pragma once
 #include <cstdint>
 
-#include <Random123/philox.h>
+#include "mxsim/hd.hpp"  // first: sets Random123's device macros for HIP
 
-#include "mxsim/hd.hpp"
+#include <Random123/philox.h>
 
 namespace mxsim {
 
@@ -27,13 +27,15 @@ struct PhiloxStream {
 
   /// The 32-bit random word of element `index` (row-major element index of
   /// the tensor being rounded, in its logical layout).
-  MXSIM_HD uint32_t operator()(uint64_t index) const {
+  MXSIM_HD uint32_t operator()(uint64_t index) const { return block(index >> 2)[index & 3]; }
+
+  /// The four words of counter block `b`: the words of elements 4b .. 4b+3
+  /// (GPU kernels that handle four aligned elements call Philox once).
+  MXSIM_HD r123::Philox4x32::ctr_type block(uint64_t b) const {
     r123::Philox4x32 gen;
-    const uint64_t block = index >> 2;
-    r123::Philox4x32::ctr_type ctr = {{uint32_t(block), uint32_t(block >> 32), uint32_t(stream), uint32_t(stream >> 32)}};
+    r123::Philox4x32::ctr_type ctr = {{uint32_t(b), uint32_t(b >> 32), uint32_t(stream), uint32_t(stream >> 32)}};
     r123::Philox4x32::key_type key = {{uint32_t(seed), uint32_t(seed >> 32)}};
-    const auto r = gen(ctr, key);
-    return r[index & 3];
+    return gen(ctr, key);
   }
 };
 

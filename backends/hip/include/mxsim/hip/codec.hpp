@@ -1,0 +1,130 @@
+// GPU codec of the HIP backend: the shared scalar codec (rounding.hpp's
+// encode/decode, scale_rule.hpp's E8M0 rules, philox.hpp's random bits) run
+// over device arrays, plus the rowwise MX block quantizer.
+//
+// The kernels include the same headers as the CPU emulator, so a GPU result
+// is defined to be bit-identical to the CPU one (DESIGN.md, "Scalar codecs
+// are shared source"); tests/test_gpu_codec.cpp checks that on every BF16 and
+// FP16 input.
+//
+// This header is plain C++ (no vendor runtime types) so host code compiled by
+// g++ can include it. Device pointers are passed as void* / typed pointers;
+// `stream` is a hipStream_t (cudaStream_t on NVIDIA) cast to void*, nullptr
+// for the default stream.
+//
+// Errors: a failed runtime call throws mxsim::hip::Error whose message names
+// the call, the file:line and the runtime's error name and string. Bad
+// arguments (sizes that do not match, formats the kernel cannot take) throw
+// std::invalid_argument naming the argument.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "mxsim/format.hpp"
+#include "mxsim/philox.hpp"
+#include "mxsim/quant_spec.hpp"
+#include "mxsim/rounding.hpp"
+
+namespace mxsim::hip {
+
+/// A runtime call failed (message: call, location, error name and string).
+struct Error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// True when at least one GPU is usable. Otherwise false, and *reason (when
+/// given) says why, e.g. "hipGetDeviceCount: cudaErrorNoDevice: no
+/// CUDA-capable device is detected". Never throws.
+bool available(std::string* reason = nullptr);
+
+/// "nvidia" or "amd": the platform this library was compiled for.
+const char* platform();
+
+struct DeviceInfo {
+  std::string name;          ///< e.g. "NVIDIA H200"
+  int cc_major = 0, cc_minor = 0;  ///< compute capability (NVIDIA) / gfx major.minor (AMD)
+  int multiprocessors = 0;   ///< SMs (NVIDIA) / CUs (AMD)
+  size_t global_mem = 0;     ///< bytes
+  size_t l2_bytes = 0;
+  int driver_version = 0;    ///< as the runtime reports it (CUDA: 1000*major + 10*minor)
+  int runtime_version = 0;
+};
+/// Properties of the current device. Throws Error when there is none.
+DeviceInfo device_info();
+
+/// Bytes of one code in the arrays below: 1 for formats of <= 8 bits (E2M1
+/// too: one code per byte, unpacked), 2 for BF16/FP16, 4 for FP32.
+size_t code_bytes(Format f);
+
+/// Parameters of one array conversion; the meaning of each is rounding.hpp's.
+struct CodecParams {
+  Format format = Format::E4M3;
+  RoundMode round = RoundMode::RNE;
+  Overflow overflow = Overflow::Saturate;
+  int scale_exp = 0;       ///< element i encodes x[i] * 2^-scale_exp (exact)
+  PhiloxStream sr{};       ///< RoundMode::Stochastic only
+  uint64_t index_base = 0; ///< element i draws sr(index_base + i)
+};
+
+/// Encode n = x.size() FP32 values. codes: n * code_bytes(p.format) bytes,
+/// little-endian codes of that width. Throws std::invalid_argument when the
+/// sizes do not match.
+void encode_array(std::span<const float> x, std::span<uint8_t> codes, const CodecParams& p);
+std::vector<uint8_t> encode_array(std::span<const float> x, const CodecParams& p);
+
+/// Decode n = out.size() codes of format f (codes: n * code_bytes(f) bytes)
+/// to their exact FP32 values (decode() of rounding.hpp).
+void decode_array(std::span<const uint8_t> codes, Format f, std::span<float> out);
+
+/// Device-pointer forms (no copies, asynchronous on `stream`). d_x must be
+/// 4-byte aligned; 16-byte aligned buffers take the vectorized path.
+void encode_device(const float* d_x, void* d_codes, size_t n, const CodecParams& p, void* stream = nullptr);
+void decode_device(const void* d_codes, Format f, float* d_out, size_t n, void* stream = nullptr);
+
+/// Rowwise MX quantization of x [rows, cols] (row-major FP32): blocks of 32
+/// consecutive elements of a row (Axis::Cols, "rowwise", fprop operands),
+/// E8M0 scale by spec.rule, elements by spec.elem with spec.round (SR index =
+/// r * cols + c, drawn from spec.sr). Output exactly as emu::quantize stores
+/// it (quantized_tensor.hpp): data [rows, row_bytes] with row_bytes = cols,
+/// or (cols + 1) / 2 for E2M1 packed two per byte (element 2i in the low
+/// nibble); scales [rows, ceil(cols / 32)] E8M0 bytes. A ragged last block
+/// counts its missing elements as zeros; a block holding NaN or Inf gets
+/// scale 0xFF and codes 0. To quantize [groups, rows, cols], pass rows *
+/// groups (blocks never cross a row).
+/// Throws std::invalid_argument unless spec is 1 x 32, ScaleKind::E8M0, no
+/// Hadamard transform, and spec.elem one of the <= 8-bit element formats
+/// (E2M1, E2M3, E3M2, E4M3, E5M2, E4M3FNUZ, E5M2FNUZ).
+void mx_quantize_rowwise(std::span<const float> x, size_t rows, size_t cols, const QuantSpec& spec,
+                         std::vector<uint8_t>& data, std::vector<uint8_t>& scales);
+void mx_quantize_rowwise_device(const float* d_x, size_t rows, size_t cols, const QuantSpec& spec,
+                                uint8_t* d_data, uint8_t* d_scales, void* stream = nullptr);
+/// Bytes of one storage row of data for `cols` elements of `elem`.
+size_t mx_row_bytes(Format elem, size_t cols);
+
+/// Owning device allocation (hipMalloc / hipFree). Move-only.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr; o.n_ = 0; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void* get() const { return p_; }
+  size_t size() const { return n_; }
+  void upload(const void* src, size_t bytes);   ///< host -> device, synchronous
+  void download(void* dst, size_t bytes) const; ///< device -> host, synchronous
+ private:
+  void* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+/// hipDeviceSynchronize, then throws Error on any pending launch error.
+void synchronize();
+
+}  // namespace mxsim::hip

@@ -1,0 +1,65 @@
+// mxsim platform header, NVIDIA: the HIP runtime names the project uses,
+// mapped onto the CUDA runtime.
+//
+// Pattern of ggml's ggml-cuda/vendors/hip.h, in the other direction: kernels
+// and host glue are written once against HIP names; on NVIDIA they compile
+// with nvcc through this header. Debian's HIP-on-NVIDIA headers
+// (hip/nvidia_detail) target older CUDA and fail against CUDA 13, so we map
+// only what we use. Add a name here when a new call is needed; never include
+// <hip/hip_runtime.h> on this platform.
+#pragma once
+#include <cuda_runtime.h>
+
+#define MXSIM_GPU_VENDOR "nvidia"
+
+// Errors
+#define hipError_t cudaError_t
+#define hipSuccess cudaSuccess
+#define hipErrorNoDevice cudaErrorNoDevice
+#define hipErrorInsufficientDriver cudaErrorInsufficientDriver
+#define hipGetErrorName cudaGetErrorName
+#define hipGetErrorString cudaGetErrorString
+#define hipGetLastError cudaGetLastError
+#define hipPeekAtLastError cudaPeekAtLastError
+
+// Devices
+#define hipDeviceProp_t cudaDeviceProp
+#define hipGetDeviceCount cudaGetDeviceCount
+#define hipGetDevice cudaGetDevice
+#define hipSetDevice cudaSetDevice
+#define hipGetDeviceProperties cudaGetDeviceProperties
+#define hipDeviceSynchronize cudaDeviceSynchronize
+#define hipDriverGetVersion cudaDriverGetVersion
+#define hipRuntimeGetVersion cudaRuntimeGetVersion
+
+// Memory
+#define hipMalloc cudaMalloc
+#define hipFree cudaFree
+#define hipMemcpy cudaMemcpy
+#define hipMemcpyAsync cudaMemcpyAsync
+#define hipMemset cudaMemset
+#define hipMemsetAsync cudaMemsetAsync
+#define hipMemcpyHostToDevice cudaMemcpyHostToDevice
+#define hipMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#define hipMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
+
+// Streams and events
+#define hipStream_t cudaStream_t
+#define hipStreamCreate cudaStreamCreate
+#define hipStreamDestroy cudaStreamDestroy
+#define hipStreamSynchronize cudaStreamSynchronize
+#define hipEvent_t cudaEvent_t
+#define hipEventCreate cudaEventCreate
+#define hipEventDestroy cudaEventDestroy
+#define hipEventRecord cudaEventRecord
+#define hipEventSynchronize cudaEventSynchronize
+#define hipEventElapsedTime cudaEventElapsedTime
+
+// Kernel launch (HIP's macro form; <<<>>> works on both platforms too)
+#define hipLaunchKernelGGL(kernel, grid, block, shmem, stream, ...) \
+  kernel<<<(grid), (block), (shmem), (stream)>>>(__VA_ARGS__)
+
+// Warp shuffles within groups of 32 lanes (a CUDA warp; half an AMD CDNA
+// wavefront of 64). All 32 lanes must take part.
+#define MXSIM_SHFL_XOR32(v, m) __shfl_xor_sync(0xFFFFFFFFu, (v), (m), 32)
+#define MXSIM_SHFL_DOWN32(v, d) __shfl_down_sync(0xFFFFFFFFu, (v), (d), 32)

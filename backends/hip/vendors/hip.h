@@ -1,0 +1,13 @@
+// mxsim platform header, AMD: the HIP runtime itself (ROCm; Debian ships
+// HIP 5.2 with clang 15, enough for gfx90a). The project's code uses HIP
+// names, so nothing needs mapping here beyond the few mxsim macros that
+// vendors/cuda.h also defines.
+#pragma once
+#include <hip/hip_runtime.h>
+
+#define MXSIM_GPU_VENDOR "amd"
+
+// Shuffles within groups of 32 lanes: HIP's width argument splits the
+// 64-lane CDNA wavefront into two independent halves.
+#define MXSIM_SHFL_XOR32(v, m) __shfl_xor((v), (m), 32)
+#define MXSIM_SHFL_DOWN32(v, d) __shfl_down((v), (d), 32)
