@@ -46,8 +46,10 @@ class CheckpointWriter {
   /// Writes everything to `path` atomically. Throws TraceError (temp file removed).
   void commit(const std::filesystem::path& path) const;
 
+ public:
+  struct Item;  ///< internal
+
  private:
-  struct Item;
   std::map<std::string, std::shared_ptr<Item>> items_;
   void add(const std::string& name, std::shared_ptr<Item> item);
 };
