@@ -1,0 +1,378 @@
+// Grouped GEMM API: validation, operand panels, dispatch (docs/numerics.md §5).
+#include <stdexcept>
+#include <string>
+
+#include "gemm_internal.hpp"
+#include "mxsim/bits.hpp"
+#include "mxsim/emu/grouped_gemm.hpp"
+#include "mxsim/emu/quantize.hpp"
+#include "mxsim/rounding.hpp"
+
+namespace mxsim::emu {
+
+using gemm::Kind;
+using gemm::Panel;
+
+namespace {
+
+[[noreturn]] void fail(const std::string& gemm, const std::string& msg) {
+  throw std::invalid_argument("grouped " + gemm + ": " + msg);
+}
+
+bool mx_elem(Format f) {
+  return f == Format::E2M1 || f == Format::E2M3 || f == Format::E3M2 || f == Format::E4M3 || f == Format::E5M2;
+}
+
+/// An operand source: a QuantizedTensor, or FP32 values already rounded to BF16.
+struct Src {
+  const QuantizedTensor* q = nullptr;
+  const Tensor3f* f = nullptr;  // [groups, rows, cols], BF16 values
+  size_t groups() const { return q ? q->groups : f->shape(0); }
+  size_t rows() const { return q ? q->rows : f->shape(1); }
+  size_t cols() const { return q ? q->cols : f->shape(2); }
+  bool bf16() const { return f != nullptr; }
+};
+
+std::string spec_name(const Src& s) { return s.bf16() ? std::string("bf16") : s.q->spec.describe(); }
+
+/// One group's operand as [R, K] with K the contraction axis: logical rows
+/// [r0, r0 + nr) when contraction runs along logical cols, else logical cols
+/// (all of them) with contraction along logical rows.
+Panel make_panel(const Src& s, size_t g, bool contract_rows, size_t r0, size_t nr, const std::string& gemm,
+                 const char* what) {
+  Panel p;
+  const size_t R = contract_rows ? s.cols() : nr;
+  const size_t K = contract_rows ? s.rows() : s.cols();
+  p.R = R;
+  p.K = K;
+  p.code.resize(R * K);
+  auto logical = [&](size_t r, size_t k, size_t& lr, size_t& lc) {
+    if (contract_rows) { lr = k; lc = r; } else { lr = r0 + r; lc = k; }
+  };
+  if (s.bf16()) {
+    p.elem = Format::BF16;
+    for (size_t r = 0; r < R; ++r)
+      for (size_t k = 0; k < K; ++k) {
+        size_t lr, lc;
+        logical(r, k, lr, lc);
+        p.code[r * K + k] = f32_bits((*s.f)(g, lr, lc)) >> 16;
+      }
+    return p;
+  }
+  const QuantizedTensor& q = *s.q;
+  p.elem = q.spec.elem;
+  const bool along_scols = (contract_rows == q.transposed);
+  const size_t br = q.block_rows(), bc = q.block_cols();
+  const size_t bk = along_scols ? bc : br;
+  auto stor = [&](size_t lr, size_t lc, size_t& sr, size_t& sc) {
+    if (q.transposed) { sr = lc; sc = lr; } else { sr = lr; sc = lc; }
+  };
+  const char* axis_need = contract_rows ? "along its rows (Axis::Rows or 2-D tiles)" : "along its cols (Axis::Cols or 2-D tiles)";
+  switch (q.spec.scale_kind) {
+    case ScaleKind::UE4M3:
+      fail(gemm, std::string(what) + ": NVFP4 (UE4M3 scales) is not defined by the GEMM contract yet");
+    case ScaleKind::E8M0:
+      if (!mx_elem(q.spec.elem))
+        fail(gemm, std::string(what) + ": element format " + short_name(q.spec.elem) +
+                       " is not defined for E8M0-scaled GEMM (E2M1, E2M3, E3M2, E4M3, E5M2)");
+      if (bk != 32)
+        fail(gemm, std::string(what) + " (" + q.spec.describe() + ") must have blocks of 32 along the contraction, i.e. quantized " +
+                       axis_need + "; its blocks along the contraction are " + std::to_string(bk) + " long");
+      break;
+    case ScaleKind::FP32:
+      if (q.spec.elem != Format::E4M3 && q.spec.elem != Format::E5M2)
+        fail(gemm, std::string(what) + ": FP32-scaled operands must be E4M3 or E5M2, got " + short_name(q.spec.elem));
+      if (!(bk == 128 || bk == (along_scols ? q.scols() : q.srows())))
+        fail(gemm, std::string(what) + " (" + q.spec.describe() + ") needs one FP32 scale per 128-K chunk or per whole contraction " +
+                       axis_need + "; its blocks along the contraction are " + std::to_string(bk) + " long");
+      break;
+  }
+  if (q.tensor_scale_inv != 1.0f) fail(gemm, std::string(what) + ": tensor_scale_inv must be 1 outside NVFP4");
+  for (size_t r = 0; r < R; ++r)
+    for (size_t k = 0; k < K; ++k) {
+      size_t lr, lc, sr, sc;
+      logical(r, k, lr, lc);
+      stor(lr, lc, sr, sc);
+      p.code[r * K + k] = q.code(g, sr, sc);
+    }
+  if (q.spec.scale_kind == ScaleKind::E8M0) {
+    const size_t KB = p.kb();
+    p.sbyte.resize(R * KB);
+    for (size_t r = 0; r < R; ++r)
+      for (size_t b = 0; b < KB; ++b) {
+        size_t lr, lc, sr, sc;
+        logical(r, b * 32, lr, lc);
+        stor(lr, lc, sr, sc);
+        p.sbyte[r * KB + b] = q.scale_bytes(g, sr / br, sc / bc);
+      }
+  } else {
+    const size_t KC = p.kc();
+    p.sinv.resize(R * KC);
+    for (size_t r = 0; r < R; ++r)
+      for (size_t c = 0; c < KC; ++c) {
+        size_t lr, lc, sr, sc;
+        logical(r, c * 128, lr, lc);
+        stor(lr, lc, sr, sc);
+        p.sinv[r * KC + c] = q.scale_inv(g, sr / br, sc / bc);
+      }
+  }
+  return p;
+}
+
+Kind pair_kind(const Src& a, const Src& b, const std::string& gemm) {
+  if (a.bf16() || b.bf16()) {
+    if (a.bf16() && b.bf16()) return Kind::Bf16;
+    fail(gemm, "BF16 operands pair only with BF16 operands (got " + spec_name(a) + " with " + spec_name(b) + ")");
+  }
+  const QuantSpec &sa = a.q->spec, &sb = b.q->spec;
+  if (sa.scale_kind == ScaleKind::UE4M3 || sb.scale_kind == ScaleKind::UE4M3)
+    fail(gemm, "NVFP4 (UE4M3 scales) is not defined by the GEMM contract yet");
+  if (sa.scale_kind == ScaleKind::E8M0 && sb.scale_kind == ScaleKind::E8M0) {
+    auto exact = [](Format f) { return f == Format::E2M1 || f == Format::E2M3; };
+    if (!mx_elem(sa.elem) || !mx_elem(sb.elem))
+      fail(gemm, "E8M0-scaled elements must be E2M1, E2M3, E3M2, E4M3 or E5M2 (got " + sa.describe() + " with " + sb.describe() + ")");
+    return exact(sa.elem) && exact(sb.elem) ? Kind::MxExact : Kind::MxF13;
+  }
+  if (sa.scale_kind == ScaleKind::FP32 && sb.scale_kind == ScaleKind::FP32) return Kind::Fp8Chunk;
+  fail(gemm, "operand recipes do not form a pair the contract defines: " + sa.describe() + " with " + sb.describe() +
+                 " (both E8M0-scaled MX, both FP32-scaled FP8, or both BF16)");
+}
+
+size_t check_splits(std::span<const int64_t> m_splits, size_t M, const std::string& gemm) {
+  int64_t sum = 0;
+  for (size_t g = 0; g < m_splits.size(); ++g) {
+    if (m_splits[g] < 0) fail(gemm, "m_splits[" + std::to_string(g) + "] = " + std::to_string(m_splits[g]) + " is negative");
+    sum += m_splits[g];
+  }
+  if (uint64_t(sum) != M)
+    fail(gemm, "m_splits sum to " + std::to_string(sum) + " but the token operand has M = " + std::to_string(M) + " rows");
+  return m_splits.size();
+}
+
+void run(Kind kind, const Panel& A, const Panel& B, gemm::Out out, const GemmOptions& opt) {
+  if (opt.impl == GemmImpl::Reference) gemm::run_reference(kind, A, B, out, opt.accumulate, opt.out);
+  else gemm::run_fast(kind, A, B, out, opt.accumulate, opt.out);
+}
+
+void check_opt(const GemmOptions& opt, const std::string& gemm) {
+  if (opt.out != Format::FP32 && opt.out != Format::BF16)
+    fail(gemm, std::string("output format must be fp32 or bf16, got ") + short_name(opt.out));
+}
+
+// fprop / dgrad share the token-major form: out[M, J] = A_tokens . B[g]^T.
+void token_gemm(const std::string& gemm, const Src& a, const Src& w, bool w_contract_rows,
+                std::span<const int64_t> m_splits, Tensor2f& out, const GemmOptions& opt) {
+  check_opt(opt, gemm);
+  if (a.groups() != 1) fail(gemm, "the token operand must have groups = 1, has " + std::to_string(a.groups()));
+  const size_t M = a.rows();
+  const size_t G = check_splits(m_splits, M, gemm);
+  if (w.groups() != G)
+    fail(gemm, "W has " + std::to_string(w.groups()) + " groups but m_splits has " + std::to_string(G));
+  const size_t Kc = w_contract_rows ? w.rows() : w.cols();
+  const size_t J = w_contract_rows ? w.cols() : w.rows();
+  if (a.cols() != Kc)
+    fail(gemm, "contraction mismatch: token operand has " + std::to_string(a.cols()) + " columns, W has " + std::to_string(Kc));
+  const Kind kind = pair_kind(a, w, gemm);
+  if (opt.accumulate && (out.shape(0) != M || out.shape(1) != J))
+    fail(gemm, "accumulate: output has shape [" + std::to_string(out.shape(0)) + ", " + std::to_string(out.shape(1)) +
+                   "], expected [" + std::to_string(M) + ", " + std::to_string(J) + "]");
+  std::vector<Panel> As(G), Bs(G);
+  size_t m0 = 0;
+  for (size_t g = 0; g < G; ++g) {
+    const size_t mg = size_t(m_splits[g]);
+    if (mg) {
+      As[g] = make_panel(a, 0, false, m0, mg, gemm, "token operand");
+      Bs[g] = make_panel(w, g, w_contract_rows, 0, J, gemm, "W");
+    }
+    m0 += mg;
+  }
+  if (!opt.accumulate) out = Tensor2f::from_shape({M, J});
+  m0 = 0;
+  for (size_t g = 0; g < G; ++g) {
+    const size_t mg = size_t(m_splits[g]);
+    if (mg && J) run(kind, As[g], Bs[g], {out.data() + m0 * J, J}, opt);
+    m0 += mg;
+  }
+}
+
+void wgrad_impl(std::span<const Src> dy, std::span<const Src> x, std::span<const int64_t> m_splits, Tensor3f& dw,
+                const GemmOptions& opt) {
+  const std::string gemm = "wgrad";
+  check_opt(opt, gemm);
+  const size_t G = m_splits.size();
+  if (dy.size() != G || x.size() != G)
+    fail(gemm, "m_splits has " + std::to_string(G) + " groups but dy has " + std::to_string(dy.size()) + " and x " +
+                   std::to_string(x.size()));
+  for (size_t g = 0; g < G; ++g)
+    if (m_splits[g] < 0) fail(gemm, "m_splits[" + std::to_string(g) + "] = " + std::to_string(m_splits[g]) + " is negative");
+  if (G == 0) {
+    if (!opt.accumulate) dw = Tensor3f::from_shape({0, 0, 0});
+    return;
+  }
+  const size_t N = dy[0].cols(), K = x[0].cols();
+  for (size_t g = 0; g < G; ++g) {
+    const std::string gs = "group " + std::to_string(g);
+    if (dy[g].groups() != 1 || x[g].groups() != 1) fail(gemm, gs + ": per-group operands must have groups = 1");
+    if (dy[g].rows() != size_t(m_splits[g]) || x[g].rows() != size_t(m_splits[g]))
+      fail(gemm, gs + ": dy has " + std::to_string(dy[g].rows()) + " rows and x " + std::to_string(x[g].rows()) +
+                     " but m_splits says " + std::to_string(m_splits[g]));
+    if (dy[g].cols() != N || x[g].cols() != K)
+      fail(gemm, gs + ": operand widths differ between groups (dy " + std::to_string(dy[g].cols()) + " vs " +
+                     std::to_string(N) + ", x " + std::to_string(x[g].cols()) + " vs " + std::to_string(K) + ")");
+  }
+  if (opt.accumulate && (dw.shape(0) != G || dw.shape(1) != N || dw.shape(2) != K))
+    fail(gemm, "accumulate: dW has shape [" + std::to_string(dw.shape(0)) + ", " + std::to_string(dw.shape(1)) + ", " +
+                   std::to_string(dw.shape(2)) + "], expected [" + std::to_string(G) + ", " + std::to_string(N) + ", " +
+                   std::to_string(K) + "]");
+  std::vector<Panel> As(G), Bs(G);
+  Kind kind = Kind::MxExact;
+  for (size_t g = 0; g < G; ++g) {
+    kind = pair_kind(dy[g], x[g], gemm);
+    if (m_splits[g] == 0) continue;
+    As[g] = make_panel(dy[g], 0, true, 0, 0, gemm, "dy");
+    Bs[g] = make_panel(x[g], 0, true, 0, 0, gemm, "x");
+  }
+  if (!opt.accumulate) dw = Tensor3f::from_shape({G, N, K});
+  for (size_t g = 0; g < G; ++g) {
+    float* o = dw.data() + g * N * K;
+    if (m_splits[g] == 0) {
+      if (!opt.accumulate) std::fill(o, o + N * K, 0.0f);
+      continue;
+    }
+    if (N && K) run(kind, As[g], Bs[g], {o, K}, opt);
+  }
+}
+
+Tensor3f to_bf16_3(const Tensor3f& x) {
+  Tensor3f r = x;
+  for (auto& v : r) v = round_bf16(v);
+  return r;
+}
+Tensor3f as3(const Tensor2f& x) {
+  Tensor3f r = Tensor3f::from_shape({1, x.shape(0), x.shape(1)});
+  std::copy(x.begin(), x.end(), r.begin());
+  return r;
+}
+
+}  // namespace
+
+QuantSpec bf16_spec() {
+  QuantSpec s;
+  s.elem = Format::BF16;
+  s.block_rows = 0;
+  s.block_cols = 0;
+  s.scale_kind = ScaleKind::FP32;
+  return s;
+}
+
+float round_bf16(float v) {
+  if (v != v) return f32_from_bits(gemm::kCanonicalNaN);
+  return f32_from_bits(encode(spec_of(Format::BF16), f32_bits(v), 0, RoundMode::RNE, Overflow::Ieee) << 16);
+}
+
+const char* gemm_class_name(const QuantSpec& a, const QuantSpec& b) {
+  QuantizedTensor qa, qb;
+  qa.spec = a;
+  qb.spec = b;
+  Tensor3f dummy = Tensor3f::from_shape({1, 1, 1});
+  Src sa{a.elem == Format::BF16 ? nullptr : &qa, a.elem == Format::BF16 ? &dummy : nullptr};
+  Src sb{b.elem == Format::BF16 ? nullptr : &qb, b.elem == Format::BF16 ? &dummy : nullptr};
+  switch (pair_kind(sa, sb, "gemm")) {
+    case Kind::MxExact: return "mx-exact";
+    case Kind::MxF13: return "mx-f13";
+    case Kind::Fp8Chunk: return "fp8-chunk128";
+    case Kind::Bf16: return "bf16-f25";
+  }
+  return "?";
+}
+
+void grouped_fprop(const QuantizedTensor& x, const QuantizedTensor& w, std::span<const int64_t> m_splits, Tensor2f& y,
+                   const GemmOptions& opt) {
+  token_gemm("fprop", Src{&x, nullptr}, Src{&w, nullptr}, false, m_splits, y, opt);
+}
+void grouped_dgrad(const QuantizedTensor& dy, const QuantizedTensor& w, std::span<const int64_t> m_splits, Tensor2f& dx,
+                   const GemmOptions& opt) {
+  token_gemm("dgrad", Src{&dy, nullptr}, Src{&w, nullptr}, true, m_splits, dx, opt);
+}
+void grouped_wgrad(std::span<const QuantizedTensor> dy, std::span<const QuantizedTensor> x,
+                   std::span<const int64_t> m_splits, Tensor3f& dw, const GemmOptions& opt) {
+  std::vector<Src> a, b;
+  for (const auto& t : dy) a.push_back(Src{&t, nullptr});
+  for (const auto& t : x) b.push_back(Src{&t, nullptr});
+  wgrad_impl(a, b, m_splits, dw, opt);
+}
+
+void grouped_fprop(const Tensor2f& x, const QuantSpec& xs, const Tensor3f& w, const QuantSpec& ws,
+                   std::span<const int64_t> m_splits, Tensor2f& y, const GemmOptions& opt) {
+  const bool xb = xs.elem == Format::BF16, wb = ws.elem == Format::BF16;
+  QuantizedTensor qx, qw;
+  Tensor3f fx, fw;
+  if (xb) fx = to_bf16_3(as3(x)); else qx = quantize(x, xs, Axis::Cols);
+  if (wb) fw = to_bf16_3(w); else qw = quantize(w, ws, Axis::Cols);
+  token_gemm("fprop", xb ? Src{nullptr, &fx} : Src{&qx, nullptr}, wb ? Src{nullptr, &fw} : Src{&qw, nullptr}, false,
+             m_splits, y, opt);
+}
+void grouped_dgrad(const Tensor2f& dy, const QuantSpec& dys, const Tensor3f& w, const QuantSpec& ws,
+                   std::span<const int64_t> m_splits, Tensor2f& dx, const GemmOptions& opt) {
+  const bool ab = dys.elem == Format::BF16, wb = ws.elem == Format::BF16;
+  QuantizedTensor qa, qw;
+  Tensor3f fa, fw;
+  if (ab) fa = to_bf16_3(as3(dy)); else qa = quantize(dy, dys, Axis::Cols);
+  if (wb) fw = to_bf16_3(w); else qw = quantize(w, ws, Axis::Rows);
+  token_gemm("dgrad", ab ? Src{nullptr, &fa} : Src{&qa, nullptr}, wb ? Src{nullptr, &fw} : Src{&qw, nullptr}, true,
+             m_splits, dx, opt);
+}
+
+std::vector<QuantizedTensor> quantize_grouped_colwise(const Tensor2f& x, std::span<const int64_t> m_splits,
+                                                      const QuantSpec& spec) {
+  check_splits(m_splits, x.shape(0), "wgrad operand quantization");
+  std::vector<QuantizedTensor> out;
+  size_t m0 = 0;
+  const size_t C = x.shape(1);
+  for (int64_t mg : m_splits) {
+    if (mg == 0) {
+      QuantizedTensor q;
+      q.spec = spec;
+      q.rows = 0;
+      q.cols = C;
+      q.transposed = true;
+      out.push_back(std::move(q));
+      continue;
+    }
+    Tensor2f slice = xt::view(x, xt::range(m0, m0 + size_t(mg)), xt::all());
+    out.push_back(quantize(slice, spec, Axis::Rows));
+    m0 += size_t(mg);
+  }
+  return out;
+}
+
+void grouped_wgrad(const Tensor2f& dy, const QuantSpec& dys, const Tensor2f& x, const QuantSpec& xs,
+                   std::span<const int64_t> m_splits, Tensor3f& dw, const GemmOptions& opt) {
+  check_splits(m_splits, dy.shape(0), "wgrad (dy)");
+  check_splits(m_splits, x.shape(0), "wgrad (x)");
+  const bool ab = dys.elem == Format::BF16, bb = xs.elem == Format::BF16;
+  std::vector<QuantizedTensor> qa, qb;
+  std::vector<Tensor3f> fa, fb;
+  std::vector<Src> sa, sb;
+  size_t m0 = 0;
+  auto slice3 = [](const Tensor2f& t, size_t m0, size_t mg) {
+    Tensor3f r = Tensor3f::from_shape({1, mg, t.shape(1)});
+    for (size_t i = 0; i < mg; ++i)
+      for (size_t j = 0; j < t.shape(1); ++j) r(0, i, j) = round_bf16(t(m0 + i, j));
+    return r;
+  };
+  if (!ab) qa = quantize_grouped_colwise(dy, m_splits, dys);
+  if (!bb) qb = quantize_grouped_colwise(x, m_splits, xs);
+  for (size_t g = 0; g < m_splits.size(); ++g) {
+    if (ab) fa.push_back(slice3(dy, m0, size_t(m_splits[g])));
+    if (bb) fb.push_back(slice3(x, m0, size_t(m_splits[g])));
+    m0 += size_t(m_splits[g]);
+  }
+  for (size_t g = 0; g < m_splits.size(); ++g) {
+    sa.push_back(ab ? Src{nullptr, &fa[g]} : Src{&qa[g], nullptr});
+    sb.push_back(bb ? Src{nullptr, &fb[g]} : Src{&qb[g], nullptr});
+  }
+  wgrad_impl(sa, sb, m_splits, dw, opt);
+}
+
+}  // namespace mxsim::emu

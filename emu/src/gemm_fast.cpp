@@ -1,0 +1,178 @@
+// Fast grouped GEMM: the contract of docs/numerics.md §5 with machine
+// arithmetic. MX-exact blocks (E2M1/E2M3 pairs) run as int8 dot products
+// (AVX-512 VNNI kernel in gemm_vnni.cpp when the CPU has it, else the portable
+// loop below); the truncated fused groups (FP8, BF16) use int64 sums of
+// exactly scaled double products. Every output element is computed by one
+// thread in the contract's K order, so results do not depend on the number of
+// threads. Rare cases (NaN/Inf elements, scales outside a safe range) take the
+// exact path of gemm_exact.hpp.
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "gemm_exact.hpp"
+#include "gemm_internal.hpp"
+#include "gemm_vnni.hpp"
+#include "mxsim/emu/grouped_gemm.hpp"
+
+namespace mxsim::emu::gemm {
+
+namespace {
+
+struct Decoded {
+  std::vector<double> v;     // exact element values
+  std::vector<int16_t> e;    // floor(log2|v|); -126 for zero
+  std::vector<uint8_t> sp;   // 1 if NaN/Inf
+  std::vector<uint8_t> row_sp;  // per row: any special
+};
+
+Decoded decode_panel(const Panel& p) {
+  Decoded d;
+  const FormatSpec f = spec_of(p.elem);
+  const size_t n = p.R * p.K;
+  d.v.resize(n);
+  d.e.resize(n);
+  d.sp.resize(n);
+  d.row_sp.assign(p.R, 0);
+  for (size_t r = 0; r < p.R; ++r)
+    for (size_t k = 0; k < p.K; ++k) {
+      const size_t i = r * p.K + k;
+      const float x = f.bits == 16 ? f32_from_bits(p.code[i] << 16) : decode(f, p.code[i]);
+      d.v[i] = x;
+      d.sp[i] = !std::isfinite(x);
+      d.row_sp[r] |= d.sp[i];
+      d.e[i] = (x == 0 || !std::isfinite(x)) ? int16_t(-126) : int16_t(std::ilogb(x));
+    }
+  return d;
+}
+
+/// RZ of S * 2^lsb to `frac` fraction bits (FP32 range; overflow -> max finite).
+inline float rz_scaled(int64_t S, int lsb, int frac) {
+  if (S == 0) return 0.0f;
+  const bool neg = S < 0;
+  uint64_t m = neg ? uint64_t(-S) : uint64_t(S);
+  const int n = 63 - std::countl_zero(m);
+  const int e = lsb + n;
+  const int q = std::max(e, -126) - frac;
+  const int shift = q - lsb;
+  const uint64_t kept = shift > 0 ? (shift >= 64 ? 0 : m >> shift) : m << -shift;
+  const double d = std::ldexp(double(kept), q);
+  const double maxf = std::ldexp(double((uint64_t(1) << (frac + 1)) - 1), 127 - frac);
+  const float r = d > maxf ? float(maxf) : float(d);
+  return neg ? -r : r;
+}
+
+/// Fused group over k in [k0, k1) with accumulator input c (finite operands only).
+inline float fused_fast(const Decoded& a, size_t ia, const Decoded& b, size_t ib, size_t n, float c, int F, bool e8m13) {
+  int E = c == 0.0f ? -126 : std::ilogb(c);
+  for (size_t k = 0; k < n; ++k) {
+    const double p = a.v[ia + k] * b.v[ib + k];
+    E = std::max(E, p == 0 ? -126 : a.e[ia + k] + b.e[ib + k]);
+  }
+  const double sc = std::ldexp(1.0, F - E);
+  int64_t S = int64_t(double(c) * sc);  // truncation toward zero
+  for (size_t k = 0; k < n; ++k) S += int64_t(a.v[ia + k] * b.v[ib + k] * sc);
+  return rz_scaled(S, E - F, e8m13 ? 13 : 23);
+}
+
+bool any_sp(const Decoded& a, size_t ia, const Decoded& b, size_t ib, size_t n) {
+  for (size_t k = 0; k < n; ++k)
+    if (a.sp[ia + k] | b.sp[ib + k]) return true;
+  return false;
+}
+
+float fused_exact(const Panel& A, size_t i, const Panel& B, size_t j, size_t k0, size_t k1, float c, int F, bool e8m13) {
+  const FormatSpec fa = spec_of(A.elem), fb = spec_of(B.elem);
+  std::vector<Term> t;
+  for (size_t k = k0; k < k1; ++k)
+    t.push_back({ex_mul(ex_elem(fa, A.c(i, k)), ex_elem(fb, B.c(j, k))),
+                 elem_exp(fa, A.c(i, k)) + elem_exp(fb, B.c(j, k))});
+  return fused_group(t, c, F, e8m13);
+}
+
+/// acc + blk * 2^(sa + sb - 254 + extra), one RNE; exact fallback outside the safe range.
+inline float mx_add(float acc, float blk, int sa, int sb, int extra) {
+  if (sa == 0xFF || sb == 0xFF) return std::bit_cast<float>(kCanonicalNaN);
+  const int c = sa + sb - 254 + extra;
+  if (c >= -80 && c <= 80) return acc + blk * std::ldexp(1.0f, c);
+  Ex s;
+  s.sig = 1;
+  s.exp = c;
+  return round_f32(ex_add(ex_from_float(acc), ex_mul(ex_from_float(blk), s)), false, 23);
+}
+
+int int_shift(Format f) { return f == Format::E2M1 ? 1 : 3; }  // v * 2^shift is an integer
+
+}  // namespace
+
+void finish(float& o, float acc, Format out_fmt) {
+  if (out_fmt == Format::BF16) acc = round_bf16(acc);
+  if (std::isnan(acc)) acc = std::bit_cast<float>(kCanonicalNaN);
+  o = acc;
+}
+
+void run_mx_exact_portable(const Panel& A, const Panel& B, Out out, bool accumulate, Format out_fmt) {
+  const size_t K = A.K, KB = A.kb();
+  const int fa = int_shift(A.elem), fb = int_shift(B.elem);
+  std::vector<int8_t> ia(A.R * K), ib(B.R * K);
+  for (size_t n = 0; n < ia.size(); ++n) ia[n] = int8_t(std::ldexp(decode(A.elem, A.code[n]), fa));
+  for (size_t n = 0; n < ib.size(); ++n) ib[n] = int8_t(std::ldexp(decode(B.elem, B.code[n]), fb));
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < A.R; ++i)
+    for (size_t j = 0; j < B.R; ++j) {
+      float& o = out.p[i * out.ld + j];
+      float acc = accumulate ? o : 0.0f;
+      for (size_t b = 0; b < KB; ++b) {
+        int32_t s = 0;
+        for (size_t k = b * 32; k < std::min(K, b * 32 + 32); ++k) s += int32_t(ia[i * K + k]) * ib[j * K + k];
+        acc = mx_add(acc, float(s), A.sbyte[i * KB + b], B.sbyte[j * KB + b], -fa - fb);
+      }
+      finish(o, acc, out_fmt);
+    }
+}
+
+void run_fast(Kind kind, const Panel& A, const Panel& B, Out out, bool accumulate, Format out_fmt) {
+  const size_t K = A.K;
+  if (kind == Kind::MxExact) {
+    if (vnni_available() && run_mx_exact_vnni(A, B, out, accumulate, out_fmt)) return;
+    run_mx_exact_portable(A, B, out, accumulate, out_fmt);
+    return;
+  }
+  const Decoded da = decode_panel(A), db = decode_panel(B);
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < A.R; ++i)
+    for (size_t j = 0; j < B.R; ++j) {
+      float& o = out.p[i * out.ld + j];
+      float acc = accumulate ? o : 0.0f;
+      const bool sp = da.row_sp[i] | db.row_sp[j];
+      auto group = [&](size_t k0, size_t k1, float c, int F, bool e8) {
+        if (sp && any_sp(da, i * K + k0, db, j * K + k0, k1 - k0)) return fused_exact(A, i, B, j, k0, k1, c, F, e8);
+        if (!std::isfinite(c)) return fused_exact(A, i, B, j, k0, k1, c, F, e8);
+        return fused_fast(da, i * K + k0, db, j * K + k0, k1 - k0, c, F, e8);
+      };
+      switch (kind) {
+        case Kind::MxF13:
+          for (size_t b = 0; b * 32 < K; ++b) {
+            const float blk = group(b * 32, std::min(K, b * 32 + 32), 0.0f, 13, true);
+            acc = mx_add(acc, blk, A.sbyte[i * A.kb() + b], B.sbyte[j * B.kb() + b], 0);
+          }
+          break;
+        case Kind::Fp8Chunk:
+          for (size_t c = 0; c * 128 < K; ++c) {
+            float chunk = 0.0f;
+            for (size_t q = c * 128; q < std::min(K, c * 128 + 128); q += 32) chunk = group(q, std::min(K, q + 32), chunk, 13, true);
+            const float s = A.sinv[i * A.kc() + c] * B.sinv[j * B.kc() + c];
+            acc = std::fmaf(chunk, s, acc);
+          }
+          break;
+        case Kind::Bf16:
+          for (size_t q = 0; q < K; q += 16) acc = group(q, std::min(K, q + 16), acc, 25, false);
+          break;
+        case Kind::MxExact: break;
+      }
+      finish(o, acc, out_fmt);
+    }
+}
+
+}  // namespace mxsim::emu::gemm

@@ -1,0 +1,40 @@
+// Internal: operand panels shared by the reference and the fast grouped GEMM.
+// An operand panel is one group's operand seen as [R rows, K contraction]:
+// C[i][j] (+)= sum_k A[i][k] * B[j][k] (docs/numerics.md §5).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "mxsim/format.hpp"
+#include "mxsim/quant_spec.hpp"
+
+namespace mxsim::emu::gemm {
+
+/// Block-dot class of an operand pair (docs/numerics.md §5.2).
+enum class Kind : uint8_t { MxExact, MxF13, Fp8Chunk, Bf16 };
+
+struct Panel {
+  Format elem = Format::E2M1;
+  size_t R = 0, K = 0;
+  std::vector<uint32_t> code;   ///< [R][K] element codes (BF16: the 16-bit pattern)
+  std::vector<uint8_t> sbyte;   ///< MX: [R][ceil(K/32)] E8M0 bytes
+  std::vector<float> sinv;      ///< FP8 FP32-scaled: [R][ceil(K/128)] scale_inv
+  size_t kb() const { return (K + 31) / 32; }
+  size_t kc() const { return (K + 127) / 128; }
+  uint32_t c(size_t r, size_t k) const { return code[r * K + k]; }
+};
+
+/// out[i * ld + j] for i < A.R, j < B.R.
+struct Out {
+  float* p;
+  size_t ld;
+};
+
+void run_reference(Kind kind, const Panel& A, const Panel& B, Out out, bool accumulate, Format out_fmt);
+void run_fast(Kind kind, const Panel& A, const Panel& B, Out out, bool accumulate, Format out_fmt);
+
+/// Canonical NaN written by every GEMM (positive quiet NaN).
+inline constexpr uint32_t kCanonicalNaN = 0x7FC00000u;
+
+}  // namespace mxsim::emu::gemm

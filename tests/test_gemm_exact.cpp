@@ -1,0 +1,313 @@
+// Grouped GEMM (docs/numerics.md §5): the fast implementation equals the
+// reference bit for bit; the reference equals an independent rational oracle;
+// the fp8 chunk contract reproduces published H200 observations; bad input
+// throws; empty groups leave outputs unchanged.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <bit>
+#include <boost/multiprecision/cpp_int.hpp>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "mxsim/emu/grouped_gemm.hpp"
+#include "mxsim/emu/quantize.hpp"
+
+using namespace mxsim;
+using namespace mxsim::emu;
+
+namespace {
+
+template <class T>
+size_t count_bit_diffs(const T& a, const T& b) {
+  EXPECT_EQ(a.size(), b.size());
+  size_t d = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+    d += std::bit_cast<uint32_t>(a.data()[i]) != std::bit_cast<uint32_t>(b.data()[i]);
+  return d;
+}
+
+Tensor2f rand2(std::mt19937& g, size_t r, size_t c, int spread) {
+  std::normal_distribution<float> n(0, 1);
+  std::uniform_int_distribution<int> e(-spread, spread);
+  Tensor2f t = Tensor2f::from_shape({r, c});
+  for (auto& v : t) v = n(g) * std::ldexp(1.0f, e(g));
+  return t;
+}
+Tensor3f rand3(std::mt19937& g, size_t G, size_t r, size_t c, int spread) {
+  Tensor3f t = Tensor3f::from_shape({G, r, c});
+  Tensor2f x = rand2(g, G * r, c, spread);
+  std::copy(x.begin(), x.end(), t.begin());
+  return t;
+}
+std::vector<int64_t> rand_splits(std::mt19937& g, size_t G, int maxm) {
+  std::uniform_int_distribution<int> d(0, maxm);
+  std::vector<int64_t> s(G);
+  for (auto& v : s) v = (d(g) % 4 == 0) ? 0 : d(g);  // many empty groups
+  return s;
+}
+int64_t sum(const std::vector<int64_t>& s) {
+  int64_t t = 0;
+  for (auto v : s) t += v;
+  return t;
+}
+
+struct Pair {
+  const char* a;
+  const char* w;
+};
+// (token operand recipe, weight recipe); "bf16" means unscaled BF16.
+const Pair kPairs[] = {{"mxfp4", "mxfp4_2d"}, {"mxfp4", "mxfp4"},       {"mxfp6_e2m3", "mxfp4"},
+                       {"mxfp8", "mxfp8"},    {"mxfp8", "mxfp4_2d"},    {"mxfp6_e3m2", "mxfp8_e5m2"},
+                       {"fp8_tensor", "fp8_tensor"}, {"fp8_row", "fp8_row"}, {"fp8_block", "fp8_block2d"},
+                       {"bf16", "bf16"}};
+
+QuantSpec spec(const char* n) { return std::string(n) == "bf16" ? bf16_spec() : tensor_recipe(n); }
+
+GemmOptions opt(GemmImpl impl, bool acc, Format out) {
+  GemmOptions o;
+  o.impl = impl;
+  o.accumulate = acc;
+  o.out = out;
+  return o;
+}
+
+/// Poke specials into a quantized tensor: NaN/Inf element codes where the format
+/// has them and extreme scale bytes 0x00, 0xFE, 0xFF.
+void poke(QuantizedTensor& q, std::mt19937& g) {
+  if (q.data.size() == 0) return;
+  std::uniform_int_distribution<size_t> pd(0, q.data.size() - 1);
+  const FormatSpec f = spec_of(q.spec.elem);
+  if (f.nan != NanKind::None && q.spec.elem != Format::E2M1) {
+    q.data.data()[pd(g)] = uint8_t(f.nan_code(0));
+    if (f.has_inf) q.data.data()[pd(g)] = uint8_t(f.inf_code());
+    if (f.has_inf) q.data.data()[pd(g)] = uint8_t(f.inf_code() | f.sign_bit());
+  }
+  if (q.spec.scale_kind == ScaleKind::E8M0 && q.scale_bytes.size()) {
+    std::uniform_int_distribution<size_t> sd(0, q.scale_bytes.size() - 1);
+    q.scale_bytes.data()[sd(g)] = 0x00;
+    q.scale_bytes.data()[sd(g)] = 0xFE;
+    q.scale_bytes.data()[sd(g)] = 0xFE;
+    q.scale_bytes.data()[sd(g)] = 0xFF;
+  }
+}
+
+}  // namespace
+
+// Fast == reference on random problems of every form, pair, output type and
+// accumulate mode, with ragged K, ragged/empty groups and thread counts 1, 2, 3.
+TEST(GemmExact, FastEqualsReferenceRandom) {
+  std::mt19937 g(12345);
+  size_t cases = 0;
+  for (const Pair& p : kPairs) {
+    for (int trial = 0; trial < 3; ++trial) {
+      const size_t G = 1 + g() % 4;
+      std::vector<int64_t> ms = rand_splits(g, G, 40);
+      const size_t M = size_t(sum(ms));
+      const bool fp8blk = std::string(p.a) == "fp8_block";
+      const size_t N = fp8blk ? 128 + g() % 150 : 1 + g() % 70;
+      const size_t K = fp8blk ? 128 + g() % 200 : 1 + g() % 100;
+      const int spread = trial == 2 ? 20 : 3;
+      const Tensor2f x = rand2(g, M, K, spread), dy = rand2(g, M, N, spread);
+      const Tensor3f w = rand3(g, G, N, K, spread);
+      const QuantSpec sa = spec(p.a), sw = spec(p.w);
+      for (int form = 0; form < 3; ++form)
+        for (int acc = 0; acc < 2; ++acc)
+          for (Format of : {Format::FP32, Format::BF16}) {
+            SCOPED_TRACE(std::string(p.a) + " x " + p.w + " form " + std::to_string(form) + " acc " + std::to_string(acc) +
+                         " M " + std::to_string(M) + " N " + std::to_string(N) + " K " + std::to_string(K));
+            if (form == 2 && (std::string(p.w) == "mxfp4_2d" || fp8blk)) continue;  // wgrad takes 1-D along M
+            auto go = [&](GemmImpl impl, int threads, auto& outv) {
+              omp_set_num_threads(threads);
+              if (form == 0) grouped_fprop(x, sa, w, sw, ms, outv, opt(impl, acc, of));
+              else if (form == 1) grouped_dgrad(dy, sa, w, sw, ms, outv, opt(impl, acc, of));
+            };
+            if (form < 2) {
+              Tensor2f init = form == 0 ? rand2(g, M, N, 2) : rand2(g, M, K, 2);
+              Tensor2f r = init, f1 = init, f2 = init, f3 = init;
+              go(GemmImpl::Reference, 1, r);
+              go(GemmImpl::Fast, 1, f1);
+              go(GemmImpl::Fast, 2, f2);
+              go(GemmImpl::Fast, 3, f3);
+              EXPECT_EQ(count_bit_diffs(r, f1), 0u);
+              EXPECT_EQ(count_bit_diffs(r, f2), 0u);
+              EXPECT_EQ(count_bit_diffs(r, f3), 0u);
+            } else {
+              const Tensor2f xw = rand2(g, M, K, spread);
+              Tensor3f init = rand3(g, G, N, K, 2);
+              Tensor3f r = init, f1 = init, f3 = init;
+              omp_set_num_threads(1);
+              grouped_wgrad(dy, sa, xw, sw, ms, r, opt(GemmImpl::Reference, acc, of));
+              grouped_wgrad(dy, sa, xw, sw, ms, f1, opt(GemmImpl::Fast, acc, of));
+              omp_set_num_threads(3);
+              grouped_wgrad(dy, sa, xw, sw, ms, f3, opt(GemmImpl::Fast, acc, of));
+              EXPECT_EQ(count_bit_diffs(r, f1), 0u);
+              EXPECT_EQ(count_bit_diffs(r, f3), 0u);
+            }
+            ++cases;
+          }
+    }
+  }
+  omp_set_num_threads(2);
+  EXPECT_GT(cases, 100u);
+}
+
+// Specials: NaN/Inf elements, scale bytes 0x00 / 0xFE / 0xFF, saturating blocks.
+TEST(GemmExact, FastEqualsReferenceSpecials) {
+  std::mt19937 g(777);
+  for (const Pair& p : kPairs) {
+    if (std::string(p.a) == "bf16" || std::string(p.a).rfind("fp8_", 0) == 0) continue;
+    for (int trial = 0; trial < 4; ++trial) {
+      std::vector<int64_t> ms = {int64_t(g() % 20), 0, int64_t(1 + g() % 30)};
+      const size_t M = size_t(sum(ms)), N = 1 + g() % 64, K = 1 + g() % 130;
+      Tensor2f x = rand2(g, M, K, 30);
+      if (M) x(0, 0) = 1e30f, x(M - 1, K - 1) = -3e38f;  // saturating blocks
+      const Tensor3f w = rand3(g, 3, N, K, 30);
+      QuantizedTensor qx = quantize(x, spec(p.a), Axis::Cols), qw = quantize(w, spec(p.w), Axis::Cols);
+      poke(qx, g);
+      poke(qw, g);
+      for (int acc = 0; acc < 2; ++acc) {
+        Tensor2f r = rand2(g, M, N, 1), f = r;
+        grouped_fprop(qx, qw, ms, r, opt(GemmImpl::Reference, acc, Format::FP32));
+        grouped_fprop(qx, qw, ms, f, opt(GemmImpl::Fast, acc, Format::FP32));
+        EXPECT_EQ(count_bit_diffs(r, f), 0u) << p.a << " x " << p.w;
+      }
+    }
+  }
+}
+
+// The reference against an independent oracle: exact rational block sums of
+// dequantized values, each added to the accumulator and rounded to nearest-even
+// by searching the FP32 neighbours (no shared rounding code).
+namespace {
+using boost::multiprecision::cpp_rational;
+cpp_rational rat(float f) {
+  int e;
+  const double m = std::frexp(double(f), &e);  // exact
+  const int64_t im = int64_t(std::ldexp(m, 53));
+  cpp_rational r(im);
+  e -= 53;
+  if (e >= 0) r *= cpp_rational(boost::multiprecision::cpp_int(1) << e);
+  else r /= cpp_rational(boost::multiprecision::cpp_int(1) << -e);
+  return r;
+}
+float rne_oracle(const cpp_rational& r) {
+  float f = float(r.convert_to<double>());
+  float best = f;
+  for (int step = 0; step < 2; ++step) {
+    for (float c : {std::nextafter(best, -INFINITY), best, std::nextafter(best, INFINITY)}) {
+      const cpp_rational dc = abs(rat(c) - r), db = abs(rat(best) - r);
+      if (dc < db || (dc == db && (std::bit_cast<uint32_t>(c) & 1) == 0)) best = c;
+    }
+  }
+  return best == 0.0f ? 0.0f : best;
+}
+}  // namespace
+
+TEST(GemmExact, ReferenceMatchesRationalOracle) {
+  std::mt19937 g(99);
+  for (const char* rec : {"mxfp4", "mxfp6_e2m3"}) {
+    for (int trial = 0; trial < 3; ++trial) {
+      const size_t M = 5, N = 7, K = 33 + g() % 90;  // ragged last block
+      const Tensor2f x = rand2(g, M, K, 6);
+      const Tensor3f w = rand3(g, 1, N, K, 6);
+      const QuantizedTensor qx = quantize(x, tensor_recipe(rec), Axis::Cols);
+      const QuantizedTensor qw = quantize(w, tensor_recipe("mxfp4_2d"), Axis::Cols);
+      const Tensor2f dx = dequantize(qx);
+      const Tensor3f dw = dequantize3(qw);
+      const int64_t ms[] = {int64_t(M)};
+      Tensor2f y;
+      grouped_fprop(qx, qw, ms, y, opt(GemmImpl::Reference, false, Format::FP32));
+      for (size_t i = 0; i < M; ++i)
+        for (size_t j = 0; j < N; ++j) {
+          float acc = 0.0f;
+          for (size_t b = 0; b * 32 < K; ++b) {
+            cpp_rational s = 0;
+            for (size_t k = b * 32; k < std::min(K, b * 32 + 32); ++k) s += rat(dx(i, k)) * rat(dw(0, j, k));
+            acc = rne_oracle(rat(acc) + s);
+          }
+          EXPECT_EQ(std::bit_cast<uint32_t>(acc), std::bit_cast<uint32_t>(y(i, j))) << rec << " " << i << "," << j;
+        }
+    }
+  }
+}
+
+// Published H200 observation (shared/reference/matrix-units-and-gpu.md §2,
+// cuBLASLt torch._scaled_mm, use_fast_accum=False): rows [256, 1, 1, ...] in
+// both operands, per-tensor FP8 with scale 1: K = 64 -> 65536, 256 -> 65536 + 128,
+// 1024 -> 65536 + 896, 4096 -> 65536 + 3968. The fp8 chunk contract (128-K
+// chunks of chained F = 13 groups, promoted in FP32) gives exactly these.
+TEST(GemmExact, Fp8ChunkMatchesPublishedH200Promotion) {
+  const std::pair<size_t, float> cases[] = {{64, 65536.0f}, {256, 65536.0f + 128}, {1024, 65536.0f + 896}, {4096, 65536.0f + 3968}};
+  for (auto [K, want] : cases) {
+    Tensor2f x = Tensor2f::from_shape({1, K});
+    Tensor3f w = Tensor3f::from_shape({1, 1, K});
+    for (size_t k = 0; k < K; ++k) x(0, k) = w(0, 0, k) = k == 0 ? 256.0f : 1.0f;
+    QuantSpec s = tensor_recipe("fp8_tensor");
+    s.fixed_scale = 1.0f;  // scale 1, as the observation
+    const int64_t ms[] = {1};
+    for (GemmImpl impl : {GemmImpl::Reference, GemmImpl::Fast}) {
+      Tensor2f y;
+      grouped_fprop(x, s, w, s, ms, y, opt(impl, false, Format::FP32));
+      EXPECT_EQ(y(0, 0), want) << "K " << K;
+    }
+  }
+}
+
+TEST(GemmExact, EmptyGroupsLeaveOutputUnchanged) {
+  std::mt19937 g(5);
+  const std::vector<int64_t> ms = {0, 64, 0};
+  const Tensor2f dy = rand2(g, 64, 48, 2), x = rand2(g, 64, 40, 2);
+  Tensor3f dw = rand3(g, 3, 48, 40, 2);
+  const Tensor3f before = dw;
+  grouped_wgrad(dy, tensor_recipe("mxfp4"), x, tensor_recipe("mxfp4"), ms, dw, opt(GemmImpl::Fast, true, Format::FP32));
+  for (size_t g2 : {0u, 2u})
+    for (size_t i = 0; i < 48 * 40; ++i)
+      EXPECT_EQ(std::bit_cast<uint32_t>(dw.data()[g2 * 48 * 40 + i]), std::bit_cast<uint32_t>(before.data()[g2 * 48 * 40 + i]));
+  // group 1 changed
+  EXPECT_GT(count_bit_diffs(dw, before), 0u);
+  // all-empty
+  const std::vector<int64_t> none = {0, 0};
+  Tensor2f y = Tensor2f::from_shape({0, 8});
+  grouped_fprop(Tensor2f::from_shape({0, 32}), tensor_recipe("mxfp4"), rand3(g, 2, 8, 32, 1), tensor_recipe("mxfp4"), none, y);
+  EXPECT_EQ(y.shape(0), 0u);
+  Tensor3f dw2 = rand3(g, 2, 8, 32, 1);
+  const Tensor3f b2 = dw2;
+  grouped_wgrad(Tensor2f::from_shape({0, 8}), tensor_recipe("mxfp4"), Tensor2f::from_shape({0, 32}), tensor_recipe("mxfp4"), none,
+                dw2, opt(GemmImpl::Fast, true, Format::FP32));
+  EXPECT_EQ(count_bit_diffs(dw2, b2), 0u);
+}
+
+TEST(GemmExact, BadInputThrows) {
+  std::mt19937 g(1);
+  const Tensor2f x = rand2(g, 10, 64, 1);
+  const Tensor3f w = rand3(g, 2, 16, 64, 1);
+  Tensor2f y;
+  const QuantSpec m = tensor_recipe("mxfp4");
+  auto msg = [&](auto fn) {
+    try { fn(); } catch (const std::invalid_argument& e) { return std::string(e.what()); }
+    return std::string("no throw");
+  };
+  const std::vector<int64_t> bad_sum = {3, 4}, neg = {12, -2}, three = {5, 5, 0};
+  EXPECT_NE(msg([&] { grouped_fprop(x, m, w, m, bad_sum, y); }).find("sum to 7"), std::string::npos);
+  EXPECT_NE(msg([&] { grouped_fprop(x, m, w, m, neg, y); }).find("negative"), std::string::npos);
+  EXPECT_NE(msg([&] { grouped_fprop(x, m, w, m, three, y); }).find("groups"), std::string::npos);
+  const std::vector<int64_t> ok = {5, 5};
+  EXPECT_NE(msg([&] { grouped_fprop(x, m, w, tensor_recipe("fp8_tensor"), ok, y); }).find("pair"), std::string::npos);
+  EXPECT_NE(msg([&] { grouped_fprop(x, m, w, tensor_recipe("nvfp4"), ok, y); }).find("NVFP4"), std::string::npos);
+  const Tensor3f w2 = rand3(g, 2, 16, 48, 1);
+  EXPECT_NE(msg([&] { grouped_fprop(x, m, w2, m, ok, y); }).find("contraction"), std::string::npos);
+  // A wgrad operand quantized along K instead of M.
+  std::vector<QuantizedTensor> dyq, xq;
+  dyq.push_back(quantize(Tensor2f(xt::view(x, xt::range(0, 5), xt::all())), m, Axis::Cols));
+  dyq.push_back(quantize(Tensor2f(xt::view(x, xt::range(5, 10), xt::all())), m, Axis::Cols));
+  xq = dyq;
+  Tensor3f dw;
+  EXPECT_NE(msg([&] { grouped_wgrad(dyq, xq, ok, dw); }).find("Axis::Rows"), std::string::npos);
+  // The output is untouched on error.
+  Tensor2f keep = rand2(g, 10, 16, 1);
+  const Tensor2f k0 = keep;
+  EXPECT_THROW(grouped_fprop(x, m, w, m, bad_sum, keep, opt(GemmImpl::Fast, true, Format::FP32)), std::invalid_argument);
+  EXPECT_EQ(count_bit_diffs(keep, k0), 0u);
+}
