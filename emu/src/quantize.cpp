@@ -245,7 +245,30 @@ float block_max(const QuantizedTensor& q, size_t g, size_t bi, size_t bj, float 
 }
 }  // namespace
 
-std::vector<BlockStat> block_stats(const Tensor3f& x, const QuantizedTensor& q) {
+namespace {
+/// The tensor the codes approximate: x itself, or x with the 16-point
+/// Hadamard transform applied along the storage rows when the spec asks for
+/// it (dequantize does not undo the transform, so errors are measured in the
+/// transformed domain). Throws when shapes differ.
+Tensor3f stats_source(const Tensor3f& x, const QuantizedTensor& q, const char* who) {
+  if (x.shape(0) != q.groups || x.shape(1) != q.rows || x.shape(2) != q.cols)
+    throw std::invalid_argument(std::string(who) + ": source and quantized shapes differ");
+  Tensor3f h = x;
+  if (!q.spec.hadamard16) return h;
+  float run[16];
+  for (size_t g = 0; g < q.groups; ++g)
+    for (size_t r = 0; r < q.srows(); ++r)
+      for (size_t c0 = 0; c0 + 16 <= q.scols(); c0 += 16) {
+        for (size_t k = 0; k < 16; ++k) run[k] = q.transposed ? x(g, c0 + k, r) : x(g, r, c0 + k);
+        hadamard16_inplace(run);
+        for (size_t k = 0; k < 16; ++k) (q.transposed ? h(g, c0 + k, r) : h(g, r, c0 + k)) = run[k];
+      }
+  return h;
+}
+}  // namespace
+
+std::vector<BlockStat> block_stats(const Tensor3f& x_in, const QuantizedTensor& q) {
+  const Tensor3f x = stats_source(x_in, q, "block_stats");
   const Tensor3f d = dequantize3(q);
   const size_t br = q.block_rows(), bc = q.block_cols();
   const size_t nbr = ceil_div(q.srows(), br), nbc = ceil_div(q.scols(), bc);
@@ -277,7 +300,8 @@ std::vector<BlockStat> block_stats(const Tensor3f& x, const QuantizedTensor& q) 
           for (size_t c = bj * bc; c < std::min(q.scols(), (bj + 1) * bc); ++c) {
             const size_t lr = q.transposed ? c : r, lc = q.transposed ? r : c;
             const float xv = x(g, lr, lc), dv = d(g, lr, lc);
-            s.amax = std::max(s.amax, std::fabs(xv));
+            // NaN propagates into the block amax (as the quantizer's bit-wise max does)
+            if (std::isnan(xv) || (!std::isnan(s.amax) && std::fabs(xv) > s.amax)) s.amax = std::fabs(xv);
             if (std::isfinite(xv) && std::isfinite(dv)) {
               const double e = double(xv) - double(dv);
               s.sq_err += e * e;
@@ -289,9 +313,8 @@ std::vector<BlockStat> block_stats(const Tensor3f& x, const QuantizedTensor& q) 
   return out;
 }
 
-QuantStats quant_stats(const Tensor3f& x, const QuantizedTensor& q) {
-  if (x.shape(0) != q.groups || x.shape(1) != q.rows || x.shape(2) != q.cols)
-    throw std::invalid_argument("quant_stats: source and quantized shapes differ");
+QuantStats quant_stats(const Tensor3f& x_in, const QuantizedTensor& q) {
+  const Tensor3f x = stats_source(x_in, q, "quant_stats");
   const Tensor3f d = dequantize3(q);
   const size_t br = q.block_rows(), bc = q.block_cols();
   const float elem_max = decode(spec_of(q.spec.elem), spec_of(q.spec.elem).max_code());
