@@ -91,8 +91,12 @@ float fused_exact(const Panel& A, size_t i, const Panel& B, size_t j, size_t k0,
   return fused_group(t, c, F, e8m13);
 }
 
+int int_shift(Format f) { return f == Format::E2M1 ? 1 : 3; }  // v * 2^shift is an integer
+
+}  // namespace
+
 /// acc + blk * 2^(sa + sb - 254 + extra), one RNE; exact fallback outside the safe range.
-inline float mx_add(float acc, float blk, int sa, int sb, int extra) {
+float mx_add(float acc, float blk, int sa, int sb, int extra) {
   if (sa == 0xFF || sb == 0xFF) return std::bit_cast<float>(kCanonicalNaN);
   const int c = sa + sb - 254 + extra;
   if (c >= -80 && c <= 80) return acc + blk * std::ldexp(1.0f, c);
@@ -101,10 +105,6 @@ inline float mx_add(float acc, float blk, int sa, int sb, int extra) {
   s.exp = c;
   return round_f32(ex_add(ex_from_float(acc), ex_mul(ex_from_float(blk), s)), false, 23);
 }
-
-int int_shift(Format f) { return f == Format::E2M1 ? 1 : 3; }  // v * 2^shift is an integer
-
-}  // namespace
 
 void finish(float& o, float acc, Format out_fmt) {
   if (out_fmt == Format::BF16) acc = round_bf16(acc);

@@ -9,4 +9,6 @@ bool vnni_available();
 /// the caller runs the portable path).
 bool run_mx_exact_vnni(const Panel& A, const Panel& B, Out out, bool accumulate, Format out_fmt);
 void finish(float& o, float acc, Format out_fmt);
+/// RNE(acc + blk * 2^(sa + sb - 254 + extra)), exact for every scale (0xFF: NaN).
+float mx_add(float acc, float blk, int sa, int sb, int extra);
 }  // namespace mxsim::emu::gemm

@@ -22,17 +22,19 @@
 //    largest finite value maxe to maxe (values that round up past maxe give
 //    the overflow code = max; values in between round down to maxe), so
 //    clamping a to maxe before rounding is the same.
-// 3. Rounding a (finite, 0 <= a <= maxe) to a format with M mantissa bits
-//    and smallest normal 2^emin:
-//    - a >= 2^emin: add (2^(22-M) - 1) + lsb to the FP32 bits and shift right
-//      by 23 - M: the classic integer RNE on the bit pattern (a carry into the
-//      exponent field is the correct next binade); then subtract the bias
-//      difference (127 - bias) << M from the code.
-//    - a < 2^emin: r = a + 2^(emin - M + 23) in FP32. The sum lies in
-//      [2^(emin-M+23), 2^(emin-M+24)), where the FP32 ulp is 2^(emin-M), the
-//      element's subnormal spacing; FP32 addition is RNE, so the mantissa of r
-//      is the RNE subnormal code (2^M, reached by rounding up, is the smallest
-//      normal code: correct as well).
+// 3. Rounding a (finite, 0 <= a <= maxe) to a format with M >= 1 mantissa
+//    bits, smallest normal 2^emin: let E = max(floor(log2 a), emin) and
+//    magic = 2^(E + 23 - M). Then magic + a lies in [magic, 2 magic] (a <
+//    2^(E+1) <= magic as M <= 22), where the FP32 ulp is 2^(E-M): exactly the
+//    element's spacing in binade E (its subnormal spacing when E = emin). One
+//    FP32 add (RNE) therefore rounds a onto the element grid, ties to even
+//    (magic's mantissa is 0, so r's last bit is k's parity below), and
+//    k = bits(r) - bits(magic) = RNE(a) / 2^(E-M) in [0, 2^(M+1)] (r stays in
+//    magic's binade, where bit patterns step by one per ulp). The code is ((E - emin) << M) + k: for E = emin that is k (a
+//    subnormal, or 2^M = the smallest normal after rounding up); above, k
+//    in [2^M, 2^(M+1)] adds the implicit bit, so a carry to 2^(M+1) lands on
+//    the next binade's first code. All of it is on FP32 bit patterns:
+//    bits(2^E) = max(a & 0x7F800000, bits(2^emin)).
 // 4. Blocks whose amax is NaN or Inf get the NaN scale 0xFF and zero codes,
 //    as in the reference. Ragged edges: missing elements count as zeros and
 //    are never written; an odd row leaves its last high nibble 0.
@@ -44,6 +46,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "mxsim/bits.hpp"
@@ -63,10 +66,7 @@ struct Elem {
   FormatSpec spec;
   uint32_t max_bits;         // FP32 bits of maxe
   uint32_t min_normal_bits;  // FP32 bits of 2^emin
-  float magic;               // 2^(emin - M + 23)
-  uint32_t magic_bits;
   int shift;                 // 23 - M
-  uint32_t rebias;           // (127 - bias) << M
   int sign_shift;            // bits - 1
   bool packed;               // E2M1: two codes per byte
 };
@@ -77,10 +77,7 @@ Elem elem_of(Format f) {
   const int M = e.spec.man_bits;
   e.max_bits = f32_bits(decode(e.spec, e.spec.max_code()));
   e.min_normal_bits = f32_bits(pow2f(e.spec.emin()));
-  e.magic = pow2f(e.spec.emin() - M + 23);
-  e.magic_bits = f32_bits(e.magic);
   e.shift = 23 - M;
-  e.rebias = uint32_t(127 - e.spec.bias) << M;
   e.sign_shift = e.spec.bits - 1;
   e.packed = f == Format::E2M1;
   return e;
@@ -105,26 +102,53 @@ Elem elem_of(Format f) {
   return uint32_t(m) << 16;
 }
 
-/// Codes of 32 elements scaled by mul = 2^-s, RNE, saturating (notes 1-3).
-template <class T>
-[[gnu::always_inline]] inline void block_encode(const T* x, float mul, const Elem& e, uint8_t* codes) {
-  // Locals: the uint8_t stores may alias anything, so fields read through `e`
-  // inside the loop would be reloaded and block vectorization.
-  const uint32_t max_bits = e.max_bits, min_normal = e.min_normal_bits, magic_bits = e.magic_bits, rebias = e.rebias;
-  const float magic = e.magic;
-  const int shift = e.shift, sign_shift = e.sign_shift;
-  const uint32_t round_half = (1u << (shift - 1)) - 1;
-#pragma omp simd
-  for (size_t i = 0; i < kBlock; ++i) {
-    const uint32_t b = bits_of(x[i]);
+/// Code of one element from its FP32 bits b, scaled by mul = 2^-s, RNE,
+/// saturating (notes 1-3). Constants are passed by value so loops keep them
+/// in registers.
+struct Enc {
+  float mul;
+  uint32_t max_bits, min_normal_bits, magic_offset;  // magic_offset = (23 - M) << 23
+  int shift, sign_shift;                              // 23 - M, bits - 1
+  [[gnu::always_inline]] uint32_t operator()(uint32_t b) const {
     const uint32_t a = std::min(f32_bits(f32_from_bits(b & 0x7FFFFFFFu) * mul), max_bits);
-    const uint32_t sub = f32_bits(f32_from_bits(a) + magic) - magic_bits;
-    const uint32_t nor = ((a + round_half + ((a >> shift) & 1u)) >> shift) - rebias;
-    // Select by mask, not `?:`: GCC would sink the FP add into a branch (it
-    // may trap) and then refuse to vectorize the loop.
-    const uint32_t normal = 0u - uint32_t(a >= min_normal);
-    const uint32_t code = (sub & ~normal) | (nor & normal) | ((b >> 31) << sign_shift);
-    codes[i] = uint8_t(code);
+    const uint32_t ebits = std::max(a & 0x7F800000u, min_normal_bits);  // bits of 2^E
+    const uint32_t magic = ebits + magic_offset;
+    const uint32_t k = f32_bits(f32_from_bits(a) + f32_from_bits(magic)) - magic;
+    return (((ebits - min_normal_bits) >> shift) + k) | ((b >> 31) << sign_shift);
+  }
+};
+
+Enc enc_of(const Elem& e, float mul) {
+  return {mul, e.max_bits, e.min_normal_bits, uint32_t(e.shift) << 23, e.shift, e.sign_shift};
+}
+
+/// Codes (one per byte) of 32 elements.
+[[gnu::always_inline]] inline void block_encode(const float* x, const Enc enc, uint8_t* codes) {
+#pragma omp simd
+  for (size_t i = 0; i < kBlock; ++i) codes[i] = uint8_t(enc(f32_bits(x[i])));
+}
+
+/// BF16 input read as 32-bit words: word i holds element 2i in its low half
+/// and 2i+1 in its high half (little endian), so (w << 16) and
+/// (w & 0xFFFF0000) are both elements' FP32 bits with no shuffles, and the
+/// pair's codes come out side by side for the packed store.
+[[gnu::always_inline]] inline void block_encode_bf16(const uint16_t* x, const Enc enc, bool packed, uint8_t* dst) {
+  static_assert(std::endian::native == std::endian::little);
+  uint32_t w[kBlock / 2], pair[kBlock / 2];
+  std::memcpy(w, x, sizeof w);
+  // 32-bit results first: with byte results GCC would pick 16-byte vectors
+  // for the whole loop (its vector length follows the narrowest type).
+  const uint32_t hi_shift = packed ? 4 : 8;
+#pragma omp simd
+  for (size_t i = 0; i < kBlock / 2; ++i) pair[i] = enc(w[i] << 16) | (enc(w[i] & 0xFFFF0000u) << hi_shift);
+  if (packed) {
+    uint8_t out[kBlock / 2];
+    for (size_t i = 0; i < kBlock / 2; ++i) out[i] = uint8_t(pair[i]);
+    std::memcpy(dst, out, sizeof out);
+  } else {
+    uint16_t out[kBlock / 2];
+    for (size_t i = 0; i < kBlock / 2; ++i) out[i] = uint16_t(pair[i]);
+    std::memcpy(dst, out, sizeof out);
   }
 }
 
@@ -182,11 +206,13 @@ template <class T>
       uint8_t* dst = is_full ? out + b * out_block : codes;  // ragged: pack into codes, then copy
       if (scales[b] == kE8M0Nan) {
         std::memset(dst, 0, out_block);  // NaN scale: codes stay 0 (note 4)
+      } else if constexpr (std::is_same_v<T, uint16_t>) {
+        block_encode_bf16(src, enc_of(e, mul[b]), e.packed, dst);
       } else if (e.packed) {
-        block_encode(src, mul[b], e, codes);
+        block_encode(src, enc_of(e, mul[b]), codes);
         pack_e2m1(codes, dst);
       } else {
-        block_encode(src, mul[b], e, dst);
+        block_encode(src, enc_of(e, mul[b]), dst);
       }
       if (!is_full) std::memcpy(out + b * out_block, codes, e.packed ? (tail + 1) / 2 : tail);
     }
