@@ -1,0 +1,112 @@
+// mxsim train: run the MoE training simulator (docs/simulator.md).
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <boost/program_options.hpp>
+
+#include "commands.hpp"
+#include "mxsim/backend.hpp"
+#include "mxsim/sim/config.hpp"
+#include "mxsim/sim/trainer.hpp"
+
+namespace po = boost::program_options;
+
+namespace mxsim::cli {
+
+int cmd_train(const Args& args) {
+  po::options_description d("mxsim train [options]");
+  std::string config, trace, resume, ckpt, backend = "auto";
+  std::vector<std::string> sets;
+  int threads = 0;
+  bool print_config = false;
+  d.add_options()("help,h", "this help")
+      ("config", po::value(&config), "TOML config (default: the embedded examples/default.toml)")
+      ("set", po::value(&sets)->composing(), "override: section.key=value (repeatable)")
+      ("backend", po::value(&backend)->default_value("auto"), "auto | emu | hip")
+      ("trace", po::value(&trace), "write an HDF5 trace here")
+      ("resume", po::value(&resume), "resume from this checkpoint")
+      ("checkpoint", po::value(&ckpt), "write a checkpoint here (at the end / every trace.checkpoint_every)")
+      ("threads", po::value(&threads)->default_value(0), "worker threads (0 = all cores)")
+      ("print-config", po::bool_switch(&print_config), "print the resolved config and exit");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(d).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::fprintf(stderr, "mxsim train: %s\n", e.what());
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << d;
+    return 0;
+  }
+  std::string text = sim::default_config_text(), source = "default config";
+  if (!config.empty()) {
+    std::ifstream f(config);
+    if (!f) {
+      std::fprintf(stderr, "mxsim train: cannot read config '%s'\n", config.c_str());
+      return 2;
+    }
+    std::stringstream ss;
+    ss << f.rdbuf();
+    text = ss.str();
+    source = config;
+  }
+  sim::Config cfg;
+  try {
+    cfg = sim::parse_config(text, sets, source);
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "mxsim train: bad config: %s\n", e.what());
+    return 2;
+  }
+  if (print_config) {
+    std::cout << sim::to_toml(cfg);
+    return 0;
+  }
+  auto be = make_backend(backend);
+  if (threads <= 0) threads = int(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  const bool tty = isatty(fileno(stdout));
+  sim::TrainOptions opt;
+  opt.trace_path = trace;
+  opt.resume_path = resume;
+  opt.checkpoint_path = ckpt;
+  opt.threads = threads;
+  std::printf("mxsim train: backend %s, %d threads, recipes embed=%s router=%s fc1=%s fc2=%s head=%s, %d micro-batches\n",
+              be->name().c_str(), threads, cfg.recipe.embed.c_str(), cfg.recipe.router.c_str(), cfg.recipe.fc1.c_str(),
+              cfg.recipe.fc2.c_str(), cfg.recipe.head.c_str(), cfg.num_microbatches);
+  double ema_sps = 0;
+  opt.on_step = [&](const sim::StepInfo& s) {
+    ema_sps = ema_sps == 0 ? s.steps_per_s : 0.9 * ema_sps + 0.1 * s.steps_per_s;
+    if (tty) {
+      const int width = 30, fill = int(width * s.step / std::max<int64_t>(1, s.total));
+      std::printf("\r[%.*s%*s] %lld/%lld loss %.4f acc %.3f lr %.2e %.1f steps/s", fill,
+                  "##############################", width - fill, "", (long long)s.step, (long long)s.total, s.loss,
+                  s.accuracy, s.lr, ema_sps);
+      if (s.test_accuracy >= 0) std::printf("  test %.4f\n", s.test_accuracy);
+      std::fflush(stdout);
+    } else if (s.step % 50 == 0 || s.step == s.total || s.test_accuracy >= 0) {
+      std::printf("step %lld/%lld loss %.4f acc %.3f lr %.3e %.2f steps/s", (long long)s.step, (long long)s.total,
+                  s.loss, s.accuracy, s.lr, ema_sps);
+      if (s.test_accuracy >= 0) std::printf(" test_accuracy %.4f", s.test_accuracy);
+      std::printf("\n");
+      std::fflush(stdout);
+    }
+  };
+  const sim::TrainResult r = sim::train(cfg, *be, opt);
+  if (tty) std::printf("\n");
+  std::printf("\nsummary: %lld steps in %.1f s, final loss %.4f, train acc %.4f, test accuracy %.4f\n",
+              (long long)r.steps, r.seconds, r.final_loss, r.final_train_acc, r.test_accuracy);
+  std::printf("%-8s %-12s %12s %10s %12s %8s\n", "layer", "recipe", "w_mse", "w_sqnr_dB", "osc_flips", "snaps");
+  for (const auto& l : r.layers)
+    std::printf("%-8s %-12s %12.4e %10.2f %12llu %8s\n", l.name.c_str(), l.recipe.c_str(), l.w_mse, l.w_sqnr_db,
+                (unsigned long long)l.flips_total,
+                l.deosc_eligible && cfg.deosc ? std::to_string(l.snaps_total).c_str() : "-");
+  if (!trace.empty()) std::printf("trace: %s\n", trace.c_str());
+  return 0;
+}
+
+}  // namespace mxsim::cli

@@ -1,0 +1,52 @@
+// The training loop of the simulator: data order, micro-batches, optimizer,
+// de-oscillation, metrics, HDF5 trace (docs/trace-format.md "Datasets
+// written by mxsim train"), checkpoint/resume.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "mxsim/backend.hpp"
+#include "mxsim/sim/config.hpp"
+
+namespace mxsim::sim {
+
+struct StepInfo {
+  int64_t step = 0, total = 0;  ///< optimizer steps done / planned
+  double loss = 0, accuracy = 0, lr = 0, steps_per_s = 0;
+  double test_accuracy = -1;    ///< >= 0 at epoch ends
+};
+
+struct TrainOptions {
+  std::string trace_path;       ///< "" = no trace
+  std::string resume_path;      ///< checkpoint to resume from ("" = fresh start)
+  std::string checkpoint_path;  ///< where checkpoints go ("" = none)
+  int threads = 1;
+  int64_t stop_after = 0;       ///< stop once this many optimizer steps are done (0 = run all); checkpoints then
+  bool evaluate = true;         ///< test accuracy per epoch and at the end
+  std::function<void(const StepInfo&)> on_step;
+};
+
+struct LayerSummary {
+  std::string name, recipe;
+  double w_mse = 0, w_sqnr_db = 0;  ///< last step's fprop weight quantization (0 for bf16)
+  uint64_t flips_total = 0;
+  int64_t snaps_total = 0;
+  bool deosc_eligible = false;
+};
+
+struct TrainResult {
+  int64_t steps = 0, total_steps = 0;
+  double final_loss = 0, final_train_acc = 0, test_accuracy = -1, seconds = 0;
+  std::vector<double> losses;         ///< per step run here
+  std::vector<double> epoch_test_accuracy;
+  std::vector<LayerSummary> layers;
+  std::vector<std::vector<float>> final_masters;  ///< per layer, for bit-exact checks
+};
+
+/// Runs training. Throws std::invalid_argument / std::runtime_error with a
+/// message naming the problem (bad data dir, resume file of another config).
+TrainResult train(const Config& cfg, Backend& be, const TrainOptions& opt);
+
+}  // namespace mxsim::sim

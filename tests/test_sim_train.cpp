@@ -1,0 +1,259 @@
+// Training simulator: end-to-end trace contents, mechanics (main_grad guard,
+// weight cache, de-osc), resume and thread-count independence.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "mxsim/backend.hpp"
+#include "mxsim/emu/quantize.hpp"
+#include "mxsim/sim/config.hpp"
+#include "mxsim/sim/model.hpp"
+#include "mxsim/sim/trainer.hpp"
+#include "mxsim/trace/reader.hpp"
+
+using namespace mxsim;
+using namespace mxsim::sim;
+
+namespace {
+
+Config tiny(std::vector<std::string> extra = {}) {
+  std::vector<std::string> s = {"run.epochs=1",           "run.max_steps=12",        "run.train_limit=2048",
+                                "run.test_limit=500",     "model.d_model=32",        "model.d_ff=64",
+                                "model.experts=4",        "model.top_k=2",           "batch.global_batch=128",
+                                "batch.num_microbatches=4", "optim.warmup_steps=2",  "deosc.period=3",
+                                "deosc.start_step=2",     "deosc.ratio=1.0",         "trace.snapshot_layers=[\"fc1\", \"fc2\"]",
+                                "trace.snapshot_steps=[0, 5]"};
+  s.insert(s.end(), extra.begin(), extra.end());
+  return parse_config(default_config_text(), s, "tiny");
+}
+
+std::string tmp(const std::string& n) {
+  return (std::filesystem::temp_directory_path() / ("mxsim_sim_" + std::to_string(::getpid()) + "_" + n)).string();
+}
+
+}  // namespace
+
+TEST(SimConfig, DefaultTextMatchesExample) {
+  std::ifstream f(std::string(MXSIM_SOURCE_DIR) + "/examples/default.toml");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  EXPECT_EQ(ss.str(), std::string(default_config_text()));
+}
+
+TEST(SimConfig, BadKeysNamed) {
+  auto msg = [](std::vector<std::string> s) {
+    try {
+      parse_config(default_config_text(), s, "cfg");
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(msg({"model.nope=1"}).find("model.nope"), std::string::npos);
+  EXPECT_NE(msg({"model.top_k=9"}).find("model.top_k"), std::string::npos);
+  EXPECT_NE(msg({"model.d_model=0"}).find("model.d_model"), std::string::npos);
+  EXPECT_NE(msg({"model.d_model=\"x\""}).find("expected an integer"), std::string::npos);
+  EXPECT_NE(msg({"recipe.fc1=fp3"}).find("expected one of"), std::string::npos);
+  EXPECT_EQ(parse_config(default_config_text(), {"recipe.fc1=mxfp8"}).recipe.fc1, "mxfp8");
+}
+
+TEST(SimTrain, EndToEndTraceContents) {
+  const Config c = tiny();
+  auto be = make_emu_backend();
+  TrainOptions o;
+  o.trace_path = tmp("e2e.h5");
+  o.threads = 1;
+  const TrainResult r = train(c, *be, o);
+  ASSERT_EQ(r.steps, 12);
+  for (double l : r.losses) EXPECT_TRUE(std::isfinite(l));
+  // loss decreases: mean of the last 3 steps below the first step
+  EXPECT_LT((r.losses[9] + r.losses[10] + r.losses[11]) / 3, r.losses[0]);
+  EXPECT_GT(r.test_accuracy, 0.3);
+
+  trace::Reader rd(o.trace_path);
+  ASSERT_EQ(rd.steps_completed(), 12u);
+  const auto loss = rd.read_series<double>("/train/loss");
+  ASSERT_EQ(loss.size(), 12u);
+  for (size_t i = 0; i < 12; ++i) EXPECT_EQ(loss[i], r.losses[i]);
+  const auto step = rd.read_series<int64_t>("/train/step");
+  EXPECT_EQ(step.front(), 1);
+  EXPECT_EQ(step.back(), 12);
+  const auto tpe = rd.read_series<int64_t>("/train/tokens_per_expert");
+  ASSERT_EQ(tpe.size(), 12u * 4 * 4);
+  for (size_t s = 0; s < 12; ++s)
+    for (size_t mb = 0; mb < 4; ++mb) {
+      int64_t tot = 0;
+      for (size_t e = 0; e < 4; ++e) tot += tpe[(s * 4 + mb) * 4 + e];
+      EXPECT_EQ(tot, 32 * 2);  // every token routed to top_k experts
+    }
+  // main_grad = fl32(...fl32(0 + c_0) + ... + c_3) for the unfused MXFP4 path
+  for (int64_t sstep : {0, 5}) {
+    const auto mg = rd.read_snapshot<float>("/snap/fc1/main_grad", sstep);
+    const auto mbg = rd.read_snapshot<float>("/snap/fc1/wgrad_mb", sstep);
+    ASSERT_EQ(mbg.size(), 4 * mg.size());
+    size_t nonzero = 0;
+    for (size_t i = 0; i < mg.size(); ++i) {
+      float acc = 0;
+      for (size_t mb = 0; mb < 4; ++mb) acc = acc + mbg[mb * mg.size() + i];
+      ASSERT_EQ(acc, mg[i]) << "element " << i;
+      nonzero += mg[i] != 0;
+    }
+    EXPECT_GT(nonzero, mg.size() / 2);
+    // the per-micro-batch norms' last entry equals the norm of main_grad
+    const auto norms = rd.read_series<double>("/layers/fc1/main_grad_norm", uint64_t(sstep), 1);
+    double n2 = 0;
+    for (float v : mg) n2 += double(v) * v;
+    EXPECT_NEAR(norms[3], std::sqrt(n2), 1e-9 * std::sqrt(n2));
+    // the quantized weight snapshot lies on the MXFP4 grid of bf16(master)... it is the
+    // QDQ of the BF16 model copy: QDQ is idempotent on it
+    const auto wq = rd.read_snapshot<float>("/snap/fc1/weight_q", sstep);
+    Tensor3f t = Tensor3f::from_shape({4, 64, 32});
+    std::copy(wq.begin(), wq.end(), t.begin());
+    const Tensor3f back = emu::dequantize3(emu::quantize(t, mxfp4_weight_spec(), Axis::Cols));
+    for (size_t i = 0; i < wq.size(); ++i) ASSERT_EQ(back.data()[i], wq[i]);
+  }
+  // quantization statistics: counts equal the tensor sizes
+  const auto wc = rd.read_series<uint64_t>("/layers/fc1/quant/w/count");
+  EXPECT_EQ(wc[0], 4u * 64 * 32);
+  const auto hist = rd.read_series<uint64_t>("/layers/fc1/quant/w/scale_exp_hist", 0, 1);
+  uint64_t hs = 0;
+  for (auto v : hist) hs += v;
+  EXPECT_EQ(hs, 4u * 2 * 1);  // 4 experts x (64/32) x (32/32) tiles
+  EXPECT_FALSE(rd.has("/layers/embed/quant/w/mse"));  // BF16 layer: not quantized
+  // de-osc: windows end at global steps 2 + 3 + ... ; snaps recorded
+  const auto sn = rd.read_series<int64_t>("/layers/fc1/deosc/snapped");
+  int64_t snaps = 0;
+  for (auto v : sn) snaps += v;
+  EXPECT_GT(snaps, 0);
+  std::filesystem::remove(o.trace_path);
+}
+
+TEST(SimMechanics, DoubleAddThrows) {
+  Weight w;
+  w.name = "fc1";
+  w.G = 2;
+  w.N = 2;
+  w.K = 2;
+  w.num_microbatches = 2;
+  w.zero_grad();
+  w.mark_added(0, 1);
+  EXPECT_THROW(w.mark_added(0, 1), MechanicsError);
+  w.mark_added(1, 1);
+  w.zero_grad();
+  EXPECT_NO_THROW(w.mark_added(0, 1));
+}
+
+TEST(SimMechanics, StaleCacheThrows) {
+  auto be = make_emu_backend();
+  Weight w;
+  w.name = "fc1";
+  w.G = 1;
+  w.N = 32;
+  w.K = 32;
+  w.recipe = make_recipe("mxfp4", {});
+  w.model = xt::ones<float>({1, 32, 32});
+  QuantizedTensor scratch;
+  weight_for_fprop(*be, w, 0, 4, scratch);  // micro-batch 0 builds the cache
+  EXPECT_NO_THROW(weight_for_fprop(*be, w, 1, 4, scratch));
+  w.invalidate();  // optimizer step
+  EXPECT_THROW(weight_for_fprop(*be, w, 2, 4, scratch), MechanicsError);
+  EXPECT_THROW(weight_for_dgrad(*be, w, 2, 4, scratch), MechanicsError);
+  // a cache kept valid but from an old version is also refused
+  weight_for_fprop(*be, w, 0, 4, scratch);
+  ++w.version;
+  EXPECT_THROW(weight_for_fprop(*be, w, 1, 4, scratch), MechanicsError);
+  // one micro-batch: no cache is made
+  Weight w1 = w;
+  w1.cache.valid = false;
+  weight_for_fprop(*be, w1, 0, 1, scratch);
+  EXPECT_FALSE(w1.cache.valid);
+}
+
+TEST(SimMechanics, EmptyExpertAddsNothing) {
+  auto be = make_emu_backend();
+  // Grouped wgrad with accumulate: expert 1 gets no rows and must stay bit-identical.
+  Tensor2f dy = xt::ones<float>({16, 4}), x = xt::ones<float>({16, 8});
+  Tensor3f mg = xt::zeros<float>({3, 4, 8});
+  mg(1, 2, 3) = 0.375f;
+  const std::vector<int64_t> ms = {16, 0, 0};
+  be->grouped_wgrad(dy, {}, x, {}, ms, mg, {Format::FP32, true});
+  EXPECT_EQ(mg(0, 0, 0), 16.0f);
+  EXPECT_EQ(mg(1, 2, 3), 0.375f);
+  EXPECT_EQ(mg(2, 0, 0), 0.0f);
+}
+
+TEST(SimDeOsc, SnapsLandOnGridAndFp8NeverEligible) {
+  auto be = make_emu_backend();
+  Weight a, b;
+  a.name = "fc1";
+  a.recipe = make_recipe("mxfp4", {});
+  b.name = "fc2";
+  b.recipe = make_recipe("fp8_current", {});
+  for (Weight* w : {&a, &b}) {
+    w->G = 1;
+    w->N = 32;
+    w->K = 32;
+    w->master = Tensor3f::from_shape({1, 32, 32});
+    for (size_t i = 0; i < w->master.size(); ++i) w->master.data()[i] = 0.25f + 0.001f * float(i % 7);
+    // the FP8 weight also holds a cached quantized buffer: still never eligible
+    w->cache.q = be->quantize(w->master, tensor_recipe("fp8_tensor"), Axis::Cols);
+    w->cache.valid = true;
+  }
+  static_assert(deosc_eligible_v<Mxfp4Recipe> && !deosc_eligible_v<Fp8CurrentRecipe> &&
+                !deosc_eligible_v<Fp8DelayedRecipe> && !deosc_eligible_v<Mxfp8Recipe>);
+  DeOsc d(2, 2.0f, 0);
+  std::vector<Weight*> ws = {&a, &b};
+  const Tensor3f b0 = b.master;
+  // oscillate element 5 across an MXFP4 decision threshold: master 0.49/0.51-like moves
+  // around the midpoint of grid points 0.25 and 0.375 (scale of the tile fixed by 0.25+)
+  const float lo = 0.3125f - 0.001f, hi = 0.3125f + 0.001f;
+  int64_t total = 0;
+  for (int s = 0; s < 7; ++s) {
+    a.master(0, 0, 5) = (s % 2) ? hi : lo;
+    b.master(0, 0, 5) = (s % 2) ? hi : lo;
+    for (auto& [n, c] : d.step(*be, ws)) {
+      EXPECT_EQ(n, "fc1");
+      total += c;
+    }
+  }
+  EXPECT_GT(total, 0);
+  const Tensor3f q = mxfp4_forward_qdq(*be, a.master);
+  EXPECT_EQ(q(0, 0, 5), a.master(0, 0, 5));  // snapped element on the grid: QDQ(x) == x
+  EXPECT_TRUE(a.master(0, 0, 5) == 0.25f || a.master(0, 0, 5) == 0.375f);
+  EXPECT_EQ(d.eligible, std::vector<std::string>{"fc1"});
+  EXPECT_EQ(d.state.count("fc2"), 0u);
+  b.master(0, 0, 5) = b0(0, 0, 5);
+  EXPECT_EQ(b.master, b0);  // untouched apart from our own writes
+}
+
+TEST(SimTrain, ResumeIsBitExactAndThreadIndependent) {
+  const Config c = tiny({"run.max_steps=8", "deosc.period=2"});
+  auto be = make_emu_backend();
+  TrainOptions full;
+  full.threads = 1;
+  full.evaluate = false;
+  const TrainResult a = train(c, *be, full);
+
+  TrainOptions first = full;
+  first.checkpoint_path = tmp("ck.bin");
+  first.stop_after = 5;
+  train(c, *be, first);
+  TrainOptions second = full;
+  second.resume_path = first.checkpoint_path;
+  const TrainResult b = train(c, *be, second);
+  ASSERT_EQ(b.steps, 3);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(a.losses[size_t(5 + i)], b.losses[size_t(i)]);
+  ASSERT_EQ(a.final_masters.size(), b.final_masters.size());
+  for (size_t l = 0; l < a.final_masters.size(); ++l) EXPECT_EQ(a.final_masters[l], b.final_masters[l]) << l;
+
+  TrainOptions two = full;
+  two.threads = 2;
+  const TrainResult t2 = train(c, *be, two);
+  EXPECT_EQ(a.losses, t2.losses);
+  for (size_t l = 0; l < a.final_masters.size(); ++l) EXPECT_EQ(a.final_masters[l], t2.final_masters[l]) << l;
+  std::filesystem::remove(first.checkpoint_path);
+}
