@@ -32,7 +32,12 @@ struct CompareResult {
   std::vector<ScalarFinal> finals;     ///< every scalar series (per-step shape {}) of either run
   std::vector<ConfigDiff> config_diffs;
   std::optional<FirstDifference> first_difference;  ///< empty: all common data bit-identical
-  bool identical() const { return !first_difference && only_a.empty() && only_b.empty() && mismatched.empty(); }
+  /// True when no common data differs in the compared steps, both files hold the same
+  /// datasets (names, dtypes, shapes) and the same number of complete steps. Config
+  /// differences are reported but do not count (the data decides).
+  bool identical() const {
+    return !first_difference && only_a.empty() && only_b.empty() && mismatched.empty() && steps_a == steps_b;
+  }
 };
 
 /// Compares every common series row by row over the first min(steps) complete steps (and

@@ -1,0 +1,157 @@
+// Bit comparison of two traces (see mxsim/trace/compare.hpp).
+#include "mxsim/trace/compare.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include <toml++/toml.h>
+
+#include "mxsim/trace/reader.hpp"
+
+namespace mxsim::trace {
+
+namespace {
+
+std::map<std::string, std::string> flatten_toml(const std::string& text) {
+  std::map<std::string, std::string> out;
+  toml::table t;
+  try {
+    t = toml::parse(text);
+  } catch (const std::exception&) {
+    out["(config_toml text)"] = text;  // unparsable: compare as one opaque value
+    return out;
+  }
+  std::function<void(const toml::table&, const std::string&)> walk = [&](const toml::table& tb, const std::string& pre) {
+    for (const auto& [k, v] : tb) {
+      const std::string key = pre.empty() ? std::string(k.str()) : pre + "." + std::string(k.str());
+      if (const auto* sub = v.as_table()) {
+        walk(*sub, key);
+      } else {
+        std::ostringstream s;
+        v.visit([&](const auto& node) { s << node; });
+        out[key] = s.str();
+      }
+    }
+  };
+  walk(t, "");
+  return out;
+}
+
+std::optional<double> last_value(const Reader& r, const DatasetInfo& in) {
+  const uint64_t k = r.steps_completed();
+  if (k == 0) return std::nullopt;
+  auto raw = r.read_raw(in.name, in.dtype, k - 1, 1);
+  auto get = [&](auto v) {
+    std::memcpy(&v, raw.data(), sizeof v);
+    return double(v);
+  };
+  switch (in.dtype) {
+    case DType::f32: return get(float{});
+    case DType::f64: return get(double{});
+    case DType::u8: return get(uint8_t{});
+    case DType::i32: return get(int32_t{});
+    case DType::u32: return get(uint32_t{});
+    case DType::i64: return get(int64_t{});
+    case DType::u64: return get(uint64_t{});
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+CompareResult compare(const std::filesystem::path& pa, const std::filesystem::path& pb) {
+  Reader a(pa), b(pb);
+  CompareResult res;
+  res.steps_a = a.steps_completed();
+  res.steps_b = b.steps_completed();
+  const uint64_t n = std::min(res.steps_a, res.steps_b);
+  res.steps_compared = n;
+
+  for (const auto& ia : a.datasets()) {
+    if (!b.has(ia.name)) {
+      res.only_a.push_back(ia.name);
+      continue;
+    }
+    const auto& ib = b.info(ia.name);
+    if (ia.dtype != ib.dtype || ia.row_shape != ib.row_shape || ia.snapshot != ib.snapshot ||
+        ia.snapshot_steps != ib.snapshot_steps)
+      res.mismatched.push_back(ia.name);
+    else
+      res.common.push_back(ia.name);
+  }
+  for (const auto& ib : b.datasets())
+    if (!a.has(ib.name)) res.only_b.push_back(ib.name);
+  if (res.common.empty())
+    throw TraceError(pa.string() + " and " + pb.string() + ": no common series (nothing to compare)");
+
+  // Final scalar metrics of either run.
+  std::map<std::string, ScalarFinal> finals;
+  for (const Reader* r : {&a, &b})
+    for (const auto& in : r->datasets())
+      if (!in.snapshot && in.row_shape.empty()) {
+        auto& f = finals[in.name];
+        f.name = in.name;
+        (r == &a ? f.a : f.b) = last_value(*r, in);
+      }
+  for (auto& [k, v] : finals) res.finals.push_back(v);
+
+  // Config differences.
+  auto ca = flatten_toml(a.config_toml()), cb = flatten_toml(b.config_toml());
+  for (const auto& [k, v] : ca) {
+    auto it = cb.find(k);
+    if (it == cb.end() || it->second != v) res.config_diffs.push_back({k, v, it == cb.end() ? "" : it->second});
+  }
+  for (const auto& [k, v] : cb)
+    if (!ca.count(k)) res.config_diffs.push_back({k, "", v});
+  std::sort(res.config_diffs.begin(), res.config_diffs.end(), [](auto& x, auto& y) { return x.key < y.key; });
+
+  // First differing (step, dataset): minimum step, ties broken by dataset name (sorted order).
+  std::optional<FirstDifference> best;
+  auto consider = [&](int64_t step, const std::string& name, uint64_t elem) {
+    if (!best || step < best->step) best = FirstDifference{step, name, elem};
+  };
+  constexpr uint64_t kBlockBytes = 16u << 20;
+  for (const auto& name : res.common) {
+    const auto& in = a.info(name);
+    const uint64_t row_bytes = in.row_elems() * dtype_size(in.dtype);
+    const std::size_t es = dtype_size(in.dtype);
+    auto first_diff = [&](const std::vector<unsigned char>& x, const std::vector<unsigned char>& y, uint64_t row) {
+      const unsigned char* px = x.data() + row * row_bytes;
+      const unsigned char* py = y.data() + row * row_bytes;
+      for (uint64_t e = 0; e < in.row_elems(); ++e)
+        if (std::memcmp(px + e * es, py + e * es, es) != 0) return e;
+      return uint64_t(0);
+    };
+    if (!in.snapshot) {
+      const uint64_t block = std::max<uint64_t>(1, kBlockBytes / row_bytes);
+      const uint64_t limit = best ? std::min<uint64_t>(n, uint64_t(best->step) + 1) : n;
+      for (uint64_t r0 = 0; r0 < limit; r0 += block) {
+        const uint64_t cnt = std::min(block, limit - r0);
+        auto x = a.read_raw(name, in.dtype, r0, cnt), y = b.read_raw(name, in.dtype, r0, cnt);
+        if (x == y) continue;
+        for (uint64_t r = 0; r < cnt; ++r)
+          if (std::memcmp(x.data() + r * row_bytes, y.data() + r * row_bytes, row_bytes) != 0) {
+            consider(int64_t(r0 + r), name, first_diff(x, y, r));
+            break;
+          }
+        break;
+      }
+    } else {
+      for (int64_t s : in.snapshot_steps) {
+        if (uint64_t(s) >= n || (best && s >= best->step)) break;
+        auto x = a.read_snapshot_raw(name, in.dtype, s), y = b.read_snapshot_raw(name, in.dtype, s);
+        if (x != y) {
+          consider(s, name, first_diff(x, y, 0));
+          break;
+        }
+      }
+    }
+  }
+  res.first_difference = best;
+  return res;
+}
+
+}  // namespace mxsim::trace
