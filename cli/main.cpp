@@ -16,6 +16,7 @@ struct Command {
 const std::map<std::string, Command>& commands() {
   static const std::map<std::string, Command> c = {
       {"info", {mxsim::cli::cmd_info, "version, build options, backends present"}},
+      {"compare", {mxsim::cli::cmd_compare, "compare two HDF5 traces: final metrics, config, first differing bits"}},
       {"quantize", {mxsim::cli::cmd_quantize, "quantize a .npy/.safetensors tensor, print error statistics"}},
   };
   return c;
