@@ -11,5 +11,6 @@ using Args = std::vector<std::string>;
 int cmd_info(const Args& args);
 int cmd_compare(const Args& args);
 int cmd_quantize(const Args& args);
+int cmd_train(const Args& args);
 
 }  // namespace mxsim::cli

@@ -17,6 +17,7 @@ const std::map<std::string, Command>& commands() {
   static const std::map<std::string, Command> c = {
       {"info", {mxsim::cli::cmd_info, "version, build options, backends present"}},
       {"compare", {mxsim::cli::cmd_compare, "compare two HDF5 traces: final metrics, config, first differing bits"}},
+      {"train", {mxsim::cli::cmd_train, "train the MoE classifier on Fashion-MNIST, write an HDF5 trace"}},
       {"quantize", {mxsim::cli::cmd_quantize, "quantize a .npy/.safetensors tensor, print error statistics"}},
   };
   return c;
