@@ -37,8 +37,8 @@ int cmd_compare(const Args& args) {
   }
   try {
     const auto r = trace::compare(args[0], args[1]);
-    const trace::Reader ra(args[0]), rb(args[1]);
-    const auto pa = ra.provenance(), pb = rb.provenance();
+    const auto pa = trace::Reader(args[0]).provenance();
+    const auto pb = trace::Reader(args[1]).provenance();
     std::printf("%-36s %-24s %-24s\n", "", "A", "B");
     std::printf("%-36s %-24s %-24s\n", "file", args[0].c_str(), args[1].c_str());
     std::printf("%-36s %-24llu %-24llu\n", "complete steps", (unsigned long long)r.steps_a,

@@ -63,7 +63,14 @@ std::optional<double> last_value(const Reader& r, const DatasetInfo& in) {
 }  // namespace
 
 CompareResult compare(const std::filesystem::path& pa, const std::filesystem::path& pb) {
-  Reader a(pa), b(pb);
+  Reader a(pa);
+  // The same file opened twice in one process shares HDF5's file object; reading through two
+  // handles of a file left by a killed SWMR writer trips an HDF5 1.10 chunk-map error, so
+  // one handle serves both sides then.
+  std::error_code ec;
+  std::optional<Reader> bo;
+  if (!std::filesystem::equivalent(pa, pb, ec)) bo.emplace(pb);
+  const Reader& b = bo ? *bo : a;
   CompareResult res;
   res.steps_a = a.steps_completed();
   res.steps_b = b.steps_completed();
@@ -89,13 +96,15 @@ CompareResult compare(const std::filesystem::path& pa, const std::filesystem::pa
 
   // Final scalar metrics of either run.
   std::map<std::string, ScalarFinal> finals;
-  for (const Reader* r : {&a, &b})
-    for (const auto& in : r->datasets())
+  for (int side = 0; side < 2; ++side) {
+    const Reader& r = side == 0 ? a : b;
+    for (const auto& in : r.datasets())
       if (!in.snapshot && in.row_shape.empty()) {
         auto& f = finals[in.name];
         f.name = in.name;
-        (r == &a ? f.a : f.b) = last_value(*r, in);
+        (side == 0 ? f.a : f.b) = last_value(r, in);
       }
+  }
   for (auto& [k, v] : finals) res.finals.push_back(v);
 
   // Config differences.
