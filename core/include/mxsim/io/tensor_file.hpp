@@ -6,7 +6,7 @@
 //
 // Errors: every reader and writer throws mxsim::io::IoError whose what() is
 // "<file>: <problem>" (and names the tensor where there is one), e.g.
-//   "w.npy: truncated data: header says shape (4, 32) <f4 = 512 bytes, file has 500"
+//   "w.npy: truncated data: header says shape [4, 32] <f4 = 512 bytes, the file has 500 after the header"
 #pragma once
 #include <cstddef>
 #include <cstdint>
