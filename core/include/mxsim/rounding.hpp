@@ -6,13 +6,18 @@
 // intermediate (which could underflow and lose sticky bits) is ever formed.
 //
 // Rounding (RoundMode):
-//   RNE         round to nearest, ties to even (IEEE 754 roundTiesToEven).
+//   RNE         round to nearest, ties to even (IEEE 754 roundTiesToEven);
+//               E8M0 has no mantissa bit to make even: its ties round up
+//               (1.5 -> 2, 3 -> 4), as PyTorch Float8_e8m0fnu and ml_dtypes do.
 //   RZ          round toward zero (truncate).
 //   Stochastic  the discarded bits, read as a binary fraction f in [0, 1) and
 //               truncated to 32 bits (f32 = floor(f * 2^32)), are compared with
 //               a 32-bit random word r: the magnitude rounds away from zero
 //               iff r < f32. So P(round up) = f32 / 2^32, unbiased up to 2^-32.
 //               r comes from Philox4x32-10 (philox.hpp).
+//
+// The contract is docs/numerics.md §2; tests/test_formats_exhaustive.cpp proves
+// it bit for bit against an independent exact oracle.
 //
 // Overflow (finite values beyond the largest finite value after rounding):
 //   Saturate    clamp to +-max finite (CUDA __NV_SATFINITE, OCP MX element rule).

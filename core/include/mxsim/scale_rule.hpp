@@ -14,7 +14,7 @@
 //          read the exponent E'; s = E' - emax. AMD aiter, Primus-Turbo
 //          (quantization_mxfp4.cu), torchao EVEN. For E2M1: s = E - 2 + [m >= 1.75].
 //   CEIL   s = ceil(log2 amax) - emax (torchao option).
-// Common to all rules (this project's contract, docs/numerics.md §2):
+// Common to all rules (this project's contract, docs/numerics.md §3.2):
 //   amax == 0 (all-zero block)          -> s = -127 (byte 0x00)
 //   amax NaN or Inf                     -> byte 0xFF (NaN scale; whole block NaN)
 //   s is clamped to [-127, 127]: 0xFF stays reserved for NaN, and s = -127 is

@@ -45,8 +45,10 @@ Tensor2f qdq(const Tensor2f& x, const QuantSpec& spec, Axis axis = Axis::Cols);
 /// order of docs/numerics.md §2.6, then an exact multiply by 0.25.
 void hadamard16_inplace(float* v);
 
-/// Error statistics of a quantized tensor against its source.
-/// Sums are accumulated in FP64 in row-major logical order.
+/// Error statistics of a quantized tensor against its source (docs/numerics.md
+/// §4.6). Sums are accumulated in FP64 in row-major logical order. For a spec
+/// with hadamard16 the reference is the transformed source H x (dequantize does
+/// not undo H). Throws std::invalid_argument when x's shape differs from q's.
 struct QuantStats {
   size_t count = 0;           ///< elements
   size_t nonfinite_in = 0;    ///< NaN/Inf in the source
@@ -62,9 +64,9 @@ QuantStats quant_stats(const Tensor3f& x, const QuantizedTensor& q);
 QuantStats quant_stats(const Tensor2f& x, const QuantizedTensor& q);
 
 /// Per-block statistics, one entry per block in storage order
-/// (group, block row, block column).
+/// (group, block row, block column); same reference and errors as quant_stats.
 struct BlockStat {
-  float amax = 0;       ///< source amax of the block
+  float amax = 0;       ///< source amax of the block (NaN if it holds a NaN)
   int scale_exp = 0;    ///< E8M0: s; FP32/UE4M3: floor(log2 scale_inv); INT32_MIN for NaN
   double sq_err = 0;    ///< sum of squared errors
   uint32_t saturated = 0;
