@@ -9,6 +9,7 @@ namespace mxsim::cli {
 using Args = std::vector<std::string>;
 
 int cmd_info(const Args& args);
+int cmd_gemm(const Args& args);
 int cmd_compare(const Args& args);
 int cmd_quantize(const Args& args);
 int cmd_train(const Args& args);

@@ -15,6 +15,7 @@ struct Command {
 
 const std::map<std::string, Command>& commands() {
   static const std::map<std::string, Command> c = {
+      {"gemm", {mxsim::cli::cmd_gemm, "ULP histogram of a matrix-unit model vs the GEMM contract"}},
       {"info", {mxsim::cli::cmd_info, "version, build options, backends present"}},
       {"compare", {mxsim::cli::cmd_compare, "compare two HDF5 traces: final metrics, config, first differing bits"}},
       {"train", {mxsim::cli::cmd_train, "train the MoE classifier on Fashion-MNIST, write an HDF5 trace"}},

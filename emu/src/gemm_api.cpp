@@ -1,4 +1,5 @@
 // Grouped GEMM API: validation, operand panels, dispatch (docs/numerics.md §5).
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -88,13 +89,28 @@ Panel make_panel(const Src& s, size_t g, bool contract_rows, size_t r0, size_t n
       break;
   }
   if (q.tensor_scale_inv != 1.0f) fail(gemm, std::string(what) + ": tensor_scale_inv must be 1 outside NVFP4");
-  for (size_t r = 0; r < R; ++r)
-    for (size_t k = 0; k < K; ++k) {
-      size_t lr, lc, sr, sc;
-      logical(r, k, lr, lc);
-      stor(lr, lc, sr, sc);
-      p.code[r * K + k] = q.code(g, sr, sc);
+  {
+    // Direct reads of the packed storage (layout: quantized_tensor.hpp).
+    const size_t rb = q.row_bytes();
+    const uint8_t* base = q.data.data() + g * q.srows() * rb;
+    const bool e2m1 = q.spec.elem == Format::E2M1;
+    auto at = [&](size_t sr, size_t sc) -> uint32_t {
+      const uint8_t b = base[sr * rb + (e2m1 ? sc / 2 : sc)];
+      return e2m1 ? ((sc & 1) ? b >> 4 : b & 0xFu) : b;
+    };
+    const size_t off = contract_rows ? 0 : r0;
+    if (along_scols) {
+      for (size_t r = 0; r < R; ++r) {
+        uint32_t* dst = p.code.data() + r * K;
+        for (size_t k = 0; k < K; ++k) dst[k] = at(off + r, k);
+      }
+    } else {
+      for (size_t k0 = 0; k0 < K; k0 += 64)
+        for (size_t r0b = 0; r0b < R; r0b += 64)
+          for (size_t k = k0; k < std::min(K, k0 + 64); ++k)
+            for (size_t r = r0b; r < std::min(R, r0b + 64); ++r) p.code[r * K + k] = at(k, off + r);
     }
+  }
   if (q.spec.scale_kind == ScaleKind::E8M0) {
     const size_t KB = p.kb();
     p.sbyte.resize(R * KB);
@@ -186,7 +202,7 @@ void token_gemm(const std::string& gemm, const Src& a, const Src& w, bool w_cont
     }
     m0 += mg;
   }
-  if (!opt.accumulate) out = Tensor2f::from_shape({M, J});
+  if (!opt.accumulate && (out.dimension() != 2 || out.shape(0) != M || out.shape(1) != J)) out = Tensor2f::from_shape({M, J});
   m0 = 0;
   for (size_t g = 0; g < G; ++g) {
     const size_t mg = size_t(m_splits[g]);
@@ -232,7 +248,7 @@ void wgrad_impl(std::span<const Src> dy, std::span<const Src> x, std::span<const
     As[g] = make_panel(dy[g], 0, true, 0, 0, gemm, "dy");
     Bs[g] = make_panel(x[g], 0, true, 0, 0, gemm, "x");
   }
-  if (!opt.accumulate) dw = Tensor3f::from_shape({G, N, K});
+  if (!opt.accumulate && (dw.shape(0) != G || dw.shape(1) != N || dw.shape(2) != K)) dw = Tensor3f::from_shape({G, N, K});
   for (size_t g = 0; g < G; ++g) {
     float* o = dw.data() + g * N * K;
     if (m_splits[g] == 0) {
@@ -255,6 +271,13 @@ Tensor3f as3(const Tensor2f& x) {
 }
 
 }  // namespace
+
+namespace gemm {
+Panel operand_panel(const QuantizedTensor& q, const char* what) {
+  if (q.groups != 1) fail("model gemm", std::string(what) + ": groups must be 1");
+  return make_panel(Src{&q, nullptr}, 0, false, 0, q.rows, "model gemm", what);
+}
+}  // namespace gemm
 
 QuantSpec bf16_spec() {
   QuantSpec s;

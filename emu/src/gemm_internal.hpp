@@ -38,3 +38,11 @@ void run_fast(Kind kind, const Panel& A, const Panel& B, Out out, bool accumulat
 inline constexpr uint32_t kCanonicalNaN = 0x7FC00000u;
 
 }  // namespace mxsim::emu::gemm
+
+namespace mxsim {
+struct QuantizedTensor;
+}
+namespace mxsim::emu::gemm {
+/// Group 0 of q as a panel [logical rows, K = logical cols] (contraction along cols).
+Panel operand_panel(const QuantizedTensor& q, const char* what);
+}  // namespace mxsim::emu::gemm

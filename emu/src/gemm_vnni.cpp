@@ -92,10 +92,16 @@ bool run_mx_exact_vnni(const Panel& A, const Panel& B, Out out, bool accumulate,
   std::vector<int32_t> corr(NP * KB * 32, 0);
   std::vector<uint8_t> bad_i(I, 0), bad_j(J, 0);
   std::vector<int8_t> bp(NP * KB * 1024, 0);
+  int8_t lut_a[256], lut_b[256];
+  for (uint32_t c = 0; c < 256; ++c) {
+    const uint32_t ca = A.elem == Format::E2M1 ? (c & 0xF) : (c & 0x3F), cb = B.elem == Format::E2M1 ? (c & 0xF) : (c & 0x3F);
+    lut_a[c] = int8_t(std::ldexp(decode(A.elem, ca), sha));
+    lut_b[c] = int8_t(std::ldexp(decode(B.elem, cb), shb));
+  }
 #pragma omp parallel for schedule(static)
   for (size_t i = 0; i < I; ++i) {
     for (size_t k = 0; k < K; ++k) {
-      const int v = int(std::ldexp(decode(A.elem, A.code[i * K + k]), sha));
+      const int v = lut_a[A.code[i * K + k] & 0xFF];
       ai[i * Kp + k] = int8_t(v);
       au[i * Kp + k] = uint8_t(v + offA);
     }
@@ -108,7 +114,7 @@ bool run_mx_exact_vnni(const Panel& A, const Panel& B, Out out, bool accumulate,
 #pragma omp parallel for schedule(static)
   for (size_t j = 0; j < J; ++j) {
     const size_t p = j / 32, jj = j % 32;
-    for (size_t k = 0; k < K; ++k) bi[j * Kp + k] = int8_t(std::ldexp(decode(B.elem, B.code[j * K + k]), shb));
+    for (size_t k = 0; k < K; ++k) bi[j * Kp + k] = lut_b[B.code[j * K + k] & 0xFF];
     for (size_t b = 0; b < KB; ++b) {
       const uint8_t s = B.sbyte[j * KB + b];
       if (!safe(s)) bad_j[j] = 1;
@@ -149,6 +155,9 @@ bool run_mx_exact_vnni(const Panel& A, const Panel& B, Out out, bool accumulate,
     else
       for (size_t r = 0; r < nr; ++r)
         tile<1>(a + r * Kp, Kp, bpp, fap + r * KB, KB, fbp, cp, o + r * out.ld, out.ld, ncols, accumulate);
+    if (!any_bad)
+      for (size_t r = 0; r < nr; ++r)
+        for (size_t c = 0; c < ncols; ++c) finish(o[r * out.ld + c], o[r * out.ld + c], out_fmt);
   }
   if (any_bad) {
 #pragma omp parallel for schedule(static)
@@ -164,9 +173,11 @@ bool run_mx_exact_vnni(const Panel& A, const Panel& B, Out out, bool accumulate,
         out.p[i * out.ld + j] = acc;
       }
   }
+  if (any_bad) {
 #pragma omp parallel for schedule(static)
-  for (size_t i = 0; i < I; ++i)
-    for (size_t j = 0; j < J; ++j) finish(out.p[i * out.ld + j], out.p[i * out.ld + j], out_fmt);
+    for (size_t i = 0; i < I; ++i)
+      for (size_t j = 0; j < J; ++j) finish(out.p[i * out.ld + j], out.p[i * out.ld + j], out_fmt);
+  }
   return true;
 }
 
