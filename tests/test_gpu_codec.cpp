@@ -72,7 +72,9 @@ TEST(GpuCodec, ReportsDevice) {
 // Published values, so the GPU path is checked against something other than
 // the shared header: OCP MX v1.0 Table 1 / ml_dtypes float4_e2m1fn (RNE ties:
 // 0.25 -> 0, 0.75 -> 1.0, 5.0 -> 4.0), OCP OFP8 v1.0 (E4M3 max 448 = 0x7E,
-// NaN 0x7F; E5M2 Inf 0x7C), ml_dtypes astype for the non-saturating cases.
+// NaN 0x7F; 464, the midpoint of 448 and 480, ties to even 448; beyond it
+// overflows: NaN when not saturating, as ml_dtypes float8_e4m3fn; E5M2 Inf
+// 0x7C).
 TEST(GpuCodec, PublishedValues) {
   REQUIRE_GPU();
   struct Case { Format f; float x; Overflow ov; uint32_t code; };
@@ -80,7 +82,8 @@ TEST(GpuCodec, PublishedValues) {
       {Format::E2M1, 0.25f, Overflow::Saturate, 0x0}, {Format::E2M1, 0.75f, Overflow::Saturate, 0x2},
       {Format::E2M1, 5.0f, Overflow::Saturate, 0x6},  {Format::E2M1, -6.0f, Overflow::Saturate, 0xF},
       {Format::E4M3, 448.0f, Overflow::Saturate, 0x7E}, {Format::E4M3, 464.0f, Overflow::Saturate, 0x7E},
-      {Format::E4M3, 464.0f, Overflow::Ieee, 0x7F},   {Format::E5M2, 65536.0f, Overflow::Ieee, 0x7C},
+      {Format::E4M3, 464.0f, Overflow::Ieee, 0x7E},
+      {Format::E4M3, 480.0f, Overflow::Ieee, 0x7F},   {Format::E4M3, 480.0f, Overflow::Saturate, 0x7E},   {Format::E5M2, 65536.0f, Overflow::Ieee, 0x7C},
       {Format::E5M2, 57344.0f, Overflow::Ieee, 0x7B}, {Format::BF16, 1.0f, Overflow::Saturate, 0x3F80},
       {Format::FP16, 65504.0f, Overflow::Saturate, 0x7BFF}, {Format::E8M0, 1.0f, Overflow::Saturate, 0x7F},
   };

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "mxsim/bits.hpp"
 #include "mxsim/hip/codec.hpp"
@@ -47,26 +48,36 @@ template <> struct CodeOf<4> { using type = uint32_t; };
 // Four codes stored with one access.
 template <typename C> struct alignas(4 * sizeof(C)) Quad { C v[4]; };
 
+// Kernels are specialized on the Format (and rounding mode) so the format
+// table row is a compile-time constant: encode()'s branches on exponent
+// width, NaN kind and subnormals fold away. The arithmetic is the same
+// inline function; only constants propagate.
+template <Format F> using CodeT = typename CodeOf<(spec_of(F).bits <= 8 ? 1 : spec_of(F).bits <= 16 ? 2 : 4)>::type;
+
 // ---- encode ---------------------------------------------------------------
-// Thread q converts elements 4q .. 4q+3. When index_base is a multiple of 4
-// those four share one Philox counter block (philox.hpp), drawn once.
-template <typename C, bool Vec>
-__global__ void encode_kernel(const float* __restrict__ x, C* __restrict__ out, size_t n, FormatSpec f,
-                              int scale_exp, RoundMode mode, Overflow ov, PhiloxStream sr, uint64_t base) {
+// Thread q converts elements 4q .. 4q+3 (vectorized when `vec`: 16-byte
+// aligned input, output aligned to four codes). When index_base is a
+// multiple of 4 those four share one Philox counter block (philox.hpp),
+// drawn once.
+template <Format F, RoundMode M>
+__global__ void encode_kernel(const float* __restrict__ x, CodeT<F>* __restrict__ out, size_t n, bool vec,
+                              int scale_exp, Overflow ov, PhiloxStream sr, uint64_t base) {
+  using C = CodeT<F>;
+  constexpr FormatSpec f = spec_of(F);
   const size_t nq = (n + 3) / 4;
   const size_t stride = size_t(gridDim.x) * blockDim.x;
   for (size_t q = size_t(blockIdx.x) * blockDim.x + threadIdx.x; q < nq; q += stride) {
     const size_t i0 = q * 4;
-    const bool full = i0 + 4 <= n;
+    const bool full = vec && i0 + 4 <= n;
     uint32_t xb[4];
-    if (Vec && full) {
+    if (full) {
       const uint4 v = reinterpret_cast<const uint4*>(x)[q];
       xb[0] = v.x; xb[1] = v.y; xb[2] = v.z; xb[3] = v.w;
     } else {
       for (int k = 0; k < 4; ++k) xb[k] = i0 + k < n ? f32_bits(x[i0 + k]) : 0u;
     }
     uint32_t rnd[4] = {0u, 0u, 0u, 0u};
-    if (mode == RoundMode::Stochastic) {
+    if constexpr (M == RoundMode::Stochastic) {
       if ((base & 3u) == 0) {
         const auto r = sr.block((base + i0) >> 2);
         for (int k = 0; k < 4; ++k) rnd[k] = r[k];
@@ -75,8 +86,8 @@ __global__ void encode_kernel(const float* __restrict__ x, C* __restrict__ out, 
       }
     }
     Quad<C> c;
-    for (int k = 0; k < 4; ++k) c.v[k] = C(encode(f, xb[k], scale_exp, mode, ov, rnd[k]));
-    if (Vec && full) {
+    for (int k = 0; k < 4; ++k) c.v[k] = C(encode(f, xb[k], scale_exp, M, ov, rnd[k]));
+    if (full) {
       reinterpret_cast<Quad<C>*>(out)[q] = c;
     } else {
       for (int k = 0; k < 4; ++k)
@@ -86,13 +97,15 @@ __global__ void encode_kernel(const float* __restrict__ x, C* __restrict__ out, 
 }
 
 // ---- decode ---------------------------------------------------------------
-template <typename C, bool Vec>
-__global__ void decode_kernel(const C* __restrict__ codes, float* __restrict__ out, size_t n, FormatSpec f) {
+template <Format F>
+__global__ void decode_kernel(const CodeT<F>* __restrict__ codes, float* __restrict__ out, size_t n, bool vec) {
+  using C = CodeT<F>;
+  constexpr FormatSpec f = spec_of(F);
   const size_t nq = (n + 3) / 4;
   const size_t stride = size_t(gridDim.x) * blockDim.x;
   for (size_t q = size_t(blockIdx.x) * blockDim.x + threadIdx.x; q < nq; q += stride) {
     const size_t i0 = q * 4;
-    if (Vec && i0 + 4 <= n) {
+    if (vec && i0 + 4 <= n) {
       const Quad<C> c = reinterpret_cast<const Quad<C>*>(codes)[q];
       float4 v;
       v.x = decode(f, c.v[0]); v.y = decode(f, c.v[1]); v.z = decode(f, c.v[2]); v.w = decode(f, c.v[3]);
@@ -105,17 +118,20 @@ __global__ void decode_kernel(const C* __restrict__ codes, float* __restrict__ o
 }
 
 // ---- rowwise MX quantize --------------------------------------------------
-// 32 consecutive lanes own one block (row r, block column bj): lane l holds
-// element c = 32 bj + l. amax is the max of |x| bit patterns (NaN/Inf compare
-// above every finite, as in emu::quantize), reduced by shuffles; the max of
-// integers is exact in any order.
+// amax is the max of |x| bit patterns (NaN/Inf compare above every finite,
+// as in emu::quantize), reduced by shuffles; the max of integers is exact in
+// any order. A block holding NaN/Inf gets scale 0xFF (e8m0_scale) and codes 0.
+//
+// Scalar form (any cols): 32 consecutive lanes own one block (row r, block
+// column bj); lane l holds element c = 32 bj + l.
+template <Format F, RoundMode M>
 __global__ void mx_rowwise_kernel(const float* __restrict__ x, uint8_t* __restrict__ data,
                                   uint8_t* __restrict__ scales, size_t rows, size_t cols, size_t row_bytes,
-                                  size_t nbc, FormatSpec f, ScaleRule rule, RoundMode mode, PhiloxStream sr) {
+                                  size_t nbc, ScaleRule rule, PhiloxStream sr) {
+  constexpr FormatSpec f = spec_of(F);
   const unsigned lane = threadIdx.x & 31u;
   const size_t nblk = rows * nbc;
   const size_t stride = (size_t(gridDim.x) * blockDim.x) >> 5;
-  const bool packed = f.bits == 4;
   for (size_t b = ((size_t(blockIdx.x) * blockDim.x) + threadIdx.x) >> 5; b < nblk; b += stride) {
     const size_t r = b / nbc, bj = b - r * nbc;
     const size_t c = bj * 32 + lane;
@@ -129,47 +145,131 @@ __global__ void mx_rowwise_kernel(const float* __restrict__ x, uint8_t* __restri
     }
     const uint8_t byte = e8m0_scale(rule, amax, f);
     if (lane == 0) scales[b] = byte;
-    const bool nonfinite = amax >= 0x7F800000u;  // codes stay 0; the NaN scale marks the block
+    const bool nonfinite = amax >= 0x7F800000u;
     uint32_t code = 0;
     if (in && !nonfinite) {
-      const uint32_t rnd = mode == RoundMode::Stochastic ? sr(index) : 0u;
-      code = encode(f, xb, int(byte) - 127, mode, Overflow::Saturate, rnd);
+      uint32_t rnd = 0;
+      if constexpr (M == RoundMode::Stochastic) rnd = sr(index);
+      code = encode(f, xb, int(byte) - 127, M, Overflow::Saturate, rnd);
     }
-    if (packed) {
+    if constexpr (f.bits == 4) {
       const uint32_t hi = MXSIM_SHFL_DOWN32(code, 1);  // lane+1's code; 0 past the row's end
       if (in && (lane & 1u) == 0) data[r * row_bytes + c / 2] = uint8_t((code & 0xFu) | ((hi & 0xFu) << 4));
-    } else if (in) {
-      data[r * row_bytes + c] = uint8_t(code);
+    } else {
+      if (in) data[r * row_bytes + c] = uint8_t(code);
     }
   }
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
-template <typename C>
-void launch_encode(const float* d_x, void* d_codes, size_t n, const CodecParams& p, hipStream_t s) {
-  const FormatSpec f = spec_of(p.format);
-  const unsigned grid = grid_for((n + 3) / 4);
-  C* out = static_cast<C*>(d_codes);
-  if (aligned16(d_x) && aligned16(d_codes))
-    encode_kernel<C, true><<<grid, kThreads, 0, s>>>(d_x, out, n, f, p.scale_exp, p.round, p.overflow, p.sr,
-                                                     p.index_base);
-  else
-    encode_kernel<C, false><<<grid, kThreads, 0, s>>>(d_x, out, n, f, p.scale_exp, p.round, p.overflow, p.sr,
-                                                      p.index_base);
-  MXSIM_HIP_CHECK_LAUNCH("encode_kernel");
+// Vector form (cols % 4 == 0, x 16-byte aligned, data 4-byte aligned): 8
+// lanes own one block, each lane four consecutive elements (one 16-byte
+// load, one Philox block: r*cols + c is a multiple of 4), so a warp covers
+// four blocks. Same per-element arithmetic as the scalar form.
+template <Format F, RoundMode M>
+__global__ void mx_rowwise_vec_kernel(const float* __restrict__ x, uint8_t* __restrict__ data,
+                                      uint8_t* __restrict__ scales, size_t rows, size_t cols, size_t row_bytes,
+                                      size_t nbc, ScaleRule rule, PhiloxStream sr) {
+  constexpr FormatSpec f = spec_of(F);
+  const unsigned lane = threadIdx.x & 31u, sub = lane >> 3, j = lane & 7u;
+  const size_t nblk = rows * nbc;
+  const size_t nwarp_total = (size_t(gridDim.x) * blockDim.x) >> 5;
+  const bool small = nblk <= 0xFFFFFFFFu;
+  for (size_t w = ((size_t(blockIdx.x) * blockDim.x) + threadIdx.x) >> 5; w * 4 < nblk; w += nwarp_total) {
+    const size_t b = w * 4 + sub;  // warp-uniform loop; lanes past the end carry zeros
+    const bool valid = b < nblk;
+    size_t r, bj;
+    if (small) {  // 32-bit division where it suffices
+      r = uint32_t(b) / uint32_t(nbc);
+      bj = uint32_t(b) - uint32_t(r) * uint32_t(nbc);
+    } else {
+      r = b / nbc;
+      bj = b - r * nbc;
+    }
+    const size_t c = bj * 32 + j * 4;
+    const bool in = valid && c < cols;  // cols % 4 == 0: a quad is wholly in or out
+    const size_t index = r * cols + c;
+    uint32_t xb[4] = {0u, 0u, 0u, 0u};
+    if (in) {
+      const uint4 v = *reinterpret_cast<const uint4*>(x + index);
+      xb[0] = v.x; xb[1] = v.y; xb[2] = v.z; xb[3] = v.w;
+    }
+    uint32_t amax = 0;
+    for (int k = 0; k < 4; ++k) {
+      const uint32_t a = xb[k] & 0x7FFFFFFFu;
+      amax = a > amax ? a : amax;
+    }
+    for (int m = 4; m >= 1; m >>= 1) {  // within the 8 lanes of this block
+      const uint32_t o = MXSIM_SHFL_XOR32(amax, m);
+      amax = o > amax ? o : amax;
+    }
+    const uint8_t byte = e8m0_scale(rule, amax, f);
+    if (valid && j == 0) scales[b] = byte;
+    const bool nonfinite = amax >= 0x7F800000u;
+    uint32_t code[4] = {0u, 0u, 0u, 0u};
+    if (in && !nonfinite) {
+      uint32_t rnd[4] = {0u, 0u, 0u, 0u};
+      if constexpr (M == RoundMode::Stochastic) {
+        const auto rr = sr.block(index >> 2);
+        for (int k = 0; k < 4; ++k) rnd[k] = rr[k];
+      }
+      for (int k = 0; k < 4; ++k) code[k] = encode(f, xb[k], int(byte) - 127, M, Overflow::Saturate, rnd[k]);
+    }
+    if (in) {
+      if constexpr (f.bits == 4) {  // little-endian: element c in the low nibble of the first byte
+        const uint16_t two = uint16_t((code[0] & 0xFu) | ((code[1] & 0xFu) << 4) | ((code[2] & 0xFu) << 8) |
+                                      ((code[3] & 0xFu) << 12));
+        *reinterpret_cast<uint16_t*>(data + r * row_bytes + c / 2) = two;
+      } else {
+        const uint32_t four = (code[0] & 0xFFu) | ((code[1] & 0xFFu) << 8) | ((code[2] & 0xFFu) << 16) |
+                              ((code[3] & 0xFFu) << 24);
+        *reinterpret_cast<uint32_t*>(data + r * row_bytes + c) = four;
+      }
+    }
+  }
 }
 
-template <typename C>
-void launch_decode(const void* d_codes, Format fmt, float* d_out, size_t n, hipStream_t s) {
-  const FormatSpec f = spec_of(fmt);
-  const unsigned grid = grid_for((n + 3) / 4);
-  const C* in = static_cast<const C*>(d_codes);
-  if (aligned16(d_codes) && aligned16(d_out))
-    decode_kernel<C, true><<<grid, kThreads, 0, s>>>(in, d_out, n, f);
-  else
-    decode_kernel<C, false><<<grid, kThreads, 0, s>>>(in, d_out, n, f);
-  MXSIM_HIP_CHECK_LAUNCH("decode_kernel");
+bool aligned(const void* p, size_t a) { return (reinterpret_cast<uintptr_t>(p) % a) == 0; }
+
+template <Format F> using FormatTag = std::integral_constant<Format, F>;
+template <RoundMode M> using ModeTag = std::integral_constant<RoundMode, M>;
+
+template <typename Fn>
+void with_format(Format f, Fn&& fn) {
+  switch (f) {
+    case Format::FP32: fn(FormatTag<Format::FP32>{}); break;
+    case Format::BF16: fn(FormatTag<Format::BF16>{}); break;
+    case Format::FP16: fn(FormatTag<Format::FP16>{}); break;
+    case Format::E4M3: fn(FormatTag<Format::E4M3>{}); break;
+    case Format::E5M2: fn(FormatTag<Format::E5M2>{}); break;
+    case Format::E4M3FNUZ: fn(FormatTag<Format::E4M3FNUZ>{}); break;
+    case Format::E5M2FNUZ: fn(FormatTag<Format::E5M2FNUZ>{}); break;
+    case Format::E3M2: fn(FormatTag<Format::E3M2>{}); break;
+    case Format::E2M3: fn(FormatTag<Format::E2M3>{}); break;
+    case Format::E2M1: fn(FormatTag<Format::E2M1>{}); break;
+    case Format::E8M0: fn(FormatTag<Format::E8M0>{}); break;
+  }
+}
+template <typename Fn>
+void with_mx_format(Format f, Fn&& fn) {
+  switch (f) {
+    case Format::E4M3: fn(FormatTag<Format::E4M3>{}); break;
+    case Format::E5M2: fn(FormatTag<Format::E5M2>{}); break;
+    case Format::E4M3FNUZ: fn(FormatTag<Format::E4M3FNUZ>{}); break;
+    case Format::E5M2FNUZ: fn(FormatTag<Format::E5M2FNUZ>{}); break;
+    case Format::E3M2: fn(FormatTag<Format::E3M2>{}); break;
+    case Format::E2M3: fn(FormatTag<Format::E2M3>{}); break;
+    case Format::E2M1: fn(FormatTag<Format::E2M1>{}); break;
+    default:
+      throw std::invalid_argument(std::string("mx_quantize_rowwise: ") + spec_of(f).name + " is not an MX element format");
+  }
+}
+template <typename Fn>
+void with_mode(RoundMode m, Fn&& fn) {
+  switch (m) {
+    case RoundMode::RNE: fn(ModeTag<RoundMode::RNE>{}); break;
+    case RoundMode::RZ: fn(ModeTag<RoundMode::RZ>{}); break;
+    case RoundMode::Stochastic: fn(ModeTag<RoundMode::Stochastic>{}); break;
+  }
 }
 
 void check_mx_spec(const QuantSpec& spec) {
@@ -228,21 +328,29 @@ size_t code_bytes(Format f) {
 void encode_device(const float* d_x, void* d_codes, size_t n, const CodecParams& p, void* stream) {
   if (n == 0) return;
   const hipStream_t s = static_cast<hipStream_t>(stream);
-  switch (code_bytes(p.format)) {
-    case 1: launch_encode<uint8_t>(d_x, d_codes, n, p, s); break;
-    case 2: launch_encode<uint16_t>(d_x, d_codes, n, p, s); break;
-    default: launch_encode<uint32_t>(d_x, d_codes, n, p, s); break;
-  }
+  const unsigned grid = grid_for((n + 3) / 4);
+  const bool vec = aligned(d_x, 16) && aligned(d_codes, 4 * code_bytes(p.format));
+  with_format(p.format, [&](auto ft) {
+    constexpr Format F = decltype(ft)::value;
+    with_mode(p.round, [&](auto mt) {
+      constexpr RoundMode M = decltype(mt)::value;
+      encode_kernel<F, M><<<grid, kThreads, 0, s>>>(d_x, static_cast<CodeT<F>*>(d_codes), n, vec, p.scale_exp,
+                                                    p.overflow, p.sr, p.index_base);
+    });
+  });
+  MXSIM_HIP_CHECK_LAUNCH("encode_kernel");
 }
 
 void decode_device(const void* d_codes, Format f, float* d_out, size_t n, void* stream) {
   if (n == 0) return;
   const hipStream_t s = static_cast<hipStream_t>(stream);
-  switch (code_bytes(f)) {
-    case 1: launch_decode<uint8_t>(d_codes, f, d_out, n, s); break;
-    case 2: launch_decode<uint16_t>(d_codes, f, d_out, n, s); break;
-    default: launch_decode<uint32_t>(d_codes, f, d_out, n, s); break;
-  }
+  const unsigned grid = grid_for((n + 3) / 4);
+  const bool vec = aligned(d_codes, 4 * code_bytes(f)) && aligned(d_out, 16);
+  with_format(f, [&](auto ft) {
+    constexpr Format F = decltype(ft)::value;
+    decode_kernel<F><<<grid, kThreads, 0, s>>>(static_cast<const CodeT<F>*>(d_codes), d_out, n, vec);
+  });
+  MXSIM_HIP_CHECK_LAUNCH("decode_kernel");
 }
 
 void encode_array(std::span<const float> x, std::span<uint8_t> codes, const CodecParams& p) {
@@ -286,10 +394,21 @@ void mx_quantize_rowwise_device(const float* d_x, size_t rows, size_t cols, cons
   check_mx_spec(spec);
   const size_t nbc = (cols + 31) / 32, nblk = rows * nbc;
   if (nblk == 0) return;
-  const unsigned grid = grid_for(nblk * 32);
-  hipLaunchKernelGGL(mx_rowwise_kernel, dim3(grid), dim3(kThreads), 0, static_cast<hipStream_t>(stream), d_x, d_data,
-                     d_scales, rows, cols, mx_row_bytes(spec.elem, cols), nbc, spec_of(spec.elem), spec.rule,
-                     spec.round, spec.sr);
+  const hipStream_t s = static_cast<hipStream_t>(stream);
+  const size_t rb = mx_row_bytes(spec.elem, cols);
+  const bool vec = cols % 4 == 0 && aligned(d_x, 16) && aligned(d_data, 4);
+  with_mx_format(spec.elem, [&](auto ft) {
+    constexpr Format F = decltype(ft)::value;
+    with_mode(spec.round, [&](auto mt) {
+      constexpr RoundMode M = decltype(mt)::value;
+      if (vec)
+        mx_rowwise_vec_kernel<F, M><<<grid_for((nblk + 3) / 4 * 32), kThreads, 0, s>>>(
+            d_x, d_data, d_scales, rows, cols, rb, nbc, spec.rule, spec.sr);
+      else
+        mx_rowwise_kernel<F, M><<<grid_for(nblk * 32), kThreads, 0, s>>>(d_x, d_data, d_scales, rows, cols, rb, nbc,
+                                                                         spec.rule, spec.sr);
+    });
+  });
   MXSIM_HIP_CHECK_LAUNCH("mx_rowwise_kernel");
 }
 
