@@ -41,9 +41,11 @@
 #include "quantize_fast.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <bit>
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -68,7 +70,6 @@ struct Elem {
   uint32_t min_normal_bits;  // FP32 bits of 2^emin
   int shift;                 // 23 - M
   int sign_shift;            // bits - 1
-  bool packed;               // E2M1: two codes per byte
 };
 
 Elem elem_of(Format f) {
@@ -79,7 +80,6 @@ Elem elem_of(Format f) {
   e.min_normal_bits = f32_bits(pow2f(e.spec.emin()));
   e.shift = 23 - M;
   e.sign_shift = e.spec.bits - 1;
-  e.packed = f == Format::E2M1;
   return e;
 }
 
@@ -103,13 +103,12 @@ Elem elem_of(Format f) {
 }
 
 /// Code of one element from its FP32 bits b, scaled by mul = 2^-s, RNE,
-/// saturating (notes 1-3). Constants are passed by value so loops keep them
-/// in registers.
+/// saturating (notes 1-3). The constants live in a small value type so the
+/// loops keep them in registers.
 struct Enc {
-  float mul;
   uint32_t max_bits, min_normal_bits, magic_offset;  // magic_offset = (23 - M) << 23
   int shift, sign_shift;                              // 23 - M, bits - 1
-  [[gnu::always_inline]] uint32_t operator()(uint32_t b) const {
+  [[gnu::always_inline]] uint32_t operator()(uint32_t b, float mul) const {
     const uint32_t a = std::min(f32_bits(f32_from_bits(b & 0x7FFFFFFFu) * mul), max_bits);
     const uint32_t ebits = std::max(a & 0x7F800000u, min_normal_bits);  // bits of 2^E
     const uint32_t magic = ebits + magic_offset;
@@ -118,33 +117,41 @@ struct Enc {
   }
 };
 
-Enc enc_of(const Elem& e, float mul) {
-  return {mul, e.max_bits, e.min_normal_bits, uint32_t(e.shift) << 23, e.shift, e.sign_shift};
-}
+Enc enc_of(const Elem& e) { return {e.max_bits, e.min_normal_bits, uint32_t(e.shift) << 23, e.shift, e.sign_shift}; }
 
-/// Codes (one per byte) of 32 elements.
-[[gnu::always_inline]] inline void block_encode(const float* x, const Enc enc, uint8_t* codes) {
+/// Bytes one block of 32 codes takes.
+template <bool Packed>
+constexpr size_t kOutBlock = Packed ? kBlock / 2 : kBlock;
+
+/// 32 codes of FP32 input into dst (kOutBlock bytes).
+template <bool Packed>
+[[gnu::always_inline]] inline void block_encode(const float* x, float mul, const Enc enc, uint8_t* dst) {
+  uint32_t c[kBlock];  // 32-bit lanes: GCC sizes vectors by the narrowest type in the loop
 #pragma omp simd
-  for (size_t i = 0; i < kBlock; ++i) codes[i] = uint8_t(enc(f32_bits(x[i])));
+  for (size_t i = 0; i < kBlock; ++i) c[i] = enc(f32_bits(x[i]), mul);
+  if constexpr (Packed) {
+    // float4_e2m1fn_x2: element 2i in the low nibble.
+    for (size_t i = 0; i < kBlock / 2; ++i) dst[i] = uint8_t(c[2 * i] | (c[2 * i + 1] << 4));
+  } else {
+    for (size_t i = 0; i < kBlock; ++i) dst[i] = uint8_t(c[i]);
+  }
 }
 
-/// BF16 input read as 32-bit words: word i holds element 2i in its low half
-/// and 2i+1 in its high half (little endian), so (w << 16) and
-/// (w & 0xFFFF0000) are both elements' FP32 bits with no shuffles, and the
-/// pair's codes come out side by side for the packed store.
-[[gnu::always_inline]] inline void block_encode_bf16(const uint16_t* x, const Enc enc, bool packed, uint8_t* dst) {
+/// 32 codes of BF16 input. The input is read as 32-bit words: word i holds
+/// element 2i in its low half and 2i+1 in its high half (little endian), so
+/// (w << 16) and (w & 0xFFFF0000) are both elements' FP32 bits with no
+/// shuffles, and the pair's codes come out side by side for the store
+/// (element 2i in the low nibble / low byte).
+template <bool Packed>
+[[gnu::always_inline]] inline void block_encode(const uint16_t* x, float mul, const Enc enc, uint8_t* dst) {
   static_assert(std::endian::native == std::endian::little);
+  constexpr uint32_t hi_shift = Packed ? 4 : 8;
   uint32_t w[kBlock / 2], pair[kBlock / 2];
   std::memcpy(w, x, sizeof w);
-  // 32-bit results first: with byte results GCC would pick 16-byte vectors
-  // for the whole loop (its vector length follows the narrowest type).
-  const uint32_t hi_shift = packed ? 4 : 8;
 #pragma omp simd
-  for (size_t i = 0; i < kBlock / 2; ++i) pair[i] = enc(w[i] << 16) | (enc(w[i] & 0xFFFF0000u) << hi_shift);
-  if (packed) {
-    uint8_t out[kBlock / 2];
-    for (size_t i = 0; i < kBlock / 2; ++i) out[i] = uint8_t(pair[i]);
-    std::memcpy(dst, out, sizeof out);
+  for (size_t i = 0; i < kBlock / 2; ++i) pair[i] = enc(w[i] << 16, mul) | (enc(w[i] & 0xFFFF0000u, mul) << hi_shift);
+  if constexpr (Packed) {
+    for (size_t i = 0; i < kBlock / 2; ++i) dst[i] = uint8_t(pair[i]);
   } else {
     uint16_t out[kBlock / 2];
     for (size_t i = 0; i < kBlock / 2; ++i) out[i] = uint16_t(pair[i]);
@@ -152,24 +159,35 @@ Enc enc_of(const Elem& e, float mul) {
   }
 }
 
-/// E2M1: two codes per byte, element 2i in the low nibble (float4_e2m1fn_x2).
-/// Reading the codes as 16-bit words puts code 2i in the low byte (little
-/// endian), so one vectorizable loop of shifts and masks packs them.
-[[gnu::always_inline]] inline void pack_e2m1(const uint8_t* codes, uint8_t* dst) {
-  static_assert(std::endian::native == std::endian::little);
-  uint16_t w[kBlock / 2];
-  std::memcpy(w, codes, kBlock);
-  for (size_t i = 0; i < kBlock / 2; ++i) dst[i] = uint8_t((w[i] & 0x0Fu) | ((w[i] >> 4) & 0xF0u));
+/// Scale bytes for BF16 input. A BF16 block's amax is one of 2^15 patterns,
+/// so e8m0_scale (the shared rule; RCEIL's per-call reciprocal and CEIL's
+/// tests are slow next to 32 element codes) is evaluated once per pattern
+/// into a table per (rule, format), filled on first use. FP32 input calls
+/// the rule per block.
+const uint8_t* bf16_scale_table(ScaleRule rule, Format f) {
+  constexpr int kRules = 4;
+  static std::once_flag once[kRules][kNumFormats];
+  static std::array<uint8_t, 1u << 15> table[kRules][kNumFormats];
+  const int r = int(rule), fi = int(f);
+  if (r >= kRules) return nullptr;  // a rule added later: call it per block
+  std::call_once(once[r][fi], [&] {
+    const FormatSpec fs = spec_of(f);
+    for (uint32_t h = 0; h < (1u << 15); ++h) table[r][fi][h] = e8m0_scale(rule, h << 16, fs);
+  });
+  return table[r][fi].data();
 }
 
 /// Quantize one band of `nrows` rows (1 for 1x32 blocks, <= 32 for 32x32
 /// tiles) sharing one row of scale bytes. `amax` and `mul` are scratch of
-/// nb entries.
-template <class T>
+/// nb entries. Packed (E2M1) is a template parameter so every store has a
+/// constant size.
+template <bool Packed, class T>
 [[gnu::always_inline]] inline void band(const T* x, size_t nrows, size_t cols, const Elem& e, ScaleRule rule,
-                                        uint8_t* data, size_t row_bytes, uint8_t* scales, uint32_t* amax,
-                                        float* mul) {
+                                        const uint8_t* table, uint8_t* data, size_t row_bytes, uint8_t* scales,
+                                        uint32_t* amax, float* mul) {
+  constexpr size_t OB = kOutBlock<Packed>;
   const size_t nb = (cols + kBlock - 1) / kBlock, full = cols / kBlock, tail = cols - full * kBlock;
+  const Enc enc = enc_of(e);
   T pad[kBlock];
   // Pass 1: amax per block (per column of blocks for tiles).
   std::fill(amax, amax + nb, 0u);
@@ -182,58 +200,58 @@ template <class T>
       amax[full] = std::max(amax[full], block_amax(pad));
     }
   }
-  // Scale bytes from the shared rule (scale_rule.hpp), and the exact
-  // multipliers 2^-s (note 1).
+  // Scale bytes from the shared rule (scale_rule.hpp), directly or through
+  // its BF16 table, and the exact multipliers 2^-s (note 1).
   for (size_t b = 0; b < nb; ++b) {
-    scales[b] = e8m0_scale(rule, amax[b], e.spec);
+    scales[b] = table ? table[amax[b] >> 16] : e8m0_scale(rule, amax[b], e.spec);
     mul[b] = pow2f(127 - int(scales[b]));
   }
-  // Pass 2: codes. Full blocks store fixed-size runs; the ragged last block
-  // goes through a zero-padded copy and stores only its own bytes.
-  uint8_t codes[kBlock];
-  const size_t out_block = e.packed ? kBlock / 2 : kBlock;
+  // Pass 2: codes; NaN-scale blocks keep zero codes (note 4). The ragged last
+  // block goes through a zero-padded copy and stores only its own bytes.
   for (size_t r = 0; r < nrows; ++r) {
     const T* row = x + r * cols;
     uint8_t* out = data + r * row_bytes;
-    for (size_t b = 0; b < nb; ++b) {
-      const bool is_full = b < full;
-      const T* src = row + b * kBlock;
-      if (!is_full) {
-        std::fill(pad, pad + kBlock, T(0));
-        std::copy(src, src + tail, pad);
-        src = pad;
-      }
-      uint8_t* dst = is_full ? out + b * out_block : codes;  // ragged: pack into codes, then copy
-      if (scales[b] == kE8M0Nan) {
-        std::memset(dst, 0, out_block);  // NaN scale: codes stay 0 (note 4)
-      } else if constexpr (std::is_same_v<T, uint16_t>) {
-        block_encode_bf16(src, enc_of(e, mul[b]), e.packed, dst);
-      } else if (e.packed) {
-        block_encode(src, enc_of(e, mul[b]), codes);
-        pack_e2m1(codes, dst);
-      } else {
-        block_encode(src, enc_of(e, mul[b]), dst);
-      }
-      if (!is_full) std::memcpy(out + b * out_block, codes, e.packed ? (tail + 1) / 2 : tail);
+    for (size_t b = 0; b < full; ++b) {
+      if (scales[b] == kE8M0Nan)
+        std::memset(out + b * OB, 0, OB);
+      else
+        block_encode<Packed>(row + b * kBlock, mul[b], enc, out + b * OB);
+    }
+    if (tail) {
+      uint8_t codes[OB] = {};
+      std::fill(pad, pad + kBlock, T(0));
+      std::copy(row + full * kBlock, row + cols, pad);
+      if (scales[full] != kE8M0Nan) block_encode<Packed>(pad, mul[full], enc, codes);
+      std::memcpy(out + full * OB, codes, Packed ? (tail + 1) / 2 : tail);
     }
   }
+}
+
+template <bool Packed, class T>
+[[gnu::always_inline]] inline void run_as(const T* x, size_t groups, size_t rows, size_t cols, const QuantSpec& spec,
+                                          uint8_t* data, uint8_t* scales) {
+  const Elem e = elem_of(spec.elem);
+  const size_t br = size_t(spec.block_rows);
+  const size_t nb = (cols + kBlock - 1) / kBlock, nbr = (rows + br - 1) / br;
+  const size_t row_bytes = Packed ? (cols + 1) / 2 : cols;
+  std::vector<uint32_t> amax(nb);
+  std::vector<float> mul(nb);
+  const uint8_t* table = std::is_same_v<T, uint16_t> ? bf16_scale_table(spec.rule, spec.elem) : nullptr;
+  for (size_t g = 0; g < groups; ++g)
+    for (size_t bi = 0; bi < nbr; ++bi) {
+      const size_t r0 = bi * br, nrows = std::min(br, rows - r0);
+      band<Packed>(x + (g * rows + r0) * cols, nrows, cols, e, spec.rule, table, data + (g * rows + r0) * row_bytes,
+                   row_bytes, scales + (g * nbr + bi) * nb, amax.data(), mul.data());
+    }
 }
 
 template <class T>
 [[gnu::always_inline]] inline void run(const T* x, size_t groups, size_t rows, size_t cols, const QuantSpec& spec,
                                        uint8_t* data, uint8_t* scales) {
-  const Elem e = elem_of(spec.elem);
-  const size_t br = size_t(spec.block_rows);
-  const size_t nb = (cols + kBlock - 1) / kBlock, nbr = (rows + br - 1) / br;
-  const size_t row_bytes = e.packed ? (cols + 1) / 2 : cols;
-  std::vector<uint32_t> amax(nb);
-  std::vector<float> mul(nb);
-  for (size_t g = 0; g < groups; ++g)
-    for (size_t bi = 0; bi < nbr; ++bi) {
-      const size_t r0 = bi * br, nrows = std::min(br, rows - r0);
-      band(x + (g * rows + r0) * cols, nrows, cols, e, spec.rule, data + (g * rows + r0) * row_bytes, row_bytes,
-           scales + (g * nbr + bi) * nb, amax.data(), mul.data());
-    }
+  if (spec.elem == Format::E2M1)
+    run_as<true>(x, groups, rows, cols, spec, data, scales);
+  else
+    run_as<false>(x, groups, rows, cols, spec, data, scales);
 }
 
 }  // namespace
