@@ -12,7 +12,8 @@
 // Cases:
 //   BM_memcpy                 peer
 //   BM_quantize/<recipe>      emu::quantize_bf16 (fast kernels, allocates the result)
-//   BM_quantize_raw/mxfp4     the kernel into preallocated buffers (no allocation)
+//   BM_quantize_raw/<recipe>  the kernel into preallocated buffers (no allocation,
+//                             no page faults: the like-for-like peer of memcpy)
 //   BM_quantize_reference     the reference quantizer (fast path off), for contrast
 //
 // Run: build-*/bench/bench_quantize --benchmark_min_time=0.5
@@ -153,6 +154,7 @@ BENCHMARK_CAPTURE(BM_quantize, mxfp4_2d, "mxfp4_2d")->MXSIM_SHAPES->Unit(benchma
 BENCHMARK_CAPTURE(BM_quantize, mxfp8, "mxfp8")->MXSIM_SHAPES->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_quantize, mxfp8_2d, "mxfp8_2d")->MXSIM_SHAPES->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_quantize_raw, mxfp4, "mxfp4")->MXSIM_SHAPES->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_quantize_raw, mxfp8, "mxfp8")->MXSIM_SHAPES->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_quantize_reference, mxfp4, "mxfp4")->Args({4096, 4096})->Unit(benchmark::kMillisecond)
     ->UseRealTime()->Iterations(1);
 
