@@ -9,7 +9,10 @@
 #include <sstream>
 
 #include "mxsim/backend.hpp"
+#include "mxsim/bits.hpp"
 #include "mxsim/emu/quantize.hpp"
+#include "mxsim/philox.hpp"
+#include "mxsim/rounding.hpp"
 #include "mxsim/sim/config.hpp"
 #include "mxsim/sim/model.hpp"
 #include "mxsim/sim/trainer.hpp"
@@ -256,4 +259,31 @@ TEST(SimTrain, ResumeIsBitExactAndThreadIndependent) {
   EXPECT_EQ(a.losses, t2.losses);
   for (size_t l = 0; l < a.final_masters.size(); ++l) EXPECT_EQ(a.final_masters[l], t2.final_masters[l]) << l;
   std::filesystem::remove(first.checkpoint_path);
+}
+
+TEST(SimBackend, FastPathsMatchReference) {
+  auto be = make_emu_backend();
+  // dequantize through the backend == the reference emu::dequantize3, bit for bit
+  Tensor3f x = Tensor3f::from_shape({2, 64, 96});
+  PhiloxStream rs{7, 9};
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float u = float(rs(i) >> 8) * (1.0f / 16777216.0f);
+    x.data()[i] = (u - 0.5f) * std::exp2(float(int(rs(i + 100000) % 40) - 20));
+  }
+  for (const char* name : {"mxfp4", "mxfp4_2d", "mxfp8", "mxfp8_2d", "fp8_tensor", "fp8_block", "fp8_block2d"})
+    for (Axis ax : {Axis::Cols, Axis::Rows}) {
+      const QuantizedTensor q = emu::quantize(x, tensor_recipe(name), ax);
+      const Tensor3f a = be->dequantize(q), b = emu::dequantize3(q);
+      for (size_t i = 0; i < a.size(); ++i)
+        ASSERT_EQ(f32_bits(a.data()[i]), f32_bits(b.data()[i])) << name << " element " << i;
+    }
+  // round_bf16 == decode(BF16, encode(BF16, RNE, IEEE overflow)) on random bit patterns
+  Tensor3f r = Tensor3f::from_shape({1, 1, 200000});
+  for (size_t i = 0; i < r.size(); ++i) r.data()[i] = f32_from_bits(rs(i + 7777777));
+  Tensor3f c = r;
+  be->round_bf16(c);
+  for (size_t i = 0; i < r.size(); ++i) {
+    const float want = decode(Format::BF16, encode_f32(Format::BF16, r.data()[i], RoundMode::RNE, Overflow::Ieee));
+    ASSERT_EQ(f32_bits(c.data()[i]), f32_bits(want)) << std::hex << f32_bits(r.data()[i]);
+  }
 }

@@ -25,8 +25,42 @@
 namespace mxsim {
 namespace {
 
+/// BF16 RNE with IEEE overflow: the same bits as
+/// decode(BF16, encode_f32(BF16, v, RNE, Ieee)) (NaN -> canonical quiet NaN).
 inline float bf16(float v) {
-  return decode(Format::BF16, encode_f32(Format::BF16, v, RoundMode::RNE, Overflow::Ieee));
+  uint32_t b = f32_bits(v);
+  if ((b & 0x7FFFFFFFu) > 0x7F800000u) return f32_from_bits((b & 0x80000000u) | 0x7FC00000u);
+  b = (b + 0x7FFFu + ((b >> 16) & 1u)) & 0xFFFF0000u;
+  return f32_from_bits(b);
+}
+
+/// Dequantize E8M0- and FP32-scaled tensors with a code table (values as the
+/// reference emu::dequantize3 defines them: code * 2^s exactly, or
+/// fl32(code * scale_inv)); other kinds go to the reference.
+Tensor3f fast_dequantize(const QuantizedTensor& q) {
+  if (q.spec.scale_kind == ScaleKind::UE4M3) return emu::dequantize3(q);
+  const FormatSpec& f = spec_of(q.spec.elem);
+  float lut[256];
+  const uint32_t ncode = f.bits >= 8 ? 256u : (1u << f.bits);
+  for (uint32_t c = 0; c < ncode; ++c) lut[c] = decode(f, c);
+  Tensor3f out = Tensor3f::from_shape({q.groups, q.rows, q.cols});
+  const size_t sr = q.srows(), sc = q.scols(), br = q.block_rows(), bc = q.block_cols();
+  const bool e8 = q.spec.scale_kind == ScaleKind::E8M0;
+  for (size_t g = 0; g < q.groups; ++g)
+    for (size_t r = 0; r < sr; ++r)
+      for (size_t c = 0; c < sc; ++c) {
+        const float v = lut[q.code(g, r, c)];
+        float x;
+        if (e8) {
+          const uint8_t sb = q.scale_bytes(g, r / br, c / bc);
+          x = sb == 0xFF ? NAN : v * pow2f(int(sb) - 127);
+        } else {
+          x = v * q.scale_inv(g, r / br, c / bc);
+        }
+        if (q.transposed) out(g, c, r) = x;
+        else out(g, r, c) = x;
+      }
+  return out;
 }
 
 /// C[I, J] (+)= A[I, P] . B[P, J], all row-major with leading dims; contraction
@@ -61,11 +95,11 @@ void gemm_nn(const float* A, size_t lda, const float* B, size_t ldb, float* C, s
 
 Tensor2f values2(const Tensor2f& x, const QuantizedTensor* q) {
   if (!q) return x;
-  Tensor3f d = emu::dequantize3(*q);
+  Tensor3f d = fast_dequantize(*q);
   Tensor2f r = xt::view(d, 0, xt::all(), xt::all());
   return r;
 }
-Tensor3f values3(const Tensor3f& w, const QuantizedTensor* q) { return q ? emu::dequantize3(*q) : w; }
+Tensor3f values3(const Tensor3f& w, const QuantizedTensor* q) { return q ? fast_dequantize(*q) : w; }
 
 void check_splits(std::span<const int64_t> ms, size_t M, const char* op) {
   int64_t s = 0;
@@ -85,7 +119,7 @@ class EmuBackend final : public Backend {
   QuantizedTensor quantize(const Tensor3f& x, const QuantSpec& spec, Axis axis) override {
     return emu::quantize(x, spec, axis);
   }
-  Tensor3f dequantize(const QuantizedTensor& q) override { return emu::dequantize3(q); }
+  Tensor3f dequantize(const QuantizedTensor& q) override { return fast_dequantize(q); }
   QStats quant_stats(const Tensor3f& x, const QuantizedTensor& q) override {
     const auto s = emu::quant_stats(x, q);
     QStats r;
@@ -157,13 +191,13 @@ class EmuBackend final : public Backend {
         // Hadamard-transformed when the spec says so: the transform cancels).
         Tensor2f A, B;
         if (!dyq.empty()) {
-          Tensor3f d = emu::dequantize3(dyq[g]);  // logical [m, N]
+          Tensor3f d = fast_dequantize(dyq[g]);  // logical [m, N]
           A = xt::transpose(xt::view(d, 0, xt::all(), xt::all()));
         } else {
           A = xt::transpose(xt::view(dy, xt::range(r0, r0 + m), xt::all()));
         }
         if (!xq.empty()) {
-          Tensor3f d = emu::dequantize3(xq[g]);
+          Tensor3f d = fast_dequantize(xq[g]);
           B = xt::view(d, 0, xt::all(), xt::all());
         } else {
           B = xt::view(x, xt::range(r0, r0 + m), xt::all());
