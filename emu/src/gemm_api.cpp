@@ -102,7 +102,13 @@ Panel make_panel(const Src& s, size_t g, bool contract_rows, size_t r0, size_t n
     if (along_scols) {
       for (size_t r = 0; r < R; ++r) {
         uint32_t* dst = p.code.data() + r * K;
-        for (size_t k = 0; k < K; ++k) dst[k] = at(off + r, k);
+        const uint8_t* src = base + (off + r) * rb;
+        if (e2m1) {
+          for (size_t k = 0; k + 1 < K; k += 2) dst[k] = src[k / 2] & 0xFu, dst[k + 1] = src[k / 2] >> 4;
+          if (K & 1) dst[K - 1] = src[K / 2] & 0xFu;
+        } else {
+          for (size_t k = 0; k < K; ++k) dst[k] = src[k];
+        }
       }
     } else {
       for (size_t k0 = 0; k0 < K; k0 += 64)

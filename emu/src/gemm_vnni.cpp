@@ -86,8 +86,6 @@ bool run_mx_exact_vnni(const Panel& A, const Panel& B, Out out, bool accumulate,
   const int sha = int_shift(A.elem), shb = int_shift(B.elem);
   const int offA = A.elem == Format::E2M1 ? 12 : 60;
   std::vector<uint8_t> au(I * Kp, uint8_t(offA));
-  std::vector<int8_t> bi(J * Kp, 0);  // B as int8, row-major (for the packer and the scalar fix-up)
-  std::vector<int8_t> ai(I * Kp, 0);
   std::vector<float> fa(I * KB), fb(NP * KB * 32, 0.0f);
   std::vector<int32_t> corr(NP * KB * 32, 0);
   std::vector<uint8_t> bad_i(I, 0), bad_j(J, 0);
@@ -102,7 +100,6 @@ bool run_mx_exact_vnni(const Panel& A, const Panel& B, Out out, bool accumulate,
   for (size_t i = 0; i < I; ++i) {
     for (size_t k = 0; k < K; ++k) {
       const int v = lut_a[A.code[i * K + k] & 0xFF];
-      ai[i * Kp + k] = int8_t(v);
       au[i * Kp + k] = uint8_t(v + offA);
     }
     for (size_t b = 0; b < KB; ++b) {
@@ -114,7 +111,7 @@ bool run_mx_exact_vnni(const Panel& A, const Panel& B, Out out, bool accumulate,
 #pragma omp parallel for schedule(static)
   for (size_t j = 0; j < J; ++j) {
     const size_t p = j / 32, jj = j % 32;
-    for (size_t k = 0; k < K; ++k) bi[j * Kp + k] = lut_b[B.code[j * K + k] & 0xFF];
+    const uint32_t* bc = B.code.data() + j * K;
     for (size_t b = 0; b < KB; ++b) {
       const uint8_t s = B.sbyte[j * KB + b];
       if (!safe(s)) bad_j[j] = 1;
@@ -122,7 +119,8 @@ bool run_mx_exact_vnni(const Panel& A, const Panel& B, Out out, bool accumulate,
       int32_t sum = 0;
       for (size_t q = 0; q < 8; ++q)
         for (size_t t = 0; t < 4; ++t) {
-          const int8_t v = bi[j * Kp + b * 32 + q * 4 + t];
+          const size_t k = b * 32 + q * 4 + t;
+          const int8_t v = k < K ? lut_b[bc[k] & 0xFF] : int8_t(0);
           sum += v;
           bp[(p * KB + b) * 1024 + q * 128 + jj * 4 + t] = v;
         }
@@ -167,7 +165,8 @@ bool run_mx_exact_vnni(const Panel& A, const Panel& B, Out out, bool accumulate,
         float acc = accumulate ? orig[i * J + j] : 0.0f;
         for (size_t b = 0; b < KB; ++b) {
           int32_t s = 0;
-          for (size_t k = b * 32; k < b * 32 + 32; ++k) s += int32_t(ai[i * Kp + k]) * bi[j * Kp + k];
+          for (size_t k = b * 32; k < b * 32 + 32; ++k) s += (int32_t(au[i * Kp + k]) - offA) *
+                                                                  bp[((j / 32) * KB + b) * 1024 + (k % 32) / 4 * 128 + (j % 32) * 4 + k % 4];
           acc = mx_add(acc, float(s), A.sbyte[i * KB + b], B.sbyte[j * KB + b], -sha - shb);
         }
         out.p[i * out.ld + j] = acc;
