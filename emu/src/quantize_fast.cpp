@@ -83,10 +83,6 @@ Elem elem_of(Format f) {
   return e;
 }
 
-// Input element -> FP32 bits. BF16 is the top half of FP32.
-[[gnu::always_inline]] inline uint32_t bits_of(uint16_t v) { return uint32_t(v) << 16; }
-[[gnu::always_inline]] inline uint32_t bits_of(float v) { return f32_bits(v); }
-
 /// max |x| over 32 elements, as FP32 bits (NaN/Inf compare above all finite).
 [[gnu::always_inline]] inline uint32_t block_amax(const float* x) {
   uint32_t m = 0;
