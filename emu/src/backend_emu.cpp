@@ -9,16 +9,18 @@
 // accumulator with one RNE. The output is rounded once to BF16 when asked.
 // Work is split over output rows with OpenMP; each element is computed by one
 // thread in a fixed order, so results do not depend on the thread count.
-// TODO(issue 3): route through emu::grouped_fprop/dgrad/wgrad once the
-// contract GEMM lands (same operand conventions; see grouped_gemm.hpp).
+// The model uses the contract GEMM of issue 3 instead (see grouped_fprop below);
+// this private GEMM runs only with MXSIM_SIM_OWN_GEMM=1, to compare speed.
 #include "mxsim/emu/backend_emu.hpp"
 
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <stdexcept>
 
+#include "mxsim/emu/grouped_gemm.hpp"
 #include "mxsim/emu/quantize.hpp"
 #include "mxsim/rounding.hpp"
 
@@ -139,8 +141,8 @@ class EmuBackend final : public Backend {
     for (auto& v : x) v = bf16(v);
   }
 
-  void grouped_fprop(const Tensor2f& x, const QuantizedTensor* xq, const Tensor3f& w, const QuantizedTensor* wq,
-                     std::span<const int64_t> ms, Tensor2f& y, GemmOut o) override {
+  void own_fprop(const Tensor2f& x, const QuantizedTensor* xq, const Tensor3f& w, const QuantizedTensor* wq,
+                 std::span<const int64_t> ms, Tensor2f& y, GemmOut o) {
     const size_t M = x.shape(0), K = x.shape(1), N = w.shape(1);
     if (w.shape(2) != K || w.shape(0) != ms.size()) throw std::invalid_argument("grouped_fprop: shape mismatch");
     check_splits(ms, M, "grouped_fprop");
@@ -157,8 +159,8 @@ class EmuBackend final : public Backend {
       r0 += m;
     }
   }
-  void grouped_dgrad(const Tensor2f& dy, const QuantizedTensor* dyq, const Tensor3f& w, const QuantizedTensor* wq,
-                     std::span<const int64_t> ms, Tensor2f& dx, GemmOut o) override {
+  void own_dgrad(const Tensor2f& dy, const QuantizedTensor* dyq, const Tensor3f& w, const QuantizedTensor* wq,
+                 std::span<const int64_t> ms, Tensor2f& dx, GemmOut o) {
     const size_t M = dy.shape(0), N = dy.shape(1), K = w.shape(2);
     if (w.shape(1) != N || w.shape(0) != ms.size()) throw std::invalid_argument("grouped_dgrad: shape mismatch");
     check_splits(ms, M, "grouped_dgrad");
@@ -172,9 +174,8 @@ class EmuBackend final : public Backend {
       r0 += m;
     }
   }
-  void grouped_wgrad(const Tensor2f& dy, std::span<const QuantizedTensor> dyq, const Tensor2f& x,
-                     std::span<const QuantizedTensor> xq, std::span<const int64_t> ms, Tensor3f& dw,
-                     GemmOut o) override {
+  void own_wgrad(const Tensor2f& dy, std::span<const QuantizedTensor> dyq, const Tensor2f& x,
+                 std::span<const QuantizedTensor> xq, std::span<const int64_t> ms, Tensor3f& dw, GemmOut o) {
     const size_t M = dy.shape(0), N = dy.shape(1), K = x.shape(1), G = ms.size();
     if (x.shape(0) != M) throw std::invalid_argument("grouped_wgrad: dy and x rows differ");
     check_splits(ms, M, "grouped_wgrad");
@@ -207,8 +208,8 @@ class EmuBackend final : public Backend {
       r0 += m;
     }
   }
-  std::vector<QuantizedTensor> quantize_grouped_colwise(const Tensor2f& x, std::span<const int64_t> ms,
-                                                        const QuantSpec& spec) override {
+  std::vector<QuantizedTensor> own_quantize_grouped_colwise(const Tensor2f& x, std::span<const int64_t> ms,
+                                                            const QuantSpec& spec) {
     check_splits(ms, x.shape(0), "quantize_grouped_colwise");
     std::vector<QuantizedTensor> out;
     size_t r0 = 0;
@@ -226,6 +227,42 @@ class EmuBackend final : public Backend {
       r0 += size_t(m);
     }
     return out;
+  }
+
+  // The model's GEMMs: the contract GEMM of issue 3 (grouped_gemm.hpp). The
+  // private blocked GEMM above (own_*) runs only with MXSIM_SIM_OWN_GEMM=1,
+  // kept to compare speed.
+  static emu::GemmOptions opts(GemmOut o) { return {o.out, o.accumulate, emu::GemmImpl::Fast}; }
+  bool own_gemm_ = [] {
+    const char* e = std::getenv("MXSIM_SIM_OWN_GEMM");
+    return e && *e == '1';
+  }();
+  void grouped_fprop(const Tensor2f& x, const QuantizedTensor* xq, const Tensor3f& w, const QuantizedTensor* wq,
+                     std::span<const int64_t> ms, Tensor2f& y, GemmOut o) override {
+    if (own_gemm_) return own_fprop(x, xq, w, wq, ms, y, o);
+    if (xq && wq) emu::grouped_fprop(*xq, *wq, ms, y, opts(o));
+    else if (!xq && !wq) emu::grouped_fprop(x, emu::bf16_spec(), w, emu::bf16_spec(), ms, y, opts(o));
+    else throw std::invalid_argument("grouped_fprop: both operands quantized or both BF16");
+  }
+  void grouped_dgrad(const Tensor2f& dy, const QuantizedTensor* dyq, const Tensor3f& w, const QuantizedTensor* wq,
+                     std::span<const int64_t> ms, Tensor2f& dx, GemmOut o) override {
+    if (own_gemm_) return own_dgrad(dy, dyq, w, wq, ms, dx, o);
+    if (dyq && wq) emu::grouped_dgrad(*dyq, *wq, ms, dx, opts(o));
+    else if (!dyq && !wq) emu::grouped_dgrad(dy, emu::bf16_spec(), w, emu::bf16_spec(), ms, dx, opts(o));
+    else throw std::invalid_argument("grouped_dgrad: both operands quantized or both BF16");
+  }
+  void grouped_wgrad(const Tensor2f& dy, std::span<const QuantizedTensor> dyq, const Tensor2f& x,
+                     std::span<const QuantizedTensor> xq, std::span<const int64_t> ms, Tensor3f& dw,
+                     GemmOut o) override {
+    if (own_gemm_) return own_wgrad(dy, dyq, x, xq, ms, dw, o);
+    if (!dyq.empty() && !xq.empty()) emu::grouped_wgrad(dyq, xq, ms, dw, opts(o));
+    else if (dyq.empty() && xq.empty()) emu::grouped_wgrad(dy, emu::bf16_spec(), x, emu::bf16_spec(), ms, dw, opts(o));
+    else throw std::invalid_argument("grouped_wgrad: both operands quantized or both BF16");
+  }
+  std::vector<QuantizedTensor> quantize_grouped_colwise(const Tensor2f& x, std::span<const int64_t> ms,
+                                                        const QuantSpec& spec) override {
+    if (own_gemm_) return own_quantize_grouped_colwise(x, ms, spec);
+    return emu::quantize_grouped_colwise(x, ms, spec);
   }
 
   Tensor2f softmax_rows(const Tensor2f& l) override {
