@@ -8,6 +8,10 @@
 #include <fstream>
 #include <sstream>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "mxsim/backend.hpp"
 #include "mxsim/bits.hpp"
 #include "mxsim/emu/quantize.hpp"
@@ -286,4 +290,52 @@ TEST(SimBackend, FastPathsMatchReference) {
     const float want = decode(Format::BF16, encode_f32(Format::BF16, r.data()[i], RoundMode::RNE, Overflow::Ieee));
     ASSERT_EQ(f32_bits(c.data()[i]), f32_bits(want)) << std::hex << f32_bits(r.data()[i]);
   }
+}
+
+// A run killed with SIGKILL mid-run leaves a trace that opens (SWMR read) and is
+// complete up to its last finished step.
+TEST(SimTrain, KilledRunLeavesReadableTrace) {
+  const Config c = tiny({"run.max_steps=100000", "run.epochs=1000"});
+  const std::string path = tmp("killed.h5");
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    auto be = make_emu_backend();
+    TrainOptions o;
+    o.trace_path = path;
+    o.evaluate = false;
+    try {
+      train(c, *be, o);
+    } catch (...) {
+    }
+    ::_exit(0);
+  }
+  uint64_t seen = 0;
+  for (int i = 0; i < 600 && seen < 4; ++i) {
+    ::usleep(100000);
+    if (!std::filesystem::exists(path)) continue;
+    try {
+      trace::Reader rd(path);
+      seen = rd.steps_completed();
+    } catch (const std::exception&) {
+    }
+  }
+  ::kill(pid, SIGKILL);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  ASSERT_TRUE(WIFSIGNALED(st));
+  ASSERT_GE(seen, 4u);
+  trace::Reader rd(path);
+  const uint64_t k = rd.steps_completed();
+  EXPECT_GE(k, seen);
+  const auto loss = rd.read_series<double>("/train/loss");
+  const auto step = rd.read_series<int64_t>("/train/step");
+  ASSERT_EQ(loss.size(), k);
+  ASSERT_EQ(step.size(), k);
+  for (uint64_t i = 0; i < k; ++i) {
+    EXPECT_TRUE(std::isfinite(loss[i]));
+    EXPECT_EQ(step[i], int64_t(i + 1));
+  }
+  EXPECT_EQ(rd.read_series<double>("/layers/fc1/main_grad_norm").size(), k * 4);
+  std::filesystem::remove(path);
 }
