@@ -7,12 +7,15 @@
 // threads. Rare cases (NaN/Inf elements, scales outside a safe range) take the
 // exact path of gemm_exact.hpp.
 #include <bit>
+#include <cstdlib>
+#include <string_view>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "gemm_exact.hpp"
 #include "gemm_internal.hpp"
+#include "gemm_fused_avx512.hpp"
 #include "gemm_vnni.hpp"
 #include "mxsim/emu/grouped_gemm.hpp"
 
@@ -132,47 +135,73 @@ void run_mx_exact_portable(const Panel& A, const Panel& B, Out out, bool accumul
     }
 }
 
-void run_fast(Kind kind, const Panel& A, const Panel& B, Out out, bool accumulate, Format out_fmt) {
+namespace {
+
+/// One output element of an F class (mx-f13, fp8-chunk128, bf16-f25) by the
+/// scalar path: double products, int64 sums, exact code for specials.
+void scalar_element(Kind kind, const Panel& A, const Panel& B, const Decoded& da, const Decoded& db, size_t i, size_t j,
+                    Out out, bool accumulate, Format out_fmt) {
   const size_t K = A.K;
+  float& o = out.p[i * out.ld + j];
+  float acc = accumulate ? o : 0.0f;
+  const bool sp = da.row_sp[i] | db.row_sp[j];
+  auto group = [&](size_t k0, size_t k1, float c, int F, bool e8) {
+    if (sp && any_sp(da, i * K + k0, db, j * K + k0, k1 - k0)) return fused_exact(A, i, B, j, k0, k1, c, F, e8);
+    if (!std::isfinite(c)) return fused_exact(A, i, B, j, k0, k1, c, F, e8);
+    return fused_fast(da, i * K + k0, db, j * K + k0, k1 - k0, c, F, e8);
+  };
+  switch (kind) {
+    case Kind::MxF13:
+      for (size_t b = 0; b * 32 < K; ++b) {
+        const float blk = group(b * 32, std::min(K, b * 32 + 32), 0.0f, 13, true);
+        acc = mx_add(acc, blk, A.sbyte[i * A.kb() + b], B.sbyte[j * B.kb() + b], 0);
+      }
+      break;
+    case Kind::Fp8Chunk:
+      for (size_t c = 0; c * 128 < K; ++c) {
+        float chunk = 0.0f;
+        for (size_t q = c * 128; q < std::min(K, c * 128 + 128); q += 32) chunk = group(q, std::min(K, q + 32), chunk, 13, true);
+        const float s = A.sinv[i * A.kc() + c] * B.sinv[j * B.kc() + c];
+        acc = std::fmaf(chunk, s, acc);
+      }
+      break;
+    case Kind::Bf16:
+      for (size_t q = 0; q < K; q += 16) acc = group(q, std::min(K, q + 16), acc, 25, false);
+      break;
+    case Kind::MxExact: break;
+  }
+  finish(o, acc, out_fmt);
+}
+
+/// MXSIM_GEMM_ISA=portable forces the portable paths (tests compare both).
+bool simd_allowed() {
+  const char* e = std::getenv("MXSIM_GEMM_ISA");
+  return !(e && std::string_view(e) == "portable");
+}
+
+}  // namespace
+
+void run_fast(Kind kind, const Panel& A, const Panel& B, Out out, bool accumulate, Format out_fmt) {
+  const bool simd = simd_allowed();
   if (kind == Kind::MxExact) {
-    if (vnni_available() && run_mx_exact_vnni(A, B, out, accumulate, out_fmt)) return;
+    if (simd && vnni_available() && run_mx_exact_vnni(A, B, out, accumulate, out_fmt)) return;
     run_mx_exact_portable(A, B, out, accumulate, out_fmt);
+    return;
+  }
+  if (simd && fused_avx512_available()) {
+    std::vector<std::pair<uint32_t, uint32_t>> bad;
+    run_fused_avx512(kind, A, B, out, accumulate, out_fmt, bad);
+    if (bad.empty()) return;
+    const Decoded da = decode_panel(A), db = decode_panel(B);
+#pragma omp parallel for schedule(dynamic, 64)
+    for (size_t n = 0; n < bad.size(); ++n)
+      scalar_element(kind, A, B, da, db, bad[n].first, bad[n].second, out, accumulate, out_fmt);
     return;
   }
   const Decoded da = decode_panel(A), db = decode_panel(B);
 #pragma omp parallel for schedule(static)
   for (size_t i = 0; i < A.R; ++i)
-    for (size_t j = 0; j < B.R; ++j) {
-      float& o = out.p[i * out.ld + j];
-      float acc = accumulate ? o : 0.0f;
-      const bool sp = da.row_sp[i] | db.row_sp[j];
-      auto group = [&](size_t k0, size_t k1, float c, int F, bool e8) {
-        if (sp && any_sp(da, i * K + k0, db, j * K + k0, k1 - k0)) return fused_exact(A, i, B, j, k0, k1, c, F, e8);
-        if (!std::isfinite(c)) return fused_exact(A, i, B, j, k0, k1, c, F, e8);
-        return fused_fast(da, i * K + k0, db, j * K + k0, k1 - k0, c, F, e8);
-      };
-      switch (kind) {
-        case Kind::MxF13:
-          for (size_t b = 0; b * 32 < K; ++b) {
-            const float blk = group(b * 32, std::min(K, b * 32 + 32), 0.0f, 13, true);
-            acc = mx_add(acc, blk, A.sbyte[i * A.kb() + b], B.sbyte[j * B.kb() + b], 0);
-          }
-          break;
-        case Kind::Fp8Chunk:
-          for (size_t c = 0; c * 128 < K; ++c) {
-            float chunk = 0.0f;
-            for (size_t q = c * 128; q < std::min(K, c * 128 + 128); q += 32) chunk = group(q, std::min(K, q + 32), chunk, 13, true);
-            const float s = A.sinv[i * A.kc() + c] * B.sinv[j * B.kc() + c];
-            acc = std::fmaf(chunk, s, acc);
-          }
-          break;
-        case Kind::Bf16:
-          for (size_t q = 0; q < K; q += 16) acc = group(q, std::min(K, q + 16), acc, 25, false);
-          break;
-        case Kind::MxExact: break;
-      }
-      finish(o, acc, out_fmt);
-    }
+    for (size_t j = 0; j < B.R; ++j) scalar_element(kind, A, B, da, db, i, j, out, accumulate, out_fmt);
 }
 
 }  // namespace mxsim::emu::gemm

@@ -1,0 +1,365 @@
+// AVX-512 kernels for the truncated fused groups (docs/numerics.md §5.2
+// classes 2-4: mx-f13, fp8-chunk128, bf16-f25; the group itself: §5.3).
+//
+// One zmm lane is one output element (i, j); 16 consecutive columns j share a
+// vector, MR rows i share each B load. Every lane walks K in the contract's
+// order, so results do not depend on the tiling or the thread count.
+//
+// Per group (L = 32 for F = 13, L = 16 for F = 25) and lane:
+//  - products a_k * b_k of two FP8/FP6/FP4 or two BF16 values are exact in
+//    FP32 whenever e(a) + e(b) lies in [-126, 125] (significands of at most
+//    8 bits each); that is checked per (row, column) pair from each row's
+//    range of element exponents, and pairs outside it are "bad" lanes;
+//  - E = max(-126, e(C), max_k e(a_k) + e(b_k)) with zero elements carrying a
+//    sentinel exponent so a zero product never wins;
+//  - each term (and C) truncated toward zero to a multiple of 2^(E-F) is
+//    exactly cvtt(term * 2^(F-E)) (the power-of-two multiply is exact for
+//    every term that can reach 1; smaller ones truncate to 0 anyway);
+//  - the int32 sum S is exact (F = 13: |S| < 33 * 2^15; F = 25: two partial
+//    sums, each < 2^31, with an overflow test on their total);
+//  - RZ(S * 2^(E-F)) to FP32 is cvt_roundepi32_ps(S, RZ) times 2^(E-F) while
+//    the result is normal (E - F >= -126 and E <= 119 checked per lane), and
+//    RZ to e8m13 masks the 10 low fraction bits of that (nested RZ).
+// Lanes that fail any check (NaN/Inf elements, a non-finite BF16 accumulator,
+// exponent ranges, a possible subnormal result, an unsafe E8M0 scale) are not
+// stored; the caller recomputes them with the scalar path.
+#include "gemm_fused_avx512.hpp"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "mxsim/bits.hpp"
+#include "mxsim/format.hpp"
+
+namespace mxsim::emu::gemm {
+
+bool fused_avx512_available() {
+  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+  return ok;
+}
+
+namespace {
+
+constexpr int kZeroExp = -1000;  // sentinel exponent of a zero element
+
+struct ElemLut {
+  float v[256];
+  int32_t e[256];
+  uint8_t sp[256];
+};
+
+ElemLut make_lut(Format f) {
+  ElemLut l{};
+  const FormatSpec fs = spec_of(f);
+  const uint32_t ncode = 1u << fs.bits;
+  for (uint32_t c = 0; c < 256; ++c) {
+    const float x = c < ncode ? decode(fs, c) : 0.0f;
+    const bool fin = std::isfinite(x);
+    l.sp[c] = !fin;
+    l.v[c] = fin ? x : 0.0f;
+    l.e[c] = (!fin || x == 0.0f) ? kZeroExp : std::ilogb(x);
+  }
+  return l;
+}
+
+/// Decoded element: value, exponent (sentinel for zero), special flag.
+struct Dec {
+  const ElemLut* lut = nullptr;  // FP8/FP6/FP4; null for BF16
+  inline void operator()(uint32_t code, float& v, int32_t& e, bool& sp) const {
+    if (lut) {
+      v = lut->v[code & 0xFF];
+      e = lut->e[code & 0xFF];
+      sp = lut->sp[code & 0xFF];
+      return;
+    }
+    const uint32_t b = code << 16;
+    const uint32_t ef = (b >> 23) & 0xFF;
+    if (ef == 0xFF) { v = 0.0f; e = kZeroExp; sp = true; return; }
+    sp = false;
+    v = std::bit_cast<float>(b);
+    if (ef) e = int32_t(ef) - 127;
+    else e = (b & 0x7FFFFF) ? std::ilogb(v) : kZeroExp;
+  }
+};
+
+struct RowInfo {
+  int32_t lo = 1000, hi = -1000;  // exponent range of non-zero finite elements
+  int32_t sp = 0;                 // any NaN/Inf element (or, MX, an unsafe scale)
+};
+
+bool safe_e8m0(uint8_t s) { return s != 0xFF && int(s) >= 127 - 50 && int(s) <= 127 + 50; }
+
+// ---------------------------------------------------------------- kernel
+
+struct Packed {
+  size_t Kp = 0, KB = 0, KC = 0, NP = 0;
+  // A: [I][Kp]; B: [NP][Kp][16]
+  std::vector<float> av, bv;
+  std::vector<int32_t> ae, be;
+  std::vector<RowInfo> ai;
+  std::vector<int32_t> blo, bhi, bsp;  // [NP][16]
+  std::vector<float> as, bs;           // MX: 2^(s-127) [I][KB], [NP][KB][16]; chunk: sinv [I][KC], [NP][KC][16]
+};
+
+template <int L, int F, bool E8M13, int MR>
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"), always_inline)) inline void fused_group(
+    const float* a, const int32_t* ae, size_t lda, const float* b, const int32_t* be, const __m512* C, bool c_zero,
+    __m512* R, __mmask16* bad) {
+  const __m512i vF = _mm512_set1_epi32(F);
+  __m512i Em[MR];
+  for (int r = 0; r < MR; ++r) {
+    if (c_zero) Em[r] = _mm512_set1_epi32(kZeroExp);
+    else {
+      // floor(log2|C|) (subnormals normalized); C = 0 gives -inf -> INT_MIN.
+      const __m512 g = _mm512_getexp_ps(C[r]);
+      Em[r] = _mm512_cvt_roundps_epi32(g, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+      const __mmask16 z = _mm512_cmp_ps_mask(C[r], _mm512_setzero_ps(), _CMP_EQ_OQ);
+      Em[r] = _mm512_mask_mov_epi32(Em[r], z, _mm512_set1_epi32(kZeroExp));
+    }
+  }
+#pragma GCC unroll 16
+  for (int k = 0; k < L; ++k) {
+    const __m512i eb = _mm512_loadu_si512(be + k * 16);
+    for (int r = 0; r < MR; ++r) Em[r] = _mm512_max_epi32(Em[r], _mm512_add_epi32(eb, _mm512_set1_epi32(ae[r * lda + k])));
+  }
+  __m512 f[MR], u[MR];
+  __m512i S[MR], S2[MR];
+  for (int r = 0; r < MR; ++r) {
+    const __mmask16 nz = _mm512_cmpgt_epi32_mask(Em[r], _mm512_set1_epi32(-500));
+    const __m512i E = _mm512_max_epi32(Em[r], _mm512_set1_epi32(-126));
+    bad[r] |= _mm512_mask_cmplt_epi32_mask(nz, E, _mm512_set1_epi32(F - 126)) |
+              _mm512_cmpgt_epi32_mask(E, _mm512_set1_epi32(119));
+    const __m512i sh = _mm512_min_epi32(_mm512_max_epi32(_mm512_sub_epi32(vF, E), _mm512_set1_epi32(-126)),
+                                        _mm512_set1_epi32(127));
+    const __m512i ush = _mm512_min_epi32(_mm512_max_epi32(_mm512_sub_epi32(E, vF), _mm512_set1_epi32(-126)),
+                                         _mm512_set1_epi32(127));
+    f[r] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(sh, _mm512_set1_epi32(127)), 23));
+    u[r] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(ush, _mm512_set1_epi32(127)), 23));
+    S[r] = c_zero ? _mm512_setzero_si512() : _mm512_cvttps_epi32(_mm512_mul_ps(C[r], f[r]));
+    S2[r] = _mm512_setzero_si512();
+  }
+#pragma GCC unroll 16
+  for (int k = 0; k < L; ++k) {
+    const __m512 pb = _mm512_loadu_ps(b + k * 16);
+    for (int r = 0; r < MR; ++r) {
+      const __m512 t = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(a[r * lda + k]), pb), f[r]);
+      if (F > 13 && k >= L / 2) S2[r] = _mm512_add_epi32(S2[r], _mm512_cvttps_epi32(t));
+      else S[r] = _mm512_add_epi32(S[r], _mm512_cvttps_epi32(t));
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    __m512i s = S[r];
+    if (F > 13) {
+      s = _mm512_add_epi32(S[r], S2[r]);
+      // signed overflow: both addends' signs differ from the sum's
+      const __m512i ov = _mm512_and_si512(_mm512_xor_si512(S[r], s), _mm512_xor_si512(S2[r], s));
+      bad[r] |= _mm512_movepi32_mask(ov);
+    }
+    __m512 v = _mm512_cvt_roundepi32_ps(s, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    if (E8M13) v = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(int32_t(0xFFFFFC00u))));
+    R[r] = _mm512_mul_ps(v, u[r]);
+  }
+}
+
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) inline __m512 finish_vec(__m512 v, bool bf16) {
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  if (bf16) {
+    const __m512i b = _mm512_castps_si512(v);
+    const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1));
+    const __m512i r = _mm512_add_epi32(_mm512_add_epi32(b, _mm512_set1_epi32(0x7FFF)), lsb);
+    v = _mm512_castsi512_ps(_mm512_and_si512(r, _mm512_set1_epi32(int32_t(0xFFFF0000u))));
+  }
+  return _mm512_mask_mov_ps(v, nan, _mm512_castsi512_ps(_mm512_set1_epi32(int32_t(0x7FC00000u))));
+}
+
+template <Kind KIND, int MR>
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void tile(const Packed& P, size_t i0, size_t p, Out out,
+                                                                        size_t ncols, bool accumulate, bool bf16_out,
+                                                                        std::vector<std::pair<uint32_t, uint32_t>>& badv) {
+  const size_t Kp = P.Kp;
+  const __mmask16 cm = ncols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << ncols) - 1);
+  const float* a = P.av.data() + i0 * Kp;
+  const int32_t* ae = P.ae.data() + i0 * Kp;
+  const float* b = P.bv.data() + p * Kp * 16;
+  const int32_t* be = P.be.data() + p * Kp * 16;
+  float* o = out.p + i0 * out.ld + p * 16;
+  __m512 acc[MR];
+  __mmask16 bad[MR];
+  const __m512i blo = _mm512_loadu_si512(P.blo.data() + p * 16), bhi = _mm512_loadu_si512(P.bhi.data() + p * 16);
+  const __mmask16 bsp = _mm512_test_epi32_mask(_mm512_loadu_si512(P.bsp.data() + p * 16), _mm512_set1_epi32(-1));
+  for (int r = 0; r < MR; ++r) {
+    const RowInfo& ri = P.ai[i0 + r];
+    acc[r] = accumulate ? _mm512_maskz_loadu_ps(cm, o + r * out.ld) : _mm512_setzero_ps();
+    bad[r] = bsp | (ri.sp ? __mmask16(0xFFFF) : __mmask16(0)) |
+             _mm512_cmplt_epi32_mask(_mm512_add_epi32(blo, _mm512_set1_epi32(ri.lo)), _mm512_set1_epi32(-126)) |
+             _mm512_cmpgt_epi32_mask(_mm512_add_epi32(bhi, _mm512_set1_epi32(ri.hi)), _mm512_set1_epi32(125));
+    if (KIND == Kind::Bf16)  // the accumulator is C of every group: must be finite
+      bad[r] |= _mm512_cmp_ps_mask(_mm512_sub_ps(acc[r], acc[r]), _mm512_setzero_ps(), _CMP_NEQ_UQ);
+  }
+  if constexpr (KIND == Kind::Bf16) {
+    for (size_t k = 0; k < Kp; k += 16) {
+      __m512 R[MR];
+      fused_group<16, 25, false, MR>(a + k, ae + k, Kp, b + k * 16, be + k * 16, acc, false, R, bad);
+      for (int r = 0; r < MR; ++r) acc[r] = R[r];
+    }
+  } else if constexpr (KIND == Kind::MxF13) {
+    const size_t KB = P.KB;
+    const float* as = P.as.data() + i0 * KB;
+    const float* bs = P.bs.data() + p * KB * 16;
+    for (size_t kb = 0; kb < KB; ++kb) {
+      __m512 R[MR];
+      fused_group<32, 13, true, MR>(a + kb * 32, ae + kb * 32, Kp, b + kb * 512, be + kb * 512, nullptr, true, R, bad);
+      const __m512 fb = _mm512_loadu_ps(bs + kb * 16);
+      for (int r = 0; r < MR; ++r)  // D * 2^(sb) exact (safe scales), one RNE in the FMA
+        acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(R[r], fb), _mm512_set1_ps(as[r * KB + kb]), acc[r]);
+    }
+  } else {
+    const size_t KC = P.KC;
+    const float* as = P.as.data() + i0 * KC;
+    const float* bs = P.bs.data() + p * KC * 16;
+    for (size_t c = 0; c < KC; ++c) {
+      __m512 ch[MR];
+      for (int r = 0; r < MR; ++r) ch[r] = _mm512_setzero_ps();
+      const size_t q1 = std::min(Kp, c * 128 + 128);
+      for (size_t q = c * 128; q < q1; q += 32) {
+        __m512 R[MR];
+        fused_group<32, 13, true, MR>(a + q, ae + q, Kp, b + q * 16, be + q * 16, ch, q == c * 128, R, bad);
+        for (int r = 0; r < MR; ++r) ch[r] = R[r];
+      }
+      const __m512 sb = _mm512_loadu_ps(bs + c * 16);
+      for (int r = 0; r < MR; ++r) acc[r] = _mm512_fmadd_ps(ch[r], _mm512_mul_ps(_mm512_set1_ps(as[r * KC + c]), sb), acc[r]);
+    }
+  }
+  for (int r = 0; r < MR; ++r) {
+    const __mmask16 good = __mmask16(cm & ~bad[r]);
+    _mm512_mask_storeu_ps(o + r * out.ld, good, finish_vec(acc[r], bf16_out));
+    const __mmask16 b2 = __mmask16(cm & bad[r]);
+    if (b2)
+      for (size_t c = 0; c < ncols; ++c)
+        if ((b2 >> c) & 1) badv.emplace_back(uint32_t(i0 + r), uint32_t(p * 16 + c));
+  }
+}
+
+}  // namespace
+
+void run_fused_avx512(Kind kind, const Panel& A, const Panel& B, Out out, bool accumulate, Format out_fmt,
+                      std::vector<std::pair<uint32_t, uint32_t>>& bad) {
+  const size_t I = A.R, J = B.R, K = A.K;
+  Packed P;
+  const size_t L = kind == Kind::Bf16 ? 16 : 32;
+  P.Kp = (K + L - 1) / L * L;
+  P.KB = A.kb();
+  P.KC = A.kc();
+  P.NP = (J + 15) / 16;
+  const size_t Kp = P.Kp, NP = P.NP;
+  ElemLut la{}, lb{};
+  Dec da, db;
+  if (kind != Kind::Bf16) {
+    la = make_lut(A.elem);
+    lb = make_lut(B.elem);
+    da.lut = &la;
+    db.lut = &lb;
+  }
+  P.av.assign(I * Kp, 0.0f);
+  P.ae.assign(I * Kp, kZeroExp);
+  P.ai.assign(I, RowInfo{});
+  P.bv.assign(NP * Kp * 16, 0.0f);
+  P.be.assign(NP * Kp * 16, kZeroExp);
+  P.blo.assign(NP * 16, 1000);
+  P.bhi.assign(NP * 16, -1000);
+  P.bsp.assign(NP * 16, 0);
+  const bool mx = kind == Kind::MxF13, ch = kind == Kind::Fp8Chunk;
+  if (mx) {
+    P.as.assign(I * P.KB, 0.0f);
+    P.bs.assign(NP * P.KB * 16, 0.0f);
+  } else if (ch) {
+    P.as.assign(I * P.KC, 0.0f);
+    P.bs.assign(NP * P.KC * 16, 0.0f);
+  }
+#pragma omp parallel
+  {
+#pragma omp for schedule(static) nowait
+    for (size_t i = 0; i < I; ++i) {
+      RowInfo ri;
+      const uint32_t* c = A.code.data() + i * K;
+      float* v = P.av.data() + i * Kp;
+      int32_t* e = P.ae.data() + i * Kp;
+      for (size_t k = 0; k < K; ++k) {
+        bool sp;
+        da(c[k], v[k], e[k], sp);
+        ri.sp |= sp;
+        if (e[k] != kZeroExp) ri.lo = std::min(ri.lo, e[k]), ri.hi = std::max(ri.hi, e[k]);
+      }
+      if (mx)
+        for (size_t kb = 0; kb < P.KB; ++kb) {
+          const uint8_t s = A.sbyte[i * P.KB + kb];
+          if (!safe_e8m0(s)) ri.sp = 1;
+          P.as[i * P.KB + kb] = safe_e8m0(s) ? std::ldexp(1.0f, int(s) - 127) : 0.0f;
+        }
+      if (ch)
+        for (size_t c2 = 0; c2 < P.KC; ++c2) P.as[i * P.KC + c2] = A.sinv[i * P.KC + c2];
+      P.ai[i] = ri;
+    }
+#pragma omp for schedule(static)
+    for (size_t j = 0; j < J; ++j) {
+      const size_t p = j / 16, jj = j % 16;
+      RowInfo ri;
+      const uint32_t* c = B.code.data() + j * K;
+      float* v = P.bv.data() + p * Kp * 16 + jj;
+      int32_t* e = P.be.data() + p * Kp * 16 + jj;
+      for (size_t k = 0; k < K; ++k) {
+        bool sp;
+        db(c[k], v[k * 16], e[k * 16], sp);
+        ri.sp |= sp;
+        if (e[k * 16] != kZeroExp) ri.lo = std::min(ri.lo, e[k * 16]), ri.hi = std::max(ri.hi, e[k * 16]);
+      }
+      if (mx)
+        for (size_t kb = 0; kb < P.KB; ++kb) {
+          const uint8_t s = B.sbyte[j * P.KB + kb];
+          if (!safe_e8m0(s)) ri.sp = 1;
+          P.bs[(p * P.KB + kb) * 16 + jj] = safe_e8m0(s) ? std::ldexp(1.0f, int(s) - 127) : 0.0f;
+        }
+      if (ch)
+        for (size_t c2 = 0; c2 < P.KC; ++c2) P.bs[(p * P.KC + c2) * 16 + jj] = B.sinv[j * P.KC + c2];
+      P.blo[j] = ri.lo;
+      P.bhi[j] = ri.hi;
+      P.bsp[j] = ri.sp;
+    }
+  }
+  constexpr size_t MR = 4;
+  const size_t nIt = (I + MR - 1) / MR;
+  const long ntask = long(NP * nIt);
+  const bool bf = out_fmt == Format::BF16;
+#pragma omp parallel
+  {
+    std::vector<std::pair<uint32_t, uint32_t>> mine;
+#pragma omp for schedule(static) nowait
+    for (long t = 0; t < ntask; ++t) {
+      const size_t p = size_t(t) / nIt, it = size_t(t) % nIt;
+      const size_t i0 = it * MR, nr = std::min(MR, I - i0);
+      const size_t ncols = std::min<size_t>(16, J - p * 16);
+      auto run1 = [&](auto kc) {
+        constexpr Kind KK = decltype(kc)::value;
+        if (nr == MR) tile<KK, 4>(P, i0, p, out, ncols, accumulate, bf, mine);
+        else
+          for (size_t r = 0; r < nr; ++r) tile<KK, 1>(P, i0 + r, p, out, ncols, accumulate, bf, mine);
+      };
+      switch (kind) {
+        case Kind::Bf16: run1(std::integral_constant<Kind, Kind::Bf16>{}); break;
+        case Kind::MxF13: run1(std::integral_constant<Kind, Kind::MxF13>{}); break;
+        case Kind::Fp8Chunk: run1(std::integral_constant<Kind, Kind::Fp8Chunk>{}); break;
+        case Kind::MxExact: break;
+      }
+    }
+#pragma omp critical(mxsim_gemm_fused_bad)
+    bad.insert(bad.end(), mine.begin(), mine.end());
+  }
+}
+
+}  // namespace mxsim::emu::gemm
