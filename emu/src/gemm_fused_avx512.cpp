@@ -101,7 +101,8 @@ struct Packed {
   size_t Kp = 0, KB = 0, KC = 0, NP = 0;
   // A: [I][Kp]; B: [NP][Kp][16]
   std::vector<float> av, bv;
-  std::vector<int32_t> ae, be;
+  std::vector<int32_t> ae;  // [I][Kp/2] int16 pairs (k even low, k odd high)
+  std::vector<int16_t> be;  // [NP][Kp/2][16][2]
   std::vector<RowInfo> ai;
   std::vector<int32_t> blo, bhi, bsp;  // [NP][16]
   std::vector<float> as, bs;           // MX: 2^(s-127) [I][KB], [NP][KB][16]; chunk: sinv [I][KC], [NP][KC][16]
@@ -109,24 +110,26 @@ struct Packed {
 
 template <int L, int F, bool E8M13, int MR>
 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"), always_inline)) inline void fused_group(
-    const float* a, const int32_t* ae, size_t lda, const float* b, const int32_t* be, const __m512* C, bool c_zero,
+    const float* a, const int32_t* ae, size_t lda, const float* b, const int16_t* be, const __m512* C, bool c_zero,
     __m512* R, __mmask16* bad) {
   const __m512i vF = _mm512_set1_epi32(F);
+  // Pass 1 in int16 pairs: lane 2j holds k even, 2j+1 k odd (exponent sums fit int16).
+  __m512i Eh[MR];
+  for (int r = 0; r < MR; ++r) Eh[r] = _mm512_set1_epi16(int16_t(kZeroExp));
+#pragma GCC unroll 16
+  for (int q = 0; q < L / 2; ++q) {
+    const __m512i eb = _mm512_loadu_si512(be + q * 32);
+    for (int r = 0; r < MR; ++r) Eh[r] = _mm512_max_epi16(Eh[r], _mm512_add_epi16(eb, _mm512_set1_epi32(ae[r * (lda / 2) + q])));
+  }
   __m512i Em[MR];
   for (int r = 0; r < MR; ++r) {
-    if (c_zero) Em[r] = _mm512_set1_epi32(kZeroExp);
-    else {
+    Em[r] = _mm512_max_epi32(_mm512_srai_epi32(Eh[r], 16), _mm512_srai_epi32(_mm512_slli_epi32(Eh[r], 16), 16));
+    if (!c_zero) {
       // floor(log2|C|) (subnormals normalized); C = 0 gives -inf -> INT_MIN.
       const __m512 g = _mm512_getexp_ps(C[r]);
-      Em[r] = _mm512_cvt_roundps_epi32(g, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-      const __mmask16 z = _mm512_cmp_ps_mask(C[r], _mm512_setzero_ps(), _CMP_EQ_OQ);
-      Em[r] = _mm512_mask_mov_epi32(Em[r], z, _mm512_set1_epi32(kZeroExp));
+      const __mmask16 nz = _mm512_cmp_ps_mask(C[r], _mm512_setzero_ps(), _CMP_NEQ_UQ);
+      Em[r] = _mm512_mask_max_epi32(Em[r], nz, Em[r], _mm512_cvt_roundps_epi32(g, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
     }
-  }
-#pragma GCC unroll 16
-  for (int k = 0; k < L; ++k) {
-    const __m512i eb = _mm512_loadu_si512(be + k * 16);
-    for (int r = 0; r < MR; ++r) Em[r] = _mm512_max_epi32(Em[r], _mm512_add_epi32(eb, _mm512_set1_epi32(ae[r * lda + k])));
   }
   __m512 f[MR], u[MR];
   __m512i S[MR], S2[MR];
@@ -185,9 +188,9 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void tile(const Pa
   const size_t Kp = P.Kp;
   const __mmask16 cm = ncols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << ncols) - 1);
   const float* a = P.av.data() + i0 * Kp;
-  const int32_t* ae = P.ae.data() + i0 * Kp;
+  const int32_t* ae = P.ae.data() + i0 * (Kp / 2);
   const float* b = P.bv.data() + p * Kp * 16;
-  const int32_t* be = P.be.data() + p * Kp * 16;
+  const int16_t* be = P.be.data() + p * Kp * 16;
   float* o = out.p + i0 * out.ld + p * 16;
   __m512 acc[MR];
   __mmask16 bad[MR];
@@ -205,7 +208,7 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void tile(const Pa
   if constexpr (KIND == Kind::Bf16) {
     for (size_t k = 0; k < Kp; k += 16) {
       __m512 R[MR];
-      fused_group<16, 25, false, MR>(a + k, ae + k, Kp, b + k * 16, be + k * 16, acc, false, R, bad);
+      fused_group<16, 25, false, MR>(a + k, ae + k / 2, Kp, b + k * 16, be + k * 16, acc, false, R, bad);
       for (int r = 0; r < MR; ++r) acc[r] = R[r];
     }
   } else if constexpr (KIND == Kind::MxF13) {
@@ -214,7 +217,7 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void tile(const Pa
     const float* bs = P.bs.data() + p * KB * 16;
     for (size_t kb = 0; kb < KB; ++kb) {
       __m512 R[MR];
-      fused_group<32, 13, true, MR>(a + kb * 32, ae + kb * 32, Kp, b + kb * 512, be + kb * 512, nullptr, true, R, bad);
+      fused_group<32, 13, true, MR>(a + kb * 32, ae + kb * 16, Kp, b + kb * 512, be + kb * 512, nullptr, true, R, bad);
       const __m512 fb = _mm512_loadu_ps(bs + kb * 16);
       for (int r = 0; r < MR; ++r)  // D * 2^(sb) exact (safe scales), one RNE in the FMA
         acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(R[r], fb), _mm512_set1_ps(as[r * KB + kb]), acc[r]);
@@ -229,7 +232,7 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void tile(const Pa
       const size_t q1 = std::min(Kp, c * 128 + 128);
       for (size_t q = c * 128; q < q1; q += 32) {
         __m512 R[MR];
-        fused_group<32, 13, true, MR>(a + q, ae + q, Kp, b + q * 16, be + q * 16, ch, q == c * 128, R, bad);
+        fused_group<32, 13, true, MR>(a + q, ae + q / 2, Kp, b + q * 16, be + q * 16, ch, q == c * 128, R, bad);
         for (int r = 0; r < MR; ++r) ch[r] = R[r];
       }
       const __m512 sb = _mm512_loadu_ps(bs + c * 16);
@@ -267,10 +270,10 @@ void run_fused_avx512(Kind kind, const Panel& A, const Panel& B, Out out, bool a
     db.lut = &lb;
   }
   P.av.assign(I * Kp, 0.0f);
-  P.ae.assign(I * Kp, kZeroExp);
+  P.ae.assign(I * Kp / 2, int32_t((uint32_t(uint16_t(kZeroExp)) << 16) | uint16_t(kZeroExp)));
   P.ai.assign(I, RowInfo{});
   P.bv.assign(NP * Kp * 16, 0.0f);
-  P.be.assign(NP * Kp * 16, kZeroExp);
+  P.be.assign(NP * Kp * 16, int16_t(kZeroExp));
   P.blo.assign(NP * 16, 1000);
   P.bhi.assign(NP * 16, -1000);
   P.bsp.assign(NP * 16, 0);
@@ -289,12 +292,14 @@ void run_fused_avx512(Kind kind, const Panel& A, const Panel& B, Out out, bool a
       RowInfo ri;
       const uint32_t* c = A.code.data() + i * K;
       float* v = P.av.data() + i * Kp;
-      int32_t* e = P.ae.data() + i * Kp;
+      int16_t* e16 = reinterpret_cast<int16_t*>(P.ae.data() + i * Kp / 2);
       for (size_t k = 0; k < K; ++k) {
         bool sp;
-        da(c[k], v[k], e[k], sp);
+        int32_t e;
+        da(c[k], v[k], e, sp);
+        e16[k] = int16_t(e);
         ri.sp |= sp;
-        if (e[k] != kZeroExp) ri.lo = std::min(ri.lo, e[k]), ri.hi = std::max(ri.hi, e[k]);
+        if (e != kZeroExp) ri.lo = std::min(ri.lo, e), ri.hi = std::max(ri.hi, e);
       }
       if (mx)
         for (size_t kb = 0; kb < P.KB; ++kb) {
@@ -312,12 +317,14 @@ void run_fused_avx512(Kind kind, const Panel& A, const Panel& B, Out out, bool a
       RowInfo ri;
       const uint32_t* c = B.code.data() + j * K;
       float* v = P.bv.data() + p * Kp * 16 + jj;
-      int32_t* e = P.be.data() + p * Kp * 16 + jj;
+      int16_t* e16 = P.be.data() + p * Kp * 16 + jj * 2;
       for (size_t k = 0; k < K; ++k) {
         bool sp;
-        db(c[k], v[k * 16], e[k * 16], sp);
+        int32_t e;
+        db(c[k], v[k * 16], e, sp);
+        e16[(k / 2) * 32 + (k & 1)] = int16_t(e);
         ri.sp |= sp;
-        if (e[k * 16] != kZeroExp) ri.lo = std::min(ri.lo, e[k * 16]), ri.hi = std::max(ri.hi, e[k * 16]);
+        if (e != kZeroExp) ri.lo = std::min(ri.lo, e), ri.hi = std::max(ri.hi, e);
       }
       if (mx)
         for (size_t kb = 0; kb < P.KB; ++kb) {
