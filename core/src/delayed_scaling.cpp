@@ -49,7 +49,9 @@ void DelayedScaling::update() {
     float s = fp8_max_ / amax;
     s = std::ldexp(s, -margin_);  // exact division by 2^margin (one rounding if subnormal)
     if (std::isinf(s)) s = FLT_MAX;
-    if (s > 0.0f) scale_ = s;  // a scale that underflows to 0 would lose the tensor: keep the old one
+    // A scale that underflows to 0, or whose reciprocal scale_inv overflows to
+    // +Inf (s < ~2^-128), would lose the tensor: keep the old one.
+    if (s > 0.0f && std::isfinite(1.0f / s)) scale_ = s;
   }
   // roll: slot i <- slot i+1, last <- old slot 0; then slot 0 = 0
   const float first = hist_[0];

@@ -5,6 +5,7 @@
 #include <cfloat>
 #include <climits>
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 
@@ -32,6 +33,14 @@ void validate(const QuantSpec& s, size_t srows, size_t scols) {
     throw std::invalid_argument("quantize: a fixed (delayed) scale needs FP32 per-tensor scaling");
   if (s.fixed_scale != 0 && !(std::isfinite(s.fixed_scale) && s.fixed_scale > 0))
     throw std::invalid_argument("quantize: fixed scale must be finite and > 0, got " + std::to_string(s.fixed_scale));
+  // scale_inv = fl32(1 / scale) must be finite, or every element dequantizes
+  // to Inf or NaN (0 * Inf): a fixed scale below ~2^-128 is unusable.
+  if (s.fixed_scale != 0 && !std::isfinite(1.0f / s.fixed_scale)) {
+    char b[64];
+    std::snprintf(b, sizeof b, "%a", double(s.fixed_scale));
+    throw std::invalid_argument(std::string("quantize: fixed scale ") + b +
+                                " is too small: its reciprocal scale_inv overflows FP32 (need scale >= 2^-128)");
+  }
   if (s.hadamard16 && (scols % 16) != 0)
     throw std::invalid_argument("quantize: the 16-point Hadamard transform needs the blocked extent (" +
                                 std::to_string(scols) + ") to be a multiple of 16");
@@ -302,7 +311,7 @@ std::vector<BlockStat> block_stats(const Tensor3f& x_in, const QuantizedTensor& 
             const float xv = x(g, lr, lc), dv = d(g, lr, lc);
             // NaN propagates into the block amax (as the quantizer's bit-wise max does)
             if (std::isnan(xv) || (!std::isnan(s.amax) && std::fabs(xv) > s.amax)) s.amax = std::fabs(xv);
-            if (std::isfinite(xv) && std::isfinite(dv)) {
+            if (std::isfinite(xv) && !std::isnan(dv)) {  // as quant_stats: an overflowed d counts
               const double e = double(xv) - double(dv);
               s.sq_err += e * e;
             }
@@ -331,7 +340,9 @@ QuantStats quant_stats(const Tensor3f& x_in, const QuantizedTensor& q) {
         if (std::isfinite(xv) && xv != 0.0f && dv == 0.0f) ++s.underflow;
         const size_t sr = q.transposed ? c : r, sc = q.transposed ? r : c;
         if (std::isfinite(xv) && std::fabs(xv) > block_max(q, g, sr / br, sc / bc, elem_max)) ++s.saturated;
-        if (std::isfinite(xv) && std::isfinite(dv)) {
+        // A finite source whose dequantized value overflowed to +-Inf (numerics
+        // §2.4) counts with an infinite error: dropping it would hide it.
+        if (std::isfinite(xv) && !std::isnan(dv)) {
           const double e = double(xv) - double(dv);
           se += e * e;
           sx += double(xv) * double(xv);
@@ -339,10 +350,14 @@ QuantStats quant_stats(const Tensor3f& x_in, const QuantizedTensor& q) {
           ++n;
         }
       }
-  if (n) {
-    s.mse = se / double(n);
-    s.signal_power = sx / double(n);
+  if (n == 0) {
+    // No pair to compare (all NaN, a NaN-scaled per-tensor FP8 / NVFP4
+    // tensor, or an empty tensor): undefined, not "exact".
+    s.mse = s.max_abs_err = s.signal_power = s.sqnr_db = NAN;
+    return s;
   }
+  s.mse = se / double(n);
+  s.signal_power = sx / double(n);
   s.sqnr_db = se == 0 ? INFINITY : 10.0 * std::log10(sx / se);
   return s;
 }

@@ -55,10 +55,13 @@ struct QuantStats {
   size_t nan_out = 0;         ///< NaN after dequantization
   size_t underflow = 0;       ///< finite non-zero sources that dequantize to 0
   size_t saturated = 0;       ///< finite sources beyond their block's largest representable magnitude
-  double mse = 0;             ///< mean squared error over elements finite on both sides
+  /// The next four are taken over the elements with x finite and d not NaN (a
+  /// finite x whose d overflowed to +-Inf counts, with an infinite error); when
+  /// there are none (all NaN, a NaN-scaled per-tensor tensor, empty) all four are NaN.
+  double mse = 0;             ///< mean squared error
   double max_abs_err = 0;     ///< same elements
   double signal_power = 0;    ///< mean x^2 over those elements
-  double sqnr_db = 0;         ///< 10 log10(signal / noise); +inf when exact
+  double sqnr_db = 0;         ///< 10 log10(signal / noise); +inf when exact, -inf when d overflowed
 };
 QuantStats quant_stats(const Tensor3f& x, const QuantizedTensor& q);
 QuantStats quant_stats(const Tensor2f& x, const QuantizedTensor& q);
@@ -68,7 +71,7 @@ QuantStats quant_stats(const Tensor2f& x, const QuantizedTensor& q);
 struct BlockStat {
   float amax = 0;       ///< source amax of the block (NaN if it holds a NaN)
   int scale_exp = 0;    ///< E8M0: s; FP32/UE4M3: floor(log2 scale_inv); INT32_MIN for NaN
-  double sq_err = 0;    ///< sum of squared errors
+  double sq_err = 0;    ///< sum of squared errors (same elements as QuantStats::mse)
   uint32_t saturated = 0;
   uint32_t underflow = 0;
 };
