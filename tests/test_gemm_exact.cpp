@@ -7,12 +7,16 @@
 
 #include <bit>
 #include <boost/multiprecision/cpp_int.hpp>
+#include <cstdlib>
 #include <cmath>
 #include <random>
 #include <vector>
 
 #include "mxsim/emu/grouped_gemm.hpp"
 #include "mxsim/emu/quantize.hpp"
+// Internal kernel entry points, to check that each path is actually taken.
+#include "../emu/src/gemm_fused_avx512.hpp"
+#include "../emu/src/gemm_internal.hpp"
 
 using namespace mxsim;
 using namespace mxsim::emu;
@@ -310,4 +314,214 @@ TEST(GemmExact, BadInputThrows) {
   const Tensor2f k0 = keep;
   EXPECT_THROW(grouped_fprop(x, m, w, m, bad_sum, keep, opt(GemmImpl::Fast, true, Format::FP32)), std::invalid_argument);
   EXPECT_EQ(count_bit_diffs(keep, k0), 0u);
+}
+
+// ------------------------------------------------------------------------
+// Kernel paths of the fast implementation (docs/numerics.md §5.6): the AVX-512
+// fused-group kernels, their per-lane fallbacks (exponent ranges, subnormal or
+// huge group results, int32 overflow of a BF16 group sum, NaN/Inf elements and
+// accumulators, unsafe E8M0 scales), and the portable paths forced through
+// MXSIM_GEMM_ISA=portable, each compared bit for bit with the reference.
+namespace {
+
+struct IsaGuard {
+  explicit IsaGuard(const char* v) { if (v) setenv("MXSIM_GEMM_ISA", v, 1); else unsetenv("MXSIM_GEMM_ISA"); }
+  ~IsaGuard() { unsetenv("MXSIM_GEMM_ISA"); }
+};
+
+// BF16 values at the edges of what the AVX-512 kernel can prove exact.
+float edge_value(std::mt19937& g) {
+  static const float kEdges[] = {0.0f, -0.0f, 1.9921875f, -1.9921875f, 0x1p-60f, -0x1p-70f, 0x1p-100f,
+                                 0x1p-130f /* BF16 subnormal */, 0x1p60f, -0x1p63f, 0x1.fep126f, 3e38f,
+                                 INFINITY, -INFINITY, NAN, 1.0f, 0x1p-126f};
+  return kEdges[g() % (sizeof(kEdges) / sizeof(kEdges[0]))];
+}
+
+Tensor2f edgy2(std::mt19937& g, size_t r, size_t c, int pct) {
+  Tensor2f t = rand2(g, r, c, 4);
+  for (auto& v : t)
+    if (int(g() % 100) < pct) v = edge_value(g);
+  return t;
+}
+
+}  // namespace
+
+TEST(GemmKernels, Bf16EdgesAllPathsEqualReference) {
+  std::mt19937 g(4242);
+  size_t cases = 0;
+  for (int trial = 0; trial < 12; ++trial) {
+    const int pct = trial % 3 == 0 ? 0 : (trial % 3 == 1 ? 2 : 15);
+    std::vector<int64_t> ms = {int64_t(g() % 23), 0, int64_t(1 + g() % 37)};
+    const size_t M = size_t(sum(ms)), N = 1 + g() % 40, K = 1 + g() % 70;
+    const Tensor2f x = edgy2(g, M, K, pct), dy = edgy2(g, M, N, pct);
+    Tensor3f w = Tensor3f::from_shape({3, N, K});
+    const Tensor2f wf = edgy2(g, 3 * N, K, pct);
+    std::copy(wf.begin(), wf.end(), w.begin());
+    for (int form = 0; form < 3; ++form)
+      for (int acc = 0; acc < 2; ++acc)
+        for (Format of : {Format::FP32, Format::BF16}) {
+          SCOPED_TRACE("trial " + std::to_string(trial) + " form " + std::to_string(form) + " acc " + std::to_string(acc));
+          auto go = [&](GemmImpl impl, const char* isa, int threads, auto& o) {
+            IsaGuard guard(isa);
+            omp_set_num_threads(threads);
+            const GemmOptions op = opt(impl, acc, of);
+            if (form == 0) grouped_fprop(x, bf16_spec(), w, bf16_spec(), ms, o, op);
+            else if (form == 1) grouped_dgrad(dy, bf16_spec(), w, bf16_spec(), ms, o, op);
+          };
+          if (form < 2) {
+            const Tensor2f init = edgy2(g, M, form == 0 ? N : K, pct);
+            Tensor2f r = init, a1 = init, a3 = init, p2 = init;
+            go(GemmImpl::Reference, nullptr, 1, r);
+            go(GemmImpl::Fast, nullptr, 1, a1);
+            go(GemmImpl::Fast, nullptr, 3, a3);
+            go(GemmImpl::Fast, "portable", 2, p2);
+            EXPECT_EQ(count_bit_diffs(r, a1), 0u);
+            EXPECT_EQ(count_bit_diffs(r, a3), 0u);
+            EXPECT_EQ(count_bit_diffs(r, p2), 0u);
+          } else {
+            const Tensor2f xw = edgy2(g, M, K, pct);
+            Tensor3f init = Tensor3f::from_shape({3, N, K});
+            const Tensor2f i2 = edgy2(g, 3 * N, K, pct);
+            std::copy(i2.begin(), i2.end(), init.begin());
+            Tensor3f r = init, a2 = init, p1 = init;
+            omp_set_num_threads(1);
+            grouped_wgrad(dy, bf16_spec(), xw, bf16_spec(), ms, r, opt(GemmImpl::Reference, acc, of));
+            omp_set_num_threads(2);
+            grouped_wgrad(dy, bf16_spec(), xw, bf16_spec(), ms, a2, opt(GemmImpl::Fast, acc, of));
+            {
+              IsaGuard guard("portable");
+              grouped_wgrad(dy, bf16_spec(), xw, bf16_spec(), ms, p1, opt(GemmImpl::Fast, acc, of));
+            }
+            EXPECT_EQ(count_bit_diffs(r, a2), 0u);
+            EXPECT_EQ(count_bit_diffs(r, p1), 0u);
+          }
+          ++cases;
+        }
+  }
+  omp_set_num_threads(2);
+  EXPECT_EQ(cases, 12u * 12u);
+}
+
+// FP8 classes (mx-f13, fp8-chunk128) with NaN/Inf elements, extreme E8M0 scale
+// bytes and non-finite / tiny / huge FP32 scale_inv, AVX-512 and portable paths.
+TEST(GemmKernels, Fp8SpecialsAllPathsEqualReference) {
+  std::mt19937 g(909);
+  const Pair pairs[] = {{"mxfp8", "mxfp8"}, {"mxfp8", "mxfp4_2d"}, {"mxfp6_e3m2", "mxfp8_e5m2"}, {"mxfp4", "mxfp8_e5m2"},
+                        {"fp8_tensor", "fp8_tensor"}, {"fp8_row", "fp8_row"}, {"fp8_block", "fp8_block2d"}};
+  for (const Pair& p : pairs) {
+    const bool blk = std::string(p.a) == "fp8_block";
+    for (int trial = 0; trial < 4; ++trial) {
+      std::vector<int64_t> ms = {int64_t(g() % 20), 0, int64_t(1 + g() % 30)};
+      const size_t M = size_t(sum(ms)), N = blk ? 128 + g() % 40 : 1 + g() % 50, K = blk ? 128 + g() % 200 : 1 + g() % 150;
+      Tensor2f x = rand2(g, M, K, trial * 8);
+      const Tensor3f w = rand3(g, 3, N, K, trial * 8);
+      QuantizedTensor qx = quantize(x, spec(p.a), Axis::Cols), qw = quantize(w, spec(p.w), Axis::Cols);
+      if (trial >= 2) {
+        poke(qx, g);
+        poke(qw, g);
+        const float fs[] = {NAN, INFINITY, 0.0f, 0x1p-140f, 0x1p100f, -2.0f};
+        for (QuantizedTensor* q : {&qx, &qw})
+          if (q->spec.scale_kind == ScaleKind::FP32 && q->scale_inv.size())
+            q->scale_inv.data()[g() % q->scale_inv.size()] = fs[g() % 6];
+      }
+      for (int acc = 0; acc < 2; ++acc) {
+        const Tensor2f init = edgy2(g, M, N, trial == 3 ? 10 : 0);
+        Tensor2f r = init, a1 = init, a3 = init, pt = init;
+        omp_set_num_threads(1);
+        grouped_fprop(qx, qw, ms, r, opt(GemmImpl::Reference, acc, Format::FP32));
+        grouped_fprop(qx, qw, ms, a1, opt(GemmImpl::Fast, acc, Format::FP32));
+        omp_set_num_threads(3);
+        grouped_fprop(qx, qw, ms, a3, opt(GemmImpl::Fast, acc, Format::FP32));
+        {
+          IsaGuard guard("portable");
+          grouped_fprop(qx, qw, ms, pt, opt(GemmImpl::Fast, acc, Format::BF16));
+          Tensor2f rb = init;
+          grouped_fprop(qx, qw, ms, rb, opt(GemmImpl::Reference, acc, Format::BF16));
+          EXPECT_EQ(count_bit_diffs(rb, pt), 0u) << p.a << " x " << p.w << " portable";
+        }
+        EXPECT_EQ(count_bit_diffs(r, a1), 0u) << p.a << " x " << p.w;
+        EXPECT_EQ(count_bit_diffs(r, a3), 0u) << p.a << " x " << p.w;
+      }
+    }
+  }
+  omp_set_num_threads(2);
+}
+
+// The AVX-512 kernel takes the vector path for ordinary data and hands back
+// exactly the lanes it cannot prove exact; checked through the internal entry.
+TEST(GemmKernels, Avx512FusedFallbackLanes) {
+  if (!gemm::fused_avx512_available()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  using gemm::Kind;
+  auto bf16_panel = [](size_t R, size_t K, auto val) {
+    gemm::Panel p;
+    p.elem = Format::BF16;
+    p.R = R;
+    p.K = K;
+    p.code.resize(R * K);
+    for (size_t r = 0; r < R; ++r)
+      for (size_t k = 0; k < K; ++k) p.code[r * K + k] = std::bit_cast<uint32_t>(round_bf16(val(r, k))) >> 16;
+    return p;
+  };
+  const size_t K = 16;
+  // Row 0 x col 0: 16 products 1.9921875^2 with C = 1.5 -> the group's int32 sum
+  // 65 * 2^25 overflows (overflow fallback). Row 1 (2^-110) with cols 0 and 2:
+  // E = -110 < 25 - 126, the scaled sum could land below the normal range.
+  // Row 3 (2^60) with col 1 (2^62): E = 122 > 119. Everything else: vector path.
+  auto av = [](size_t r, size_t) { return r == 0 ? 1.9921875f : r == 1 ? 0x1p-110f : r == 3 ? 0x1p60f : 0.75f; };
+  auto bv = [](size_t j, size_t) { return j == 0 ? 1.9921875f : j == 1 ? 0x1p62f : 1.25f; };
+  const gemm::Panel A = bf16_panel(4, K, av), B = bf16_panel(3, K, bv);
+  std::vector<float> o(4 * 3, 0.0f);
+  for (size_t j = 0; j < 3; ++j) o[j] = 1.5f;  // row 0's accumulator
+  std::vector<float> r = o;
+  const std::vector<float> o0 = o;
+  std::vector<std::pair<uint32_t, uint32_t>> bad;
+  gemm::run_fused_avx512(Kind::Bf16, A, B, {o.data(), 3}, true, Format::FP32, bad);
+  std::sort(bad.begin(), bad.end());
+  const std::vector<std::pair<uint32_t, uint32_t>> want = {{0, 0}, {1, 0}, {1, 2}, {3, 1}};
+  EXPECT_EQ(bad, want);
+  // Lanes not handed back are written and equal the reference; handed-back ones are untouched.
+  gemm::run_reference(Kind::Bf16, A, B, {r.data(), 3}, true, Format::FP32);
+  for (size_t i = 0; i < 4; ++i)
+    for (size_t j = 0; j < 3; ++j) {
+      const bool is_bad = std::find(want.begin(), want.end(), std::make_pair(uint32_t(i), uint32_t(j))) != want.end();
+      if (is_bad) EXPECT_EQ(o[i * 3 + j], o0[i * 3 + j]) << i << "," << j;
+      else EXPECT_EQ(std::bit_cast<uint32_t>(o[i * 3 + j]), std::bit_cast<uint32_t>(r[i * 3 + j])) << i << "," << j;
+    }
+  // Through the public API every lane equals the reference (fallbacks included).
+  Tensor2f x = Tensor2f::from_shape({4, K}), y = Tensor2f::from_shape({4, 3});
+  Tensor3f w = Tensor3f::from_shape({1, 3, K});
+  for (size_t i = 0; i < 4; ++i)
+    for (size_t k = 0; k < K; ++k) x(i, k) = av(i, k);
+  for (size_t j = 0; j < 3; ++j)
+    for (size_t k = 0; k < K; ++k) w(0, j, k) = bv(j, k);
+  std::copy(o0.begin(), o0.end(), y.begin());
+  Tensor2f yr = y;
+  const int64_t ms[] = {4};
+  grouped_fprop(x, bf16_spec(), w, bf16_spec(), ms, y, opt(GemmImpl::Fast, true, Format::FP32));
+  grouped_fprop(x, bf16_spec(), w, bf16_spec(), ms, yr, opt(GemmImpl::Reference, true, Format::FP32));
+  EXPECT_EQ(count_bit_diffs(y, yr), 0u);
+}
+
+// round_bf16 (bit trick) equals the format table's RNE encoder on every FP32
+// bit pattern with a stride, plus the boundary patterns.
+TEST(GemmKernels, RoundBf16MatchesEncoder) {
+  auto ref = [](uint32_t b) {
+    const float v = std::bit_cast<float>(b);
+    if (v != v) return 0x7FC00000u;
+    return encode(spec_of(Format::BF16), b, 0, RoundMode::RNE, Overflow::Ieee) << 16;
+  };
+  size_t n = 0;
+  auto check = [&](uint32_t b) {
+    ++n;
+    ASSERT_EQ(std::bit_cast<uint32_t>(round_bf16(std::bit_cast<float>(b))), ref(b)) << std::hex << b;
+  };
+  for (uint64_t b = 0; b <= 0xFFFFFFFFull; b += 9973) check(uint32_t(b));
+  for (uint32_t base : {0x00000000u, 0x3F800000u, 0x7F7F0000u, 0x7F800000u, 0x00010000u})
+    for (uint32_t d = 0; d < 0x20000; d += 0x3FFF) {
+      check(base + d);
+      check((base + d) | 0x80000000u);
+      check(base + 0x8000u);
+      check(base + 0x7FFFu);
+    }
+  EXPECT_GT(n, 400000u);
 }
