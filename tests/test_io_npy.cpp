@@ -184,6 +184,16 @@ TEST(IoNpy, ErrorsNameTheFileAndTheProblem) {
       {"extra.npy", npy_v1("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'x': 1}", std::string(4, '\0')),
        "unexpected key 'x'"},
       {"notdict.npy", npy_v1("[1, 2]", ""), "malformed .npy header"},
+      // A repeated key: Python's dict literal keeps the last one silently.
+      {"dupdescr.npy", npy_v1("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'descr': '<f2', }", std::string(8, '\0')),
+       "key 'descr' appears twice"},
+      {"dupshape.npy", npy_v1("{'descr': '<f4', 'shape': (1,), 'fortran_order': False, 'shape': (2,), }", std::string(8, '\0')),
+       "key 'shape' appears twice"},
+      // 2^62 elements of 4 bytes: the element count fits size_t, the byte count does not.
+      {"huge.npy", npy_v1("{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904,), }", ""), "is too large"},
+      {"huge2.npy", npy_v1("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", ""), "is too large"},
+      {"hugedim.npy", npy_v1("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999999,), }", ""),
+       "shape dimension too large"},
   };
   for (const auto& c : cases) {
     const auto f = d.put(c.file, c.bytes);

@@ -142,12 +142,30 @@ TEST(IoSafetensors, ErrorsNameTheFileAndTheProblem) {
       {"tail.safetensors", st_file(one(R"({"dtype":"U8","shape":[2],"data_offsets":[0,2]})"), f4), {"belong to no tensor"}},
       {"meta.safetensors", st_file(R"({"__metadata__":{"a":1}})", ""), {"__metadata__", "not a string"}},
       {"meta2.safetensors", st_file(R"({"__metadata__":[]})", ""), {"__metadata__ is not an object"}},
+      // The same tensor twice (same bytes): nlohmann would keep the last silently.
+      {"dup.safetensors",
+       st_file(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", f4),
+       {"key 't' twice"}},
+      {"dupfield.safetensors", st_file(one(R"({"dtype":"F32","dtype":"U8","shape":[1],"data_offsets":[0,4]})"), f4),
+       {"key 'dtype' twice"}},
+      {"dupmeta.safetensors", st_file(R"({"__metadata__":{"a":"1","a":"2"}})", ""), {"key 'a' twice"}},
+      {"dupmetakey.safetensors", st_file(R"({"__metadata__":{},"__metadata__":{}})", ""), {"key '__metadata__' twice"}},
+      // 2^62 F32 elements: the count fits size_t, the byte count does not (the
+      // message must not print a wrapped-around byte count).
+      {"huge.safetensors", st_file(one(R"({"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,4]})"), f4),
+       {"tensor 't'", "[4611686018427387904] F32 is too large"}},
+      {"huge2.safetensors", st_file(one(R"({"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,4]})"), f4),
+       {"tensor 't'", "is too large"}},
+      {"hdr63.safetensors", std::string("\x00\x00\x00\x00\x00\x00\x00\x80", 8) + "{}", {"exceeds the 100 MB limit"}},
+      {"bigoff.safetensors", st_file(one(R"({"dtype":"U8","shape":[4],"data_offsets":[18446744073709551611,18446744073709551615]})"), f4),
+       {"tensor 't'", "past the end"}},
   };
   for (const auto& c : cases) {
     const auto f = d.put(c.file, c.bytes);
     const std::string e = error_of(f);
     EXPECT_NE(e.find(f.string()), std::string::npos) << c.file << ": " << e;
     for (const auto& p : c.problem) EXPECT_NE(e.find(p), std::string::npos) << c.file << ": " << e;
+    EXPECT_EQ(e.find("needs 0 bytes"), std::string::npos) << c.file << ": " << e;
   }
 }
 

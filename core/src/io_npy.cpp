@@ -2,6 +2,7 @@
 // that every malformed file gets an error naming the file and the problem
 // (xtensor's xnpy reports "invalid header" without a file name and has no
 // bfloat16).
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <optional>
@@ -124,9 +125,13 @@ RawTensor parse_npy(std::span<const uint8_t> b, const std::string& label) {
   std::optional<bool> fortran;
   std::optional<std::vector<size_t>> shape;
   p.expect('{');
+  std::vector<std::string> seen;
   for (;;) {
     if (p.eat('}')) break;
     const std::string key = p.str();
+    // Python's dict literal would keep the last value silently: ambiguous.
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) p.fail("key '" + key + "' appears twice");
+    seen.push_back(key);
     p.expect(':');
     if (key == "descr") {
       p.ws();

@@ -46,11 +46,24 @@ SafetensorsFile parse_safetensors(std::span<const uint8_t> b, const std::string&
                   std::to_string(b.size()) + "-byte file (truncated or not a safetensors file)");
   const std::string_view text(reinterpret_cast<const char*>(b.data()) + 8, size_t(n));
   nlohmann::json j;
+  // nlohmann keeps the last of duplicate object keys silently; a header that
+  // names a tensor (or a field) twice is ambiguous, so it is rejected.
+  std::vector<std::set<std::string>> keys;  // one set per open object
+  std::string dup;
+  const nlohmann::json::parser_callback_t cb = [&](int, nlohmann::json::parse_event_t ev, nlohmann::json& v) {
+    using E = nlohmann::json::parse_event_t;
+    if (ev == E::object_start) keys.emplace_back();
+    else if (ev == E::object_end) keys.pop_back();
+    else if (ev == E::key && !keys.empty() && !keys.back().insert(v.get<std::string>()).second && dup.empty())
+      dup = v.get<std::string>();
+    return true;
+  };
   try {
-    j = nlohmann::json::parse(text);
+    j = nlohmann::json::parse(text, cb);
   } catch (const nlohmann::json::parse_error& e) {
     throw IoError(label + ": header is not valid JSON: " + e.what());
   }
+  if (!dup.empty()) throw IoError(label + ": header names the key '" + dup + "' twice in one object");
   if (!j.is_object()) throw IoError(label + ": header JSON is not an object");
 
   const size_t buf_off = 8 + size_t(n), buf_size = b.size() - buf_off;
@@ -103,7 +116,9 @@ SafetensorsFile parse_safetensors(std::span<const uint8_t> b, const std::string&
     } catch (const std::overflow_error&) {
       throw IoError(label + ": " + q(name) + ": shape " + t.shape_str() + " is too large");
     }
-    if (numel > SIZE_MAX / size_of(t.dtype) || numel * size_of(t.dtype) != end - begin)
+    if (numel > SIZE_MAX / size_of(t.dtype))
+      throw IoError(label + ": " + q(name) + ": shape " + t.shape_str() + " " + dt + " is too large");
+    if (numel * size_of(t.dtype) != end - begin)
       throw IoError(label + ": " + q(name) + ": shape " + t.shape_str() + " " + dt + " needs " +
                     std::to_string(numel * size_of(t.dtype)) + " bytes but data_offsets " + off.dump() + " span " +
                     std::to_string(end - begin));

@@ -25,7 +25,8 @@ namespace mxsim::io {
 
 /// Read a .npy file. The tensor's name is the file's stem.
 /// Throws IoError "<file>: <problem>": cannot open, bad magic, unsupported
-/// format version, truncated header, malformed header dict, unsupported dtype
+/// format version, truncated header, malformed header dict (a key given
+/// twice included), a shape whose byte count overflows size_t, unsupported dtype
 /// '<descr>', Fortran order, truncated data (expected vs present bytes),
 /// trailing bytes.
 RawTensor read_npy(const std::filesystem::path& file);

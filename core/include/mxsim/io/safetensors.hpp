@@ -9,10 +9,11 @@
 // Validation on reading (each an IoError "<file>: <problem>", naming the
 // tensor where there is one): file shorter than 8 bytes; header length beyond
 // the file or above 100 MB (the reference implementation's limit); JSON that
-// does not parse or is not an object; an entry that is not an object or lacks
+// does not parse or is not an object; a key repeated within one object (a
+// tensor named twice, a field or metadata key given twice); an entry that is not an object or lacks
 // or has extra keys; unknown dtype (named); shape not a list of non-negative
 // integers; data_offsets not two integers with begin <= end; end beyond the
-// buffer; shape * dtype size != end - begin; overlapping tensors; bytes of
+// buffer; a shape whose byte count overflows size_t; shape * dtype size != end - begin; overlapping tensors; bytes of
 // the buffer covered by no tensor (the reference implementation rejects
 // these too); "__metadata__" not an object of strings.
 #pragma once
