@@ -207,6 +207,9 @@ int run(const Args& args) {
   if (!vm.count("input")) throw UsageError("an input file is required");
   if (vm["input"].as<std::vector<std::string>>().size() != 1) throw UsageError("exactly one input file is expected");
   if (!vm.count("output")) throw UsageError("-o OUT is required");
+  if (vm["output"].as<std::string>().empty()) throw UsageError("-o OUT is empty");
+  if (vm.count("seed") && !(vm.count("round") && vm["round"].as<std::string>() == "sr"))
+    throw UsageError("--seed applies to --round sr only (it would be ignored)");
   const bool all_tensors = vm["all-tensors"].as<bool>();
   if (all_tensors && vm.count("tensor")) throw UsageError("--tensor and --all-tensors exclude each other");
 
@@ -295,9 +298,18 @@ int run(const Args& args) {
     results.push_back(quantize_one(*chosen[i], in_s, s, axis, label));
   }
 
-  // Where the outputs go.
+  // Where the outputs go. No output may be the input file itself (OUT equal to
+  // IN, a link to it, or a prefix that regenerates its name, as `w.data.npy
+  // -o w`): the rename would replace the source.
   const bool to_st = fs::path(out_arg).extension() == ".safetensors";
   io::AtomicOutputs outputs;
+  auto add_output = [&](const fs::path& final_path) {
+    std::error_code ec;
+    if (fs::exists(final_path, ec) && fs::equivalent(final_path, in, ec))
+      throw std::runtime_error(final_path.string() + ": is the input file " + in_s +
+                               "; refusing to overwrite it (choose another -o)");
+    return outputs.add(final_path);
+  };
   if (to_st) {
     std::vector<io::RawTensor> tensors;
     std::map<std::string, std::string> meta{{"format", "mxsim.quantized"},
@@ -310,26 +322,31 @@ int run(const Args& args) {
       }
       for (const auto& [k, v] : r.meta) meta[r.name + "." + k] = v;
     }
-    const fs::path tmp = outputs.add(out_arg);
+    const fs::path tmp = add_output(out_arg);
     io::write_safetensors(tmp, tensors, meta);
   } else {
     std::error_code ec;
     const bool dir_mode = fs::is_directory(out_arg, ec) || (!out_arg.empty() && out_arg.back() == '/');
     std::string prefix = out_arg;
     if (!dir_mode && fs::path(prefix).extension() == ".npy") prefix = prefix.substr(0, prefix.size() - 4);
+    std::map<std::string, std::string> stems;  // file stem -> tensor name
     for (const auto& r : results) {
       std::string stem;
       if (dir_mode) stem = (fs::path(out_arg) / file_safe(r.name)).string();
       else if (results.size() == 1) stem = prefix;
       else stem = prefix + "." + file_safe(r.name);
-      for (const auto& o : r.outs) io::write_npy(outputs.add(stem + o.name + ".npy"), o);
+      // file_safe is not one-to-one ("a/b" and "a_b"): say which tensors clash.
+      if (const auto [it, fresh] = stems.emplace(stem, r.name); !fresh)
+        throw std::runtime_error("tensors '" + it->second + "' and '" + r.name + "' both map to the files " + stem +
+                                 ".* ('/' and '\\' become '_'); write a .safetensors OUT instead");
+      for (const auto& o : r.outs) io::write_npy(add_output(stem + o.name + ".npy"), o);
       nlohmann::ordered_json j;
       j["format"] = "mxsim.quantized";
       j["mxsim_version"] = MXSIM_VERSION;
       j["source"] = in.filename().string();
       j["tensor"] = r.name;
       for (const auto& [k, v] : r.meta) j[k] = v;
-      const fs::path tmp = outputs.add(stem + ".meta.json");
+      const fs::path tmp = add_output(stem + ".meta.json");
       std::ofstream f(tmp);
       f << j.dump(2) << "\n";
       f.close();

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -350,4 +351,77 @@ TEST(CliQuantize, StochasticRoundingIsReproducibleAndSeeded) {
   const auto c = mxsim::io::read_safetensors(s.dir / "c.safetensors");
   EXPECT_NE(tensor(a, "x.data").bytes, tensor(c, "x.data").bytes);
   EXPECT_EQ(a.metadata.at("x.sr_seed_stream"), "7,0");
+}
+
+TEST(CliQuantize, NeverOverwritesTheInput) {
+  // OUT equal to IN, a symlink to IN, and a prefix that regenerates IN's name
+  // (`w.data.npy -o w` writes w.data.npy): exit 1 naming the input, the input
+  // byte-for-byte unchanged, nothing else written.
+  Sandbox s;
+  const std::string st = safetensors(R"({"w":{"dtype":"F32","shape":[1,32],"data_offsets":[0,128]}})", le_f32(mxfp4_row()));
+  const std::string np = npy("<f4", "(1, 32)", le_f32(mxfp4_row()));
+  s.put("in.safetensors", st);
+  s.put("w.data.npy", np);
+  fs::create_symlink("in.safetensors", s.dir / "link.safetensors");
+  const auto before = s.files();
+  const char* cases[] = {"in.safetensors -o in.safetensors", "in.safetensors -o ./in.safetensors",
+                         "in.safetensors -o link.safetensors", "w.data.npy -o w", "w.data.npy -o w.npy"};
+  for (const char* c : cases) {
+    const CmdRun r = s.mxsim(std::string("quantize --recipe mxfp4 ") + c);
+    EXPECT_EQ(r.rc, 1) << c << "\n" << r.err;
+    EXPECT_NE(r.err.find("is the input file"), std::string::npos) << c << "\n" << r.err;
+    EXPECT_EQ(s.files(), before) << c;
+    EXPECT_EQ(s.slurp("in.safetensors"), st) << c;
+    EXPECT_EQ(s.slurp("w.data.npy"), np) << c;
+  }
+}
+
+TEST(CliQuantize, EmptyOutAndIgnoredSeedAreUsageErrors) {
+  Sandbox s;
+  s.put("x.npy", npy("<f4", "(1, 32)", le_f32(mxfp4_row())));
+  const char* cases[][2] = {
+      {"--recipe mxfp4 x.npy -o ''", "-o OUT is empty"},
+      {"--recipe mxfp4 --seed 7 x.npy -o y.safetensors", "--seed applies to --round sr"},
+      {"--recipe mxfp4 --round rne --seed 7 x.npy -o y.safetensors", "--seed applies to --round sr"},
+  };
+  for (const auto& c : cases) {
+    const CmdRun r = s.mxsim(std::string("quantize ") + c[0]);
+    EXPECT_EQ(r.rc, 2) << c[0] << "\n" << r.err;
+    EXPECT_NE(r.err.find(c[1]), std::string::npos) << c[0] << "\n" << r.err;
+  }
+  EXPECT_EQ(s.files(), (std::set<std::string>{"x.npy"}));
+}
+
+TEST(CliQuantize, TensorNamesThatShareAFileNameAreNamed) {
+  // '/' becomes '_', so "a/b" and "a_b" would both write a_b.*: exit 1 naming both.
+  Sandbox s;
+  s.put("m.safetensors", safetensors(R"({"a/b":{"dtype":"F32","shape":[1,32],"data_offsets":[0,128]},)"
+                                     R"("a_b":{"dtype":"F32","shape":[1,32],"data_offsets":[128,256]}})",
+                                     std::string(256, '\0')));
+  fs::create_directory(s.dir / "o");
+  const auto before = s.files();
+  const CmdRun r = s.mxsim("quantize --recipe mxfp4 --all-tensors m.safetensors -o o");
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_NE(r.err.find("tensors 'a/b' and 'a_b'"), std::string::npos) << r.err;
+  EXPECT_EQ(s.files(), before);
+  // A .safetensors OUT keeps the names apart.
+  EXPECT_EQ(s.mxsim("quantize --recipe mxfp4 --all-tensors m.safetensors -o o.safetensors").rc, 0);
+}
+
+TEST(CliQuantize, AllNanInputReportsUndefinedStatistics) {
+  // No element is finite on both sides: MSE and SQNR are "nan", not 0 and "inf".
+  Sandbox s;
+  s.put("n.npy", npy("<f4", "(1, 32)", le_f32(std::vector<float>(32, NAN))));
+  s.put("t.npy", npy("<f4", "(1, 32)", le_f32([] {
+          std::vector<float> v(32, 1.5f);
+          v[3] = NAN;  // per-tensor FP8: the whole tensor dequantizes to NaN
+          return v;
+        }())));
+  for (const char* c : {"--recipe mxfp4 n.npy -o n", "--recipe fp8_tensor t.npy -o t"}) {
+    const CmdRun r = s.mxsim(std::string("quantize ") + c);
+    ASSERT_EQ(r.rc, 0) << c << "\n" << r.err;
+    EXPECT_NE(r.out.find("MSE           nan"), std::string::npos) << c << "\n" << r.out;
+    EXPECT_NE(r.out.find("SQNR          nan dB"), std::string::npos) << c << "\n" << r.out;
+    EXPECT_NE(r.out.find("NaN out       32"), std::string::npos) << c << "\n" << r.out;
+  }
 }
