@@ -339,3 +339,35 @@ TEST(SimTrain, KilledRunLeavesReadableTrace) {
   EXPECT_EQ(rd.read_series<double>("/layers/fc1/main_grad_norm").size(), k * 4);
   std::filesystem::remove(path);
 }
+
+// Model level: running micro-batch 0 twice in one step adds its wgrad twice -> error;
+// an FP8 layer next to an MXFP4 layer is never tracked by de-osc in a real run.
+TEST(SimMechanics, ModelLevelGuardAndFp8NotDeoscd) {
+  const Config c = tiny({"recipe.fc2=fp8_delayed"});
+  auto be = make_emu_backend();
+  Model m(c, *be);
+  Tensor2f x = Tensor2f::from_shape({32, 784});
+  for (size_t i = 0; i < x.size(); ++i) x.data()[i] = float(i % 13) / 13.0f;
+  std::vector<uint8_t> y(32);
+  for (size_t i = 0; i < 32; ++i) y[i] = uint8_t(i % 10);
+  for (Weight* w : m.weights()) w->zero_grad();
+  m.train_microbatch(x, y, 0, 4, 0, 1.0f / 128, false, false, nullptr);
+  EXPECT_TRUE(m.weight("fc2").cache.valid);  // the FP8 weight holds a cached quantized buffer
+  EXPECT_THROW(m.train_microbatch(x, y, 0, 4, 0, 1.0f / 128, false, false, nullptr), MechanicsError);
+
+  TrainOptions o;
+  o.trace_path = tmp("fp8.h5");
+  o.evaluate = false;
+  const TrainResult r = train(c, *be, o);
+  trace::Reader rd(o.trace_path);
+  EXPECT_TRUE(rd.has("/layers/fc1/deosc/snapped"));
+  EXPECT_FALSE(rd.has("/layers/fc2/deosc/snapped"));
+  for (const auto& l : r.layers)
+    if (l.name == "fc2") {
+      EXPECT_FALSE(l.deosc_eligible);
+      EXPECT_EQ(l.snaps_total, 0);
+    } else if (l.name == "fc1") {
+      EXPECT_GT(l.snaps_total, 0);
+    }
+  std::filesystem::remove(o.trace_path);
+}
