@@ -4,6 +4,7 @@
 #include <string>
 
 #include "gemm_internal.hpp"
+#include "gemm_mx_direct.hpp"
 #include "mxsim/bits.hpp"
 #include "mxsim/emu/grouped_gemm.hpp"
 #include "mxsim/emu/quantize.hpp"
@@ -40,18 +41,19 @@ std::string spec_name(const Src& s) { return s.bf16() ? std::string("bf16") : s.
 /// [r0, r0 + nr) when contraction runs along logical cols, else logical cols
 /// (all of them) with contraction along logical rows.
 Panel make_panel(const Src& s, size_t g, bool contract_rows, size_t r0, size_t nr, const std::string& gemm,
-                 const char* what) {
+                 const char* what, bool build = true) {
   Panel p;
   const size_t R = contract_rows ? s.cols() : nr;
   const size_t K = contract_rows ? s.rows() : s.cols();
   p.R = R;
   p.K = K;
-  p.code.resize(R * K);
+  if (build) p.code.resize(R * K);
   auto logical = [&](size_t r, size_t k, size_t& lr, size_t& lc) {
     if (contract_rows) { lr = k; lc = r; } else { lr = r0 + r; lc = k; }
   };
   if (s.bf16()) {
     p.elem = Format::BF16;
+    if (!build) return p;
     for (size_t r = 0; r < R; ++r)
       for (size_t k = 0; k < K; ++k) {
         size_t lr, lc;
@@ -89,6 +91,7 @@ Panel make_panel(const Src& s, size_t g, bool contract_rows, size_t r0, size_t n
       break;
   }
   if (q.tensor_scale_inv != 1.0f) fail(gemm, std::string(what) + ": tensor_scale_inv must be 1 outside NVFP4");
+  if (!build) return p;  // validated only (the direct MX path reads the packed codes itself)
   {
     // Direct reads of the packed storage (layout: quantized_tensor.hpp).
     const size_t rb = q.row_bytes();
@@ -171,6 +174,11 @@ size_t check_splits(std::span<const int64_t> m_splits, size_t M, const std::stri
   return m_splits.size();
 }
 
+/// MX-exact with GemmImpl::Fast reads the packed codes directly (gemm_mx_direct.cpp).
+bool use_direct(Kind kind, const GemmOptions& opt) {
+  return kind == Kind::MxExact && opt.impl == GemmImpl::Fast && gemm::simd_allowed() && gemm::mx_direct_available();
+}
+
 void run(Kind kind, const Panel& A, const Panel& B, gemm::Out out, const GemmOptions& opt) {
   if (opt.impl == GemmImpl::Reference) gemm::run_reference(kind, A, B, out, opt.accumulate, opt.out);
   else gemm::run_fast(kind, A, B, out, opt.accumulate, opt.out);
@@ -198,17 +206,33 @@ void token_gemm(const std::string& gemm, const Src& a, const Src& w, bool w_cont
   if (opt.accumulate && (out.shape(0) != M || out.shape(1) != J))
     fail(gemm, "accumulate: output has shape [" + std::to_string(out.shape(0)) + ", " + std::to_string(out.shape(1)) +
                    "], expected [" + std::to_string(M) + ", " + std::to_string(J) + "]");
+  const bool direct = use_direct(kind, opt);
   std::vector<Panel> As(G), Bs(G);
   size_t m0 = 0;
   for (size_t g = 0; g < G; ++g) {
     const size_t mg = size_t(m_splits[g]);
     if (mg) {
-      As[g] = make_panel(a, 0, false, m0, mg, gemm, "token operand");
-      Bs[g] = make_panel(w, g, w_contract_rows, 0, J, gemm, "W");
+      As[g] = make_panel(a, 0, false, m0, mg, gemm, "token operand", !direct);
+      Bs[g] = make_panel(w, g, w_contract_rows, 0, J, gemm, "W", !direct);
     }
     m0 += mg;
   }
   if (!opt.accumulate && (out.dimension() != 2 || out.shape(0) != M || out.shape(1) != J)) out = Tensor2f::from_shape({M, J});
+  if (direct && J) {
+    std::vector<gemm::MxGroup> jobs;
+    m0 = 0;
+    for (size_t g = 0; g < G; ++g) {
+      const size_t mg = size_t(m_splits[g]);
+      if (mg) jobs.push_back({{a.q, 0, false, m0, mg}, {w.q, g, w_contract_rows, 0, J}, out.data() + m0 * J, J});
+      m0 += mg;
+    }
+    if (gemm::run_mx_exact_direct(jobs, opt.accumulate, opt.out)) return;
+    for (size_t g = 0, m1 = 0; g < G; m1 += size_t(m_splits[g]), ++g)  // declined: build the panels after all
+      if (m_splits[g]) {
+        As[g] = make_panel(a, 0, false, m1, size_t(m_splits[g]), gemm, "token operand");
+        Bs[g] = make_panel(w, g, w_contract_rows, 0, J, gemm, "W");
+      }
+  }
   m0 = 0;
   for (size_t g = 0; g < G; ++g) {
     const size_t mg = size_t(m_splits[g]);
@@ -248,13 +272,32 @@ void wgrad_impl(std::span<const Src> dy, std::span<const Src> x, std::span<const
                    std::to_string(K) + "]");
   std::vector<Panel> As(G), Bs(G);
   Kind kind = Kind::MxExact;
+  bool direct = true;
+  for (size_t g = 0; g < G; ++g) direct &= use_direct(pair_kind(dy[g], x[g], gemm), opt);
   for (size_t g = 0; g < G; ++g) {
     kind = pair_kind(dy[g], x[g], gemm);
     if (m_splits[g] == 0) continue;
-    As[g] = make_panel(dy[g], 0, true, 0, 0, gemm, "dy");
-    Bs[g] = make_panel(x[g], 0, true, 0, 0, gemm, "x");
+    As[g] = make_panel(dy[g], 0, true, 0, 0, gemm, "dy", !direct);
+    Bs[g] = make_panel(x[g], 0, true, 0, 0, gemm, "x", !direct);
   }
   if (!opt.accumulate && (dw.shape(0) != G || dw.shape(1) != N || dw.shape(2) != K)) dw = Tensor3f::from_shape({G, N, K});
+  if (direct && N && K) {
+    std::vector<gemm::MxGroup> jobs;
+    for (size_t g = 0; g < G; ++g) {
+      float* o = dw.data() + g * N * K;
+      if (m_splits[g] == 0) {
+        if (!opt.accumulate) std::fill(o, o + N * K, 0.0f);
+        continue;
+      }
+      jobs.push_back({{dy[g].q, 0, true, 0, N}, {x[g].q, 0, true, 0, K}, o, K});
+    }
+    if (gemm::run_mx_exact_direct(jobs, opt.accumulate, opt.out)) return;
+    for (size_t g = 0; g < G; ++g)  // declined: build the panels after all
+      if (m_splits[g]) {
+        As[g] = make_panel(dy[g], 0, true, 0, 0, gemm, "dy");
+        Bs[g] = make_panel(x[g], 0, true, 0, 0, gemm, "x");
+      }
+  }
   for (size_t g = 0; g < G; ++g) {
     float* o = dw.data() + g * N * K;
     if (m_splits[g] == 0) {

@@ -173,13 +173,12 @@ void scalar_element(Kind kind, const Panel& A, const Panel& B, const Decoded& da
   finish(o, acc, out_fmt);
 }
 
-/// MXSIM_GEMM_ISA=portable forces the portable paths (tests compare both).
+}  // namespace
+
 bool simd_allowed() {
   const char* e = std::getenv("MXSIM_GEMM_ISA");
   return !(e && std::string_view(e) == "portable");
 }
-
-}  // namespace
 
 void run_fast(Kind kind, const Panel& A, const Panel& B, Out out, bool accumulate, Format out_fmt) {
   const bool simd = simd_allowed();

@@ -1,0 +1,380 @@
+// Direct MX-exact grouped GEMM (docs/numerics.md §5.2 class 1) with AVX-512
+// VNNI, reading the QuantizedTensors' packed codes (E2M1 nibbles, E2M3 bytes)
+// without building code panels. One OpenMP parallel region per grouped call:
+//   1. every group's A rows become u8 (integer value 2x or 8x the element, plus
+//      an offset: 12 for E2M1, 60 for E2M3) through a 16/64-entry byte LUT
+//      (vpshufb / vpermb); every group's B becomes s8 tiles
+//      [32-column panel][32-block][k/4][32 columns][4] (vpdpbusd's layout),
+//      decoded straight from contiguous rows, or, when B's contraction runs
+//      along its storage rows (dgrad's W), transposed once per call by byte
+//      permutes of decoded 32x32 tiles; per column and block the correction
+//      -offset * sum(B block) that turns the u8 x s8 dot into D_b;
+//   2. 4 x 32 register tiles: vpdpbusd sums four exact products per int32
+//      lane; per block t = float(D_b) * 2^(sb - 127 - shift_b) (exact) and
+//      acc = fma(t, 2^(sa - 127 - shift_a), acc): the contract's one RNE;
+//      output rounding (BF16 RNE, canonical NaN) in the same tile;
+//   3. rows / columns with an E8M0 scale outside 2^(+-50) or 0xFF are left
+//      unwritten in 2 and recomputed by the exact scalar block walk (mx_add).
+// Every output is computed by one task in K order: thread-count independent.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "gemm_mx_direct.hpp"
+#include "gemm_vnni.hpp"
+#include "mxsim/quantized_tensor.hpp"
+
+namespace mxsim::emu::gemm {
+
+namespace {
+
+#define MXSIM_MX_TARGET "avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi,avx2"
+
+bool safe(uint8_t s) { return s != 0xFF && int(s) >= 127 - 50 && int(s) <= 127 + 50; }
+int int_shift(Format f) { return f == Format::E2M1 ? 1 : 3; }
+
+/// Storage access of one group of an MX operand seen as [R rows, K contraction].
+struct View {
+  const QuantizedTensor* q;
+  size_t g, r0, R, K;
+  bool contract_rows;
+  bool contig;  // contraction along storage cols
+  const uint8_t* base;
+  size_t rb;
+  bool e2m1;
+  View(const MxOperand& o)
+      : q(o.q), g(o.g), r0(o.contract_rows ? 0 : o.r0), R(o.R), K(o.contract_rows ? o.q->rows : o.q->cols),
+        contract_rows(o.contract_rows), contig(o.contract_rows == o.q->transposed) {
+    rb = q->row_bytes();
+    base = q->data.data() + g * q->srows() * rb;
+    e2m1 = q->spec.elem == Format::E2M1;
+  }
+  uint32_t code_st(size_t sr, size_t sc) const {
+    const uint8_t b = base[sr * rb + (e2m1 ? sc / 2 : sc)];
+    return e2m1 ? ((sc & 1) ? b >> 4 : b & 0xFu) : b & 0x3Fu;
+  }
+  /// Scale byte of panel row r, block b (same mapping as make_panel).
+  uint8_t scale(size_t r, size_t b) const {
+    size_t lr, lc;
+    if (contract_rows) { lr = b * 32; lc = r; } else { lr = r0 + r; lc = b * 32; }
+    const size_t sr = q->transposed ? lc : lr, sc = q->transposed ? lr : lc;
+    return q->scale_bytes(g, sr / q->block_rows(), sc / q->block_cols());
+  }
+};
+
+struct Lut {
+  alignas(64) int8_t v[64];
+};
+Lut make_lut(Format f) {
+  Lut l{};
+  for (uint32_t c = 0; c < 64; ++c) {
+    const uint32_t cc = f == Format::E2M1 ? (c & 0xF) : c;
+    l.v[c] = int8_t(std::ldexp(decode(f, cc), int_shift(f)));
+  }
+  return l;
+}
+
+/// 32 values of storage row sr starting at storage col sc0 (vector path when
+/// the 32 codes start on a byte),
+/// n <= 32 of them valid (rest 0), as int8 into dst[32].
+__attribute__((target(MXSIM_MX_TARGET))) inline void decode32(const View& v, const Lut& lut, size_t sr, size_t sc0, size_t n,
+                                                      int8_t* dst) {
+  if (n == 32 && !(v.e2m1 && (sc0 & 1))) {
+    const uint8_t* src = v.base + sr * v.rb + (v.e2m1 ? sc0 / 2 : sc0);
+    if (v.e2m1) {
+      const __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
+      const __m256i lo = _mm256_and_si256(w, _mm256_set1_epi16(0x000F));
+      const __m256i hi = _mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x00F0)), 4);
+      const __m256i codes = _mm256_or_si256(lo, hi);
+      const __m256i tab = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(lut.v)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm256_shuffle_epi8(tab, codes));
+    } else {
+      const __m256i c = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)), _mm256_set1_epi8(0x3F));
+      const __m256i t0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(lut.v));
+      const __m256i t1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(lut.v + 32));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm256_permutex2var_epi8(t0, c, t1));
+    }
+    return;
+  }
+  for (size_t t = 0; t < 32; ++t) dst[t] = t < n ? lut.v[v.code_st(sr, sc0 + t)] : int8_t(0);
+}
+
+struct GroupPack {
+  MxGroup job;
+  size_t I = 0, J = 0, K = 0, KB = 0, Kp = 0, NP = 0;
+  int sha = 1, shb = 1, offA = 12;
+  size_t au_off = 0, fa_off = 0, bp_off = 0, fb_off = 0, corr_off = 0, badi_off = 0, badj_off = 0;
+  size_t ntask = 0, nIt = 0;
+};
+
+template <int MR>
+__attribute__((target(MXSIM_MX_TARGET))) void tile(const uint8_t* A, size_t Kp, const int8_t* Bp, const float* fa, size_t KB,
+                                           const float* fb, const int32_t* corr, float* out, size_t ld, __mmask16 m0,
+                                           __mmask16 m1, const uint8_t* badi, bool accumulate, bool bf16) {
+  __m512 acc[MR][2];
+  for (int r = 0; r < MR; ++r) {
+    if (accumulate) {
+      acc[r][0] = _mm512_maskz_loadu_ps(m0, out + r * ld);
+      acc[r][1] = _mm512_maskz_loadu_ps(m1, out + r * ld + 16);
+    } else {
+      acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    }
+  }
+  for (size_t b = 0; b < KB; ++b) {
+    const __m512i c0 = _mm512_loadu_si512(corr + b * 32), c1 = _mm512_loadu_si512(corr + b * 32 + 16);
+    __m512i s[MR][2];
+    for (int r = 0; r < MR; ++r) s[r][0] = c0, s[r][1] = c1;
+    const int8_t* bb = Bp + b * 1024;
+    const uint8_t* ab = A + b * 32;
+#pragma GCC unroll 8
+    for (int q = 0; q < 8; ++q) {
+      const __m512i b0 = _mm512_loadu_si512(bb + q * 128), b1 = _mm512_loadu_si512(bb + q * 128 + 64);
+      for (int r = 0; r < MR; ++r) {
+        int32_t w;
+        std::memcpy(&w, ab + r * Kp + q * 4, 4);
+        const __m512i av = _mm512_set1_epi32(w);
+        s[r][0] = _mm512_dpbusd_epi32(s[r][0], av, b0);
+        s[r][1] = _mm512_dpbusd_epi32(s[r][1], av, b1);
+      }
+    }
+    const __m512 f0 = _mm512_loadu_ps(fb + b * 32), f1 = _mm512_loadu_ps(fb + b * 32 + 16);
+    for (int r = 0; r < MR; ++r) {
+      const __m512 ar = _mm512_set1_ps(fa[r * KB + b]);
+      acc[r][0] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s[r][0]), f0), ar, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s[r][1]), f1), ar, acc[r][1]);
+    }
+  }
+  const __m512i qnan = _mm512_set1_epi32(0x7FC00000);
+  for (int r = 0; r < MR; ++r) {
+    if (badi[r]) continue;
+    for (int h = 0; h < 2; ++h) {
+      __m512 v = acc[r][h];
+      const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+      if (bf16) {
+        const __m512i bits = _mm512_castps_si512(v);
+        const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+        v = _mm512_castsi512_ps(_mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(bits, _mm512_set1_epi32(0x7FFF)), lsb),
+                                                 _mm512_set1_epi32(int32_t(0xFFFF0000u))));
+      }
+      v = _mm512_mask_mov_ps(v, nan, _mm512_castsi512_ps(qnan));
+      _mm512_mask_storeu_ps(out + r * ld + h * 16, h ? m1 : m0, v);
+    }
+  }
+}
+
+__attribute__((target(MXSIM_MX_TARGET))) void pack_a_row(const GroupPack& gp, const View& v, const Lut& lut, size_t i,
+                                                 uint8_t* au, float* fa, uint8_t& bad) {
+  const size_t K = gp.K, KB = gp.KB;
+  uint8_t* dst = au + i * gp.Kp;
+  const __m256i off = _mm256_set1_epi8(int8_t(gp.offA));
+  alignas(32) int8_t tmp[32];
+  for (size_t b = 0; b < KB; ++b) {
+    const size_t n = std::min<size_t>(32, K - b * 32);
+    if (v.contig) decode32(v, lut, v.r0 + i, b * 32, n, tmp);
+    else
+      for (size_t t = 0; t < 32; ++t) tmp[t] = t < n ? lut.v[v.code_st(b * 32 + t, v.r0 + i)] : int8_t(0);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + b * 32),
+                        _mm256_add_epi8(_mm256_load_si256(reinterpret_cast<const __m256i*>(tmp)), off));
+    const uint8_t s = v.scale(i, b);
+    if (!safe(s)) bad = 1;
+    fa[i * KB + b] = safe(s) ? std::ldexp(1.0f, int(s) - 127 - gp.sha) : 0.0f;
+  }
+}
+
+/// One (panel p, block b) tile of B: 32 columns j, 32 contraction indices.
+__attribute__((target(MXSIM_MX_TARGET))) void pack_b_tile(const GroupPack& gp, const View& v, const Lut& lut, size_t p, size_t b,
+                                                  int8_t* bp, float* fb, int32_t* corr, uint8_t* badj) {
+  const size_t J = gp.J, K = gp.K, KB = gp.KB;
+  alignas(64) int8_t t[32][32];  // contig: [column jj][k]; else [k][column jj]
+  const size_t nj = std::min<size_t>(32, J - p * 32), nk = std::min<size_t>(32, K - b * 32);
+  int8_t* out = bp + (p * KB + b) * 1024;
+  int32_t* cr = corr + (p * KB + b) * 32;
+  if (v.contig) {
+    for (size_t jj = 0; jj < 32; ++jj) {
+      if (jj < nj) decode32(v, lut, v.r0 + p * 32 + jj, b * 32, nk, t[jj]);
+      else std::memset(t[jj], 0, 32);
+    }
+    // out[q*128 + jj*4 + tt] = t[jj][q*4 + tt]: dword (q) of row jj
+    for (size_t jj = 0; jj < 32; ++jj) {
+      const __m256i row = _mm256_load_si256(reinterpret_cast<const __m256i*>(t[jj]));
+      const __m256i s = _mm256_sad_epu8(_mm256_xor_si256(row, _mm256_set1_epi8(int8_t(0x80))), _mm256_setzero_si256());
+      const int64_t sum = _mm256_extract_epi64(s, 0) + _mm256_extract_epi64(s, 1) + _mm256_extract_epi64(s, 2) +
+                          _mm256_extract_epi64(s, 3) - 32 * 128;
+      cr[jj] = int32_t(-gp.offA * sum);
+      _mm256_i32scatter_epi32(reinterpret_cast<int*>(out + jj * 4),
+                              _mm256_setr_epi32(0, 32, 64, 96, 128, 160, 192, 224), row, 4);
+    }
+  } else {
+    for (size_t kk = 0; kk < 32; ++kk) {
+      if (kk < nk) decode32(v, lut, b * 32 + kk, v.r0 + p * 32, nj, t[kk]);
+      else std::memset(t[kk], 0, 32);
+    }
+    // out[q*128 + jj*4 + tt] = t[q*4 + tt][jj]: vpermt2b over 4 rows (128 bytes)
+    alignas(64) uint8_t idx0[64], idx1[64];
+    for (int jj = 0; jj < 16; ++jj)
+      for (int tt = 0; tt < 4; ++tt) idx0[jj * 4 + tt] = uint8_t(tt * 32 + jj), idx1[jj * 4 + tt] = uint8_t(tt * 32 + jj + 16);
+    const __m512i i0 = _mm512_load_si512(idx0), i1 = _mm512_load_si512(idx1);
+    __m512i cs0 = _mm512_setzero_si512();  // int16 column sums, jj 0..31
+    for (size_t q = 0; q < 8; ++q) {
+      const __m512i z0 = _mm512_load_si512(t[q * 4]), z1 = _mm512_load_si512(t[q * 4 + 2]);
+      _mm512_storeu_si512(out + q * 128, _mm512_permutex2var_epi8(z0, i0, z1));
+      _mm512_storeu_si512(out + q * 128 + 64, _mm512_permutex2var_epi8(z0, i1, z1));
+      for (int tt = 0; tt < 4; ++tt)
+        cs0 = _mm512_add_epi16(cs0, _mm512_cvtepi8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(t[q * 4 + tt]))));
+    }
+    alignas(64) int16_t cs[32];
+    _mm512_store_si512(cs, cs0);
+    for (size_t jj = 0; jj < 32; ++jj) cr[jj] = -gp.offA * int32_t(cs[jj]);
+  }
+  for (size_t jj = 0; jj < 32; ++jj) {
+    if (jj >= nj) { fb[(p * KB + b) * 32 + jj] = 0.0f; continue; }
+    const uint8_t s = v.scale(p * 32 + jj, b);
+    if (!safe(s)) badj[p * 32 + jj] = 1;
+    fb[(p * KB + b) * 32 + jj] = safe(s) ? std::ldexp(1.0f, int(s) - 127 - gp.shb) : 0.0f;
+  }
+}
+
+}  // namespace
+
+bool mx_direct_available() {
+  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+                         __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx2");
+  return ok;
+}
+
+bool run_mx_exact_direct(const std::vector<MxGroup>& jobs, bool accumulate, Format out_fmt) {
+  if (!mx_direct_available()) return false;
+  for (const auto& j : jobs) {
+    for (const MxOperand* o : {&j.a, &j.b}) {
+      const Format f = o->q->spec.elem;
+      if (f != Format::E2M1 && f != Format::E2M3) return false;
+    }
+    if (View(j.a).K != View(j.b).K) return false;
+  }
+  std::vector<GroupPack> gps;
+  size_t au_n = 0, fa_n = 0, bp_n = 0, fb_n = 0, bi_n = 0, bj_n = 0, ntask = 0;
+  std::vector<size_t> task_start;
+  for (const auto& j : jobs) {
+    GroupPack gp;
+    gp.job = j;
+    gp.I = j.a.R;
+    gp.J = j.b.R;
+    gp.K = View(j.a).K;
+    gp.KB = (gp.K + 31) / 32;
+    gp.Kp = gp.KB * 32;
+    gp.NP = (gp.J + 31) / 32;
+    gp.sha = int_shift(j.a.q->spec.elem);
+    gp.shb = int_shift(j.b.q->spec.elem);
+    gp.offA = j.a.q->spec.elem == Format::E2M1 ? 12 : 60;
+    if (gp.I == 0 || gp.J == 0) continue;
+    gp.au_off = au_n, au_n += gp.I * gp.Kp;
+    gp.fa_off = fa_n, fa_n += gp.I * gp.KB;
+    gp.bp_off = bp_n, bp_n += gp.NP * gp.KB * 1024;
+    gp.fb_off = fb_n, gp.corr_off = fb_n, fb_n += gp.NP * gp.KB * 32;
+    gp.badi_off = bi_n, bi_n += gp.I + 4;
+    gp.badj_off = bj_n, bj_n += gp.NP * 32;
+    gp.nIt = (gp.I + 3) / 4;
+    gp.ntask = gp.NP * gp.nIt;
+    task_start.push_back(ntask);
+    ntask += gp.ntask;
+    gps.push_back(gp);
+  }
+  if (gps.empty()) return true;
+  std::vector<uint8_t> au(au_n), badi(bi_n, 0), badj(bj_n, 0);
+  std::vector<float> fa(fa_n), fb(fb_n);
+  std::vector<int8_t> bp(bp_n);
+  std::vector<int32_t> corr(fb_n);
+  std::vector<Lut> la, lb;
+  for (const auto& gp : gps) la.push_back(make_lut(gp.job.a.q->spec.elem)), lb.push_back(make_lut(gp.job.b.q->spec.elem));
+  // work lists for packing
+  std::vector<std::pair<uint32_t, uint32_t>> arows, btiles;  // (group, row) / (group, p*KB+b)
+  for (uint32_t gi = 0; gi < gps.size(); ++gi) {
+    for (uint32_t i = 0; i < gps[gi].I; ++i) arows.emplace_back(gi, i);
+    for (uint32_t t = 0; t < gps[gi].NP * gps[gi].KB; ++t) btiles.emplace_back(gi, t);
+  }
+  const bool bf = out_fmt == Format::BF16;
+  bool any_bad = false;
+#pragma omp parallel
+  {
+#pragma omp for schedule(static) nowait
+    for (size_t n = 0; n < arows.size(); ++n) {
+      const GroupPack& gp = gps[arows[n].first];
+      const View v(gp.job.a);
+      pack_a_row(gp, v, la[arows[n].first], arows[n].second, au.data() + gp.au_off, fa.data() + gp.fa_off,
+                 badi[gp.badi_off + arows[n].second]);
+    }
+#pragma omp for schedule(static)
+    for (size_t n = 0; n < btiles.size(); ++n) {
+      const GroupPack& gp = gps[btiles[n].first];
+      const View v(gp.job.b);
+      const size_t p = btiles[n].second / gp.KB, b = btiles[n].second % gp.KB;
+      pack_b_tile(gp, v, lb[btiles[n].first], p, b, bp.data() + gp.bp_off, fb.data() + gp.fb_off,
+                  corr.data() + gp.corr_off, badj.data() + gp.badj_off);
+    }
+#pragma omp single
+    {
+      for (auto x : badi) any_bad |= x != 0;
+      for (auto x : badj) any_bad |= x != 0;
+    }
+#pragma omp for schedule(static)
+    for (size_t t = 0; t < ntask; ++t) {
+      const size_t gi = size_t(std::upper_bound(task_start.begin(), task_start.end(), t) - task_start.begin()) - 1;
+      const GroupPack& gp = gps[gi];
+      const size_t lt = t - task_start[gi];
+      const size_t p = lt / gp.nIt, it = lt % gp.nIt;
+      const size_t i0 = it * 4, nr = std::min<size_t>(4, gp.I - i0);
+      const size_t ncols = std::min<size_t>(32, gp.J - p * 32);
+      __mmask16 m0 = ncols >= 16 ? 0xFFFF : __mmask16((1u << ncols) - 1);
+      __mmask16 m1 = ncols >= 32 ? 0xFFFF : (ncols <= 16 ? 0 : __mmask16((1u << (ncols - 16)) - 1));
+      const uint8_t* bj = badj.data() + gp.badj_off + p * 32;
+      for (int c = 0; c < 16; ++c) {
+        if (bj[c]) m0 &= __mmask16(~(1u << c));
+        if (bj[16 + c]) m1 &= __mmask16(~(1u << c));
+      }
+      float* o = gp.job.out + i0 * gp.job.ld + p * 32;
+      const uint8_t* a = au.data() + gp.au_off + i0 * gp.Kp;
+      const int8_t* bpp = bp.data() + gp.bp_off + p * gp.KB * 1024;
+      const float* fap = fa.data() + gp.fa_off + i0 * gp.KB;
+      const float* fbp = fb.data() + gp.fb_off + p * gp.KB * 32;
+      const int32_t* cp = corr.data() + gp.corr_off + p * gp.KB * 32;
+      const uint8_t* bi = badi.data() + gp.badi_off + i0;
+      if (nr == 4) tile<4>(a, gp.Kp, bpp, fap, gp.KB, fbp, cp, o, gp.job.ld, m0, m1, bi, accumulate, bf);
+      else
+        for (size_t r = 0; r < nr; ++r)
+          tile<1>(a + r * gp.Kp, gp.Kp, bpp, fap + r * gp.KB, gp.KB, fbp, cp, o + r * gp.job.ld, gp.job.ld, m0, m1, bi + r,
+                  accumulate, bf);
+    }
+    if (any_bad) {
+      // Rows or columns with an unsafe scale: exact scalar block walk on the
+      // packed integers; those outputs are still untouched (accumulate reads them).
+#pragma omp for schedule(dynamic, 16)
+      for (size_t n = 0; n < arows.size(); ++n) {
+        const size_t gi = arows[n].first, i = arows[n].second;
+        const GroupPack& gp = gps[gi];
+        const View va(gp.job.a), vb(gp.job.b);
+        const bool rb = badi[gp.badi_off + i];
+        for (size_t j = 0; j < gp.J; ++j) {
+          if (!rb && !badj[gp.badj_off + j]) continue;
+          float& out = gp.job.out[i * gp.job.ld + j];
+          float acc = accumulate ? out : 0.0f;
+          const size_t p = j / 32, jj = j % 32;
+          for (size_t b = 0; b < gp.KB; ++b) {
+            int32_t s = 0;
+            const int8_t* bt = bp.data() + gp.bp_off + (p * gp.KB + b) * 1024;
+            for (size_t k = 0; k < 32; ++k)
+              s += (int32_t(au[gp.au_off + i * gp.Kp + b * 32 + k]) - gp.offA) * bt[(k / 4) * 128 + jj * 4 + k % 4];
+            acc = mx_add(acc, float(s), va.scale(i, b), vb.scale(j, b), -gp.sha - gp.shb);
+          }
+          finish(out, acc, out_fmt);
+        }
+      }
+    }
+  }
+  return true;
+}
+
+}  // namespace mxsim::emu::gemm
