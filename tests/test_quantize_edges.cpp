@@ -266,3 +266,31 @@ TEST(QuantizeEdges, StochasticRoundingSameWithFastPathOnOrOff) {
     }
   }
 }
+
+// API misuse of the one rounding routine: scale exponents far outside any
+// E8M0 range, up to INT_MIN / INT_MAX. x * 2^-s is then far below every
+// format's smallest subnormal (a signed zero under RNE / RZ / SR) or far above
+// its maximum (saturation, or Inf/NaN under the IEEE-like policy), exactly as
+// at s = +-1000; no signed overflow inside encode (UBSan-clean).
+TEST(QuantizeEdges, EncodeWithExtremeScaleExponents) {
+  const int huge[] = {1000, 4096, 1 << 20, (1 << 20) + 1, 1 << 30, INT_MAX - 200, INT_MAX};
+  for (Format fmt : {Format::E2M1, Format::E4M3, Format::E5M2, Format::E5M2FNUZ, Format::BF16, Format::FP32}) {
+    const FormatSpec f = spec_of(fmt);
+    for (float x : {1.0f, -3.5f, FLT_MAX, std::numeric_limits<float>::denorm_min(), -FLT_MIN}) {
+      const uint32_t b = f32_bits(x);
+      for (RoundMode m : {RoundMode::RNE, RoundMode::RZ, RoundMode::Stochastic}) {
+        const uint32_t small = encode(f, b, 1000, m, Overflow::Saturate, 0xFFFFFFFFu);
+        const uint32_t big_sat = encode(f, b, -1000, m, Overflow::Saturate, 0xFFFFFFFFu);
+        const uint32_t big_ieee = encode(f, b, -1000, m, Overflow::Ieee, 0xFFFFFFFFu);
+        EXPECT_EQ(decode(f, small), 0.0f) << f.name << " " << x;
+        for (int s : huge) {
+          EXPECT_EQ(encode(f, b, s, m, Overflow::Saturate, 0xFFFFFFFFu), small) << f.name << " " << x << " s=" << s;
+          EXPECT_EQ(encode(f, b, -s, m, Overflow::Saturate, 0xFFFFFFFFu), big_sat) << f.name << " " << x << " s=-" << s;
+          EXPECT_EQ(encode(f, b, -s, m, Overflow::Ieee, 0xFFFFFFFFu), big_ieee) << f.name << " " << x << " s=-" << s;
+        }
+        EXPECT_EQ(encode(f, b, INT_MIN, m, Overflow::Saturate, 0xFFFFFFFFu), big_sat) << f.name << " " << x;
+        EXPECT_EQ(encode(f, b, INT_MIN, m, Overflow::Ieee, 0xFFFFFFFFu), big_ieee) << f.name << " " << x;
+      }
+    }
+  }
+}

@@ -61,11 +61,16 @@ MXSIM_HD constexpr uint32_t zero_code(const FormatSpec& f, uint32_t sign) {
 /// Encode x * 2^(-scale_exp) (x given as FP32 bits) into format f.
 ///
 /// scale_exp is any integer; the division is exact (done on the exponent).
+/// Beyond +-2^20 every result is already settled (below every format's
+/// smallest subnormal by far more than 64 bits, or above its maximum), so
+/// scale_exp is clamped there first: INT_MIN / INT_MAX cause no signed overflow.
 /// rand32 is used only by RoundMode::Stochastic. Returns the code in the low
 /// f.bits bits.
 MXSIM_HD constexpr uint32_t encode(const FormatSpec& f, uint32_t x_bits, int scale_exp = 0,
                                    RoundMode mode = RoundMode::RNE, Overflow ov = Overflow::Saturate,
                                    uint32_t rand32 = 0) {
+  constexpr int kScaleExpLimit = 1 << 20;
+  scale_exp = scale_exp < -kScaleExpLimit ? -kScaleExpLimit : (scale_exp > kScaleExpLimit ? kScaleExpLimit : scale_exp);
   const uint32_t sign = x_bits >> 31;
   const uint32_t ef = (x_bits >> 23) & 0xFFu, mf = x_bits & 0x7FFFFFu;
   if (ef == 0xFFu) {
