@@ -294,3 +294,20 @@ TEST(QuantizeEdges, EncodeWithExtremeScaleExponents) {
     }
   }
 }
+
+// quantize_bf16 with a shape whose element count wraps around size_t (here to
+// exactly 0, which would pass the null-data check) is rejected by name.
+TEST(QuantizeEdges, Bf16ShapeOverflowIsRejected) {
+  const size_t half = size_t(1) << 32;
+  for (const QuantSpec& s : {tensor_recipe("mxfp8"), tensor_recipe("fp8_tensor")}) {
+    try {
+      (void)emu::quantize_bf16(nullptr, 1, half, half, s);
+      FAIL() << "accepted a [1, 2^32, 2^32] shape";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("overflows"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW((void)emu::quantize_bf16(nullptr, half, half, 1, s), std::invalid_argument);
+  }
+  // Empty shapes stay fine with null data.
+  EXPECT_EQ(emu::quantize_bf16(nullptr, 0, half, half, tensor_recipe("mxfp8")).data.size(), 0u);
+}

@@ -44,6 +44,7 @@
 #include <array>
 #include <atomic>
 #include <bit>
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
@@ -303,6 +304,9 @@ std::optional<QuantizedTensor> try_quantize(const Tensor3f& x, const QuantSpec& 
 
 QuantizedTensor quantize_bf16(const uint16_t* data, size_t groups, size_t rows, size_t cols, const QuantSpec& spec,
                               Axis axis) {
+  if ((rows != 0 && groups > SIZE_MAX / rows) || (cols != 0 && groups * rows > SIZE_MAX / cols))
+    throw std::invalid_argument("quantize_bf16: shape [" + std::to_string(groups) + ", " + std::to_string(rows) + ", " +
+                                std::to_string(cols) + "] overflows size_t");
   const size_t n = groups * rows * cols;
   if (data == nullptr && n != 0) throw std::invalid_argument("quantize_bf16: null data for a non-empty tensor");
   if (fast::takes(spec, axis)) {

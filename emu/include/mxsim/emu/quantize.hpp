@@ -25,7 +25,8 @@ QuantizedTensor quantize(const Tensor2f& x, const QuantSpec& spec, Axis axis = A
 /// MX E8M0 / RNE / 1x32 rowwise (Axis::Cols) or 32x32 tiles of E2M1, E2M3,
 /// E3M2, E4M3, E5M2 without Hadamard run vectorized, single-threaded kernels
 /// (emu/src/quantize_fast.cpp); every other spec goes through the reference.
-/// Throws std::invalid_argument for null data with a non-zero size, and as
+/// Throws std::invalid_argument for a shape whose element count overflows
+/// size_t, for null data with a non-zero size, and as
 /// quantize() does for specs the shape cannot take.
 QuantizedTensor quantize_bf16(const uint16_t* data, size_t groups, size_t rows, size_t cols, const QuantSpec& spec,
                               Axis axis = Axis::Cols);
