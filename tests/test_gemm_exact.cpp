@@ -525,3 +525,74 @@ TEST(GemmKernels, RoundBf16MatchesEncoder) {
     }
   EXPECT_GT(n, 400000u);
 }
+
+// MX-exact from packed codes (gemm_mx_direct.cpp): every form, contiguous and
+// transposed B (dgrad's W as 32x32 tiles or Axis::Rows), E2M1 and E2M3, unsafe
+// E8M0 scales (0x00, 0xFE, 0xFF) on both operands, ragged K and groups; direct
+// path, portable path and reference, 1 and 3 threads.
+TEST(GemmKernels, MxExactDirectAllFormsEqualReference) {
+  std::mt19937 g(31337);
+  const Pair pairs[] = {{"mxfp4", "mxfp4_2d"}, {"mxfp4", "mxfp4"}, {"mxfp6_e2m3", "mxfp4"}, {"mxfp4", "mxfp6_e2m3"}};
+  size_t cases = 0;
+  for (const Pair& p : pairs)
+    for (int trial = 0; trial < 4; ++trial) {
+      std::vector<int64_t> ms = {int64_t(g() % 45), 0, int64_t(1 + g() % 70), int64_t(g() % 9)};
+      const size_t M = size_t(sum(ms)), N = 1 + g() % 90, K = 1 + g() % 140, G = ms.size();
+      const Tensor2f x = rand2(g, M, K, 6), dy = rand2(g, M, N, 6);
+      const Tensor3f w = rand3(g, G, N, K, 6);
+      const bool specials = trial >= 2;
+      for (int form = 0; form < 3; ++form) {
+        if (form == 2 && std::string(p.w) == "mxfp4_2d") continue;
+        for (int acc = 0; acc < 2; ++acc) {
+          const Format of = trial % 2 ? Format::BF16 : Format::FP32;
+          SCOPED_TRACE(std::string(p.a) + " x " + p.w + " form " + std::to_string(form) + " trial " + std::to_string(trial));
+          if (form < 2) {
+            QuantizedTensor qa = form == 0 ? quantize(x, spec(p.a), Axis::Cols) : quantize(dy, spec(p.a), Axis::Cols);
+            const bool tiles = std::string(p.w) == "mxfp4_2d";
+            QuantizedTensor qw = quantize(w, spec(p.w), form == 0 || tiles ? Axis::Cols : Axis::Rows);
+            if (specials) poke(qa, g), poke(qw, g);
+            const Tensor2f init = rand2(g, M, form == 0 ? N : K, 3);
+            Tensor2f r = init, f1 = init, f3 = init, pt = init;
+            auto go = [&](GemmImpl impl, Tensor2f& o) {
+              if (form == 0) grouped_fprop(qa, qw, ms, o, opt(impl, acc, of));
+              else grouped_dgrad(qa, qw, ms, o, opt(impl, acc, of));
+            };
+            omp_set_num_threads(1);
+            go(GemmImpl::Reference, r);
+            go(GemmImpl::Fast, f1);
+            omp_set_num_threads(3);
+            go(GemmImpl::Fast, f3);
+            {
+              IsaGuard guard("portable");
+              go(GemmImpl::Fast, pt);
+            }
+            EXPECT_EQ(count_bit_diffs(r, f1), 0u);
+            EXPECT_EQ(count_bit_diffs(r, f3), 0u);
+            EXPECT_EQ(count_bit_diffs(r, pt), 0u);
+          } else {
+            auto qa = quantize_grouped_colwise(dy, ms, spec(p.a));
+            auto qb = quantize_grouped_colwise(x, ms, spec(p.w));
+            if (specials)
+              for (auto& q : qa) poke(q, g);
+            Tensor3f init = rand3(g, G, N, K, 3);
+            Tensor3f r = init, f1 = init, f3 = init, pt = init;
+            omp_set_num_threads(1);
+            grouped_wgrad(qa, qb, ms, r, opt(GemmImpl::Reference, acc, of));
+            grouped_wgrad(qa, qb, ms, f1, opt(GemmImpl::Fast, acc, of));
+            omp_set_num_threads(3);
+            grouped_wgrad(qa, qb, ms, f3, opt(GemmImpl::Fast, acc, of));
+            {
+              IsaGuard guard("portable");
+              grouped_wgrad(qa, qb, ms, pt, opt(GemmImpl::Fast, acc, of));
+            }
+            EXPECT_EQ(count_bit_diffs(r, f1), 0u);
+            EXPECT_EQ(count_bit_diffs(r, f3), 0u);
+            EXPECT_EQ(count_bit_diffs(r, pt), 0u);
+          }
+          ++cases;
+        }
+      }
+    }
+  omp_set_num_threads(2);
+  EXPECT_GT(cases, 80u);
+}
