@@ -66,22 +66,6 @@ OperandStats to_stats(const Backend::QStats& q) {
   return s;
 }
 
-float act(const std::string& a, float x) {
-  if (a == "relu") return x > 0 ? x : 0.0f;
-  if (a == "gelu") return 0.5f * x * (1.0f + std::erf(x * 0.70710678f));
-  return x / (1.0f + std::exp(-x));  // silu
-}
-float act_grad(const std::string& a, float x) {
-  if (a == "relu") return x > 0 ? 1.0f : 0.0f;
-  if (a == "gelu") {
-    const float cdf = 0.5f * (1.0f + std::erf(x * 0.70710678f));
-    const float pdf = 0.39894228f * std::exp(-0.5f * x * x);
-    return cdf + x * pdf;
-  }
-  const float s = 1.0f / (1.0f + std::exp(-x));
-  return s * (1.0f + x * (1.0f - s));
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------- Weight
@@ -287,7 +271,7 @@ void Model::linear_backward(Weight& w, const Tensor2f& dy, std::span<const int64
 
 Model::MbResult Model::train_microbatch(const Tensor2f& xin, std::span<const uint8_t> y, int mb, int num_mb,
                                         int64_t step, float grad_scale, bool st, bool rec_w, MicroRecord* rec) {
-  const size_t B = xin.shape(0), d = size_t(cfg_.d_model), E = size_t(cfg_.experts), k = size_t(cfg_.top_k);
+  const size_t B = xin.shape(0), E = size_t(cfg_.experts), k = size_t(cfg_.top_k);
   const size_t dff = size_t(cfg_.d_ff);
   (void)dff;
   MbResult res;
@@ -324,21 +308,12 @@ Model::MbResult Model::train_microbatch(const Tensor2f& xin, std::span<const uin
         for (size_t s = 0; s < k; ++s)
           if (size_t(top[t * k + s]) == e) row_of[t * k + s] = fill[e]++;
   }
-  Tensor2f xp = xt::zeros<float>({size_t(M), d});
-  for (size_t t = 0; t < B; ++t)
-    for (size_t s = 0; s < k; ++s) std::copy_n(&h0(t, 0), d, &xp(size_t(row_of[t * k + s]), 0));
-  Tensor2f u, a, yp;
+  Tensor2f xp, u, a, yp, h1;
+  be_.permute_rows(h0, row_of, k, size_t(M), xp);
   linear_forward(W1, xp, ms, u, mb, num_mb, step, st, c_fc1);
-  a = Tensor2f::from_shape(u.shape());
-  for (size_t i = 0; i < u.size(); ++i) a.data()[i] = bf16(act(cfg_.activation, u.data()[i]));
+  be_.activation(cfg_.activation, u, a);
   linear_forward(W2, a, ms, yp, mb, num_mb, step, st, c_fc2);
-  Tensor2f h1 = Tensor2f::from_shape({B, d});
-  for (size_t t = 0; t < B; ++t)
-    for (size_t j = 0; j < d; ++j) {
-      float m = 0;
-      for (size_t s = 0; s < k; ++s) m = m + p(t, size_t(top[t * k + s])) * yp(size_t(row_of[t * k + s]), j);
-      h1(t, j) = bf16(h0(t, j) + bf16(m));
-    }
+  be_.unpermute_combine(yp, h0, p, top, row_of, k, h1);
   Tensor2f logits;
   linear_forward(Wh, h1, one, logits, mb, num_mb, step, st, c_head);
   Tensor2f dlog;
@@ -367,50 +342,23 @@ Model::MbResult Model::train_microbatch(const Tensor2f& xin, std::span<const uin
   Tensor3f* rh = nullptr;
   if (want("head")) rh = &rec->wgrad["head"];
   linear_backward(Wh, dlog, one, &dh1, mb, num_mb, step, st, c_head, rh);
-  Tensor2f dyp = xt::zeros<float>({size_t(M), d});
-  std::vector<float> dgate(B * k);
-  for (size_t t = 0; t < B; ++t)
-    for (size_t s = 0; s < k; ++s) {
-      const size_t r = size_t(row_of[t * k + s]);
-      const float gte = p(t, size_t(top[t * k + s]));
-      float dg = 0;
-      for (size_t j = 0; j < d; ++j) {
-        dyp(r, j) = bf16(gte * dh1(t, j));
-        dg = dg + dh1(t, j) * yp(r, j);
-      }
-      dgate[t * k + s] = dg;
-    }
-  Tensor2f da, dxp;
+  Tensor2f dyp, da, dxp, du, dl_r, dh0_r, dh0;
+  std::vector<float> dgate;
+  be_.combine_backward(dh1, yp, p, top, row_of, k, dyp, dgate);
   linear_backward(W2, dyp, ms, &da, mb, num_mb, step, st, c_fc2, want("fc2") ? &rec->wgrad["fc2"] : nullptr);
-  Tensor2f du = Tensor2f::from_shape(u.shape());
-  for (size_t i = 0; i < u.size(); ++i) du.data()[i] = bf16(da.data()[i] * act_grad(cfg_.activation, u.data()[i]));
+  be_.activation_grad(cfg_.activation, u, da, du);
   linear_backward(W1, du, ms, &dxp, mb, num_mb, step, st, c_fc1, want("fc1") ? &rec->wgrad["fc1"] : nullptr);
-  // router: dp from gates and the aux loss (f_e constant), softmax backward
+  // router: dp from the gates and the aux loss (f_e held constant), softmax backward
   const float aux_g = cfg_.aux_loss_coeff * float(E) / (float(B) * float(num_mb));
-  Tensor2f dl_r = Tensor2f::from_shape({B, E});
-  for (size_t t = 0; t < B; ++t) {
-    std::vector<float> dp(E);
-    for (size_t e = 0; e < E; ++e) dp[e] = aux_g * f[e];
-    for (size_t s = 0; s < k; ++s) dp[size_t(top[t * k + s])] = dp[size_t(top[t * k + s])] + dgate[t * k + s];
-    float dot = 0;
-    for (size_t e = 0; e < E; ++e) dot = dot + p(t, e) * dp[e];
-    for (size_t e = 0; e < E; ++e) dl_r(t, e) = bf16(p(t, e) * (dp[e] - dot));
-  }
-  Tensor2f dh0_r;
+  be_.router_backward(p, top, dgate, f, aux_g, k, dl_r);
   linear_backward(Wr, dl_r, one, &dh0_r, mb, num_mb, step, st, c_router, want("router") ? &rec->wgrad["router"] : nullptr);
-  Tensor2f dh0 = Tensor2f::from_shape({B, d});
-  for (size_t t = 0; t < B; ++t)
-    for (size_t j = 0; j < d; ++j) {
-      float v = dh1(t, j) + dh0_r(t, j);
-      for (size_t s = 0; s < k; ++s) v = v + dxp(size_t(row_of[t * k + s]), j);
-      dh0(t, j) = bf16(v);
-    }
+  be_.embed_grad_sum(dh1, dh0_r, dxp, row_of, k, dh0);
   linear_backward(We, dh0, one, nullptr, mb, num_mb, step, st, c_embed, want("embed") ? &rec->wgrad["embed"] : nullptr);
   return res;
 }
 
 std::vector<int> Model::predict(const Tensor2f& xin) {
-  const size_t B = xin.shape(0), d = size_t(cfg_.d_model), E = size_t(cfg_.experts), k = size_t(cfg_.top_k);
+  const size_t B = xin.shape(0), E = size_t(cfg_.experts), k = size_t(cfg_.top_k);
   const std::vector<int64_t> one = {int64_t(B)};
   // Evaluation: no cache (one "micro-batch"), no statistics.
   auto fwd = [&](Weight& w, const Tensor2f& x, std::span<const int64_t> ms, Tensor2f& y) {
@@ -438,19 +386,12 @@ std::vector<int> Model::predict(const Tensor2f& xin) {
   for (size_t e = 0; e < E; ++e)
     for (size_t t = 0; t < B * k; ++t)
       if (size_t(top[t]) == e) row_of[t] = fill[e]++;
-  Tensor2f xp = xt::zeros<float>({size_t(M), d});
-  for (size_t t = 0; t < B * k; ++t) std::copy_n(&h0(t / k, 0), d, &xp(size_t(row_of[t]), 0));
-  Tensor2f u, yp, logits;
+  Tensor2f xp, u, a, yp, h1, logits;
+  be_.permute_rows(h0, row_of, k, size_t(M), xp);
   fwd(weight("fc1"), xp, ms, u);
-  for (auto& v : u) v = bf16(act(cfg_.activation, v));
-  fwd(weight("fc2"), u, ms, yp);
-  Tensor2f h1 = Tensor2f::from_shape({B, d});
-  for (size_t t = 0; t < B; ++t)
-    for (size_t j = 0; j < d; ++j) {
-      float m = 0;
-      for (size_t s = 0; s < k; ++s) m = m + p(t, size_t(top[t * k + s])) * yp(size_t(row_of[t * k + s]), j);
-      h1(t, j) = bf16(h0(t, j) + bf16(m));
-    }
+  be_.activation(cfg_.activation, u, a);
+  fwd(weight("fc2"), a, ms, yp);
+  be_.unpermute_combine(yp, h0, p, top, row_of, k, h1);
   fwd(weight("head"), h1, one, logits);
   std::vector<int> out(B);
   for (size_t t = 0; t < B; ++t) {

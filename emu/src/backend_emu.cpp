@@ -306,6 +306,88 @@ class EmuBackend final : public Backend {
     }
     return loss;
   }
+  static float act(const std::string& a, float x) {
+    if (a == "relu") return x > 0 ? x : 0.0f;
+    if (a == "gelu") return 0.5f * x * (1.0f + std::erf(x * 0.70710678f));
+    if (a == "silu") return x / (1.0f + std::exp(-x));
+    throw std::invalid_argument("activation: unknown kind '" + a + "'");
+  }
+  static float act_grad(const std::string& a, float x) {
+    if (a == "relu") return x > 0 ? 1.0f : 0.0f;
+    if (a == "gelu") {
+      const float cdf = 0.5f * (1.0f + std::erf(x * 0.70710678f));
+      const float pdf = 0.39894228f * std::exp(-0.5f * x * x);
+      return cdf + x * pdf;
+    }
+    const float s = 1.0f / (1.0f + std::exp(-x));
+    return s * (1.0f + x * (1.0f - s));
+  }
+  void activation(const std::string& kind, const Tensor2f& u, Tensor2f& a) override {
+    a = Tensor2f::from_shape(u.shape());
+    for (size_t i = 0; i < u.size(); ++i) a.data()[i] = bf16(act(kind, u.data()[i]));
+  }
+  void activation_grad(const std::string& kind, const Tensor2f& u, const Tensor2f& da, Tensor2f& du) override {
+    du = Tensor2f::from_shape(u.shape());
+    for (size_t i = 0; i < u.size(); ++i) du.data()[i] = bf16(da.data()[i] * act_grad(kind, u.data()[i]));
+  }
+  void permute_rows(const Tensor2f& src, std::span<const int64_t> row_of, size_t k, size_t M, Tensor2f& dst) override {
+    const size_t d = src.shape(1);
+    dst = xt::zeros<float>({M, d});
+    for (size_t i = 0; i < row_of.size(); ++i) std::copy_n(&src(i / k, 0), d, &dst(size_t(row_of[i]), 0));
+  }
+  void unpermute_combine(const Tensor2f& yp, const Tensor2f& h0, const Tensor2f& p, std::span<const int> top,
+                         std::span<const int64_t> row_of, size_t k, Tensor2f& h1) override {
+    const size_t B = h0.shape(0), d = h0.shape(1);
+    h1 = Tensor2f::from_shape({B, d});
+    for (size_t t = 0; t < B; ++t)
+      for (size_t j = 0; j < d; ++j) {
+        float m = 0;
+        for (size_t s = 0; s < k; ++s) m = m + p(t, size_t(top[t * k + s])) * yp(size_t(row_of[t * k + s]), j);
+        h1(t, j) = bf16(h0(t, j) + bf16(m));
+      }
+  }
+  void combine_backward(const Tensor2f& dh1, const Tensor2f& yp, const Tensor2f& p, std::span<const int> top,
+                        std::span<const int64_t> row_of, size_t k, Tensor2f& dyp, std::vector<float>& dgate) override {
+    const size_t B = dh1.shape(0), d = dh1.shape(1);
+    dyp = xt::zeros<float>(yp.shape());
+    dgate.assign(B * k, 0.0f);
+    for (size_t t = 0; t < B; ++t)
+      for (size_t s = 0; s < k; ++s) {
+        const size_t r = size_t(row_of[t * k + s]);
+        const float gte = p(t, size_t(top[t * k + s]));
+        float dg = 0;
+        for (size_t j = 0; j < d; ++j) {
+          dyp(r, j) = bf16(gte * dh1(t, j));
+          dg = dg + dh1(t, j) * yp(r, j);
+        }
+        dgate[t * k + s] = dg;
+      }
+  }
+  void router_backward(const Tensor2f& p, std::span<const int> top, std::span<const float> dgate,
+                       std::span<const float> f, float aux_g, size_t k, Tensor2f& dl) override {
+    const size_t B = p.shape(0), E = p.shape(1);
+    dl = Tensor2f::from_shape({B, E});
+    std::vector<float> dp(E);
+    for (size_t t = 0; t < B; ++t) {
+      for (size_t e = 0; e < E; ++e) dp[e] = aux_g * f[e];
+      for (size_t s = 0; s < k; ++s) dp[size_t(top[t * k + s])] = dp[size_t(top[t * k + s])] + dgate[t * k + s];
+      float dot = 0;
+      for (size_t e = 0; e < E; ++e) dot = dot + p(t, e) * dp[e];
+      for (size_t e = 0; e < E; ++e) dl(t, e) = bf16(p(t, e) * (dp[e] - dot));
+    }
+  }
+  void embed_grad_sum(const Tensor2f& dh1, const Tensor2f& dh0_r, const Tensor2f& dxp, std::span<const int64_t> row_of,
+                      size_t k, Tensor2f& dh0) override {
+    const size_t B = dh1.shape(0), d = dh1.shape(1);
+    dh0 = Tensor2f::from_shape({B, d});
+    for (size_t t = 0; t < B; ++t)
+      for (size_t j = 0; j < d; ++j) {
+        float v = dh1(t, j) + dh0_r(t, j);
+        for (size_t s = 0; s < k; ++s) v = v + dxp(size_t(row_of[t * k + s]), j);
+        dh0(t, j) = bf16(v);
+      }
+  }
+
   void adamw(Tensor3f& w, Tensor3f& m, Tensor3f& v, const Tensor3f& g, const AdamW& h, Tensor3f& model) override {
     const float bc1 = 1.0f - std::pow(h.beta1, float(h.t)), bc2 = 1.0f - std::pow(h.beta2, float(h.t));
     const float step = h.lr / bc1, sbc2 = std::sqrt(bc2);

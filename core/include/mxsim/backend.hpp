@@ -94,6 +94,32 @@ class Backend {
   /// losses (FP32) and writes dlogits = (softmax - onehot) * grad_scale.
   virtual std::vector<float> cross_entropy(const Tensor2f& logits, std::span<const uint8_t> labels,
                                            float grad_scale, Tensor2f& dlogits) = 0;
+  // --- MoE elementwise ops (all outputs BF16 values unless stated; FP32
+  // arithmetic in the order given) ---
+  /// a = bf16(act(u)), act = "relu" | "gelu" (erf form) | "silu".
+  virtual void activation(const std::string& kind, const Tensor2f& u, Tensor2f& a) = 0;
+  /// du = bf16(da * act'(u)).
+  virtual void activation_grad(const std::string& kind, const Tensor2f& u, const Tensor2f& da, Tensor2f& du) = 0;
+  /// Permute tokens to expert order: dst [M, d] zero-filled, then
+  /// dst[row_of[t*k + s]] = src[t] for every token t and slot s.
+  virtual void permute_rows(const Tensor2f& src, std::span<const int64_t> row_of, size_t k, size_t M,
+                            Tensor2f& dst) = 0;
+  /// Unpermute and combine with a residual: h1[t] = bf16(h0[t] + bf16(m)),
+  /// m = sum over slots s (ascending) of fl32(p[t, top[t*k+s]] * yp[row_of[t*k+s]]).
+  virtual void unpermute_combine(const Tensor2f& yp, const Tensor2f& h0, const Tensor2f& p, std::span<const int> top,
+                                 std::span<const int64_t> row_of, size_t k, Tensor2f& h1) = 0;
+  /// Backward of the combine: dyp[row] = bf16(gate * dh1[t]) (zero rows for
+  /// padding), dgate[t*k+s] = sum_j dh1[t, j] * yp[row, j] (FP32, ascending j).
+  virtual void combine_backward(const Tensor2f& dh1, const Tensor2f& yp, const Tensor2f& p, std::span<const int> top,
+                                std::span<const int64_t> row_of, size_t k, Tensor2f& dyp, std::vector<float>& dgate) = 0;
+  /// Router softmax backward with the auxiliary loss: dp[t, e] = aux_grad * f[e]
+  /// (+ dgate of the chosen slots); dlogits[t, e] = bf16(p (dp - sum_e p dp)).
+  virtual void router_backward(const Tensor2f& p, std::span<const int> top, std::span<const float> dgate,
+                               std::span<const float> f, float aux_grad, size_t k, Tensor2f& dlogits) = 0;
+  /// dh0[t] = bf16(dh1[t] + dh0_router[t] + sum over slots dxp[row_of[t*k+s]]).
+  virtual void embed_grad_sum(const Tensor2f& dh1, const Tensor2f& dh0_router, const Tensor2f& dxp,
+                              std::span<const int64_t> row_of, size_t k, Tensor2f& dh0) = 0;
+
   /// AdamW on an FP32 master (decoupled decay, PyTorch AdamW formula,
   /// bias correction with step t >= 1); writes the BF16 model copy.
   struct AdamW {
