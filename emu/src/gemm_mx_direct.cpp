@@ -19,6 +19,8 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <bit>
+#include <memory>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -34,6 +36,10 @@ namespace {
 #define MXSIM_MX_TARGET "avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi,avx2"
 
 bool safe(uint8_t s) { return s != 0xFF && int(s) >= 127 - 50 && int(s) <= 127 + 50; }
+/// 2^(s - 127 - shift) for a safe scale byte (a normal FP32 power of two), else 0.
+inline float pow2_scale(uint8_t s, int shift) {
+  return safe(s) ? std::bit_cast<float>(uint32_t(int(s) - shift) << 23) : 0.0f;
+}
 int int_shift(Format f) { return f == Format::E2M1 ? 1 : 3; }
 
 /// Storage access of one group of an MX operand seen as [R rows, K contraction].
@@ -101,6 +107,17 @@ __attribute__((target(MXSIM_MX_TARGET))) inline void decode32(const View& v, con
   }
   for (size_t t = 0; t < 32; ++t) dst[t] = t < n ? lut.v[v.code_st(sr, sc0 + t)] : int8_t(0);
 }
+
+/// Uninitialized array (new T[n] without value-initialization).
+template <class T>
+struct Buf {
+  std::unique_ptr<T[]> p;
+  explicit Buf(size_t n) : p(new T[n]) {}
+  T* data() { return p.get(); }
+  const T* data() const { return p.get(); }
+  T& operator[](size_t i) { return p[i]; }
+  const T& operator[](size_t i) const { return p[i]; }
+};
 
 struct GroupPack {
   MxGroup job;
@@ -180,7 +197,7 @@ __attribute__((target(MXSIM_MX_TARGET))) void pack_a_row(const GroupPack& gp, co
                         _mm256_add_epi8(_mm256_load_si256(reinterpret_cast<const __m256i*>(tmp)), off));
     const uint8_t s = v.scale(i, b);
     if (!safe(s)) bad = 1;
-    fa[i * KB + b] = safe(s) ? std::ldexp(1.0f, int(s) - 127 - gp.sha) : 0.0f;
+    fa[i * KB + b] = pow2_scale(s, gp.sha);
   }
 }
 
@@ -233,7 +250,7 @@ __attribute__((target(MXSIM_MX_TARGET))) void pack_b_tile(const GroupPack& gp, c
     if (jj >= nj) { fb[(p * KB + b) * 32 + jj] = 0.0f; continue; }
     const uint8_t s = v.scale(p * 32 + jj, b);
     if (!safe(s)) badj[p * 32 + jj] = 1;
-    fb[(p * KB + b) * 32 + jj] = safe(s) ? std::ldexp(1.0f, int(s) - 127 - gp.shb) : 0.0f;
+    fb[(p * KB + b) * 32 + jj] = pow2_scale(s, gp.shb);
   }
 }
 
@@ -284,10 +301,12 @@ bool run_mx_exact_direct(const std::vector<MxGroup>& jobs, bool accumulate, Form
     gps.push_back(gp);
   }
   if (gps.empty()) return true;
-  std::vector<uint8_t> au(au_n), badi(bi_n, 0), badj(bj_n, 0);
-  std::vector<float> fa(fa_n), fb(fb_n);
-  std::vector<int8_t> bp(bp_n);
-  std::vector<int32_t> corr(fb_n);
+  // Every element of these is written by the packing loops: no zero fill.
+  Buf<uint8_t> au(au_n);
+  Buf<float> fa(fa_n), fb(fb_n);
+  Buf<int8_t> bp(bp_n);
+  Buf<int32_t> corr(fb_n);
+  std::vector<uint8_t> badi(bi_n, 0), badj(bj_n, 0);
   std::vector<Lut> la, lb;
   for (const auto& gp : gps) la.push_back(make_lut(gp.job.a.q->spec.elem)), lb.push_back(make_lut(gp.job.b.q->spec.elem));
   // work lists for packing
