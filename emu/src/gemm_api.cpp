@@ -54,12 +54,22 @@ Panel make_panel(const Src& s, size_t g, bool contract_rows, size_t r0, size_t n
   if (s.bf16()) {
     p.elem = Format::BF16;
     if (!build) return p;
-    for (size_t r = 0; r < R; ++r)
-      for (size_t k = 0; k < K; ++k) {
-        size_t lr, lc;
-        logical(r, k, lr, lc);
-        p.code[r * K + k] = f32_bits((*s.f)(g, lr, lc)) >> 16;
-      }
+    // Row-major [groups, rows, cols] storage read directly, in parallel.
+    const size_t cols = s.cols();
+    const float* src = s.f->data() + g * s.rows() * cols;
+    uint32_t* dst = p.code.data();
+    if (!contract_rows) {
+#pragma omp parallel for schedule(static)
+      for (size_t r = 0; r < R; ++r)
+        for (size_t k = 0; k < K; ++k) dst[r * K + k] = f32_bits(src[(r0 + r) * cols + k]) >> 16;
+    } else {  // element (r, k) is logical (k, r): 64 x 64 tiles
+      const size_t nt = (R + 63) / 64;
+#pragma omp parallel for schedule(static)
+      for (size_t t = 0; t < nt; ++t)
+        for (size_t k0 = 0; k0 < K; k0 += 64)
+          for (size_t k = k0; k < std::min(K, k0 + 64); ++k)
+            for (size_t r = t * 64; r < std::min(R, t * 64 + 64); ++r) dst[r * K + k] = f32_bits(src[k * cols + r]) >> 16;
+    }
     return p;
   }
   const QuantizedTensor& q = *s.q;
@@ -103,6 +113,7 @@ Panel make_panel(const Src& s, size_t g, bool contract_rows, size_t r0, size_t n
     };
     const size_t off = contract_rows ? 0 : r0;
     if (along_scols) {
+#pragma omp parallel for schedule(static)
       for (size_t r = 0; r < R; ++r) {
         uint32_t* dst = p.code.data() + r * K;
         const uint8_t* src = base + (off + r) * rb;
@@ -114,10 +125,12 @@ Panel make_panel(const Src& s, size_t g, bool contract_rows, size_t r0, size_t n
         }
       }
     } else {
-      for (size_t k0 = 0; k0 < K; k0 += 64)
-        for (size_t r0b = 0; r0b < R; r0b += 64)
+      const size_t nt = (R + 63) / 64;
+#pragma omp parallel for schedule(static)
+      for (size_t t = 0; t < nt; ++t)
+        for (size_t k0 = 0; k0 < K; k0 += 64)
           for (size_t k = k0; k < std::min(K, k0 + 64); ++k)
-            for (size_t r = r0b; r < std::min(R, r0b + 64); ++r) p.code[r * K + k] = at(k, off + r);
+            for (size_t r = t * 64; r < std::min(R, t * 64 + 64); ++r) p.code[r * K + k] = at(k, off + r);
     }
   }
   if (q.spec.scale_kind == ScaleKind::E8M0) {
@@ -309,13 +322,22 @@ void wgrad_impl(std::span<const Src> dy, std::span<const Src> x, std::span<const
 }
 
 Tensor3f to_bf16_3(const Tensor3f& x) {
-  Tensor3f r = x;
-  for (auto& v : r) v = round_bf16(v);
+  Tensor3f r = Tensor3f::from_shape({x.shape(0), x.shape(1), x.shape(2)});
+  const float* src = x.data();
+  float* dst = r.data();
+  const size_t n = x.size();
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < n; ++i) dst[i] = round_bf16(src[i]);
   return r;
 }
-Tensor3f as3(const Tensor2f& x) {
+/// x as [1, rows, cols], rounded to BF16 (RNE) on the way.
+Tensor3f as3_bf16(const Tensor2f& x) {
   Tensor3f r = Tensor3f::from_shape({1, x.shape(0), x.shape(1)});
-  std::copy(x.begin(), x.end(), r.begin());
+  const float* src = x.data();
+  float* dst = r.data();
+  const size_t n = x.size();
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < n; ++i) dst[i] = round_bf16(src[i]);
   return r;
 }
 
@@ -383,7 +405,7 @@ void grouped_fprop(const Tensor2f& x, const QuantSpec& xs, const Tensor3f& w, co
   const bool xb = xs.elem == Format::BF16, wb = ws.elem == Format::BF16;
   QuantizedTensor qx, qw;
   Tensor3f fx, fw;
-  if (xb) fx = to_bf16_3(as3(x)); else qx = quantize(x, xs, Axis::Cols);
+  if (xb) fx = as3_bf16(x); else qx = quantize(x, xs, Axis::Cols);
   if (wb) fw = to_bf16_3(w); else qw = quantize(w, ws, Axis::Cols);
   token_gemm("fprop", xb ? Src{nullptr, &fx} : Src{&qx, nullptr}, wb ? Src{nullptr, &fw} : Src{&qw, nullptr}, false,
              m_splits, y, opt);
@@ -393,7 +415,7 @@ void grouped_dgrad(const Tensor2f& dy, const QuantSpec& dys, const Tensor3f& w, 
   const bool ab = dys.elem == Format::BF16, wb = ws.elem == Format::BF16;
   QuantizedTensor qa, qw;
   Tensor3f fa, fw;
-  if (ab) fa = to_bf16_3(as3(dy)); else qa = quantize(dy, dys, Axis::Cols);
+  if (ab) fa = as3_bf16(dy); else qa = quantize(dy, dys, Axis::Cols);
   if (wb) fw = to_bf16_3(w); else qw = quantize(w, ws, Axis::Rows);
   token_gemm("dgrad", ab ? Src{nullptr, &fa} : Src{&qa, nullptr}, wb ? Src{nullptr, &fw} : Src{&qw, nullptr}, true,
              m_splits, dx, opt);
@@ -433,8 +455,11 @@ void grouped_wgrad(const Tensor2f& dy, const QuantSpec& dys, const Tensor2f& x, 
   size_t m0 = 0;
   auto slice3 = [](const Tensor2f& t, size_t m0, size_t mg) {
     Tensor3f r = Tensor3f::from_shape({1, mg, t.shape(1)});
-    for (size_t i = 0; i < mg; ++i)
-      for (size_t j = 0; j < t.shape(1); ++j) r(0, i, j) = round_bf16(t(m0 + i, j));
+    const size_t n = mg * t.shape(1);
+    const float* src = t.data() + m0 * t.shape(1);
+    float* dst = r.data();
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; ++i) dst[i] = round_bf16(src[i]);
     return r;
   };
   if (!ab) qa = quantize_grouped_colwise(dy, m_splits, dys);
