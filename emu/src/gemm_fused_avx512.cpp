@@ -112,7 +112,6 @@ template <int L, int F, bool E8M13, int MR>
 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"), always_inline)) inline void fused_group(
     const float* a, const int32_t* ae, size_t lda, const float* b, const int16_t* be, const __m512* C, bool c_zero,
     __m512* R, __mmask16* bad) {
-  const __m512i vF = _mm512_set1_epi32(F);
   // Pass 1 in int16 pairs: lane 2j holds k even, 2j+1 k odd (exponent sums fit int16).
   __m512i Eh[MR];
   for (int r = 0; r < MR; ++r) Eh[r] = _mm512_set1_epi16(int16_t(kZeroExp));
@@ -134,16 +133,16 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"), always_inline)) inl
   __m512 f[MR], u[MR];
   __m512i S[MR], S2[MR];
   for (int r = 0; r < MR; ++r) {
+    // Lanes with a non-zero term and E < F - 126 or E > 119 are bad. For the
+    // others E equals the contract's max(-126, ...) except all-zero lanes,
+    // where E = F - 126 keeps 2^(F-E) finite (every term is 0 anyway).
     const __mmask16 nz = _mm512_cmpgt_epi32_mask(Em[r], _mm512_set1_epi32(-500));
-    const __m512i E = _mm512_max_epi32(Em[r], _mm512_set1_epi32(-126));
-    bad[r] |= _mm512_mask_cmplt_epi32_mask(nz, E, _mm512_set1_epi32(F - 126)) |
-              _mm512_cmpgt_epi32_mask(E, _mm512_set1_epi32(119));
-    const __m512i sh = _mm512_min_epi32(_mm512_max_epi32(_mm512_sub_epi32(vF, E), _mm512_set1_epi32(-126)),
-                                        _mm512_set1_epi32(127));
-    const __m512i ush = _mm512_min_epi32(_mm512_max_epi32(_mm512_sub_epi32(E, vF), _mm512_set1_epi32(-126)),
-                                         _mm512_set1_epi32(127));
-    f[r] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(sh, _mm512_set1_epi32(127)), 23));
-    u[r] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(ush, _mm512_set1_epi32(127)), 23));
+    bad[r] |= _mm512_mask_cmplt_epi32_mask(nz, Em[r], _mm512_set1_epi32(F - 126)) |
+              _mm512_cmpgt_epi32_mask(Em[r], _mm512_set1_epi32(119));
+    const __m512i E = _mm512_max_epi32(Em[r], _mm512_set1_epi32(F - 126));
+    // 2^(F-E) and 2^(E-F) from exponent bits (both normal for E in [F-126, 119]).
+    f[r] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(F + 127), E), 23));
+    u[r] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(E, _mm512_set1_epi32(127 - F)), 23));
     S[r] = c_zero ? _mm512_setzero_si512() : _mm512_cvttps_epi32(_mm512_mul_ps(C[r], f[r]));
     S2[r] = _mm512_setzero_si512();
   }
