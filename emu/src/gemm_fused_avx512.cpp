@@ -47,6 +47,7 @@ bool fused_avx512_available() {
 namespace {
 
 constexpr int kZeroExp = -1000;  // sentinel exponent of a zero element
+constexpr int kZero8 = -64;      // the same in int8 (FP8-class sums of real exponents lie in [-32, 30])
 
 struct ElemLut {
   float v[256];
@@ -101,8 +102,10 @@ struct Packed {
   size_t Kp = 0, KB = 0, KC = 0, NP = 0;
   // A: [I][Kp]; B: [NP][Kp][16]
   std::vector<float> av, bv;
-  std::vector<int32_t> ae;  // [I][Kp/2] int16 pairs (k even low, k odd high)
-  std::vector<int16_t> be;  // [NP][Kp/2][16][2]
+  // Element exponents, BF16: int16 (sentinel kZeroExp), 2 k per dword;
+  // FP8/FP6/FP4 (|e| <= 16): int8 (sentinel kZero8), 4 k per dword.
+  std::vector<int32_t> ae;  // [I][Kp/kpd] dwords (k ascending from the low byte)
+  std::vector<int8_t> be;   // [NP][Kp/kpd][16][kpd] int8 or int16
   std::vector<RowInfo> ai;
   std::vector<int32_t> blo, bhi, bsp;  // [NP][16]
   std::vector<float> as, bs;           // MX: 2^(s-127) [I][KB], [NP][KB][16]; chunk: sinv [I][KC], [NP][KC][16]
@@ -110,24 +113,40 @@ struct Packed {
 
 template <int L, int F, bool E8M13, int MR>
 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"), always_inline)) inline void fused_group(
-    const float* a, const int32_t* ae, size_t lda, const float* b, const int16_t* be, const __m512* C, bool c_zero,
+    const float* a, const int32_t* ae, size_t lda, const float* b, const int8_t* be, const __m512* C, bool c_zero,
     __m512* R, __mmask16* bad) {
-  // Pass 1 in int16 pairs: lane 2j holds k even, 2j+1 k odd (exponent sums fit int16).
+  // Pass 1: exponent sums e(a) + e(b) in narrow lanes, one dword per output
+  // lane holding 4 (int8, F = 13 classes) or 2 (int16, BF16) consecutive k.
+  constexpr bool X8 = F == 13;
+  constexpr int KPD = X8 ? 4 : 2;
   __m512i Eh[MR];
-  for (int r = 0; r < MR; ++r) Eh[r] = _mm512_set1_epi16(int16_t(kZeroExp));
+  for (int r = 0; r < MR; ++r) Eh[r] = X8 ? _mm512_set1_epi8(int8_t(kZero8)) : _mm512_set1_epi16(int16_t(kZeroExp));
 #pragma GCC unroll 16
-  for (int q = 0; q < L / 2; ++q) {
-    const __m512i eb = _mm512_loadu_si512(be + q * 32);
-    for (int r = 0; r < MR; ++r) Eh[r] = _mm512_max_epi16(Eh[r], _mm512_add_epi16(eb, _mm512_set1_epi32(ae[r * (lda / 2) + q])));
+  for (int q = 0; q < L / KPD; ++q) {
+    const __m512i eb = _mm512_loadu_si512(be + q * 64);
+    for (int r = 0; r < MR; ++r) {
+      const __m512i ea = _mm512_set1_epi32(ae[r * (lda / KPD) + q]);
+      Eh[r] = X8 ? _mm512_max_epi8(Eh[r], _mm512_add_epi8(eb, ea)) : _mm512_max_epi16(Eh[r], _mm512_add_epi16(eb, ea));
+    }
   }
   __m512i Em[MR];
+  __mmask16 nzm[MR];  // lanes with a non-zero product or C
   for (int r = 0; r < MR; ++r) {
-    Em[r] = _mm512_max_epi32(_mm512_srai_epi32(Eh[r], 16), _mm512_srai_epi32(_mm512_slli_epi32(Eh[r], 16), 16));
+    if (X8) {
+      __m512i t = _mm512_max_epi8(Eh[r], _mm512_srli_epi32(Eh[r], 16));
+      t = _mm512_max_epi8(t, _mm512_srli_epi32(t, 8));
+      Em[r] = _mm512_srai_epi32(_mm512_slli_epi32(t, 24), 24);
+      nzm[r] = _mm512_cmpgt_epi32_mask(Em[r], _mm512_set1_epi32(-40));
+    } else {
+      Em[r] = _mm512_max_epi32(_mm512_srai_epi32(Eh[r], 16), _mm512_srai_epi32(_mm512_slli_epi32(Eh[r], 16), 16));
+      nzm[r] = _mm512_cmpgt_epi32_mask(Em[r], _mm512_set1_epi32(-500));
+    }
     if (!c_zero) {
-      // floor(log2|C|) (subnormals normalized); C = 0 gives -inf -> INT_MIN.
+      // floor(log2|C|) (subnormals normalized).
       const __m512 g = _mm512_getexp_ps(C[r]);
       const __mmask16 nz = _mm512_cmp_ps_mask(C[r], _mm512_setzero_ps(), _CMP_NEQ_UQ);
       Em[r] = _mm512_mask_max_epi32(Em[r], nz, Em[r], _mm512_cvt_roundps_epi32(g, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
+      nzm[r] |= nz;
     }
   }
   __m512 f[MR], u[MR];
@@ -136,8 +155,7 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"), always_inline)) inl
     // Lanes with a non-zero term and E < F - 126 or E > 119 are bad. For the
     // others E equals the contract's max(-126, ...) except all-zero lanes,
     // where E = F - 126 keeps 2^(F-E) finite (every term is 0 anyway).
-    const __mmask16 nz = _mm512_cmpgt_epi32_mask(Em[r], _mm512_set1_epi32(-500));
-    bad[r] |= _mm512_mask_cmplt_epi32_mask(nz, Em[r], _mm512_set1_epi32(F - 126)) |
+    bad[r] |= _mm512_mask_cmplt_epi32_mask(nzm[r], Em[r], _mm512_set1_epi32(F - 126)) |
               _mm512_cmpgt_epi32_mask(Em[r], _mm512_set1_epi32(119));
     const __m512i E = _mm512_max_epi32(Em[r], _mm512_set1_epi32(F - 126));
     // 2^(F-E) and 2^(E-F) from exponent bits (both normal for E in [F-126, 119]).
@@ -187,9 +205,10 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void tile(const Pa
   const size_t Kp = P.Kp;
   const __mmask16 cm = ncols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << ncols) - 1);
   const float* a = P.av.data() + i0 * Kp;
-  const int32_t* ae = P.ae.data() + i0 * (Kp / 2);
+  constexpr size_t esz = KIND == Kind::Bf16 ? 2 : 1, kpd = KIND == Kind::Bf16 ? 2 : 4;
+  const int32_t* ae = P.ae.data() + i0 * (Kp / kpd);
   const float* b = P.bv.data() + p * Kp * 16;
-  const int16_t* be = P.be.data() + p * Kp * 16;
+  const int8_t* be = P.be.data() + p * Kp * 16 * esz;
   float* o = out.p + i0 * out.ld + p * 16;
   __m512 acc[MR];
   __mmask16 bad[MR];
@@ -207,7 +226,7 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void tile(const Pa
   if constexpr (KIND == Kind::Bf16) {
     for (size_t k = 0; k < Kp; k += 16) {
       __m512 R[MR];
-      fused_group<16, 25, false, MR>(a + k, ae + k / 2, Kp, b + k * 16, be + k * 16, acc, false, R, bad);
+      fused_group<16, 25, false, MR>(a + k, ae + k / 2, Kp, b + k * 16, be + k * 32, acc, false, R, bad);
       for (int r = 0; r < MR; ++r) acc[r] = R[r];
     }
   } else if constexpr (KIND == Kind::MxF13) {
@@ -216,7 +235,7 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void tile(const Pa
     const float* bs = P.bs.data() + p * KB * 16;
     for (size_t kb = 0; kb < KB; ++kb) {
       __m512 R[MR];
-      fused_group<32, 13, true, MR>(a + kb * 32, ae + kb * 16, Kp, b + kb * 512, be + kb * 512, nullptr, true, R, bad);
+      fused_group<32, 13, true, MR>(a + kb * 32, ae + kb * 8, Kp, b + kb * 512, be + kb * 512, nullptr, true, R, bad);
       const __m512 fb = _mm512_loadu_ps(bs + kb * 16);
       for (int r = 0; r < MR; ++r)  // D * 2^(sb) exact (safe scales), one RNE in the FMA
         acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(R[r], fb), _mm512_set1_ps(as[r * KB + kb]), acc[r]);
@@ -231,7 +250,7 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void tile(const Pa
       const size_t q1 = std::min(Kp, c * 128 + 128);
       for (size_t q = c * 128; q < q1; q += 32) {
         __m512 R[MR];
-        fused_group<32, 13, true, MR>(a + q, ae + q / 2, Kp, b + q * 16, be + q * 16, ch, q == c * 128, R, bad);
+        fused_group<32, 13, true, MR>(a + q, ae + q / 4, Kp, b + q * 16, be + q * 16, ch, q == c * 128, R, bad);
         for (int r = 0; r < MR; ++r) ch[r] = R[r];
       }
       const __m512 sb = _mm512_loadu_ps(bs + c * 16);
@@ -269,10 +288,15 @@ void run_fused_avx512(Kind kind, const Panel& A, const Panel& B, Out out, bool a
     db.lut = &lb;
   }
   P.av.assign(I * Kp, 0.0f);
-  P.ae.assign(I * Kp / 2, int32_t((uint32_t(uint16_t(kZeroExp)) << 16) | uint16_t(kZeroExp)));
+  const bool x8 = kind != Kind::Bf16;
+  const size_t kpd = x8 ? 4 : 2, esz = x8 ? 1 : 2;
+  P.ae.assign(I * Kp / kpd, x8 ? int32_t(0xC0C0C0C0u) : int32_t((uint32_t(uint16_t(kZeroExp)) << 16) | uint16_t(kZeroExp)));
+  static_assert(int8_t(0xC0) == kZero8);
   P.ai.assign(I, RowInfo{});
   P.bv.assign(NP * Kp * 16, 0.0f);
-  P.be.assign(NP * Kp * 16, int16_t(kZeroExp));
+  P.be.resize(NP * Kp * 16 * esz);
+  if (x8) std::fill(P.be.begin(), P.be.end(), int8_t(kZero8));
+  else std::fill_n(reinterpret_cast<int16_t*>(P.be.data()), NP * Kp * 16, int16_t(kZeroExp));
   P.blo.assign(NP * 16, 1000);
   P.bhi.assign(NP * 16, -1000);
   P.bsp.assign(NP * 16, 0);
@@ -291,12 +315,14 @@ void run_fused_avx512(Kind kind, const Panel& A, const Panel& B, Out out, bool a
       RowInfo ri;
       const uint32_t* c = A.code.data() + i * K;
       float* v = P.av.data() + i * Kp;
-      int16_t* e16 = reinterpret_cast<int16_t*>(P.ae.data() + i * Kp / 2);
+      int16_t* e16 = reinterpret_cast<int16_t*>(P.ae.data() + i * Kp / kpd);
+      int8_t* e8 = reinterpret_cast<int8_t*>(P.ae.data() + i * Kp / kpd);
       for (size_t k = 0; k < K; ++k) {
         bool sp;
         int32_t e;
         da(c[k], v[k], e, sp);
-        e16[k] = int16_t(e);
+        if (x8) e8[k] = int8_t(e == kZeroExp ? kZero8 : e);
+        else e16[k] = int16_t(e);
         ri.sp |= sp;
         if (e != kZeroExp) ri.lo = std::min(ri.lo, e), ri.hi = std::max(ri.hi, e);
       }
@@ -316,12 +342,14 @@ void run_fused_avx512(Kind kind, const Panel& A, const Panel& B, Out out, bool a
       RowInfo ri;
       const uint32_t* c = B.code.data() + j * K;
       float* v = P.bv.data() + p * Kp * 16 + jj;
-      int16_t* e16 = P.be.data() + p * Kp * 16 + jj * 2;
+      int16_t* e16 = reinterpret_cast<int16_t*>(P.be.data()) + p * Kp * 16 + jj * 2;
+      int8_t* e8 = P.be.data() + p * Kp * 16 + jj * 4;
       for (size_t k = 0; k < K; ++k) {
         bool sp;
         int32_t e;
         db(c[k], v[k * 16], e, sp);
-        e16[(k / 2) * 32 + (k & 1)] = int16_t(e);
+        if (x8) e8[(k / 4) * 64 + (k & 3)] = int8_t(e == kZeroExp ? kZero8 : e);
+        else e16[(k / 2) * 32 + (k & 1)] = int16_t(e);
         ri.sp |= sp;
         if (e != kZeroExp) ri.lo = std::min(ri.lo, e), ri.hi = std::max(ri.hi, e);
       }
