@@ -371,3 +371,52 @@ TEST(SimMechanics, ModelLevelGuardAndFp8NotDeoscd) {
     }
   std::filesystem::remove(o.trace_path);
 }
+
+// fp8_delayed goes through mxsim::DelayedScaling (TransformerEngine semantics): scale 1.0
+// before the first update, one amax record per quantization, the new scale
+// fp8_max / amax / 2^margin only after update_scaling() at the end of the step, and
+// evaluation records nothing.
+TEST(SimDelayed, WeightScaleFollowsTeDelayedScaling) {
+  const Config c = tiny({"recipe.fc2=fp8_delayed", "recipe.fp8_amax_history=3", "recipe.fp8_margin=1"});
+  auto be = make_emu_backend();
+  Model m(c, *be);
+  Weight& w = m.weight("fc2");
+  ASSERT_TRUE(w.delayed[0] && w.delayed[1] && w.delayed[2]);
+  EXPECT_FALSE(m.weight("fc1").delayed[0]);  // mxfp4: no delayed state
+  EXPECT_EQ(w.delayed[0]->format(), Format::E4M3);
+  EXPECT_EQ(w.delayed[1]->format(), Format::E4M3);
+  EXPECT_EQ(w.delayed[2]->format(), Format::E5M2);  // HYBRID: gradients in E5M2
+  EXPECT_EQ(w.delayed[0]->history().size(), 3u);
+  Tensor2f x = Tensor2f::from_shape({32, 784});
+  for (size_t i = 0; i < x.size(); ++i) x.data()[i] = float(i % 13) / 13.0f;
+  std::vector<uint8_t> y(32);
+  for (size_t i = 0; i < 32; ++i) y[i] = uint8_t(i % 10);
+  for (Weight* v : m.weights()) v->zero_grad();
+  for (int mb = 0; mb < 4; ++mb) m.train_microbatch(x, y, mb, 4, 0, 1.0f / 128, false, false, nullptr);
+  // first step: TE's initial scale 1.0, so scale_inv 1.0
+  ASSERT_TRUE(w.cache.valid);
+  EXPECT_EQ(w.cache.q.scale_inv.data()[0], 1.0f);
+  float amax = 0;
+  for (float v : w.model) amax = std::max(amax, std::fabs(v));
+  EXPECT_EQ(w.delayed[0]->history()[0], amax);  // the cached W was quantized (and recorded) once
+  EXPECT_EQ(w.delayed[0]->scale(), 1.0f);       // nothing changes before the step ends
+  const auto h_before = w.delayed[1]->history();
+  m.predict(x);
+  EXPECT_EQ(w.delayed[1]->history(), h_before);  // evaluation records no amax
+  w.update_scaling();
+  const float want = (448.0f / amax) / 2.0f;  // E4M3 max 448, margin 1 (exact halving)
+  EXPECT_EQ(w.delayed[0]->scale(), want);
+  EXPECT_EQ(w.delayed[0]->history()[0], 0.0f);  // rolled: slot 0 cleared
+  EXPECT_EQ(w.delayed[0]->history()[2], amax);  // the step's amax moved to the last slot
+  // next step: the weight is quantized with the delayed scale
+  w.invalidate();
+  for (Weight* v : m.weights()) v->zero_grad();
+  m.train_microbatch(x, y, 0, 4, 1, 1.0f / 128, false, false, nullptr);
+  EXPECT_EQ(w.cache.q.scale_inv.data()[0], 1.0f / want);
+}
+
+TEST(SimConfig, Fp8MarginIsAnInteger) {
+  EXPECT_THROW(parse_config(default_config_text(), {"recipe.fp8_margin=0.5"}), std::invalid_argument);
+  EXPECT_THROW(parse_config(default_config_text(), {"recipe.fp8_margin=-1"}), std::invalid_argument);
+  EXPECT_EQ(parse_config(default_config_text(), {"recipe.fp8_margin=2"}).recipe.fp8_margin, 2);
+}

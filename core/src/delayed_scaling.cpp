@@ -69,4 +69,15 @@ QuantSpec DelayedScaling::spec(QuantSpec base) const {
   return base;
 }
 
+void DelayedScaling::restore(const std::vector<float>& history, float scale) {
+  if (history.size() != hist_.size())
+    throw std::invalid_argument("DelayedScaling::restore: history has " + std::to_string(history.size()) +
+                                " slots, expected " + std::to_string(hist_.size()));
+  if (!(scale > 0.0f) || !std::isfinite(scale) || !std::isfinite(1.0f / scale))
+    throw std::invalid_argument("DelayedScaling::restore: scale " + std::to_string(scale) +
+                                " is not a finite positive value with a finite inverse");
+  hist_ = history;
+  scale_ = scale;
+}
+
 }  // namespace mxsim

@@ -52,7 +52,7 @@ head = "bf16"
 mxfp4_hadamard_wgrad = true
 mxfp4_sr_grad = false
 fp8_amax_history = 16
-fp8_margin = 0.0
+fp8_margin = 0           # integer, scale = fp8_max / amax / 2^margin
 
 [deosc]                  # Primus weight_deosc (MXFP4-forward weights only)
 enable = true
@@ -174,7 +174,7 @@ std::map<std::string, Setter> setters(Config& c, const std::string& s) {
   m["recipe.mxfp4_hadamard_wgrad"] = bool_setter(c.recipe.mxfp4_hadamard_wgrad, s);
   m["recipe.mxfp4_sr_grad"] = bool_setter(c.recipe.mxfp4_sr_grad, s);
   m["recipe.fp8_amax_history"] = int_setter(c.recipe.fp8_amax_history, s, 1);
-  m["recipe.fp8_margin"] = float_setter(c.recipe.fp8_margin, s, 0, false);
+  m["recipe.fp8_margin"] = int_setter(c.recipe.fp8_margin, s, 0);
   m["deosc.enable"] = bool_setter(c.deosc, s);
   m["deosc.period"] = int_setter(c.deosc_period, s, 1);
   m["deosc.ratio"] = float_setter(c.deosc_ratio, s, 0, true);

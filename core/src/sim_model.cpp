@@ -34,24 +34,19 @@ float amax_of(const float* p, size_t n) {
 
 float elem_max(Format f) { return decode(f, spec_of(f).max_code()); }
 
-/// Resolve a per-tensor spec's scale: delayed (history) or current over the
-/// whole tensor (so per-group wgrad slices share one scale, as Turbo does).
+/// Resolve a per-tensor FP32 spec's scale for operand `role` of `w`:
+/// fp8_delayed takes the scale of the role's DelayedScaling (computed at the
+/// end of the previous step) and records this use's amax into its history;
+/// current scaling takes the amax of the whole tensor now (so per-group wgrad
+/// slices share one scale, as Turbo does). Other specs pass through.
 QuantSpec resolve(Weight& w, int role, QuantSpec s, const float* p, size_t n) {
   if (!s.per_tensor() || s.scale_kind != ScaleKind::FP32) return s;
   const float a = amax_of(p, n);
-  const float fmax = elem_max(s.elem);
-  if (const auto* d = std::get_if<Fp8DelayedRecipe>(&w.recipe)) {
-    auto& h = w.amax_hist[size_t(role)];
-    float ha = 0;
-    for (float v : h) ha = std::max(ha, v);
-    if (h.empty()) ha = a;  // first use: no history yet, current amax
-    const float base = std::max(ha, 1e-12f);
-    s.fixed_scale = std::min(fmax / base / std::exp2(d->margin), 3.4e38f);
-    h.push_back(a);
-    if (int(h.size()) > d->history) h.erase(h.begin());
-  } else {
-    s.fixed_scale = fmax / std::max(a, std::max(s.amax_epsilon, 1e-12f));
+  if (auto& d = w.delayed[size_t(role)]) {
+    d->record(a);
+    return d->spec(s);
   }
+  s.fixed_scale = elem_max(s.elem) / std::max(a, std::max(s.amax_epsilon, 1e-12f));
   return s;
 }
 
@@ -86,6 +81,10 @@ void Weight::invalidate() {
   ++version;
   cache.valid = false;
   cache_t.valid = false;
+}
+void Weight::update_scaling() {
+  for (auto& d : delayed)
+    if (d) d->update();
 }
 
 static QuantizedTensor quantize_weight(Backend& be, Weight& w) {
@@ -155,6 +154,10 @@ Model::Model(const Config& c, Backend& be) : cfg_(c), be_(be) {
     w->N = l.N;
     w->K = l.K;
     w->recipe = make_recipe(l.recipe, c.recipe);
+    if (const auto* dr = std::get_if<Fp8DelayedRecipe>(&w->recipe)) {
+      const Format fmt[3] = {dr->specs.w.elem, dr->specs.x_fprop.elem, dr->specs.dy_dgrad.elem};
+      for (size_t r = 0; r < 3; ++r) w->delayed[r].emplace(fmt[r], dr->history, dr->margin, AmaxAlgo::Max);
+    }
     w->num_microbatches = c.num_microbatches;
     w->master = Tensor3f::from_shape({l.G, l.N, l.K});
     // Uniform(-b, b), b = sqrt(3) * std, std = init_std or 1/sqrt(fan_in);
@@ -364,8 +367,10 @@ std::vector<int> Model::predict(const Tensor2f& xin) {
   auto fwd = [&](Weight& w, const Tensor2f& x, std::span<const int64_t> ms, Tensor2f& y) {
     LinearCtx c;
     const auto saved = w.cache;
+    const auto saved_scaling = w.delayed;  // evaluation records no amax
     linear_forward(w, x, ms, y, 0, 1, 0, false, c);
     w.cache = saved;
+    w.delayed = saved_scaling;
   };
   Tensor2f x = xin;
   be_.round_bf16(x);

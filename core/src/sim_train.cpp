@@ -126,7 +126,15 @@ TrainResult train(const Config& cfg, Backend& be, const TrainOptions& opt) {
       in.ten(w->v);
       in.ten(w->model);
       w->version = in.u64();
-      for (auto& h : w->amax_hist) in.vec(h);
+      for (auto& d : w->delayed)
+        if (d) {
+          std::vector<float> h;
+          in.vec(h);
+          std::vector<float> sc;
+          in.vec(sc);
+          in.need(sc.size() == 1 && h.size() == d->history().size());
+          d->restore(h, sc[0]);
+        }
     }
     deosc.global_step = int64_t(in.u64());
     deosc.built = in.u64() != 0;
@@ -177,7 +185,12 @@ TrainResult train(const Config& cfg, Backend& be, const TrainOptions& opt) {
         o.ten(w->v);
         o.ten(w->model);
         o.u64(w->version);
-        for (auto& h : w->amax_hist) o.vec(h.data(), h.size());
+        for (auto& d : w->delayed)
+          if (d) {
+            o.vec(d->history().data(), d->history().size());
+            const float sc = d->scale();
+            o.vec(&sc, 1);
+          }
       }
       o.u64(uint64_t(deosc.global_step));
       o.u64(deosc.built);
@@ -343,6 +356,7 @@ TrainResult train(const Config& cfg, Backend& be, const TrainOptions& opt) {
       be.adamw(w->master, w->m, w->v, w->main_grad,
                {lr, cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, t + 1}, w->model);
       w->invalidate();
+      w->update_scaling();  // fp8_delayed: next step's scales from this step's amax history
     }
     std::map<std::string, int64_t> snapped;
     if (cfg.deosc) snapped = deosc.step(be, ws);

@@ -70,6 +70,12 @@ class DelayedScaling {
   /// when base is not FP32 per-tensor scaling.
   QuantSpec spec(QuantSpec base) const;
 
+  /// Restore a saved state (checkpoint resume): `history` as history()
+  /// returned it (same length as this object's), `scale` as scale() did.
+  /// Throws std::invalid_argument for a length mismatch or a scale that is
+  /// not finite and > 0 with a finite 1 / scale (update() never produces one).
+  void restore(const std::vector<float>& history, float scale);
+
  private:
   Format fmt_;
   int margin_;

@@ -14,7 +14,7 @@ struct RecipeConfig {
   bool mxfp4_hadamard_wgrad = true;    ///< 16-point Hadamard on both wgrad operands
   bool mxfp4_sr_grad = false;          ///< stochastic rounding on dy (dgrad + wgrad)
   int fp8_amax_history = 16;           ///< fp8_delayed: amax history length
-  float fp8_margin = 0.0f;             ///< fp8_delayed: scale = max / amax / 2^margin
+  int fp8_margin = 0;                  ///< fp8_delayed: scale = max / amax / 2^margin (integer >= 0, TE)
 };
 
 struct Config {

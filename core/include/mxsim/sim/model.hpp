@@ -19,12 +19,14 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "mxsim/backend.hpp"
+#include "mxsim/delayed_scaling.hpp"
 #include "mxsim/sim/config.hpp"
 #include "mxsim/sim/recipe.hpp"
 
@@ -57,8 +59,12 @@ struct Weight {
   WeightCache cache_t;   ///< transposed cache (dgrad), only where the recipe allows
   std::vector<uint8_t> added;  ///< [num_microbatches * G]
   int num_microbatches = 1;
-  /// fp8_delayed amax histories per operand role (0 = w, 1 = x, 2 = dy)
-  std::array<std::vector<float>, 3> amax_hist;
+  /// fp8_delayed only: one mxsim::DelayedScaling per operand role (0 = w,
+  /// 1 = x, 2 = dy; TransformerEngine semantics, delayed_scaling.hpp). Every
+  /// quantization of the role in a step records its amax; update_scaling()
+  /// after the optimizer step turns the history into the next step's scale
+  /// (1.0 before the first update, as TE). Empty for every other recipe.
+  std::array<std::optional<DelayedScaling>, 3> delayed;
 
   /// Zero main_grad and the guard (start of a step).
   void zero_grad();
@@ -66,6 +72,9 @@ struct Weight {
   void mark_added(int mb, size_t g);
   /// Invalidate every cache and bump the version (optimizer step).
   void invalidate();
+  /// End of step for fp8_delayed: DelayedScaling::update() of every role
+  /// (no-op for other recipes).
+  void update_scaling();
 };
 
 /// What the forward of one linear needs from the weight cache: the

@@ -56,8 +56,8 @@ struct Fp8DelayedRecipe {
   static constexpr const char* name = "fp8_delayed";
   static constexpr bool quantized = true, fused_wgrad_accum = false, transposed_cache_allowed = true;
   OperandSpecs specs;
-  int history = 16;
-  float margin = 0;
+  int history = 16;  ///< amax history length (TE amax_history_len)
+  int margin = 0;    ///< scale = fp8_max / amax / 2^margin (TE margin, an integer)
 };
 struct Fp8BlockRecipe {
   static constexpr const char* name = "fp8_block";
