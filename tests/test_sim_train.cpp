@@ -20,6 +20,7 @@
 #include "mxsim/sim/config.hpp"
 #include "mxsim/sim/model.hpp"
 #include "mxsim/sim/trainer.hpp"
+#include "mxsim/trace/checkpoint.hpp"
 #include "mxsim/trace/reader.hpp"
 
 using namespace mxsim;
@@ -246,7 +247,7 @@ TEST(SimTrain, ResumeIsBitExactAndThreadIndependent) {
   const TrainResult a = train(c, *be, full);
 
   TrainOptions first = full;
-  first.checkpoint_path = tmp("ck.bin");
+  first.checkpoint_path = tmp("ck.h5");
   first.stop_after = 5;
   train(c, *be, first);
   TrainOptions second = full;
@@ -419,4 +420,71 @@ TEST(SimConfig, Fp8MarginIsAnInteger) {
   EXPECT_THROW(parse_config(default_config_text(), {"recipe.fp8_margin=0.5"}), std::invalid_argument);
   EXPECT_THROW(parse_config(default_config_text(), {"recipe.fp8_margin=-1"}), std::invalid_argument);
   EXPECT_EQ(parse_config(default_config_text(), {"recipe.fp8_margin=2"}).recipe.fp8_margin, 2);
+}
+
+// Resume with fp8_delayed state (amax histories and scales) is bit-exact too; the
+// checkpoint is the trace library's (named entries, checksums); a checkpoint of
+// another config, a corrupted one and a missing one are refused with named errors.
+TEST(SimTrain, CheckpointDelayedStateAndRefusals) {
+  const Config c = tiny({"run.max_steps=6", "deosc.period=2", "recipe.fc2=fp8_delayed", "recipe.embed=fp8_delayed"});
+  auto be = make_emu_backend();
+  TrainOptions full;
+  full.threads = 1;
+  full.evaluate = false;
+  const TrainResult a = train(c, *be, full);
+  TrainOptions first = full;
+  first.checkpoint_path = tmp("ckd.h5");
+  first.stop_after = 3;
+  train(c, *be, first);
+  {
+    trace::Checkpoint ck(first.checkpoint_path);
+    EXPECT_EQ(ck.get_u64("step"), 3u);
+    EXPECT_EQ(ck.get_string("config"), to_toml(c));
+    const auto h = ck.get_f32("model/fc2/delayed/dy/history");
+    EXPECT_EQ(h.data.size(), 16u);
+    EXPECT_NE(ck.get_f32_scalar("model/fc2/delayed/w/scale"), 1.0f);  // updated after each step
+    EXPECT_FALSE(ck.has("model/fc1/delayed/w/scale"));                // mxfp4: none
+    EXPECT_EQ(ck.get_i64("deosc/global_step"), 3);
+    EXPECT_EQ(ck.get_string("deosc/eligible"), "fc1\n");
+  }
+  TrainOptions second = full;
+  second.resume_path = first.checkpoint_path;
+  const TrainResult b = train(c, *be, second);
+  ASSERT_EQ(b.steps, 3);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(a.losses[size_t(3 + i)], b.losses[size_t(i)]);
+  for (size_t l = 0; l < a.final_masters.size(); ++l) EXPECT_EQ(a.final_masters[l], b.final_masters[l]) << l;
+
+  auto msg = [&](const Config& cc, const std::string& path) {
+    TrainOptions o = full;
+    o.resume_path = path;
+    try {
+      train(cc, *be, o);
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string other = msg(tiny({"run.max_steps=6", "deosc.period=2", "recipe.fc2=fp8_delayed"}), first.checkpoint_path);
+  EXPECT_NE(other.find("different config"), std::string::npos) << other;
+  EXPECT_NE(other.find("embed = \"fp8_delayed\""), std::string::npos) << other;  // names the differing line
+  EXPECT_NE(msg(c, tmp("absent.h5")).find("absent.h5"), std::string::npos);
+  // flip one byte in the middle of the file: a checksum, HDF5 or a value check catches it
+  const std::string bad = tmp("ckbad.h5");
+  std::filesystem::copy_file(first.checkpoint_path, bad, std::filesystem::copy_options::overwrite_existing);
+  {
+    std::fstream f(bad, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(0, std::ios::end);
+    const auto n = f.tellg();
+    for (std::streamoff off = 4096; off < std::streamoff(n); off += 4096) {
+      f.seekg(off);
+      char ch = 0;
+      f.read(&ch, 1);
+      ch = char(ch ^ 0x5A);
+      f.seekp(off);
+      f.write(&ch, 1);
+    }
+  }
+  EXPECT_NE(msg(c, bad).find("ckbad.h5"), std::string::npos) << msg(c, bad);
+  std::filesystem::remove(bad);
+  std::filesystem::remove(first.checkpoint_path);
 }

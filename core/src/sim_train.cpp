@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <sstream>
 #include <limits>
 #include <stdexcept>
 
@@ -12,6 +12,7 @@
 #include "mxsim/philox.hpp"
 #include "mxsim/sim/model.hpp"
 #include "mxsim/sim/trainer.hpp"
+#include "mxsim/trace/checkpoint.hpp"
 #include "mxsim/trace/histogram.hpp"
 #include "mxsim/trace/writer.hpp"
 
@@ -38,53 +39,29 @@ double norm2(const Tensor3f& t) {
   return std::sqrt(s);
 }
 
-// ---- checkpoint: little binary format, written atomically (tmp + rename)
-struct Out {
-  std::ofstream f;
-  void u64(uint64_t v) { f.write(reinterpret_cast<const char*>(&v), 8); }
-  void str(const std::string& s) {
-    u64(s.size());
-    f.write(s.data(), std::streamsize(s.size()));
-  }
-  template <class T>
-  void vec(const T* p, size_t n) {
-    u64(n);
-    f.write(reinterpret_cast<const char*>(p), std::streamsize(n * sizeof(*p)));
-  }
-  void ten(const Tensor3f& t) { vec(t.data(), t.size()); }
-};
-struct In {
-  std::ifstream f;
-  std::string path;
-  void need(bool ok) {
-    if (!ok) throw std::runtime_error(path + ": truncated or corrupt checkpoint");
-  }
-  uint64_t u64() {
-    uint64_t v = 0;
-    f.read(reinterpret_cast<char*>(&v), 8);
-    need(bool(f));
-    return v;
-  }
-  std::string str() {
-    std::string s(u64(), '\0');
-    f.read(s.data(), std::streamsize(s.size()));
-    need(bool(f));
-    return s;
-  }
-  template <class T>
-  void vec(std::vector<T>& v) {
-    v.resize(u64());
-    f.read(reinterpret_cast<char*>(v.data()), std::streamsize(v.size() * sizeof(T)));
-    need(bool(f));
-  }
-  void ten(Tensor3f& t) {
-    const uint64_t n = u64();
-    need(n == t.size());
-    f.read(reinterpret_cast<char*>(t.data()), std::streamsize(n * 4));
-    need(bool(f));
-  }
-};
-const char kMagic[] = "MXSIMCK1";
+// ---- checkpoint entries (trace/checkpoint.hpp: one HDF5 file, written
+// atomically, Fletcher-32 checksums). Layout (docs/simulator.md "Checkpoints"):
+//   config (string), step (u64)
+//   model/<layer>/{master,m,v,model} f32 [G, N, K], model/<layer>/version u64
+//   model/<layer>/delayed/<w|x|dy>/{history f32 [len], scale f32}   (fp8_delayed)
+//   deosc/{global_step i64, built u64, eligible string (names, '\n'-separated)}
+//   deosc/state/<layer>/{prev,prev_q,dist_w,dist_q} f32, {step i64, seeded u64}
+//   osc/<layer>/{prev_w,prev_q,dist_w,dist_q,ema} f32, last_dir u8 (int8 bits),
+//     flips u64, {window i64, seeded u64}
+//   snaps_total/<layer> i64
+const char* const kRole[3] = {"w", "x", "dy"};
+
+std::vector<uint64_t> shape_of(const Tensor3f& t) { return {t.shape(0), t.shape(1), t.shape(2)}; }
+
+void put_t(trace::CheckpointWriter& o, const std::string& n, const Tensor3f& t) { o.put(n, t.data(), shape_of(t)); }
+
+/// Read an FP32 entry into `t`, whose shape the current config decides.
+void get_t(const trace::Checkpoint& in, const std::string& path, const std::string& n, Tensor3f& t) {
+  auto a = in.get_f32(n);
+  if (a.shape != shape_of(t))
+    throw std::runtime_error(path + ": checkpoint entry '" + n + "' has a different shape than this config's tensor");
+  std::copy(a.data.begin(), a.data.end(), t.begin());
+}
 
 }  // namespace
 
@@ -112,115 +89,127 @@ TrainResult train(const Config& cfg, Backend& be, const TrainOptions& opt) {
 
   // ---- resume
   if (!opt.resume_path.empty()) {
-    In in{std::ifstream(opt.resume_path, std::ios::binary), opt.resume_path};
-    if (!in.f) throw std::runtime_error(opt.resume_path + ": cannot open checkpoint");
-    char mg[8];
-    in.f.read(mg, 8);
-    in.need(bool(in.f) && std::memcmp(mg, kMagic, 8) == 0);
-    if (in.str() != cfg_text)
-      throw std::runtime_error(opt.resume_path + ": checkpoint was written by a different config");
-    step0 = int64_t(in.u64());
+    const std::string& P = opt.resume_path;
+    const trace::Checkpoint in(P);
+    const std::string saved_cfg = in.get_string("config");
+    if (saved_cfg != cfg_text) {
+      std::istringstream a(saved_cfg), b(cfg_text);
+      std::string la, lb;
+      while (std::getline(a, la) && std::getline(b, lb) && la == lb) {
+      }
+      throw std::runtime_error(P + ": checkpoint was written by a different config (checkpoint has '" + la +
+                               "', this run has '" + lb + "')");
+    }
+    step0 = int64_t(in.get_u64("step"));
+    if (step0 > total) throw std::runtime_error(P + ": checkpoint step " + std::to_string(step0) + " is past this run's " + std::to_string(total) + " steps");
     for (Weight* w : ws) {
-      in.ten(w->master);
-      in.ten(w->m);
-      in.ten(w->v);
-      in.ten(w->model);
-      w->version = in.u64();
-      for (auto& d : w->delayed)
-        if (d) {
-          std::vector<float> h;
-          in.vec(h);
-          std::vector<float> sc;
-          in.vec(sc);
-          in.need(sc.size() == 1 && h.size() == d->history().size());
-          d->restore(h, sc[0]);
+      const std::string L = "model/" + w->name + "/";
+      get_t(in, P, L + "master", w->master);
+      get_t(in, P, L + "m", w->m);
+      get_t(in, P, L + "v", w->v);
+      get_t(in, P, L + "model", w->model);
+      w->version = in.get_u64(L + "version");
+      for (size_t r = 0; r < 3; ++r)
+        if (auto& d = w->delayed[r]) {
+          const std::string D = L + "delayed/" + kRole[r] + "/";
+          try {
+            d->restore(in.get_f32(D + "history").data, in.get_f32_scalar(D + "scale"));
+          } catch (const std::invalid_argument& e) {
+            throw std::runtime_error(P + ": checkpoint entry '" + D + "': " + e.what());
+          }
         }
     }
-    deosc.global_step = int64_t(in.u64());
-    deosc.built = in.u64() != 0;
-    const uint64_t ne = in.u64();
+    deosc.global_step = in.get_i64("deosc/global_step");
+    deosc.built = in.get_u64("deosc/built") != 0;
     deosc.eligible.clear();
-    for (uint64_t i = 0; i < ne; ++i) deosc.eligible.push_back(in.str());
-    for (uint64_t i = 0, n = in.u64(); i < n; ++i) {
-      const std::string nm = in.str();
-      DeOsc::State& s = deosc.state[nm];
-      Weight& w = model.weight(nm);
-      for (Tensor3f* t : {&s.prev, &s.prev_q, &s.dist_w, &s.dist_q}) {
-        *t = Tensor3f::from_shape(w.master.shape());
-        in.ten(*t);
+    {
+      std::istringstream es(in.get_string("deosc/eligible"));
+      for (std::string nm; std::getline(es, nm);) deosc.eligible.push_back(nm);
+    }
+    for (Weight* w : ws) {
+      const std::string S = "deosc/state/" + w->name + "/";
+      if (!in.has(S + "prev")) continue;
+      DeOsc::State& s = deosc.state[w->name];
+      const char* names[] = {"prev", "prev_q", "dist_w", "dist_q"};
+      Tensor3f* ts[] = {&s.prev, &s.prev_q, &s.dist_w, &s.dist_q};
+      for (size_t i = 0; i < 4; ++i) {
+        *ts[i] = Tensor3f::from_shape(w->master.shape());
+        get_t(in, P, S + names[i], *ts[i]);
       }
-      s.step = int64_t(in.u64());
-      s.seeded = in.u64() != 0;
+      s.step = in.get_i64(S + "step");
+      s.seeded = in.get_u64(S + "seeded") != 0;
     }
-    for (uint64_t i = 0, n = in.u64(); i < n; ++i) {
-      const std::string nm = in.str();
-      OscMetrics::State& s = osc.state[nm];
-      Weight& w = model.weight(nm);
-      for (Tensor3f* t : {&s.prev_w, &s.prev_q, &s.dist_w, &s.dist_q, &s.ema}) {
-        *t = Tensor3f::from_shape(w.master.shape());
-        in.ten(*t);
+    for (Weight* w : ws) {
+      const std::string S = "osc/" + w->name + "/";
+      if (!in.has(S + "prev_w")) continue;
+      OscMetrics::State& s = osc.state[w->name];
+      const char* names[] = {"prev_w", "prev_q", "dist_w", "dist_q", "ema"};
+      Tensor3f* ts[] = {&s.prev_w, &s.prev_q, &s.dist_w, &s.dist_q, &s.ema};
+      for (size_t i = 0; i < 5; ++i) {
+        *ts[i] = Tensor3f::from_shape(w->master.shape());
+        get_t(in, P, S + names[i], *ts[i]);
       }
-      in.vec(s.last_dir);
-      in.vec(s.flips);
-      s.window = int64_t(in.u64());
-      s.seeded = in.u64() != 0;
+      const auto ld = in.get_u8(S + "last_dir");
+      const auto fl = in.get_u64_array(S + "flips");
+      if (ld.data.size() != w->master.size() || fl.data.size() != w->master.size())
+        throw std::runtime_error(P + ": checkpoint entry '" + S + "': size differs from this config's weight");
+      s.last_dir.resize(ld.data.size());
+      std::memcpy(s.last_dir.data(), ld.data.data(), ld.data.size());
+      s.flips.assign(fl.data.begin(), fl.data.end());
+      s.window = in.get_i64(S + "window");
+      s.seeded = in.get_u64(S + "seeded") != 0;
     }
-    for (uint64_t i = 0, n = in.u64(); i < n; ++i) {
-      const std::string nm = in.str();
-      snaps_total[nm] = int64_t(in.u64());
-    }
+    for (Weight* w : ws)
+      if (in.has("snaps_total/" + w->name)) snaps_total[w->name] = in.get_i64("snaps_total/" + w->name);
   }
   auto save_checkpoint = [&](int64_t step_done) {
     if (opt.checkpoint_path.empty()) return;
-    const std::string tmp = opt.checkpoint_path + ".tmp";
-    {
-      Out o{std::ofstream(tmp, std::ios::binary | std::ios::trunc)};
-      if (!o.f) throw std::runtime_error(tmp + ": cannot write checkpoint");
-      o.f.write(kMagic, 8);
-      o.str(cfg_text);
-      o.u64(uint64_t(step_done));
-      for (Weight* w : ws) {
-        o.ten(w->master);
-        o.ten(w->m);
-        o.ten(w->v);
-        o.ten(w->model);
-        o.u64(w->version);
-        for (auto& d : w->delayed)
-          if (d) {
-            o.vec(d->history().data(), d->history().size());
-            const float sc = d->scale();
-            o.vec(&sc, 1);
-          }
-      }
-      o.u64(uint64_t(deosc.global_step));
-      o.u64(deosc.built);
-      o.u64(deosc.eligible.size());
-      for (auto& e : deosc.eligible) o.str(e);
-      o.u64(deosc.state.size());
-      for (auto& [nm, s] : deosc.state) {
-        o.str(nm);
-        for (const Tensor3f* t : {&s.prev, &s.prev_q, &s.dist_w, &s.dist_q}) o.ten(*t);
-        o.u64(uint64_t(s.step));
-        o.u64(s.seeded);
-      }
-      o.u64(osc.state.size());
-      for (auto& [nm, s] : osc.state) {
-        o.str(nm);
-        for (const Tensor3f* t : {&s.prev_w, &s.prev_q, &s.dist_w, &s.dist_q, &s.ema}) o.ten(*t);
-        o.vec(s.last_dir.data(), s.last_dir.size());
-        o.vec(s.flips.data(), s.flips.size());
-        o.u64(uint64_t(s.window));
-        o.u64(s.seeded);
-      }
-      o.u64(snaps_total.size());
-      for (auto& [nm, c] : snaps_total) {
-        o.str(nm);
-        o.u64(uint64_t(c));
-      }
-      o.f.flush();
-      if (!o.f) throw std::runtime_error(tmp + ": write failed");
+    trace::CheckpointWriter o;
+    o.put_string("config", cfg_text);
+    o.put_u64("step", uint64_t(step_done));
+    for (Weight* w : ws) {
+      const std::string L = "model/" + w->name + "/";
+      put_t(o, L + "master", w->master);
+      put_t(o, L + "m", w->m);
+      put_t(o, L + "v", w->v);
+      put_t(o, L + "model", w->model);
+      o.put_u64(L + "version", w->version);
+      for (size_t r = 0; r < 3; ++r)
+        if (const auto& d = w->delayed[r]) {
+          const std::string D = L + "delayed/" + kRole[r] + "/";
+          o.put(D + "history", d->history().data(), {d->history().size()});
+          o.put_f32(D + "scale", d->scale());
+        }
     }
-    std::filesystem::rename(tmp, opt.checkpoint_path);
+    o.put_i64("deosc/global_step", deosc.global_step);
+    o.put_u64("deosc/built", deosc.built);
+    std::string el;
+    for (const auto& e : deosc.eligible) el += e + "\n";
+    o.put_string("deosc/eligible", el);
+    for (const auto& [nm, s] : deosc.state) {
+      const std::string S = "deosc/state/" + nm + "/";
+      put_t(o, S + "prev", s.prev);
+      put_t(o, S + "prev_q", s.prev_q);
+      put_t(o, S + "dist_w", s.dist_w);
+      put_t(o, S + "dist_q", s.dist_q);
+      o.put_i64(S + "step", s.step);
+      o.put_u64(S + "seeded", s.seeded);
+    }
+    for (const auto& [nm, s] : osc.state) {
+      const std::string S = "osc/" + nm + "/";
+      put_t(o, S + "prev_w", s.prev_w);
+      put_t(o, S + "prev_q", s.prev_q);
+      put_t(o, S + "dist_w", s.dist_w);
+      put_t(o, S + "dist_q", s.dist_q);
+      put_t(o, S + "ema", s.ema);
+      o.put(S + "last_dir", reinterpret_cast<const uint8_t*>(s.last_dir.data()), {s.last_dir.size()});
+      const std::vector<uint64_t> fl(s.flips.begin(), s.flips.end());
+      o.put(S + "flips", fl.data(), {fl.size()});
+      o.put_i64(S + "window", s.window);
+      o.put_u64(S + "seeded", s.seeded);
+    }
+    for (const auto& [nm, c] : snaps_total) o.put_i64("snaps_total/" + nm, c);
+    o.commit(opt.checkpoint_path);
   };
 
   // ---- trace declarations
