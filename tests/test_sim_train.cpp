@@ -5,7 +5,10 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <cstdlib>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <sstream>
 
 #include <signal.h>
@@ -42,6 +45,53 @@ Config tiny(std::vector<std::string> extra = {}) {
 std::string tmp(const std::string& n) {
   return (std::filesystem::temp_directory_path() / ("mxsim_sim_" + std::to_string(::getpid()) + "_" + n)).string();
 }
+
+
+/// The trace as h5py (Debian's python3-h5py under /usr/bin/python3, not a pyenv
+/// interpreter on PATH) reads it, as "key value..." lines: k = len(/steps), the
+/// /train/step rows, the /train/loss rows as float.hex (exact), the row width of
+/// /layers/fc1/main_grad_norm, and (when present) the first 8 elements of the
+/// /snap/fc1/main_grad snapshot of step 5 as float.hex. nullopt when
+/// /usr/bin/python3 cannot import h5py.
+std::optional<std::map<std::string, std::vector<std::string>>> h5py_view(const std::string& path, bool swmr) {
+  if (std::system("/usr/bin/python3 -c 'import h5py' >/dev/null 2>&1") != 0) return std::nullopt;
+  const std::string py = tmp("h5view.py");
+  {
+    std::ofstream f(py);
+    f << "import sys, h5py\n"
+         "f = h5py.File(sys.argv[1], 'r', swmr=(sys.argv[2] == '1'))\n"
+         "k = len(f['steps'])\n"
+         "print('k', k)\n"
+         "print('step', *[int(v) for v in f['train/step'][:k]])\n"
+         "print('loss', *[float(v).hex() for v in f['train/loss'][:k]])\n"
+         "print('mgn_width', f['layers/fc1/main_grad_norm'].shape[1])\n"
+         "print('seed', int(f.attrs['seed']))\n"
+         "if 'snap/fc1/main_grad' in f:\n"
+         "    d = f['snap/fc1/main_grad']\n"
+         "    i = list(d.attrs['steps']).index(5)\n"
+         "    print('snap5', *[float(v).hex() for v in d[i].ravel()[:8]])\n";
+  }
+  const std::string cmd = "/usr/bin/python3 '" + py + "' '" + path + "' " + (swmr ? "1" : "0") + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (p && std::fgets(buf, sizeof buf, p)) out += buf;
+  const int rc = p ? ::pclose(p) : -1;
+  std::filesystem::remove(py);
+  EXPECT_EQ(rc, 0) << out;
+  std::map<std::string, std::vector<std::string>> r;
+  std::istringstream is(out);
+  for (std::string line; std::getline(is, line);) {
+    std::istringstream ls(line);
+    std::string key, v;
+    ls >> key;
+    auto& vals = r[key];
+    while (ls >> v) vals.push_back(v);
+  }
+  return r;
+}
+
+double hexf(const std::string& s) { return std::strtod(s.c_str(), nullptr); }
 
 }  // namespace
 
@@ -137,7 +187,23 @@ TEST(SimTrain, EndToEndTraceContents) {
   int64_t snaps = 0;
   for (auto v : sn) snaps += v;
   EXPECT_GT(snaps, 0);
+  // the same file through h5py: real values, bit-equal to what the C++ reader sees
+  const auto hv = h5py_view(o.trace_path, false);
+  if (hv) {
+    auto v = *hv;
+    ASSERT_EQ(v["k"], std::vector<std::string>{"12"});
+    ASSERT_EQ(v["step"].size(), 12u);
+    for (size_t i = 0; i < 12; ++i) EXPECT_EQ(v["step"][i], std::to_string(i + 1));
+    ASSERT_EQ(v["loss"].size(), 12u);
+    for (size_t i = 0; i < 12; ++i) EXPECT_EQ(hexf(v["loss"][i]), loss[i]) << i;
+    EXPECT_EQ(v["mgn_width"], std::vector<std::string>{"4"});
+    EXPECT_EQ(v["seed"], std::vector<std::string>{std::to_string(c.seed)});
+    const auto mg5 = rd.read_snapshot<float>("/snap/fc1/main_grad", 5);
+    ASSERT_EQ(v["snap5"].size(), 8u);
+    for (size_t i = 0; i < 8; ++i) EXPECT_EQ(float(hexf(v["snap5"][i])), mg5[i]) << i;
+  }
   std::filesystem::remove(o.trace_path);
+  if (!hv) GTEST_SKIP() << "/usr/bin/python3 cannot import h5py: h5py part skipped (C++ reader checks ran)";
 }
 
 TEST(SimMechanics, DoubleAddThrows) {
@@ -338,7 +404,19 @@ TEST(SimTrain, KilledRunLeavesReadableTrace) {
     EXPECT_EQ(step[i], int64_t(i + 1));
   }
   EXPECT_EQ(rd.read_series<double>("/layers/fc1/main_grad_norm").size(), k * 4);
+  // h5py opens the killed file (SWMR read) and sees the same k rows, bit for bit
+  const auto hv = h5py_view(path, true);
+  if (hv) {
+    auto v = *hv;
+    ASSERT_EQ(v["k"], std::vector<std::string>{std::to_string(k)});
+    ASSERT_EQ(v["step"].size(), k);
+    for (uint64_t i = 0; i < k; ++i) EXPECT_EQ(v["step"][i], std::to_string(i + 1));
+    ASSERT_EQ(v["loss"].size(), k);
+    for (uint64_t i = 0; i < k; ++i) EXPECT_EQ(hexf(v["loss"][i]), loss[i]) << i;
+    EXPECT_EQ(v["mgn_width"], std::vector<std::string>{"4"});
+  }
   std::filesystem::remove(path);
+  if (!hv) GTEST_SKIP() << "/usr/bin/python3 cannot import h5py: h5py part skipped (C++ reader checks ran)";
 }
 
 // Model level: running micro-batch 0 twice in one step adds its wgrad twice -> error;
