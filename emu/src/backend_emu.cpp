@@ -1,16 +1,9 @@
 // mxsim::Backend on the CPU emulator.
 //
-// GEMMs: every operand is reduced to its exact FP32 values (dequantized codes
-// times scales, or BF16 values); each output element walks the contraction
-// axis in blocks of 32 from index 0 (per group for wgrad), sums the block's
-// products in FP32 in ascending order (products of E2M1 x E2M1 under one
-// scale pair and their block sums are exact, so MXFP4 meets the contract of
-// docs/numerics.md §5 bit for bit), and adds each block sum to the FP32
-// accumulator with one RNE. The output is rounded once to BF16 when asked.
-// Work is split over output rows with OpenMP; each element is computed by one
-// thread in a fixed order, so results do not depend on the thread count.
-// The model uses the contract GEMM of issue 3 instead (see grouped_fprop below);
-// this private GEMM runs only with MXSIM_SIM_OWN_GEMM=1, to compare speed.
+// GEMMs: every grouped fprop/dgrad/wgrad and the per-group quantization of
+// wgrad operands go through the grouped GEMM of emu/include/mxsim/emu/
+// grouped_gemm.hpp (docs/numerics.md §5, bit-exact contract, results
+// independent of the thread count); this file adds no GEMM of its own.
 #include "mxsim/emu/backend_emu.hpp"
 
 #include <omp.h>
@@ -65,53 +58,6 @@ Tensor3f fast_dequantize(const QuantizedTensor& q) {
   return out;
 }
 
-/// C[I, J] (+)= A[I, P] . B[P, J], all row-major with leading dims; contraction
-/// in blocks of 32 as described at the top of the file.
-void gemm_nn(const float* A, size_t lda, const float* B, size_t ldb, float* C, size_t ldc, size_t I, size_t P,
-             size_t J, GemmOut o) {
-#pragma omp parallel
-  {
-    std::vector<float> acc(J), blk(J);
-#pragma omp for schedule(static)
-    for (size_t i = 0; i < I; ++i) {
-      float* c = C + i * ldc;
-      for (size_t j = 0; j < J; ++j) acc[j] = o.accumulate ? c[j] : 0.0f;
-      for (size_t p0 = 0; p0 < P; p0 += 32) {
-        std::fill(blk.begin(), blk.end(), 0.0f);
-        const size_t p1 = std::min(P, p0 + 32);
-        for (size_t p = p0; p < p1; ++p) {
-          const float a = A[i * lda + p];
-          if (a == 0.0f) continue;  // exact: adding +-0 products changes no sum except -0 (none here: blk starts +0)
-          const float* b = B + p * ldb;
-          for (size_t j = 0; j < J; ++j) blk[j] = blk[j] + a * b[j];
-        }
-        for (size_t j = 0; j < J; ++j) acc[j] = acc[j] + blk[j];
-      }
-      if (o.out == Format::BF16)
-        for (size_t j = 0; j < J; ++j) c[j] = bf16(acc[j]);
-      else
-        for (size_t j = 0; j < J; ++j) c[j] = acc[j];
-    }
-  }
-}
-
-Tensor2f values2(const Tensor2f& x, const QuantizedTensor* q) {
-  if (!q) return x;
-  Tensor3f d = fast_dequantize(*q);
-  Tensor2f r = xt::view(d, 0, xt::all(), xt::all());
-  return r;
-}
-Tensor3f values3(const Tensor3f& w, const QuantizedTensor* q) { return q ? fast_dequantize(*q) : w; }
-
-void check_splits(std::span<const int64_t> ms, size_t M, const char* op) {
-  int64_t s = 0;
-  for (auto m : ms) {
-    if (m < 0) throw std::invalid_argument(std::string(op) + ": negative m_splits entry");
-    s += m;
-  }
-  if (size_t(s) != M) throw std::invalid_argument(std::string(op) + ": sum(m_splits) != rows");
-}
-
 class EmuBackend final : public Backend {
  public:
   std::string name() const override { return "emu"; }
@@ -141,112 +87,16 @@ class EmuBackend final : public Backend {
     for (auto& v : x) v = bf16(v);
   }
 
-  void own_fprop(const Tensor2f& x, const QuantizedTensor* xq, const Tensor3f& w, const QuantizedTensor* wq,
-                 std::span<const int64_t> ms, Tensor2f& y, GemmOut o) {
-    const size_t M = x.shape(0), K = x.shape(1), N = w.shape(1);
-    if (w.shape(2) != K || w.shape(0) != ms.size()) throw std::invalid_argument("grouped_fprop: shape mismatch");
-    check_splits(ms, M, "grouped_fprop");
-    const Tensor2f X = values2(x, xq);
-    const Tensor3f W = values3(w, wq);
-    if (!o.accumulate) y = Tensor2f::from_shape({M, N});
-    size_t r0 = 0;
-    for (size_t g = 0; g < ms.size(); ++g) {
-      const size_t m = size_t(ms[g]);
-      if (m) {
-        Tensor2f WT = xt::transpose(xt::view(W, g, xt::all(), xt::all()));
-        gemm_nn(&X(r0, 0), K, WT.data(), N, &y(r0, 0), N, m, K, N, o);
-      }
-      r0 += m;
-    }
-  }
-  void own_dgrad(const Tensor2f& dy, const QuantizedTensor* dyq, const Tensor3f& w, const QuantizedTensor* wq,
-                 std::span<const int64_t> ms, Tensor2f& dx, GemmOut o) {
-    const size_t M = dy.shape(0), N = dy.shape(1), K = w.shape(2);
-    if (w.shape(1) != N || w.shape(0) != ms.size()) throw std::invalid_argument("grouped_dgrad: shape mismatch");
-    check_splits(ms, M, "grouped_dgrad");
-    const Tensor2f D = values2(dy, dyq);
-    const Tensor3f W = values3(w, wq);
-    if (!o.accumulate) dx = Tensor2f::from_shape({M, K});
-    size_t r0 = 0;
-    for (size_t g = 0; g < ms.size(); ++g) {
-      const size_t m = size_t(ms[g]);
-      if (m) gemm_nn(&D(r0, 0), N, &W(g, 0, 0), K, &dx(r0, 0), K, m, N, K, o);
-      r0 += m;
-    }
-  }
-  void own_wgrad(const Tensor2f& dy, std::span<const QuantizedTensor> dyq, const Tensor2f& x,
-                 std::span<const QuantizedTensor> xq, std::span<const int64_t> ms, Tensor3f& dw, GemmOut o) {
-    const size_t M = dy.shape(0), N = dy.shape(1), K = x.shape(1), G = ms.size();
-    if (x.shape(0) != M) throw std::invalid_argument("grouped_wgrad: dy and x rows differ");
-    check_splits(ms, M, "grouped_wgrad");
-    if ((!dyq.empty() && dyq.size() != G) || (!xq.empty() && xq.size() != G))
-      throw std::invalid_argument("grouped_wgrad: one quantized operand per group expected");
-    if (!o.accumulate) dw = xt::zeros<float>({G, N, K});
-    if (dw.shape(0) != G || dw.shape(1) != N || dw.shape(2) != K)
-      throw std::invalid_argument("grouped_wgrad: dw shape mismatch");
-    size_t r0 = 0;
-    for (size_t g = 0; g < G; ++g) {
-      const size_t m = size_t(ms[g]);
-      if (m) {
-        // A = dy_g^T [N, m], B = x_g [m, K] (values in the quantized domain,
-        // Hadamard-transformed when the spec says so: the transform cancels).
-        Tensor2f A, B;
-        if (!dyq.empty()) {
-          Tensor3f d = fast_dequantize(dyq[g]);  // logical [m, N]
-          A = xt::transpose(xt::view(d, 0, xt::all(), xt::all()));
-        } else {
-          A = xt::transpose(xt::view(dy, xt::range(r0, r0 + m), xt::all()));
-        }
-        if (!xq.empty()) {
-          Tensor3f d = fast_dequantize(xq[g]);
-          B = xt::view(d, 0, xt::all(), xt::all());
-        } else {
-          B = xt::view(x, xt::range(r0, r0 + m), xt::all());
-        }
-        gemm_nn(A.data(), m, B.data(), K, &dw(g, 0, 0), K, N, m, K, o);
-      }
-      r0 += m;
-    }
-  }
-  std::vector<QuantizedTensor> own_quantize_grouped_colwise(const Tensor2f& x, std::span<const int64_t> ms,
-                                                            const QuantSpec& spec) {
-    check_splits(ms, x.shape(0), "quantize_grouped_colwise");
-    std::vector<QuantizedTensor> out;
-    size_t r0 = 0;
-    for (auto m : ms) {
-      Tensor2f s = xt::view(x, xt::range(r0, r0 + size_t(m)), xt::all());
-      if (m == 0) {
-        QuantizedTensor q;
-        q.spec = spec;
-        q.rows = 0;
-        q.cols = x.shape(1);
-        out.push_back(q);
-      } else {
-        out.push_back(emu::quantize(s, spec, Axis::Rows));
-      }
-      r0 += size_t(m);
-    }
-    return out;
-  }
-
-  // The model's GEMMs: the contract GEMM of issue 3 (grouped_gemm.hpp). The
-  // private blocked GEMM above (own_*) runs only with MXSIM_SIM_OWN_GEMM=1,
-  // kept to compare speed.
+  // The model's GEMMs: the contract GEMM of issue 3 (grouped_gemm.hpp).
   static emu::GemmOptions opts(GemmOut o) { return {o.out, o.accumulate, emu::GemmImpl::Fast}; }
-  bool own_gemm_ = [] {
-    const char* e = std::getenv("MXSIM_SIM_OWN_GEMM");
-    return e && *e == '1';
-  }();
   void grouped_fprop(const Tensor2f& x, const QuantizedTensor* xq, const Tensor3f& w, const QuantizedTensor* wq,
                      std::span<const int64_t> ms, Tensor2f& y, GemmOut o) override {
-    if (own_gemm_) return own_fprop(x, xq, w, wq, ms, y, o);
     if (xq && wq) emu::grouped_fprop(*xq, *wq, ms, y, opts(o));
     else if (!xq && !wq) emu::grouped_fprop(x, emu::bf16_spec(), w, emu::bf16_spec(), ms, y, opts(o));
     else throw std::invalid_argument("grouped_fprop: both operands quantized or both BF16");
   }
   void grouped_dgrad(const Tensor2f& dy, const QuantizedTensor* dyq, const Tensor3f& w, const QuantizedTensor* wq,
                      std::span<const int64_t> ms, Tensor2f& dx, GemmOut o) override {
-    if (own_gemm_) return own_dgrad(dy, dyq, w, wq, ms, dx, o);
     if (dyq && wq) emu::grouped_dgrad(*dyq, *wq, ms, dx, opts(o));
     else if (!dyq && !wq) emu::grouped_dgrad(dy, emu::bf16_spec(), w, emu::bf16_spec(), ms, dx, opts(o));
     else throw std::invalid_argument("grouped_dgrad: both operands quantized or both BF16");
@@ -254,14 +104,12 @@ class EmuBackend final : public Backend {
   void grouped_wgrad(const Tensor2f& dy, std::span<const QuantizedTensor> dyq, const Tensor2f& x,
                      std::span<const QuantizedTensor> xq, std::span<const int64_t> ms, Tensor3f& dw,
                      GemmOut o) override {
-    if (own_gemm_) return own_wgrad(dy, dyq, x, xq, ms, dw, o);
     if (!dyq.empty() && !xq.empty()) emu::grouped_wgrad(dyq, xq, ms, dw, opts(o));
     else if (dyq.empty() && xq.empty()) emu::grouped_wgrad(dy, emu::bf16_spec(), x, emu::bf16_spec(), ms, dw, opts(o));
     else throw std::invalid_argument("grouped_wgrad: both operands quantized or both BF16");
   }
   std::vector<QuantizedTensor> quantize_grouped_colwise(const Tensor2f& x, std::span<const int64_t> ms,
                                                         const QuantSpec& spec) override {
-    if (own_gemm_) return own_quantize_grouped_colwise(x, ms, spec);
     return emu::quantize_grouped_colwise(x, ms, spec);
   }
 
