@@ -2,6 +2,7 @@
 #include "mxsim/sim/config.hpp"
 
 #include <functional>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <stdexcept>
@@ -77,19 +78,22 @@ namespace {
   throw std::invalid_argument(src + ": key '" + key + "': " + what);
 }
 
-using Setter = std::function<void(const toml::node&, const std::string&)>;
+/// (node, key, source): source names where the value came from (file or --set).
+using Setter = std::function<void(const toml::node&, const std::string&, const std::string&)>;
 
 template <class T>
-Setter int_setter(T& dst, const std::string& src, int64_t lo) {
-  return [&dst, src, lo](const toml::node& n, const std::string& key) {
+Setter int_setter(T& dst, int64_t lo) {
+  return [&dst, lo](const toml::node& n, const std::string& key, const std::string& src) {
     auto v = n.value_exact<int64_t>();
     if (!v) bad(src, key, std::string("expected an integer, got ") + std::string(toml::impl::node_type_friendly_names[size_t(n.type())]));
     if (*v < lo) bad(src, key, "expected an integer >= " + std::to_string(lo) + ", got " + std::to_string(*v));
+    if (uint64_t(*v) > uint64_t(std::numeric_limits<T>::max()))
+      bad(src, key, "expected an integer <= " + std::to_string(std::numeric_limits<T>::max()) + ", got " + std::to_string(*v));
     dst = T(*v);
   };
 }
-Setter float_setter(float& dst, const std::string& src, double lo, bool strict) {
-  return [&dst, src, lo, strict](const toml::node& n, const std::string& key) {
+Setter float_setter(float& dst, double lo, bool strict) {
+  return [&dst, lo, strict](const toml::node& n, const std::string& key, const std::string& src) {
     auto v = n.value<double>();  // integers are accepted as numbers
     if (!v || n.is_boolean() || n.is_string()) bad(src, key, "expected a number");
     if (strict ? !(*v > lo) : !(*v >= lo))
@@ -97,15 +101,15 @@ Setter float_setter(float& dst, const std::string& src, double lo, bool strict) 
     dst = float(*v);
   };
 }
-Setter bool_setter(bool& dst, const std::string& src) {
-  return [&dst, src](const toml::node& n, const std::string& key) {
+Setter bool_setter(bool& dst) {
+  return [&dst](const toml::node& n, const std::string& key, const std::string& src) {
     auto v = n.value_exact<bool>();
     if (!v) bad(src, key, "expected true or false");
     dst = *v;
   };
 }
-Setter string_setter(std::string& dst, const std::string& src, std::vector<std::string> allowed) {
-  return [&dst, src, allowed](const toml::node& n, const std::string& key) {
+Setter string_setter(std::string& dst, std::vector<std::string> allowed) {
+  return [&dst, allowed](const toml::node& n, const std::string& key, const std::string& src) {
     auto v = n.value_exact<std::string>();
     if (!v) bad(src, key, "expected a string");
     if (!allowed.empty()) {
@@ -121,8 +125,8 @@ Setter string_setter(std::string& dst, const std::string& src, std::vector<std::
   };
 }
 template <class T>
-Setter list_setter(std::vector<T>& dst, const std::string& src) {
-  return [&dst, src](const toml::node& n, const std::string& key) {
+Setter list_setter(std::vector<T>& dst) {
+  return [&dst](const toml::node& n, const std::string& key, const std::string& src) {
     const auto* arr = n.as_array();
     if (!arr) bad(src, key, "expected an array");
     std::vector<T> out;
@@ -141,48 +145,48 @@ Setter list_setter(std::vector<T>& dst, const std::string& src) {
   };
 }
 
-std::map<std::string, Setter> setters(Config& c, const std::string& s) {
+std::map<std::string, Setter> setters(Config& c) {
   const std::vector<std::string> recipes = {"bf16", "mxfp4", "mxfp8", "fp8_current", "fp8_delayed", "fp8_block"};
   std::map<std::string, Setter> m;
-  m["run.seed"] = int_setter(c.seed, s, 0);
-  m["run.epochs"] = int_setter(c.epochs, s, 1);
-  m["run.max_steps"] = int_setter(c.max_steps, s, 0);
-  m["run.train_limit"] = int_setter(c.train_limit, s, 0);
-  m["run.test_limit"] = int_setter(c.test_limit, s, 0);
-  m["run.data_dir"] = string_setter(c.data_dir, s, {});
-  m["model.d_model"] = int_setter(c.d_model, s, 1);
-  m["model.d_ff"] = int_setter(c.d_ff, s, 1);
-  m["model.experts"] = int_setter(c.experts, s, 1);
-  m["model.top_k"] = int_setter(c.top_k, s, 1);
-  m["model.activation"] = string_setter(c.activation, s, {"relu", "gelu", "silu"});
-  m["model.aux_loss_coeff"] = float_setter(c.aux_loss_coeff, s, 0, false);
-  m["batch.global_batch"] = int_setter(c.global_batch, s, 1);
-  m["batch.num_microbatches"] = int_setter(c.num_microbatches, s, 1);
-  m["optim.lr"] = float_setter(c.lr, s, 0, true);
-  m["optim.min_lr"] = float_setter(c.min_lr, s, 0, false);
-  m["optim.beta1"] = float_setter(c.beta1, s, 0, false);
-  m["optim.beta2"] = float_setter(c.beta2, s, 0, false);
-  m["optim.eps"] = float_setter(c.eps, s, 0, true);
-  m["optim.weight_decay"] = float_setter(c.weight_decay, s, 0, false);
-  m["optim.warmup_steps"] = int_setter(c.warmup_steps, s, 0);
-  m["optim.init_std"] = float_setter(c.init_std, s, 0, false);
-  m["recipe.embed"] = string_setter(c.recipe.embed, s, recipes);
-  m["recipe.router"] = string_setter(c.recipe.router, s, recipes);
-  m["recipe.fc1"] = string_setter(c.recipe.fc1, s, recipes);
-  m["recipe.fc2"] = string_setter(c.recipe.fc2, s, recipes);
-  m["recipe.head"] = string_setter(c.recipe.head, s, recipes);
-  m["recipe.mxfp4_hadamard_wgrad"] = bool_setter(c.recipe.mxfp4_hadamard_wgrad, s);
-  m["recipe.mxfp4_sr_grad"] = bool_setter(c.recipe.mxfp4_sr_grad, s);
-  m["recipe.fp8_amax_history"] = int_setter(c.recipe.fp8_amax_history, s, 1);
-  m["recipe.fp8_margin"] = int_setter(c.recipe.fp8_margin, s, 0);
-  m["deosc.enable"] = bool_setter(c.deosc, s);
-  m["deosc.period"] = int_setter(c.deosc_period, s, 1);
-  m["deosc.ratio"] = float_setter(c.deosc_ratio, s, 0, true);
-  m["deosc.start_step"] = int_setter(c.deosc_start_step, s, 0);
-  m["metrics.osc_ema_momentum"] = float_setter(c.osc_ema_momentum, s, 0, true);
-  m["trace.snapshot_layers"] = list_setter(c.snapshot_layers, s);
-  m["trace.snapshot_steps"] = list_setter(c.snapshot_steps, s);
-  m["trace.checkpoint_every"] = int_setter(c.checkpoint_every, s, 0);
+  m["run.seed"] = int_setter(c.seed, 0);
+  m["run.epochs"] = int_setter(c.epochs, 1);
+  m["run.max_steps"] = int_setter(c.max_steps, 0);
+  m["run.train_limit"] = int_setter(c.train_limit, 0);
+  m["run.test_limit"] = int_setter(c.test_limit, 0);
+  m["run.data_dir"] = string_setter(c.data_dir, {});
+  m["model.d_model"] = int_setter(c.d_model, 1);
+  m["model.d_ff"] = int_setter(c.d_ff, 1);
+  m["model.experts"] = int_setter(c.experts, 1);
+  m["model.top_k"] = int_setter(c.top_k, 1);
+  m["model.activation"] = string_setter(c.activation, {"relu", "gelu", "silu"});
+  m["model.aux_loss_coeff"] = float_setter(c.aux_loss_coeff, 0, false);
+  m["batch.global_batch"] = int_setter(c.global_batch, 1);
+  m["batch.num_microbatches"] = int_setter(c.num_microbatches, 1);
+  m["optim.lr"] = float_setter(c.lr, 0, true);
+  m["optim.min_lr"] = float_setter(c.min_lr, 0, false);
+  m["optim.beta1"] = float_setter(c.beta1, 0, false);
+  m["optim.beta2"] = float_setter(c.beta2, 0, false);
+  m["optim.eps"] = float_setter(c.eps, 0, true);
+  m["optim.weight_decay"] = float_setter(c.weight_decay, 0, false);
+  m["optim.warmup_steps"] = int_setter(c.warmup_steps, 0);
+  m["optim.init_std"] = float_setter(c.init_std, 0, false);
+  m["recipe.embed"] = string_setter(c.recipe.embed, recipes);
+  m["recipe.router"] = string_setter(c.recipe.router, recipes);
+  m["recipe.fc1"] = string_setter(c.recipe.fc1, recipes);
+  m["recipe.fc2"] = string_setter(c.recipe.fc2, recipes);
+  m["recipe.head"] = string_setter(c.recipe.head, recipes);
+  m["recipe.mxfp4_hadamard_wgrad"] = bool_setter(c.recipe.mxfp4_hadamard_wgrad);
+  m["recipe.mxfp4_sr_grad"] = bool_setter(c.recipe.mxfp4_sr_grad);
+  m["recipe.fp8_amax_history"] = int_setter(c.recipe.fp8_amax_history, 1);
+  m["recipe.fp8_margin"] = int_setter(c.recipe.fp8_margin, 0);
+  m["deosc.enable"] = bool_setter(c.deosc);
+  m["deosc.period"] = int_setter(c.deosc_period, 1);
+  m["deosc.ratio"] = float_setter(c.deosc_ratio, 0, true);
+  m["deosc.start_step"] = int_setter(c.deosc_start_step, 0);
+  m["metrics.osc_ema_momentum"] = float_setter(c.osc_ema_momentum, 0, true);
+  m["trace.snapshot_layers"] = list_setter(c.snapshot_layers);
+  m["trace.snapshot_steps"] = list_setter(c.snapshot_steps);
+  m["trace.checkpoint_every"] = int_setter(c.checkpoint_every, 0);
   return m;
 }
 
@@ -200,12 +204,23 @@ void apply(const toml::table& t, std::map<std::string, Setter>& m, const std::st
           if (n.rfind(sname + ".", 0) == 0) known += (known.empty() ? "" : ", ") + n;
         bad(src, key, "unknown key" + (known.empty() ? std::string(" (unknown section)") : "; known keys here: " + known));
       }
-      it->second(v, key);
+      it->second(v, key, src);
     }
   }
 }
 
+/// Largest weight (elements of one [G, N, K] linear) a run accepts: 2^28
+/// elements = 1 GiB per FP32 copy, and a weight keeps about 12 copies (master,
+/// moments, model, main_grad, de-osc and metric state).
+constexpr uint64_t kMaxWeightElems = uint64_t(1) << 28;
+
 void validate(const Config& c, const std::string& s) {
+  const uint64_t d = uint64_t(c.d_model), f = uint64_t(c.d_ff), E = uint64_t(c.experts);
+  if (d * 784 > kMaxWeightElems)
+    bad(s, "model.d_model", "the embed weight 784 x " + std::to_string(d) + " has more than 2^28 elements (impossible size)");
+  if ((unsigned __int128)E * f * d > kMaxWeightElems)  // no wrap: each factor < 2^31
+    bad(s, "model.d_ff", "the expert weights model.experts x model.d_ff x model.d_model = " + std::to_string(E) + " x " +
+                             std::to_string(f) + " x " + std::to_string(d) + " have more than 2^28 elements (impossible size)");
   if (c.top_k > c.experts)
     bad(s, "model.top_k", "expected top_k <= model.experts (" + std::to_string(c.experts) + "), got " + std::to_string(c.top_k));
   if (c.global_batch % c.num_microbatches != 0)
@@ -223,7 +238,7 @@ void validate(const Config& c, const std::string& s) {
 
 Config parse_config(const std::string& text, const std::vector<std::string>& overrides, const std::string& source) {
   Config c;
-  auto m = setters(c, source);
+  auto m = setters(c);
   try {
     toml::table t = toml::parse(text, source);
     apply(t, m, source);
@@ -249,7 +264,7 @@ Config parse_config(const std::string& text, const std::vector<std::string>& ove
     }
     apply(t, m, "--set");
   }
-  validate(c, source);
+  validate(c, overrides.empty() ? source : source + " with --set overrides");
   return c;
 }
 

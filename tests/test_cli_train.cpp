@@ -1,0 +1,106 @@
+// `mxsim train` as a user runs it: help, a small run ending with the summary
+// table, and bad input (unknown key, wrong type, impossible size, unknown
+// option, unreadable config, global batch larger than the data) giving an
+// error that names the key, a non-zero exit and no trace file.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace {
+
+struct CliRun {
+  int rc = -1;
+  std::string out;  // stdout and stderr together
+};
+
+CliRun mxsim_train(const std::string& args) {
+  const std::string cmd = std::string("'") + MXSIM_BINARY_DIR + "/cli/mxsim' train " + args + " 2>&1";
+  CliRun r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  char buf[1024];
+  while (p && std::fgets(buf, sizeof buf, p)) r.out += buf;
+  const int st = p ? ::pclose(p) : -1;
+  r.rc = (st != -1 && WIFEXITED(st)) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::string tmp(const std::string& n) {
+  return (std::filesystem::temp_directory_path() / ("mxsim_cli_train_" + std::to_string(::getpid()) + "_" + n)).string();
+}
+
+const char* kSmall =
+    "--threads 1 --set run.max_steps=3 --set run.train_limit=512 --set run.test_limit=200 --set model.d_model=32 "
+    "--set model.d_ff=64 --set model.experts=4 --set batch.global_batch=128 ";
+
+bool has(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+
+}  // namespace
+
+TEST(CliTrain, HelpListsOptions) {
+  const CliRun r = mxsim_train("--help");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  for (const char* o : {"--config", "--set", "--backend", "--trace", "--resume", "--checkpoint", "--threads"})
+    EXPECT_TRUE(has(r.out, o)) << o << "\n" << r.out;
+}
+
+TEST(CliTrain, SmallRunEndsWithSummaryTable) {
+  const std::string trace = tmp("ok.h5");
+  const CliRun r = mxsim_train(std::string(kSmall) + "--trace '" + trace + "'");
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "summary: 3 steps")) << r.out;
+  EXPECT_TRUE(has(r.out, "test accuracy")) << r.out;
+  // the table: a header and one row per layer with its recipe; snaps '-' where not eligible
+  const auto hdr = r.out.find("layer    recipe");
+  ASSERT_NE(hdr, std::string::npos) << r.out;
+  const std::string table = r.out.substr(hdr);
+  for (const char* row : {"\nembed    bf16", "\nrouter   bf16", "\nfc1      mxfp4", "\nfc2      mxfp4", "\nhead     bf16"})
+    EXPECT_TRUE(has(table, row)) << row << "\n" << r.out;
+  EXPECT_TRUE(has(table, "trace: " + trace)) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(trace));
+  std::filesystem::remove(trace);
+}
+
+TEST(CliTrain, BadInputNamedNonZeroNoTrace) {
+  const std::string trace = tmp("bad.h5");
+  const std::string cfg = tmp("bad.toml");
+  {
+    std::ofstream f(cfg);
+    f << "[model]\nd_model = [1]\n";
+  }
+  struct Case {
+    std::string args;
+    int rc;
+    std::vector<std::string> want;
+  };
+  const std::vector<Case> cases = {
+      {"--set model.nope=1", 2, {"'model.nope'", "unknown key", "model.d_model"}},      // unknown key, known ones listed
+      {"--set nosection.x=1", 2, {"'nosection.x'", "unknown section"}},
+      {"--set model.d_model=abc", 2, {"'model.d_model'", "expected an integer, got string", "--set"}},  // wrong type
+      {"--set model.d_model=1.5", 2, {"'model.d_model'", "expected an integer"}},
+      {"--set deosc.enable=3", 2, {"'deosc.enable'", "expected true or false"}},
+      {"--set recipe.fc1=fp3", 2, {"'recipe.fc1'", "expected one of"}},
+      {"--config '" + cfg + "'", 2, {cfg, "'model.d_model'", "expected an integer, got array"}},
+      {"--set model.d_model=0", 2, {"'model.d_model'", ">= 1"}},                         // impossible sizes
+      {"--set model.d_ff=4000000000", 2, {"'model.d_ff'", "<= 2147483647"}},
+      {"--set model.d_ff=400000000", 2, {"'model.d_ff'", "impossible size"}},
+      {"--set model.top_k=9", 2, {"'model.top_k'", "model.experts"}},
+      {"--set batch.num_microbatches=3", 2, {"'batch.num_microbatches'", "divisor"}},
+      {"--set batch.global_batch=1024 --set run.train_limit=512", 1, {"batch.global_batch", "larger than the training set"}},
+      {"--config /nonexistent/x.toml", 2, {"/nonexistent/x.toml"}},
+      {"--bogus", 2, {"--bogus"}},
+  };
+  for (const Case& c : cases) {
+    const CliRun r = mxsim_train(std::string(kSmall) + c.args + " --trace '" + trace + "'");
+    EXPECT_EQ(r.rc, c.rc) << c.args << "\n" << r.out;
+    for (const auto& w : c.want) EXPECT_TRUE(has(r.out, w)) << c.args << ": wants '" << w << "'\n" << r.out;
+    EXPECT_FALSE(has(r.out, "summary:")) << c.args;
+    EXPECT_FALSE(std::filesystem::exists(trace)) << c.args << ": a trace was left behind";
+    std::filesystem::remove(trace);
+  }
+  std::filesystem::remove(cfg);
+}
