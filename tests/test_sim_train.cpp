@@ -566,3 +566,23 @@ TEST(SimTrain, CheckpointDelayedStateAndRefusals) {
   std::filesystem::remove(bad);
   std::filesystem::remove(first.checkpoint_path);
 }
+
+// DelayedScaling::restore (added for resume): state round trip, and refusal of a
+// history of another length or a scale update() could never produce.
+TEST(SimDelayed, RestoreRoundTripAndRefusals) {
+  DelayedScaling a(Format::E4M3, 4, 0);
+  a.record(2.0f);
+  a.update();
+  a.record(8.0f);
+  DelayedScaling b(Format::E4M3, 4, 0);
+  b.restore(a.history(), a.scale());
+  EXPECT_EQ(b.history(), a.history());
+  EXPECT_EQ(b.scale(), 224.0f);  // 448 / 2
+  a.update();
+  b.update();
+  EXPECT_EQ(b.scale(), a.scale());
+  EXPECT_EQ(b.scale(), 56.0f);  // 448 / max(2, 8)
+  EXPECT_THROW(b.restore(std::vector<float>(3, 0.0f), 1.0f), std::invalid_argument);
+  for (float s : {0.0f, -1.0f, INFINITY, NAN, 1e-40f})
+    EXPECT_THROW(b.restore(std::vector<float>(4, 0.0f), s), std::invalid_argument) << s;
+}
