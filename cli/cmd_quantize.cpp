@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -346,11 +345,7 @@ int run(const Args& args) {
       j["source"] = in.filename().string();
       j["tensor"] = r.name;
       for (const auto& [k, v] : r.meta) j[k] = v;
-      const fs::path tmp = add_output(stem + ".meta.json");
-      std::ofstream f(tmp);
-      f << j.dump(2) << "\n";
-      f.close();
-      if (!f) throw io::IoError(stem + ".meta.json: write error");
+      io::write_file(add_output(stem + ".meta.json"), j.dump(2) + "\n");
     }
   }
   outputs.commit();

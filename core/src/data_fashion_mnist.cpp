@@ -3,8 +3,9 @@
 
 #include <array>
 #include <cstdio>
-#include <fstream>
 #include <sstream>
+
+#include "mxsim/io/tensor_file.hpp"
 
 #include <boost/iostreams/copy.hpp>
 #include <boost/iostreams/device/back_inserter.hpp>
@@ -76,14 +77,14 @@ std::filesystem::path pick(const std::filesystem::path& dir, const std::string& 
 std::filesystem::path default_fashion_mnist_dir() { return "/usr/share/datasets/fashion-mnist"; }
 
 std::vector<uint8_t> read_maybe_gzip(const std::filesystem::path& f) {
-  std::ifstream in(f, std::ios::binary);
-  if (!in) {
-    std::error_code ec;
-    if (!std::filesystem::exists(f, ec)) fail(f, "missing (no such file)");
-    fail(f, "cannot open for reading");
+  std::error_code ec;
+  if (!std::filesystem::exists(f, ec)) fail(f, "missing (no such file)");
+  std::vector<uint8_t> raw;
+  try {
+    raw = mxsim::io::read_all(f);
+  } catch (const mxsim::io::IoError& e) {
+    throw DataError(e.what());  // "<file>: cannot open: <reason>" / "<file>: read error"
   }
-  std::vector<uint8_t> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) fail(f, "read error");
   if (raw.size() < 2 || raw[0] != 0x1f || raw[1] != 0x8b) return raw;  // plain IDX
   std::vector<uint8_t> out;
   try {

@@ -1,5 +1,6 @@
 #include <unistd.h>
 
+#include <set>
 #include <system_error>
 
 #include "mxsim/io/atomic_output.hpp"
@@ -38,12 +39,24 @@ fs::path AtomicOutputs::add(const fs::path& final_path) {
 }
 
 void AtomicOutputs::commit() {
+  // Data first: every temporary is on the device before any final name points at it.
+  for (const auto& e : entries_) {
+    try {
+      sync_path(e.tmp);
+    } catch (const IoError& err) {
+      throw IoError(e.final_path.string() + ": cannot flush the finished file: " + err.what());
+    }
+  }
+  std::set<fs::path> dirs;
   for (auto& e : entries_) {
     std::error_code ec;
     fs::rename(e.tmp, e.final_path, ec);
     if (ec) throw IoError(e.final_path.string() + ": cannot move the finished file into place: " + ec.message());
     e.done = true;
+    dirs.insert(e.final_path.has_parent_path() ? e.final_path.parent_path() : fs::path("."));
   }
+  // Then the renames themselves (the folder entries).
+  for (const auto& d : dirs) sync_path(d, true);
   committed_ = true;
 }
 

@@ -4,7 +4,6 @@
 // bfloat16).
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <optional>
 
 #include "mxsim/io/npy.hpp"
@@ -220,12 +219,7 @@ std::vector<uint8_t> encode_npy(const RawTensor& t) {
 }
 
 void write_npy(const std::filesystem::path& file, const RawTensor& t) {
-  const auto bytes = encode_npy(t);
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  if (!out) throw IoError(file.string() + ": cannot create: " + std::strerror(errno));
-  out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
-  out.flush();
-  if (!out) throw IoError(file.string() + ": write error: " + std::strerror(errno));
+  write_file(file, encode_npy(t));
 }
 
 }  // namespace mxsim::io

@@ -1,7 +1,5 @@
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -194,11 +192,7 @@ void write_safetensors(const std::filesystem::path& file, const std::vector<RawT
   } catch (const IoError& e) {
     throw IoError(file.string() + ": " + e.what());
   }
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  if (!out) throw IoError(file.string() + ": cannot create: " + std::strerror(errno));
-  out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
-  out.flush();
-  if (!out) throw IoError(file.string() + ": write error: " + std::strerror(errno));
+  write_file(file, bytes);
 }
 
 }  // namespace mxsim::io

@@ -1,3 +1,6 @@
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <bit>
 #include <cerrno>
 #include <cstring>
@@ -106,7 +109,7 @@ RawTensor from_u8(std::string name, std::vector<size_t> shape, const uint8_t* v)
 
 std::vector<uint8_t> read_all(const std::filesystem::path& file) {
   std::error_code ec;
-  if (std::filesystem::is_directory(file, ec)) throw IoError(file.string() + ": is a directory, not a tensor file");
+  if (std::filesystem::is_directory(file, ec)) throw IoError(file.string() + ": is a directory, not a file");
   std::ifstream in(file, std::ios::binary);
   if (!in) throw IoError(file.string() + ": cannot open: " + std::strerror(errno));
   in.seekg(0, std::ios::end);
@@ -116,6 +119,46 @@ std::vector<uint8_t> read_all(const std::filesystem::path& file) {
   std::vector<uint8_t> b(static_cast<size_t>(size));
   if (size > 0 && !in.read(reinterpret_cast<char*>(b.data()), size)) throw IoError(file.string() + ": read error");
   return b;
+}
+
+void write_file(const std::filesystem::path& file, const void* data, size_t size, bool durable) {
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) throw IoError(file.string() + ": cannot create: " + std::strerror(errno));
+  const auto fail = [&](const char* what) {
+    const int err = errno;
+    ::close(fd);
+    std::error_code ec;
+    std::filesystem::remove(file, ec);
+    throw IoError(file.string() + ": " + what + ": " + std::strerror(err));
+  };
+  const auto* p = static_cast<const char*>(data);
+  while (size > 0) {
+    const ssize_t n = ::write(fd, p, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("write error");
+    }
+    p += n;
+    size -= size_t(n);
+  }
+  if (durable && ::fsync(fd) != 0) fail("fsync failed");
+  if (::close(fd) != 0) {
+    const int err = errno;
+    std::error_code ec;
+    std::filesystem::remove(file, ec);
+    throw IoError(file.string() + ": write error on close: " + std::strerror(err));
+  }
+}
+
+void sync_path(const std::filesystem::path& path, bool dir) {
+  const int fd = ::open(path.c_str(), (dir ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
+  if (fd < 0) throw IoError(path.string() + ": cannot open to fsync: " + std::strerror(errno));
+  if (::fsync(fd) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw IoError(path.string() + ": fsync failed: " + std::strerror(err));
+  }
+  ::close(fd);
 }
 
 FileKind detect_kind(const std::filesystem::path& file) {

@@ -1,12 +1,11 @@
 // Atomic HDF5 checkpoints (see mxsim/trace/checkpoint.hpp).
 #include "mxsim/trace/checkpoint.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstring>
 
+#include "mxsim/io/atomic_output.hpp"
+#include "mxsim/io/tensor_file.hpp"
 #include "trace_h5util.hpp"
 
 namespace mxsim::trace {
@@ -26,14 +25,6 @@ uint64_t product(const std::vector<uint64_t>& s) {
   uint64_t n = 1;
   for (auto d : s) n *= d;
   return n;
-}
-
-void fsync_path(const std::filesystem::path& p, bool dir) {
-  const int fd = ::open(p.c_str(), dir ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
 }
 }  // namespace
 
@@ -87,9 +78,11 @@ void CheckpointWriter::put_string(const std::string& name, const std::string& v)
 void CheckpointWriter::commit(const std::filesystem::path& path) const {
   detail::quiet_hdf5();
   const std::string fname = path.string();
-  std::filesystem::path tmp = path;
-  tmp += ".tmp." + std::to_string(::getpid());
   try {
+    // The HDF5 file is written to the temporary that AtomicOutputs names; its commit fsyncs it,
+    // renames it onto `path` and fsyncs the folder. On any exception its destructor removes it.
+    io::AtomicOutputs out;
+    const std::filesystem::path tmp = out.add(path);
     {
       Hid fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
       H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);  // checksummed metadata
@@ -127,15 +120,9 @@ void CheckpointWriter::commit(const std::filesystem::path& path) const {
       const herr_t rc = H5Fclose(file.release());
       if (rc < 0) fail(fname, "close of checkpoint temp file failed");
     }
-    fsync_path(tmp, false);
-    std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);
-    if (ec) throw TraceError(fname + ": cannot rename " + tmp.string() + " into place: " + ec.message());
-    fsync_path(path.has_parent_path() ? path.parent_path() : ".", true);
-  } catch (...) {
-    std::error_code ec;
-    std::filesystem::remove(tmp, ec);
-    throw;
+    out.commit();
+  } catch (const io::IoError& e) {
+    throw TraceError(e.what());  // names the checkpoint file
   }
 }
 

@@ -2,8 +2,10 @@
 //
 // Each output is first written to a temporary file in the same folder as its
 // final path (".<name>.tmp-<pid>-<n>"), so the final rename stays on one file
-// system. commit() renames them all into place; until then no final path is
-// touched, so a pre-existing output survives a failed command. The destructor
+// system. commit() fsyncs every temporary, renames them all into place and
+// fsyncs the folders, so after it returns the new files survive a crash or a
+// power loss; until then no final path is touched, so a pre-existing output
+// survives a failed command. The destructor
 // removes every temporary that was not committed (on an exception or an early
 // return). A process killed by a signal can leave a temporary behind; it never
 // leaves a half-written file under a final name.
@@ -26,8 +28,10 @@ class AtomicOutputs {
   /// already registered.
   std::filesystem::path add(const std::filesystem::path& final_path);
 
-  /// Rename every temporary onto its final path. Throws IoError naming the
-  /// file when a rename fails (temporaries not yet renamed are removed).
+  /// fsync every temporary, rename each onto its final path, fsync the
+  /// folders. Throws IoError naming the final file when a temporary is missing
+  /// or an fsync or rename fails (temporaries not yet renamed are removed by
+  /// the destructor).
   void commit();
 
   /// Final paths registered so far.

@@ -76,4 +76,22 @@ FileKind detect_kind(const std::filesystem::path& file);
 /// Whole file into memory; IoError "<file>: cannot open: <reason>" on failure.
 std::vector<uint8_t> read_all(const std::filesystem::path& file);
 
+/// Create or truncate `file` and write `size` bytes from `data` (POSIX
+/// open/write/close). With `durable`, fsync(2) the file before closing, so the
+/// bytes are on the device when this returns (the folder entry is not synced:
+/// for an all-or-nothing, durable replace use AtomicOutputs). Not atomic by
+/// itself. Throws IoError "<file>: cannot create|write error|...: <strerror>";
+/// a file that could not be written completely is removed.
+void write_file(const std::filesystem::path& file, const void* data, size_t size, bool durable = false);
+inline void write_file(const std::filesystem::path& file, const std::vector<uint8_t>& bytes, bool durable = false) {
+  write_file(file, bytes.data(), bytes.size(), durable);
+}
+inline void write_file(const std::filesystem::path& file, std::string_view text, bool durable = false) {
+  write_file(file, text.data(), text.size(), durable);
+}
+
+/// fsync(2) an existing file, or with `dir` a folder (to make a rename or a
+/// new entry in it durable). Throws IoError naming the path on failure.
+void sync_path(const std::filesystem::path& path, bool dir = false);
+
 }  // namespace mxsim::io
