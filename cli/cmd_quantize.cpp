@@ -39,12 +39,6 @@ struct Result {
   std::map<std::string, std::string> meta;
 };
 
-std::string shape_str(const std::vector<size_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
-
 std::string layout_of(const QuantizedTensor& q, bool grouped) {
   const std::string g = grouped ? "per group, " : "";
   std::string s;
@@ -131,8 +125,8 @@ Result quantize_one(const io::RawTensor& t, const std::string& file, const Quant
   r.meta["spec"] = spec.describe();
   r.meta["elem_format"] = short_name(spec.elem);
   r.meta["scale_kind"] = name_of(spec.scale_kind);
-  r.meta["shape"] = shape_str(t.shape);
-  r.meta["logical_shape"] = shape_str({G, R, C});
+  r.meta["shape"] = io::shape_str(t.shape);
+  r.meta["logical_shape"] = io::shape_str({G, R, C});
   r.meta["source_dtype"] = io::name_of(t.dtype);
   r.meta["layout"] = layout_of(q, grouped);
   r.meta["transposed"] = q.transposed ? "true" : "false";
@@ -364,7 +358,7 @@ int run(const Args& args) {
   if (!all_tensors) {
     const auto& r = results[0];
     const auto& s = r.stats;
-    std::printf("tensor %s %s %s: %zu elements\n", r.name.c_str(), shape_str(r.src_shape).c_str(),
+    std::printf("tensor %s %s %s: %zu elements\n", r.name.c_str(), io::shape_str(r.src_shape).c_str(),
                 io::name_of(r.src_dtype), s.count);
     std::printf("  MSE           %.6e\n  SQNR          %s dB\n  max abs err   %.6e\n", s.mse, fmt_sqnr(s.sqnr_db).c_str(),
                 s.max_abs_err);
@@ -378,7 +372,7 @@ int run(const Args& args) {
     for (const auto& r : results) {
       const auto& s = r.stats;
       std::printf("%-*s  %-18s %-5s %12.4e %9s %12.4e %10zu %10zu %8zu\n", int(w), r.name.c_str(),
-                  shape_str(r.src_shape).c_str(), io::name_of(r.src_dtype), s.mse, fmt_sqnr(s.sqnr_db).c_str(),
+                  io::shape_str(r.src_shape).c_str(), io::name_of(r.src_dtype), s.mse, fmt_sqnr(s.sqnr_db).c_str(),
                   s.max_abs_err, s.underflow, s.saturated, s.nan_out);
     }
   }

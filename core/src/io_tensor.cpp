@@ -60,11 +60,13 @@ size_t numel_of(const std::vector<size_t>& shape) {
 
 size_t RawTensor::numel() const { return numel_of(shape); }
 
-std::string RawTensor::shape_str() const {
+std::string shape_str(const std::vector<size_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";
 }
+
+std::string RawTensor::shape_str() const { return io::shape_str(shape); }
 
 std::vector<float> to_f32(const RawTensor& t) {
   const size_t n = t.numel();

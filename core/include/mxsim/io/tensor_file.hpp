@@ -50,9 +50,13 @@ struct RawTensor {
   std::vector<uint8_t> bytes;  ///< numel() * size_of(dtype) bytes
 
   size_t numel() const;
-  /// The shape as "[4, 32]".
+  /// The shape as "[4, 32]" (io::shape_str(shape)).
   std::string shape_str() const;
 };
+
+/// A shape as "[4, 32]" ("[]" for a scalar): how every message and metadata
+/// field of the tensor-file code writes a shape.
+std::string shape_str(const std::vector<size_t>& shape);
 
 /// Number of elements of a shape (1 for the empty shape); throws
 /// std::overflow_error when the product does not fit size_t.
