@@ -1,5 +1,5 @@
 // How one tensor is quantized: element format, block shape, scale kind and
-// rule, rounding. Named recipes for single tensors live in recipes.cpp.
+// rule, rounding. Named recipes for single tensors live in quant_spec.cpp.
 #pragma once
 #include <cstdint>
 #include <string>
