@@ -13,19 +13,15 @@
 #include <boost/iostreams/device/back_inserter.hpp>
 
 #include "mxsim/data/fashion_mnist.hpp"
+#include "test_util.hpp"
 
 namespace fs = std::filesystem;
 using mxsim::data::DataError;
 using Bytes = std::vector<uint8_t>;
 
 namespace {
+fs::path temp_dir() { return mxsim::test::make_temp_dir("data"); }
 
-fs::path temp_dir() {
-  std::string t = (fs::temp_directory_path() / "mxsim-data-XXXXXX").string();
-  char* d = mkdtemp(t.data());
-  if (!d) throw std::runtime_error("mkdtemp");
-  return d;
-}
 
 void put32(Bytes& b, uint32_t v) {
   for (int s = 24; s >= 0; s -= 8) b.push_back(uint8_t(v >> s));
@@ -50,10 +46,7 @@ Bytes gzip(const Bytes& in) {
   return Bytes(out.begin(), out.end());
 }
 
-void write(const fs::path& p, const Bytes& b) {
-  std::ofstream o(p, std::ios::binary);
-  o.write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
-}
+void write(const fs::path& p, const Bytes& b) { mxsim::test::write_bytes(p, b); }
 
 // 3 images of 2x2, pixel values chosen to include 0, 255 and values whose /255 is inexact.
 const Bytes kPixels = {0, 1, 2, 3, 127, 128, 254, 255, 17, 51, 85, 170};

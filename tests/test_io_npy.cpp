@@ -6,13 +6,15 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "mxsim/io/npy.hpp"
+#include "test_util.hpp"
 
 namespace fs = std::filesystem;
 using namespace mxsim::io;
+using mxsim::test::bytes_of;
+using mxsim::test::TempDir;
 
 namespace {
 
@@ -27,27 +29,6 @@ std::string npy_v1(const std::string& dict, const std::string& data) {
   return f + h + data;
 }
 
-std::string bytes_of(std::initializer_list<unsigned> v) {
-  std::string s;
-  for (unsigned b : v) s += char(b);
-  return s;
-}
-
-struct TempDir {
-  fs::path p;
-  TempDir() {
-    p = fs::temp_directory_path() / ("mxsim_test_io_npy_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-                                     "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(p);
-    fs::create_directories(p);
-  }
-  ~TempDir() { fs::remove_all(p); }
-  fs::path put(const std::string& name, const std::string& bytes) const {
-    std::ofstream(p / name, std::ios::binary) << bytes;
-    return p / name;
-  }
-};
-
 std::string error_of(const fs::path& f) {
   try {
     read_npy(f);
@@ -60,7 +41,7 @@ std::string error_of(const fs::path& f) {
 }  // namespace
 
 TEST(IoNpy, ReadsF32TwoByThree) {
-  TempDir d;
+  TempDir d("io_npy");
   // 1.0, -2.5, 0, -0, +inf, smallest subnormal (IEEE binary32 bit patterns, LE)
   const std::string data = bytes_of({0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x20, 0xc0, 0, 0, 0, 0, 0, 0, 0, 0x80,
                                      0x00, 0x00, 0x80, 0x7f, 0x01, 0, 0, 0});
@@ -80,7 +61,7 @@ TEST(IoNpy, ReadsF32TwoByThree) {
 }
 
 TEST(IoNpy, ReadsF16AndBf16AndU8) {
-  TempDir d;
+  TempDir d("io_npy");
   // FP16: 0x3E00 = 1.5, 0x0001 = 2^-24, 0xFC00 = -inf.
   auto f = d.put("h.npy", npy_v1("{'descr': '<f2', 'fortran_order': False, 'shape': (3,), }",
                                  bytes_of({0x00, 0x3e, 0x01, 0x00, 0x00, 0xfc})));
@@ -105,7 +86,7 @@ TEST(IoNpy, ReadsF16AndBf16AndU8) {
 }
 
 TEST(IoNpy, ReadsVersion2And3) {
-  TempDir d;
+  TempDir d("io_npy");
   for (char major : {'\x02', '\x03'}) {
     std::string h = "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }";
     while ((12 + h.size() + 1) % 64 != 0) h += ' ';
@@ -145,7 +126,7 @@ TEST(IoNpy, WritesTheFormatBytes) {
 }
 
 TEST(IoNpy, RoundTripThroughAFile) {
-  TempDir d;
+  TempDir d("io_npy");
   const float vals[6] = {0.5f, -0.0f, 3e38f, -1e-40f, 7.0f, 1.0f};
   write_npy(d.p / "r.npy", from_f32("r", {1, 2, 3}, vals));
   const RawTensor t = read_npy(d.p / "r.npy");
@@ -155,7 +136,7 @@ TEST(IoNpy, RoundTripThroughAFile) {
 }
 
 TEST(IoNpy, ErrorsNameTheFileAndTheProblem) {
-  TempDir d;
+  TempDir d("io_npy");
   const std::string ok_dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }";
   struct Case {
     const char* file;

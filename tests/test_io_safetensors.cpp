@@ -5,13 +5,15 @@
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "mxsim/io/safetensors.hpp"
+#include "test_util.hpp"
 
 namespace fs = std::filesystem;
 using namespace mxsim::io;
+using mxsim::test::bytes_of;
+using mxsim::test::TempDir;
 
 namespace {
 
@@ -21,27 +23,6 @@ std::string st_file(const std::string& json, const std::string& data) {
   for (int k = 0; k < 8; ++k) f += char((n >> (8 * k)) & 0xFF);
   return f + json + data;
 }
-
-std::string bytes_of(std::initializer_list<unsigned> v) {
-  std::string s;
-  for (unsigned b : v) s += char(b);
-  return s;
-}
-
-struct TempDir {
-  fs::path p;
-  TempDir() {
-    p = fs::temp_directory_path() /
-        (std::string("mxsim_test_io_st_") + ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(p);
-    fs::create_directories(p);
-  }
-  ~TempDir() { fs::remove_all(p); }
-  fs::path put(const std::string& name, const std::string& bytes) const {
-    std::ofstream(p / name, std::ios::binary) << bytes;
-    return p / name;
-  }
-};
 
 std::string error_of(const fs::path& f) {
   try {
@@ -55,7 +36,7 @@ std::string error_of(const fs::path& f) {
 }  // namespace
 
 TEST(IoSafetensors, ReadsBf16F16F32AndMetadata) {
-  TempDir d;
+  TempDir d("io_st");
   // b: BF16 [2] = {1.0 (0x3F80), -0.5 (0xBF00)}; h: F16 [1,1] = {65504 (0x7BFF)};
   // w: F32 [1] = {0.1f (0x3DCCCCCD)}; ids: I64 [1] = {7}. Offsets deliberately not in key order.
   const std::string json =
@@ -93,7 +74,7 @@ TEST(IoSafetensors, WritesTheFormatBytes) {
 }
 
 TEST(IoSafetensors, RoundTripThroughAFile) {
-  TempDir d;
+  TempDir d("io_st");
   const float v[4] = {1.0f, -2.0f, 0.0f, 1e-45f};
   RawTensor bf{"bf", DType::BF16, {2, 1}, {0x80, 0x3f, 0x00, 0xc0}};
   write_safetensors(d.p / "r.safetensors", {from_f32("x", {2, 2}, v), bf}, {{"a", "b"}});
@@ -105,7 +86,7 @@ TEST(IoSafetensors, RoundTripThroughAFile) {
 }
 
 TEST(IoSafetensors, ErrorsNameTheFileAndTheProblem) {
-  TempDir d;
+  TempDir d("io_st");
   auto one = [](const std::string& entry) { return "{\"t\":" + entry + "}"; };
   const std::string f4 = bytes_of({0, 0, 0x80, 0x3f});
   struct Case {

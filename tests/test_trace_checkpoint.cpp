@@ -11,20 +11,15 @@
 #include <limits>
 
 #include "mxsim/trace/checkpoint.hpp"
+#include "test_util.hpp"
 
 namespace fs = std::filesystem;
 using namespace mxsim::trace;
 
 namespace {
-fs::path temp_dir() {
-  std::string t = (fs::temp_directory_path() / "mxsim-ckpt-XXXXXX").string();
-  if (!mkdtemp(t.data())) throw std::runtime_error("mkdtemp");
-  return t;
-}
-std::string slurp(const fs::path& p) {
-  std::ifstream i(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(i), {});
-}
+fs::path temp_dir() { return mxsim::test::make_temp_dir("ckpt"); }
+using mxsim::test::read_bytes;
+using mxsim::test::write_bytes;
 void expect_error(const std::function<void()>& f, const std::string& needle) {
   try {
     f();
@@ -103,10 +98,10 @@ TEST(Checkpoint, MissingTruncatedCorruptAndForeignFiles) {
   CheckpointWriter w;
   w.put("w", big.data(), {4096});
   w.commit(p);
-  const std::string bytes = slurp(p);
+  const std::string bytes = read_bytes(p);
   // Truncated: the file cut in half.
   const fs::path t = dir / "trunc.ckpt";
-  std::ofstream(t, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  write_bytes(t, bytes.substr(0, bytes.size() / 2));
   expect_error([&] { Checkpoint c(t); c.get_f32("w"); }, "trunc.ckpt");
   // Corrupt payload: flip one bit inside the array data; Fletcher-32 must catch it.
   const uint32_t probe = 0x4A5A0000u + 100;
@@ -116,10 +111,10 @@ TEST(Checkpoint, MissingTruncatedCorruptAndForeignFiles) {
   std::string bad = bytes;
   bad[at] ^= 0x10;
   const fs::path c2 = dir / "flip.ckpt";
-  std::ofstream(c2, std::ios::binary) << bad;
+  write_bytes(c2, bad);
   expect_error([&] { Checkpoint c(c2); c.get_f32("w"); }, "flip.ckpt: entry 'w': read failed");
   // Not a checkpoint.
-  std::ofstream(dir / "text.ckpt") << "hello";
+  write_bytes(dir / "text.ckpt", "hello");
   expect_error([&] { Checkpoint c(dir / "text.ckpt"); }, "text.ckpt: not a readable checkpoint");
   fs::remove_all(dir);
 }

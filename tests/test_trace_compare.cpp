@@ -9,16 +9,13 @@
 
 #include "mxsim/trace/compare.hpp"
 #include "mxsim/trace/writer.hpp"
+#include "test_util.hpp"
 
 namespace fs = std::filesystem;
 using namespace mxsim::trace;
 
 namespace {
-fs::path temp_dir() {
-  std::string t = (fs::temp_directory_path() / "mxsim-cmp-XXXXXX").string();
-  if (!mkdtemp(t.data())) throw std::runtime_error("mkdtemp");
-  return t;
-}
+fs::path temp_dir() { return mxsim::test::make_temp_dir("cmp"); }
 
 // Writes `steps` steps; if diff_step >= 0, /b/vec element 1 is perturbed by one ulp from that step on.
 void write_run(const fs::path& f, int steps, int diff_step, const std::string& config, bool extra = false,

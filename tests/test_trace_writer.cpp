@@ -16,18 +16,15 @@
 #include "mxsim/trace/histogram.hpp"
 #include "mxsim/trace/reader.hpp"
 #include "mxsim/trace/writer.hpp"
+#include "test_util.hpp"
 
 extern char** environ;
 namespace fs = std::filesystem;
 using namespace mxsim::trace;
 
 namespace {
+fs::path temp_dir() { return mxsim::test::make_temp_dir("trace"); }
 
-fs::path temp_dir() {
-  std::string t = (fs::temp_directory_path() / "mxsim-trace-XXXXXX").string();
-  if (!mkdtemp(t.data())) throw std::runtime_error("mkdtemp");
-  return t;
-}
 
 pid_t spawn_writer(const fs::path& file, long steps, long sleep_us) {
   const std::string exe = std::string(MXSIM_BINARY_DIR) + "/tests/trace_writer_main";
@@ -257,7 +254,7 @@ TEST(TraceReader, Errors) {
   } catch (const TraceError& e) {
     EXPECT_NE(std::string(e.what()).find("missing.h5: missing"), std::string::npos) << e.what();
   }
-  std::ofstream(dir / "text.h5") << "not hdf5";
+  mxsim::test::write_bytes(dir / "text.h5", "not hdf5");
   try {
     Reader r(dir / "text.h5");
     FAIL();
