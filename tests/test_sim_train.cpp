@@ -586,3 +586,63 @@ TEST(SimDelayed, RestoreRoundTripAndRefusals) {
   for (float s : {0.0f, -1.0f, INFINITY, NAN, 1e-40f})
     EXPECT_THROW(b.restore(std::vector<float>(4, 0.0f), s), std::invalid_argument) << s;
 }
+
+// De-oscillation rule (training-mechanics.md §6) on a hand-computed sequence, one
+// 32x32 tile, period 2, ratio 2, start_step 2. Element 0 sets the tile amax (1.0 ->
+// E8M0 scale 2^-2, grid 0, .125, .25, .375, .5, .75, 1, 1.5; 2.0 -> 2^-1, grid
+// 0, .25, .5, .75, 1, 1.5, 2, 3); the rest sit at 0.5 (on both grids).
+//   x = element 1, y = element 2 (23/64: Q = .375 on the 2^-2 grid, .25 on 2^-1).
+//   g1: before start_step: nothing, no state.
+//   g2: first observation seeds: x = 19/64 (Q .25).
+//   g3: x = 21/64 (Q .375): dist_w 1/32, dist_q 1/8.
+//   g4: x = 19/64, e0 = 2.0 (Q(x) = .25 on the coarser grid): dist_w 1/16, dist_q 1/4,
+//       ratio 4 >= 2 -> x snapped to 0.25. y: dist_q 1/8 from the scale change but
+//       dist_w 0 -> never snapped. e0: ratio 1 -> kept. Window ends: {fc1: 1}.
+//   g5: nothing moves.  g6: x = 0.3125 (Q stays .25): dist_w 1/16, dist_q 0 -> no snap;
+//       had the sums not been reset at g4 the ratio would be (1/4)/(1/8) = 2 -> a snap.
+// The model copy is never touched (one-step lag: the snap reaches it at the next
+// optimizer step's master-to-model copy).
+TEST(SimDeOsc, HandComputedSequence) {
+  auto be = make_emu_backend();
+  Weight w;
+  w.name = "fc1";
+  w.recipe = make_recipe("mxfp4", {});
+  w.G = 1;
+  w.N = 32;
+  w.K = 32;
+  w.master = xt::full_like(Tensor3f::from_shape({1, 32, 32}), 0.5f);
+  w.model = xt::full_like(w.master, -7.0f);  // sentinel
+  const Tensor3f model0 = w.model;
+  DeOsc d(2, 2.0f, 2);
+  std::vector<Weight*> ws = {&w};
+  float& e0 = w.master(0, 0, 0);
+  float& x = w.master(0, 0, 1);
+  float& y = w.master(0, 0, 2);
+  using Snaps = std::map<std::string, int64_t>;
+  e0 = 1.0f, x = 1.0f, y = 23.0f / 64;
+  EXPECT_EQ(d.step(*be, ws), Snaps{});  // g1
+  EXPECT_TRUE(d.state.empty());
+  x = 19.0f / 64;
+  EXPECT_EQ(d.step(*be, ws), Snaps{});  // g2: seeds
+  ASSERT_EQ(d.state.count("fc1"), 1u);
+  EXPECT_EQ(d.state["fc1"].prev_q(0, 0, 1), 0.25f);
+  EXPECT_EQ(d.state["fc1"].prev_q(0, 0, 2), 0.375f);
+  x = 21.0f / 64;
+  EXPECT_EQ(d.step(*be, ws), Snaps{});  // g3
+  EXPECT_EQ(d.state["fc1"].dist_w(0, 0, 1), 1.0f / 32);
+  EXPECT_EQ(d.state["fc1"].dist_q(0, 0, 1), 0.125f);
+  x = 19.0f / 64;
+  e0 = 2.0f;
+  EXPECT_EQ(d.step(*be, ws), (Snaps{{"fc1", 1}}));  // g4: window end
+  EXPECT_EQ(x, 0.25f);                               // snapped onto its grid value
+  EXPECT_EQ(y, 23.0f / 64);                          // Q moved, master did not: kept
+  EXPECT_EQ(e0, 2.0f);
+  EXPECT_EQ(d.state["fc1"].prev(0, 0, 1), 0.25f);  // prev from the snapped master
+  EXPECT_EQ(d.state["fc1"].dist_w(0, 0, 1), 0.0f);  // reset
+  EXPECT_EQ(d.state["fc1"].dist_q(0, 0, 2), 0.0f);
+  EXPECT_EQ(d.step(*be, ws), Snaps{});  // g5
+  x = 0.3125f;
+  EXPECT_EQ(d.step(*be, ws), (Snaps{{"fc1", 0}}));  // g6: window end, nothing snapped
+  EXPECT_EQ(x, 0.3125f);
+  EXPECT_EQ(w.model, model0);
+}
