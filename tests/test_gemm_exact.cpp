@@ -283,6 +283,52 @@ TEST(GemmExact, EmptyGroupsLeaveOutputUnchanged) {
   EXPECT_EQ(count_bit_diffs(dw2, b2), 0u);
 }
 
+// Stochastic rounding of wgrad operands (docs/numerics.md §2.5): each element
+// draws the word of its logical index in the whole [M, C] tensor, so experts
+// never share random words. (1) Groups starting on 32-row block boundaries
+// (one of them empty) equal, byte for byte, the whole tensor quantized with
+// Axis::Rows restricted to the group's rows (same blocks, same words).
+// (2) A group starting mid-block: every code is encode() of its element with
+// the group's own scale and the word sr((m0 + r) * C + c).
+TEST(GemmExact, GroupedColwiseStochasticRoundingKeysWholeTensorIndex) {
+  std::mt19937 gen(17);
+  const size_t M = 96, C = 40;
+  const Tensor2f x = rand2(gen, M, C, 3);
+  QuantSpec s = tensor_recipe("mxfp4");
+  s.round = RoundMode::Stochastic;
+  s.sr = PhiloxStream{0x0123456789ABCDEFull, make_stream(5, 9)};
+  const QuantizedTensor full = quantize(x, s, Axis::Rows);  // storage [C, M]
+  const std::vector<int64_t> ms = {32, 0, 64};
+  const auto qs = quantize_grouped_colwise(x, ms, s);
+  ASSERT_EQ(qs.size(), 3u);
+  size_t m0 = 0, checked = 0;
+  for (size_t g = 0; g < 3; ++g) {
+    const size_t mg = size_t(ms[g]);
+    ASSERT_EQ(qs[g].rows, mg);
+    for (size_t c = 0; c < C; ++c) {
+      for (size_t r = 0; r < mg; ++r, ++checked)
+        ASSERT_EQ(qs[g].code(0, c, r), full.code(0, c, m0 + r)) << "group " << g << " row " << r << " col " << c;
+      for (size_t b = 0; b < mg / 32; ++b) ASSERT_EQ(qs[g].scale_bytes(0, c, b), full.scale_bytes(0, c, m0 / 32 + b));
+    }
+    m0 += mg;
+  }
+  EXPECT_EQ(checked, M * C);
+
+  const std::vector<int64_t> odd = {20, 76};
+  const auto qo = quantize_grouped_colwise(x, odd, s);
+  const FormatSpec e2m1 = spec_of(Format::E2M1);
+  size_t differs_from_restart = 0;
+  for (size_t c = 0; c < C; ++c)
+    for (size_t r = 0; r < 76; ++r) {
+      const int se = int(qo[1].scale_bytes(0, c, r / 32)) - 127;
+      const uint32_t b = f32_bits(x(20 + r, c));
+      ASSERT_EQ(qo[1].code(0, c, r), encode(e2m1, b, se, RoundMode::Stochastic, Overflow::Saturate, s.sr((20 + r) * C + c)))
+          << "row " << r << " col " << c;
+      differs_from_restart +=
+          qo[1].code(0, c, r) != encode(e2m1, b, se, RoundMode::Stochastic, Overflow::Saturate, s.sr(r * C + c));
+    }
+  EXPECT_GT(differs_from_restart, 0u);  // the words matter: index restarting at 0 would give other codes
+}
 TEST(GemmExact, BadInputThrows) {
   std::mt19937 g(1);
   const Tensor2f x = rand2(g, 10, 64, 1);

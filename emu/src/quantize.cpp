@@ -183,7 +183,7 @@ QuantizedTensor quantize(const Tensor3f& x, const QuantSpec& spec, Axis axis) {
             const float v = buf[r * SC + c];
             const size_t lr = q.transposed ? c : r, lc = q.transposed ? r : c;
             const uint64_t index = (uint64_t(g) * q.rows + lr) * q.cols + lc;
-            const uint32_t rnd = spec.round == RoundMode::Stochastic ? spec.sr(index) : 0u;
+            const uint32_t rnd = spec.round == RoundMode::Stochastic ? spec.sr(spec.sr_index_base + index) : 0u;
             uint32_t code;
             if (spec.scale_kind == ScaleKind::E8M0)
               code = encode(ef, f32_bits(v), scale_exp, spec.round, Overflow::Saturate, rnd);

@@ -52,6 +52,12 @@ struct QuantSpec {
   bool hadamard16 = false;
   /// Random bits for RoundMode::Stochastic.
   PhiloxStream sr{};
+  /// Stochastic rounding only: element i of the tensor being quantized (its
+  /// logical row-major index) draws sr(sr_index_base + i). A slice of a larger
+  /// tensor sets this to the logical index of its first element in the whole
+  /// tensor (slice rows [m0, ...) of an [M, C] tensor: m0 * C), so it draws
+  /// the words the whole tensor would (docs/numerics.md §2.5).
+  uint64_t sr_index_base = 0;
 
   bool is_2d_tile() const { return block_rows != 1 && block_cols != 1 && !(block_rows == 0 && block_cols == 0); }
   bool per_tensor() const { return block_rows == 0 && block_cols == 0; }

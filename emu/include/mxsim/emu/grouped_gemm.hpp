@@ -99,7 +99,10 @@ void grouped_wgrad(const Tensor2f& dy, const QuantSpec& dy_spec, const Tensor2f&
 /// Axis::Rows (storage [C, M_g], blocks of the spec along M starting at the
 /// group's first token; a ragged last block is partial). So no block crosses a
 /// group boundary and no padding rows exist. An empty group gives a tensor
-/// with rows = 0. Throws std::invalid_argument for bad m_splits or a spec the
+/// with rows = 0. Under stochastic rounding slice g (rows m0 .. m0 + M_g) is
+/// quantized with sr_index_base = spec.sr_index_base + m0 * C, so each element
+/// draws the word of its index in the whole [M, C] tensor (docs/numerics.md
+/// §2.5): groups never share random words. Throws std::invalid_argument for bad m_splits or a spec the
 /// slice cannot take (e.g. hadamard16 with M_g not a multiple of 16).
 std::vector<QuantizedTensor> quantize_grouped_colwise(const Tensor2f& x, std::span<const int64_t> m_splits,
                                                       const QuantSpec& spec);
