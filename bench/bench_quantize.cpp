@@ -54,7 +54,7 @@ const std::vector<uint16_t>& input(size_t rows, size_t cols) {
       const float m = std::ldexp(1.0f, mag(rng));
       for (size_t c = 0; c < cols; ++c) {
         const uint32_t b = f32_bits(pool[(r * cols + c) & (pool.size() - 1)] * m);
-        v[r * cols + c] = uint16_t((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16);  // RNE to BF16 (finite inputs)
+        v[r * cols + c] = uint16_t(round_bf16_code(b));
       }
     }
   }

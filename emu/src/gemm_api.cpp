@@ -359,16 +359,6 @@ QuantSpec bf16_spec() {
   return s;
 }
 
-float round_bf16(float v) {
-  // RNE to the upper 16 bits (carry into the exponent gives the next binade
-  // or Inf, as IEEE overflow); equal to encode(BF16, RNE, Ieee) for every
-  // non-NaN input (test_gemm_exact: every 9973rd FP32 pattern plus the
-  // rounding and overflow boundaries).
-  if (v != v) return f32_from_bits(gemm::kCanonicalNaN);
-  const uint32_t b = f32_bits(v);
-  return f32_from_bits((b + 0x7FFFu + ((b >> 16) & 1u)) & 0xFFFF0000u);
-}
-
 const char* gemm_class_name(const QuantSpec& a, const QuantSpec& b) {
   QuantizedTensor qa, qb;
   qa.spec = a;

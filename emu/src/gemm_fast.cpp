@@ -18,6 +18,7 @@
 #include "gemm_fused_avx512.hpp"
 #include "gemm_vnni.hpp"
 #include "mxsim/emu/grouped_gemm.hpp"
+#include "mxsim/rounding.hpp"
 
 namespace mxsim::emu::gemm {
 

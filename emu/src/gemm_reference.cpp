@@ -8,6 +8,7 @@
 #include "gemm_exact.hpp"
 #include "gemm_internal.hpp"
 #include "mxsim/emu/grouped_gemm.hpp"
+#include "mxsim/rounding.hpp"
 
 namespace mxsim::emu::gemm {
 

@@ -144,6 +144,30 @@ MXSIM_HD inline uint32_t encode_f32(Format fmt, float x, RoundMode mode = RoundM
   return encode(spec_of(fmt), f32_bits(x), 0, mode, ov, rand32);
 }
 
+/// BF16 code (16 bits) of an FP32 value by RNE with IEEE overflow: the same
+/// code as encode(spec_of(Format::BF16), x_bits, 0, RoundMode::RNE,
+/// Overflow::Ieee) for every one of the 2^32 inputs, in a few integer ops.
+/// The rounding keeps the upper 16 bits and adds 0x7FFF plus the kept lsb
+/// (ties to even); a carry moves into the next binade or to Inf, which is
+/// IEEE overflow; FP32 subnormals round the same way (BF16 has FP32's
+/// exponent range). NaN (any payload) -> the canonical quiet NaN with the
+/// input's sign (0x7FC0 / 0xFFC0), as encode gives it. Inf keeps its sign.
+/// tests/test_round_bf16.cpp checks it against encode on every BF16 value's
+/// rounding neighbourhood (low halves 0, 1, 0x7FFF, 0x8000, 0x8001, 0xFFFF
+/// under each of the 65536 upper halves: both signs, subnormals, ties, the
+/// overflow edge, Inf, every NaN class) and on a strided and a random sample.
+MXSIM_HD constexpr uint32_t round_bf16_code(uint32_t x_bits) {
+  if ((x_bits & 0x7FFFFFFFu) > 0x7F800000u) return ((x_bits >> 16) & 0x8000u) | 0x7FC0u;
+  return (x_bits + 0x7FFFu + ((x_bits >> 16) & 1u)) >> 16;
+}
+
+/// FP32 value rounded to BF16 (RNE, IEEE overflow): decode(BF16,
+/// round_bf16_code(x)), i.e. the BF16 bits in the upper half of an FP32.
+/// NaN keeps its sign and loses its payload (see round_bf16_code); callers
+/// that need one canonical NaN (the GEMM output, docs/numerics.md §5) make
+/// NaN canonical themselves.
+MXSIM_HD inline float round_bf16(float x) { return f32_from_bits(round_bf16_code(f32_bits(x)) << 16); }
+
 /// True if the code is NaN in format f.
 MXSIM_HD constexpr bool is_nan_code(const FormatSpec& f, uint32_t code) {
   const uint32_t mag = code & ~f.sign_bit();

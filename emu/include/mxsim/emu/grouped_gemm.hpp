@@ -107,9 +107,6 @@ void grouped_wgrad(const Tensor2f& dy, const QuantSpec& dy_spec, const Tensor2f&
 std::vector<QuantizedTensor> quantize_grouped_colwise(const Tensor2f& x, std::span<const int64_t> m_splits,
                                                       const QuantSpec& spec);
 
-/// Round every value to BF16 (RNE), as the output cast does. NaN -> canonical.
-float round_bf16(float v);
-
 /// Name of the block-dot class the contract uses for a pair of operand specs
 /// ("mx-exact", "mx-f13", "fp8-chunk128", "bf16-f25"); throws
 /// std::invalid_argument for pairs the contract does not define.
