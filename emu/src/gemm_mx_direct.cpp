@@ -9,7 +9,8 @@
 //      along its storage rows (dgrad's W), transposed once per call by byte
 //      permutes of decoded 32x32 tiles; per column and block the correction
 //      -offset * sum(B block) that turns the u8 x s8 dot into D_b;
-//   2. 4 x 32 register tiles: vpdpbusd sums four exact products per int32
+//   2. 4 x 32 register tiles (vnni_tile, gemm_vnni.hpp, shared with the panel
+//      path): vpdpbusd sums four exact products per int32
 //      lane; per block t = float(D_b) * 2^(sb - 127 - shift_b) (exact) and
 //      acc = fma(t, 2^(sa - 127 - shift_a), acc): the contract's one RNE;
 //      output rounding (BF16 RNE, canonical NaN) in the same tile;
@@ -126,61 +127,6 @@ struct GroupPack {
   size_t au_off = 0, fa_off = 0, bp_off = 0, fb_off = 0, corr_off = 0, badi_off = 0, badj_off = 0;
   size_t ntask = 0, nIt = 0;
 };
-
-template <int MR>
-__attribute__((target(MXSIM_MX_TARGET))) void tile(const uint8_t* A, size_t Kp, const int8_t* Bp, const float* fa, size_t KB,
-                                           const float* fb, const int32_t* corr, float* out, size_t ld, __mmask16 m0,
-                                           __mmask16 m1, const uint8_t* badi, bool accumulate, bool bf16) {
-  __m512 acc[MR][2];
-  for (int r = 0; r < MR; ++r) {
-    if (accumulate) {
-      acc[r][0] = _mm512_maskz_loadu_ps(m0, out + r * ld);
-      acc[r][1] = _mm512_maskz_loadu_ps(m1, out + r * ld + 16);
-    } else {
-      acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-    }
-  }
-  for (size_t b = 0; b < KB; ++b) {
-    const __m512i c0 = _mm512_loadu_si512(corr + b * 32), c1 = _mm512_loadu_si512(corr + b * 32 + 16);
-    __m512i s[MR][2];
-    for (int r = 0; r < MR; ++r) s[r][0] = c0, s[r][1] = c1;
-    const int8_t* bb = Bp + b * 1024;
-    const uint8_t* ab = A + b * 32;
-#pragma GCC unroll 8
-    for (int q = 0; q < 8; ++q) {
-      const __m512i b0 = _mm512_loadu_si512(bb + q * 128), b1 = _mm512_loadu_si512(bb + q * 128 + 64);
-      for (int r = 0; r < MR; ++r) {
-        int32_t w;
-        std::memcpy(&w, ab + r * Kp + q * 4, 4);
-        const __m512i av = _mm512_set1_epi32(w);
-        s[r][0] = _mm512_dpbusd_epi32(s[r][0], av, b0);
-        s[r][1] = _mm512_dpbusd_epi32(s[r][1], av, b1);
-      }
-    }
-    const __m512 f0 = _mm512_loadu_ps(fb + b * 32), f1 = _mm512_loadu_ps(fb + b * 32 + 16);
-    for (int r = 0; r < MR; ++r) {
-      const __m512 ar = _mm512_set1_ps(fa[r * KB + b]);
-      acc[r][0] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s[r][0]), f0), ar, acc[r][0]);
-      acc[r][1] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s[r][1]), f1), ar, acc[r][1]);
-    }
-  }
-  const __m512i qnan = _mm512_set1_epi32(0x7FC00000);
-  for (int r = 0; r < MR; ++r) {
-    if (badi[r]) continue;
-    for (int h = 0; h < 2; ++h) {
-      __m512 v = acc[r][h];
-      const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-      if (bf16) {
-        const __m512i bits = _mm512_castps_si512(v);
-        const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
-        v = _mm512_castsi512_ps(_mm512_and_si512(_mm512_add_epi32(_mm512_add_epi32(bits, _mm512_set1_epi32(0x7FFF)), lsb),
-                                                 _mm512_set1_epi32(int32_t(0xFFFF0000u))));
-      }
-      v = _mm512_mask_mov_ps(v, nan, _mm512_castsi512_ps(qnan));
-      _mm512_mask_storeu_ps(out + r * ld + h * 16, h ? m1 : m0, v);
-    }
-  }
-}
 
 __attribute__((target(MXSIM_MX_TARGET))) void pack_a_row(const GroupPack& gp, const View& v, const Lut& lut, size_t i,
                                                  uint8_t* au, float* fa, uint8_t& bad) {
@@ -347,8 +293,7 @@ bool run_mx_exact_direct(const std::vector<MxGroup>& jobs, bool accumulate, Form
       const size_t p = lt / gp.nIt, it = lt % gp.nIt;
       const size_t i0 = it * 4, nr = std::min<size_t>(4, gp.I - i0);
       const size_t ncols = std::min<size_t>(32, gp.J - p * 32);
-      __mmask16 m0 = ncols >= 16 ? 0xFFFF : __mmask16((1u << ncols) - 1);
-      __mmask16 m1 = ncols >= 32 ? 0xFFFF : (ncols <= 16 ? 0 : __mmask16((1u << (ncols - 16)) - 1));
+      __mmask16 m0 = vnni_mask_lo(ncols), m1 = vnni_mask_hi(ncols);
       const uint8_t* bj = badj.data() + gp.badj_off + p * 32;
       for (int c = 0; c < 16; ++c) {
         if (bj[c]) m0 &= __mmask16(~(1u << c));
@@ -361,10 +306,10 @@ bool run_mx_exact_direct(const std::vector<MxGroup>& jobs, bool accumulate, Form
       const float* fbp = fb.data() + gp.fb_off + p * gp.KB * 32;
       const int32_t* cp = corr.data() + gp.corr_off + p * gp.KB * 32;
       const uint8_t* bi = badi.data() + gp.badi_off + i0;
-      if (nr == 4) tile<4>(a, gp.Kp, bpp, fap, gp.KB, fbp, cp, o, gp.job.ld, m0, m1, bi, accumulate, bf);
+      if (nr == 4) vnni_tile<4>(a, gp.Kp, bpp, fap, gp.KB, fbp, cp, o, gp.job.ld, m0, m1, bi, accumulate, bf);
       else
         for (size_t r = 0; r < nr; ++r)
-          tile<1>(a + r * gp.Kp, gp.Kp, bpp, fap + r * gp.KB, gp.KB, fbp, cp, o + r * gp.job.ld, gp.job.ld, m0, m1, bi + r,
+          vnni_tile<1>(a + r * gp.Kp, gp.Kp, bpp, fap + r * gp.KB, gp.KB, fbp, cp, o + r * gp.job.ld, gp.job.ld, m0, m1, bi + r,
                   accumulate, bf);
     }
     if (any_bad) {

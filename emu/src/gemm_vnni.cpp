@@ -4,12 +4,11 @@
 // -offset * sum(B block) so it ends at the exact integer block dot D_b. Then
 // per block: t = float(D_b) * 2^(sb...) (exact), acc = fma(t, 2^(sa...), acc):
 // the product is exact, so the FMA is the contract's one RNE of acc + V_b.
-// Register tile: 4 rows x 32 columns; B packed [panel][block][k4][32][4].
-// Rows/columns with a NaN scale or a scale outside 2^(+-50) are recomputed
-// afterwards by the exact scalar path (mx_add).
+// Register tile (vnni_tile, gemm_vnni.hpp, shared with the direct path):
+// 4 rows x 32 columns; B packed [panel][block][k4][32][4]. Rows/columns with a
+// NaN scale or a scale outside 2^(+-50) are left to the exact scalar path
+// (mx_add) afterwards.
 #include "gemm_vnni.hpp"
-
-#include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
@@ -31,52 +30,6 @@ namespace {
 
 int int_shift(Format f) { return f == Format::E2M1 ? 1 : 3; }
 bool safe(uint8_t s) { return s != 0xFF && int(s) >= 127 - 50 && int(s) <= 127 + 50; }
-
-template <int MR>
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) void tile(const uint8_t* A, size_t Kp, const int8_t* Bp,
-                                                                   const float* fa, size_t KB, const float* fb,
-                                                                   const int32_t* corr, float* out, size_t ld,
-                                                                   size_t ncols, bool accumulate) {
-  __m512 acc[MR][2];
-  const __mmask16 m0 = ncols >= 16 ? 0xFFFF : __mmask16((1u << ncols) - 1);
-  const __mmask16 m1 = ncols >= 32 ? 0xFFFF : (ncols <= 16 ? 0 : __mmask16((1u << (ncols - 16)) - 1));
-  for (int r = 0; r < MR; ++r) {
-    if (accumulate) {
-      acc[r][0] = _mm512_maskz_loadu_ps(m0, out + r * ld);
-      acc[r][1] = _mm512_maskz_loadu_ps(m1, out + r * ld + 16);
-    } else {
-      acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-    }
-  }
-  for (size_t b = 0; b < KB; ++b) {
-    const __m512i c0 = _mm512_loadu_si512(corr + b * 32), c1 = _mm512_loadu_si512(corr + b * 32 + 16);
-    __m512i s[MR][2];
-    for (int r = 0; r < MR; ++r) s[r][0] = c0, s[r][1] = c1;
-    const int8_t* bb = Bp + b * 1024;
-    const uint8_t* ab = A + b * 32;
-#pragma GCC unroll 8
-    for (int q = 0; q < 8; ++q) {
-      const __m512i b0 = _mm512_loadu_si512(bb + q * 128), b1 = _mm512_loadu_si512(bb + q * 128 + 64);
-      for (int r = 0; r < MR; ++r) {
-        int32_t w;
-        __builtin_memcpy(&w, ab + r * Kp + q * 4, 4);
-        const __m512i av = _mm512_set1_epi32(w);
-        s[r][0] = _mm512_dpbusd_epi32(s[r][0], av, b0);
-        s[r][1] = _mm512_dpbusd_epi32(s[r][1], av, b1);
-      }
-    }
-    const __m512 f0 = _mm512_loadu_ps(fb + b * 32), f1 = _mm512_loadu_ps(fb + b * 32 + 16);
-    for (int r = 0; r < MR; ++r) {
-      const __m512 ar = _mm512_set1_ps(fa[r * KB + b]);
-      acc[r][0] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s[r][0]), f0), ar, acc[r][0]);
-      acc[r][1] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s[r][1]), f1), ar, acc[r][1]);
-    }
-  }
-  for (int r = 0; r < MR; ++r) {
-    _mm512_mask_storeu_ps(out + r * ld, m0, acc[r][0]);
-    _mm512_mask_storeu_ps(out + r * ld + 16, m1, acc[r][1]);
-  }
-}
 
 }  // namespace
 
@@ -127,15 +80,8 @@ bool run_mx_exact_vnni(const Panel& A, const Panel& B, Out out, bool accumulate,
       corr[(p * KB + b) * 32 + jj] = -offA * sum;
     }
   }
-  bool any_bad = false;
-  for (auto v : bad_i) any_bad |= v != 0;
-  for (auto v : bad_j) any_bad |= v != 0;
-  std::vector<float> orig;
-  if (any_bad && accumulate) {
-    orig.resize(I * J);
-    for (size_t i = 0; i < I; ++i)
-      for (size_t j = 0; j < J; ++j) orig[i * J + j] = out.p[i * out.ld + j];
-  }
+  const uint8_t* bi_all = bad_i.data();
+  const bool bf = out_fmt == Format::BF16;
   const size_t nIt = (I + 3) / 4;
   const long ntask = long(NP * nIt);
 #pragma omp parallel for schedule(static)
@@ -143,40 +89,37 @@ bool run_mx_exact_vnni(const Panel& A, const Panel& B, Out out, bool accumulate,
     const size_t p = size_t(t) / nIt, it = size_t(t) % nIt;
     const size_t i0 = it * 4, nr = std::min<size_t>(4, I - i0);
     const size_t ncols = std::min<size_t>(32, J - p * 32);
+    __mmask16 m0 = vnni_mask_lo(ncols), m1 = vnni_mask_hi(ncols);
+    for (size_t c = 0; c < ncols; ++c)  // columns with an unsafe scale: scalar walk below
+      if (bad_j[p * 32 + c]) (c < 16 ? m0 : m1) &= __mmask16(~(1u << (c % 16)));
     float* o = out.p + i0 * out.ld + p * 32;
     const uint8_t* a = au.data() + i0 * Kp;
     const int8_t* bpp = bp.data() + p * KB * 1024;
     const float* fap = fa.data() + i0 * KB;
     const float* fbp = fb.data() + p * KB * 32;
     const int32_t* cp = corr.data() + p * KB * 32;
-    if (nr == 4) tile<4>(a, Kp, bpp, fap, KB, fbp, cp, o, out.ld, ncols, accumulate);
+    if (nr == 4) vnni_tile<4>(a, Kp, bpp, fap, KB, fbp, cp, o, out.ld, m0, m1, bi_all + i0, accumulate, bf);
     else
       for (size_t r = 0; r < nr; ++r)
-        tile<1>(a + r * Kp, Kp, bpp, fap + r * KB, KB, fbp, cp, o + r * out.ld, out.ld, ncols, accumulate);
-    if (!any_bad)
-      for (size_t r = 0; r < nr; ++r)
-        for (size_t c = 0; c < ncols; ++c) finish(o[r * out.ld + c], o[r * out.ld + c], out_fmt);
+        vnni_tile<1>(a + r * Kp, Kp, bpp, fap + r * KB, KB, fbp, cp, o + r * out.ld, out.ld, m0, m1, bi_all + i0 + r,
+                     accumulate, bf);
   }
-  if (any_bad) {
+  // Outputs in a row or column with an unsafe scale are still untouched
+  // (accumulate reads them): exact scalar block walk on the packed integers.
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < I; ++i)
-      for (size_t j = 0; j < J; ++j) {
-        if (!(bad_i[i] | bad_j[j])) continue;
-        float acc = accumulate ? orig[i * J + j] : 0.0f;
-        for (size_t b = 0; b < KB; ++b) {
-          int32_t s = 0;
-          for (size_t k = b * 32; k < b * 32 + 32; ++k) s += (int32_t(au[i * Kp + k]) - offA) *
-                                                                  bp[((j / 32) * KB + b) * 1024 + (k % 32) / 4 * 128 + (j % 32) * 4 + k % 4];
-          acc = mx_add(acc, float(s), A.sbyte[i * KB + b], B.sbyte[j * KB + b], -sha - shb);
-        }
-        out.p[i * out.ld + j] = acc;
+  for (size_t i = 0; i < I; ++i)
+    for (size_t j = 0; j < J; ++j) {
+      if (!(bad_i[i] | bad_j[j])) continue;
+      float& o = out.p[i * out.ld + j];
+      float acc = accumulate ? o : 0.0f;
+      for (size_t b = 0; b < KB; ++b) {
+        int32_t s = 0;
+        for (size_t k = b * 32; k < b * 32 + 32; ++k)
+          s += (int32_t(au[i * Kp + k]) - offA) * bp[((j / 32) * KB + b) * 1024 + (k % 32) / 4 * 128 + (j % 32) * 4 + k % 4];
+        acc = mx_add(acc, float(s), A.sbyte[i * KB + b], B.sbyte[j * KB + b], -sha - shb);
       }
-  }
-  if (any_bad) {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < I; ++i)
-      for (size_t j = 0; j < J; ++j) finish(out.p[i * out.ld + j], out.p[i * out.ld + j], out_fmt);
-  }
+      finish(o, acc, out_fmt);
+    }
   return true;
 }
 
