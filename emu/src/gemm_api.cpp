@@ -391,25 +391,29 @@ void grouped_wgrad(std::span<const QuantizedTensor> dy, std::span<const Quantize
   wgrad_impl(a, b, m_splits, dw, opt);
 }
 
+namespace {
+/// fprop / dgrad from high-precision operands: the token operand [M, K] is
+/// quantized along its cols, W along its contraction axis (cols for fprop,
+/// rows for dgrad); a BF16 spec rounds to BF16 instead.
+void token_gemm_hp(const char* gemm, const Tensor2f& a, const QuantSpec& as, const Tensor3f& w, const QuantSpec& ws,
+                   bool w_contract_rows, std::span<const int64_t> m_splits, Tensor2f& out, const GemmOptions& opt) {
+  const bool ab = as.elem == Format::BF16, wb = ws.elem == Format::BF16;
+  QuantizedTensor qa, qw;
+  Tensor3f fa, fw;
+  if (ab) fa = as3_bf16(a); else qa = quantize(a, as, Axis::Cols);
+  if (wb) fw = to_bf16_3(w); else qw = quantize(w, ws, w_contract_rows ? Axis::Rows : Axis::Cols);
+  token_gemm(gemm, ab ? Src{nullptr, &fa} : Src{&qa, nullptr}, wb ? Src{nullptr, &fw} : Src{&qw, nullptr},
+             w_contract_rows, m_splits, out, opt);
+}
+}  // namespace
+
 void grouped_fprop(const Tensor2f& x, const QuantSpec& xs, const Tensor3f& w, const QuantSpec& ws,
                    std::span<const int64_t> m_splits, Tensor2f& y, const GemmOptions& opt) {
-  const bool xb = xs.elem == Format::BF16, wb = ws.elem == Format::BF16;
-  QuantizedTensor qx, qw;
-  Tensor3f fx, fw;
-  if (xb) fx = as3_bf16(x); else qx = quantize(x, xs, Axis::Cols);
-  if (wb) fw = to_bf16_3(w); else qw = quantize(w, ws, Axis::Cols);
-  token_gemm("fprop", xb ? Src{nullptr, &fx} : Src{&qx, nullptr}, wb ? Src{nullptr, &fw} : Src{&qw, nullptr}, false,
-             m_splits, y, opt);
+  token_gemm_hp("fprop", x, xs, w, ws, false, m_splits, y, opt);
 }
 void grouped_dgrad(const Tensor2f& dy, const QuantSpec& dys, const Tensor3f& w, const QuantSpec& ws,
                    std::span<const int64_t> m_splits, Tensor2f& dx, const GemmOptions& opt) {
-  const bool ab = dys.elem == Format::BF16, wb = ws.elem == Format::BF16;
-  QuantizedTensor qa, qw;
-  Tensor3f fa, fw;
-  if (ab) fa = as3_bf16(dy); else qa = quantize(dy, dys, Axis::Cols);
-  if (wb) fw = to_bf16_3(w); else qw = quantize(w, ws, Axis::Rows);
-  token_gemm("dgrad", ab ? Src{nullptr, &fa} : Src{&qa, nullptr}, wb ? Src{nullptr, &fw} : Src{&qw, nullptr}, true,
-             m_splits, dx, opt);
+  token_gemm_hp("dgrad", dy, dys, w, ws, true, m_splits, dx, opt);
 }
 
 std::vector<QuantizedTensor> quantize_grouped_colwise(const Tensor2f& x, std::span<const int64_t> m_splits,
