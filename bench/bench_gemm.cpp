@@ -46,14 +46,12 @@ void rate(benchmark::State& st) {
 }
 
 // Threads: OMP_NUM_THREADS (2 in the documented command; 1 to read per-core cost).
-void setup_threads() {}
 
 // recipe pairs: 0 = MXFP4 (x 1x32, W 32x32), 1 = MXFP8, 2 = BF16
 QuantSpec tok_spec(int r) { return r == 0 ? tensor_recipe("mxfp4") : r == 1 ? tensor_recipe("mxfp8") : bf16_spec(); }
 QuantSpec w_spec(int r) { return r == 0 ? tensor_recipe("mxfp4_2d") : r == 1 ? tensor_recipe("mxfp8") : bf16_spec(); }
 
 void BM_fprop(benchmark::State& st) {
-  setup_threads();
   const int r = int(st.range(0));
   const Tensor2f x = rnd2(M, K, 1);
   const Tensor3f w = rnd3(G, N, K, 2);
@@ -68,7 +66,6 @@ void BM_fprop(benchmark::State& st) {
   rate(st);
 }
 void BM_dgrad(benchmark::State& st) {
-  setup_threads();
   const int r = int(st.range(0));
   const Tensor2f dy = rnd2(M, N, 3);
   const Tensor3f w = rnd3(G, N, K, 2);
@@ -84,7 +81,6 @@ void BM_dgrad(benchmark::State& st) {
   rate(st);
 }
 void BM_wgrad(benchmark::State& st) {
-  setup_threads();
   const int r = int(st.range(0));
   const Tensor2f dy = rnd2(M, N, 3), x = rnd2(M, K, 1);
   Tensor3f dw = Tensor3f::from_shape({G, N, K});

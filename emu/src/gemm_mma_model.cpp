@@ -32,10 +32,8 @@ Tensor2f mma_model_gemm(const QuantizedTensor& a, const QuantizedTensor& b, MmaM
   if (a.cols != b.cols) throw std::invalid_argument("model gemm: contraction mismatch (" + std::to_string(a.cols) + " vs " + std::to_string(b.cols) + ")");
   if (model == MmaModel::Contract) {
     Tensor2f y;
-    Tensor3f dummy;
-    QuantizedTensor w = b;
     const int64_t ms[] = {int64_t(a.rows)};
-    grouped_fprop(a, w, ms, y);
+    grouped_fprop(a, b, ms, y);
     return y;
   }
   using namespace gemm;
