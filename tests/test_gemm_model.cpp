@@ -4,6 +4,8 @@
 // 65536 at K = 64 to 4096, every 1 lost) and against hand-derived values.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <cmath>
 
 #include "mxsim/emu/mma_model.hpp"
@@ -52,11 +54,18 @@ TEST(GemmModel, HopperThirteenBits) {
   EXPECT_EQ(one(-4, 1), 65536.0f - 0);  // truncation toward zero of the term: -4 -> 0 at 2^3 resolution
 }
 
+// Distances on the ordered FP32 line with -0 and +0 one point (numerics.md §5.5):
+// 1 vs nextafter(1) = 1; +0 vs -0 = 0; the smallest subnormal 2^-149 is 1 from
+// either zero and -2^-149 vs +2^-149 = 2; NaN vs 1 is a NaN mismatch.
 TEST(GemmModel, UlpReport) {
-  Tensor2f a = {{1.0f, 0.0f, std::nanf("")}}, b = {{std::nextafter(1.0f, 2.0f), -0.0f, 1.0f}};
+  const float tiny = std::numeric_limits<float>::denorm_min();
+  Tensor2f a = {{1.0f, 0.0f, std::nanf(""), tiny, -tiny, -tiny}};
+  Tensor2f b = {{std::nextafter(1.0f, 2.0f), -0.0f, 1.0f, -0.0f, 0.0f, tiny}};
   const UlpReport r = ulp_report(a, b);
-  EXPECT_EQ(r.total, 3u);
-  EXPECT_EQ(r.buckets[1], 2u);  // one ulp each
+  EXPECT_EQ(r.total, 6u);
+  EXPECT_EQ(r.buckets[0], 1u);  // +0 vs -0
+  EXPECT_EQ(r.buckets[1], 3u);  // 1 vs next, tiny vs -0, -tiny vs +0
+  EXPECT_EQ(r.buckets[2], 1u);  // -tiny vs +tiny: distance 2 lies in [2, 4)
   EXPECT_EQ(r.nan_mismatch, 1u);
-  EXPECT_EQ(r.max_ulp, 1u);
+  EXPECT_EQ(r.max_ulp, 2u);
 }

@@ -36,7 +36,8 @@ Tensor2f mma_model_gemm(const QuantizedTensor& a, const QuantizedTensor& b, MmaM
 /// ULP distance histogram between two FP32 outputs of the same shape.
 /// bucket 0: identical bits; bucket i (1..32): distance d in [2^(i-1), 2^i);
 /// nan_mismatch: exactly one side NaN. Distance on the ordered integer line of
-/// FP32 bit patterns (+0 and -0 one apart).
+/// FP32 bit patterns with -0 and +0 the same point (distance 0, counted in
+/// bucket 0 although the bits differ); docs/numerics.md §5.5.
 struct UlpReport {
   std::array<uint64_t, 33> buckets{};
   uint64_t nan_mismatch = 0;
