@@ -226,8 +226,13 @@ TEST(GpuMxQuantize, RowwiseMatchesEmulator) {
     const std::vector<float> flat(x.begin(), x.end());
     for (Format e : elems)
       for (ScaleRule rule : rules)
-        for (RoundMode m : modes) {
+        for (RoundMode m : modes)
+          // SR index bases: 0, one the vector kernel cannot take (6), and a
+          // multiple of 4 it can (4096), as grouped wgrad slices use them.
+          for (uint64_t base : {uint64_t(0), uint64_t(6), uint64_t(4096)}) {
+          if (base != 0 && m != RoundMode::Stochastic) continue;
           QuantSpec s;
+          s.sr_index_base = base;
           s.elem = e;
           s.block_rows = 1;
           s.block_cols = 32;
@@ -241,11 +246,11 @@ TEST(GpuMxQuantize, RowwiseMatchesEmulator) {
           const std::vector<uint8_t> want_data(q.data.begin(), q.data.end());
           const std::vector<uint8_t> want_scales(q.scale_bytes.begin(), q.scale_bytes.end());
           ASSERT_EQ(scales, want_scales) << s.describe() << " " << sh.rows << "x" << sh.cols;
-          ASSERT_EQ(data, want_data) << s.describe() << " " << sh.rows << "x" << sh.cols;
+          ASSERT_EQ(data, want_data) << s.describe() << " " << sh.rows << "x" << sh.cols << " sr_base " << base;
           ++cases;
         }
   }
-  std::printf("[gpu] mx rowwise: %zu (shape, format, rule, rounding) cases match emu::quantize bit for bit\n", cases);
+  std::printf("[gpu] mx rowwise: %zu (shape, format, rule, rounding, SR base) cases match emu::quantize bit for bit\n", cases);
 }
 
 TEST(GpuMxQuantize, RejectsSpecsItCannotTake) {

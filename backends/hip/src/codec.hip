@@ -127,7 +127,7 @@ __global__ void decode_kernel(const CodeT<F>* __restrict__ codes, float* __restr
 template <Format F, RoundMode M>
 __global__ void mx_rowwise_kernel(const float* __restrict__ x, uint8_t* __restrict__ data,
                                   uint8_t* __restrict__ scales, size_t rows, size_t cols, size_t row_bytes,
-                                  size_t nbc, ScaleRule rule, PhiloxStream sr) {
+                                  size_t nbc, ScaleRule rule, PhiloxStream sr, uint64_t sr_base) {
   constexpr FormatSpec f = spec_of(F);
   const unsigned lane = threadIdx.x & 31u;
   const size_t nblk = rows * nbc;
@@ -149,7 +149,7 @@ __global__ void mx_rowwise_kernel(const float* __restrict__ x, uint8_t* __restri
     uint32_t code = 0;
     if (in && !nonfinite) {
       uint32_t rnd = 0;
-      if constexpr (M == RoundMode::Stochastic) rnd = sr(index);
+      if constexpr (M == RoundMode::Stochastic) rnd = sr(sr_base + index);
       code = encode(f, xb, int(byte) - 127, M, Overflow::Saturate, rnd);
     }
     if constexpr (f.bits == 4) {
@@ -168,7 +168,7 @@ __global__ void mx_rowwise_kernel(const float* __restrict__ x, uint8_t* __restri
 template <Format F, RoundMode M>
 __global__ void mx_rowwise_vec_kernel(const float* __restrict__ x, uint8_t* __restrict__ data,
                                       uint8_t* __restrict__ scales, size_t rows, size_t cols, size_t row_bytes,
-                                      size_t nbc, ScaleRule rule, PhiloxStream sr) {
+                                      size_t nbc, ScaleRule rule, PhiloxStream sr, uint64_t sr_base) {
   constexpr FormatSpec f = spec_of(F);
   const unsigned lane = threadIdx.x & 31u, sub = lane >> 3, j = lane & 7u;
   const size_t nblk = rows * nbc;
@@ -209,7 +209,7 @@ __global__ void mx_rowwise_vec_kernel(const float* __restrict__ x, uint8_t* __re
     if (in && !nonfinite) {
       uint32_t rnd[4] = {0u, 0u, 0u, 0u};
       if constexpr (M == RoundMode::Stochastic) {
-        const auto rr = sr.block(index >> 2);
+        const auto rr = sr.block((sr_base + index) >> 2);  // sr_base % 4 == 0 (dispatch)
         for (int k = 0; k < 4; ++k) rnd[k] = rr[k];
       }
       for (int k = 0; k < 4; ++k) code[k] = encode(f, xb[k], int(byte) - 127, M, Overflow::Saturate, rnd[k]);
@@ -396,17 +396,21 @@ void mx_quantize_rowwise_device(const float* d_x, size_t rows, size_t cols, cons
   if (nblk == 0) return;
   const hipStream_t s = static_cast<hipStream_t>(stream);
   const size_t rb = mx_row_bytes(spec.elem, cols);
-  const bool vec = cols % 4 == 0 && aligned(d_x, 16) && aligned(d_data, 4);
+  // QuantSpec::sr_index_base offsets the Philox element index (grouped
+  // wgrad operands, numerics.md §2.5); the vector kernel draws whole counter
+  // blocks, so it needs the base to be a multiple of 4.
+  const uint64_t sr_base = spec.sr_index_base;
+  const bool vec = cols % 4 == 0 && sr_base % 4 == 0 && aligned(d_x, 16) && aligned(d_data, 4);
   with_mx_format(spec.elem, [&](auto ft) {
     constexpr Format F = decltype(ft)::value;
     with_mode(spec.round, [&](auto mt) {
       constexpr RoundMode M = decltype(mt)::value;
       if (vec)
         mx_rowwise_vec_kernel<F, M><<<grid_for((nblk + 3) / 4 * 32), kThreads, 0, s>>>(
-            d_x, d_data, d_scales, rows, cols, rb, nbc, spec.rule, spec.sr);
+            d_x, d_data, d_scales, rows, cols, rb, nbc, spec.rule, spec.sr, sr_base);
       else
         mx_rowwise_kernel<F, M><<<grid_for(nblk * 32), kThreads, 0, s>>>(d_x, d_data, d_scales, rows, cols, rb, nbc,
-                                                                         spec.rule, spec.sr);
+                                                                         spec.rule, spec.sr, sr_base);
     });
   });
   MXSIM_HIP_CHECK_LAUNCH("mx_rowwise_kernel");
