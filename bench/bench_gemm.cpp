@@ -3,8 +3,8 @@
 // quantized once outside the timed loop; the timed call includes the API's
 // operand repacking. Run the OpenBLAS peer without this machine's
 // OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE overrides:
-//   env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_WAIT_POLICY=passive OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 \
-//     build-gemmspeed/bench/bench_gemm
+//   env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_WAIT_POLICY=passive OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2
+//     build/bench/bench_gemm        (one command line; build/ is scripts/build.sh's)
 // CPU time is the main thread's: CPU ~ real/2 with 2 threads means they did not run at once (load).
 #include <benchmark/benchmark.h>
 #include <omp.h>

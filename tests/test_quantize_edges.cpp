@@ -221,7 +221,9 @@ TEST(QuantizeEdges, DegenerateShapesEveryRecipe) {
           ASSERT_TRUE(std::isfinite(d.data()[i])) << where;
           // Every value here is far from zero relative to its block's amax
           // (ratio >= 0.37 / 2.22), so no element format flushes it; signs match.
-          if (x.data()[i] != 0) EXPECT_EQ(std::signbit(d.data()[i]), std::signbit(x.data()[i])) << where;
+          if (x.data()[i] != 0) {
+            EXPECT_EQ(std::signbit(d.data()[i]), std::signbit(x.data()[i])) << where;
+          }
         }
         const auto s = emu::quant_stats(x, q);
         EXPECT_EQ(s.count, x.size()) << where;

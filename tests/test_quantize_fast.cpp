@@ -81,8 +81,9 @@ void check(const Tensor3f& x, const QuantSpec& s, Axis axis) {
     bf16 = bf16 && (b & 0xFFFFu) == 0;
     h[i] = uint16_t(b >> 16);
   }
-  if (bf16) EXPECT_TRUE(same(emu::quantize_bf16(h.data(), x.shape(0), x.shape(1), x.shape(2), s, axis), ref))
-      << "BF16 entry";
+  if (bf16) {
+    EXPECT_TRUE(same(emu::quantize_bf16(h.data(), x.shape(0), x.shape(1), x.shape(2), s, axis), ref)) << "BF16 entry";
+  }
 }
 
 /// Random FP32 bits: random sign and mantissa, exponent field drawn per block

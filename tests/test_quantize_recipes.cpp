@@ -222,7 +222,9 @@ TEST(QuantizeMx, ColumnwiseEqualsRowwiseOfTranspose) {
     const auto qr = emu::quantize(Tensor2f(xt_), tensor_recipe(rec), Axis::Cols);
     EXPECT_TRUE(qc.transposed);
     EXPECT_EQ(qc.data, qr.data) << rec;
-    if (qc.scale_bytes.size()) EXPECT_EQ(qc.scale_bytes, qr.scale_bytes) << rec;
+    if (qc.scale_bytes.size()) {
+      EXPECT_EQ(qc.scale_bytes, qr.scale_bytes) << rec;
+    }
     ASSERT_EQ(qc.scale_inv.size(), qr.scale_inv.size());
     for (size_t i = 0; i < qc.scale_inv.size(); ++i) expect_bits_eq(qc.scale_inv.data()[i], qr.scale_inv.data()[i], rec);
     const Tensor2f dc = emu::dequantize(qc), dr = emu::dequantize(qr);
