@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -68,6 +69,33 @@ int cmd_train(const Args& args) {
   if (print_config) {
     std::cout << sim::to_toml(cfg);
     return 0;
+  }
+  // One file may not serve two roles: a trace written over the checkpoint it
+  // resumes from (or a checkpoint over the trace) destroys one of them.
+  {
+    namespace fs = std::filesystem;
+    const std::pair<const char*, std::string> paths[] = {{"--trace", trace}, {"--resume", resume}, {"--checkpoint", ckpt}};
+    for (size_t i = 0; i < 3; ++i)
+      for (size_t j = i + 1; j < 3; ++j) {
+        const std::string& a = paths[i].second;
+        const std::string& b = paths[j].second;
+        if (a.empty() || b.empty()) continue;
+        // --resume and --checkpoint may name the same file: the run replaces
+        // the checkpoint it started from (atomically, at its end).
+        if (i == 1 && j == 2) continue;
+        auto norm = [](const std::string& p) {
+          std::error_code e;
+          fs::path c = fs::weakly_canonical(p, e);  // resolves symlinks of existing parts
+          return e ? fs::absolute(p).lexically_normal() : c;
+        };
+        std::error_code ec;
+        const bool same = norm(a) == norm(b) || (fs::exists(a, ec) && fs::exists(b, ec) && fs::equivalent(a, b, ec));
+        if (same) {
+          std::fprintf(stderr, "mxsim train: %s '%s' and %s '%s' are the same file; give them different paths\n",
+                       paths[i].first, a.c_str(), paths[j].first, b.c_str());
+          return 2;
+        }
+      }
   }
   auto be = make_backend(backend);
   if (threads <= 0) threads = int(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));

@@ -104,3 +104,48 @@ TEST(CliTrain, BadInputNamedNonZeroNoTrace) {
   }
   std::filesystem::remove(cfg);
 }
+
+// A trace written over the checkpoint being resumed (or a checkpoint written
+// over the trace) would destroy it: refused before anything runs, naming both
+// options, and the existing file is left as it was.
+TEST(CliTrain, SamePathForTwoRolesRefused) {
+  const std::string f = tmp("same.h5");
+  const std::string dir = tmp("samedir");
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream o(f);
+    o << "keep";
+  }
+  const std::string alias = dir + "/../" + std::filesystem::path(f).filename().string();  // same file, other spelling
+  const std::string link = dir + "/link.h5";
+  std::filesystem::create_symlink(f, link);
+  struct Case {
+    std::string args;
+    std::vector<std::string> want;
+  };
+  const std::vector<Case> cases = {
+      {"--trace '" + f + "' --resume '" + f + "'", {"--trace", "--resume", "same file"}},
+      {"--trace '" + f + "' --checkpoint '" + f + "'", {"--trace", "--checkpoint", "same file"}},
+      {"--trace '" + alias + "' --checkpoint '" + f + "'", {"--trace", "--checkpoint", "same file"}},
+      {"--trace '" + link + "' --resume '" + f + "'", {"--trace", "--resume", "same file"}},
+  };
+  for (const Case& c : cases) {
+    const CliRun r = mxsim_train(std::string(kSmall) + c.args);
+    EXPECT_EQ(r.rc, 2) << c.args << "\n" << r.out;
+    for (const auto& w : c.want) EXPECT_TRUE(has(r.out, w)) << c.args << ": wants '" << w << "'\n" << r.out;
+    EXPECT_FALSE(has(r.out, "summary:")) << c.args;
+    std::ifstream in(f);
+    std::string body;
+    in >> body;
+    EXPECT_EQ(body, "keep") << c.args;
+  }
+  // a trace path that does not exist yet but equals the checkpoint after normalization
+  const std::string nf = tmp("fresh.h5");
+  const CliRun r = mxsim_train(std::string(kSmall) + "--trace '" + nf + "' --checkpoint '" + dir + "/../" +
+                               std::filesystem::path(nf).filename().string() + "'");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(nf));
+  std::filesystem::remove(link);
+  std::filesystem::remove(f);
+  std::filesystem::remove_all(dir);
+}
