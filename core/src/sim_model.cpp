@@ -11,15 +11,6 @@ namespace mxsim::sim {
 
 namespace {
 
-/// BF16 RNE, IEEE overflow (same bits as encode/decode through mxsim::encode;
-/// checked by tests/test_sim_train.cpp).
-inline float bf16(float v) {
-  uint32_t b = f32_bits(v);
-  if ((b & 0x7FFFFFFFu) > 0x7F800000u) return f32_from_bits((b & 0x80000000u) | 0x7FC00000u);
-  b = (b + 0x7FFFu + ((b >> 16) & 1u)) & 0xFFFF0000u;
-  return f32_from_bits(b);
-}
-
 Tensor3f as3(const Tensor2f& x) {
   Tensor3f r = Tensor3f::from_shape({1, x.shape(0), x.shape(1)});
   std::copy(x.begin(), x.end(), r.begin());

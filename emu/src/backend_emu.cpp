@@ -20,15 +20,6 @@
 namespace mxsim {
 namespace {
 
-/// BF16 RNE with IEEE overflow: the same bits as
-/// decode(BF16, encode_f32(BF16, v, RNE, Ieee)) (NaN -> canonical quiet NaN).
-inline float bf16(float v) {
-  uint32_t b = f32_bits(v);
-  if ((b & 0x7FFFFFFFu) > 0x7F800000u) return f32_from_bits((b & 0x80000000u) | 0x7FC00000u);
-  b = (b + 0x7FFFu + ((b >> 16) & 1u)) & 0xFFFF0000u;
-  return f32_from_bits(b);
-}
-
 /// Dequantize E8M0- and FP32-scaled tensors with a code table (values as the
 /// reference emu::dequantize3 defines them: code * 2^s exactly, or
 /// fl32(code * scale_inv)); other kinds go to the reference.
@@ -81,10 +72,10 @@ class EmuBackend final : public Backend {
     return r;
   }
   void round_bf16(Tensor3f& x) override {
-    for (auto& v : x) v = bf16(v);
+    for (auto& v : x) v = ::mxsim::round_bf16(v);
   }
   void round_bf16(Tensor2f& x) override {
-    for (auto& v : x) v = bf16(v);
+    for (auto& v : x) v = ::mxsim::round_bf16(v);
   }
 
   // The model's GEMMs: the contract GEMM of issue 3 (grouped_gemm.hpp).
@@ -172,11 +163,11 @@ class EmuBackend final : public Backend {
   }
   void activation(const std::string& kind, const Tensor2f& u, Tensor2f& a) override {
     a = Tensor2f::from_shape(u.shape());
-    for (size_t i = 0; i < u.size(); ++i) a.data()[i] = bf16(act(kind, u.data()[i]));
+    for (size_t i = 0; i < u.size(); ++i) a.data()[i] = ::mxsim::round_bf16(act(kind, u.data()[i]));
   }
   void activation_grad(const std::string& kind, const Tensor2f& u, const Tensor2f& da, Tensor2f& du) override {
     du = Tensor2f::from_shape(u.shape());
-    for (size_t i = 0; i < u.size(); ++i) du.data()[i] = bf16(da.data()[i] * act_grad(kind, u.data()[i]));
+    for (size_t i = 0; i < u.size(); ++i) du.data()[i] = ::mxsim::round_bf16(da.data()[i] * act_grad(kind, u.data()[i]));
   }
   void permute_rows(const Tensor2f& src, std::span<const int64_t> row_of, size_t k, size_t M, Tensor2f& dst) override {
     const size_t d = src.shape(1);
@@ -191,7 +182,7 @@ class EmuBackend final : public Backend {
       for (size_t j = 0; j < d; ++j) {
         float m = 0;
         for (size_t s = 0; s < k; ++s) m = m + p(t, size_t(top[t * k + s])) * yp(size_t(row_of[t * k + s]), j);
-        h1(t, j) = bf16(h0(t, j) + bf16(m));
+        h1(t, j) = ::mxsim::round_bf16(h0(t, j) + ::mxsim::round_bf16(m));
       }
   }
   void combine_backward(const Tensor2f& dh1, const Tensor2f& yp, const Tensor2f& p, std::span<const int> top,
@@ -205,7 +196,7 @@ class EmuBackend final : public Backend {
         const float gte = p(t, size_t(top[t * k + s]));
         float dg = 0;
         for (size_t j = 0; j < d; ++j) {
-          dyp(r, j) = bf16(gte * dh1(t, j));
+          dyp(r, j) = ::mxsim::round_bf16(gte * dh1(t, j));
           dg = dg + dh1(t, j) * yp(r, j);
         }
         dgate[t * k + s] = dg;
@@ -221,7 +212,7 @@ class EmuBackend final : public Backend {
       for (size_t s = 0; s < k; ++s) dp[size_t(top[t * k + s])] = dp[size_t(top[t * k + s])] + dgate[t * k + s];
       float dot = 0;
       for (size_t e = 0; e < E; ++e) dot = dot + p(t, e) * dp[e];
-      for (size_t e = 0; e < E; ++e) dl(t, e) = bf16(p(t, e) * (dp[e] - dot));
+      for (size_t e = 0; e < E; ++e) dl(t, e) = ::mxsim::round_bf16(p(t, e) * (dp[e] - dot));
     }
   }
   void embed_grad_sum(const Tensor2f& dh1, const Tensor2f& dh0_r, const Tensor2f& dxp, std::span<const int64_t> row_of,
@@ -232,7 +223,7 @@ class EmuBackend final : public Backend {
       for (size_t j = 0; j < d; ++j) {
         float v = dh1(t, j) + dh0_r(t, j);
         for (size_t s = 0; s < k; ++s) v = v + dxp(size_t(row_of[t * k + s]), j);
-        dh0(t, j) = bf16(v);
+        dh0(t, j) = ::mxsim::round_bf16(v);
       }
   }
 
@@ -248,7 +239,7 @@ class EmuBackend final : public Backend {
       pv[i] = h.beta2 * pv[i] + (1.0f - h.beta2) * pg[i] * pg[i];
       const float denom = std::sqrt(pv[i]) / sbc2 + h.eps;
       pw[i] = pw[i] - step * (pm[i] / denom);
-      pmod[i] = bf16(pw[i]);
+      pmod[i] = ::mxsim::round_bf16(pw[i]);
     }
   }
 };
