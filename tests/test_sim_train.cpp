@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -645,4 +646,52 @@ TEST(SimDeOsc, HandComputedSequence) {
   EXPECT_EQ(d.step(*be, ws), (Snaps{{"fc1", 0}}));  // g6: window end, nothing snapped
   EXPECT_EQ(x, 0.3125f);
   EXPECT_EQ(w.model, model0);
+}
+
+// topk_rows on NaN probabilities: a defined order (NaN below every number,
+// -inf included; ties, NaNs among themselves, to the lower expert index).
+TEST(SimBackend, TopkNanRanksLast) {
+  auto be = make_emu_backend();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor2f p = Tensor2f::from_shape({3, 5});
+  const float rows[3][5] = {{nan, 0.25f, nan, -INFINITY, 0.25f},
+                            {nan, nan, nan, nan, nan},
+                            {0.1f, nan, 0.7f, 0.1f, 0.0f}};
+  for (size_t i = 0; i < 3; ++i)
+    for (size_t e = 0; e < 5; ++e) p(i, e) = rows[i][e];
+  const std::vector<int> got = be->topk_rows(p, 5);
+  const std::vector<int> want = {1, 4, 3, 0, 2,   // 0.25 (tie: lower index first), -inf, then NaNs by index
+                                 0, 1, 2, 3, 4,   // all NaN: index order
+                                 2, 0, 3, 4, 1};  // 0.7, 0.1, 0.1, 0, NaN
+  EXPECT_EQ(got, want);
+}
+
+// A diverging run stops with an error naming the step; the trace holds every
+// step before it, all with finite losses.
+TEST(SimTrain, NonFiniteLossStopsNamingTheStep) {
+  const Config c = tiny({"optim.lr=1e30", "optim.warmup_steps=0", "trace.snapshot_steps=[]"});
+  auto be = make_emu_backend();
+  TrainOptions o;
+  o.trace_path = tmp("diverge.h5");
+  o.threads = 1;
+  int bad = -1;
+  try {
+    train(c, *be, o);
+  } catch (const std::runtime_error& e) {
+    const std::string m = e.what();
+    ASSERT_NE(m.find("loss is"), std::string::npos) << m;
+    const auto at = m.find("at step ");
+    ASSERT_NE(at, std::string::npos) << m;
+    bad = std::stoi(m.substr(at + 8));
+  }
+  ASSERT_GT(bad, 1) << "lr 1e30 should diverge after the first update";
+  trace::Reader rd(o.trace_path);
+  const auto steps = rd.read_series<int64_t>("/train/step");
+  const auto loss = rd.read_series<double>("/train/loss");
+  ASSERT_EQ(steps.size(), size_t(bad - 1));
+  for (size_t i = 0; i < steps.size(); ++i) {
+    EXPECT_EQ(steps[i], int64_t(i + 1));
+    EXPECT_TRUE(std::isfinite(loss[i]));
+  }
+  std::remove(o.trace_path.c_str());
 }

@@ -321,6 +321,13 @@ TrainResult train(const Config& cfg, Backend& be, const TrainOptions& opt) {
       }
     }
     const double loss = loss_sum / double(B) + aux_sum / double(NMB);
+    // A NaN/inf loss ends the run before anything of this step reaches the
+    // trace or the weights: the trace stays complete up to the previous step.
+    if (!std::isfinite(loss))
+      throw std::runtime_error("training diverged: loss is " + std::string(std::isnan(loss) ? "NaN" : "infinite") +
+                               " at step " + std::to_string(t + 1) + " (cross-entropy sum " +
+                               std::to_string(loss_sum) + ", aux " + std::to_string(aux_sum) +
+                               "); the trace ends at the step before");
     const double acc = double(correct) / double(B);
     if (snap)
       for (const std::string& nm : cfg.snapshot_layers) {

@@ -124,7 +124,14 @@ class EmuBackend final : public Backend {
     std::vector<int> order(E);
     for (size_t i = 0; i < T; ++i) {
       for (size_t e = 0; e < E; ++e) order[e] = int(e);
-      std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return p(i, a) > p(i, b); });
+      // Descending probability; NaN ranks below every number (and -inf);
+      // ties (NaNs among themselves too) by the lower expert index. A strict
+      // weak ordering for any input, so std::stable_sort is defined.
+      std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+        const float pa = p(i, size_t(a)), pb = p(i, size_t(b));
+        if (std::isnan(pa) || std::isnan(pb)) return !std::isnan(pa) && std::isnan(pb);
+        return pa > pb;
+      });
       for (int j = 0; j < k; ++j) idx[i * k + j] = order[j];
     }
     return idx;

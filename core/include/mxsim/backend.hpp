@@ -88,7 +88,8 @@ class Backend {
   // --- router, loss, elementwise, optimizer ---
   /// Row-wise softmax of logits [T, E] (FP32; max-subtracted, ascending sums).
   virtual Tensor2f softmax_rows(const Tensor2f& logits) = 0;
-  /// Top-k per row: indices [T, k] (largest first, ties to the lower index).
+  /// Top-k per row: indices [T, k] (largest first, ties to the lower index;
+  /// NaN ranks below every number, -inf included, NaNs tie among themselves).
   virtual std::vector<int> topk_rows(const Tensor2f& probs, int k) = 0;
   /// Cross-entropy of logits [T, C] against labels; returns the per-row
   /// losses (FP32) and writes dlogits = (softmax - onehot) * grad_scale.
