@@ -648,6 +648,40 @@ TEST(SimDeOsc, HandComputedSequence) {
   EXPECT_EQ(w.model, model0);
 }
 
+// The trace's weight_q snapshot is the W the fprop GEMM used: for per-tensor
+// FP32 recipes one scale over all experts (fp8_current) or the delayed scale
+// (fp8_delayed), not a per-expert current scale. Step 0's W comes from the
+// seeded init, so a fresh Model's micro-batch-0 cache is that tensor.
+TEST(SimTrain, WeightSnapshotIsTheFpropTensor) {
+  for (const char* rec : {"fp8_current", "fp8_delayed"}) {
+    SCOPED_TRACE(rec);
+    const Config c = tiny({std::string("recipe.fc1=") + rec, "run.max_steps=1", "trace.snapshot_steps=[0]"});
+    auto be = make_emu_backend();
+    TrainOptions o;
+    o.trace_path = tmp(std::string("snapq_") + rec + ".h5");
+    o.threads = 1;
+    train(c, *be, o);
+    trace::Reader rd(o.trace_path);
+    const auto wq = rd.read_snapshot<float>("/snap/fc1/weight_q", 0);
+
+    Model m(c, *be);
+    Weight& w = m.weight("fc1");
+    Tensor2f x = Tensor2f::from_shape({32, 784});
+    for (size_t i = 0; i < x.size(); ++i) x.data()[i] = float(i % 13) / 13.0f;
+    std::vector<uint8_t> y(32);
+    for (size_t i = 0; i < 32; ++i) y[i] = uint8_t(i % 10);
+    for (Weight* v : m.weights()) v->zero_grad();
+    m.train_microbatch(x, y, 0, 4, 0, 1.0f / 128, false, false, nullptr);
+    ASSERT_TRUE(w.cache.valid);
+    ASSERT_EQ(w.cache.q.scale_inv.size(), 4u);  // per-group storage, one value for all 4 experts
+    for (size_t g = 1; g < 4; ++g) ASSERT_EQ(w.cache.q.scale_inv.data()[g], w.cache.q.scale_inv.data()[0]);
+    const Tensor3f used = emu::dequantize3(w.cache.q);
+    ASSERT_EQ(used.size(), wq.size());
+    for (size_t i = 0; i < wq.size(); ++i) ASSERT_EQ(f32_bits(used.data()[i]), f32_bits(wq[i])) << i;
+    std::remove(o.trace_path.c_str());
+  }
+}
+
 // topk_rows on NaN probabilities: a defined order (NaN below every number,
 // -inf included; ties, NaNs among themselves, to the lower expert index).
 TEST(SimBackend, TopkNanRanksLast) {

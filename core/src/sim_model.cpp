@@ -30,15 +30,18 @@ float elem_max(Format f) { return decode(f, spec_of(f).max_code()); }
 /// end of the previous step) and records this use's amax into its history;
 /// current scaling takes the amax of the whole tensor now (so per-group wgrad
 /// slices share one scale, as Turbo does). Other specs pass through.
-QuantSpec resolve(Weight& w, int role, QuantSpec s, const float* p, size_t n) {
+/// The same spec without recording an amax (peek).
+QuantSpec resolved_spec(const Weight& w, int role, QuantSpec s, const float* p, size_t n) {
   if (!s.per_tensor() || s.scale_kind != ScaleKind::FP32) return s;
+  if (const auto& d = w.delayed[size_t(role)]) return d->spec(s);
   const float a = amax_of(p, n);
-  if (auto& d = w.delayed[size_t(role)]) {
-    d->record(a);
-    return d->spec(s);
-  }
   s.fixed_scale = elem_max(s.elem) / std::max(a, std::max(s.amax_epsilon, 1e-12f));
   return s;
+}
+QuantSpec resolve(Weight& w, int role, QuantSpec s, const float* p, size_t n) {
+  if (s.per_tensor() && s.scale_kind == ScaleKind::FP32)
+    if (auto& d = w.delayed[size_t(role)]) d->record(amax_of(p, n));
+  return resolved_spec(w, role, s, p, n);
 }
 
 OperandStats to_stats(const Backend::QStats& q) {
@@ -76,6 +79,10 @@ void Weight::invalidate() {
 void Weight::update_scaling() {
   for (auto& d : delayed)
     if (d) d->update();
+}
+
+QuantSpec weight_fprop_spec(const Weight& w, const Tensor3f& wm) {
+  return resolved_spec(w, 0, operand_specs(w.recipe).w, wm.data(), wm.size());
 }
 
 static QuantizedTensor quantize_weight(Backend& be, Weight& w) {
@@ -465,9 +472,9 @@ OscMetrics::Step OscMetrics::update(Backend& be, Weight& w) {
   // Quantized value on the forward grid of this weight's recipe.
   Tensor3f b = w.master;
   be.round_bf16(b);
-  QuantSpec sp = operand_specs(w.recipe).w;
-  if (sp.per_tensor() && sp.scale_kind == ScaleKind::FP32) sp.fixed_scale = 0;  // current scale for the metric
-  const Tensor3f Q = be.dequantize(be.quantize(b, sp, Axis::Cols));
+  // The spec the next fprop will use (fp8_current: amax of b; fp8_delayed:
+  // the scale update_scaling() just produced), without recording an amax.
+  const Tensor3f Q = be.dequantize(be.quantize(b, weight_fprop_spec(w, b), Axis::Cols));
   const size_t n = Q.size();
   if (!s.seeded) {
     s.prev_w = w.master;

@@ -333,9 +333,8 @@ TrainResult train(const Config& cfg, Backend& be, const TrainOptions& opt) {
       for (const std::string& nm : cfg.snapshot_layers) {
         Weight& w = model.weight(nm);
         if (is_quantized(w.recipe)) {
-          QuantSpec sp = operand_specs(w.recipe).w;
-          if (sp.per_tensor() && sp.scale_kind == ScaleKind::FP32) sp.fixed_scale = 0;
-          wq_snap[nm] = be.dequantize(be.quantize(w.model, sp, Axis::Cols));
+          // exactly the spec this step's fprop used (before update_scaling)
+          wq_snap[nm] = be.dequantize(be.quantize(w.model, weight_fprop_spec(w, w.model), Axis::Cols));
         } else {
           wq_snap[nm] = w.model;
         }

@@ -88,6 +88,14 @@ const QuantizedTensor& weight_for_fprop(Backend& be, Weight& w, int mb, int num_
 /// re-quantized from the current BF16 weight at every use.
 const QuantizedTensor& weight_for_dgrad(Backend& be, Weight& w, int mb, int num_mb, QuantizedTensor& scratch);
 
+/// The QuantSpec fprop quantizes `w`'s weight with when the BF16 weight is
+/// `wm` ([G, N, K], float holding BF16 values): per-tensor FP32 specs get
+/// fp8_delayed's current DelayedScaling scale, or fp8_current's one scale
+/// over all G groups (E_max / amax(wm)); other specs pass through. Records no
+/// amax. Used for the trace's weight_q snapshot and the oscillation metrics so
+/// they lie on the grid of the GEMM's W.
+QuantSpec weight_fprop_spec(const Weight& w, const Tensor3f& wm);
+
 /// Per-step quantization statistics of one operand (trace /layers/<l>/quant).
 struct OperandStats {
   double mse = 0, sqnr_db = 0;
