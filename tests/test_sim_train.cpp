@@ -2,6 +2,7 @@
 // weight cache, de-osc), resume and thread-count independence.
 #include <gtest/gtest.h>
 
+#include <cfloat>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -728,4 +729,40 @@ TEST(SimTrain, NonFiniteLossStopsNamingTheStep) {
     EXPECT_TRUE(std::isfinite(loss[i]));
   }
   std::remove(o.trace_path.c_str());
+}
+
+// The one FP32 current-scaling rule (format.hpp), on hand-computed values for
+// E4M3 (largest finite 448).
+TEST(SimScale, CurrentScaleRule) {
+  EXPECT_EQ(current_scale(448.0f, 448.0f, 0.0f, false), 1.0f);
+  EXPECT_EQ(current_scale(448.0f, 7.0f, 0.0f, false), 64.0f);
+  EXPECT_EQ(current_scale(448.0f, 3.0f, 0.0f, true), 128.0f);        // 149.33.. down to 2^7
+  EXPECT_EQ(current_scale(448.0f, 0.0f, 0.0f, false), 1.0f);         // all-zero tensor
+  EXPECT_EQ(current_scale(448.0f, 0.0f, 14.0f, false), 32.0f);       // amax floor
+  EXPECT_EQ(current_scale(448.0f, 0x1p-149f, 0.0f, false), FLT_MAX);  // 448 * 2^149 overflows: capped
+  EXPECT_TRUE(std::isnan(current_scale(448.0f, INFINITY, 0.0f, false)));
+  EXPECT_TRUE(std::isnan(current_scale(448.0f, NAN, 0.0f, false)));
+}
+
+// fp8_current on a tensor with a non-finite value: an error naming the layer
+// and operand, never fixed_scale = 0 (which would mean per-group scaling).
+TEST(SimScale, NonFiniteAmaxRefused) {
+  const Config c = tiny({"recipe.embed=fp8_current"});
+  auto be = make_emu_backend();
+  Model m(c, *be);
+  Tensor2f x = Tensor2f::from_shape({32, 784});
+  for (size_t i = 0; i < x.size(); ++i) x.data()[i] = float(i % 13) / 13.0f;
+  std::vector<uint8_t> y(32);
+  for (size_t i = 0; i < 32; ++i) y[i] = uint8_t(i % 10);
+  for (Weight* v : m.weights()) v->zero_grad();
+  for (float bad : {INFINITY, NAN}) {
+    x(3, 5) = bad;
+    try {
+      m.train_microbatch(x, y, 0, 4, 0, 1.0f / 128, false, false, nullptr);
+      ADD_FAILURE() << "no error for amax " << bad;
+    } catch (const std::runtime_error& e) {
+      const std::string s = e.what();
+      EXPECT_NE(s.find("embed: operand x has a non-finite amax"), std::string::npos) << s;
+    }
+  }
 }

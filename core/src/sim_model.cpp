@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 #include "mxsim/philox.hpp"
 #include "mxsim/rounding.hpp"
@@ -19,7 +21,10 @@ Tensor3f as3(const Tensor2f& x) {
 
 float amax_of(const float* p, size_t n) {
   float a = 0;
-  for (size_t i = 0; i < n; ++i) a = std::max(a, std::fabs(p[i]));
+  for (size_t i = 0; i < n; ++i) {
+    if (std::isnan(p[i])) return p[i];  // NaN is not skipped: the amax is NaN
+    a = std::max(a, std::fabs(p[i]));
+  }
   return a;
 }
 
@@ -30,12 +35,17 @@ float elem_max(Format f) { return decode(f, spec_of(f).max_code()); }
 /// end of the previous step) and records this use's amax into its history;
 /// current scaling takes the amax of the whole tensor now (so per-group wgrad
 /// slices share one scale, as Turbo does). Other specs pass through.
+const char* const kRoleName[3] = {"w", "x", "dy"};
+
 /// The same spec without recording an amax (peek).
 QuantSpec resolved_spec(const Weight& w, int role, QuantSpec s, const float* p, size_t n) {
   if (!s.per_tensor() || s.scale_kind != ScaleKind::FP32) return s;
   if (const auto& d = w.delayed[size_t(role)]) return d->spec(s);
   const float a = amax_of(p, n);
-  s.fixed_scale = elem_max(s.elem) / std::max(a, std::max(s.amax_epsilon, 1e-12f));
+  s.fixed_scale = current_scale(elem_max(s.elem), a, s.amax_epsilon, s.pow2_scale);
+  if (std::isnan(s.fixed_scale))  // fixed_scale 0 would silently mean per-group scaling
+    throw std::runtime_error(w.name + ": operand " + kRoleName[role] + " has a non-finite amax (" +
+                             std::to_string(a) + "); FP8 current scaling has no finite scale");
   return s;
 }
 QuantSpec resolve(Weight& w, int role, QuantSpec s, const float* p, size_t n) {

@@ -305,7 +305,13 @@ TrainResult train(const Config& cfg, Backend& be, const TrainOptions& opt) {
         y[i] = tr.labels[idx];
       }
       MicroRecord rec;
-      const auto r = model.train_microbatch(x, y, int(mb), int(NMB), t, grad_scale, mb == 0, snap, &rec);
+      Model::MbResult r;
+      try {
+        r = model.train_microbatch(x, y, int(mb), int(NMB), t, grad_scale, mb == 0, snap, &rec);
+      } catch (const std::runtime_error& e) {  // numeric failure (e.g. a non-finite amax): name the step
+        throw std::runtime_error("step " + std::to_string(t + 1) + ", micro-batch " + std::to_string(mb) + ": " +
+                                 e.what());
+      }
       loss_sum += r.loss_sum;
       aux_sum += r.aux;
       correct += r.correct;

@@ -50,17 +50,8 @@ void validate(const QuantSpec& s, size_t srows, size_t scols) {
 }
 
 float fp32_scale(const QuantSpec& s, float amax, float elem_max) {
-  // TransformerEngine: scale = fp8_max / amax, capped at FLT_MAX; 1 when amax
-  // is 0 or the quotient is 0. Optional amax floor (Primus-Turbo) and
-  // power-of-two rounding down (TE Float8BlockScaling).
   if (s.fixed_scale != 0) return s.fixed_scale;
-  const float a = std::max(amax, s.amax_epsilon);
-  if (a == 0.0f) return 1.0f;
-  float scale = elem_max / a;
-  if (scale > FLT_MAX) scale = FLT_MAX;
-  if (scale == 0.0f) return 1.0f;
-  if (s.pow2_scale) scale = f32_from_bits(f32_bits(scale) & 0xFF800000u);  // clear the mantissa
-  return scale;
+  return current_scale(elem_max, amax, s.amax_epsilon, s.pow2_scale);
 }
 
 }  // namespace

@@ -14,9 +14,11 @@
 //     (no -0, NaN = 0x80, bias one above IEEE practice);
 //   IEEE 754-2019 for FP32/FP16, and bfloat16 as FP32's top 16 bits.
 #pragma once
+#include <cfloat>
 #include <cstdint>
 #include <string_view>
 
+#include "mxsim/bits.hpp"
 #include "mxsim/hd.hpp"
 
 namespace mxsim {
@@ -108,6 +110,24 @@ MXSIM_HD constexpr FormatSpec spec_of(Format f) {
     case Format::E8M0:     return {"float8_e8m0fnu",  8, 8,  0, 127, false, false, NanKind::AllOnes, false};
   }
   return {"float32", 32, 8, 23, 127, true, true, NanKind::Ieee, true};
+}
+
+/// The FP32 current-scaling factor (TransformerEngine's rule; the one rule
+/// for per-tensor and per-block FP32 scales, used by emu::quantize and the
+/// training simulator): elem_max / max(amax, amax_epsilon), capped at
+/// FLT_MAX; 1 when that maximum is 0 or the quotient underflows to 0; rounded
+/// down to a power of two when pow2_scale (TE Float8BlockScaling). elem_max is
+/// the element format's largest finite value. A NaN or infinite amax has no
+/// finite scale: the result is NaN (callers refuse it or mark the block NaN).
+MXSIM_HD inline float current_scale(float elem_max, float amax, float amax_epsilon, bool pow2_scale) {
+  if (!(amax - amax == 0.0f)) return f32_from_bits(0x7FC00000u);  // NaN or +-inf
+  const float a = amax > amax_epsilon ? amax : amax_epsilon;
+  if (a == 0.0f) return 1.0f;
+  float scale = elem_max / a;
+  if (scale > FLT_MAX) scale = FLT_MAX;
+  if (scale == 0.0f) return 1.0f;
+  if (pow2_scale) scale = f32_from_bits(f32_bits(scale) & 0xFF800000u);  // clear the mantissa
+  return scale;
 }
 
 /// Format by name: accepts the table's names and the short ones
