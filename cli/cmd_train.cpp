@@ -13,6 +13,7 @@
 
 #include "commands.hpp"
 #include "mxsim/backend.hpp"
+#include "mxsim/emu/backend_emu.hpp"
 #include "mxsim/sim/config.hpp"
 #include "mxsim/sim/trainer.hpp"
 
@@ -97,7 +98,20 @@ int cmd_train(const Args& args) {
         }
       }
   }
-  auto be = make_backend(backend);
+  // The backend by name. "auto" is emu: the HIP backend (backends/hip)
+  // implements kernels only, not the training ops of mxsim::Backend.
+  std::unique_ptr<Backend> be;
+  if (backend == "emu" || backend == "auto") {
+    be = emu::make_emu_backend();
+  } else if (backend == "hip") {
+    std::fprintf(stderr,
+                 "mxsim train: --backend hip: no HIP training backend is available (the HIP backend implements "
+                 "kernels only, not the training ops of mxsim::Backend); use --backend emu or auto\n");
+    return 2;
+  } else {
+    std::fprintf(stderr, "mxsim train: unknown --backend '%s' (expected auto, emu or hip)\n", backend.c_str());
+    return 2;
+  }
   if (threads <= 0) threads = int(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   const bool tty = isatty(fileno(stdout));
   sim::TrainOptions opt;

@@ -93,6 +93,8 @@ TEST(CliTrain, BadInputNamedNonZeroNoTrace) {
       {"--set batch.global_batch=1024 --set run.train_limit=512", 1, {"batch.global_batch", "larger than the training set"}},
       {"--config /nonexistent/x.toml", 2, {"/nonexistent/x.toml"}},
       {"--bogus", 2, {"--bogus"}},
+      {"--backend nope", 2, {"--backend 'nope'", "expected auto, emu or hip"}},
+      {"--backend hip", 2, {"--backend hip", "use --backend emu or auto"}},
   };
   for (const Case& c : cases) {
     const CliRun r = mxsim_train(std::string(kSmall) + c.args + " --trace '" + trace + "'");

@@ -19,6 +19,7 @@
 
 #include "mxsim/backend.hpp"
 #include "mxsim/bits.hpp"
+#include "mxsim/emu/backend_emu.hpp"
 #include "mxsim/emu/quantize.hpp"
 #include "mxsim/philox.hpp"
 #include "mxsim/rounding.hpp"
@@ -123,7 +124,7 @@ TEST(SimConfig, BadKeysNamed) {
 
 TEST(SimTrain, EndToEndTraceContents) {
   const Config c = tiny();
-  auto be = make_emu_backend();
+  auto be = emu::make_emu_backend();
   TrainOptions o;
   o.trace_path = tmp("e2e.h5");
   o.threads = 1;
@@ -224,7 +225,7 @@ TEST(SimMechanics, DoubleAddThrows) {
 }
 
 TEST(SimMechanics, StaleCacheThrows) {
-  auto be = make_emu_backend();
+  auto be = emu::make_emu_backend();
   Weight w;
   w.name = "fc1";
   w.G = 1;
@@ -250,7 +251,7 @@ TEST(SimMechanics, StaleCacheThrows) {
 }
 
 TEST(SimMechanics, EmptyExpertAddsNothing) {
-  auto be = make_emu_backend();
+  auto be = emu::make_emu_backend();
   // Grouped wgrad with accumulate: expert 1 gets no rows and must stay bit-identical.
   Tensor2f dy = xt::ones<float>({16, 4}), x = xt::ones<float>({16, 8});
   Tensor3f mg = xt::zeros<float>({3, 4, 8});
@@ -263,7 +264,7 @@ TEST(SimMechanics, EmptyExpertAddsNothing) {
 }
 
 TEST(SimDeOsc, SnapsLandOnGridAndFp8NeverEligible) {
-  auto be = make_emu_backend();
+  auto be = emu::make_emu_backend();
   Weight a, b;
   a.name = "fc1";
   a.recipe = make_recipe("mxfp4", {});
@@ -308,7 +309,7 @@ TEST(SimDeOsc, SnapsLandOnGridAndFp8NeverEligible) {
 
 TEST(SimTrain, ResumeIsBitExactAndThreadIndependent) {
   const Config c = tiny({"run.max_steps=8", "deosc.period=2"});
-  auto be = make_emu_backend();
+  auto be = emu::make_emu_backend();
   TrainOptions full;
   full.threads = 1;
   full.evaluate = false;
@@ -335,7 +336,7 @@ TEST(SimTrain, ResumeIsBitExactAndThreadIndependent) {
 }
 
 TEST(SimBackend, FastPathsMatchReference) {
-  auto be = make_emu_backend();
+  auto be = emu::make_emu_backend();
   // dequantize through the backend == the reference emu::dequantize3, bit for bit
   Tensor3f x = Tensor3f::from_shape({2, 64, 96});
   PhiloxStream rs{7, 9};
@@ -369,7 +370,7 @@ TEST(SimTrain, KilledRunLeavesReadableTrace) {
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    auto be = make_emu_backend();
+    auto be = emu::make_emu_backend();
     TrainOptions o;
     o.trace_path = path;
     o.evaluate = false;
@@ -425,7 +426,7 @@ TEST(SimTrain, KilledRunLeavesReadableTrace) {
 // an FP8 layer next to an MXFP4 layer is never tracked by de-osc in a real run.
 TEST(SimMechanics, ModelLevelGuardAndFp8NotDeoscd) {
   const Config c = tiny({"recipe.fc2=fp8_delayed"});
-  auto be = make_emu_backend();
+  auto be = emu::make_emu_backend();
   Model m(c, *be);
   Tensor2f x = Tensor2f::from_shape({32, 784});
   for (size_t i = 0; i < x.size(); ++i) x.data()[i] = float(i % 13) / 13.0f;
@@ -459,7 +460,7 @@ TEST(SimMechanics, ModelLevelGuardAndFp8NotDeoscd) {
 // evaluation records nothing.
 TEST(SimDelayed, WeightScaleFollowsTeDelayedScaling) {
   const Config c = tiny({"recipe.fc2=fp8_delayed", "recipe.fp8_amax_history=3", "recipe.fp8_margin=1"});
-  auto be = make_emu_backend();
+  auto be = emu::make_emu_backend();
   Model m(c, *be);
   Weight& w = m.weight("fc2");
   ASSERT_TRUE(w.delayed[0] && w.delayed[1] && w.delayed[2]);
@@ -507,7 +508,7 @@ TEST(SimConfig, Fp8MarginIsAnInteger) {
 // another config, a corrupted one and a missing one are refused with named errors.
 TEST(SimTrain, CheckpointDelayedStateAndRefusals) {
   const Config c = tiny({"run.max_steps=6", "deosc.period=2", "recipe.fc2=fp8_delayed", "recipe.embed=fp8_delayed"});
-  auto be = make_emu_backend();
+  auto be = emu::make_emu_backend();
   TrainOptions full;
   full.threads = 1;
   full.evaluate = false;
@@ -605,7 +606,7 @@ TEST(SimDelayed, RestoreRoundTripAndRefusals) {
 // The model copy is never touched (one-step lag: the snap reaches it at the next
 // optimizer step's master-to-model copy).
 TEST(SimDeOsc, HandComputedSequence) {
-  auto be = make_emu_backend();
+  auto be = emu::make_emu_backend();
   Weight w;
   w.name = "fc1";
   w.recipe = make_recipe("mxfp4", {});
@@ -657,7 +658,7 @@ TEST(SimTrain, WeightSnapshotIsTheFpropTensor) {
   for (const char* rec : {"fp8_current", "fp8_delayed"}) {
     SCOPED_TRACE(rec);
     const Config c = tiny({std::string("recipe.fc1=") + rec, "run.max_steps=1", "trace.snapshot_steps=[0]"});
-    auto be = make_emu_backend();
+    auto be = emu::make_emu_backend();
     TrainOptions o;
     o.trace_path = tmp(std::string("snapq_") + rec + ".h5");
     o.threads = 1;
@@ -686,7 +687,7 @@ TEST(SimTrain, WeightSnapshotIsTheFpropTensor) {
 // topk_rows on NaN probabilities: a defined order (NaN below every number,
 // -inf included; ties, NaNs among themselves, to the lower expert index).
 TEST(SimBackend, TopkNanRanksLast) {
-  auto be = make_emu_backend();
+  auto be = emu::make_emu_backend();
   const float nan = std::numeric_limits<float>::quiet_NaN();
   Tensor2f p = Tensor2f::from_shape({3, 5});
   const float rows[3][5] = {{nan, 0.25f, nan, -INFINITY, 0.25f},
@@ -705,7 +706,7 @@ TEST(SimBackend, TopkNanRanksLast) {
 // step before it, all with finite losses.
 TEST(SimTrain, NonFiniteLossStopsNamingTheStep) {
   const Config c = tiny({"optim.lr=1e30", "optim.warmup_steps=0", "trace.snapshot_steps=[]"});
-  auto be = make_emu_backend();
+  auto be = emu::make_emu_backend();
   TrainOptions o;
   o.trace_path = tmp("diverge.h5");
   o.threads = 1;
@@ -748,7 +749,7 @@ TEST(SimScale, CurrentScaleRule) {
 // and operand, never fixed_scale = 0 (which would mean per-group scaling).
 TEST(SimScale, NonFiniteAmaxRefused) {
   const Config c = tiny({"recipe.embed=fp8_current"});
-  auto be = make_emu_backend();
+  auto be = emu::make_emu_backend();
   Model m(c, *be);
   Tensor2f x = Tensor2f::from_shape({32, 784});
   for (size_t i = 0; i < x.size(); ++i) x.data()[i] = float(i % 13) / 13.0f;

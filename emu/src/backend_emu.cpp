@@ -253,19 +253,8 @@ class EmuBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_emu_backend() { return std::make_unique<EmuBackend>(); }
-
-std::unique_ptr<Backend> make_backend(const std::string& name) {
-  if (name == "emu" || name == "auto") return make_emu_backend();
-  if (name == "hip")
-    throw std::runtime_error(
-        "backend 'hip': no HIP training backend is available (the HIP backend implements kernels only, not the "
-        "training ops of mxsim::Backend); use --backend emu or auto");
-  throw std::invalid_argument("unknown backend '" + name + "' (expected auto, emu or hip)");
-}
-
 namespace emu {
-std::unique_ptr<Backend> make_backend_emu() { return make_emu_backend(); }
+std::unique_ptr<Backend> make_emu_backend() { return std::make_unique<EmuBackend>(); }
 }  // namespace emu
 
 }  // namespace mxsim

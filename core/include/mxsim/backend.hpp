@@ -131,11 +131,4 @@ class Backend {
                      Tensor3f& model_bf16) = 0;
 };
 
-/// The emu backend (always present).
-std::unique_ptr<Backend> make_emu_backend();
-/// A backend by name: "emu", "hip" (throws std::runtime_error with a clear
-/// message when hip is absent or does not implement training), "auto" (hip if
-/// it implements training, else emu).
-std::unique_ptr<Backend> make_backend(const std::string& name);
-
 }  // namespace mxsim

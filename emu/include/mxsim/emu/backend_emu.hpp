@@ -6,7 +6,7 @@
 
 namespace mxsim::emu {
 
-/// Creates the emu backend (same as mxsim::make_emu_backend()).
-std::unique_ptr<Backend> make_backend_emu();
+/// Creates the CPU emulator backend (name() == "emu"); never fails.
+std::unique_ptr<Backend> make_emu_backend();
 
 }  // namespace mxsim::emu
