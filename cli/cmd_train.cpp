@@ -122,23 +122,23 @@ int cmd_train(const Args& args) {
   std::printf("mxsim train: backend %s, %d threads, recipes embed=%s router=%s fc1=%s fc2=%s head=%s, %d micro-batches\n",
               be->name().c_str(), threads, cfg.recipe.embed.c_str(), cfg.recipe.router.c_str(), cfg.recipe.fc1.c_str(),
               cfg.recipe.fc2.c_str(), cfg.recipe.head.c_str(), cfg.num_microbatches);
-  double ema_sps = 0;  // steps/s over the run so far (wall clock)
+  double mean_sps = 0;  // mean steps/s over the run so far (wall clock)
   const auto t_start = std::chrono::steady_clock::now();
   int64_t first_step = -1;
   opt.on_step = [&](const sim::StepInfo& s) {
     if (first_step < 0) first_step = s.step - 1;
     const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-    ema_sps = double(s.step - first_step) / std::max(el, 1e-9);
+    mean_sps = double(s.step - first_step) / std::max(el, 1e-9);
     if (tty) {
       const int width = 30, fill = int(width * s.step / std::max<int64_t>(1, s.total));
       std::printf("\r[%.*s%*s] %lld/%lld loss %.4f acc %.3f lr %.2e %.1f steps/s", fill,
                   "##############################", width - fill, "", (long long)s.step, (long long)s.total, s.loss,
-                  s.accuracy, s.lr, ema_sps);
+                  s.accuracy, s.lr, mean_sps);
       if (s.test_accuracy >= 0) std::printf("  test %.4f\n", s.test_accuracy);
       std::fflush(stdout);
     } else if (s.step % 50 == 0 || s.step == s.total || s.test_accuracy >= 0) {
       std::printf("step %lld/%lld loss %.4f acc %.3f lr %.3e %.2f steps/s", (long long)s.step, (long long)s.total,
-                  s.loss, s.accuracy, s.lr, ema_sps);
+                  s.loss, s.accuracy, s.lr, mean_sps);
       if (s.test_accuracy >= 0) std::printf(" test_accuracy %.4f", s.test_accuracy);
       std::printf("\n");
       std::fflush(stdout);

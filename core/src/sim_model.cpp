@@ -84,7 +84,6 @@ void Weight::mark_added(int mb, size_t g) {
 void Weight::invalidate() {
   ++version;
   cache.valid = false;
-  cache_t.valid = false;
 }
 void Weight::update_scaling() {
   for (auto& d : delayed)
@@ -207,7 +206,7 @@ static uint32_t layer_id(const Weight& w) {
 }
 
 void Model::linear_forward(Weight& w, const Tensor2f& x, std::span<const int64_t> ms, Tensor2f& y, int mb,
-                           int num_mb, int64_t /*step*/, bool st, LinearCtx& ctx) {
+                           int num_mb, bool st, LinearCtx& ctx) {
   ctx.x = x;
   const GemmOut out{w.name == "router" || w.name == "head" ? Format::FP32 : Format::BF16, false};
   if (!is_quantized(w.recipe)) {
@@ -283,8 +282,6 @@ void Model::linear_backward(Weight& w, const Tensor2f& dy, std::span<const int64
 Model::MbResult Model::train_microbatch(const Tensor2f& xin, std::span<const uint8_t> y, int mb, int num_mb,
                                         int64_t step, float grad_scale, bool st, bool rec_w, MicroRecord* rec) {
   const size_t B = xin.shape(0), E = size_t(cfg_.experts), k = size_t(cfg_.top_k);
-  const size_t dff = size_t(cfg_.d_ff);
-  (void)dff;
   MbResult res;
   auto want = [&](const char* n) {
     return rec_w && rec && std::find(cfg_.snapshot_layers.begin(), cfg_.snapshot_layers.end(), n) != cfg_.snapshot_layers.end();
@@ -297,8 +294,8 @@ Model::MbResult Model::train_microbatch(const Tensor2f& xin, std::span<const uin
   Tensor2f x = xin;
   be_.round_bf16(x);
   Tensor2f h0, rl;
-  linear_forward(We, x, one, h0, mb, num_mb, step, st, c_embed);
-  linear_forward(Wr, h0, one, rl, mb, num_mb, step, st, c_router);
+  linear_forward(We, x, one, h0, mb, num_mb, st, c_embed);
+  linear_forward(Wr, h0, one, rl, mb, num_mb, st, c_router);
   const Tensor2f p = be_.softmax_rows(rl);
   const std::vector<int> top = be_.topk_rows(p, int(k));
   // permutation: stable (expert, token, slot) order, groups padded to 16 rows
@@ -321,12 +318,12 @@ Model::MbResult Model::train_microbatch(const Tensor2f& xin, std::span<const uin
   }
   Tensor2f xp, u, a, yp, h1;
   be_.permute_rows(h0, row_of, k, size_t(M), xp);
-  linear_forward(W1, xp, ms, u, mb, num_mb, step, st, c_fc1);
+  linear_forward(W1, xp, ms, u, mb, num_mb, st, c_fc1);
   be_.activation(cfg_.activation, u, a);
-  linear_forward(W2, a, ms, yp, mb, num_mb, step, st, c_fc2);
+  linear_forward(W2, a, ms, yp, mb, num_mb, st, c_fc2);
   be_.unpermute_combine(yp, h0, p, top, row_of, k, h1);
   Tensor2f logits;
-  linear_forward(Wh, h1, one, logits, mb, num_mb, step, st, c_head);
+  linear_forward(Wh, h1, one, logits, mb, num_mb, st, c_head);
   Tensor2f dlog;
   const std::vector<float> loss = be_.cross_entropy(logits, y, grad_scale, dlog);
   be_.round_bf16(dlog);
@@ -376,7 +373,7 @@ std::vector<int> Model::predict(const Tensor2f& xin) {
     LinearCtx c;
     const auto saved = w.cache;
     const auto saved_scaling = w.delayed;  // evaluation records no amax
-    linear_forward(w, x, ms, y, 0, 1, 0, false, c);
+    linear_forward(w, x, ms, y, 0, 1, false, c);
     w.cache = saved;
     w.delayed = saved_scaling;
   };

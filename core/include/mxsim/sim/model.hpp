@@ -56,7 +56,6 @@ struct Weight {
   Tensor3f master, m, v, model, main_grad;
   uint64_t version = 0;  ///< bumped by every optimizer step (and de-osc snap)
   WeightCache cache;     ///< rowwise/2-D cache (fprop; dgrad too when same bytes)
-  WeightCache cache_t;   ///< transposed cache (dgrad), only where the recipe allows
   std::vector<uint8_t> added;  ///< [num_microbatches * G]
   int num_microbatches = 1;
   /// fp8_delayed only: one mxsim::DelayedScaling per operand role (0 = w,
@@ -137,7 +136,7 @@ class Model {
   std::vector<std::unique_ptr<Weight>> w_;
   struct LinearCtx;
   void linear_forward(Weight& w, const Tensor2f& x, std::span<const int64_t> ms, Tensor2f& y, int mb, int num_mb,
-                      int64_t step, bool stats, LinearCtx& ctx);
+                      bool stats, LinearCtx& ctx);
   void linear_backward(Weight& w, const Tensor2f& dy, std::span<const int64_t> ms, Tensor2f* dx, int mb,
                        int num_mb, int64_t step, bool stats, LinearCtx& ctx, Tensor3f* record);
 };

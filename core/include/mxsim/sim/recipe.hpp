@@ -27,9 +27,6 @@ namespace mxsim::sim {
 /// Operand specs of one linear. For Bf16Recipe nothing is quantized.
 struct OperandSpecs {
   QuantSpec x_fprop, w, dy_dgrad, dy_wgrad, x_wgrad;
-  /// W's columnwise (dgrad) copy: same bytes as fprop (2-D tiles or per
-  /// tensor), or a separate quantization along N (1-D recipes; none here).
-  bool w_same_bytes_both_ways = true;
 };
 
 struct Bf16Recipe {
