@@ -54,6 +54,40 @@ QuantSpec resolve(Weight& w, int role, QuantSpec s, const float* p, size_t n) {
   return resolved_spec(w, role, s, p, n);
 }
 
+/// MoE dispatch from the top-k expert indices `top` [B, k]: counts[e] =
+/// assignments to expert e, ms[e] = counts[e] padded up to a multiple of 16
+/// rows (the grouped GEMM's m_splits), M = sum ms, row_of[t * k + s] = the
+/// permuted row of token t's slot s, in stable (expert, token, slot) order.
+struct Routing {
+  std::vector<int64_t> counts, ms, row_of;
+  int64_t M = 0;
+};
+Routing route(const std::vector<int>& top, size_t B, size_t E, size_t k) {
+  Routing r;
+  r.counts.assign(E, 0);
+  r.ms.assign(E, 0);
+  for (size_t i = 0; i < B * k; ++i) ++r.counts[size_t(top[i])];
+  std::vector<int64_t> fill(E);
+  for (size_t e = 0; e < E; ++e) {
+    r.ms[e] = (r.counts[e] + 15) / 16 * 16;
+    fill[e] = r.M;
+    r.M += r.ms[e];
+  }
+  r.row_of.resize(B * k);
+  for (size_t e = 0; e < E; ++e)
+    for (size_t i = 0; i < B * k; ++i)  // i = t * k + s: token-major, then slot
+      if (size_t(top[i]) == e) r.row_of[i] = fill[e]++;
+  return r;
+}
+
+/// Predicted class of row t of logits [T, C]: the first index of the maximum.
+size_t argmax_row(const Tensor2f& logits, size_t t) {
+  size_t am = 0;
+  for (size_t j = 1; j < logits.shape(1); ++j)
+    if (logits(t, j) > logits(t, am)) am = j;
+  return am;
+}
+
 OperandStats to_stats(const Backend::QStats& q) {
   OperandStats s;
   s.mse = q.mse;
@@ -299,23 +333,11 @@ Model::MbResult Model::train_microbatch(const Tensor2f& xin, std::span<const uin
   const Tensor2f p = be_.softmax_rows(rl);
   const std::vector<int> top = be_.topk_rows(p, int(k));
   // permutation: stable (expert, token, slot) order, groups padded to 16 rows
-  std::vector<int64_t> counts(E, 0), ms(E, 0), start(E, 0);
-  for (size_t t = 0; t < B; ++t)
-    for (size_t s = 0; s < k; ++s) ++counts[size_t(top[t * k + s])];
-  int64_t M = 0;
-  for (size_t e = 0; e < E; ++e) {
-    ms[e] = (counts[e] + 15) / 16 * 16;
-    start[e] = M;
-    M += ms[e];
-  }
-  std::vector<int64_t> row_of(B * k);
-  {
-    std::vector<int64_t> fill = start;
-    for (size_t e = 0; e < E; ++e)
-      for (size_t t = 0; t < B; ++t)
-        for (size_t s = 0; s < k; ++s)
-          if (size_t(top[t * k + s]) == e) row_of[t * k + s] = fill[e]++;
-  }
+  const Routing rt = route(top, B, E, k);
+  const std::vector<int64_t>& counts = rt.counts;
+  const std::vector<int64_t>& ms = rt.ms;
+  const std::vector<int64_t>& row_of = rt.row_of;
+  const int64_t M = rt.M;
   Tensor2f xp, u, a, yp, h1;
   be_.permute_rows(h0, row_of, k, size_t(M), xp);
   linear_forward(W1, xp, ms, u, mb, num_mb, st, c_fc1);
@@ -329,10 +351,7 @@ Model::MbResult Model::train_microbatch(const Tensor2f& xin, std::span<const uin
   be_.round_bf16(dlog);
   for (size_t t = 0; t < B; ++t) {
     res.loss_sum += loss[t];
-    size_t am = 0;
-    for (size_t j = 1; j < 10; ++j)
-      if (logits(t, j) > logits(t, am)) am = j;
-    res.correct += (am == y[t]);
+    res.correct += (argmax_row(logits, t) == y[t]);
   }
   // auxiliary load-balancing loss (Switch Transformer eq. 4 / GShard):
   // aux = coeff * E * sum_e f_e * P_e, f_e = share of assignments, P_e = mean prob.
@@ -384,18 +403,10 @@ std::vector<int> Model::predict(const Tensor2f& xin) {
   fwd(weight("router"), h0, one, rl);
   const Tensor2f p = be_.softmax_rows(rl);
   const std::vector<int> top = be_.topk_rows(p, int(k));
-  std::vector<int64_t> counts(E, 0), ms(E), start(E);
-  for (int e : top) ++counts[size_t(e)];
-  int64_t M = 0;
-  for (size_t e = 0; e < E; ++e) {
-    ms[e] = (counts[e] + 15) / 16 * 16;
-    start[e] = M;
-    M += ms[e];
-  }
-  std::vector<int64_t> row_of(B * k), fill = start;
-  for (size_t e = 0; e < E; ++e)
-    for (size_t t = 0; t < B * k; ++t)
-      if (size_t(top[t]) == e) row_of[t] = fill[e]++;
+  const Routing rt = route(top, B, E, k);
+  const std::vector<int64_t>& ms = rt.ms;
+  const std::vector<int64_t>& row_of = rt.row_of;
+  const int64_t M = rt.M;
   Tensor2f xp, u, a, yp, h1, logits;
   be_.permute_rows(h0, row_of, k, size_t(M), xp);
   fwd(weight("fc1"), xp, ms, u);
@@ -404,12 +415,7 @@ std::vector<int> Model::predict(const Tensor2f& xin) {
   be_.unpermute_combine(yp, h0, p, top, row_of, k, h1);
   fwd(weight("head"), h1, one, logits);
   std::vector<int> out(B);
-  for (size_t t = 0; t < B; ++t) {
-    size_t am = 0;
-    for (size_t j = 1; j < 10; ++j)
-      if (logits(t, j) > logits(t, am)) am = j;
-    out[t] = int(am);
-  }
+  for (size_t t = 0; t < B; ++t) out[t] = int(argmax_row(logits, t));
   return out;
 }
 
