@@ -11,7 +11,8 @@
 
 namespace mxsim::sim {
 
-// Kept identical to examples/default.toml by tests/test_sim_config.cpp.
+// Kept identical to examples/default.toml by SimConfig.DefaultTextMatchesExample
+// (tests/test_sim_train.cpp).
 static const char* const kDefault = R"TOML(# mxsim train: default configuration (embedded in the binary; a test keeps
 # this file and the embedded text identical). Keys: docs/simulator.md.
 

@@ -78,7 +78,8 @@ class EmuBackend final : public Backend {
     for (auto& v : x) v = ::mxsim::round_bf16(v);
   }
 
-  // The model's GEMMs: the contract GEMM of issue 3 (grouped_gemm.hpp).
+  // The model's GEMMs: the contract grouped GEMM (grouped_gemm.hpp), so the
+  // simulator's numbers are the ones docs/numerics.md §5 defines.
   static emu::GemmOptions opts(GemmOut o) { return {o.out, o.accumulate, emu::GemmImpl::Fast}; }
   void grouped_fprop(const Tensor2f& x, const QuantizedTensor* xq, const Tensor3f& w, const QuantizedTensor* wq,
                      std::span<const int64_t> ms, Tensor2f& y, GemmOut o) override {

@@ -121,8 +121,10 @@ class Backend {
   virtual void embed_grad_sum(const Tensor2f& dh1, const Tensor2f& dh0_router, const Tensor2f& dxp,
                               std::span<const int64_t> row_of, size_t k, Tensor2f& dh0) = 0;
 
-  /// AdamW on an FP32 master (decoupled decay, PyTorch AdamW formula,
-  /// bias correction with step t >= 1); writes the BF16 model copy.
+  /// AdamW on an FP32 master (decoupled decay, bias correction with step
+  /// t >= 1; the torch.optim.AdamW documentation's algorithm, evaluated in
+  /// FP32 in the order docs/simulator.md "Optimizer" gives, not PyTorch's
+  /// lerp_ kernel); writes the BF16 model copy.
   struct AdamW {
     float lr, beta1, beta2, eps, weight_decay;
     int64_t t;
