@@ -20,35 +20,6 @@
 namespace mxsim {
 namespace {
 
-/// Dequantize E8M0- and FP32-scaled tensors with a code table (values as the
-/// reference emu::dequantize3 defines them: code * 2^s exactly, or
-/// fl32(code * scale_inv)); other kinds go to the reference.
-Tensor3f fast_dequantize(const QuantizedTensor& q) {
-  if (q.spec.scale_kind == ScaleKind::UE4M3) return emu::dequantize3(q);
-  const FormatSpec& f = spec_of(q.spec.elem);
-  float lut[256];
-  const uint32_t ncode = f.bits >= 8 ? 256u : (1u << f.bits);
-  for (uint32_t c = 0; c < ncode; ++c) lut[c] = decode(f, c);
-  Tensor3f out = Tensor3f::from_shape({q.groups, q.rows, q.cols});
-  const size_t sr = q.srows(), sc = q.scols(), br = q.block_rows(), bc = q.block_cols();
-  const bool e8 = q.spec.scale_kind == ScaleKind::E8M0;
-  for (size_t g = 0; g < q.groups; ++g)
-    for (size_t r = 0; r < sr; ++r)
-      for (size_t c = 0; c < sc; ++c) {
-        const float v = lut[q.code(g, r, c)];
-        float x;
-        if (e8) {
-          const uint8_t sb = q.scale_bytes(g, r / br, c / bc);
-          x = sb == 0xFF ? NAN : v * pow2f(int(sb) - 127);
-        } else {
-          x = v * q.scale_inv(g, r / br, c / bc);
-        }
-        if (q.transposed) out(g, c, r) = x;
-        else out(g, r, c) = x;
-      }
-  return out;
-}
-
 class EmuBackend final : public Backend {
  public:
   std::string name() const override { return "emu"; }
@@ -58,7 +29,7 @@ class EmuBackend final : public Backend {
   QuantizedTensor quantize(const Tensor3f& x, const QuantSpec& spec, Axis axis) override {
     return emu::quantize(x, spec, axis);
   }
-  Tensor3f dequantize(const QuantizedTensor& q) override { return fast_dequantize(q); }
+  Tensor3f dequantize(const QuantizedTensor& q) override { return emu::dequantize3(q); }
   QStats quant_stats(const Tensor3f& x, const QuantizedTensor& q) override {
     const auto s = emu::quant_stats(x, q);
     QStats r;

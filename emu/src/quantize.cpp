@@ -199,11 +199,18 @@ Tensor3f dequantize3(const QuantizedTensor& q) {
   const FormatSpec ef = spec_of(q.spec.elem);
   const FormatSpec e4m3 = spec_of(Format::E4M3);
   const size_t br = q.block_rows(), bc = q.block_cols();
+  // Element values from a code table (formats of at most 8 bits): the same
+  // decode() values, computed once instead of per element.
+  float lut[256];
+  const bool use_lut = ef.bits <= 8;
+  if (use_lut)
+    for (uint32_t c = 0; c < (1u << ef.bits); ++c) lut[c] = decode(ef, c);
   for (size_t g = 0; g < q.groups; ++g) {
     for (size_t r = 0; r < q.srows(); ++r) {
       for (size_t c = 0; c < q.scols(); ++c) {
         const size_t bi = r / br, bj = c / bc;
-        const float e = decode(ef, q.code(g, r, c));
+        const uint32_t code = q.code(g, r, c);
+        const float e = use_lut ? lut[code & 0xFFu] : decode(ef, code);
         float v;
         switch (q.spec.scale_kind) {
           case ScaleKind::E8M0: {
