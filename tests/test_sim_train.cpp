@@ -793,3 +793,91 @@ TEST(SimScale, NonFiniteAmaxRefused) {
     }
   }
 }
+
+// ---- The Backend's training-step operations on tiny inputs, against values
+// computed by hand (dyadic inputs: every FP32 operation is exact unless a BF16
+// rounding is the point; libm only at arguments where its result is exact).
+namespace {
+Tensor2f t2(size_t r, size_t c, std::vector<float> v) {
+  Tensor2f t = Tensor2f::from_shape({r, c});
+  std::copy(v.begin(), v.end(), t.begin());
+  return t;
+}
+std::vector<float> vec(const Tensor2f& t) { return std::vector<float>(t.begin(), t.end()); }
+}  // namespace
+
+TEST(SimOps, SoftmaxAndCrossEntropy) {
+  auto be = emu::make_emu_backend();
+  EXPECT_EQ(vec(be->softmax_rows(t2(1, 4, {3, 3, 3, 3}))), std::vector<float>({0.25f, 0.25f, 0.25f, 0.25f}));
+  Tensor2f dl;
+  const std::vector<uint8_t> lab = {2};
+  const auto loss = be->cross_entropy(t2(1, 4, {0, 0, 0, 0}), lab, 2.0f, dl);
+  EXPECT_EQ(vec(dl), std::vector<float>({0.5f, 0.5f, -1.5f, 0.5f}));  // (0.25 - onehot) * 2
+  EXPECT_NEAR(loss[0], 1.3862943611198906, 1.2e-7);                   // ln 4 (libm log: within 1 ulp)
+}
+
+TEST(SimOps, ActivationAndGradient) {
+  auto be = emu::make_emu_backend();
+  Tensor2f a, du;
+  be->activation("relu", t2(1, 3, {-1, 0, 2.5f}), a);
+  EXPECT_EQ(vec(a), std::vector<float>({0, 0, 2.5f}));
+  be->activation_grad("relu", t2(1, 3, {-1, 0, 2.5f}), t2(1, 3, {3, 3, 3}), du);
+  EXPECT_EQ(vec(du), std::vector<float>({0, 0, 3}));
+  for (const char* k : {"gelu", "silu"}) {  // at 0: act = 0, act' = 1/2 (erf(0) = 0, exp(0) = 1 exactly)
+    be->activation(k, t2(1, 1, {0}), a);
+    EXPECT_EQ(a(0, 0), 0.0f) << k;
+    be->activation_grad(k, t2(1, 1, {0}), t2(1, 1, {3}), du);
+    EXPECT_EQ(du(0, 0), 1.5f) << k;
+  }
+  EXPECT_THROW(be->activation("tanh", t2(1, 1, {0}), a), std::invalid_argument);
+}
+
+TEST(SimOps, PermuteCombineAndBackward) {
+  auto be = emu::make_emu_backend();
+  Tensor2f dst;
+  const std::vector<int64_t> row_of = {3, 0, 1, 2};  // token 0 -> rows 3, 0; token 1 -> rows 1, 2
+  be->permute_rows(t2(2, 2, {1, 2, 3, 4}), row_of, 2, 5, dst);
+  EXPECT_EQ(vec(dst), std::vector<float>({1, 2, 3, 4, 3, 4, 1, 2, 0, 0}));  // row 4: padding, zero
+  // combine: h1 = bf16(h0 + bf16(sum_s p[top] * yp[row])), gates 0.5 and 0.25
+  const Tensor2f p = t2(1, 3, {0.25f, 0.5f, 0.25f});
+  const std::vector<int> top = {1, 2};
+  const std::vector<int64_t> rows = {0, 1};
+  Tensor2f h1;
+  be->unpermute_combine(t2(2, 2, {2, 4, -6, -4}), t2(1, 2, {256, -1}), p, top, rows, 2, h1);
+  // j0: 256 + (1 - 1.5) = 255.5, a BF16 tie between 255 and 256 -> 256 (even); j1: -1 + (2 - 1) = 0
+  EXPECT_EQ(vec(h1), std::vector<float>({256, 0}));
+  Tensor2f dyp;
+  std::vector<float> dgate;
+  be->combine_backward(t2(1, 2, {1, 2}), t2(2, 2, {3, 4, 5, 6}), p, top, rows, 2, dyp, dgate);
+  EXPECT_EQ(vec(dyp), std::vector<float>({0.5f, 1, 0.25f, 0.5f}));  // gate * dh1
+  EXPECT_EQ(dgate, std::vector<float>({11, 17}));                    // dh1 . yp[row]
+}
+
+TEST(SimOps, RouterBackwardAndEmbedGradSum) {
+  auto be = emu::make_emu_backend();
+  // dp = aux_g * f + dgate at top = {0.25, 2.25}; dot = p . dp = 1.75; dl = p * (dp - dot)
+  Tensor2f dl;
+  const std::vector<int> top = {1};
+  const std::vector<float> dgate = {2}, f = {0.5f, 0.5f};
+  be->router_backward(t2(1, 2, {0.25f, 0.75f}), top, dgate, f, 0.5f, 1, dl);
+  EXPECT_EQ(vec(dl), std::vector<float>({-0.375f, 0.375f}));
+  Tensor2f dh0;
+  const std::vector<int64_t> row_of = {1, 0};
+  be->embed_grad_sum(t2(1, 2, {1, 2}), t2(1, 2, {0.5f, 0.25f}), t2(2, 2, {1, 1, 2, 3}), row_of, 2, dh0);
+  EXPECT_EQ(vec(dh0), std::vector<float>({4.5f, 6.25f}));  // dh1 + dh0_r + dxp[1] + dxp[0]
+}
+
+TEST(SimOps, AdamWOneStep) {
+  auto be = emu::make_emu_backend();
+  Tensor3f w = Tensor3f::from_shape({1, 1, 1}), m = xt::zeros<float>({1, 1, 1}), v = xt::zeros<float>({1, 1, 1}),
+           g = Tensor3f::from_shape({1, 1, 1}), model = Tensor3f::from_shape({1, 1, 1});
+  w(0, 0, 0) = 1;
+  g(0, 0, 0) = 0.5f;
+  // lr 0.5, b1 0.5, b2 0.75, eps 0, wd 0.5, t 1: w = 1 * (1 - 0.25) = 0.75; m = 0.25; v = 0.0625;
+  // w = 0.75 - (0.5 / 0.5) * (0.25 / (0.25 / 0.5 + 0)) = 0.25
+  be->adamw(w, m, v, g, {0.5f, 0.5f, 0.75f, 0.0f, 0.5f, 1}, model);
+  EXPECT_EQ(m(0, 0, 0), 0.25f);
+  EXPECT_EQ(v(0, 0, 0), 0.0625f);
+  EXPECT_EQ(w(0, 0, 0), 0.25f);
+  EXPECT_EQ(model(0, 0, 0), 0.25f);
+}
