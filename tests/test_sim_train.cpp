@@ -881,3 +881,20 @@ TEST(SimOps, AdamWOneStep) {
   EXPECT_EQ(w(0, 0, 0), 0.25f);
   EXPECT_EQ(model(0, 0, 0), 0.25f);
 }
+
+// A non-finite amax inside training names the step and micro-batch too.
+TEST(SimScale, NonFiniteAmaxInTrainingNamesTheStep) {
+  const Config c = tiny({"recipe.fc1=fp8_current", "optim.lr=1e30", "optim.warmup_steps=0", "trace.snapshot_steps=[]"});
+  auto be = emu::make_emu_backend();
+  TrainOptions o;
+  o.threads = 1;
+  try {
+    train(c, *be, o);
+    ADD_FAILURE() << "lr 1e30 should diverge";
+  } catch (const std::runtime_error& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(m.rfind("step ", 0), 0u) << m;
+    EXPECT_NE(m.find(", micro-batch 0: fc1: operand "), std::string::npos) << m;
+    EXPECT_NE(m.find("non-finite amax"), std::string::npos) << m;
+  }
+}
