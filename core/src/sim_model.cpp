@@ -88,17 +88,6 @@ size_t argmax_row(const Tensor2f& logits, size_t t) {
   return am;
 }
 
-OperandStats to_stats(const Backend::QStats& q) {
-  OperandStats s;
-  s.mse = q.mse;
-  s.sqnr_db = q.sqnr_db;
-  s.underflow = q.underflow;
-  s.saturated = q.saturated;
-  s.count = q.count;
-  s.scale_exp = q.scale_exp;
-  return s;
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------- Weight
@@ -255,8 +244,8 @@ void Model::linear_forward(Weight& w, const Tensor2f& x, std::span<const int64_t
   const QuantizedTensor& wq = weight_for_fprop(be_, w, mb, num_mb, scratch);
   be_.grouped_fprop(x, &xq, w.model, &wq, ms, y, out);
   if (st) {
-    stats[w.name][0] = to_stats(be_.quant_stats(w.model, wq));
-    stats[w.name][1] = to_stats(be_.quant_stats(x3, xq));
+    stats[w.name][0] = be_.quant_stats(w.model, wq);
+    stats[w.name][1] = be_.quant_stats(x3, xq);
   }
 }
 
@@ -278,7 +267,7 @@ void Model::linear_backward(Weight& w, const Tensor2f& dy, std::span<const int64
       QuantizedTensor scratch;
       const QuantizedTensor& wq = weight_for_dgrad(be_, w, mb, num_mb, scratch);
       be_.grouped_dgrad(dy, &dyq, w.model, &wq, ms, *dx, {Format::BF16, false});
-      if (st) stats[w.name][2] = to_stats(be_.quant_stats(dy3, dyq));
+      if (st) stats[w.name][2] = be_.quant_stats(dy3, dyq);
     }
   }
   // wgrad: the grad_added_to_main_grad guard, per (micro-batch, group); an

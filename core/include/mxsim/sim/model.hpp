@@ -96,11 +96,7 @@ const QuantizedTensor& weight_for_dgrad(Backend& be, Weight& w, int mb, int num_
 QuantSpec weight_fprop_spec(const Weight& w, const Tensor3f& wm);
 
 /// Per-step quantization statistics of one operand (trace /layers/<l>/quant).
-struct OperandStats {
-  double mse = 0, sqnr_db = 0;
-  uint64_t underflow = 0, saturated = 0, count = 0;
-  std::vector<int> scale_exp;
-};
+using OperandStats = Backend::QStats;
 
 /// One micro-batch's record, for the trace.
 struct MicroRecord {
