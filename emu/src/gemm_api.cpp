@@ -133,27 +133,22 @@ Panel make_panel(const Src& s, size_t g, bool contract_rows, size_t r0, size_t n
             for (size_t r = t * 64; r < std::min(R, t * 64 + 64); ++r) p.code[r * K + k] = at(k, off + r);
     }
   }
-  if (q.spec.scale_kind == ScaleKind::E8M0) {
-    const size_t KB = p.kb();
-    p.sbyte.resize(R * KB);
+  // One scale per (row, K-block): K-blocks of 32 for E8M0, chunks of 128 for
+  // FP32 scale_inv (numerics.md §5.2).
+  auto gather = [&](auto& dst, size_t nk, size_t step, const auto& scales) {
+    dst.resize(R * nk);
     for (size_t r = 0; r < R; ++r)
-      for (size_t b = 0; b < KB; ++b) {
+      for (size_t b = 0; b < nk; ++b) {
         size_t lr, lc, sr, sc;
-        logical(r, b * 32, lr, lc);
+        logical(r, b * step, lr, lc);
         stor(lr, lc, sr, sc);
-        p.sbyte[r * KB + b] = q.scale_bytes(g, sr / br, sc / bc);
+        dst[r * nk + b] = scales(g, sr / br, sc / bc);
       }
-  } else {
-    const size_t KC = p.kc();
-    p.sinv.resize(R * KC);
-    for (size_t r = 0; r < R; ++r)
-      for (size_t c = 0; c < KC; ++c) {
-        size_t lr, lc, sr, sc;
-        logical(r, c * 128, lr, lc);
-        stor(lr, lc, sr, sc);
-        p.sinv[r * KC + c] = q.scale_inv(g, sr / br, sc / bc);
-      }
-  }
+  };
+  if (q.spec.scale_kind == ScaleKind::E8M0)
+    gather(p.sbyte, p.kb(), 32, q.scale_bytes);
+  else
+    gather(p.sinv, p.kc(), 128, q.scale_inv);
   return p;
 }
 
