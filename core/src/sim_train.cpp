@@ -33,11 +33,6 @@ std::vector<uint32_t> epoch_order(uint64_t seed, int64_t epoch, size_t n) {
   return p;
 }
 
-double norm2(const Tensor3f& t) {
-  double s = 0;
-  for (float v : t) s += double(v) * double(v);
-  return std::sqrt(s);
-}
 
 // ---- checkpoint entries (trace/checkpoint.hpp: one HDF5 file, written
 // atomically, Fletcher-32 checksums). Layout (docs/simulator.md "Checkpoints"):
@@ -51,16 +46,23 @@ double norm2(const Tensor3f& t) {
 //   snaps_total/<layer> i64
 const char* const kRole[3] = {"w", "x", "dy"};
 
-std::vector<uint64_t> shape_of(const Tensor3f& t) { return {t.shape(0), t.shape(1), t.shape(2)}; }
+std::vector<uint64_t> shape_of(const Tensor& t) {
+  std::vector<uint64_t> s;
+  for (int i = 0; i < t.rank(); ++i) s.push_back(t.dim(i));
+  return s;
+}
 
-void put_t(trace::CheckpointWriter& o, const std::string& n, const Tensor3f& t) { o.put(n, t.data(), shape_of(t)); }
+void put_t(Backend& be, trace::CheckpointWriter& o, const std::string& n, const Tensor& t) {
+  const auto h = be.download<float>(t);
+  o.put(n, h.data(), shape_of(t));
+}
 
 /// Read an FP32 entry into `t`, whose shape the current config decides.
-void get_t(const trace::Checkpoint& in, const std::string& path, const std::string& n, Tensor3f& t) {
+void get_t(Backend& be, const trace::Checkpoint& in, const std::string& path, const std::string& n, Tensor& t) {
   auto a = in.get_f32(n);
   if (a.shape != shape_of(t))
     throw std::runtime_error(path + ": checkpoint entry '" + n + "' has a different shape than this config's tensor");
-  std::copy(a.data.begin(), a.data.end(), t.begin());
+  be.upload(t, std::span<const float>(a.data));
 }
 
 }  // namespace
@@ -104,10 +106,10 @@ TrainResult train(const Config& cfg, Backend& be, const TrainOptions& opt) {
     if (step0 > total) throw std::runtime_error(P + ": checkpoint step " + std::to_string(step0) + " is past this run's " + std::to_string(total) + " steps");
     for (Weight* w : ws) {
       const std::string L = "model/" + w->name + "/";
-      get_t(in, P, L + "master", w->master);
-      get_t(in, P, L + "m", w->m);
-      get_t(in, P, L + "v", w->v);
-      get_t(in, P, L + "model", w->model);
+      get_t(be, in, P, L + "master", w->master);
+      get_t(be, in, P, L + "m", w->m);
+      get_t(be, in, P, L + "v", w->v);
+      get_t(be, in, P, L + "model", w->model);
       w->version = in.get_u64(L + "version");
       for (size_t r = 0; r < 3; ++r)
         if (auto& d = w->delayed[r]) {
@@ -131,10 +133,10 @@ TrainResult train(const Config& cfg, Backend& be, const TrainOptions& opt) {
       if (!in.has(S + "prev")) continue;
       DeOsc::State& s = deosc.state[w->name];
       const char* names[] = {"prev", "prev_q", "dist_w", "dist_q"};
-      Tensor3f* ts[] = {&s.prev, &s.prev_q, &s.dist_w, &s.dist_q};
+      Tensor* ts[] = {&s.prev, &s.prev_q, &s.dist_w, &s.dist_q};
       for (size_t i = 0; i < 4; ++i) {
-        *ts[i] = Tensor3f::from_shape(w->master.shape());
-        get_t(in, P, S + names[i], *ts[i]);
+        *ts[i] = be.alloc(DType::f32, w->shape());
+        get_t(be, in, P, S + names[i], *ts[i]);
       }
       s.step = in.get_i64(S + "step");
       s.seeded = in.get_u64(S + "seeded") != 0;
@@ -142,20 +144,17 @@ TrainResult train(const Config& cfg, Backend& be, const TrainOptions& opt) {
     for (Weight* w : ws) {
       const std::string S = "osc/" + w->name + "/";
       if (!in.has(S + "prev_w")) continue;
-      OscMetrics::State& s = osc.state[w->name];
+      OscMetrics::State& s = osc.state[w->name] = OscMetrics::make_state(be, w->shape());
       const char* names[] = {"prev_w", "prev_q", "dist_w", "dist_q", "ema"};
-      Tensor3f* ts[] = {&s.prev_w, &s.prev_q, &s.dist_w, &s.dist_q, &s.ema};
-      for (size_t i = 0; i < 5; ++i) {
-        *ts[i] = Tensor3f::from_shape(w->master.shape());
-        get_t(in, P, S + names[i], *ts[i]);
-      }
+      Tensor* ts[] = {&s.t.prev_w, &s.t.prev_q, &s.t.dist_w, &s.t.dist_q, &s.t.ema};
+      for (size_t i = 0; i < 5; ++i) get_t(be, in, P, S + names[i], *ts[i]);
       const auto ld = in.get_u8(S + "last_dir");
       const auto fl = in.get_u64_array(S + "flips");
-      if (ld.data.size() != w->master.size() || fl.data.size() != w->master.size())
+      if (ld.data.size() != w->shape().numel() || fl.data.size() != w->shape().numel())
         throw std::runtime_error(P + ": checkpoint entry '" + S + "': size differs from this config's weight");
-      s.last_dir.resize(ld.data.size());
-      std::memcpy(s.last_dir.data(), ld.data.data(), ld.data.size());
-      s.flips.assign(fl.data.begin(), fl.data.end());
+      be.upload(s.t.last_dir, std::span<const uint8_t>(ld.data));
+      const std::vector<uint32_t> f32s(fl.data.begin(), fl.data.end());
+      be.upload(s.t.flips, std::span<const uint32_t>(f32s));
       s.window = in.get_i64(S + "window");
       s.seeded = in.get_u64(S + "seeded") != 0;
     }
@@ -169,10 +168,10 @@ TrainResult train(const Config& cfg, Backend& be, const TrainOptions& opt) {
     o.put_u64("step", uint64_t(step_done));
     for (Weight* w : ws) {
       const std::string L = "model/" + w->name + "/";
-      put_t(o, L + "master", w->master);
-      put_t(o, L + "m", w->m);
-      put_t(o, L + "v", w->v);
-      put_t(o, L + "model", w->model);
+      put_t(be, o, L + "master", w->master);
+      put_t(be, o, L + "m", w->m);
+      put_t(be, o, L + "v", w->v);
+      put_t(be, o, L + "model", w->model);
       o.put_u64(L + "version", w->version);
       for (size_t r = 0; r < 3; ++r)
         if (const auto& d = w->delayed[r]) {
@@ -188,22 +187,24 @@ TrainResult train(const Config& cfg, Backend& be, const TrainOptions& opt) {
     o.put_string("deosc/eligible", el);
     for (const auto& [nm, s] : deosc.state) {
       const std::string S = "deosc/state/" + nm + "/";
-      put_t(o, S + "prev", s.prev);
-      put_t(o, S + "prev_q", s.prev_q);
-      put_t(o, S + "dist_w", s.dist_w);
-      put_t(o, S + "dist_q", s.dist_q);
+      put_t(be, o, S + "prev", s.prev);
+      put_t(be, o, S + "prev_q", s.prev_q);
+      put_t(be, o, S + "dist_w", s.dist_w);
+      put_t(be, o, S + "dist_q", s.dist_q);
       o.put_i64(S + "step", s.step);
       o.put_u64(S + "seeded", s.seeded);
     }
     for (const auto& [nm, s] : osc.state) {
       const std::string S = "osc/" + nm + "/";
-      put_t(o, S + "prev_w", s.prev_w);
-      put_t(o, S + "prev_q", s.prev_q);
-      put_t(o, S + "dist_w", s.dist_w);
-      put_t(o, S + "dist_q", s.dist_q);
-      put_t(o, S + "ema", s.ema);
-      o.put(S + "last_dir", reinterpret_cast<const uint8_t*>(s.last_dir.data()), {s.last_dir.size()});
-      const std::vector<uint64_t> fl(s.flips.begin(), s.flips.end());
+      put_t(be, o, S + "prev_w", s.t.prev_w);
+      put_t(be, o, S + "prev_q", s.t.prev_q);
+      put_t(be, o, S + "dist_w", s.t.dist_w);
+      put_t(be, o, S + "dist_q", s.t.dist_q);
+      put_t(be, o, S + "ema", s.t.ema);
+      const auto ld = be.download<uint8_t>(s.t.last_dir);
+      o.put(S + "last_dir", ld.data(), {ld.size()});
+      const auto f32s = be.download<uint32_t>(s.t.flips);
+      const std::vector<uint64_t> fl(f32s.begin(), f32s.end());
       o.put(S + "flips", fl.data(), {fl.size()});
       o.put_i64(S + "window", s.window);
       o.put_u64(S + "seeded", s.seeded);
@@ -223,7 +224,7 @@ TrainResult train(const Config& cfg, Backend& be, const TrainOptions& opt) {
   snap_steps.erase(std::unique(snap_steps.begin(), snap_steps.end()), snap_steps.end());
   if (!opt.trace_path.empty()) {
     tw = std::make_unique<trace::Writer>(opt.trace_path, cfg_text, trace::make_provenance(be.name(), cfg.seed));
-    using trace::DType;
+    using DType = trace::DType;
     tw->declare_series("/train/step", DType::i64, {});
     tw->declare_series("/train/loss", DType::f64, {});
     tw->declare_series("/train/aux_loss", DType::f64, {});
@@ -252,7 +253,7 @@ TrainResult train(const Config& cfg, Backend& be, const TrainOptions& opt) {
       }
       if (cfg.deosc && deosc_eligible(w->recipe)) tw->declare_series(L + "/deosc/snapped", DType::i64, {});
       if (!snap_steps.empty() &&
-          std::find(cfg.snapshot_layers.begin(), cfg.snapshot_layers.end(), w->name) != cfg.snapshot_layers.end()) {
+          std::find(cfg.snapshot_layers.begin(), cfg.snapshot_layers.end(), w->layer) != cfg.snapshot_layers.end()) {
         const std::vector<uint64_t> sh = {w->G, w->N, w->K};
         tw->declare_snapshot("/snap/" + w->name + "/master", DType::f32, sh, snap_steps);
         tw->declare_snapshot("/snap/" + w->name + "/weight_q", DType::f32, sh, snap_steps);
@@ -272,15 +273,24 @@ TrainResult train(const Config& cfg, Backend& be, const TrainOptions& opt) {
   int64_t order_epoch = -1;
   auto evaluate = [&]() {
     int64_t correct = 0;
+    Tensor xe, ye, logits;
     for (size_t i0 = 0; i0 < n_test; i0 += 1000) {
       const size_t n = std::min<size_t>(1000, n_test - i0);
-      Tensor2f x = Tensor2f::from_shape({n, 784});
-      std::copy_n(te.images.data() + i0 * 784, n * 784, x.data());
-      const auto pred = model.predict(x);
-      for (size_t i = 0; i < n; ++i) correct += pred[i] == te.labels[i0 + i];
+      if (xe.empty() || xe.dim(0) != n) {
+        xe = be.alloc(DType::f32, {n, 784});
+        ye = be.alloc(DType::u8, {n});
+      }
+      be.upload(xe, std::span<const float>(te.images.data() + i0 * 784, n * 784));
+      be.upload(ye, std::span<const uint8_t>(te.labels.data() + i0, n));
+      model.forward_eval(xe, logits);
+      correct += be.count_correct(logits, ye);
     }
     return double(correct) / double(n_test);
   };
+  Tensor xm = be.alloc(DType::f32, {Bm, 784}), ym = be.alloc(DType::u8, {Bm});
+  std::vector<float> xh(Bm * 784);
+  std::vector<uint8_t> yh(Bm);
+  std::map<std::string, Tensor> staging;  // snapshot layers: wgrad_mb [NMB, G, N, K]
   auto tl = std::chrono::steady_clock::now();
   for (int64_t t = step0; t < stop; ++t) {
     const int64_t epoch = t / spe, pos = t % spe;
@@ -289,25 +299,24 @@ TrainResult train(const Config& cfg, Backend& be, const TrainOptions& opt) {
       order_epoch = epoch;
     }
     const bool snap = tw && std::binary_search(snap_steps.begin(), snap_steps.end(), t - step0);
-    for (Weight* w : ws) w->zero_grad();
+    for (Weight* w : ws) w->zero_grad(be);
     double loss_sum = 0, aux_sum = 0;
     int64_t correct = 0;
     std::map<std::string, std::vector<double>> gnorm;
     std::vector<int64_t> tpe;
-    std::map<std::string, std::vector<Tensor3f>> contrib;
-    std::map<std::string, Tensor3f> wq_snap;
     for (size_t mb = 0; mb < NMB; ++mb) {
-      Tensor2f x = Tensor2f::from_shape({Bm, 784});
-      std::vector<uint8_t> y(Bm);
+      // the data loader: gather the micro-batch on the host, upload it
       for (size_t i = 0; i < Bm; ++i) {
         const uint32_t idx = order[size_t(pos) * B + mb * Bm + i];
-        std::copy_n(tr.images.data() + size_t(idx) * 784, 784, &x(i, 0));
-        y[i] = tr.labels[idx];
+        std::copy_n(tr.images.data() + size_t(idx) * 784, 784, xh.data() + i * 784);
+        yh[i] = tr.labels[idx];
       }
+      be.upload(xm, std::span<const float>(xh));
+      be.upload(ym, std::span<const uint8_t>(yh));
       MicroRecord rec;
       Model::MbResult r;
       try {
-        r = model.train_microbatch(x, y, int(mb), int(NMB), t, grad_scale, mb == 0, snap, &rec);
+        r = model.train_microbatch(xm, ym, int(mb), int(NMB), Step(t + 1), grad_scale, mb == 0, snap, &rec);
       } catch (const std::runtime_error& e) {  // numeric failure (e.g. a non-finite amax): name the step
         throw std::runtime_error("step " + std::to_string(t + 1) + ", micro-batch " + std::to_string(mb) + ": " +
                                  e.what());
@@ -316,13 +325,13 @@ TrainResult train(const Config& cfg, Backend& be, const TrainOptions& opt) {
       aux_sum += r.aux;
       correct += r.correct;
       tpe.insert(tpe.end(), r.tokens_per_expert.begin(), r.tokens_per_expert.end());
-      for (Weight* w : ws) gnorm[w->name].push_back(norm2(w->main_grad));
+      for (Weight* w : ws) gnorm[w->name].push_back(be.l2_norm(w->main_grad));
       if (snap) {
-        for (auto& [nm, g] : rec.wgrad) {
-          Weight& w = model.weight(nm);
-          if (g.size() != w.master.size()) g = xt::zeros<float>(w.master.shape());
-          // groups that got no tokens contributed nothing: record zeros there
-          contrib[nm].push_back(g);
+        // groups that got no tokens contributed nothing: the wgrad wrote zeros there
+        for (auto& [l, g] : rec.wgrad) {
+          Tensor& st = staging[name_of(l)];
+          if (st.empty()) st = be.alloc(DType::f32, {NMB * g.dim(0), g.dim(1), g.dim(2)});
+          be.copy_into(g, st, mb * g.numel());
         }
       }
     }
@@ -336,20 +345,22 @@ TrainResult train(const Config& cfg, Backend& be, const TrainOptions& opt) {
                                "); the trace ends at the step before");
     const double acc = double(correct) / double(B);
     if (snap)
-      for (const std::string& nm : cfg.snapshot_layers) {
-        Weight& w = model.weight(nm);
+      for (Layer l : cfg.snapshot_layers) {
+        Weight& w = model.weight(l);
+        const std::string nm = name_of(l);
+        std::vector<float> wq;
         if (is_quantized(w.recipe)) {
           // exactly the spec this step's fprop used (before update_scaling)
-          wq_snap[nm] = be.dequantize(be.quantize(w.model, weight_fprop_spec(w, w.model), Axis::Cols));
+          Tensor d = be.alloc(DType::f32, w.shape());
+          be.dequantize(be.quantize(w.model, weight_fprop_spec(be, w, w.model), Axis::Cols), d);
+          wq = be.download<float>(d);
         } else {
-          wq_snap[nm] = w.model;
+          wq = be.download<float>(w.model);
         }
-        tw->write_snapshot("/snap/" + nm + "/master", w.master.data());
-        tw->write_snapshot("/snap/" + nm + "/weight_q", wq_snap[nm].data());
-        tw->write_snapshot("/snap/" + nm + "/main_grad", w.main_grad.data());
-        std::vector<float> all;
-        for (auto& g : contrib[nm]) all.insert(all.end(), g.begin(), g.end());
-        tw->write_snapshot("/snap/" + nm + "/wgrad_mb", all.data());
+        tw->write_snapshot("/snap/" + nm + "/master", be.download<float>(w.master).data());
+        tw->write_snapshot("/snap/" + nm + "/weight_q", wq.data());
+        tw->write_snapshot("/snap/" + nm + "/main_grad", be.download<float>(w.main_grad).data());
+        tw->write_snapshot("/snap/" + nm + "/wgrad_mb", be.download<float>(staging.at(nm)).data());
       }
     // ---- optimizer: AdamW on FP32 masters, BF16 model copy, caches invalidated
     const float lr = lr_at(cfg, t + 1, total);
@@ -391,20 +402,15 @@ TrainResult train(const Config& cfg, Backend& be, const TrainOptions& opt) {
         if (is_quantized(w->recipe)) {
           const char* ops[] = {"w", "x", "dy"};
           for (int i = 0; i < 3; ++i) {
-            const OperandStats& s = model.stats[w->name][size_t(i)];
+            const OperandStats& os = model.stats(w->layer, Role(i));
+            const QuantStats& s = os.q;
             const std::string Q = L + "/quant/" + ops[i];
             tw->append(Q + "/mse", s.mse);
             tw->append(Q + "/sqnr_db", s.sqnr_db);
             tw->append(Q + "/underflow", uint64_t(s.underflow));
             tw->append(Q + "/saturated", uint64_t(s.saturated));
             tw->append(Q + "/count", uint64_t(s.count));
-            trace::ScaleExpHistogram h;
-            for (int e : s.scale_exp) {
-              if (e == std::numeric_limits<int>::min()) h.add_nan();
-              else h.add_exponent(std::clamp(e, -127, 127));
-            }
-            const auto c = h.counts();
-            tw->append(Q + "/scale_exp_hist", c.data());
+            tw->append(Q + "/scale_exp_hist", os.scale_exp_hist.data());
           }
           const auto& o = om[w->name];
           tw->append(L + "/osc/flips", o.flips);
@@ -440,14 +446,14 @@ TrainResult train(const Config& cfg, Backend& be, const TrainOptions& opt) {
     l.name = w->name;
     l.recipe = recipe_name(w->recipe);
     if (is_quantized(w->recipe)) {
-      l.w_mse = model.stats[w->name][0].mse;
-      l.w_sqnr_db = model.stats[w->name][0].sqnr_db;
+      l.w_mse = model.stats(w->layer, Role::W).q.mse;
+      l.w_sqnr_db = model.stats(w->layer, Role::W).q.sqnr_db;
     }
     l.flips_total = flips_total[w->name];
     l.snaps_total = snaps_total[w->name];
     l.deosc_eligible = deosc_eligible(w->recipe);
     res.layers.push_back(l);
-    res.final_masters.emplace_back(w->master.begin(), w->master.end());
+    res.final_masters.push_back(be.download<float>(w->master));
   }
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;

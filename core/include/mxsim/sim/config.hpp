@@ -5,6 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "mxsim/activation.hpp"
+#include "mxsim/sim/layers.hpp"
+
 namespace mxsim::sim {
 
 /// Per-linear numerics recipe name: "bf16", "mxfp4", "mxfp8", "fp8_current",
@@ -27,7 +30,7 @@ struct Config {
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   // [model]
   int d_model = 128, d_ff = 256, experts = 8, top_k = 2;
-  std::string activation = "relu";  ///< relu | gelu | silu
+  Activation activation = Activation::Relu;
   float aux_loss_coeff = 0.01f;
   // [batch]
   int global_batch = 256, num_microbatches = 4;
@@ -44,7 +47,7 @@ struct Config {
   // [metrics]
   float osc_ema_momentum = 0.01f;  ///< Nagel et al. 2022 class default
   // [trace]
-  std::vector<std::string> snapshot_layers = {"fc1"};
+  std::vector<Layer> snapshot_layers = {Layer::Fc1};
   std::vector<int64_t> snapshot_steps = {1};
   int64_t checkpoint_every = 0;  ///< 0 = only at the end (if a checkpoint path is set)
 
