@@ -40,7 +40,7 @@ Config tiny(std::vector<std::string> extra = {}) {
                                 "model.experts=4",        "model.top_k=2",           "batch.global_batch=128",
                                 "batch.num_microbatches=4", "optim.warmup_steps=2",  "deosc.period=3",
                                 "deosc.start_step=2",     "deosc.ratio=1.0",         "trace.snapshot_layers=[\"fc1\", \"fc2\"]",
-                                "trace.snapshot_steps=[0, 5]"};
+                                "trace.snapshot_steps=[1, 6]"};  // global steps 1 and 6: trace rows 0 and 5
   s.insert(s.end(), extra.begin(), extra.end());
   return parse_config(default_config_text(), s, "tiny");
 }
@@ -319,7 +319,7 @@ TEST(SimDeOsc, SnapsLandOnGridAndFp8NeverEligible) {
       m(0, 0, 5) = (s % 2) ? hi : lo;
       be->upload(w->master, std::span<const float>(m.data(), m.size()));
     }
-    for (auto& [n, c] : d.step(*be, ws)) {
+    for (auto& [n, c] : d.step(*be, ws, Step(s + 1))) {
       EXPECT_EQ(n, "fc1");
       total += c;
     }
@@ -330,8 +330,8 @@ TEST(SimDeOsc, SnapsLandOnGridAndFp8NeverEligible) {
   const Tensor3f q = be->download3(qt), am = be->download3(a.master);
   EXPECT_EQ(q(0, 0, 5), am(0, 0, 5));  // snapped element on the grid: QDQ(x) == x
   EXPECT_TRUE(am(0, 0, 5) == 0.25f || am(0, 0, 5) == 0.375f);
-  EXPECT_EQ(d.eligible, std::vector<std::string>{"fc1"});
-  EXPECT_EQ(d.state.count("fc2"), 0u);
+  EXPECT_EQ(d.eligible(), std::vector<std::string>{"fc1"});
+  EXPECT_EQ(d.state_of("fc2"), nullptr);
   Tensor3f bm = be->download3(b.master);
   bm(0, 0, 5) = b0(0, 0, 5);
   EXPECT_EQ(bm, b0);  // untouched apart from our own writes
@@ -677,19 +677,20 @@ TEST(SimDeOsc, HandComputedSequence) {
   float& x = hm(0, 0, 1);
   float& y = hm(0, 0, 2);
   using Snaps = std::map<std::string, int64_t>;
+  int64_t g = 0;  // the global step
   auto step = [&]() {
     be->upload(w.master, std::span<const float>(hm.data(), hm.size()));
-    const Snaps r = d.step(*be, ws);
+    const Snaps r = d.step(*be, ws, Step(++g));
     be->download(w.master, hm.data(), hm.size() * sizeof(float));  // in place: e0, x, y stay valid
     return r;
   };
-  auto st = [&](Tensor DeOsc::State::*f) { return be->download3(d.state["fc1"].*f); };
+  auto st = [&](Tensor DeOsc::State::*f) { return be->download3(d.state_of("fc1")->*f); };
   e0 = 1.0f, x = 1.0f, y = 23.0f / 64;
   EXPECT_EQ(step(), Snaps{});  // g1
-  EXPECT_TRUE(d.state.empty());
+  EXPECT_EQ(d.state_of("fc1"), nullptr);
   x = 19.0f / 64;
   EXPECT_EQ(step(), Snaps{});  // g2: seeds
-  ASSERT_EQ(d.state.count("fc1"), 1u);
+  ASSERT_NE(d.state_of("fc1"), nullptr);
   EXPECT_EQ(st(&DeOsc::State::prev_q)(0, 0, 1), 0.25f);
   EXPECT_EQ(st(&DeOsc::State::prev_q)(0, 0, 2), 0.375f);
   x = 21.0f / 64;
@@ -719,7 +720,7 @@ TEST(SimDeOsc, HandComputedSequence) {
 TEST(SimTrain, WeightSnapshotIsTheFpropTensor) {
   for (const char* rec : {"fp8_current", "fp8_delayed"}) {
     SCOPED_TRACE(rec);
-    const Config c = tiny({std::string("recipe.fc1=") + rec, "run.max_steps=1", "trace.snapshot_steps=[0]"});
+    const Config c = tiny({std::string("recipe.fc1=") + rec, "run.max_steps=1", "trace.snapshot_steps=[1]"});
     auto be = emu::make_emu_backend();
     TrainOptions o;
     o.trace_path = tmp(std::string("snapq_") + rec + ".h5");
@@ -1092,4 +1093,44 @@ TEST(SimOps, ScaleExpHistogramBins) {
   want[255] = 2;          // NaN, 0
   want[127 + 127] = 1;    // 1.5 * 2^127
   EXPECT_EQ(be->scale_exp_histogram(be->upload(f)), want);
+}
+
+// trace.snapshot_steps names global optimizer steps (1-based, as /train/step)
+// on a fresh and on a resumed run alike: step 7's snapshot is the same tensor in
+// both traces, at the row whose /train/step is 7. Step 0 does not exist.
+TEST(SimTrain, SnapshotStepsAreGlobalStepsOnResume) {
+  const Config c = tiny({"run.max_steps=8", "trace.snapshot_steps=[3, 7]"});
+  auto be = emu::make_emu_backend();
+  TrainOptions full;
+  full.threads = 1;
+  full.evaluate = false;
+  full.trace_path = tmp("snapfull.h5");
+  train(c, *be, full);
+  TrainOptions first = full;
+  first.trace_path.clear();
+  first.checkpoint_path = tmp("snapck.h5");
+  first.stop_after = 5;
+  train(c, *be, first);
+  TrainOptions second = full;
+  second.trace_path = tmp("snapres.h5");
+  second.resume_path = first.checkpoint_path;
+  train(c, *be, second);
+  trace::Reader a(full.trace_path), b(second.trace_path);
+  EXPECT_EQ(a.info("/snap/fc1/master").snapshot_steps, (std::vector<int64_t>{2, 6}));  // rows of steps 3 and 7
+  EXPECT_EQ(b.info("/snap/fc1/master").snapshot_steps, (std::vector<int64_t>{1}));     // step 7 = row 1 (6, 7, 8)
+  EXPECT_EQ(a.read_series<int64_t>("/train/step")[6], 7);
+  EXPECT_EQ(b.read_series<int64_t>("/train/step")[1], 7);
+  for (const char* k : {"master", "weight_q", "main_grad", "wgrad_mb"}) {
+    const std::string n = std::string("/snap/fc2/") + k;
+    EXPECT_EQ(a.read_snapshot<float>(n, 6), b.read_snapshot<float>(n, 1)) << n;
+  }
+  for (const char* f : {full.trace_path.c_str(), second.trace_path.c_str(), first.checkpoint_path.c_str()})
+    std::filesystem::remove(f);
+  try {
+    parse_config(default_config_text(), {"trace.snapshot_steps=[0, 4]"});
+    ADD_FAILURE() << "step 0 accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("trace.snapshot_steps"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(">= 1"), std::string::npos) << e.what();
+  }
 }

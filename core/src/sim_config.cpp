@@ -67,7 +67,7 @@ osc_ema_momentum = 0.01  # Nagel et al. 2022 EMA flip frequency
 
 [trace]
 snapshot_layers = ["fc1"]
-snapshot_steps = [1]
+snapshot_steps = [2]       # global optimizer steps (1-based, as /train/step)
 checkpoint_every = 0
 )TOML";
 
@@ -257,6 +257,9 @@ void validate(const Config& c, const std::string& s) {
   if (c.beta1 >= 1) bad(s, "optim.beta1", "expected a number < 1");
   if (c.beta2 >= 1) bad(s, "optim.beta2", "expected a number < 1");
   if (c.osc_ema_momentum > 1) bad(s, "metrics.osc_ema_momentum", "expected a number in (0, 1]");
+  for (int64_t n : c.snapshot_steps)
+    if (n < 1)
+      bad(s, "trace.snapshot_steps", "expected global optimizer steps >= 1 (1-based, as /train/step), got " + std::to_string(n));
 }
 
 }  // namespace

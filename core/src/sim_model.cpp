@@ -4,10 +4,13 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <sstream>
 #include <string>
 
 #include "mxsim/hd/elementwise.hpp"
 #include "mxsim/philox.hpp"
+#include "mxsim/sim/state_io.hpp"
+#include "mxsim/trace/schema.hpp"
 
 namespace mxsim::sim {
 
@@ -391,18 +394,17 @@ void mxfp4_forward_qdq(Backend& be, const Tensor& master, Tensor& q) {
   be.dequantize(be.quantize(b, mxfp4_weight_spec(), Axis::Cols), q);
 }
 
-std::map<std::string, int64_t> DeOsc::step(Backend& be, const std::vector<Weight*>& ws) {
+std::map<std::string, int64_t> DeOsc::step(Backend& be, const std::vector<Weight*>& ws, Step n) {
   std::map<std::string, int64_t> snapped;
-  ++global_step;
-  if (global_step < start_) return snapped;
-  if (!built) {
+  if (n.n() < start_) return snapped;
+  if (!built_) {
     for (Weight* w : ws)
-      if (deosc_eligible(w->recipe)) eligible.push_back(w->name);  // by recipe type only
-    built = !eligible.empty();
+      if (deosc_eligible(w->recipe)) eligible_.push_back(w->name);  // by recipe type only
+    built_ = !eligible_.empty();
   }
   for (Weight* w : ws) {
-    if (std::find(eligible.begin(), eligible.end(), w->name) == eligible.end()) continue;
-    State& s = state[w->name];
+    if (std::find(eligible_.begin(), eligible_.end(), w->name) == eligible_.end()) continue;
+    State& s = state_[w->name];
     Tensor Q;
     mxfp4_forward_qdq(be, w->master, Q);
     if (!s.seeded) {  // first observation only seeds
@@ -427,6 +429,37 @@ std::map<std::string, int64_t> DeOsc::step(Backend& be, const std::vector<Weight
   return snapped;
 }
 
+const DeOsc::State* DeOsc::state_of(const std::string& name) const {
+  auto it = state_.find(name);
+  return it == state_.end() ? nullptr : &it->second;
+}
+
+void DeOsc::visit(StateIO& io, Backend& be, const std::vector<Weight*>& ws) {
+  namespace ck = trace::schema::ckpt;
+  io.flag(ck::deosc("built"), built_);
+  std::string el;
+  for (const auto& e : eligible_) el += e + "\n";
+  io.text(ck::deosc("eligible"), el);
+  if (io.loading()) {
+    eligible_.clear();
+    std::istringstream es(el);
+    for (std::string nm; std::getline(es, nm);) eligible_.push_back(nm);
+  }
+  for (Weight* w : ws) {
+    const auto it = state_.find(w->name);
+    if (!io.present(ck::deosc_state(w->name, "prev"), it != state_.end())) continue;
+    State& s = state_[w->name];
+    for (Tensor* t : {&s.prev, &s.prev_q, &s.dist_w, &s.dist_q})
+      if (io.loading()) *t = be.alloc(DType::f32, w->shape());
+    io.tensor(ck::deosc_state(w->name, "prev"), s.prev);
+    io.tensor(ck::deosc_state(w->name, "prev_q"), s.prev_q);
+    io.tensor(ck::deosc_state(w->name, "dist_w"), s.dist_w);
+    io.tensor(ck::deosc_state(w->name, "dist_q"), s.dist_q);
+    io.i64(ck::deosc_state(w->name, "step"), s.step);
+    io.flag(ck::deosc_state(w->name, "seeded"), s.seeded);
+  }
+}
+
 // ---------------------------------------------------------------- metrics
 
 OscMetrics::State OscMetrics::make_state(Backend& be, const Shape& shape) {
@@ -439,8 +472,8 @@ OscMetrics::State OscMetrics::make_state(Backend& be, const Shape& shape) {
   return s;
 }
 
-OscMetrics::Step OscMetrics::update(Backend& be, Weight& w) {
-  Step r;
+Backend::OscStep OscMetrics::update(Backend& be, Weight& w) {
+  Backend::OscStep r;
   if (!is_quantized(w.recipe)) return r;
   // Quantized value on the forward grid of this weight's recipe.
   Tensor b = be.alloc(DType::f32, w.shape());
@@ -449,8 +482,8 @@ OscMetrics::Step OscMetrics::update(Backend& be, Weight& w) {
   // the scale update_scaling() just produced), without recording an amax.
   Tensor Q = be.alloc(DType::f32, w.shape());
   be.dequantize(be.quantize(b, weight_fprop_spec(be, w, b), Axis::Cols), Q);
-  auto it = state.find(w.name);
-  if (it == state.end()) it = state.emplace(w.name, make_state(be, w.shape())).first;
+  auto it = state_.find(w.name);
+  if (it == state_.end()) it = state_.emplace(w.name, make_state(be, w.shape())).first;
   State& s = it->second;
   if (!s.seeded) {
     be.copy(w.master, s.t.prev_w);
@@ -461,6 +494,25 @@ OscMetrics::Step OscMetrics::update(Backend& be, Weight& w) {
   r = be.osc_update(w.master, Q, s.t, m_, window_end);
   s.window = window_end ? 0 : s.window + 1;
   return r;
+}
+
+void OscMetrics::visit(StateIO& io, Backend& be, const std::vector<Weight*>& ws) {
+  namespace ck = trace::schema::ckpt;
+  for (Weight* w : ws) {
+    const auto it = state_.find(w->name);
+    if (!io.present(ck::osc(w->name, "prev_w"), it != state_.end())) continue;
+    if (io.loading()) state_[w->name] = make_state(be, w->shape());
+    State& s = state_[w->name];
+    io.tensor(ck::osc(w->name, "prev_w"), s.t.prev_w);
+    io.tensor(ck::osc(w->name, "prev_q"), s.t.prev_q);
+    io.tensor(ck::osc(w->name, "dist_w"), s.t.dist_w);
+    io.tensor(ck::osc(w->name, "dist_q"), s.t.dist_q);
+    io.tensor(ck::osc(w->name, "ema"), s.t.ema);
+    io.tensor(ck::osc(w->name, "last_dir"), s.t.last_dir);  // int8 directions as their bytes
+    io.tensor(ck::osc(w->name, "flips"), s.t.flips);
+    io.i64(ck::osc(w->name, "window"), s.window);
+    io.flag(ck::osc(w->name, "seeded"), s.seeded);
+  }
 }
 
 float lr_at(const Config& c, int64_t t, int64_t total) {

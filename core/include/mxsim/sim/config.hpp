@@ -48,7 +48,7 @@ struct Config {
   float osc_ema_momentum = 0.01f;  ///< Nagel et al. 2022 class default
   // [trace]
   std::vector<Layer> snapshot_layers = {Layer::Fc1};
-  std::vector<int64_t> snapshot_steps = {1};
+  std::vector<int64_t> snapshot_steps = {2};  ///< global steps n (1-based, sim/step.hpp)
   int64_t checkpoint_every = 0;  ///< 0 = only at the end (if a checkpoint path is set)
 
   /// Steps per epoch (floor(N / global_batch)).

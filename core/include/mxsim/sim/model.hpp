@@ -160,28 +160,38 @@ class Model {
   Routing route(Workspace& ws, const Tensor& h0, size_t B);
 };
 
+class StateIO;
+
 /// Primus weight de-oscillation (training-mechanics.md §6), FP32 snapshots
 /// (the PR #982 variant: prev and prev_q FP32, movement measured on the FP32
-/// master). Tracks only Mxfp4-recipe weights: the constructor takes the
-/// weights whose recipe type is Mxfp4Recipe (deosc_eligible_v) and ignores
-/// all others whatever buffers they hold.
+/// master). Tracks only Mxfp4-recipe weights: the eligible set is the weights
+/// whose recipe type is Mxfp4Recipe (deosc_eligible_v), whatever buffers
+/// other weights hold.
 class DeOsc {
  public:
+  /// start_step: the first global step (sim/step.hpp) that observes.
   DeOsc(int64_t period, float ratio, int64_t start_step) : period_(period), ratio_(ratio), start_(start_step) {}
-  /// Called after the optimizer step (master already copied to the model).
-  /// Returns snapped element counts per weight name (0 when no window ended).
-  std::map<std::string, int64_t> step(Backend& be, const std::vector<Weight*>& ws);
+  /// Called after the optimizer step n (master already copied to the model).
+  /// Nothing before start_step; the first observation of a weight seeds;
+  /// every `period` observations after that a window ends. Returns snapped
+  /// element counts per weight name for the weights whose window ended.
+  std::map<std::string, int64_t> step(Backend& be, const std::vector<Weight*>& ws, Step n);
   struct State {
     Tensor prev, prev_q, dist_w, dist_q;
-    int64_t step = 0;
+    int64_t step = 0;  ///< observations in the current window
     bool seeded = false;
   };
-  std::map<std::string, State> state;
-  int64_t global_step = 0;
-  bool built = false;
-  std::vector<std::string> eligible;  ///< names, built once at the first call past start_step
+  /// The state of a tracked weight (nullptr before its first observation).
+  const State* state_of(const std::string& name) const;
+  /// Names of the tracked weights, fixed at the first step past start_step.
+  const std::vector<std::string>& eligible() const { return eligible_; }
+  /// The checkpoint entries of this state (sim/state_io.hpp).
+  void visit(StateIO& io, Backend& be, const std::vector<Weight*>& ws);
 
  private:
+  std::map<std::string, State> state_;
+  bool built_ = false;
+  std::vector<std::string> eligible_;
   int64_t period_;
   float ratio_;
   int64_t start_;
@@ -203,14 +213,15 @@ class OscMetrics {
     int64_t window = 0;
     bool seeded = false;
   };
-  using Step = Backend::OscStep;
   OscMetrics(float momentum, int64_t period) : m_(momentum), period_(period) {}
-  Step update(Backend& be, Weight& w);
-  std::map<std::string, State> state;
-  /// Allocates a zeroed state for a weight of `shape` (seeding and resume).
-  static State make_state(Backend& be, const Shape& shape);
+  Backend::OscStep update(Backend& be, Weight& w);
+  /// The checkpoint entries of this state (sim/state_io.hpp).
+  void visit(StateIO& io, Backend& be, const std::vector<Weight*>& ws);
 
  private:
+  /// A zeroed state for a weight of `shape` (seeding and resume).
+  static State make_state(Backend& be, const Shape& shape);
+  std::map<std::string, State> state_;
   float m_;
   int64_t period_;
 };
