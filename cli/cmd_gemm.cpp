@@ -47,8 +47,8 @@ int cmd_gemm(const Args& args) {
     Tensor2f a = Tensor2f::from_shape({m, k}), b = Tensor2f::from_shape({n, k});
     for (auto& v : a) v = d(g) * std::ldexp(1.0f, e(g));
     for (auto& v : b) v = d(g) * std::ldexp(1.0f, e(g));
-    const QuantizedTensor qa = emu::quantize(a, tensor_recipe(ra), Axis::Cols);
-    const QuantizedTensor qb = emu::quantize(b, tensor_recipe(rb), Axis::Cols);
+    const QuantizedTensor qa = emu::quantize(a, named_spec(ra), Axis::Cols);
+    const QuantizedTensor qb = emu::quantize(b, named_spec(rb), Axis::Cols);
     const Tensor2f ref = emu::mma_model_gemm(qa, qb, emu::MmaModel::Contract);
     const Tensor2f got = emu::mma_model_gemm(qa, qb, mm);
     const emu::UlpReport r = emu::ulp_report(got, ref);

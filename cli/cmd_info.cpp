@@ -1,10 +1,11 @@
-// mxsim info: version, build options, backends present, formats and recipes.
+// mxsim info: version, build options, backends present, formats, specs and recipes.
 #include <cstdio>
 #include <string>
 
 #include "commands.hpp"
 #include "mxsim/format.hpp"
 #include "mxsim/quant_spec.hpp"
+#include "mxsim/sim/recipe.hpp"
 
 #if defined(MXSIM_HAVE_GPU) && __has_include("mxsim/hip/codec.hpp")
 #include "mxsim/hip/codec.hpp"
@@ -47,7 +48,7 @@ std::string build_type() {
 int cmd_info(const Args& args) {
   for (const auto& a : args) {
     if (a == "-h" || a == "--help") {
-      std::printf("usage: mxsim info\n  version, build options, backends present, formats and recipes\n");
+      std::printf("usage: mxsim info\n  version, build options, backends present, formats, specs and recipes\n");
       return 0;
     }
     std::fprintf(stderr, "mxsim info: usage error: unexpected argument '%s' (mxsim info takes none)\n", a.c_str());
@@ -70,8 +71,11 @@ int cmd_info(const Args& args) {
 #endif
   std::printf("\nformats:");
   for (int i = 0; i < kNumFormats; ++i) std::printf(" %s", short_name(Format(i)));
-  std::printf("\nrecipes:\n");
-  for (const auto& n : tensor_recipe_names()) std::printf("  %-16s %s\n", n.c_str(), tensor_recipe(n).describe().c_str());
+  std::printf("\nspecs (how one tensor is quantized; mxsim quantize --spec):\n");
+  for (const auto& n : named_spec_names()) std::printf("  %-16s %s\n", n.c_str(), named_spec(n).describe().c_str());
+  std::printf("recipes (per linear, the specs of its GEMM operands; mxsim train recipe.<layer>):\n ");
+  for (const char* r : sim::kRecipeNames) std::printf(" %s", r);
+  std::printf("\n");
   return 0;
 }
 

@@ -1,6 +1,7 @@
 // mxsim quantize: read a tensor from .npy / .safetensors, quantize it with a
-// named recipe (mxsim::tensor_recipe), write packed codes + scales, print the
-// error statistics (mxsim::emu::quant_stats). docs/cli.md describes it.
+// named spec (mxsim::named_spec: how one tensor is quantized), write packed
+// codes + scales, print the error statistics (mxsim::emu::quant_stats).
+// docs/cli.md describes it.
 #include <boost/program_options.hpp>
 #include <cmath>
 #include <cstdio>
@@ -79,7 +80,7 @@ Result quantize_one(const io::RawTensor& t, const std::string& file, const Quant
   try {
     q = emu::quantize(x, spec, axis);
   } catch (const std::invalid_argument& e) {
-    throw std::runtime_error(where + " (shape " + t.shape_str() + "): recipe " + recipe + " cannot take it: " + e.what());
+    throw std::runtime_error(where + " (shape " + t.shape_str() + "): spec " + recipe + " cannot take it: " + e.what());
   }
   Result r;
   r.name = t.name;
@@ -152,14 +153,14 @@ std::string fmt_sqnr(double d) {
 
 void print_usage(std::FILE* to, const po::options_description& opts) {
   std::fprintf(to,
-               "usage: mxsim quantize --recipe NAME IN -o OUT [options]\n"
+               "usage: mxsim quantize --spec NAME IN -o OUT [options]\n"
                "  IN   a .npy file or a .safetensors file (F32, F16 or BF16; 1-D, 2-D or 3-D [G, N, K])\n"
                "  OUT  *.safetensors: one file holding <name>.data, <name>.scale | <name>.scale_inv;\n"
                "       an existing folder: <folder>/<name>.data.npy, ...; otherwise a prefix: OUT.data.npy, ...\n\n");
   std::ostringstream o;
   o << opts;
-  std::fprintf(to, "%s\nrecipes:", o.str().c_str());
-  for (const auto& n : tensor_recipe_names()) std::fprintf(to, " %s", n.c_str());
+  std::fprintf(to, "%s\nspecs:", o.str().c_str());
+  for (const auto& n : named_spec_names()) std::fprintf(to, " %s", n.c_str());
   std::fprintf(to, "\n");
 }
 
@@ -167,19 +168,20 @@ int run(const Args& args) {
   po::options_description opts("options");
   opts.add_options()                                                                                 //
       ("help,h", "show this help")                                                                   //
-      ("recipe,r", po::value<std::string>(), "recipe name (see the list below); required")           //
+      ("spec,s", po::value<std::string>(), "spec name (see the list below); required")                //
       ("output,o", po::value<std::string>(), "output: .safetensors file, folder, or .npy prefix; required")  //
       ("axis", po::value<std::string>()->default_value("cols"),
        "1-D blocks along: cols = the last axis (rowwise, fprop), rows = down the columns (columnwise, wgrad; "
        "data stored transposed)")                                                                    //
-      ("scale-rule", po::value<std::string>(), "E8M0 scale rule: floor, rceil, even, ceil (default: the recipe's)")  //
-      ("round", po::value<std::string>(), "element rounding: rne, rz, sr (default: the recipe's, rne)")  //
+      ("scale-rule", po::value<std::string>(), "E8M0 scale rule: floor, rceil, even, ceil (default: the spec's)")  //
+      ("round", po::value<std::string>(), "element rounding: rne, rz, sr (default: the spec's, rne)")  //
       ("seed", po::value<uint64_t>(), "Philox seed for --round sr (default 0)")                       //
       ("hadamard", po::bool_switch(), "apply the 16-point Hadamard transform along the blocks first")  //
       ("tensor", po::value<std::string>(), "safetensors input: the tensor to quantize")               //
       ("all-tensors", po::bool_switch(), "safetensors input: quantize every F32/F16/BF16 tensor");
   po::options_description hidden;
-  hidden.add_options()("input", po::value<std::vector<std::string>>(), "input file");
+  hidden.add_options()("input", po::value<std::vector<std::string>>(), "input file")  //
+      ("recipe,r", po::value<std::string>(), "the former name of --spec");
   po::options_description all;
   all.add(opts).add(hidden);
   po::positional_options_description pos;
@@ -196,7 +198,8 @@ int run(const Args& args) {
     print_usage(stdout, opts);
     return 0;
   }
-  if (!vm.count("recipe")) throw UsageError("--recipe is required");
+  if (vm.count("spec") && vm.count("recipe")) throw UsageError("--spec and --recipe (its former name) exclude each other");
+  if (!vm.count("spec") && !vm.count("recipe")) throw UsageError("--spec is required");
   if (!vm.count("input")) throw UsageError("an input file is required");
   if (vm["input"].as<std::vector<std::string>>().size() != 1) throw UsageError("exactly one input file is expected");
   if (!vm.count("output")) throw UsageError("-o OUT is required");
@@ -206,10 +209,10 @@ int run(const Args& args) {
   const bool all_tensors = vm["all-tensors"].as<bool>();
   if (all_tensors && vm.count("tensor")) throw UsageError("--tensor and --all-tensors exclude each other");
 
-  const std::string recipe = vm["recipe"].as<std::string>();
+  const std::string recipe = vm[vm.count("spec") ? "spec" : "recipe"].as<std::string>();
   QuantSpec spec;
   try {
-    spec = tensor_recipe(recipe);
+    spec = named_spec(recipe);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
@@ -222,7 +225,7 @@ int run(const Args& args) {
   try {
     if (vm.count("scale-rule")) {
       if (spec.scale_kind != ScaleKind::E8M0)
-        throw UsageError("--scale-rule applies to E8M0-scaled recipes; " + recipe + " has " + name_of(spec.scale_kind) +
+        throw UsageError("--scale-rule applies to E8M0-scaled specs; " + recipe + " has " + name_of(spec.scale_kind) +
                          " scales");
       spec.rule = scale_rule_from_name(vm["scale-rule"].as<std::string>());
       label += std::string(" scale-rule=") + name_of(spec.rule);
@@ -346,7 +349,7 @@ int run(const Args& args) {
 
   // Report.
   std::printf("input:  %s (%s)\n", in_s.c_str(), kind == io::FileKind::Npy ? "npy" : "safetensors");
-  std::printf("recipe: %s  [%s]\n", label.c_str(), spec.describe().c_str());
+  std::printf("spec: %s  [%s]\n", label.c_str(), spec.describe().c_str());
   std::printf("output:");
   for (const auto& p : outputs.finals()) std::printf(" %s", p.string().c_str());
   std::printf("\n");

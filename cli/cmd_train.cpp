@@ -119,9 +119,9 @@ int cmd_train(const Args& args) {
   opt.resume_path = resume;
   opt.checkpoint_path = ckpt;
   opt.threads = threads;
-  std::printf("mxsim train: backend %s, %d threads, recipes embed=%s router=%s fc1=%s fc2=%s head=%s, %d micro-batches\n",
-              be->name().c_str(), threads, cfg.recipe.embed.c_str(), cfg.recipe.router.c_str(), cfg.recipe.fc1.c_str(),
-              cfg.recipe.fc2.c_str(), cfg.recipe.head.c_str(), cfg.num_microbatches);
+  std::printf("mxsim train: backend %s, %d threads, recipes", be->name().c_str(), threads);
+  for (sim::Layer l : sim::kLayers) std::printf(" %s=%s", sim::name_of(l), cfg.recipe.of(l).c_str());
+  std::printf(", %d micro-batches\n", cfg.num_microbatches);
   double mean_sps = 0;  // mean steps/s over the run so far (wall clock)
   const auto t_start = std::chrono::steady_clock::now();
   int64_t first_step = -1;

@@ -112,7 +112,7 @@ TEST(CliQuantize, Mxfp4RowMatchesHandComputedCodesSafetensors) {
   Sandbox s;
   s.put("x.npy", npy("<f4", "(1, 32)", le_f32(mxfp4_row())));
   for (const char* recipe : {"mxfp4", "mxfp4_ocp"}) {
-    const CmdRun r = s.mxsim(std::string("quantize --recipe ") + recipe + " x.npy -o q.safetensors");
+    const CmdRun r = s.mxsim(std::string("quantize --spec ") + recipe + " x.npy -o q.safetensors");
     ASSERT_EQ(r.rc, 0) << r.err;
     const auto f = mxsim::io::read_safetensors(s.dir / "q.safetensors");
     const auto& d = tensor(f, "x.data");
@@ -140,7 +140,7 @@ TEST(CliQuantize, Mxfp4RowFromBf16SafetensorsToNpyPrefix) {
     bf += char(b >> 24);
   }
   s.put("in.safetensors", safetensors(R"({"w":{"dtype":"BF16","shape":[32],"data_offsets":[0,64]}})", bf));
-  const CmdRun r = s.mxsim("quantize --recipe mxfp4 in.safetensors -o out");
+  const CmdRun r = s.mxsim("quantize --spec mxfp4 in.safetensors -o out");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(s.files(), (std::set<std::string>{"in.safetensors", "out.data.npy", "out.scale.npy", "out.meta.json"}));
   // .npy: the (1, 16) |u1 dict is 60 chars; 10 + 60 + 1 > 64, so data start at 128.
@@ -164,7 +164,7 @@ TEST(CliQuantize, Mxfp8GroupedHandComputed) {
   v[0] = 448, v[1] = 1, v[2] = -2, v[3] = 0.5f, v[4] = 0.001953125f;
   v[32] = 1, v[33] = -0.5f;
   s.put("g.npy", npy("<f4", "(2, 1, 32)", le_f32(v)));
-  const CmdRun r = s.mxsim("quantize --recipe mxfp8 g.npy -o q.safetensors");
+  const CmdRun r = s.mxsim("quantize --spec mxfp8 g.npy -o q.safetensors");
   ASSERT_EQ(r.rc, 0) << r.err;
   const auto f = mxsim::io::read_safetensors(s.dir / "q.safetensors");
   const auto& d = tensor(f, "g.data");
@@ -185,7 +185,7 @@ TEST(CliQuantize, Fp8BlockWritesScaleInv) {
   std::vector<float> v(4, 0.0f);
   v[0] = 3;
   s.put("t.npy", npy("<f4", "(4,)", le_f32(v)));
-  const CmdRun r = s.mxsim("quantize --recipe fp8_block t.npy -o q.safetensors");
+  const CmdRun r = s.mxsim("quantize --spec fp8_block t.npy -o q.safetensors");
   ASSERT_EQ(r.rc, 0) << r.err;
   const auto f = mxsim::io::read_safetensors(s.dir / "q.safetensors");
   EXPECT_EQ(tensor(f, "t.data").bytes, (std::vector<uint8_t>{0x7C, 0, 0, 0}));
@@ -205,27 +205,27 @@ TEST(CliQuantize, AllTensorsTableAndTensorChoice) {
                     R"("b":{"dtype":"F16","shape":[32],"data_offsets":[256,320]},)"
                     R"("ids":{"dtype":"I64","shape":[2],"data_offsets":[320,336]}})",
                     a + b + ids));
-  CmdRun r = s.mxsim("quantize --recipe mxfp4 m.safetensors -o q.safetensors");
+  CmdRun r = s.mxsim("quantize --spec mxfp4 m.safetensors -o q.safetensors");
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("--tensor"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("a, b"), std::string::npos) << r.err;
 
-  r = s.mxsim("quantize --recipe mxfp4 --tensor nope m.safetensors -o q.safetensors");
+  r = s.mxsim("quantize --spec mxfp4 --tensor nope m.safetensors -o q.safetensors");
   EXPECT_EQ(r.rc, 1);
   EXPECT_NE(r.err.find("m.safetensors: no tensor 'nope' (tensors: a, b, ids)"), std::string::npos) << r.err;
-  r = s.mxsim("quantize --recipe mxfp4 --tensor ids m.safetensors -o q.safetensors");
+  r = s.mxsim("quantize --spec mxfp4 --tensor ids m.safetensors -o q.safetensors");
   EXPECT_EQ(r.rc, 1);
   EXPECT_NE(r.err.find("tensor 'ids': dtype I64 cannot be quantized"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(s.dir / "q.safetensors"));
 
-  r = s.mxsim("quantize --recipe mxfp4 --tensor b m.safetensors -o q.safetensors");
+  r = s.mxsim("quantize --spec mxfp4 --tensor b m.safetensors -o q.safetensors");
   ASSERT_EQ(r.rc, 0) << r.err;
   // 1.0 -> EVEN: s = 0 - 2 = -2 (byte 125); 1 / 2^-2 = 4 -> code 6: bytes 0x66.
   auto f = mxsim::io::read_safetensors(s.dir / "q.safetensors");
   EXPECT_EQ(tensor(f, "b.data").bytes, std::vector<uint8_t>(16, 0x66));
   EXPECT_EQ(tensor(f, "b.scale").bytes, std::vector<uint8_t>{125});
 
-  r = s.mxsim("quantize --recipe mxfp4 --all-tensors m.safetensors -o all.safetensors");
+  r = s.mxsim("quantize --spec mxfp4 --all-tensors m.safetensors -o all.safetensors");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("skipped (not F32/F16/BF16): ids (I64)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("a       [2, 32]"), std::string::npos) << r.out;
@@ -237,7 +237,7 @@ TEST(CliQuantize, AllTensorsTableAndTensorChoice) {
 
   // The same into a folder of .npy files.
   fs::create_directory(s.dir / "outdir");
-  r = s.mxsim("quantize --recipe mxfp4 --all-tensors m.safetensors -o outdir");
+  r = s.mxsim("quantize --spec mxfp4 --all-tensors m.safetensors -o outdir");
   ASSERT_EQ(r.rc, 0) << r.err;
   for (const char* p : {"outdir/a.data.npy", "outdir/a.scale.npy", "outdir/a.meta.json", "outdir/b.data.npy",
                         "outdir/b.scale.npy", "outdir/b.meta.json"})
@@ -268,18 +268,18 @@ TEST(CliQuantize, FailuresLeaveNothingAndKeepOut) {
     std::vector<std::string> msg;
   };
   const Case cases[] = {
-      {"--recipe mxfp4 --hadamard x40.npy -o keep.safetensors",
+      {"--spec mxfp4 --hadamard x40.npy -o keep.safetensors",
        {"x40.npy: tensor 'x40'", "multiple of 16"}},
-      {"--recipe mxfp4 f8.npy -o keep.safetensors", {"f8.npy", "unsupported dtype '<f8'"}},
-      {"--recipe mxfp4 v4.npy -o keep.safetensors", {"v4.npy: tensor 'v4'", "4-D"}},
-      {"--recipe mxfp4 trunc.npy -o keep.safetensors", {"trunc.npy", "truncated data"}},
-      {"--recipe mxfp4 trunc.safetensors -o keep.safetensors", {"trunc.safetensors", "tensor 'w'", "past the end"}},
-      {"--recipe mxfp4 dtype.safetensors -o keep.safetensors", {"dtype.safetensors", "unknown dtype 'F4X'"}},
-      {"--recipe mxfp4 badjson.safetensors -o keep.safetensors", {"badjson.safetensors", "not valid JSON"}},
-      {"--recipe mxfp4 missing.npy -o keep.safetensors", {"missing.npy", "cannot open"}},
-      {"--recipe mxfp4 --all-tensors mixed.safetensors -o keep.safetensors", {"mixed.safetensors: tensor 'z'", "4-D"}},
-      {"--recipe mxfp4 --all-tensors mixed.safetensors -o keepdir", {"mixed.safetensors: tensor 'z'", "4-D"}},
-      {"--recipe mxfp4 x.npy -o nodir/out.safetensors", {"nodir", "does not exist"}},
+      {"--spec mxfp4 f8.npy -o keep.safetensors", {"f8.npy", "unsupported dtype '<f8'"}},
+      {"--spec mxfp4 v4.npy -o keep.safetensors", {"v4.npy: tensor 'v4'", "4-D"}},
+      {"--spec mxfp4 trunc.npy -o keep.safetensors", {"trunc.npy", "truncated data"}},
+      {"--spec mxfp4 trunc.safetensors -o keep.safetensors", {"trunc.safetensors", "tensor 'w'", "past the end"}},
+      {"--spec mxfp4 dtype.safetensors -o keep.safetensors", {"dtype.safetensors", "unknown dtype 'F4X'"}},
+      {"--spec mxfp4 badjson.safetensors -o keep.safetensors", {"badjson.safetensors", "not valid JSON"}},
+      {"--spec mxfp4 missing.npy -o keep.safetensors", {"missing.npy", "cannot open"}},
+      {"--spec mxfp4 --all-tensors mixed.safetensors -o keep.safetensors", {"mixed.safetensors: tensor 'z'", "4-D"}},
+      {"--spec mxfp4 --all-tensors mixed.safetensors -o keepdir", {"mixed.safetensors: tensor 'z'", "4-D"}},
+      {"--spec mxfp4 x.npy -o nodir/out.safetensors", {"nodir", "does not exist"}},
   };
   for (const auto& c : cases) {
     const CmdRun r = s.mxsim("quantize " + c.args);
@@ -301,7 +301,7 @@ TEST(CliQuantize, FailureWhileWritingRemovesEarlierFiles) {
                                      std::string(256, '\0')));
   fs::create_directory(s.dir / "p.b.data.npy");
   const auto before = s.files();
-  const CmdRun r = s.mxsim("quantize --recipe mxfp4 --all-tensors m.safetensors -o p");
+  const CmdRun r = s.mxsim("quantize --spec mxfp4 --all-tensors m.safetensors -o p");
   EXPECT_EQ(r.rc, 1) << r.err;
   EXPECT_NE(r.err.find("p.b.data.npy: is a directory"), std::string::npos) << r.err;
   EXPECT_EQ(s.files(), before);
@@ -311,18 +311,19 @@ TEST(CliQuantize, UsageErrorsExitTwo) {
   Sandbox s;
   s.put("x.npy", npy("<f4", "(1, 32)", le_f32(mxfp4_row())));
   const char* cases[][2] = {
-      {"", "--recipe is required"},
-      {"--recipe mxfp4 -o y.safetensors", "input file is required"},
-      {"--recipe mxfp4 x.npy", "-o OUT is required"},
-      {"--recipe mxfp9 x.npy -o y.safetensors", "unknown recipe 'mxfp9'"},
-      {"--recipe mxfp4 --bogus x.npy -o y.safetensors", "bogus"},
-      {"--recipe mxfp4 --axis diag x.npy -o y.safetensors", "--axis must be rows or cols"},
-      {"--recipe mxfp4 --scale-rule up x.npy -o y.safetensors", "unknown scale rule 'up'"},
-      {"--recipe fp8_tensor --scale-rule floor x.npy -o y.safetensors", "E8M0"},
-      {"--recipe mxfp4 --round nearest x.npy -o y.safetensors", "unknown rounding 'nearest'"},
-      {"--recipe mxfp4 --tensor w x.npy -o y.safetensors", "need a .safetensors input"},
-      {"--recipe mxfp4 --tensor w --all-tensors x.npy -o y.safetensors", "exclude each other"},
-      {"--recipe mxfp4 --seed abc x.npy -o y.safetensors", "seed"},
+      {"", "--spec is required"},
+      {"--spec mxfp4 -o y.safetensors", "input file is required"},
+      {"--spec mxfp4 x.npy", "-o OUT is required"},
+      {"--spec mxfp9 x.npy -o y.safetensors", "unknown spec 'mxfp9'"},
+      {"--spec mxfp4 --bogus x.npy -o y.safetensors", "bogus"},
+      {"--spec mxfp4 --axis diag x.npy -o y.safetensors", "--axis must be rows or cols"},
+      {"--spec mxfp4 --scale-rule up x.npy -o y.safetensors", "unknown scale rule 'up'"},
+      {"--spec fp8_tensor --scale-rule floor x.npy -o y.safetensors", "E8M0"},
+      {"--spec mxfp4 --round nearest x.npy -o y.safetensors", "unknown rounding 'nearest'"},
+      {"--spec mxfp4 --tensor w x.npy -o y.safetensors", "need a .safetensors input"},
+      {"--spec mxfp4 --tensor w --all-tensors x.npy -o y.safetensors", "exclude each other"},
+      {"--spec mxfp4 --recipe mxfp4 x.npy -o y.safetensors", "--spec and --recipe"},  // --recipe: the former name
+      {"--spec mxfp4 --seed abc x.npy -o y.safetensors", "seed"},
   };
   for (const auto& c : cases) {
     const CmdRun r = s.mxsim(std::string("quantize ") + c[0]);
@@ -343,9 +344,9 @@ TEST(CliQuantize, StochasticRoundingIsReproducibleAndSeeded) {
   std::vector<float> v(256);
   for (size_t i = 0; i < v.size(); ++i) v[i] = 0.3f + 0.01f * float(i % 17);
   s.put("x.npy", npy("<f4", "(8, 32)", le_f32(v)));
-  ASSERT_EQ(s.mxsim("quantize --recipe mxfp4 --round sr --seed 7 x.npy -o a.safetensors").rc, 0);
-  ASSERT_EQ(s.mxsim("quantize --recipe mxfp4 --round sr --seed 7 x.npy -o b.safetensors").rc, 0);
-  ASSERT_EQ(s.mxsim("quantize --recipe mxfp4 --round sr --seed 8 x.npy -o c.safetensors").rc, 0);
+  ASSERT_EQ(s.mxsim("quantize --spec mxfp4 --round sr --seed 7 x.npy -o a.safetensors").rc, 0);
+  ASSERT_EQ(s.mxsim("quantize --spec mxfp4 --round sr --seed 7 x.npy -o b.safetensors").rc, 0);
+  ASSERT_EQ(s.mxsim("quantize --spec mxfp4 --round sr --seed 8 x.npy -o c.safetensors").rc, 0);
   EXPECT_EQ(s.slurp("a.safetensors"), s.slurp("b.safetensors"));
   const auto a = mxsim::io::read_safetensors(s.dir / "a.safetensors");
   const auto c = mxsim::io::read_safetensors(s.dir / "c.safetensors");
@@ -367,7 +368,7 @@ TEST(CliQuantize, NeverOverwritesTheInput) {
   const char* cases[] = {"in.safetensors -o in.safetensors", "in.safetensors -o ./in.safetensors",
                          "in.safetensors -o link.safetensors", "w.data.npy -o w", "w.data.npy -o w.npy"};
   for (const char* c : cases) {
-    const CmdRun r = s.mxsim(std::string("quantize --recipe mxfp4 ") + c);
+    const CmdRun r = s.mxsim(std::string("quantize --spec mxfp4 ") + c);
     EXPECT_EQ(r.rc, 1) << c << "\n" << r.err;
     EXPECT_NE(r.err.find("is the input file"), std::string::npos) << c << "\n" << r.err;
     EXPECT_EQ(s.files(), before) << c;
@@ -380,9 +381,9 @@ TEST(CliQuantize, EmptyOutAndIgnoredSeedAreUsageErrors) {
   Sandbox s;
   s.put("x.npy", npy("<f4", "(1, 32)", le_f32(mxfp4_row())));
   const char* cases[][2] = {
-      {"--recipe mxfp4 x.npy -o ''", "-o OUT is empty"},
-      {"--recipe mxfp4 --seed 7 x.npy -o y.safetensors", "--seed applies to --round sr"},
-      {"--recipe mxfp4 --round rne --seed 7 x.npy -o y.safetensors", "--seed applies to --round sr"},
+      {"--spec mxfp4 x.npy -o ''", "-o OUT is empty"},
+      {"--spec mxfp4 --seed 7 x.npy -o y.safetensors", "--seed applies to --round sr"},
+      {"--spec mxfp4 --round rne --seed 7 x.npy -o y.safetensors", "--seed applies to --round sr"},
   };
   for (const auto& c : cases) {
     const CmdRun r = s.mxsim(std::string("quantize ") + c[0]);
@@ -400,12 +401,12 @@ TEST(CliQuantize, TensorNamesThatShareAFileNameAreNamed) {
                                      std::string(256, '\0')));
   fs::create_directory(s.dir / "o");
   const auto before = s.files();
-  const CmdRun r = s.mxsim("quantize --recipe mxfp4 --all-tensors m.safetensors -o o");
+  const CmdRun r = s.mxsim("quantize --spec mxfp4 --all-tensors m.safetensors -o o");
   EXPECT_EQ(r.rc, 1) << r.err;
   EXPECT_NE(r.err.find("tensors 'a/b' and 'a_b'"), std::string::npos) << r.err;
   EXPECT_EQ(s.files(), before);
   // A .safetensors OUT keeps the names apart.
-  EXPECT_EQ(s.mxsim("quantize --recipe mxfp4 --all-tensors m.safetensors -o o.safetensors").rc, 0);
+  EXPECT_EQ(s.mxsim("quantize --spec mxfp4 --all-tensors m.safetensors -o o.safetensors").rc, 0);
 }
 
 TEST(CliQuantize, AllNanInputReportsUndefinedStatistics) {
@@ -417,7 +418,7 @@ TEST(CliQuantize, AllNanInputReportsUndefinedStatistics) {
           v[3] = NAN;  // per-tensor FP8: the whole tensor dequantizes to NaN
           return v;
         }())));
-  for (const char* c : {"--recipe mxfp4 n.npy -o n", "--recipe fp8_tensor t.npy -o t"}) {
+  for (const char* c : {"--spec mxfp4 n.npy -o n", "--recipe fp8_tensor t.npy -o t"}) {
     const CmdRun r = s.mxsim(std::string("quantize ") + c);
     ASSERT_EQ(r.rc, 0) << c << "\n" << r.err;
     EXPECT_NE(r.out.find("MSE           nan"), std::string::npos) << c << "\n" << r.out;

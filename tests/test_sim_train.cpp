@@ -125,6 +125,13 @@ TEST(SimConfig, DefaultTextMatchesExample) {
   EXPECT_EQ(ss.str(), std::string(default_config_text()));
 }
 
+// A config that omits a key gets the documented default: the in-class
+// defaults of Config are examples/default.toml's values.
+TEST(SimConfig, DefaultsEqualTheDefaultText) {
+  EXPECT_EQ(to_toml(Config{}), to_toml(parse_config(default_config_text())));
+  EXPECT_EQ(to_toml(parse_config("")), to_toml(parse_config(default_config_text())));
+}
+
 TEST(SimConfig, BadKeysNamed) {
   auto msg = [](std::vector<std::string> s) {
     try {
@@ -301,7 +308,7 @@ TEST(SimDeOsc, SnapsLandOnGridAndFp8NeverEligible) {
     for (size_t i = 0; i < m.size(); ++i) m.data()[i] = 0.25f + 0.001f * float(i % 7);
     w->master = be->upload(m);
     // the FP8 weight also holds a cached quantized buffer: still never eligible
-    w->cache.q = be->quantize(w->master, tensor_recipe("fp8_tensor"), Axis::Cols);
+    w->cache.q = be->quantize(w->master, named_spec("fp8_tensor"), Axis::Cols);
     w->cache.valid = true;
   }
   static_assert(deosc_eligible_v<Mxfp4Recipe> && !deosc_eligible_v<Fp8CurrentRecipe> &&
@@ -380,7 +387,7 @@ TEST(SimBackend, FastPathsMatchReference) {
   for (const char* name :
        {"mxfp4", "mxfp4_2d", "mxfp8", "mxfp8_2d", "fp8_tensor", "fp8_block", "fp8_block2d", "nvfp4"})
     for (Axis ax : {Axis::Cols, Axis::Rows}) {
-      const QuantizedTensor q = emu::quantize(x, tensor_recipe(name), ax);
+      const QuantizedTensor q = emu::quantize(x, named_spec(name), ax);
       Tensor at = be->alloc(DType::f32, {q.groups, q.rows, q.cols});
       be->dequantize(be->upload(q), at);
       const Tensor3f a = be->download3(at);
@@ -1068,7 +1075,7 @@ TEST(SimOps, OscUpdateHandComputed) {
 TEST(SimOps, ScaleExpHistogramBins) {
   auto be = emu::make_emu_backend();
   QuantizedTensor e;  // E8M0 scales {2^0, NaN, 2^3}: bins = the bytes
-  e.spec = tensor_recipe("mxfp8");
+  e.spec = named_spec("mxfp8");
   e.rows = 1;
   e.cols = 96;
   e.data = Bytes3(xt::zeros<uint8_t>({1, 1, 96}));
@@ -1080,7 +1087,7 @@ TEST(SimOps, ScaleExpHistogramBins) {
   want[127] = want[255] = want[130] = 1;
   EXPECT_EQ(be->scale_exp_histogram(be->upload(e)), want);
   QuantizedTensor f;  // FP32 scale_inv: floor(log2) clamped to [-127, 127]; NaN and 0 in the NaN bin
-  f.spec = tensor_recipe("fp8_block");
+  f.spec = named_spec("fp8_block");
   f.rows = 1;
   f.cols = 640;
   f.data = Bytes3(xt::zeros<uint8_t>({1, 1, 640}));

@@ -1,5 +1,6 @@
 // Config parsing (toml++), validation, canonical TOML output.
 #include "mxsim/sim/config.hpp"
+#include "mxsim/sim/recipe.hpp"
 
 #include <functional>
 #include <limits>
@@ -174,7 +175,7 @@ Setter list_setter(std::vector<T>& dst) {
 }
 
 std::map<std::string, Setter> setters(Config& c) {
-  const std::vector<std::string> recipes = {"bf16", "mxfp4", "mxfp8", "fp8_current", "fp8_delayed", "fp8_block"};
+  const std::vector<std::string> recipes(kRecipeNames.begin(), kRecipeNames.end());
   std::map<std::string, Setter> m;
   m["run.seed"] = int_setter(c.seed, 0);
   m["run.epochs"] = int_setter(c.epochs, 1);
@@ -198,11 +199,7 @@ std::map<std::string, Setter> setters(Config& c) {
   m["optim.weight_decay"] = float_setter(c.weight_decay, 0, false);
   m["optim.warmup_steps"] = int_setter(c.warmup_steps, 0);
   m["optim.init_std"] = float_setter(c.init_std, 0, false);
-  m["recipe.embed"] = string_setter(c.recipe.embed, recipes);
-  m["recipe.router"] = string_setter(c.recipe.router, recipes);
-  m["recipe.fc1"] = string_setter(c.recipe.fc1, recipes);
-  m["recipe.fc2"] = string_setter(c.recipe.fc2, recipes);
-  m["recipe.head"] = string_setter(c.recipe.head, recipes);
+  for (Layer l : kLayers) m[std::string("recipe.") + name_of(l)] = string_setter(c.recipe.of(l), recipes);
   m["recipe.mxfp4_hadamard_wgrad"] = bool_setter(c.recipe.mxfp4_hadamard_wgrad);
   m["recipe.mxfp4_sr_grad"] = bool_setter(c.recipe.mxfp4_sr_grad);
   m["recipe.fp8_amax_history"] = int_setter(c.recipe.fp8_amax_history, 1);
@@ -316,9 +313,9 @@ std::string to_toml(const Config& c) {
     << "\n\n[batch]\nglobal_batch = " << c.global_batch << "\nnum_microbatches = " << c.num_microbatches
     << "\n\n[optim]\nlr = " << c.lr << "\nmin_lr = " << c.min_lr << "\nbeta1 = " << c.beta1 << "\nbeta2 = " << c.beta2
     << "\neps = " << c.eps << "\nweight_decay = " << c.weight_decay << "\nwarmup_steps = " << c.warmup_steps
-    << "\ninit_std = " << c.init_std << "\n\n[recipe]\nembed = \"" << c.recipe.embed << "\"\nrouter = \""
-    << c.recipe.router << "\"\nfc1 = \"" << c.recipe.fc1 << "\"\nfc2 = \"" << c.recipe.fc2 << "\"\nhead = \""
-    << c.recipe.head << "\"\nmxfp4_hadamard_wgrad = " << (c.recipe.mxfp4_hadamard_wgrad ? "true" : "false")
+    << "\ninit_std = " << c.init_std << "\n\n[recipe]\n";
+  for (Layer l : kLayers) o << name_of(l) << " = \"" << c.recipe.of(l) << "\"\n";
+  o << "mxfp4_hadamard_wgrad = " << (c.recipe.mxfp4_hadamard_wgrad ? "true" : "false")
     << "\nmxfp4_sr_grad = " << (c.recipe.mxfp4_sr_grad ? "true" : "false")
     << "\nfp8_amax_history = " << c.recipe.fp8_amax_history << "\nfp8_margin = " << c.recipe.fp8_margin
     << "\n\n[deosc]\nenable = " << (c.deosc ? "true" : "false") << "\nperiod = " << c.deosc_period

@@ -20,8 +20,6 @@ namespace {
 /// Turbo pads grouped column-wise spans likewise).
 constexpr int64_t kExpertRowPad = 16;
 
-float elem_max(Format f) { return decode(f, spec_of(f).max_code()); }
-
 /// (Re)allocate `t` unless it already is a tensor of this dtype and shape:
 /// the workspace keeps its buffers across micro-batches of equal shapes.
 Tensor& ensure(Backend& be, Tensor& t, DType dt, Shape s) {
@@ -39,7 +37,7 @@ QuantSpec resolved_spec(Backend& be, const Weight& w, Role role, QuantSpec s, co
   if (!s.per_tensor() || s.scale_kind != ScaleKind::FP32) return s;
   if (const auto& d = w.delayed[size_t(role)]) return d->spec(s);
   const float a = be.amax(x);
-  s.fixed_scale = current_scale(elem_max(s.elem), a, s.amax_epsilon, s.pow2_scale);
+  s.fixed_scale = current_scale(spec_of(s.elem).max_value(), a, s.amax_epsilon, s.pow2_scale);
   if (std::isnan(s.fixed_scale))  // fixed_scale 0 would silently mean per-group scaling
     throw std::runtime_error(w.name + ": operand " + name_of(role) + " has a non-finite amax (" + std::to_string(a) +
                              "); FP8 current scaling has no finite scale");
@@ -152,11 +150,11 @@ Model::Model(const Config& c, Backend& be)
     size_t G, N, K;
     const std::string& recipe;
   };
-  const L ls[] = {{Layer::Embed, 1, d, 784, c.recipe.embed},
-                  {Layer::Router, 1, E, d, c.recipe.router},
-                  {Layer::Fc1, E, f, d, c.recipe.fc1},
-                  {Layer::Fc2, E, d, f, c.recipe.fc2},
-                  {Layer::Head, 1, 10, d, c.recipe.head}};
+  const L ls[] = {{Layer::Embed, 1, d, 784, c.recipe.of(Layer::Embed)},
+                  {Layer::Router, 1, E, d, c.recipe.of(Layer::Router)},
+                  {Layer::Fc1, E, f, d, c.recipe.of(Layer::Fc1)},
+                  {Layer::Fc2, E, d, f, c.recipe.of(Layer::Fc2)},
+                  {Layer::Head, 1, 10, d, c.recipe.of(Layer::Head)}};
   for (const auto& l : ls) {
     auto w = std::make_unique<Weight>();
     w->name = name_of(l.layer);

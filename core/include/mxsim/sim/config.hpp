@@ -1,6 +1,9 @@
 // Configuration of a training-simulator run (TOML; examples/default.toml is
-// the documented default and is embedded in the binary).
+// the documented default and is embedded in the binary). The member
+// initializers below are the same values (SimConfig.DefaultsEqualTheDefaultText),
+// so a config that omits a key gets the documented default.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -18,6 +21,12 @@ struct RecipeConfig {
   bool mxfp4_sr_grad = false;          ///< stochastic rounding on dy (dgrad + wgrad)
   int fp8_amax_history = 16;           ///< fp8_delayed: amax history length
   int fp8_margin = 0;                  ///< fp8_delayed: scale = max / amax / 2^margin (integer >= 0, TE)
+  /// The recipe name of a layer (the field of the same name).
+  std::string& of(Layer l) { return *fields()[size_t(l)]; }
+  const std::string& of(Layer l) const { return *const_cast<RecipeConfig*>(this)->fields()[size_t(l)]; }
+
+ private:
+  std::array<std::string*, 5> fields() { return {&embed, &router, &fc1, &fc2, &head}; }
 };
 
 struct Config {
@@ -40,9 +49,10 @@ struct Config {
   float init_std = 0.0f;  ///< 0 = 1/sqrt(fan_in)
   // [recipe]
   RecipeConfig recipe;
-  // [deosc] (training-mechanics.md §6; Primus defaults 200 / 4.0 / 0)
+  // [deosc] (training-mechanics.md §6; Primus's own defaults are period 200,
+  // ratio 4.0, start 0; this run's defaults are examples/default.toml's)
   bool deosc = true;
-  int64_t deosc_period = 200, deosc_start_step = 0;
+  int64_t deosc_period = 100, deosc_start_step = 200;
   float deosc_ratio = 4.0f;
   // [metrics]
   float osc_ema_momentum = 0.01f;  ///< Nagel et al. 2022 class default
