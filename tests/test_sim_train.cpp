@@ -1141,3 +1141,41 @@ TEST(SimTrain, SnapshotStepsAreGlobalStepsOnResume) {
     EXPECT_NE(std::string(e.what()).find(">= 1"), std::string::npos) << e.what();
   }
 }
+
+// Each weight is quantized once per step per spec: fprop's W serves dgrad (all
+// micro-batches, also for fp8_current's per-use re-derivation), the weight_q
+// snapshot, de-oscillation and the oscillation metrics, and the metrics'
+// quantization after the optimizer step is the next step's fprop W. So a run
+// of S steps quantizes each weight S + 1 times (step 1's fprop, then one per
+// optimizer step), plus one per step in which de-osc snapped master elements
+// (the metrics then quantize the changed master).
+TEST(SimTrain, WeightQuantizedOncePerStepPerSpec) {
+  for (const char* deosc : {"false", "true"}) {
+    SCOPED_TRACE(deosc);
+    const Config c = tiny({"run.max_steps=6", "recipe.fc2=fp8_current", "recipe.head=fp8_delayed",
+                           std::string("deosc.enable=") + deosc, "deosc.start_step=1", "deosc.period=2",
+                           "deosc.ratio=0.5", "trace.snapshot_layers=[\"fc1\", \"fc2\", \"head\"]",
+                           "trace.snapshot_steps=[1, 2, 3, 4, 5, 6]"});
+    auto be = emu::make_emu_backend();
+    TrainOptions o;
+    o.threads = 1;
+    o.evaluate = false;
+    o.trace_path = tmp("qonce.h5");
+    const TrainResult r = train(c, *be, o);
+    trace::Reader rd(o.trace_path);
+    for (const auto& l : r.layers) {
+      if (l.recipe == std::string("bf16")) {
+        EXPECT_EQ(l.w_quantizations, 0u) << l.name;
+        continue;
+      }
+      uint64_t snap_steps = 0;
+      if (rd.has("/layers/" + l.name + "/deosc/snapped"))
+        for (int64_t v : rd.read_series<int64_t>("/layers/" + l.name + "/deosc/snapped")) snap_steps += v > 0;
+      if (l.name == "fc1" && std::string(deosc) == "true") {
+        EXPECT_GT(snap_steps, 0u);  // the second term is exercised
+      }
+      EXPECT_EQ(l.w_quantizations, 6u + 1u + snap_steps) << l.name;
+    }
+    std::filesystem::remove(o.trace_path);
+  }
+}

@@ -46,6 +46,7 @@ void visit_state(StateIO& io, const std::string& config_toml, int64_t total_step
     io.tensor(ck::model(w->name, "v"), w->v);
     io.tensor(ck::model(w->name, "model"), w->model);
     io.u64(ck::model(w->name, "version"), w->version);
+    if (io.loading()) w->master_matches_model = false;  // the file's master may hold de-osc snaps
     for (Role r : kRoles)
       if (auto& d = w->delayed[size_t(r)]) {
         std::vector<float> hist = d->history();

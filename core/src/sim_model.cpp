@@ -70,6 +70,30 @@ void Weight::mark_added(int mb, size_t g) {
 void Weight::invalidate() {
   ++version;
   cache.valid = false;
+  memo_.clear();
+  master_matches_model = true;
+}
+const QTensor& Weight::quantized(Backend& be, const QuantSpec& spec) {
+  for (const auto& [s, q] : memo_)
+    if (s == spec) return q;
+  ++quantizations_;
+  memo_.emplace_back(spec, be.quantize(model, spec, Axis::Cols));
+  return memo_.back().second;
+}
+Tensor Weight::bf16_master(Backend& be) const {
+  if (master_matches_model) return model;
+  Tensor b = be.alloc(DType::f32, shape());
+  be.round_bf16(master, b);
+  return b;
+}
+void Weight::qdq_master(Backend& be, const QuantSpec& spec, Tensor& q) {
+  ensure(be, q, shape());
+  if (master_matches_model) {
+    be.dequantize(quantized(be, spec), q);
+    return;
+  }
+  ++quantizations_;
+  be.dequantize(be.quantize(bf16_master(be), spec, Axis::Cols), q);
 }
 void Weight::update_scaling() {
   for (auto& d : delayed)
@@ -80,10 +104,12 @@ QuantSpec weight_fprop_spec(Backend& be, const Weight& w, const Tensor& wm) {
   return resolved_spec(be, w, Role::W, operand_specs(w.recipe).w, wm);
 }
 
+/// W for a GEMM of this step: resolve the spec (recording fp8_delayed's amax
+/// for this use), then the one quantization of this version by that spec.
 static QTensor quantize_weight(Backend& be, Weight& w) {
   const auto& sp = operand_specs(w.recipe);
   const QuantSpec s = resolve(be, w, Role::W, sp.w, w.model);
-  return be.quantize(w.model, s, Axis::Cols);
+  return w.quantized(be, s);
 }
 
 const QTensor& weight_for_fprop(Backend& be, Weight& w, int mb, int num_mb, QTensor& scratch) {
@@ -187,6 +213,7 @@ Model::Model(const Config& c, Backend& be)
     be.fill_zero(w->v);
     w->model = be.alloc(DType::f32, w->shape());
     be.round_bf16(w->master, w->model);
+    w->master_matches_model = true;
     w->zero_grad(be);
     w_.push_back(std::move(w));
   }
@@ -404,7 +431,7 @@ std::map<std::string, int64_t> DeOsc::step(Backend& be, const std::vector<Weight
     if (std::find(eligible_.begin(), eligible_.end(), w->name) == eligible_.end()) continue;
     State& s = state_[w->name];
     Tensor Q;
-    mxfp4_forward_qdq(be, w->master, Q);
+    w->qdq_master(be, mxfp4_weight_spec(), Q);  // = mxfp4_forward_qdq(master), shared with fprop's W
     if (!s.seeded) {  // first observation only seeds
       s.prev = be.alloc(DType::f32, w->shape());
       be.copy(w->master, s.prev);
@@ -423,6 +450,7 @@ std::map<std::string, int64_t> DeOsc::step(Backend& be, const std::vector<Weight
       s.step = 0;
       snapped[w->name] = cnt;
     }
+    if (cnt > 0) w->master_matches_model = false;
   }
   return snapped;
 }
@@ -473,13 +501,12 @@ OscMetrics::State OscMetrics::make_state(Backend& be, const Shape& shape) {
 Backend::OscStep OscMetrics::update(Backend& be, Weight& w) {
   Backend::OscStep r;
   if (!is_quantized(w.recipe)) return r;
-  // Quantized value on the forward grid of this weight's recipe.
-  Tensor b = be.alloc(DType::f32, w.shape());
-  be.round_bf16(w.master, b);
-  // The spec the next fprop will use (fp8_current: amax of b; fp8_delayed:
-  // the scale update_scaling() just produced), without recording an amax.
-  Tensor Q = be.alloc(DType::f32, w.shape());
-  be.dequantize(be.quantize(b, weight_fprop_spec(be, w, b), Axis::Cols), Q);
+  // Quantized value on the forward grid of this weight's recipe, by the spec
+  // the next fprop will use (fp8_current: amax of bf16(master); fp8_delayed:
+  // the scale update_scaling() just produced), without recording an amax:
+  // while no de-osc snap moved the master, the next fprop's own W.
+  Tensor Q;
+  w.qdq_master(be, weight_fprop_spec(be, w, w.bf16_master(be)), Q);
   auto it = state_.find(w.name);
   if (it == state_.end()) it = state_.emplace(w.name, make_state(be, w.shape())).first;
   State& s = it->second;

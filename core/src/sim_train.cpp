@@ -244,10 +244,11 @@ class Trainer {
     if (kind == "master") return be_.download<float>(w.master);
     if (kind == "main_grad") return be_.download<float>(w.main_grad);
     if (kind == "wgrad_mb") return be_.download<float>(staging_[size_t(l)]);
-    // weight_q: exactly the spec this step's fprop used (before update_scaling)
+    // weight_q: exactly the spec this step's fprop used (before update_scaling),
+    // so the W fprop quantized
     if (!is_quantized(w.recipe)) return be_.download<float>(w.model);
     Tensor d = be_.alloc(DType::f32, w.shape());
-    be_.dequantize(be_.quantize(w.model, weight_fprop_spec(be_, w, w.model), Axis::Cols), d);
+    be_.dequantize(w.quantized(be_, weight_fprop_spec(be_, w, w.model)), d);
     return be_.download<float>(d);
   }
 
@@ -262,6 +263,7 @@ class Trainer {
       }
       l.flips_total = flips_total_[w->name];
       l.snaps_total = snaps_total_[w->name];
+      l.w_quantizations = w->quantizations();
       l.deosc_eligible = deosc_eligible(w->recipe);
       res.layers.push_back(l);
       res.final_masters.push_back(be_.download<float>(w->master));

@@ -62,6 +62,15 @@ struct QuantSpec {
   bool is_2d_tile() const { return block_rows != 1 && block_cols != 1 && !(block_rows == 0 && block_cols == 0); }
   bool per_tensor() const { return block_rows == 0 && block_cols == 0; }
   std::string describe() const;
+  /// Field-wise equality (random stream included): two equal specs quantize
+  /// a tensor to the same bytes.
+  friend bool operator==(const QuantSpec& a, const QuantSpec& b) {
+    return a.elem == b.elem && a.block_rows == b.block_rows && a.block_cols == b.block_cols &&
+           a.scale_kind == b.scale_kind && a.rule == b.rule && a.round == b.round && a.pow2_scale == b.pow2_scale &&
+           f32_bits(a.amax_epsilon) == f32_bits(b.amax_epsilon) && f32_bits(a.fixed_scale) == f32_bits(b.fixed_scale) &&
+           a.hadamard16 == b.hadamard16 && a.sr.seed == b.sr.seed && a.sr.stream == b.sr.stream &&
+           a.sr_index_base == b.sr_index_base;
+  }
 };
 
 /// Named specs: how ONE tensor is quantized, as `mxsim quantize --spec` takes

@@ -73,16 +73,42 @@ struct Weight {
   /// (1.0 before the first update, as TE). Empty for every other recipe.
   std::array<std::optional<DelayedScaling>, 3> delayed;
 
+  /// Whether bf16(master) is the model copy: set by whoever writes both (the
+  /// Model's initialisation, every optimizer step), cleared once de-oscillation
+  /// snapped master elements or a checkpoint restored both; false for a Weight
+  /// assembled by hand. Decides whether a quantization of bf16(master) may
+  /// reuse quantized().
+  bool master_matches_model = false;
+
   Shape shape() const { return {G, N, K}; }
   /// Zero main_grad (allocated on first use) and the guard (start of a step).
   void zero_grad(Backend& be);
   /// Mark (mb, g) as added; throws MechanicsError on a second add.
   void mark_added(int mb, size_t g);
-  /// Invalidate every cache and bump the version (optimizer step).
+  /// The optimizer step happened: bump the version, invalidate the cache and
+  /// quantized(), master_matches_model = true.
   void invalidate();
   /// End of step for fp8_delayed: DelayedScaling::update() of every role
   /// (no-op for other recipes).
   void update_scaling();
+  /// The model copy of this version quantized by `spec` (Axis::Cols): one
+  /// quantization per (version, spec), shared by fprop, dgrad, the weight_q
+  /// snapshot, de-oscillation and the oscillation metrics wherever their spec
+  /// is the same (a quantization is a pure function of tensor and spec).
+  const QTensor& quantized(Backend& be, const QuantSpec& spec);
+  /// bf16(master) as a tensor: the model copy itself while
+  /// master_matches_model, else a new tensor.
+  Tensor bf16_master(Backend& be) const;
+  /// q = dequantize(quantize(bf16(master), spec)) (f32 [G, N, K]): from
+  /// quantized(spec) while master_matches_model, else quantized afresh.
+  void qdq_master(Backend& be, const QuantSpec& spec, Tensor& q);
+  /// Quantizations of this weight so far (quantized() misses and the
+  /// bf16(master) ones of steps with de-osc snaps).
+  uint64_t quantizations() const { return quantizations_; }
+
+ private:
+  std::vector<std::pair<QuantSpec, QTensor>> memo_;  ///< this version's quantizations
+  uint64_t quantizations_ = 0;
 };
 
 /// What the forward of one linear needs from the weight cache: the
@@ -200,6 +226,7 @@ class DeOsc {
 /// Q = MXFP4 QDQ of bf16(master) per expert on the forward grid (32x32, EVEN,
 /// RNE), written into q (f32, master's shape).
 void mxfp4_forward_qdq(Backend& be, const Tensor& master, Tensor& q);
+
 
 /// Oscillation metrics of every quantized weight (Nagel et al. 2022, arXiv:2203.11086):
 /// per element the sign of the last non-zero change of the quantized value, an
