@@ -86,27 +86,9 @@ Result quantize_one(const io::RawTensor& t, const std::string& file, const Quant
   r.name = t.name;
   r.src_shape = t.shape;
   r.src_dtype = t.dtype;
-  if (spec.hadamard16) {
-    // The codes hold the transformed values: compare them with the transformed
-    // source (emu::quant_stats does not undo the transform). H16/4 is
-    // orthonormal, so MSE and SQNR match the original domain up to the FP32
-    // rounding of the transform.
-    const bool down_columns = q.transposed;
-    float run[16];
-    for (size_t g = 0; g < G; ++g) {
-      if (down_columns) {
-        for (size_t c = 0; c < C; ++c)
-          for (size_t r0 = 0; r0 + 16 <= R; r0 += 16) {
-            for (int k = 0; k < 16; ++k) run[k] = x(g, r0 + size_t(k), c);
-            emu::hadamard16_inplace(run);
-            for (int k = 0; k < 16; ++k) x(g, r0 + size_t(k), c) = run[k];
-          }
-      } else {
-        for (size_t r = 0; r < R; ++r)
-          for (size_t c0 = 0; c0 + 16 <= C; c0 += 16) emu::hadamard16_inplace(&x(g, r, c0));
-      }
-    }
-  }
+  // With hadamard16 the codes hold the transformed values; quant_stats
+  // compares them with the transformed source itself (numerics §4.6), so x is
+  // passed untransformed.
   r.stats = emu::quant_stats(x, q);
 
   const bool grouped = rank == 3;
