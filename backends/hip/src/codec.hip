@@ -126,7 +126,7 @@ __global__ void mx_rowwise_kernel(const float* __restrict__ x, uint8_t* __restri
     const uint32_t xb = in ? f32_bits(x[index]) : 0u;
     uint32_t amax = hd::amax_step(0u, xb);
     for (int m = 16; m >= 1; m >>= 1) amax = hd::amax_step(amax, MXSIM_SHFL_XOR32(amax, m));
-    const hd::BlockQuant bq = hd::block_quant(spec, f, amax);
+    const hd::BlockQuant bq = hd::block_quant_e8m0(spec.rule, f, amax);
     if (lane == 0) scales[b] = bq.scale_byte;
     uint32_t code = 0;
     if (in) {
@@ -179,7 +179,7 @@ __global__ void mx_rowwise_vec_kernel(const float* __restrict__ x, uint8_t* __re
     for (int k = 0; k < 4; ++k) amax = hd::amax_step(amax, xb[k]);
     for (int m = 4; m >= 1; m >>= 1)  // within the 8 lanes of this block
       amax = hd::amax_step(amax, MXSIM_SHFL_XOR32(amax, m));
-    const hd::BlockQuant bq = hd::block_quant(spec, f, amax);
+    const hd::BlockQuant bq = hd::block_quant_e8m0(spec.rule, f, amax);
     if (valid && j == 0) scales[b] = bq.scale_byte;
     uint32_t code[4] = {0u, 0u, 0u, 0u};
     if (in) {

@@ -227,6 +227,7 @@ void set_unit_scale(const DeviceQTensor& q, hipStream_t s) {
 
 DeviceQuantized alloc_quantized(const QuantSpec& spec, size_t groups, size_t rows, size_t cols, Axis axis,
                                 std::string_view name) {
+  // A negative block size cannot form a layout: refuse it first (this throws).
   if (spec.block_rows < 0 || spec.block_cols < 0) hd::validate_quant_spec(spec, 0, "alloc_quantized");
   DeviceQuantized d;
   d.t.spec = spec;
@@ -252,7 +253,7 @@ std::vector<DeviceQuantized> alloc_grouped_colwise(const QuantSpec& spec, size_t
     if (m_splits[g] < 0)
       bad("alloc_grouped_colwise", "m_splits[" + std::to_string(g) + "] = " + std::to_string(m_splits[g]) + " is negative");
     QuantSpec s = spec;  // SR words follow the element's index in the whole [M, C] tensor (numerics.md §2.5)
-    s.sr_index_base = spec.sr_index_base + m0 * C;
+    if (m_splits[g] > 0) s.sr_index_base = spec.sr_index_base + m0 * C;  // an empty group keeps the spec (as emu)
     out.push_back(alloc_quantized(s, 1, size_t(m_splits[g]), C, Axis::Rows,
                                   std::string(name) + " group " + std::to_string(g)));
     m0 += uint64_t(m_splits[g]);
@@ -307,12 +308,13 @@ void check_grouped(const char* who, size_t M, size_t C, std::span<const int64_t>
     const std::string gs = "group " + std::to_string(g);
     if (m_splits[g] < 0) bad(who, "m_splits[" + std::to_string(g) + "] = " + std::to_string(m_splits[g]) + " is negative");
     const QuantLayout& L = out[g].layout;
-    if (L.groups != 1 || L.rows != size_t(m_splits[g]) || L.cols != C || (m_splits[g] > 0 && !L.transposed))
+    const bool along_rows = hd::quant_layout(out[g].spec, 1, L.rows, L.cols, Axis::Rows).transposed == L.transposed;
+    if (L.groups != 1 || L.rows != size_t(m_splits[g]) || L.cols != C || !along_rows)
       bad(who, gs + ": output is not a [1, " + std::to_string(m_splits[g]) + ", " + std::to_string(C) +
                    "] tensor quantized along Axis::Rows");
     if (spec) {
       QuantSpec want = *spec;
-      want.sr_index_base = spec->sr_index_base + m0 * C;
+      if (m_splits[g] > 0) want.sr_index_base = spec->sr_index_base + m0 * C;
       const QuantSpec& got = out[g].spec;
       if (got.elem != want.elem || got.block_rows != want.block_rows || got.block_cols != want.block_cols ||
           got.scale_kind != want.scale_kind || got.rule != want.rule || got.round != want.round ||

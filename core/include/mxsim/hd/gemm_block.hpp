@@ -85,8 +85,9 @@ inline bool gemm_class_of(const QuantSpec& a, const QuantSpec& b, GemmClass& out
   };
   const bool ab = a.elem == Format::BF16, bb = b.elem == Format::BF16;
   if (ab || bb) {
-    if (ab && bb) return out = GemmClass::Bf16F25, true;
-    return no("BF16 operands pair only with BF16 operands");
+    if (!(ab && bb)) return no("BF16 operands pair only with BF16 operands");
+    out = GemmClass::Bf16F25;
+    return true;
   }
   if (a.scale_kind == ScaleKind::UE4M3 || b.scale_kind == ScaleKind::UE4M3)
     return no("NVFP4 (UE4M3 scales) is not defined by the GEMM contract yet");
@@ -99,7 +100,8 @@ inline bool gemm_class_of(const QuantSpec& a, const QuantSpec& b, GemmClass& out
   if (a.scale_kind == ScaleKind::FP32 && b.scale_kind == ScaleKind::FP32) {
     const auto fp8 = [](Format f) { return f == Format::E4M3 || f == Format::E5M2; };
     if (!fp8(a.elem) || !fp8(b.elem)) return no("FP32-scaled operands must be E4M3 or E5M2");
-    return out = GemmClass::Fp8Chunk128, true;
+    out = GemmClass::Fp8Chunk128;
+    return true;
   }
   return no("operand recipes do not form a pair the contract defines (both E8M0-scaled MX, both FP32-scaled FP8, "
             "or both BF16)");

@@ -95,6 +95,17 @@ struct BlockQuant {
   }
 };
 
+/// The E8M0 case of block_quant (the MX recipes): scale byte by `rule`, 0xFF
+/// and zero codes for a NaN/Inf block. Kernels specialised on MX call it
+/// directly, so the other scale kinds' branches stay out of their code.
+MXSIM_HD inline BlockQuant block_quant_e8m0(ScaleRule rule, const FormatSpec& ef, uint32_t amax_bits) {
+  BlockQuant q;
+  q.scale_byte = e8m0_scale(rule, amax_bits, ef);  // 0xFF for a NaN/Inf block
+  q.scale_exp = int(q.scale_byte) - 127;
+  q.zero_codes = amax_nonfinite(amax_bits);
+  return q;
+}
+
 /// The block step: from a block's amax (bits from amax_step over the block,
 /// Hadamard-transformed values where the spec asks for it) to its scale and
 /// encoder, by the spec's scale kind and rule (numerics.md §3). `t` is the
@@ -104,11 +115,7 @@ MXSIM_HD inline BlockQuant block_quant(const QuantSpec& s, const FormatSpec& ef,
   BlockQuant q;
   const bool nonfinite = amax_nonfinite(amax_bits);
   switch (s.scale_kind) {
-    case ScaleKind::E8M0:
-      q.scale_byte = e8m0_scale(s.rule, amax_bits, ef);  // 0xFF for a NaN/Inf block
-      q.scale_exp = int(q.scale_byte) - 127;
-      q.zero_codes = nonfinite;
-      break;
+    case ScaleKind::E8M0: return block_quant_e8m0(s.rule, ef, amax_bits);
     case ScaleKind::FP32:
       q.e8m0 = false;
       if (nonfinite) {

@@ -61,7 +61,7 @@ DeviceQuantized alloc_quantized(const QuantSpec& spec, size_t groups, size_t row
 /// Per-group columnwise storage for wgrad operands (emu::quantize_grouped_colwise):
 /// group g holds rows [m0, m0 + m_splits[g]) of an [M, C] tensor as its own
 /// [1, M_g, C] tensor quantized along Axis::Rows, with spec.sr_index_base +=
-/// m0 * C. Empty groups get rows = 0 and no storage.
+/// m0 * C. Empty groups get rows = 0, no storage and the spec unchanged.
 std::vector<DeviceQuantized> alloc_grouped_colwise(const QuantSpec& spec, size_t C, std::span<const int64_t> m_splits,
                                                    std::string_view name);
 
