@@ -25,11 +25,22 @@
 // the same bits on every platform; a NaN made from a number (log of a
 // negative value) is +qNaN 0x7FC00000.
 #pragma once
+#include <cfloat>
 #include <cstdint>
 
 #include "mxsim/bits.hpp"
 #include "mxsim/hd.hpp"
 #include "mxsim/hd/math_tables.hpp"
+
+// The error-free transformations need every FP64 operation rounded once, as
+// written: no reassociation, no excess precision. (Contraction into FMA is
+// excluded by the build flags above; GCC has no pragma for it.)
+#if defined(__FAST_MATH__)
+#error "mxsim/hd/math.hpp needs IEEE arithmetic: do not build it with -ffast-math"
+#endif
+#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD != 0
+#error "mxsim/hd/math.hpp needs FLT_EVAL_METHOD == 0 (no x87 excess precision)"
+#endif
 
 namespace mxsim {
 
@@ -266,13 +277,16 @@ MXSIM_HD inline float erf_f32(float x) {
 /// (+-Inf)^n likewise +-Inf / +Inf; NaN^n (n > 0) comes back quieted; a
 /// negative x gives the sign of x for odd n.
 ///
-/// x = M 2^E with M odd. When M^n < 2^63 the result M^n 2^(nE) is exact in
-/// integers and rounded once (this holds every x^n that is an FP32 value or
-/// an FP32 midpoint). Otherwise x^n = exp(n ln|x|) with ln|x| from log_dd and
-/// n ln|x| as a double-double (relative error < 2^-59.5 of x^n for results
-/// above 2^-150); M^n >= 2^63 is then at least 2^-63 (relative) away from any
-/// FP32 midpoint. tests/test_hd_math.cpp checks the AdamW betas over
-/// t = 1..2^20 and sampled x, n against the oracle.
+/// x = M 2^E with M odd. When M^n < 2^63 the result M^n 2^(nE) is formed
+/// exactly in integers and rounded once; this covers every x^n that is an
+/// FP32 value or an FP32 midpoint (both have at most 25 significant bits).
+/// Otherwise x^n = exp(n ln|x|), ln|x| from log_dd, n ln|x| a double-double,
+/// exp_dd: relative error < 2^-59 for results above 2^-150 (|n ln|x|| <= 104
+/// times log_dd's 2^-66, plus exp_dd's 2^-62). That is correctly rounded
+/// unless x^n lies within the error of a midpoint; the domain (2^64 pairs)
+/// is too large to rule that out exhaustively: tests/test_hd_math.cpp and
+/// tests/hd_math_exhaustive.cpp check AdamW's betas over t = 1..2^20 and
+/// sampled x, n of every exponent against the oracle.
 MXSIM_HD inline float pow_int_f32(float x, uint32_t n) {
   using namespace hd_math_detail;
   if (n == 0) return 1.0f;
