@@ -17,6 +17,8 @@ export LD_LIBRARY_PATH="$PWD/$dev/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 rc=0
 timeout 300 "$dev/test_gpu_codec" --gtest_color=no 2>&1 | tee "$OUT/test_gpu_codec.txt"
 rc=$((rc | PIPESTATUS[0]))
+timeout 300 "$dev/test_gpu_math" --gtest_color=no 2>&1 | tee "$OUT/test_gpu_math.txt"
+rc=$((rc | PIPESTATUS[0]))
 if command -v compute-sanitizer >/dev/null; then
   timeout 200 compute-sanitizer --tool memcheck --error-exitcode 3 "$dev/test_gpu_codec" --gtest_color=no \
     --gtest_filter='GpuMxQuantize.*:GpuCodec.DecodeEvery*:GpuCodec.PublishedValues:GpuCodec.StochasticUses*' \
