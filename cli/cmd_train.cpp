@@ -99,7 +99,7 @@ int cmd_train(const Args& args) {
       }
   }
   // The backend by name. "auto" is emu: the HIP backend (backends/hip)
-  // implements kernels only, not the training ops of mxsim::Backend.
+  // implements kernels only, not yet the training ops of mxsim::Backend.
   std::unique_ptr<Backend> be;
   if (backend == "emu" || backend == "auto") {
     be = emu::make_emu_backend();
@@ -110,6 +110,10 @@ int cmd_train(const Args& args) {
     return 2;
   } else {
     std::fprintf(stderr, "mxsim train: unknown --backend '%s' (expected auto, emu or hip)\n", backend.c_str());
+    return 2;
+  }
+  if (!be->supports_training()) {  // per-op capability (Backend::supports)
+    std::fprintf(stderr, "mxsim train: backend %s does not implement every training-step op\n", be->name().c_str());
     return 2;
   }
   if (threads <= 0) threads = int(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
