@@ -20,12 +20,6 @@
 
 namespace mxsim::emu::gemm {
 
-bool vnni_available() {
-  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                         __builtin_cpu_supports("avx512vnni");
-  return ok;
-}
-
 namespace {
 
 int int_shift(Format f) { return f == Format::E2M1 ? 1 : 3; }

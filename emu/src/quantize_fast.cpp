@@ -3,8 +3,8 @@
 // Per block the reference (quantize.cpp) does: amax = max |x| by FP32 bits,
 // byte = e8m0_scale(rule, amax), then encode(x, s = byte - 127) per element.
 // Here the same three steps run on whole rows at a time with loops the
-// compiler vectorizes (target_clones picks AVX-512 / AVX2 / baseline at load
-// time), and the element rounding uses FP32 arithmetic instead of the integer
+// compiler vectorizes (compiled for AVX-512, AVX2 and the baseline; the
+// dispatch point of cpu_path.hpp picks one), and the element rounding uses FP32 arithmetic instead of the integer
 // routine. Why that gives the same bits:
 //
 // 1. Scaling. a = |x| * 2^-s is formed by one FP32 multiply with m = 2^-s,
@@ -39,6 +39,8 @@
 //    as in the reference. Ragged edges: missing elements count as zeros and
 //    are never written; an odd row leaves its last high nibble 0.
 #include "quantize_fast.hpp"
+
+#include "cpu_dispatch.hpp"
 
 #include <algorithm>
 #include <array>
@@ -266,16 +268,43 @@ bool takes(const QuantSpec& s, Axis axis) {
 void set_enabled(bool on) { g_enabled.store(on, std::memory_order_relaxed); }
 bool enabled() { return g_enabled.load(std::memory_order_relaxed); }
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
+// One body per CPU path (cpu_path.hpp): the same loops compiled for AVX-512,
+// AVX2 and the baseline, chosen by the dispatch point, so that a forced path
+// (MXSIM_CPU_PATH) is the code that runs and the tests can run all three.
+#define MXSIM_QUANT_PATH(NAME, TARGET)                                                                   \
+  TARGET void NAME##_bf16(const uint16_t* x, size_t groups, size_t rows, size_t cols, const QuantSpec& spec, \
+                          uint8_t* data, uint8_t* scales) {                                             \
+    run(x, groups, rows, cols, spec, data, scales);                                                     \
+  }                                                                                                     \
+  TARGET void NAME##_f32(const float* x, size_t groups, size_t rows, size_t cols, const QuantSpec& spec,   \
+                         uint8_t* data, uint8_t* scales) {                                              \
+    run(x, groups, rows, cols, spec, data, scales);                                                     \
+  }
+namespace {
+MXSIM_QUANT_PATH(q_avx512, __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma"))))
+MXSIM_QUANT_PATH(q_avx2, __attribute__((target("avx2,fma"))))
+MXSIM_QUANT_PATH(q_scalar, )
+}  // namespace
+#undef MXSIM_QUANT_PATH
+
 void quantize_bf16_raw(const uint16_t* x, size_t groups, size_t rows, size_t cols, const QuantSpec& spec,
                        uint8_t* data, uint8_t* scales) {
-  run(x, groups, rows, cols, spec, data, scales);
+  switch (cpu_path()) {
+    case CpuPath::Avx512: q_avx512_bf16(x, groups, rows, cols, spec, data, scales); break;
+    case CpuPath::Avx2: q_avx2_bf16(x, groups, rows, cols, spec, data, scales); break;
+    case CpuPath::Scalar: q_scalar_bf16(x, groups, rows, cols, spec, data, scales); break;
+  }
+  note_kernel(KernelSlot::Quantize, kernel_name(KernelSlot::Quantize, cpu_path()));
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
 void quantize_f32_raw(const float* x, size_t groups, size_t rows, size_t cols, const QuantSpec& spec,
                       uint8_t* data, uint8_t* scales) {
-  run(x, groups, rows, cols, spec, data, scales);
+  switch (cpu_path()) {
+    case CpuPath::Avx512: q_avx512_f32(x, groups, rows, cols, spec, data, scales); break;
+    case CpuPath::Avx2: q_avx2_f32(x, groups, rows, cols, spec, data, scales); break;
+    case CpuPath::Scalar: q_scalar_f32(x, groups, rows, cols, spec, data, scales); break;
+  }
+  note_kernel(KernelSlot::Quantize, kernel_name(KernelSlot::Quantize, cpu_path()));
 }
 
 namespace {
