@@ -52,6 +52,11 @@ struct Dec {
   }
 };
 
+// E8M0 scales the vector kernels take (others: the scalar path). A's factor
+// 2^(sa-127) is only the final FMA's multiplicand (exact product, one
+// rounding): any byte but NaN. B's must keep D * 2^(sb-127) exact: with
+// FP8/FP6/FP4 group values D in [2^-33, 2^24] (or 0), 2^(+-50) leaves margin.
+bool safe_a(uint8_t s) { return s != 0xFF; }
 bool safe_e8m0(uint8_t s) { return s != 0xFF && int(s) >= 127 - 50 && int(s) <= 127 + 50; }
 
 }  // namespace
@@ -115,8 +120,8 @@ Packed pack(Kind kind, const Panel& A, const Panel& B) {
       if (mx)
         for (size_t kb = 0; kb < P.KB; ++kb) {
           const uint8_t s = A.sbyte[i * P.KB + kb];
-          if (!safe_e8m0(s)) ri.sp = 1;
-          P.as[i * P.KB + kb] = safe_e8m0(s) ? std::ldexp(1.0f, int(s) - 127) : 0.0f;
+          if (!safe_a(s)) ri.sp = 1;
+          P.as[i * P.KB + kb] = safe_a(s) ? std::ldexp(1.0f, int(s) - 127) : 0.0f;
         }
       if (ch)
         for (size_t c2 = 0; c2 < P.KC; ++c2) P.as[i * P.KC + c2] = A.sinv[i * P.KC + c2];

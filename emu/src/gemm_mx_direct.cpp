@@ -14,8 +14,9 @@
 //      lane; per block t = float(D_b) * 2^(sb - 127 - shift_b) (exact) and
 //      acc = fma(t, 2^(sa - 127 - shift_a), acc): the contract's one RNE;
 //      output rounding (BF16 RNE, canonical NaN) in the same tile;
-//   3. rows / columns with an E8M0 scale outside 2^(+-50) or 0xFF are left
-//      unwritten in 2 and recomputed by the exact scalar block walk (mx_add).
+//   3. rows with a NaN scale (0xFF) and columns with one outside [2^-126,
+//      2^110] (after the integer shift) are left unwritten in 2 and
+//      recomputed by the exact scalar block walk (mx_add).
 // Every output is computed by one task in K order: thread-count independent.
 //
 // Two instruction sets share this driver through a policy type: Vnni (the
@@ -44,11 +45,18 @@ namespace {
 
 #define MXSIM_MX_TARGET "avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi,avx2"
 
-bool safe(uint8_t s) { return s != 0xFF && int(s) >= 127 - 50 && int(s) <= 127 + 50; }
-/// 2^(s - 127 - shift) for a safe scale byte (a normal FP32 power of two), else 0.
-inline float pow2_scale(uint8_t s, int shift) {
-  return safe(s) ? std::bit_cast<float>(uint32_t(int(s) - shift) << 23) : 0.0f;
+// Scale bytes the vector tiles take (others: the exact scalar walk). Per block
+// the tile forms t = float(D_b) * fb, then fma(t, fa, acc).
+// A side: fa = 2^(sa - 127 - shift) is only the FMA's multiplicand (exact
+// product, one rounding), so any FP32 power of two will do, subnormal ones
+// included: every byte but the NaN 0xFF.
+bool safe_a(uint8_t s) { return s != 0xFF; }
+// B side: t must be exact with |D_b| < 2^17, so fb must be normal and <= 2^110.
+bool safe_b(uint8_t s, int shift) {
+  const int e = int(s) - 127 - shift;
+  return s != 0xFF && e >= -126 && e <= 110;
 }
+inline float pow2_scale(uint8_t s, int shift) { return std::ldexp(1.0f, int(s) - 127 - shift); }
 int int_shift(Format f) { return f == Format::E2M1 ? 1 : 3; }
 
 /// Storage access of one group of an MX operand seen as [R rows, K contraction].
@@ -170,8 +178,8 @@ void pack_a_row(const GroupPack& gp, const View& v, const Lut& lut, size_t i, ui
       for (size_t t = 0; t < 32; ++t) tmp[t] = t < n ? lut.v[v.code_st(b * 32 + t, v.r0 + i)] : int8_t(0);
     for (size_t t = 0; t < 32; ++t) dst[b * 32 + t] = uint8_t(tmp[t] + gp.offA);
     const uint8_t s = v.scale(i, b);
-    if (!safe(s)) bad = 1;
-    fa[i * KB + b] = pow2_scale(s, gp.sha);
+    if (!safe_a(s)) bad = 1;
+    fa[i * KB + b] = safe_a(s) ? pow2_scale(s, gp.sha) : 0.0f;
   }
 }
 
@@ -181,8 +189,8 @@ void b_tile_scales(const GroupPack& gp, const View& v, size_t p, size_t b, float
   for (size_t jj = 0; jj < 32; ++jj) {
     if (jj >= nj) { fb[(p * KB + b) * 32 + jj] = 0.0f; continue; }
     const uint8_t s = v.scale(p * 32 + jj, b);
-    if (!safe(s)) badj[p * 32 + jj] = 1;
-    fb[(p * KB + b) * 32 + jj] = pow2_scale(s, gp.shb);
+    if (!safe_b(s, gp.shb)) badj[p * 32 + jj] = 1;
+    fb[(p * KB + b) * 32 + jj] = safe_b(s, gp.shb) ? pow2_scale(s, gp.shb) : 0.0f;
   }
 }
 
