@@ -57,6 +57,12 @@ struct Dec {
 // rounding): any byte but NaN. B's must keep D * 2^(sb-127) exact: with
 // FP8/FP6/FP4 group values D in [2^-33, 2^24] (or 0), 2^(+-50) leaves margin.
 bool safe_a(uint8_t s) { return s != 0xFF; }
+// An all-zero block adds exactly 0 whatever its (finite) scale.
+bool zero_block(const float* v, size_t n, size_t stride) {
+  for (size_t k = 0; k < n; ++k)
+    if (v[k * stride] != 0.0f) return false;
+  return true;
+}
 bool safe_e8m0(uint8_t s) { return s != 0xFF && int(s) >= 127 - 50 && int(s) <= 127 + 50; }
 
 }  // namespace
@@ -120,6 +126,10 @@ Packed pack(Kind kind, const Panel& A, const Panel& B) {
       if (mx)
         for (size_t kb = 0; kb < P.KB; ++kb) {
           const uint8_t s = A.sbyte[i * P.KB + kb];
+          if (s != 0xFF && zero_block(v + kb * 32, std::min<size_t>(32, K - kb * 32), 1)) {
+            P.as[i * P.KB + kb] = 1.0f;  // adds exactly 0 whatever its scale (0x00 from the quantizer)
+            continue;
+          }
           if (!safe_a(s)) ri.sp = 1;
           P.as[i * P.KB + kb] = safe_a(s) ? std::ldexp(1.0f, int(s) - 127) : 0.0f;
         }
@@ -147,6 +157,10 @@ Packed pack(Kind kind, const Panel& A, const Panel& B) {
       if (mx)
         for (size_t kb = 0; kb < P.KB; ++kb) {
           const uint8_t s = B.sbyte[j * P.KB + kb];
+          if (s != 0xFF && zero_block(v + kb * 32 * 16, std::min<size_t>(32, K - kb * 32), 16)) {
+            P.bs[(p * P.KB + kb) * 16 + jj] = 1.0f;
+            continue;
+          }
           if (!safe_e8m0(s)) ri.sp = 1;
           P.bs[(p * P.KB + kb) * 16 + jj] = safe_e8m0(s) ? std::ldexp(1.0f, int(s) - 127) : 0.0f;
         }

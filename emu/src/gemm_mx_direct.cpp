@@ -176,19 +176,27 @@ void pack_a_row(const GroupPack& gp, const View& v, const Lut& lut, size_t i, ui
     if (v.contig) Isa::decode32(v, lut, v.r0 + i, b * 32, n, tmp);
     else
       for (size_t t = 0; t < 32; ++t) tmp[t] = t < n ? lut.v[v.code_st(b * 32 + t, v.r0 + i)] : int8_t(0);
-    for (size_t t = 0; t < 32; ++t) dst[b * 32 + t] = uint8_t(tmp[t] + gp.offA);
+    bool nz = false;
+    for (size_t t = 0; t < 32; ++t) dst[b * 32 + t] = uint8_t(tmp[t] + gp.offA), nz |= tmp[t] != 0;
     const uint8_t s = v.scale(i, b);
+    // An all-zero block (scale byte 0x00 from the quantizer) adds D_b = 0
+    // exactly whatever its factor: 1 then, so it never sends the row to the
+    // scalar walk. Only a NaN scale must still reach it.
+    if (!nz && s != 0xFF) { fa[i * KB + b] = 1.0f; continue; }
     if (!safe_a(s)) bad = 1;
     fa[i * KB + b] = safe_a(s) ? pow2_scale(s, gp.sha) : 0.0f;
   }
 }
 
-/// Per-column scale factors of one B tile (shared by both instruction sets).
-void b_tile_scales(const GroupPack& gp, const View& v, size_t p, size_t b, float* fb, uint8_t* badj) {
+/// Per-column scale factors of one B tile (shared by both instruction sets);
+/// nz[jj]: column jj's block has a non-zero element (all-zero blocks get
+/// factor 1, as in pack_a_row).
+void b_tile_scales(const GroupPack& gp, const View& v, size_t p, size_t b, const bool* nz, float* fb, uint8_t* badj) {
   const size_t nj = std::min<size_t>(32, gp.J - p * 32), KB = gp.KB;
   for (size_t jj = 0; jj < 32; ++jj) {
     if (jj >= nj) { fb[(p * KB + b) * 32 + jj] = 0.0f; continue; }
     const uint8_t s = v.scale(p * 32 + jj, b);
+    if (!nz[jj] && s != 0xFF) { fb[(p * KB + b) * 32 + jj] = 1.0f; continue; }
     if (!safe_b(s, gp.shb)) badj[p * 32 + jj] = 1;
     fb[(p * KB + b) * 32 + jj] = safe_b(s, gp.shb) ? pow2_scale(s, gp.shb) : 0.0f;
   }
@@ -239,7 +247,12 @@ __attribute__((target(MXSIM_MX_TARGET))) void pack_b_tile_vnni(const GroupPack& 
     _mm512_store_si512(cs, cs0);
     for (size_t jj = 0; jj < 32; ++jj) cr[jj] = -gp.offA * int32_t(cs[jj]);
   }
-  b_tile_scales(gp, v, p, b, fb, badj);
+  bool nz[32];
+  for (size_t jj = 0; jj < 32; ++jj) {
+    nz[jj] = false;
+    for (size_t k = 0; k < 32; ++k) nz[jj] |= (v.contig ? t[jj][k] : t[k][jj]) != 0;
+  }
+  b_tile_scales(gp, v, p, b, nz, fb, badj);
 }
 
 /// The same tile with plain loops (AVX2 policy): decode 32 rows, then move
@@ -266,13 +279,15 @@ void pack_b_tile_generic(const GroupPack& gp, const View& v, const Lut& lut, siz
     for (size_t kk = 0; kk < 32; ++kk)
       for (size_t jj = 0; jj < 32; ++jj) t[jj][kk] = u[kk][jj];
   }
+  bool nz[32];
   for (size_t jj = 0; jj < 32; ++jj) {
-    int32_t sum = 0;
-    for (size_t k = 0; k < 32; ++k) sum += t[jj][k];
+    int32_t sum = 0, any = 0;
+    for (size_t k = 0; k < 32; ++k) sum += t[jj][k], any |= t[jj][k];
     cr[jj] = -gp.offA * sum;
+    nz[jj] = any != 0;
     for (size_t q = 0; q < 8; ++q) std::memcpy(out + q * 128 + jj * 4, &t[jj][q * 4], 4);
   }
-  b_tile_scales(gp, v, p, b, fb, badj);
+  b_tile_scales(gp, v, p, b, nz, fb, badj);
 }
 
 
