@@ -140,5 +140,6 @@ const char* kernel_name(KernelSlot s, CpuPath p) {
 
 void note_kernel(KernelSlot s, const char* name) { g_last[int(s)].store(name, std::memory_order_relaxed); }
 const char* last_kernel(KernelSlot s) { return g_last[int(s)].load(std::memory_order_relaxed); }
+void clear_last_kernel(KernelSlot s) { g_last[int(s)].store(nullptr, std::memory_order_relaxed); }
 
 }  // namespace mxsim::emu

@@ -52,7 +52,9 @@ const char* kernel_slot_name(KernelSlot s);
 const char* kernel_name(KernelSlot s, CpuPath p);
 
 /// The kernel that the last fast call of slot s actually ran in this process
-/// (nullptr before the first); tests assert it after forcing a path.
+/// (nullptr before the first, or since clear_last_kernel); tests clear it,
+/// make one call, and assert it after forcing a path.
 const char* last_kernel(KernelSlot s);
+void clear_last_kernel(KernelSlot s);
 
 }  // namespace mxsim::emu
