@@ -28,6 +28,36 @@ namespace mxsim::emu::gemm {
 
 #define MXSIM_AVX2_TARGET "avx2,fma"
 
+/// In-register transpose of 8 rows of 8 dwords: r[q] becomes dword q of every row.
+__attribute__((target(MXSIM_AVX2_TARGET))) inline void avx2_transpose8x8_epi32(__m256i r[8]) {
+  __m256i t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int h = 0; h < 2; ++h) {
+    u[4 * h + 0] = _mm256_unpacklo_epi64(t[4 * h + 0], t[4 * h + 2]);
+    u[4 * h + 1] = _mm256_unpackhi_epi64(t[4 * h + 0], t[4 * h + 2]);
+    u[4 * h + 2] = _mm256_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+    u[4 * h + 3] = _mm256_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+  }
+  for (int q = 0; q < 4; ++q) {
+    r[q] = _mm256_permute2x128_si256(u[q], u[4 + q], 0x20);
+    r[4 + q] = _mm256_permute2x128_si256(u[q], u[4 + q], 0x31);
+  }
+}
+
+/// B tile layout [k/4][32 columns][4] from t[column][32 k]: dword q of row jj
+/// goes to out[q * 128 + jj * 4].
+__attribute__((target(MXSIM_AVX2_TARGET))) inline void avx2_store_b_tile(const int8_t (*t)[32], int8_t* out) {
+  for (int j0 = 0; j0 < 32; j0 += 8) {
+    __m256i r[8];
+    for (int i = 0; i < 8; ++i) r[i] = _mm256_load_si256(reinterpret_cast<const __m256i*>(t[j0 + i]));
+    avx2_transpose8x8_epi32(r);
+    for (int q = 0; q < 8; ++q) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + q * 128 + j0 * 4), r[q]);
+  }
+}
+
 /// Lanes of columns [c0, c0 + 8) set in the 32-bit column mask (all-ones int32).
 __attribute__((target(MXSIM_AVX2_TARGET))) inline __m256i avx2_colmask(uint32_t cols, int c0) {
   const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);

@@ -222,9 +222,8 @@ __attribute__((target(MXSIM_MX_TARGET))) void pack_b_tile_vnni(const GroupPack& 
       const int64_t sum = _mm256_extract_epi64(s, 0) + _mm256_extract_epi64(s, 1) + _mm256_extract_epi64(s, 2) +
                           _mm256_extract_epi64(s, 3) - 32 * 128;
       cr[jj] = int32_t(-gp.offA * sum);
-      _mm256_i32scatter_epi32(reinterpret_cast<int*>(out + jj * 4),
-                              _mm256_setr_epi32(0, 32, 64, 96, 128, 160, 192, 224), row, 4);
     }
+    avx2_store_b_tile(t, out);
   } else {
     for (size_t kk = 0; kk < 32; ++kk) {
       if (kk < nk) decode32_vbmi(v, lut, b * 32 + kk, v.r0 + p * 32, nj, t[kk]);
@@ -248,16 +247,24 @@ __attribute__((target(MXSIM_MX_TARGET))) void pack_b_tile_vnni(const GroupPack& 
     for (size_t jj = 0; jj < 32; ++jj) cr[jj] = -gp.offA * int32_t(cs[jj]);
   }
   bool nz[32];
-  for (size_t jj = 0; jj < 32; ++jj) {
-    nz[jj] = false;
-    for (size_t k = 0; k < 32; ++k) nz[jj] |= (v.contig ? t[jj][k] : t[k][jj]) != 0;
+  if (v.contig) {  // row jj of t is column jj's block
+    for (size_t jj = 0; jj < 32; ++jj) {
+      const __m256i r = _mm256_load_si256(reinterpret_cast<const __m256i*>(t[jj]));
+      nz[jj] = !_mm256_testz_si256(r, r);
+    }
+  } else {  // byte jj of every row of t
+    __m256i any = _mm256_setzero_si256();
+    for (size_t kk = 0; kk < 32; ++kk) any = _mm256_or_si256(any, _mm256_load_si256(reinterpret_cast<const __m256i*>(t[kk])));
+    const uint32_t zero = uint32_t(_mm256_movemask_epi8(_mm256_cmpeq_epi8(any, _mm256_setzero_si256())));
+    for (size_t jj = 0; jj < 32; ++jj) nz[jj] = !((zero >> jj) & 1);
   }
   b_tile_scales(gp, v, p, b, nz, fb, badj);
 }
 
-/// The same tile with plain loops (AVX2 policy): decode 32 rows, then move
-/// dwords / bytes into [k/4][32 columns][4] and sum each column.
-void pack_b_tile_generic(const GroupPack& gp, const View& v, const Lut& lut, size_t p, size_t b, int8_t* bp, float* fb,
+/// The same tile for the AVX2 policy: decode 32 rows (transposing bytes when
+/// the contraction runs along B's storage rows), sum each column, and move
+/// dwords into [k/4][32 columns][4].
+__attribute__((target("avx2,fma"))) void pack_b_tile_avx2(const GroupPack& gp, const View& v, const Lut& lut, size_t p, size_t b, int8_t* bp, float* fb,
                          int32_t* corr, uint8_t* badj,
                          void (*decode32)(const View&, const Lut&, size_t, size_t, size_t, int8_t*)) {
   const size_t J = gp.J, K = gp.K, KB = gp.KB;
@@ -285,8 +292,8 @@ void pack_b_tile_generic(const GroupPack& gp, const View& v, const Lut& lut, siz
     for (size_t k = 0; k < 32; ++k) sum += t[jj][k], any |= t[jj][k];
     cr[jj] = -gp.offA * sum;
     nz[jj] = any != 0;
-    for (size_t q = 0; q < 8; ++q) std::memcpy(out + q * 128 + jj * 4, &t[jj][q * 4], 4);
   }
+  avx2_store_b_tile(t, out);
   b_tile_scales(gp, v, p, b, nz, fb, badj);
 }
 
@@ -318,7 +325,7 @@ struct Avx2Isa {
   }
   static void pack_b(const GroupPack& gp, const View& v, const Lut& lut, size_t p, size_t b, int8_t* bp, float* fb,
                      int32_t* corr, uint8_t* badj) {
-    pack_b_tile_generic(gp, v, lut, p, b, bp, fb, corr, badj, &decode32_avx2);
+    pack_b_tile_avx2(gp, v, lut, p, b, bp, fb, corr, badj, &decode32_avx2);
   }
   template <bool WIDE>
   static void tile_as(size_t nr, const uint8_t* a, size_t Kp, const int8_t* bpp, const float* fap, size_t KB,
