@@ -11,6 +11,7 @@
 #include <cmath>
 #include <optional>
 #include <string>
+#include <ostream>
 #include <random>
 #include <vector>
 
@@ -80,6 +81,13 @@ GemmOptions opt(GemmImpl impl, bool acc, Format out) {
   o.out = out;
   return o;
 }
+
+}  // namespace
+namespace mxsim::emu {
+// gtest prints parameters with this (found by argument-dependent lookup).
+inline void PrintTo(CpuPath p, std::ostream* os) { *os << cpu_path_name(p); }
+}  // namespace mxsim::emu
+namespace {
 
 /// Forces a CPU path (cpu_path.hpp) for a scope, then restores the previous one.
 struct PathGuard {
@@ -702,8 +710,9 @@ TEST(GemmPathNames, KernelNamesDifferBetweenPaths) {
   for (int s = 0; s < kNumKernelSlots; ++s) {
     const KernelSlot slot = KernelSlot(s);
     EXPECT_STRNE(kernel_name(slot, CpuPath::Avx2), kernel_name(slot, CpuPath::Scalar)) << kernel_slot_name(slot);
-    if (slot != KernelSlot::MxExact)  // AVX-512 without VNNI runs the AVX2 MX kernel
+    if (slot != KernelSlot::MxExact) {  // AVX-512 without VNNI runs the AVX2 MX kernel
       EXPECT_STRNE(kernel_name(slot, CpuPath::Avx512), kernel_name(slot, CpuPath::Avx2)) << kernel_slot_name(slot);
+    }
   }
 }
 

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -291,6 +292,13 @@ TEST(QuantizeFast, Bf16EntryRejectsNullData) {
 // The staged copy (1x32 blocks along Axis::Rows, the Hadamard transform) and
 // every CPU path (cpu_path.hpp) against the reference, asserting that the
 // fast kernel of the path ran.
+namespace {
+
+}  // namespace
+namespace mxsim::emu {
+// gtest prints parameters with this (found by argument-dependent lookup).
+inline void PrintTo(CpuPath p, std::ostream* os) { *os << cpu_path_name(p); }
+}  // namespace mxsim::emu
 namespace {
 
 /// quantize(x, s, axis) ran the quantize kernel of `path` and equals the reference.

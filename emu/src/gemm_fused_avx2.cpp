@@ -201,7 +201,8 @@ void run_fused_avx2(Kind kind, const Panel& A, const Panel& B, Out out, bool acc
   const size_t I = A.R, J = B.R;
   const Packed P = fused::pack(kind, A, B);
   const size_t NP = P.NP;
-  constexpr size_t MR = 2;
+  // Rows per tile: what fits the 16 ymm registers (BF16 keeps two partial sums).
+  const size_t MR = kind == Kind::Bf16 ? 2 : 4;
   const size_t nIt = (I + MR - 1) / MR;
   const long ntask = long(NP * nIt);
   const bool bf = out_fmt == Format::BF16;
@@ -221,7 +222,8 @@ void run_fused_avx2(Kind kind, const Panel& A, const Panel& B, Out out, bool acc
           const size_t nc = std::min<size_t>(8, ncols - size_t(h) * 8);
           auto run1 = [&](auto kc) {
             constexpr Kind KK = decltype(kc)::value;
-            if (nr == MR) tile<KK, MR>(P, i0, p, h, out, nc, accumulate, bf, mine);
+            constexpr int kMR = KK == Kind::Bf16 ? 2 : 4;
+            if (nr == MR) tile<KK, kMR>(P, i0, p, h, out, nc, accumulate, bf, mine);
             else
               for (size_t r = 0; r < nr; ++r) tile<KK, 1>(P, i0 + r, p, h, out, nc, accumulate, bf, mine);
           };
