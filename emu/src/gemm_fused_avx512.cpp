@@ -206,7 +206,9 @@ void run_fused_avx512(Kind kind, const Panel& A, const Panel& B, Out out, bool a
   const size_t I = A.R, J = B.R;
   const Packed P = pack(kind, A, B);
   const size_t NP = P.NP;
-  constexpr size_t MR = 4;
+  // Rows per tile: F = 13 keeps 4 registers per row (scale, sum, output,
+  // factor), BF16 one more (second partial sum).
+  const size_t MR = kind == Kind::Bf16 ? 4 : 6;
   const size_t nIt = (I + MR - 1) / MR;
   const long ntask = long(NP * nIt);
   const bool bf = out_fmt == Format::BF16;
@@ -220,7 +222,8 @@ void run_fused_avx512(Kind kind, const Panel& A, const Panel& B, Out out, bool a
       const size_t ncols = std::min<size_t>(16, J - p * 16);
       auto run1 = [&](auto kc) {
         constexpr Kind KK = decltype(kc)::value;
-        if (nr == MR) tile<KK, 4>(P, i0, p, out, ncols, accumulate, bf, mine);
+        constexpr int kMR = KK == Kind::Bf16 ? 4 : 6;
+        if (nr == MR) tile<KK, kMR>(P, i0, p, out, ncols, accumulate, bf, mine);
         else
           for (size_t r = 0; r < nr; ++r) tile<KK, 1>(P, i0 + r, p, out, ncols, accumulate, bf, mine);
       };
