@@ -718,3 +718,53 @@ TEST(GemmPathNames, KernelNamesDifferBetweenPaths) {
 
 INSTANTIATE_TEST_SUITE_P(CpuPaths, GemmPaths, ::testing::Values(CpuPath::Avx512, CpuPath::Avx2, CpuPath::Scalar),
                          path_param_name);
+
+// Scale edges the vector tiles take since they reason per side: all-zero
+// blocks (scale byte 0x00) on either operand, A-side scales far below 2^-50
+// (gradients), and B-side factors outside [2^-126, 2^110] (left to the
+// scalar walk), in every form, on every path.
+TEST_P(GemmPaths, ZeroBlocksAndExtremeScalesEqualReference) {
+  std::mt19937 g(2718);
+  const Pair pairs[] = {{"mxfp4", "mxfp4"}, {"mxfp4", "mxfp4_2d"}, {"mxfp8", "mxfp8"}, {"mxfp8", "mxfp4_2d"}};
+  for (const Pair& p : pairs)
+    for (int trial = 0; trial < 3; ++trial) {
+      std::vector<int64_t> ms = {int64_t(1 + g() % 40), 0, int64_t(1 + g() % 50)};
+      const size_t M = size_t(sum(ms)), N = 8 + g() % 60, K = 8 + g() % 100, G = ms.size();
+      const float sa = trial == 0 ? 1.0f : 0x1p-110f, sw = trial == 2 ? 0x1p-120f : 1.0f;
+      Tensor2f x = rand2(g, M, K, 4), dy = rand2(g, M, N, 4);
+      Tensor3f w = rand3(g, G, N, K, 4);
+      for (auto& v : x) v *= sa;
+      for (auto& v : dy) v *= sa;
+      for (auto& v : w) v *= sw;
+      for (size_t k = 0; k < K; ++k) x(0, k) = dy(0, std::min(k, N - 1)) = 0.0f;  // zero rows
+      for (size_t i = 0; i < M; ++i)
+        for (size_t k = 0; k < std::min<size_t>(32, K); ++k) x(i, k) = 0.0f;  // a zero block column
+      for (size_t gi = 0; gi < G; ++gi)
+        for (size_t k = 0; k < K; ++k) w(gi, 0, k) = 0.0f;
+      const bool tiles = std::string(p.w) == "mxfp4_2d";
+      for (int form = 0; form < 3; ++form) {
+        if (form == 2 && tiles) continue;
+        SCOPED_TRACE(std::string(p.a) + " x " + p.w + " form " + std::to_string(form) + " trial " + std::to_string(trial));
+        const KernelSlot slot = slot_of(spec(p.a), spec(p.w));
+        if (form < 2) {
+          const QuantizedTensor qa = quantize(form == 0 ? x : dy, spec(p.a), Axis::Cols);
+          const QuantizedTensor qw = quantize(w, spec(p.w), form == 0 || tiles ? Axis::Cols : Axis::Rows);
+          Tensor2f r, f;
+          auto go = [&](GemmImpl impl, Tensor2f& o) {
+            if (form == 0) grouped_fprop(qa, qw, ms, o, opt(impl, false, Format::FP32));
+            else grouped_dgrad(qa, qw, ms, o, opt(impl, false, Format::FP32));
+          };
+          go(GemmImpl::Reference, r);
+          EXPECT_TRUE(ran(slot, GetParam(), [&] { go(GemmImpl::Fast, f); }));
+          EXPECT_EQ(count_bit_diffs(r, f), 0u);
+        } else {
+          const auto qa = quantize_grouped_colwise(dy, ms, spec(p.a));
+          const auto qb = quantize_grouped_colwise(x, ms, spec(p.w));
+          Tensor3f r, f;
+          grouped_wgrad(qa, qb, ms, r, opt(GemmImpl::Reference, false, Format::FP32));
+          EXPECT_TRUE(ran(slot, GetParam(), [&] { grouped_wgrad(qa, qb, ms, f, opt(GemmImpl::Fast, false, Format::FP32)); }));
+          EXPECT_EQ(count_bit_diffs(r, f), 0u);
+        }
+      }
+    }
+}

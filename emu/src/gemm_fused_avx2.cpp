@@ -143,7 +143,7 @@ MXSIM_AVX2 void tile(const Packed& P, size_t i0, size_t p, int h, Out out, size_
       _mm256_set1_epi32(-1));
   for (int r = 0; r < MR; ++r) {
     const RowInfo& ri = P.ai[i0 + r];
-    acc[r] = accumulate ? _mm256_maskload_ps(o + r * out.ld, cm) : _mm256_setzero_ps();
+    acc[r] = !accumulate ? _mm256_setzero_ps() : ncols == 8 ? _mm256_loadu_ps(o + r * out.ld) : _mm256_maskload_ps(o + r * out.ld, cm);
     bad[r] = _mm256_or_si256(bsp, _mm256_set1_epi32(ri.sp ? -1 : 0));
     bad[r] = _mm256_or_si256(bad[r], _mm256_cmpgt_epi32(_mm256_set1_epi32(-126), _mm256_add_epi32(blo, _mm256_set1_epi32(ri.lo))));
     bad[r] = _mm256_or_si256(bad[r], _mm256_cmpgt_epi32(_mm256_add_epi32(bhi, _mm256_set1_epi32(ri.hi)), _mm256_set1_epi32(125)));
@@ -186,7 +186,9 @@ MXSIM_AVX2 void tile(const Packed& P, size_t i0, size_t p, int h, Out out, size_
   }
   for (int r = 0; r < MR; ++r) {
     const __m256i good = _mm256_andnot_si256(bad[r], cm);
-    _mm256_maskstore_ps(o + r * out.ld, good, finish_vec(acc[r], bf16_out));
+    // vmaskmovps stores are slow on AMD cores: a plain store when every lane is good.
+    if (_mm256_movemask_ps(_mm256_castsi256_ps(good)) == 0xFF) _mm256_storeu_ps(o + r * out.ld, finish_vec(acc[r], bf16_out));
+    else _mm256_maskstore_ps(o + r * out.ld, good, finish_vec(acc[r], bf16_out));
     const unsigned b2 = unsigned(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_and_si256(cm, bad[r]))));
     if (b2)
       for (size_t c = 0; c < ncols; ++c)

@@ -88,12 +88,14 @@ __attribute__((target(MXSIM_AVX2_TARGET))) inline void avx2_tile16(const uint8_t
                                                                    uint32_t cols, int col0, const uint8_t* badi,
                                                                    bool accumulate, bool bf16) {
   const __m256i m0 = avx2_colmask(cols, col0), m1 = avx2_colmask(cols, col0 + 8);
+  // vmaskmovps stores are slow on AMD cores: plain loads/stores for full halves.
+  const bool full0 = ((cols >> col0) & 0xFFu) == 0xFFu, full1 = ((cols >> (col0 + 8)) & 0xFFu) == 0xFFu;
   const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[MR][2];
   for (int r = 0; r < MR; ++r) {
     if (accumulate) {
-      acc[r][0] = _mm256_maskload_ps(out + r * ld + col0, m0);
-      acc[r][1] = _mm256_maskload_ps(out + r * ld + col0 + 8, m1);
+      acc[r][0] = full0 ? _mm256_loadu_ps(out + r * ld + col0) : _mm256_maskload_ps(out + r * ld + col0, m0);
+      acc[r][1] = full1 ? _mm256_loadu_ps(out + r * ld + col0 + 8) : _mm256_maskload_ps(out + r * ld + col0 + 8, m1);
     } else {
       acc[r][0] = acc[r][1] = _mm256_setzero_ps();
     }
@@ -132,8 +134,11 @@ __attribute__((target(MXSIM_AVX2_TARGET))) inline void avx2_tile16(const uint8_t
   }
   for (int r = 0; r < MR; ++r) {
     if (badi[r]) continue;  // a row with an unsafe scale: the scalar walk writes it
-    _mm256_maskstore_ps(out + r * ld + col0, m0, avx2_finish(acc[r][0], bf16));
-    _mm256_maskstore_ps(out + r * ld + col0 + 8, m1, avx2_finish(acc[r][1], bf16));
+    const __m256 v0 = avx2_finish(acc[r][0], bf16), v1 = avx2_finish(acc[r][1], bf16);
+    if (full0) _mm256_storeu_ps(out + r * ld + col0, v0);
+    else _mm256_maskstore_ps(out + r * ld + col0, m0, v0);
+    if (full1) _mm256_storeu_ps(out + r * ld + col0 + 8, v1);
+    else _mm256_maskstore_ps(out + r * ld + col0 + 8, m1, v1);
   }
 }
 
