@@ -1,8 +1,11 @@
-// mxsim info: version, build options, backends present, formats and recipes.
+// mxsim info: version, build options, backends present, CPU kernels, formats and recipes.
 #include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
 #include <string>
 
 #include "commands.hpp"
+#include "mxsim/emu/cpu_path.hpp"
 #include "mxsim/format.hpp"
 #include "mxsim/quant_spec.hpp"
 
@@ -53,6 +56,12 @@ int cmd_info(const Args& args) {
     std::fprintf(stderr, "mxsim info: usage error: unexpected argument '%s' (mxsim info takes none)\n", a.c_str());
     return 2;
   }
+  try {
+    (void)mxsim::emu::cpu_path();  // a bad MXSIM_CPU_PATH fails before anything is printed
+  } catch (const std::invalid_argument& ex) {
+    std::fprintf(stderr, "mxsim info: error: %s\n", ex.what());
+    return 1;
+  }
   std::printf("mxsim %s\n", MXSIM_VERSION);
   std::printf("compiler:      %s, C++%ld\n", compiler().c_str(), long(__cplusplus / 100 % 100));
   std::printf("build type:    %s\n", build_type().c_str());
@@ -68,7 +77,29 @@ int cmd_info(const Args& args) {
 #elif defined(MXSIM_HAVE_GPU)
   std::printf(", hip (%s)", MXSIM_GPU_PLATFORM);
 #endif
-  std::printf("\nformats:");
+  std::printf("\n");
+  {
+    // The emulator's CPU dispatch (mxsim/emu/cpu_path.hpp): the path in use,
+    // the paths this CPU can run, and the kernel of each GEMM class and the quantizer.
+    namespace e = mxsim::emu;
+    std::string paths;
+    for (e::CpuPath p : {e::CpuPath::Avx512, e::CpuPath::Avx2, e::CpuPath::Scalar}) {
+      std::string why;
+      paths += std::string(paths.empty() ? "" : ", ") + e::cpu_path_name(p) +
+               (e::cpu_supports(p, &why) ? "" : " (no: " + why + ")");
+    }
+    {
+      const e::CpuPath p = e::cpu_path();
+      const char* env = std::getenv("MXSIM_CPU_PATH");
+      std::printf("cpu path:      %s (%s; MXSIM_CPU_PATH=avx512|avx2|scalar forces one)\n", e::cpu_path_name(p),
+                  env && *env ? "forced by MXSIM_CPU_PATH" : "the best this CPU runs");
+      std::printf("cpu paths:     %s\n", paths.c_str());
+      std::printf("cpu kernels:\n");
+      for (int s = 0; s < e::kNumKernelSlots; ++s)
+        std::printf("  %-16s %s\n", e::kernel_slot_name(e::KernelSlot(s)), e::kernel_name(e::KernelSlot(s), p));
+    }
+  }
+  std::printf("formats:");
   for (int i = 0; i < kNumFormats; ++i) std::printf(" %s", short_name(Format(i)));
   std::printf("\nrecipes:\n");
   for (const auto& n : tensor_recipe_names()) std::printf("  %-16s %s\n", n.c_str(), tensor_recipe(n).describe().c_str());

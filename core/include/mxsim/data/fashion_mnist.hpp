@@ -51,7 +51,11 @@ Dataset load_idx(const std::filesystem::path& images_file, const std::filesystem
 /// Loads the train (train-*-idx?-ubyte[.gz], 60000 examples) or test (t10k-*, 10000) split
 /// from `dir`. For each file the ".gz" name is preferred, the plain name accepted.
 /// Additionally requires rows == cols == 28. Throws DataError naming the missing/bad file.
-Dataset load_fashion_mnist(const std::filesystem::path& dir, Split split);
+/// `limit` > 0 returns only the first min(limit, N) examples (the whole file is still
+/// validated). The files are read, gunzipped and validated once per process (a file
+/// whose size or mtime changed is read again); each call converts only the examples
+/// it returns to FP32.
+Dataset load_fashion_mnist(const std::filesystem::path& dir, Split split, std::size_t limit = 0);
 
 /// Fashion-MNIST class names, index = label ("T-shirt/top", ..., "Ankle boot").
 const char* fashion_mnist_class_name(uint8_t label);
