@@ -8,7 +8,7 @@ MXSIM_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libboost-dev libboost-program-options-dev libboost-iostreams-dev
   libxtensor-dev libxsimd-dev libtomlplusplus-dev nlohmann-json3-dev
-  libhdf5-dev librandom123-dev libopenblas-dev libomp-dev
+  libhdf5-dev librandom123-dev libopenblas-dev libomp-dev zlib1g-dev
   dataset-fashion-mnist
   qt6-base-dev qt6-charts-dev xvfb xauth
   python3 python3-h5py python3-numpy
