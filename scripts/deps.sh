@@ -13,6 +13,7 @@ MXSIM_PACKAGES=(
   qt6-base-dev qt6-charts-dev xvfb xauth
   python3 python3-h5py python3-numpy
   hipcc libamdhip64-dev
+  clang libclang-rt-14-dev
 )
 
 missing=()
