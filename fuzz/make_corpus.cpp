@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <zlib.h>
+
 #include "mxsim/io/npy.hpp"
 #include "mxsim/io/safetensors.hpp"
 #include "mxsim/sim/config.hpp"
@@ -32,6 +34,19 @@ std::vector<uint8_t> idx(uint32_t magic, const std::vector<uint32_t>& dims, cons
   for (auto d : dims) be(d);
   b.insert(b.end(), payload.begin(), payload.end());
   return b;
+}
+std::vector<uint8_t> gz(const std::vector<uint8_t>& in) {
+  z_stream z{};
+  deflateInit2(&z, 9, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY);
+  std::vector<uint8_t> out(deflateBound(&z, uLong(in.size())) + 32);
+  z.next_in = const_cast<Bytef*>(in.data());
+  z.avail_in = uInt(in.size());
+  z.next_out = out.data();
+  z.avail_out = uInt(out.size());
+  deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
 }
 // The fuzz_idx input: 4-byte little-endian length of the images part, images, labels.
 std::string idx_pair(const std::vector<uint8_t>& im, const std::vector<uint8_t>& lb) {
@@ -69,22 +84,20 @@ int main(int argc, char** argv) {
   const auto im = idx(0x803, {2, 2, 2}, {0, 255, 1, 2, 3, 4, 5, 6});
   const auto lb = idx(0x801, {2}, {3, 9});
   put(out / "idx/plain.bin", idx_pair(im, lb));
-  // Trace: a scalar, a [2, 3] and a [256] series over 3 steps, a snapshot.
+  put(out / "idx/gzip.bin", idx_pair(gz(im), gz(lb)));
+  // Trace: an f64 scalar and a u8 [3] series over 3 steps, a snapshot (small chunks: a small file).
   {
     const fs::path p = out / "trace/run.h5";
     fs::create_directories(p.parent_path());
     trace::Writer w(p, "[model]\nexperts = 4\n", trace::make_provenance("emu", 7));
     w.declare_series("/train/loss", trace::DType::f64, {});
-    w.declare_series("/layers/fc1/grad", trace::DType::f32, {2, 3});
-    w.declare_series("/layers/fc1/hist", trace::DType::u64, {256});
+    w.declare_series("/layers/fc1/hist", trace::DType::u8, {3});
     w.declare_snapshot("/snap/fc1/master", trace::DType::f32, {2, 3}, {0, 2});
     w.start_swmr();
-    std::vector<uint64_t> h(256);
     for (int s = 0; s < 3; ++s) {
       w.append("/train/loss", 1.0 / (s + 1));
-      w.append("/layers/fc1/grad", f);
-      h[std::size_t(120 + s)] = uint64_t(s + 1);
-      w.append("/layers/fc1/hist", h.data());
+      const uint8_t h[3] = {uint8_t(s), 7, 255};
+      w.append("/layers/fc1/hist", h);
       if (s != 1) w.write_snapshot("/snap/fc1/master", f);
       w.end_step();
     }

@@ -190,6 +190,7 @@ Checkpoint::Checkpoint(const std::filesystem::path& path) : impl_(std::make_uniq
   m.fname = path.string();
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) throw TraceError(m.fname + ": checkpoint missing (no such file)");
+  detail::check_global_heaps(m.fname);
   m.file = Hid(H5Fopen(m.fname.c_str(), H5F_ACC_RDONLY, detail::read_fapl()), H5Fclose);
   if (!m.file.valid()) fail(m.fname, "not a readable checkpoint (truncated, corrupt or not HDF5)");
   if (!detail::has_attr(m.file, "mxsim_checkpoint_format", m.fname))

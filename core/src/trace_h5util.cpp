@@ -1,6 +1,8 @@
 // HDF5 helpers + provenance (see trace_h5util.hpp, mxsim/trace/common.hpp).
 #include "trace_h5util.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -255,6 +257,54 @@ std::vector<std::string> dataset_names(hid_t root, const std::string& file, cons
       &names);
   if (rc < 0) fail(file, what);
   return names;
+}
+
+void check_global_heaps(const std::string& file) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;  // H5Fopen reports it
+  struct Close {
+    int fd;
+    ~Close() { ::close(fd); }
+  } close_fd{fd};
+  struct stat sb {};
+  if (::fstat(fd, &sb) != 0) return;
+  const uint64_t size = uint64_t(sb.st_size);
+  const uint64_t limit = size <= (uint64_t(256) << 20) ? size : uint64_t(16) << 20;
+  auto read_at = [&](uint64_t off, void* buf, std::size_t n) {
+    return off <= size && n <= size - off && ::pread(fd, buf, n, off_t(off)) == ssize_t(n);
+  };
+  auto le = [](const unsigned char* p, int n) {
+    uint64_t v = 0;
+    for (int k = n - 1; k >= 0; --k) v = v << 8 | p[k];
+    return v;
+  };
+  // Collection: "GCOL", version 1, 3 reserved bytes, 8-byte collection size (the default
+  // "size of lengths"), then objects: 2-byte index, 2-byte reference count, 4 reserved, 8-byte
+  // size, data padded to 8 bytes; index 0 is the free space, whose size includes its header
+  // (HDF5 file format spec III.E; H5HG__cache_heap_deserialize).
+  std::vector<unsigned char> block(std::size_t(1) << 20);
+  for (uint64_t base = 0; base < limit; base += block.size() - 16) {
+    const std::size_t n = std::size_t(std::min<uint64_t>(block.size(), size - base));
+    if (!read_at(base, block.data(), n)) return;
+    for (std::size_t i = 0; i + 16 <= n; ++i) {
+      if (std::memcmp(block.data() + i, "GCOL\x01\0\0\0", 8) != 0) continue;
+      const uint64_t at = base + i, csize = le(block.data() + i + 8, 8);
+      uint64_t p = 16;
+      while (p < csize) {
+        if (csize - p < 16) break;  // too small for a header: free space
+        unsigned char h[16];
+        if (!read_at(at + p, h, 16)) break;  // beyond the file: HDF5 fails to read it, no loop
+        const uint64_t idx = le(h, 2), osize = le(h + 8, 8);
+        const uint64_t need = idx > 0 ? (osize > UINT64_MAX - 23 ? UINT64_MAX : 16 + (osize + 7) / 8 * 8) : osize;
+        if (need == 0 || need > csize - p)
+          throw TraceError(file + ": corrupt global heap collection at byte " + std::to_string(at) + " (object " +
+                           std::to_string(idx) + " claims " + std::to_string(need) + " of the " +
+                           std::to_string(csize - p) + " bytes left; libhdf5 would loop reading it)");
+        p += need;
+      }
+    }
+    if (base + n >= limit) break;
+  }
 }
 
 Hid read_fapl() {

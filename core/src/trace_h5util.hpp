@@ -101,6 +101,15 @@ uint64_t read_u64_attr(hid_t obj, const char* name, const std::string& file);
 /// TraceError "<file>: <what>" when the visit fails (corrupt links or object headers).
 std::vector<std::string> dataset_names(hid_t root, const std::string& file, const std::string& what);
 
+/// Refuses a file holding a global heap collection ("GCOL", where HDF5 keeps variable-length
+/// strings) whose object list libhdf5 1.10's parser would walk forever: an object whose size
+/// does not advance the walk (a free-space object of size 0) or runs past the collection. HDF5
+/// reads such a collection in an endless loop the first time a vlen string of it is read, with
+/// no error; walking it first, as HDF5 would, turns that into TraceError "<file>: corrupt global
+/// heap collection at byte N ...". The whole file is scanned up to 256 MiB, else its first 16 MiB
+/// (where the root attributes' collection of an mxsim or h5py file lies).
+void check_global_heaps(const std::string& file);
+
 /// File access list of every trace/checkpoint open: metadata read attempts bounded (kMetadataReadAttempts).
 Hid read_fapl();
 /// HDF5's SWMR reader retries a metadata block whose checksum fails (a live writer may be

@@ -81,6 +81,7 @@ void add_dataset(OpenTrace& t, const std::string& fname, const std::string& rel)
 }
 
 std::shared_ptr<OpenTrace> open_trace(const std::string& fname) {
+  detail::check_global_heaps(fname);
   auto t = std::make_shared<OpenTrace>();
   const Hid fapl = detail::read_fapl();
   t->file = Hid(H5Fopen(fname.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl), H5Fclose);
