@@ -9,16 +9,10 @@
 #include <mutex>
 #include <sstream>
 
+#include "data_gzip.hpp"
 #include "mxsim/io/tensor_file.hpp"
 
-#include <boost/iostreams/copy.hpp>
-#include <boost/iostreams/device/back_inserter.hpp>
-#include <boost/iostreams/filter/gzip.hpp>
-#include <boost/iostreams/filtering_stream.hpp>
-
 namespace mxsim::data {
-
-namespace io = boost::iostreams;
 
 namespace {
 
@@ -90,26 +84,7 @@ std::vector<uint8_t> read_maybe_gzip(const std::filesystem::path& f) {
     throw DataError(e.what());  // "<file>: cannot open: <reason>" / "<file>: read error"
   }
   if (raw.size() < 2 || raw[0] != 0x1f || raw[1] != 0x8b) return raw;  // plain IDX
-  std::vector<uint8_t> out;
-  try {
-    io::filtering_istream s;
-    s.push(io::gzip_decompressor());
-    s.push(io::array_source(reinterpret_cast<const char*>(raw.data()), raw.size()));
-    s.exceptions(std::ios::badbit);
-    std::array<char, 1 << 16> buf;
-    while (s) {
-      s.read(buf.data(), buf.size());
-      out.insert(out.end(), buf.data(), buf.data() + s.gcount());
-    }
-  } catch (const io::gzip_error& e) {
-    const int err = e.error();
-    fail(f, std::string(err == io::gzip::bad_footer ? "truncated gzip stream (no complete gzip footer): "
-                        : err == io::gzip::bad_crc  ? "corrupt gzip stream (CRC mismatch): "
-                                                     : "corrupt gzip stream: ") + e.what());
-  } catch (const std::ios_base::failure& e) {
-    fail(f, std::string("corrupt or truncated gzip stream: ") + e.what());
-  }
-  return out;
+  return detail::gunzip(raw, f);
 }
 
 namespace {

@@ -12,6 +12,17 @@ constexpr uint64_t kMaxHeader = 100'000'000;  // huggingface/safetensors MAX_HEA
 
 std::string q(const std::string& name) { return "tensor '" + name + "'"; }
 
+// A header value as JSON text for a message, at most 80 characters (a shape may be a list of
+// millions of numbers; the parser already refused nesting deeper than kMaxDepth).
+std::string brief(const nlohmann::json& j) {
+  std::string s = j.dump();
+  if (s.size() > 80) s = s.substr(0, 77) + "...";
+  return s;
+}
+// A valid header nests 3 levels (root, tensor entry, shape list); deeper JSON is refused while
+// parsing, before anything formats or walks it recursively.
+constexpr int kMaxDepth = 16;
+
 bool as_size(const nlohmann::json& j, size_t& out) {
   if (!j.is_number_integer()) return false;
   if (j.is_number_unsigned()) {
@@ -48,8 +59,10 @@ SafetensorsFile parse_safetensors(std::span<const uint8_t> b, const std::string&
   // names a tensor (or a field) twice is ambiguous, so it is rejected.
   std::vector<std::set<std::string>> keys;  // one set per open object
   std::string dup;
-  const nlohmann::json::parser_callback_t cb = [&](int, nlohmann::json::parse_event_t ev, nlohmann::json& v) {
+  const nlohmann::json::parser_callback_t cb = [&](int depth, nlohmann::json::parse_event_t ev, nlohmann::json& v) {
     using E = nlohmann::json::parse_event_t;
+    if ((ev == E::object_start || ev == E::array_start) && depth >= kMaxDepth)
+      throw IoError(label + ": header nests JSON deeper than " + std::to_string(kMaxDepth) + " levels (a header has 3)");
     if (ev == E::object_start) keys.emplace_back();
     else if (ev == E::object_end) keys.pop_back();
     else if (ev == E::key && !keys.empty() && !keys.back().insert(v.get<std::string>()).second && dup.empty())
@@ -97,16 +110,16 @@ SafetensorsFile parse_safetensors(std::span<const uint8_t> b, const std::string&
     if (!sh.is_array()) throw IoError(label + ": " + q(name) + ": shape is not a list");
     for (const auto& d : sh) {
       size_t v;
-      if (!as_size(d, v)) throw IoError(label + ": " + q(name) + ": shape " + sh.dump() + " is not a list of non-negative integers");
+      if (!as_size(d, v)) throw IoError(label + ": " + q(name) + ": shape " + brief(sh) + " is not a list of non-negative integers");
       t.shape.push_back(v);
     }
     const auto& off = e["data_offsets"];
     size_t begin, end;
     if (!off.is_array() || off.size() != 2 || !as_size(off[0], begin) || !as_size(off[1], end))
-      throw IoError(label + ": " + q(name) + ": data_offsets " + off.dump() + " is not two non-negative integers");
-    if (begin > end) throw IoError(label + ": " + q(name) + ": data_offsets " + off.dump() + " has begin > end");
+      throw IoError(label + ": " + q(name) + ": data_offsets " + brief(off) + " is not two non-negative integers");
+    if (begin > end) throw IoError(label + ": " + q(name) + ": data_offsets " + brief(off) + " has begin > end");
     if (end > buf_size)
-      throw IoError(label + ": " + q(name) + ": data_offsets " + off.dump() + " run past the end of the " +
+      throw IoError(label + ": " + q(name) + ": data_offsets " + brief(off) + " run past the end of the " +
                     std::to_string(buf_size) + "-byte data buffer (truncated file?)");
     size_t numel;
     try {
@@ -118,7 +131,7 @@ SafetensorsFile parse_safetensors(std::span<const uint8_t> b, const std::string&
       throw IoError(label + ": " + q(name) + ": shape " + t.shape_str() + " " + dt + " is too large");
     if (numel * size_of(t.dtype) != end - begin)
       throw IoError(label + ": " + q(name) + ": shape " + t.shape_str() + " " + dt + " needs " +
-                    std::to_string(numel * size_of(t.dtype)) + " bytes but data_offsets " + off.dump() + " span " +
+                    std::to_string(numel * size_of(t.dtype)) + " bytes but data_offsets " + brief(off) + " span " +
                     std::to_string(end - begin));
     spans.push_back({begin, end, f.tensors.size()});
     f.tensors.push_back(std::move(t));

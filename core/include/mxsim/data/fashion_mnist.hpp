@@ -5,8 +5,9 @@
 //   big-endian uint32 magic, then one big-endian uint32 per dimension, then the raw
 //   row-major uint8 payload.  Images: magic 0x00000803, dims [N, 28, 28].
 //   Labels: magic 0x00000801, dims [N], each label 0..9.
-// Files are read through Boost.Iostreams' gzip_decompressor when they start with the
-// gzip magic 1f 8b, otherwise read as plain bytes.
+// Files are decompressed with zlib when they start with the gzip magic 1f 8b (judged as
+// `gzip -t` does: all members, CRC-32 and length footers, zero padding after the last member
+// ignored), otherwise read as plain bytes.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -40,7 +41,8 @@ struct Dataset {
 std::filesystem::path default_fashion_mnist_dir();
 
 /// Reads a whole file, gunzipping it when it starts with 1f 8b.
-/// Throws DataError (missing/unreadable file, truncated or corrupt gzip stream).
+/// Throws DataError (missing/unreadable file; truncated or corrupt gzip stream, a CRC-32 or
+/// length footer that does not match, bytes after the gzip data that are not zero padding).
 std::vector<uint8_t> read_maybe_gzip(const std::filesystem::path& file);
 
 /// Loads one image file + one label file (each gzip or plain).
