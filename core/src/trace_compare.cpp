@@ -10,6 +10,7 @@
 #include <toml++/toml.h>
 
 #include "mxsim/trace/reader.hpp"
+#include "trace_compare_details.hpp"
 
 namespace mxsim::trace {
 
@@ -160,6 +161,7 @@ CompareResult compare(const std::filesystem::path& pa, const std::filesystem::pa
     }
   }
   res.first_difference = best;
+  fill_difference_details(a, b, res);
   return res;
 }
 
