@@ -46,13 +46,8 @@ bool ends_with(const std::string& s, const std::string& suf) {
   return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
 }
 
-/// Element format from a name: mxsim short names, the table's names, and torchao's
-/// spellings (float4_e2m1fn_x2, fp6_e2m3, fp6_e3m2; "torch." prefix allowed).
-Format elem_from_name(std::string n) {
-  if (n.rfind("torch.", 0) == 0) n = n.substr(6);
-  if (n == "float4_e2m1fn_x2" || n == "fp4_e2m1") n = "e2m1";
-  if (n == "fp6_e2m3") n = "e2m3";
-  if (n == "fp6_e3m2") n = "e3m2";
+/// Element format from a name (mxsim::format_from_name: mxsim, PyTorch and torchao spellings).
+Format elem_from_name(const std::string& n) {
   Format f;
   if (!format_from_name(n, f)) throw UsageError("--elem-dtype: unknown element format '" + n + "'");
   return f;
