@@ -407,8 +407,8 @@ int run(const Args& args) {
     if (!found) {
       std::string names;
       for (const auto& [n, d] : listed) names += (names.empty() ? "" : ", ") + n;
-      throw std::runtime_error("no tensor '" + name + "' in the input" + (inputs.size() > 1 ? "s" : "") + " (tensors: " +
-                               (names.empty() ? "none" : names) + ")");
+      const std::string where = inputs.size() == 1 ? inputs[0].path.string() : std::string("the inputs");
+      throw std::runtime_error(where + ": no tensor '" + name + "' (tensors: " + (names.empty() ? "none" : names) + ")");
     }
   }
   if (wanted.empty() && !all_tensors) {

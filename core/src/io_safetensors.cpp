@@ -124,9 +124,13 @@ SafetensorsFile parse_impl(std::span<const uint8_t> b, size_t total, const std::
     size_t numel, need;
     try {
       numel = t.numel();
-      need = byte_count(t.dtype, numel);
     } catch (const std::overflow_error&) {
       throw IoError(label + ": " + q(name) + ": shape " + t.shape_str() + " is too large");
+    }
+    try {
+      need = byte_count(t.dtype, numel);
+    } catch (const std::overflow_error&) {
+      throw IoError(label + ": " + q(name) + ": shape " + t.shape_str() + " " + dt + " is too large");
     } catch (const IoError& err) {
       throw IoError(label + ": " + q(name) + ": shape " + t.shape_str() + " " + dt + ": " + err.what());
     }

@@ -53,7 +53,7 @@ size_t size_of(DType d) {
 }
 size_t byte_count(DType d, size_t numel) {
   const size_t bits = bits_of(d);
-  if (numel > SIZE_MAX / bits) throw IoError(std::string(name_of(d)) + " tensor of " + std::to_string(numel) + " elements is too large");
+  if (numel > SIZE_MAX / bits) throw std::overflow_error(std::string(name_of(d)) + " tensor of " + std::to_string(numel) + " elements is too large");
   if (numel * bits % 8)
     throw IoError(std::to_string(numel) + " elements of " + name_of(d) + " (" + std::to_string(bits) +
                   " bits each) are not a whole number of bytes");

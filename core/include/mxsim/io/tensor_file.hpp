@@ -43,7 +43,8 @@ unsigned bits_of(DType);
 /// Bytes per element; 0 for the sub-byte dtypes F4 and F6_* (use byte_count).
 size_t size_of(DType);
 /// Bytes of `numel` elements: numel * bits_of(d) / 8. Throws IoError when that
-/// is not a whole number of bytes (sub-byte dtypes) or overflows size_t.
+/// is not a whole number of bytes (sub-byte dtypes), std::overflow_error when
+/// it overflows size_t.
 size_t byte_count(DType d, size_t numel);
 /// Parse a safetensors dtype name; false when unknown.
 bool dtype_from_name(std::string_view name, DType& out);
