@@ -387,7 +387,14 @@ int run(const Args& args) {
   Notes notes{"quantize", {}};
   const std::vector<InputFile> inputs = expand_inputs(p.positional);
   std::vector<std::pair<std::string, io::DType>> listed;  // every tensor of every input, in order
+  std::set<std::string> wanted(tensor_args.begin(), tensor_args.end());
+  std::set<std::string> indexed_only;  // names an index places in shards not read (none wanted there)
   for (const auto& in : inputs) {
+    if (!wanted.empty() && !in.from_index.empty() &&
+        std::none_of(in.from_index.begin(), in.from_index.end(), [&](const std::string& n) { return wanted.count(n); })) {
+      indexed_only.insert(in.from_index.begin(), in.from_index.end());
+      continue;
+    }
     if (in.npy) {
       listed.emplace_back(npy_tensor_name(in.path), io::read_npy_header(in.path).dtype);
       continue;
@@ -400,9 +407,8 @@ int run(const Args& args) {
   if (inputs.size() == 1 && inputs[0].npy && (!tensor_args.empty() || all_tensors))
     throw UsageError("--tensor and --all-tensors need a .safetensors input; " + inputs[0].path.string() +
                      " is a .npy file");
-  std::set<std::string> wanted(tensor_args.begin(), tensor_args.end());
   for (const auto& name : tensor_args) {
-    bool found = false;
+    bool found = indexed_only.count(name) > 0;
     for (const auto& [n, d] : listed) found = found || n == name;
     if (!found) {
       std::string names;

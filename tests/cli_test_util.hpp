@@ -22,6 +22,7 @@ struct CliRun {
 /// A temporary folder in which `mxsim ARGS` runs (ARGS is shell text).
 struct CliSandbox : TempDir {
   CliSandbox() : TempDir("cli") {}
+  std::string slurp_text(const std::string& name) const { return read_bytes(p / name); }
   CliRun mxsim(const std::string& args) const {
     const std::string bin = std::string(MXSIM_BINARY_DIR) + "/cli/mxsim";
     const std::string cmd = "cd '" + p.string() + "' && '" + bin + "' " + args + " >.stdout 2>.stderr";

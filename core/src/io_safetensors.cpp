@@ -293,7 +293,7 @@ SafetensorsIndex read_safetensors_index(const std::filesystem::path& file) {
       throw IoError(label + ": weight_map entry '" + name + "': shard name '" + shard +
                     "' must be a relative path inside the index's folder");
     ix.weight_map.emplace_back(name, shard);
-    const std::filesystem::path full = dir / sp;
+    const std::filesystem::path full = file.has_parent_path() ? dir / sp : sp;
     if (std::find(ix.shards.begin(), ix.shards.end(), full) == ix.shards.end()) ix.shards.push_back(full);
   }
   return ix;
@@ -303,14 +303,14 @@ std::vector<std::string> SafetensorsIndex::tensors_in(const std::filesystem::pat
   const std::filesystem::path dir = file.has_parent_path() ? file.parent_path() : std::filesystem::path(".");
   std::vector<std::string> v;
   for (const auto& [t, s] : weight_map)
-    if (dir / s == shard) v.push_back(t);
+    if ((file.has_parent_path() ? dir / s : std::filesystem::path(s)) == shard) v.push_back(t);
   return v;
 }
 
 std::filesystem::path SafetensorsIndex::shard_of(const std::string& tensor) const {
   const std::filesystem::path dir = file.has_parent_path() ? file.parent_path() : std::filesystem::path(".");
   for (const auto& [t, s] : weight_map)
-    if (t == tensor) return dir / s;
+    if (t == tensor) return file.has_parent_path() ? dir / s : std::filesystem::path(s);
   return {};
 }
 
