@@ -38,7 +38,7 @@ int run(const Args& args) {
       ("seed", po::value<std::string>(), "random seed, 0 to 4294967295 (default 1)");
   add_format_options(opts, true, "the result");
   const CommandHelp help{"gemm", "[--m M] [--n N] [--k K] [--recipe-a NAME] [--recipe-b NAME] [--model M] [--spread S] [--seed N] [--json|--csv]",
-                         "ULP distance of a matrix-unit model from the GEMM contract (docs/numerics.md §5) on a\n"
+                         "ULP distance of a matrix-unit model from the GEMM contract (docs/numerics.md section 5) on a\n"
                          "random problem A[m, k] . B[n, k]^T; it measures a model's deviation, it times nothing.",
                          "CSV: one row per non-empty bucket (bucket, lo_ulp, hi_ulp, count).\n"
                          "Each of A, B and the output may hold at most 2^26 elements.", ""};
