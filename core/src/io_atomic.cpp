@@ -58,8 +58,8 @@ AtomicOutputs::~AtomicOutputs() {
 
 fs::path AtomicOutputs::add(const fs::path& final_path) {
   check_final(final_path);
-  for (const auto& e : entries_)
-    if (e.final_path == final_path) throw IoError(final_path.string() + ": written twice by one command");
+  if (!registered_.insert(final_path.lexically_normal().string()).second)
+    throw IoError(final_path.string() + ": written twice by one command");
   const fs::path dir = folder_of(final_path);
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) throw IoError(final_path.string() + ": folder '" + dir.string() + "' does not exist");

@@ -203,11 +203,24 @@ SafetensorsFile read_safetensors_header(const std::filesystem::path& file) {
 
 std::vector<uint8_t> encode_safetensors(const std::vector<RawTensor>& tensors,
                                         const std::map<std::string, std::string>& metadata) {
-  nlohmann::ordered_json h = nlohmann::ordered_json::object();
+  // The header is assembled entry by entry: a JSON object library looks each
+  // key up as it is added, which costs O(n^2) for a checkpoint's thousands of
+  // tensors and metadata keys. Keys are unique by construction (checked here;
+  // metadata is a std::map). Bytes that are not UTF-8 (a file name in the
+  // metadata, say) are written as U+FFFD instead of failing.
+  const auto str = [](const std::string& v) {
+    return nlohmann::json(v).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  std::string text = "{";
   if (!metadata.empty()) {
-    auto& m = h["__metadata__"];
-    m = nlohmann::ordered_json::object();
-    for (const auto& [k, v] : metadata) m[k] = v;
+    text += "\"__metadata__\":{";
+    bool first = true;
+    for (const auto& [k, v] : metadata) {
+      if (!first) text += ',';
+      first = false;
+      text += str(k) + ":" + str(v);
+    }
+    text += "}";
   }
   std::set<std::string> names;
   size_t off = 0;
@@ -217,15 +230,15 @@ std::vector<uint8_t> encode_safetensors(const std::vector<RawTensor>& tensors,
     if (t.bytes.size() != byte_count(t.dtype, t.numel()))
       throw IoError(q(t.name) + ": " + std::to_string(t.bytes.size()) + " bytes do not match shape " + t.shape_str() +
                     " " + name_of(t.dtype));
-    auto& e = h[t.name];
+    nlohmann::ordered_json e;
     e["dtype"] = name_of(t.dtype);
     e["shape"] = t.shape;
     e["data_offsets"] = {off, off + t.bytes.size()};
+    if (text.size() > 1) text += ',';
+    text += str(t.name) + ":" + e.dump();
     off += t.bytes.size();
   }
-  // JSON is UTF-8: a byte sequence that is not (a file name in the metadata,
-  // say) is written with U+FFFD in its place instead of failing.
-  std::string text = h.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  text += "}";
   text.append((8 - text.size() % 8) % 8, ' ');
   std::vector<uint8_t> out;
   out.reserve(8 + text.size() + off);

@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 namespace mxsim::io {
@@ -55,6 +56,7 @@ class AtomicOutputs {
     bool done = false;
   };
   std::vector<Entry> entries_;
+  std::unordered_set<std::string> registered_;  ///< final paths, for the "written twice" check
   bool committed_ = false;
 };
 
