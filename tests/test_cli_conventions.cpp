@@ -151,3 +151,18 @@ TEST(CliConventions, NonUtf8FileNameIsNoRawException) {
   EXPECT_EQ(j["inputs"][0], "w\xEF\xBF\xBD\xEF\xBF\xBD.npy");
   EXPECT_TRUE(std::filesystem::exists(s.p / "o" / ("w\xff\xfe" + std::string(".meta.json"))));
 }
+
+TEST(CliConventions, TrainJsonSummaryParsesBack) {
+  // One step on a few samples: the summary is JSON on stdout, progress on stderr.
+  CliSandbox s;
+  const auto r = s.mxsim("train --set run.max_steps=1 --set run.train_limit=256 --set run.test_limit=64 --threads 2 --json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["command"], "train");
+  EXPECT_EQ(j["steps"], 1);
+  EXPECT_TRUE(j["final_loss"].is_number());
+  EXPECT_TRUE(j["trace"].is_null());
+  ASSERT_FALSE(j["layers"].empty());
+  EXPECT_TRUE(j["layers"][0]["osc_flips"].is_number_unsigned());
+  EXPECT_NE(r.err.find("mxsim train: backend"), std::string::npos) << r.err;
+}
