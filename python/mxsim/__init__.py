@@ -73,20 +73,19 @@ def assert_same_bytes(actual, expected, what="tensor"):
     """Raise AssertionError naming the first differing byte when two arrays' bytes differ.
 
     Accepts NumPy arrays and torch tensors of any dtype (torch float8 / float4_e2m1fn_x2 /
-    float8_e8m0fnu included): both are compared as their raw bytes, C order, with equal shapes
-    once viewed as uint8 (the last axis counts bytes).
+    float8_e8m0fnu included). Both are compared as their raw bytes in C order; the shapes may
+    differ (a library that returns its scales flattened) as long as the byte counts agree.
     """
     def as_bytes(a):
         if hasattr(a, "detach"):  # torch.Tensor
             import torch
-            return a.detach().cpu().contiguous().view(torch.uint8).numpy()
-        a = _np.ascontiguousarray(a)
-        return a.view(_np.uint8) if a.ndim else a.reshape(1).view(_np.uint8)
+            return a.detach().cpu().contiguous().view(torch.uint8).numpy().reshape(-1)
+        return _np.ascontiguousarray(a).reshape(-1).view(_np.uint8)
     a, e = as_bytes(actual), as_bytes(expected)
-    if a.shape != e.shape:
-        raise AssertionError(f"{what}: byte shapes {a.shape} and {e.shape} differ")
-    bad = _np.flatnonzero(a.reshape(-1) != e.reshape(-1))
+    if a.size != e.size:
+        raise AssertionError(f"{what}: {a.size} bytes vs {e.size} bytes")
+    bad = _np.flatnonzero(a != e)
     if bad.size:
-        idx = tuple(int(v) for v in _np.unravel_index(int(bad[0]), a.shape))
-        raise AssertionError(f"{what}: {bad.size} of {a.size} bytes differ; the first at byte index {idx} "
-                             f"({int(a.reshape(-1)[bad[0]]):#04x} vs {int(e.reshape(-1)[bad[0]]):#04x})")
+        i = int(bad[0])
+        raise AssertionError(f"{what}: {bad.size} of {a.size} bytes differ; the first at byte {i} "
+                             f"({int(a[i]):#04x} vs {int(e[i]):#04x})")

@@ -103,3 +103,14 @@ def test_qdq_and_spec_errors():
     with pytest.raises(ValueError, match="not a float dtype"):
         mxsim.quantize(np.zeros((2, 32), np.int32), "mxfp8")
     assert mxsim.spec("mxfp4").block_size == (1, 32)
+
+
+def test_assert_same_bytes_names_the_first_difference():
+    a = np.arange(8, dtype=np.uint8)
+    mxsim.assert_same_bytes(a, a.reshape(2, 4))
+    b = a.copy()
+    b[5] = 0
+    with pytest.raises(AssertionError, match="1 of 8 bytes differ; the first at byte 5"):
+        mxsim.assert_same_bytes(b, a)
+    with pytest.raises(AssertionError, match="8 bytes vs 4 bytes"):
+        mxsim.assert_same_bytes(a, a[:4])
