@@ -166,3 +166,12 @@ TEST(CliConventions, TrainJsonSummaryParsesBack) {
   EXPECT_TRUE(j["layers"][0]["osc_flips"].is_number_unsigned());
   EXPECT_NE(r.err.find("mxsim train: backend"), std::string::npos) << r.err;
 }
+
+TEST(CliConventions, MissingDataDirectoryNamesTheRealOption) {
+  CliSandbox s;
+  const auto r = s.mxsim("train --set run.data_dir=/nonexistent/fmnist --set run.max_steps=1");
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_NE(r.err.find("/nonexistent/fmnist/train-images-idx3-ubyte.gz: missing"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--set run.data_dir=DIR"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("--data DIR"), std::string::npos) << r.err;
+}
