@@ -67,7 +67,8 @@ std::filesystem::path pick(const std::filesystem::path& dir, const std::string& 
   const auto plain = dir / base;
   if (std::filesystem::exists(plain)) return plain;
   throw DataError(gz.string() + ": missing (neither " + base + ".gz nor " + base + " exists in " + dir.string() +
-                  "; install the Debian package dataset-fashion-mnist or pass --data DIR)");
+                  "; install the Debian package dataset-fashion-mnist or point the config key run.data_dir at the "
+                  "folder: mxsim train --set run.data_dir=DIR)");
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "mxsim/io/tensor_file.hpp"
 #include "mxsim/io/toml_nesting.hpp"
 #include "mxsim/trace/reader.hpp"
+#include "trace_compare_details.hpp"
 
 namespace mxsim::trace {
 
@@ -164,6 +165,7 @@ CompareResult compare(const std::filesystem::path& pa, const std::filesystem::pa
     }
   }
   res.first_difference = best;
+  fill_difference_details(a, b, res);
   return res;
 }
 

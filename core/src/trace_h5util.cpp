@@ -1,6 +1,8 @@
 // HDF5 helpers + provenance (see trace_h5util.hpp, mxsim/trace/common.hpp).
 #include "trace_h5util.hpp"
 
+#include "mxsim/build_info.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -51,20 +53,9 @@ Provenance make_provenance(const std::string& backend, uint64_t seed) {
   p.date = buf;
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) == 0) p.host = host;
-#ifdef MXSIM_SOURCE_DIR
-  const std::string cmd = std::string("git -C '") + MXSIM_SOURCE_DIR + "' describe --always --dirty 2>/dev/null";
-#else
-  const std::string cmd = "git describe --always --dirty 2>/dev/null";
-#endif
-  if (FILE* f = popen(cmd.c_str(), "r")) {
-    std::array<char, 256> line{};
-    if (std::fgets(line.data(), int(line.size()), f)) {
-      p.git_describe = line.data();
-      while (!p.git_describe.empty() && (p.git_describe.back() == '\n' || p.git_describe.back() == '\r'))
-        p.git_describe.pop_back();
-    }
-    if (pclose(f) != 0) p.git_describe.clear();
-  }
+  // The commit mxsim was built from, captured by the build: never the
+  // repository of the directory the user happens to run mxsim in.
+  p.git_describe = mxsim::build_commit();
   return p;
 }
 
