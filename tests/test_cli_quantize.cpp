@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "mxsim/io/safetensors.hpp"
 
 namespace fs = std::filesystem;
@@ -112,18 +114,21 @@ TEST(CliQuantize, Mxfp4RowMatchesHandComputedCodesSafetensors) {
   Sandbox s;
   s.put("x.npy", npy("<f4", "(1, 32)", le_f32(mxfp4_row())));
   for (const char* recipe : {"mxfp4", "mxfp4_ocp"}) {
-    const CmdRun r = s.mxsim(std::string("quantize --spec ") + recipe + " x.npy -o q.safetensors");
+    const CmdRun r = s.mxsim(std::string("quantize --recipe ") + recipe + " x.npy -o q.safetensors");
     ASSERT_EQ(r.rc, 0) << r.err;
     const auto f = mxsim::io::read_safetensors(s.dir / "q.safetensors");
+    // FP4 codes as safetensors' F4 (4-bit elements, float4_e2m1fn_x2 bytes): [1, 32] of F4 = 16 bytes.
     const auto& d = tensor(f, "x.data");
-    EXPECT_EQ(d.dtype, mxsim::io::DType::U8);
-    EXPECT_EQ(d.shape, (std::vector<size_t>{1, 16}));
+    EXPECT_EQ(d.dtype, mxsim::io::DType::F4);
+    EXPECT_EQ(d.shape, (std::vector<size_t>{1, 32}));
     EXPECT_EQ(d.bytes, kMxfp4Codes) << recipe;
     const auto& sc = tensor(f, "x.scale");
+    EXPECT_EQ(sc.dtype, mxsim::io::DType::F8_E8M0);
     EXPECT_EQ(sc.shape, (std::vector<size_t>{1, 1}));
     EXPECT_EQ(sc.bytes, std::vector<uint8_t>{0x7B}) << recipe;
     EXPECT_EQ(f.metadata.at("x.recipe"), recipe);
-    EXPECT_EQ(f.metadata.at("x.shape"), "[1, 32]");
+    EXPECT_EQ(f.metadata.at("x.shape"), "[1,32]");  // JSON text: numbers, not a string
+    EXPECT_EQ(f.metadata.at("x.transposed"), "false");
     // Two underflows (+-0.25 units), nothing saturated.
     EXPECT_NE(r.out.find("underflow     2"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("saturated     0"), std::string::npos) << r.out;
@@ -140,7 +145,7 @@ TEST(CliQuantize, Mxfp4RowFromBf16SafetensorsToNpyPrefix) {
     bf += char(b >> 24);
   }
   s.put("in.safetensors", safetensors(R"({"w":{"dtype":"BF16","shape":[32],"data_offsets":[0,64]}})", bf));
-  const CmdRun r = s.mxsim("quantize --spec mxfp4 in.safetensors -o out");
+  const CmdRun r = s.mxsim("quantize --recipe mxfp4 in.safetensors -o out");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(s.files(), (std::set<std::string>{"in.safetensors", "out.data.npy", "out.scale.npy", "out.meta.json"}));
   // .npy: the (1, 16) |u1 dict is 60 chars; 10 + 60 + 1 > 64, so data start at 128.
@@ -150,7 +155,15 @@ TEST(CliQuantize, Mxfp4RowFromBf16SafetensorsToNpyPrefix) {
   EXPECT_NE(data.find("'shape': (1, 16)"), std::string::npos);
   EXPECT_EQ(std::vector<uint8_t>(data.end() - 16, data.end()), kMxfp4Codes);
   EXPECT_EQ(uint8_t(scale.back()), 0x7B);
-  EXPECT_NE(s.slurp("out.meta.json").find("\"source_dtype\": \"BF16\""), std::string::npos);
+  const std::string meta = s.slurp("out.meta.json");
+  EXPECT_NE(meta.find("\"source_dtype\": \"BF16\""), std::string::npos) << meta;
+  // Shapes and flags are JSON numbers and booleans.
+  const auto j = nlohmann::json::parse(meta);
+  EXPECT_EQ(j["shape"], nlohmann::json::array({32}));
+  EXPECT_EQ(j["logical_shape"], nlohmann::json::array({1, 1, 32}));
+  EXPECT_EQ(j["block"], nlohmann::json::array({1, 32}));
+  EXPECT_EQ(j["transposed"], false);
+  EXPECT_EQ(j["hadamard"], false);
 }
 
 TEST(CliQuantize, Mxfp8GroupedHandComputed) {
@@ -164,11 +177,12 @@ TEST(CliQuantize, Mxfp8GroupedHandComputed) {
   v[0] = 448, v[1] = 1, v[2] = -2, v[3] = 0.5f, v[4] = 0.001953125f;
   v[32] = 1, v[33] = -0.5f;
   s.put("g.npy", npy("<f4", "(2, 1, 32)", le_f32(v)));
-  const CmdRun r = s.mxsim("quantize --spec mxfp8 g.npy -o q.safetensors");
+  const CmdRun r = s.mxsim("quantize --recipe mxfp8 g.npy -o q.safetensors");
   ASSERT_EQ(r.rc, 0) << r.err;
   const auto f = mxsim::io::read_safetensors(s.dir / "q.safetensors");
   const auto& d = tensor(f, "g.data");
   ASSERT_EQ(d.shape, (std::vector<size_t>{2, 1, 32}));
+  EXPECT_EQ(d.dtype, mxsim::io::DType::F8_E4M3);
   std::vector<uint8_t> want(64, 0);
   want[0] = 0x7E, want[1] = 0x38, want[2] = 0xC0, want[3] = 0x30, want[4] = 0x01, want[32] = 0x78, want[33] = 0xF0;
   EXPECT_EQ(d.bytes, want);
@@ -185,7 +199,7 @@ TEST(CliQuantize, Fp8BlockWritesScaleInv) {
   std::vector<float> v(4, 0.0f);
   v[0] = 3;
   s.put("t.npy", npy("<f4", "(4,)", le_f32(v)));
-  const CmdRun r = s.mxsim("quantize --spec fp8_block t.npy -o q.safetensors");
+  const CmdRun r = s.mxsim("quantize --recipe fp8_block t.npy -o q.safetensors");
   ASSERT_EQ(r.rc, 0) << r.err;
   const auto f = mxsim::io::read_safetensors(s.dir / "q.safetensors");
   EXPECT_EQ(tensor(f, "t.data").bytes, (std::vector<uint8_t>{0x7C, 0, 0, 0}));
@@ -205,39 +219,40 @@ TEST(CliQuantize, AllTensorsTableAndTensorChoice) {
                     R"("b":{"dtype":"F16","shape":[32],"data_offsets":[256,320]},)"
                     R"("ids":{"dtype":"I64","shape":[2],"data_offsets":[320,336]}})",
                     a + b + ids));
-  CmdRun r = s.mxsim("quantize --spec mxfp4 m.safetensors -o q.safetensors");
+  CmdRun r = s.mxsim("quantize --recipe mxfp4 m.safetensors -o q.safetensors");
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("--tensor"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("a, b"), std::string::npos) << r.err;
 
-  r = s.mxsim("quantize --spec mxfp4 --tensor nope m.safetensors -o q.safetensors");
+  r = s.mxsim("quantize --recipe mxfp4 --tensor nope m.safetensors -o q.safetensors");
   EXPECT_EQ(r.rc, 1);
   EXPECT_NE(r.err.find("m.safetensors: no tensor 'nope' (tensors: a, b, ids)"), std::string::npos) << r.err;
-  r = s.mxsim("quantize --spec mxfp4 --tensor ids m.safetensors -o q.safetensors");
+  r = s.mxsim("quantize --recipe mxfp4 --tensor ids m.safetensors -o q.safetensors");
   EXPECT_EQ(r.rc, 1);
   EXPECT_NE(r.err.find("tensor 'ids': dtype I64 cannot be quantized"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(s.dir / "q.safetensors"));
 
-  r = s.mxsim("quantize --spec mxfp4 --tensor b m.safetensors -o q.safetensors");
+  r = s.mxsim("quantize --recipe mxfp4 --tensor b m.safetensors -o q.safetensors");
   ASSERT_EQ(r.rc, 0) << r.err;
   // 1.0 -> EVEN: s = 0 - 2 = -2 (byte 125); 1 / 2^-2 = 4 -> code 6: bytes 0x66.
   auto f = mxsim::io::read_safetensors(s.dir / "q.safetensors");
   EXPECT_EQ(tensor(f, "b.data").bytes, std::vector<uint8_t>(16, 0x66));
   EXPECT_EQ(tensor(f, "b.scale").bytes, std::vector<uint8_t>{125});
 
-  r = s.mxsim("quantize --spec mxfp4 --all-tensors m.safetensors -o all.safetensors");
+  r = s.mxsim("quantize --recipe mxfp4 --all-tensors m.safetensors -o all.safetensors");
   ASSERT_EQ(r.rc, 0) << r.err;
-  EXPECT_NE(r.out.find("skipped (not F32/F16/BF16): ids (I64)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("skipped (not F32/F16/BF16/F64): ids (I64)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("a       [2, 32]"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("b       [32]"), std::string::npos) << r.out;
   f = mxsim::io::read_safetensors(s.dir / "all.safetensors");
   EXPECT_EQ(f.tensors.size(), 4u);
-  EXPECT_EQ(tensor(f, "a.data").shape, (std::vector<size_t>{2, 16}));
+  EXPECT_EQ(tensor(f, "a.data").shape, (std::vector<size_t>{2, 32}));  // F4 elements
+  EXPECT_EQ(tensor(f, "a.data").bytes.size(), 32u);
   EXPECT_EQ(tensor(f, "a.scale").bytes, (std::vector<uint8_t>{125, 125}));
 
   // The same into a folder of .npy files.
   fs::create_directory(s.dir / "outdir");
-  r = s.mxsim("quantize --spec mxfp4 --all-tensors m.safetensors -o outdir");
+  r = s.mxsim("quantize --recipe mxfp4 --all-tensors m.safetensors -o outdir");
   ASSERT_EQ(r.rc, 0) << r.err;
   for (const char* p : {"outdir/a.data.npy", "outdir/a.scale.npy", "outdir/a.meta.json", "outdir/b.data.npy",
                         "outdir/b.scale.npy", "outdir/b.meta.json"})
@@ -248,7 +263,7 @@ TEST(CliQuantize, FailuresLeaveNothingAndKeepOut) {
   Sandbox s;
   s.put("x.npy", npy("<f4", "(1, 32)", le_f32(mxfp4_row())));
   s.put("x40.npy", npy("<f4", "(1, 40)", le_f32(std::vector<float>(40, 1.0f))));
-  s.put("f8.npy", npy("<f8", "(2,)", std::string(16, '\0')));
+  s.put("i4.npy", npy("<i4", "(2, 32)", std::string(256, '\0')));
   s.put("v4.npy", npy("<f4", "(1, 1, 1, 32)", le_f32(std::vector<float>(32, 1.0f))));
   s.put("trunc.npy", npy("<f4", "(1, 32)", le_f32(std::vector<float>(31, 1.0f))));
   s.put("trunc.safetensors", safetensors(R"({"w":{"dtype":"F32","shape":[8],"data_offsets":[0,32]}})", std::string(20, '\0')));
@@ -268,18 +283,20 @@ TEST(CliQuantize, FailuresLeaveNothingAndKeepOut) {
     std::vector<std::string> msg;
   };
   const Case cases[] = {
-      {"--spec mxfp4 --hadamard x40.npy -o keep.safetensors",
+      {"--recipe mxfp4 --hadamard x40.npy -o keep.safetensors",
        {"x40.npy: tensor 'x40'", "multiple of 16"}},
-      {"--spec mxfp4 f8.npy -o keep.safetensors", {"f8.npy", "unsupported dtype '<f8'"}},
-      {"--spec mxfp4 v4.npy -o keep.safetensors", {"v4.npy: tensor 'v4'", "4-D"}},
-      {"--spec mxfp4 trunc.npy -o keep.safetensors", {"trunc.npy", "truncated data"}},
-      {"--spec mxfp4 trunc.safetensors -o keep.safetensors", {"trunc.safetensors", "tensor 'w'", "past the end"}},
-      {"--spec mxfp4 dtype.safetensors -o keep.safetensors", {"dtype.safetensors", "unknown dtype 'F4X'"}},
-      {"--spec mxfp4 badjson.safetensors -o keep.safetensors", {"badjson.safetensors", "not valid JSON"}},
-      {"--spec mxfp4 missing.npy -o keep.safetensors", {"missing.npy", "cannot open"}},
-      {"--spec mxfp4 --all-tensors mixed.safetensors -o keep.safetensors", {"mixed.safetensors: tensor 'z'", "4-D"}},
-      {"--spec mxfp4 --all-tensors mixed.safetensors -o keepdir", {"mixed.safetensors: tensor 'z'", "4-D"}},
-      {"--spec mxfp4 x.npy -o nodir/out.safetensors", {"nodir", "does not exist"}},
+      {"--recipe mxfp4 i4.npy -o keep.safetensors", {"i4.npy: tensor 'i4'", "dtype I32 cannot be quantized"}},
+      {"--recipe mxfp4 v4.npy -o keep.safetensors", {"v4.npy: tensor 'v4'", "4-D"}},
+      {"--recipe mxfp4 trunc.npy -o keep.safetensors", {"trunc.npy", "truncated data"}},
+      {"--recipe mxfp4 trunc.safetensors -o keep.safetensors", {"trunc.safetensors", "tensor 'w'", "past the end"}},
+      // an unknown dtype is skipped with a note; with nothing else in the file there is nothing to quantize
+      {"--recipe mxfp4 dtype.safetensors -o keep.safetensors",
+       {"note: dtype.safetensors: tensor 'w' skipped: unknown dtype 'F4X'", "no F32, F16, BF16 or F64 tensor"}},
+      {"--recipe mxfp4 badjson.safetensors -o keep.safetensors", {"badjson.safetensors", "not valid JSON"}},
+      {"--recipe mxfp4 missing.npy -o keep.safetensors", {"missing.npy", "cannot open"}},
+      {"--recipe mxfp4 --all-tensors mixed.safetensors -o keep.safetensors", {"mixed.safetensors: tensor 'z'", "4-D"}},
+      {"--recipe mxfp4 --all-tensors mixed.safetensors -o keepdir", {"mixed.safetensors: tensor 'z'", "4-D"}},
+      {"--recipe mxfp4 x.npy -o nodir/out.safetensors", {"nodir", "does not exist"}},
   };
   for (const auto& c : cases) {
     const CmdRun r = s.mxsim("quantize " + c.args);
@@ -301,7 +318,7 @@ TEST(CliQuantize, FailureWhileWritingRemovesEarlierFiles) {
                                      std::string(256, '\0')));
   fs::create_directory(s.dir / "p.b.data.npy");
   const auto before = s.files();
-  const CmdRun r = s.mxsim("quantize --spec mxfp4 --all-tensors m.safetensors -o p");
+  const CmdRun r = s.mxsim("quantize --recipe mxfp4 --all-tensors m.safetensors -o p");
   EXPECT_EQ(r.rc, 1) << r.err;
   EXPECT_NE(r.err.find("p.b.data.npy: is a directory"), std::string::npos) << r.err;
   EXPECT_EQ(s.files(), before);
@@ -311,19 +328,20 @@ TEST(CliQuantize, UsageErrorsExitTwo) {
   Sandbox s;
   s.put("x.npy", npy("<f4", "(1, 32)", le_f32(mxfp4_row())));
   const char* cases[][2] = {
-      {"", "--spec is required"},
-      {"--spec mxfp4 -o y.safetensors", "input file is required"},
-      {"--spec mxfp4 x.npy", "-o OUT is required"},
-      {"--spec mxfp9 x.npy -o y.safetensors", "unknown spec 'mxfp9'"},
-      {"--spec mxfp4 --bogus x.npy -o y.safetensors", "bogus"},
-      {"--spec mxfp4 --axis diag x.npy -o y.safetensors", "--axis must be rows or cols"},
-      {"--spec mxfp4 --scale-rule up x.npy -o y.safetensors", "unknown scale rule 'up'"},
-      {"--spec fp8_tensor --scale-rule floor x.npy -o y.safetensors", "E8M0"},
-      {"--spec mxfp4 --round nearest x.npy -o y.safetensors", "unknown rounding 'nearest'"},
-      {"--spec mxfp4 --tensor w x.npy -o y.safetensors", "need a .safetensors input"},
-      {"--spec mxfp4 --tensor w --all-tensors x.npy -o y.safetensors", "exclude each other"},
-      {"--spec mxfp4 --recipe mxfp4 x.npy -o y.safetensors", "--spec and --recipe"},  // --recipe: the former name
-      {"--spec mxfp4 --seed abc x.npy -o y.safetensors", "seed"},
+      {"", "--recipe is required"},
+      {"--recipe mxfp4 -o y.safetensors", "input file is required"},
+      {"--recipe mxfp9 x.npy -o y.safetensors", "unknown recipe 'mxfp9'"},
+      {"--recipe mxfp4 --bogus x.npy -o y.safetensors", "bogus"},
+      {"--recipe mxfp4 --axis diag x.npy -o y.safetensors", "--axis must be rows or cols"},
+      {"--recipe mxfp4 --scale-rule up x.npy -o y.safetensors", "unknown scale rule 'up'"},
+      {"--recipe fp8_tensor --scale-rule floor x.npy -o y.safetensors", "E8M0"},
+      {"--recipe mxfp4 --round nearest x.npy -o y.safetensors", "unknown rounding 'nearest'"},
+      {"--recipe mxfp4 --tensor w x.npy -o y.safetensors", "need a .safetensors input"},
+      {"--recipe mxfp4 --per-block b.txt x.npy", "--per-block b.txt: name a .csv or .npy file"},
+      {"--recipe mxfp4 --json --csv x.npy", "--json and --csv exclude each other"},
+      {"--recipe mxfp4 --seed -1 --round sr x.npy", "--seed: -1 is out of range"},
+      {"--recipe mxfp4 --tensor w --all-tensors x.npy -o y.safetensors", "exclude each other"},
+      {"--recipe mxfp4 --seed abc x.npy -o y.safetensors", "seed"},
   };
   for (const auto& c : cases) {
     const CmdRun r = s.mxsim(std::string("quantize ") + c[0]);
@@ -344,14 +362,15 @@ TEST(CliQuantize, StochasticRoundingIsReproducibleAndSeeded) {
   std::vector<float> v(256);
   for (size_t i = 0; i < v.size(); ++i) v[i] = 0.3f + 0.01f * float(i % 17);
   s.put("x.npy", npy("<f4", "(8, 32)", le_f32(v)));
-  ASSERT_EQ(s.mxsim("quantize --spec mxfp4 --round sr --seed 7 x.npy -o a.safetensors").rc, 0);
-  ASSERT_EQ(s.mxsim("quantize --spec mxfp4 --round sr --seed 7 x.npy -o b.safetensors").rc, 0);
-  ASSERT_EQ(s.mxsim("quantize --spec mxfp4 --round sr --seed 8 x.npy -o c.safetensors").rc, 0);
+  ASSERT_EQ(s.mxsim("quantize --recipe mxfp4 --round sr --seed 7 x.npy -o a.safetensors").rc, 0);
+  ASSERT_EQ(s.mxsim("quantize --recipe mxfp4 --round sr --seed 7 x.npy -o b.safetensors").rc, 0);
+  ASSERT_EQ(s.mxsim("quantize --recipe mxfp4 --round sr --seed 8 x.npy -o c.safetensors").rc, 0);
   EXPECT_EQ(s.slurp("a.safetensors"), s.slurp("b.safetensors"));
   const auto a = mxsim::io::read_safetensors(s.dir / "a.safetensors");
   const auto c = mxsim::io::read_safetensors(s.dir / "c.safetensors");
   EXPECT_NE(tensor(a, "x.data").bytes, tensor(c, "x.data").bytes);
-  EXPECT_EQ(a.metadata.at("x.sr_seed_stream"), "7,0");
+  EXPECT_EQ(a.metadata.at("x.sr_seed"), "7");
+  EXPECT_EQ(a.metadata.at("x.sr_stream"), "0");
 }
 
 TEST(CliQuantize, NeverOverwritesTheInput) {
@@ -368,7 +387,7 @@ TEST(CliQuantize, NeverOverwritesTheInput) {
   const char* cases[] = {"in.safetensors -o in.safetensors", "in.safetensors -o ./in.safetensors",
                          "in.safetensors -o link.safetensors", "w.data.npy -o w", "w.data.npy -o w.npy"};
   for (const char* c : cases) {
-    const CmdRun r = s.mxsim(std::string("quantize --spec mxfp4 ") + c);
+    const CmdRun r = s.mxsim(std::string("quantize --recipe mxfp4 ") + c);
     EXPECT_EQ(r.rc, 1) << c << "\n" << r.err;
     EXPECT_NE(r.err.find("is the input file"), std::string::npos) << c << "\n" << r.err;
     EXPECT_EQ(s.files(), before) << c;
@@ -381,9 +400,9 @@ TEST(CliQuantize, EmptyOutAndIgnoredSeedAreUsageErrors) {
   Sandbox s;
   s.put("x.npy", npy("<f4", "(1, 32)", le_f32(mxfp4_row())));
   const char* cases[][2] = {
-      {"--spec mxfp4 x.npy -o ''", "-o OUT is empty"},
-      {"--spec mxfp4 --seed 7 x.npy -o y.safetensors", "--seed applies to --round sr"},
-      {"--spec mxfp4 --round rne --seed 7 x.npy -o y.safetensors", "--seed applies to --round sr"},
+      {"--recipe mxfp4 x.npy -o ''", "-o OUT is empty"},
+      {"--recipe mxfp4 --seed 7 x.npy -o y.safetensors", "--seed applies to --round sr"},
+      {"--recipe mxfp4 --round rne --seed 7 x.npy -o y.safetensors", "--seed applies to --round sr"},
   };
   for (const auto& c : cases) {
     const CmdRun r = s.mxsim(std::string("quantize ") + c[0]);
@@ -393,20 +412,68 @@ TEST(CliQuantize, EmptyOutAndIgnoredSeedAreUsageErrors) {
   EXPECT_EQ(s.files(), (std::set<std::string>{"x.npy"}));
 }
 
-TEST(CliQuantize, TensorNamesThatShareAFileNameAreNamed) {
-  // '/' becomes '_', so "a/b" and "a_b" would both write a_b.*: exit 1 naming both.
+TEST(CliQuantize, TensorNamesBecomeSafeDistinctFileNames) {
+  // Names from the file never decide paths: '/', '\\', '%', control bytes (NUL
+  // included) and a leading '.' are percent-encoded, so "a/b" and "a_b" get
+  // different files, ".." stays inside the folder, and a name with an embedded
+  // NUL ("keep.txt\0") cannot cut the path short and replace keep.txt.
   Sandbox s;
-  s.put("m.safetensors", safetensors(R"({"a/b":{"dtype":"F32","shape":[1,32],"data_offsets":[0,128]},)"
-                                     R"("a_b":{"dtype":"F32","shape":[1,32],"data_offsets":[128,256]}})",
-                                     std::string(256, '\0')));
+  std::string json = "{";
+  std::string data;
+  const char* names[] = {"a/b", "a_b", "..", "keep.txt\\u0000", "100%"};
+  for (size_t i = 0; i < std::size(names); ++i) {
+    json += std::string(i ? "," : "") + "\"" + names[i] + "\":{\"dtype\":\"F32\",\"shape\":[1,32],\"data_offsets\":[" +
+            std::to_string(128 * i) + "," + std::to_string(128 * (i + 1)) + "]}";
+    data += std::string(128, '\0');
+  }
+  json += "}";
+  s.put("m.safetensors", safetensors(json, data));
   fs::create_directory(s.dir / "o");
+  s.put("o/keep.txt", "precious");
+  s.put("o/keep.txt.data.npy", "precious too");
+  const CmdRun r = s.mxsim("quantize --recipe mxfp4 --all-tensors m.safetensors -o o");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(s.slurp("o/keep.txt"), "precious");
+  EXPECT_EQ(s.slurp("o/keep.txt.data.npy"), "precious too");
+  for (const char* f : {"o/a%2Fb.data.npy", "o/a_b.data.npy", "o/%2E..data.npy", "o/keep.txt%00.data.npy",
+                        "o/100%25.data.npy", "o/keep.txt%00.meta.json"})
+    EXPECT_TRUE(fs::exists(s.dir / f)) << f;
+  for (const auto& e : fs::directory_iterator(s.dir / "o")) EXPECT_EQ(e.path().filename().string()[0] == '.', false) << e.path();
+  EXPECT_EQ(nlohmann::json::parse(s.slurp("o/keep.txt%00.meta.json"))["tensor"], std::string("keep.txt\0", 9));
+  // A name too long for a file name: refused, naming the tensor, nothing written.
+  const std::string longname(300, 'n');
+  s.put("l.safetensors", safetensors("{\"" + longname + "\":{\"dtype\":\"F32\",\"shape\":[1,32],\"data_offsets\":[0,128]}}",
+                                     std::string(128, '\0')));
+  fs::create_directory(s.dir / "l");
+  const CmdRun l = s.mxsim("quantize --recipe mxfp4 l.safetensors -o l");
+  EXPECT_EQ(l.rc, 1);
+  EXPECT_NE(l.err.find("write a .safetensors output instead"), std::string::npos) << l.err;
+  EXPECT_TRUE(fs::is_empty(s.dir / "l"));
+}
+
+TEST(CliQuantize, OutputThatIsNotAFolderNeverGetsFilesBesideIt) {
+  Sandbox s;
+  s.put("x.npy", npy("<f4", "(1, 32)", le_f32(mxfp4_row())));
+  s.put("plain", "a file");
   const auto before = s.files();
-  const CmdRun r = s.mxsim("quantize --spec mxfp4 --all-tensors m.safetensors -o o");
-  EXPECT_EQ(r.rc, 1) << r.err;
-  EXPECT_NE(r.err.find("tensors 'a/b' and 'a_b'"), std::string::npos) << r.err;
+  CmdRun r = s.mxsim("quantize --recipe mxfp4 x.npy -o plain");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("-o plain: exists and is a file"), std::string::npos) << r.err;
+  // /dev/null: statistics only; nothing beside it, and the device itself is never replaced.
+  r = s.mxsim("quantize --recipe mxfp4 x.npy -o /dev/null");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("nothing written"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists("/dev/null.data.npy"));
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
+  r = s.mxsim("quantize --recipe mxfp4 x.npy -o /dev/zero");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("is a device"), std::string::npos) << r.err;
+  // Without -o: the statistics, no file.
+  r = s.mxsim("quantize --recipe mxfp4 x.npy");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("output: none (statistics only)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("underflow     2"), std::string::npos) << r.out;
   EXPECT_EQ(s.files(), before);
-  // A .safetensors OUT keeps the names apart.
-  EXPECT_EQ(s.mxsim("quantize --spec mxfp4 --all-tensors m.safetensors -o o.safetensors").rc, 0);
 }
 
 TEST(CliQuantize, AllNanInputReportsUndefinedStatistics) {
@@ -418,7 +485,7 @@ TEST(CliQuantize, AllNanInputReportsUndefinedStatistics) {
           v[3] = NAN;  // per-tensor FP8: the whole tensor dequantizes to NaN
           return v;
         }())));
-  for (const char* c : {"--spec mxfp4 n.npy -o n", "--recipe fp8_tensor t.npy -o t"}) {
+  for (const char* c : {"--recipe mxfp4 n.npy -o n", "--recipe fp8_tensor t.npy -o t"}) {
     const CmdRun r = s.mxsim(std::string("quantize ") + c);
     ASSERT_EQ(r.rc, 0) << c << "\n" << r.err;
     EXPECT_NE(r.out.find("MSE           nan"), std::string::npos) << c << "\n" << r.out;
@@ -434,27 +501,36 @@ TEST(CliQuantize, AllNanInputReportsUndefinedStatistics) {
 // MSE = 16 * 0.25^2 / 32 = 0.03125; SQNR = 10 log10((16 * 1.5625) / (16 * 0.0625))
 // = 10 log10(25) = 13.98 dB; max abs err 0.25. (Against H(H x) = x, as a second
 // transform would give, the MSE would be ((5 - 1)^2 + 15 * 1^2) / 32 = 0.96875.)
-// Both block directions: a [1, 32] row along cols and a [32, 1] column along rows.
+// Both block directions: a [1, 32] row along cols and a [32, 1] column along rows;
+// the per-block statistics say the same for the one block.
 TEST(CliQuantize, HadamardStatisticsTransformTheSourceOnce) {
   Sandbox s;
   std::vector<float> v(32, 0.0f);
   v[0] = 5.0f;
   s.put("row.npy", npy("<f4", "(1, 32)", le_f32(v)));
   s.put("col.npy", npy("<f4", "(32, 1)", le_f32(v)));
-  for (const char* c : {"row.npy -o r.safetensors", "col.npy --axis rows -o c.safetensors"}) {
-    SCOPED_TRACE(c);
-    const CmdRun r = s.mxsim(std::string("quantize --spec mxfp4 --hadamard ") + c);
+  for (const std::string name : {"row", "col"}) {
+    SCOPED_TRACE(name);
+    const std::string axis = name == "row" ? "" : " --axis rows";
+    const CmdRun r = s.mxsim("quantize --recipe mxfp4 --hadamard" + axis + " " + name + ".npy -o " + name +
+                             ".safetensors --per-block " + name + ".csv");
     ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_NE(r.out.find("MSE           3.125000e-02"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("SQNR          13.98 dB"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("max abs err   2.500000e-01"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("underflow     0"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("saturated     0"), std::string::npos) << r.out;
-    const bool row = c[0] == 'r';
-    const auto f = mxsim::io::read_safetensors(s.dir / (row ? "r.safetensors" : "c.safetensors"));
+    const auto f = mxsim::io::read_safetensors(s.dir / (name + ".safetensors"));
     std::vector<uint8_t> codes(16, 0x00);  // code 6 (4.0) twice per byte for the first 16 elements
     std::fill(codes.begin(), codes.begin() + 8, 0x66);
-    EXPECT_EQ(tensor(f, row ? "row.data" : "col.data").bytes, codes);
-    EXPECT_EQ(tensor(f, row ? "row.scale" : "col.scale").bytes, std::vector<uint8_t>{0x7D});
+    EXPECT_EQ(tensor(f, name + ".data").bytes, codes);
+    EXPECT_EQ(tensor(f, name + ".scale").bytes, std::vector<uint8_t>{0x7D});
+    std::ifstream csv(s.dir / (name + ".csv"));
+    std::string header, row;
+    std::getline(csv, header);
+    std::getline(csv, row);
+    char want[200];
+    std::snprintf(want, sizeof want, "%s,0,0,0,125,-2,1.25,32,%.9g,%.9g,0,0", name.c_str(), 0.03125, 10 * std::log10(25.0));
+    EXPECT_EQ(row, want);
   }
 }

@@ -68,7 +68,7 @@ QuantSpec named_spec(std::string_view name) {
     if (name == n.name) return n.spec;
   std::string known;
   for (const auto& n : table()) known += std::string(known.empty() ? "" : ", ") + n.name;
-  throw std::invalid_argument("unknown spec '" + std::string(name) + "' (known: " + known + ")");
+  throw std::invalid_argument("unknown recipe '" + std::string(name) + "' (a spec of one tensor; known: " + known + ")");
 }
 
 std::vector<std::string> named_spec_names() {

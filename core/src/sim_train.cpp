@@ -26,8 +26,10 @@ namespace {
 class TrainData {
  public:
   TrainData(const Config& cfg, Backend& be, bool evaluate) : cfg_(cfg), be_(be) {
-    tr_ = data::load_fashion_mnist(cfg.data_dir, data::Split::train);
-    if (evaluate) te_ = data::load_fashion_mnist(cfg.data_dir, data::Split::test);
+    // only the examples the run uses are decoded (run.train_limit / test_limit)
+    tr_ = data::load_fashion_mnist(cfg.data_dir, data::Split::train, size_t(std::max<int64_t>(0, cfg.train_limit)));
+    if (evaluate)
+      te_ = data::load_fashion_mnist(cfg.data_dir, data::Split::test, size_t(std::max<int64_t>(0, cfg.test_limit)));
     n_train = cfg.train_limit > 0 ? std::min<size_t>(tr_.count, size_t(cfg.train_limit)) : tr_.count;
     n_test = cfg.test_limit > 0 ? std::min<size_t>(te_.count, size_t(cfg.test_limit)) : te_.count;
     steps_per_epoch = cfg.steps_per_epoch(int64_t(n_train));
