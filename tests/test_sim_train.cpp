@@ -2,6 +2,7 @@
 // weight cache, de-osc), resume and thread-count independence.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
@@ -1177,5 +1178,30 @@ TEST(SimTrain, WeightQuantizedOncePerStepPerSpec) {
       EXPECT_EQ(l.w_quantizations, 6u + 1u + snap_steps) << l.name;
     }
     std::filesystem::remove(o.trace_path);
+  }
+}
+
+// top-k by selection (hd::topk_row) against the order std::stable_sort gives
+// with the documented comparator, on rows full of ties, NaNs and infinities.
+TEST(SimOps, TopkMatchesStableSort) {
+  auto be = emu::make_emu_backend();
+  const float vals[] = {0.0f, -0.0f, 0.25f, 0.25f, 1.0f, -INFINITY, INFINITY, NAN, -1.0f};
+  const size_t T = 500, E = 8;
+  const int k = 3;
+  Tensor2f p = Tensor2f::from_shape({T, E});
+  PhiloxStream rs{11, 3};
+  for (size_t i = 0; i < p.size(); ++i) p.data()[i] = vals[rs(i) % 9];
+  Tensor top = be->alloc(DType::i32, {T, size_t(k)});
+  be->topk_rows(be->upload(p), k, top);
+  const auto got = be->download<int32_t>(top);
+  for (size_t t = 0; t < T; ++t) {
+    std::vector<int> order(E);
+    for (size_t e = 0; e < E; ++e) order[e] = int(e);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+      const float pa = p(t, size_t(a)), pb = p(t, size_t(b));
+      if (std::isnan(pa) || std::isnan(pb)) return !std::isnan(pa) && std::isnan(pb);
+      return pa > pb;
+    });
+    for (int j = 0; j < k; ++j) ASSERT_EQ(got[t * k + size_t(j)], order[size_t(j)]) << "row " << t << " slot " << j;
   }
 }
