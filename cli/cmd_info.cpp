@@ -91,7 +91,7 @@ int print_info_json() {
     fm.push_back({{"name", short_name(Format(i))}, {"long_name", f.name}, {"bits", f.bits}, {"exp_bits", f.exp_bits},
                   {"man_bits", f.man_bits}, {"bias", f.bias}, {"signed", f.has_sign}, {"inf", f.has_inf},
                   {"nan", f.nan != NanKind::None}, {"subnormals", f.has_subnormals},
-                  {"max", decode(f, f.max_code())}});
+                  {"max", f.max_value()}});
   }
   auto& rc = j["recipes"] = nlohmann::ordered_json::array();
   for (const auto& n : tensor_recipe_names()) {
