@@ -52,3 +52,13 @@ TEST(ParserLimits, SafetensorsMessageQuotesAtMost80Characters) {
   EXPECT_EQ(error_of(with_header(json)),
             "x.safetensors: tensor 't': shape " + quoted.substr(0, 77) + "... is not a list of non-negative integers");
 }
+
+// A header that is a number too large for a double (nlohmann throws out_of_range, not
+// parse_error) is "not valid JSON" like any other, not an exception escaping the parser.
+TEST(ParserLimits, SafetensorsHeaderNumberOverflowIsAnIoError) {
+  const std::string m = error_of(with_header("2222222222222e77777039908014829395713122"));
+  EXPECT_EQ(m.rfind("x.safetensors: header is not valid JSON: ", 0), 0u) << m;
+  EXPECT_NE(m.find("number overflow"), std::string::npos) << m;
+  const std::string n = error_of(with_header("{\"t\": {\"dtype\": \"F32\", \"shape\": [1e999], \"data_offsets\": [0, 4]}}"));
+  EXPECT_EQ(n.rfind("x.safetensors: header is not valid JSON: ", 0), 0u) << n;
+}

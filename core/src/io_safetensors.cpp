@@ -76,7 +76,7 @@ SafetensorsFile parse_impl(std::span<const uint8_t> b, size_t total, const std::
   };
   try {
     j = nlohmann::json::parse(text, cb);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for a number like 2e777
     throw IoError(label + ": header is not valid JSON: " + e.what());
   }
   if (!dup.empty()) throw IoError(label + ": header names the key '" + dup + "' twice in one object");
