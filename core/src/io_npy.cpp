@@ -180,7 +180,11 @@ RawTensor parse_npy(std::span<const uint8_t> b, const std::string& label) {
   if (have > need)
     throw IoError(label + ": " + std::to_string(have - need) + " unexpected trailing bytes after the data of shape " +
                   t.shape_str() + " " + *descr);
-  t.bytes.assign(b.begin() + ptrdiff_t(data_off), b.end());
+  try {
+    t.bytes.assign(b.begin() + ptrdiff_t(data_off), b.end());
+  } catch (const std::bad_alloc&) {
+    throw out_of_memory(label + ": tensor '" + t.name + "'", need);
+  }
   return t;
 }
 

@@ -154,7 +154,11 @@ SafetensorsFile parse_safetensors(std::span<const uint8_t> b, const std::string&
   ordered.reserve(spans.size());
   for (const auto& s : spans) {
     RawTensor& t = f.tensors[s.index];
-    t.bytes.assign(b.begin() + ptrdiff_t(buf_off + s.begin), b.begin() + ptrdiff_t(buf_off + s.end));
+    try {
+      t.bytes.assign(b.begin() + ptrdiff_t(buf_off + s.begin), b.begin() + ptrdiff_t(buf_off + s.end));
+    } catch (const std::bad_alloc&) {
+      throw out_of_memory(label + ": " + q(t.name), s.end - s.begin);
+    }
     ordered.push_back(std::move(t));
   }
   f.tensors = std::move(ordered);

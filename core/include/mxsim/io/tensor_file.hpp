@@ -64,7 +64,8 @@ size_t numel_of(const std::vector<size_t>& shape);
 
 /// Values of an F32, F16 or BF16 tensor as FP32, exactly (every BF16 and FP16
 /// value is an FP32 value; FP16 is decoded by mxsim::decode, BF16 is its bits
-/// shifted left by 16). Throws IoError naming the tensor for other dtypes.
+/// shifted left by 16). Throws IoError naming the tensor for other dtypes, and
+/// "tensor '<name>': needs N GiB of memory" when the values cannot be allocated.
 std::vector<float> to_f32(const RawTensor& t);
 
 /// A RawTensor of dtype F32 / U8 from host values.
@@ -77,7 +78,11 @@ RawTensor from_u8(std::string name, std::vector<size_t> shape, const uint8_t* v)
 enum class FileKind { Npy, Safetensors };
 FileKind detect_kind(const std::filesystem::path& file);
 
-/// Whole file into memory; IoError "<file>: cannot open: <reason>" on failure.
+/// IoError "<what>: needs N.N GiB of memory" (never a bare std::bad_alloc).
+IoError out_of_memory(const std::string& what, uint64_t bytes);
+
+/// Whole file into memory; IoError "<file>: cannot open: <reason>" on failure,
+/// "<file>: needs N GiB of memory" when it does not fit.
 std::vector<uint8_t> read_all(const std::filesystem::path& file);
 
 /// Create or truncate `file` and write `size` bytes from `data` (POSIX
