@@ -10,7 +10,7 @@ MXSIM_PACKAGES=(
   libxtensor-dev libxsimd-dev libtomlplusplus-dev nlohmann-json3-dev
   libhdf5-dev librandom123-dev libopenblas-dev libomp-dev
   dataset-fashion-mnist
-  qt6-base-dev qt6-charts-dev xvfb xauth
+  qt6-base-dev libqcustomplot-dev xvfb xauth
   python3 python3-h5py python3-numpy
   hipcc libamdhip64-dev
 )
