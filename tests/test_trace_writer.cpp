@@ -14,7 +14,10 @@
 #include <thread>
 
 #include "mxsim/trace/histogram.hpp"
+#include <hdf5.h>
+
 #include "mxsim/trace/reader.hpp"
+#include "mxsim/trace/schema.hpp"
 #include "mxsim/trace/writer.hpp"
 #include "test_util.hpp"
 
@@ -260,6 +263,40 @@ TEST(TraceReader, Errors) {
     FAIL();
   } catch (const TraceError& e) {
     EXPECT_NE(std::string(e.what()).find("text.h5: not an HDF5 file"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
+}
+
+// A trace written by a newer mxsim (a larger mxsim_trace_format) is refused by
+// name and version, not misread.
+TEST(TraceReader, RefusesNewerFormatVersion) {
+  const fs::path dir = temp_dir();
+  const fs::path f = dir / "newer.h5";
+  {
+    Writer w(f, "", make_provenance("emu", 1));
+    w.declare_series("/a", DType::f32, {});
+    w.start_swmr();
+    w.append("/a", 1.0f);
+    w.end_step();
+    w.close();
+  }
+  {
+    const hid_t file = H5Fopen(f.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(file, 0);
+    const hid_t a = H5Aopen(file, schema::kFormatAttr, H5P_DEFAULT);
+    ASSERT_GE(a, 0);
+    const uint64_t v = uint64_t(schema::kFormatVersion) + 1;
+    ASSERT_GE(H5Awrite(a, H5T_NATIVE_UINT64, &v), 0);
+    H5Aclose(a);
+    H5Fclose(file);
+  }
+  try {
+    Reader r(f);
+    FAIL() << "a newer trace format was accepted";
+  } catch (const TraceError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("newer.h5: trace format " + std::to_string(schema::kFormatVersion + 1) + " is newer"),
+              std::string::npos) << m;
   }
   fs::remove_all(dir);
 }

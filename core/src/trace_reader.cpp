@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 
+#include "mxsim/trace/schema.hpp"
 #include "trace_h5util.hpp"
 
 namespace mxsim::trace {
@@ -78,9 +79,12 @@ Reader::Reader(const std::filesystem::path& path) : impl_(std::make_unique<Impl>
     m.file = Hid(H5Fopen(m.fname.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
     if (!m.file.valid()) fail(m.fname, "cannot open (SWMR read: " + swmr_msg + ")");
   }
-  if (!detail::has_attr(m.file, "mxsim_trace_format") || H5Lexists(m.file, "/steps", H5P_DEFAULT) <= 0)
+  if (!detail::has_attr(m.file, schema::kFormatAttr) || H5Lexists(m.file, schema::kSteps, H5P_DEFAULT) <= 0)
     throw TraceError(m.fname + ": not an mxsim trace (no mxsim_trace_format attribute or /steps dataset)");
-  m.steps = Hid(H5Dopen2(m.file, "/steps", H5P_DEFAULT), H5Dclose);
+  if (const uint64_t v = detail::read_u64_attr(m.file, schema::kFormatAttr, m.fname); v > uint64_t(schema::kFormatVersion))
+    throw TraceError(m.fname + ": trace format " + std::to_string(v) + " is newer than this mxsim reads (up to " +
+                     std::to_string(schema::kFormatVersion) + "); open it with a newer mxsim");
+  m.steps = Hid(H5Dopen2(m.file, schema::kSteps, H5P_DEFAULT), H5Dclose);
   if (!m.steps.valid()) fail(m.fname, "cannot open /steps");
   // Every dataset with an mxsim_kind attribute of "series" or "snapshot".
   H5Ovisit(
@@ -89,7 +93,7 @@ Reader::Reader(const std::filesystem::path& path) : impl_(std::make_unique<Impl>
         if (oi->type != H5O_TYPE_DATASET) return 0;
         auto& m = *static_cast<Reader::Impl*>(p);
         const std::string full = std::string("/") + name;
-        if (full == "/steps") return 0;
+        if (full == schema::kSteps) return 0;
         Hid d(H5Dopen2(root, name, H5P_DEFAULT), H5Dclose);
         if (!d.valid() || !detail::has_attr(d, "mxsim_kind")) return 0;
         const std::string kind = detail::read_string_attr(d, "mxsim_kind", m.fname);
@@ -129,7 +133,7 @@ void Reader::refresh() {
 
 uint64_t Reader::steps_completed() const { return impl_->k; }
 std::string Reader::config_toml() const { return detail::read_string_attr(impl_->file, "config_toml", impl_->fname); }
-int Reader::format_version() const { return int(detail::read_u64_attr(impl_->file, "mxsim_trace_format", impl_->fname)); }
+int Reader::format_version() const { return int(detail::read_u64_attr(impl_->file, schema::kFormatAttr, impl_->fname)); }
 
 Provenance Reader::provenance() const {
   const auto& m = *impl_;

@@ -5,6 +5,7 @@
 #include <map>
 #include <system_error>
 
+#include "mxsim/trace/schema.hpp"
 #include "trace_h5util.hpp"
 
 namespace mxsim::trace {
@@ -13,7 +14,7 @@ using detail::fail;
 using detail::Hid;
 
 namespace {
-constexpr const char* kSteps = "/steps";
+using schema::kSteps;
 
 struct Dset {
   Hid id;
@@ -106,7 +107,7 @@ Writer::Writer(const std::filesystem::path& path, const std::string& config_toml
     m.file = Hid(H5Fcreate(m.partial_path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), H5Fclose);
     if (!m.file.valid()) fail(m.fname, "cannot create trace file " + m.partial_path.string());
     const std::string& f = m.fname;
-    detail::write_u64_attr(m.file, "mxsim_trace_format", 1, f);
+    detail::write_u64_attr(m.file, schema::kFormatAttr, schema::kFormatVersion, f);
     detail::write_string_attr(m.file, "config_toml", config_toml, f);
     detail::write_string_attr(m.file, "version", prov.version, f);
     detail::write_string_attr(m.file, "git_describe", prov.git_describe, f);

@@ -1,0 +1,101 @@
+// The names of everything a trace and a checkpoint hold, in one place.
+//
+// The trace writer (the simulator's recorder), the reader, `mxsim compare` and
+// the inspector all build dataset paths through these functions, so a dataset
+// is spelled once. docs/trace-format.md describes what each dataset means; this
+// header says what it is called. Paths are absolute HDF5 paths in the trace
+// ("/train/loss") and relative entry names in a checkpoint ("model/fc1/master").
+//
+// Layer names are the simulator's ("embed", "router", "fc1", "fc2", "head");
+// operand names are the quantized operand roles of a linear ("w", "x", "dy").
+#pragma once
+#include <array>
+#include <string>
+#include <string_view>
+
+#include "mxsim/trace/common.hpp"
+
+namespace mxsim::trace::schema {
+
+/// Root attribute holding the integer schema version; a file without it is
+/// not an mxsim trace. Readers refuse versions newer than kFormatVersion.
+inline constexpr const char* kFormatAttr = "mxsim_trace_format";
+inline constexpr int kFormatVersion = 1;
+/// The completion counter: row i holds i (the trace row), written after
+/// every series of that row; a reader trusts len(/steps) rows.
+inline constexpr const char* kSteps = "/steps";
+
+// --- per-step scalar series of the whole model ---
+inline constexpr const char* kTrainStep = "/train/step";                ///< i64, global step (1-based)
+inline constexpr const char* kTrainLoss = "/train/loss";                ///< f64, mean CE over the global batch
+inline constexpr const char* kTrainAuxLoss = "/train/aux_loss";         ///< f64, mean aux loss per micro-batch
+inline constexpr const char* kTrainAccuracy = "/train/accuracy";        ///< f64, fraction correct
+inline constexpr const char* kTrainLr = "/train/lr";                    ///< f32, learning rate used
+inline constexpr const char* kTokensPerExpert = "/train/tokens_per_expert";  ///< i64 [micro-batches, experts]
+inline constexpr const char* kTestAccuracy = "/eval/test_accuracy";     ///< f64, -1 where not evaluated
+
+// --- per-layer series ---
+inline std::string layer(std::string_view l) { return "/layers/" + std::string(l); }
+/// f64 [micro-batches]: L2 norm of main_grad after each micro-batch's add.
+inline std::string main_grad_norm(std::string_view l) { return layer(l) + "/main_grad_norm"; }
+/// Quantization statistic `stat` of operand `op` ("w", "x", "dy").
+inline std::string quant(std::string_view l, std::string_view op, std::string_view stat) {
+  return layer(l) + "/quant/" + std::string(op) + "/" + std::string(stat);
+}
+/// Oscillation metric series `what` (one of kOscSeries).
+inline std::string osc(std::string_view l, std::string_view what) { return layer(l) + "/osc/" + std::string(what); }
+/// i64: elements snapped by de-oscillation this step.
+inline std::string deosc_snapped(std::string_view l) { return layer(l) + "/deosc/snapped"; }
+
+/// A per-step series of a fixed shape and dtype, as the recorder declares it.
+struct SeriesName {
+  const char* name;
+  DType dtype;
+};
+/// The quantization statistics of one operand, in declaration order
+/// (scale_exp_hist has row shape [256]: counts of E8M0 bytes / exponents + 127).
+inline constexpr std::array<SeriesName, 6> kQuantStats{{{"mse", DType::f64},
+                                                        {"sqnr_db", DType::f64},
+                                                        {"underflow", DType::u64},
+                                                        {"saturated", DType::u64},
+                                                        {"count", DType::u64},
+                                                        {"scale_exp_hist", DType::u64}}};
+inline constexpr std::size_t kScaleExpBins = 256;
+/// The oscillation metrics of one quantized weight, in declaration order.
+inline constexpr std::array<SeriesName, 5> kOscSeries{{{"flips", DType::u64},
+                                                       {"flips_total", DType::u64},
+                                                       {"ema_mean", DType::f64},
+                                                       {"ema_frac_above_0.01", DType::f64},
+                                                       {"dist_ratio_mean", DType::f64}}};
+
+// --- snapshots of chosen layers at chosen steps ---
+/// Snapshot kinds: master [G, N, K] (FP32 master after the step), weight_q
+/// (dequantized W fprop used), main_grad [G, N, K], wgrad_mb [micro-batches, G, N, K].
+inline constexpr std::array<const char*, 4> kSnapshotKinds{"master", "weight_q", "main_grad", "wgrad_mb"};
+inline std::string snapshot(std::string_view l, std::string_view kind) {
+  return "/snap/" + std::string(l) + "/" + std::string(kind);
+}
+
+// --- checkpoint entries (relative names inside a checkpoint file) ---
+namespace ckpt {
+inline constexpr const char* kConfig = "config";  ///< canonical TOML of the run
+inline constexpr const char* kStep = "step";      ///< u64, optimizer steps done
+/// model/<l>/{master,m,v,model} FP32 [G, N, K] and model/<l>/version (u64).
+inline std::string model(std::string_view l, std::string_view what) {
+  return "model/" + std::string(l) + "/" + std::string(what);
+}
+/// fp8_delayed state of role `op`: .../{history,scale}.
+inline std::string delayed(std::string_view l, std::string_view op, std::string_view what) {
+  return model(l, "delayed/" + std::string(op) + "/" + std::string(what));
+}
+inline std::string deosc(std::string_view what) { return "deosc/" + std::string(what); }
+inline std::string deosc_state(std::string_view l, std::string_view what) {
+  return "deosc/state/" + std::string(l) + "/" + std::string(what);
+}
+inline std::string osc(std::string_view l, std::string_view what) {
+  return "osc/" + std::string(l) + "/" + std::string(what);
+}
+inline std::string snaps_total(std::string_view l) { return "snaps_total/" + std::string(l); }
+}  // namespace ckpt
+
+}  // namespace mxsim::trace::schema
