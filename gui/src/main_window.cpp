@@ -79,7 +79,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   dock->setObjectName("traces");
   trace_list_ = new QListView(dock);
   trace_list_->setModel(state_.traces());
-  trace_list_->setMinimumWidth(200);
+  trace_list_->setMinimumWidth(180);
+  trace_list_->setMaximumWidth(260);
   dock->setWidget(trace_list_);
   addDockWidget(Qt::LeftDockWidgetArea, dock);
   connect(trace_list_, &QListView::activated, this,
@@ -123,6 +124,7 @@ void MainWindow::buildPickers() {
           [this](int i) { state_.setPrimary(i >= 0 ? state_.traces()->at(i) : nullptr); });
   tb->addWidget(new QLabel("  Layer: "));
   layer_pick_ = new QComboBox;
+  layer_pick_->setSizeAdjustPolicy(QComboBox::AdjustToContents);
   tb->addWidget(layer_pick_);
   connect(layer_pick_, &QComboBox::currentTextChanged, this, [this](const QString& t) {
     if (!t.isEmpty()) state_.setLayer(t.section(' ', 0, 0));

@@ -1,47 +1,50 @@
-// Every trace dataset name the inspector reads, in one place
-// (docs/trace-format.md "Datasets written by mxsim train"). When the trace
-// library's schema header exists, these become thin forwards to it.
+// The trace dataset names the inspector reads: thin forwards to the trace
+// library's schema header (mxsim/trace/schema.hpp), which the writer, the
+// reader and `mxsim compare` use too. Nothing here spells a path itself.
 #pragma once
 #include <string>
 
+#include "mxsim/trace/schema.hpp"
+
 namespace mxsim::inspector::names {
 
-/// Trace format versions this inspector reads (root attribute mxsim_trace_format).
-inline constexpr int kMinFormat = 1, kMaxFormat = 1;
+namespace schema = mxsim::trace::schema;
 
-inline const std::string kStep = "/train/step";
-inline const std::string kLoss = "/train/loss";
-inline const std::string kAuxLoss = "/train/aux_loss";
-inline const std::string kAccuracy = "/train/accuracy";
-inline const std::string kLr = "/train/lr";
-inline const std::string kTokensPerExpert = "/train/tokens_per_expert";
-inline const std::string kTestAccuracy = "/eval/test_accuracy";
+/// Trace format versions this inspector reads (root attribute mxsim_trace_format).
+inline constexpr int kMinFormat = 1, kMaxFormat = schema::kFormatVersion;
+
+inline const std::string kStep = schema::kTrainStep;
+inline const std::string kLoss = schema::kTrainLoss;
+inline const std::string kAuxLoss = schema::kTrainAuxLoss;
+inline const std::string kAccuracy = schema::kTrainAccuracy;
+inline const std::string kLr = schema::kTrainLr;
+inline const std::string kTokensPerExpert = schema::kTokensPerExpert;
+inline const std::string kTestAccuracy = schema::kTestAccuracy;
 
 /// Layer names in model order (sim/model.hpp).
 inline constexpr const char* kLayers[] = {"embed", "router", "fc1", "fc2", "head"};
 /// Quantized operands the trace records per layer: W (fprop), x (fprop), dy (dgrad).
 inline constexpr const char* kOperands[] = {"w", "x", "dy"};
 
-inline std::string layer(const std::string& l) { return "/layers/" + l; }
-inline std::string main_grad_norm(const std::string& l) { return layer(l) + "/main_grad_norm"; }
+inline std::string layer(const std::string& l) { return schema::layer(l); }
+inline std::string main_grad_norm(const std::string& l) { return schema::main_grad_norm(l); }
 /// stat: mse, sqnr_db, underflow, saturated, count, scale_exp_hist.
 inline std::string quant(const std::string& l, const std::string& op, const std::string& stat) {
-  return layer(l) + "/quant/" + op + "/" + stat;
+  return schema::quant(l, op, stat);
 }
 /// stat: flips, flips_total, ema_mean, ema_frac_above_0.01, dist_ratio_mean.
-inline std::string osc(const std::string& l, const std::string& stat) { return layer(l) + "/osc/" + stat; }
-inline std::string deosc_snapped(const std::string& l) { return layer(l) + "/deosc/snapped"; }
+inline std::string osc(const std::string& l, const std::string& stat) { return schema::osc(l, stat); }
+inline std::string deosc_snapped(const std::string& l) { return schema::deosc_snapped(l); }
 /// Snapshots: master, weight_q, main_grad, wgrad_mb.
-inline std::string snap(const std::string& l, const std::string& what) { return "/snap/" + l + "/" + what; }
+inline std::string snap(const std::string& l, const std::string& what) { return schema::snapshot(l, what); }
 
-// ---- element- and block-level datasets (docs/trace-format.md, "Element and block maps")
-/// Per-block quantization maps of an operand at snapshot steps: block_mse, block_sqnr_db,
-/// block_amax (f32 [G, BR, BC]), scale_e8m0 (u8 [G, BR, BC]) or scale_inv (f32), codes (u8 [G, R, C]).
-inline std::string snap_quant(const std::string& l, const std::string& op, const std::string& what) {
-  return "/snap/" + l + "/quant/" + op + "/" + what;
+}  // namespace mxsim::inspector::names
+
+namespace mxsim::inspector::names {
+/// Per-block quantization maps (block_mse, block_sqnr_db, block_amax, scale, codes, rows).
+inline std::string block_map(const std::string& l, const std::string& op, const std::string& what) {
+  return schema::block_map(l, op, what);
 }
-/// Per-element oscillation state at snapshot steps: flips (u32 [G, N, K], cumulative),
-/// ema (f32), dist_ratio (f32, current window).
-inline std::string snap_osc(const std::string& l, const std::string& what) { return "/snap/" + l + "/osc/" + what; }
-
+/// Per-element oscillation maps (flips, ema, dist_ratio, snaps).
+inline std::string element_map(const std::string& l, const std::string& what) { return schema::element_map(l, what); }
 }  // namespace mxsim::inspector::names

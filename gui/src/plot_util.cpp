@@ -43,6 +43,26 @@ QColor palette_color(int i) {
   return c[((i % 8) + 8) % 8];
 }
 
+QCPColorGradient viridis() {
+  QCPColorGradient g;
+  g.clearColorStops();
+  const char* hex[] = {"#440154", "#482878", "#3e4a89", "#31688e", "#26828e", "#1f9e89", "#35b779", "#6dcd59", "#b4de2c", "#fde725"};
+  for (int i = 0; i < 10; ++i) g.setColorStopAt(i / 9.0, QColor(hex[i]));
+  g.setColorInterpolation(QCPColorGradient::ciRGB);
+  g.setNanHandling(QCPColorGradient::nhTransparent);
+  return g;
+}
+
+QCPColorGradient diverging() {
+  QCPColorGradient g;
+  g.clearColorStops();
+  const char* hex[] = {"#2166ac", "#67a9cf", "#d1e5f0", "#f7f7f7", "#fddbc7", "#ef8a62", "#b2182b"};
+  for (int i = 0; i < 7; ++i) g.setColorStopAt(i / 6.0, QColor(hex[i]));
+  g.setColorInterpolation(QCPColorGradient::ciRGB);
+  g.setNanHandling(QCPColorGradient::nhTransparent);
+  return g;
+}
+
 Heatmap add_heatmap(QCustomPlot* p, const QString& zlabel) {
   Heatmap h;
   h.map = new QCPColorMap(p->xAxis, p->yAxis);
@@ -57,7 +77,7 @@ Heatmap add_heatmap(QCustomPlot* p, const QString& zlabel) {
   h.scale->axis()->setTickLabelFont(f);
   h.scale->setBarWidth(12);
   h.map->setColorScale(h.scale);
-  h.map->setGradient(QCPColorGradient::gpViridis);
+  h.map->setGradient(viridis());
   auto* g = new QCPMarginGroup(p);
   p->axisRect()->setMarginGroup(QCP::msBottom | QCP::msTop, g);
   h.scale->setMarginGroup(QCP::msBottom | QCP::msTop, g);
@@ -139,6 +159,14 @@ void set_plot_note(QCustomPlot* p, const QString& text) {
   t->setVisible(!text.isEmpty());
 }
 
+void clear_items(QCustomPlot* p) {
+  p->clearItems();
+  p->setProperty(kMarkerProp, QVariant());
+  p->setProperty(kNoteProp, QVariant());
+}
+
+QCPItemText* plot_note(QCustomPlot* p) { return static_cast<QCPItemText*>(p->property(kNoteProp).value<void*>()); }
+
 QVector<double> smooth_ema(const QVector<double>& v, double w) {
   QVector<double> out(v.size());
   double last = 0;
@@ -166,8 +194,7 @@ QString fmt_num(double v, int digits) {
 namespace mxsim::inspector {
 QString axis_label_for(const QString& ds) {
   const QString leaf = ds.section('/', -1);
-  if (ds == "/train/loss") return "loss (nats: CE + aux)";
-  if (ds == "/train/aux_loss") return "aux loss (nats)";
+  if (ds == "/train/loss" || ds == "/train/aux_loss") return "loss (nats)";
   if (ds == "/train/accuracy" || ds == "/eval/test_accuracy") return "accuracy (fraction)";
   if (ds == "/train/lr") return "learning rate";
   if (ds == "/train/step") return "optimizer step";

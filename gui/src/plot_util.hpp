@@ -19,6 +19,11 @@ void set_title(QCustomPlot* p, const QString& title);
 /// (Okabe-Ito, distinguishable with colour-vision deficiencies).
 QColor palette_color(int i);
 
+/// Perceptually uniform sequential map (matplotlib's viridis stops), for magnitudes.
+QCPColorGradient viridis();
+/// Diverging blue - white - red (ColorBrewer RdBu), for signed values centred on 0.
+QCPColorGradient diverging();
+
 struct Heatmap {
   QCPColorMap* map = nullptr;
   QCPColorScale* scale = nullptr;
@@ -33,6 +38,11 @@ void fill_heatmap(Heatmap& h, int nx, int ny, const std::vector<double>& z, bool
 void set_step_marker(QCustomPlot* p, double x);
 /// A centred text inside the axis rect (a reason why nothing is drawn, or a hint); "" removes it.
 void set_plot_note(QCustomPlot* p, const QString& text);
+
+/// Removes every item of p (lines, texts), including the step marker and the note.
+void clear_items(QCustomPlot* p);
+/// The note item of p (nullptr when none was set).
+QCPItemText* plot_note(QCustomPlot* p);
 
 /// TensorBoard's smoothing: debiased exponential moving average with weight w in [0, 1);
 /// non-finite values pass through and do not enter the average.

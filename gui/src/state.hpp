@@ -56,6 +56,7 @@ class InspectorState : public QObject {
  public:
   explicit InspectorState(QObject* parent = nullptr);
   TraceListModel* traces() { return &traces_; }
+  const TraceListModel* traces() const { return &traces_; }
 
   TraceDocument* primary() const { return primary_; }
   TraceDocument* other() const { return other_; }
