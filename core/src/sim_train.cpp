@@ -282,7 +282,8 @@ TrainResult train(const Config& cfg, Backend& be, const TrainOptions& opt) {
     return double(correct) / double(n_test);
   };
   auto tl = std::chrono::steady_clock::now();
-  for (int64_t t = step0; t < stop; ++t) {
+  bool halted = false;
+  for (int64_t t = step0; t < stop && !halted; ++t) {
     const int64_t epoch = t / spe, pos = t % spe;
     if (epoch != order_epoch) {
       order = epoch_order(cfg.seed, epoch, n_train);
@@ -325,7 +326,12 @@ TrainResult train(const Config& cfg, Backend& be, const TrainOptions& opt) {
           contrib[nm].push_back(g);
         }
       }
+      if (opt.control && !opt.control({t + 1, total, int(mb), int(NMB), loss_sum / double((mb + 1) * Bm)})) {
+        halted = true;
+        break;
+      }
     }
+    if (halted) break;
     const double loss = loss_sum / double(B) + aux_sum / double(NMB);
     // A NaN/inf loss ends the run before anything of this step reaches the
     // trace or the weights: the trace stays complete up to the previous step.
@@ -432,8 +438,9 @@ TrainResult train(const Config& cfg, Backend& be, const TrainOptions& opt) {
       tl = now;
       opt.on_step(si);
     }
+    if (opt.control && !opt.control({t + 1, total, -1, int(NMB), loss})) halted = true;
   }
-  save_checkpoint(stop);
+  save_checkpoint(step0 + res.steps);
   if (tw) tw->close();
   for (Weight* w : ws) {
     LayerSummary l;

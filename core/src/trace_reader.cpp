@@ -25,6 +25,18 @@ struct Reader::Impl {
   uint64_t k = 0;
   std::vector<DatasetInfo> infos;
   std::map<std::string, Hid> dsets;
+  // Datasets are refreshed (H5Drefresh) lazily: once per Reader::refresh(), on their next
+  // read. A reader never refreshed (a finished file) never calls H5Drefresh: with HDF5
+  // 1.10, H5Drefresh of a dataset that is open twice in one process (two Readers of one
+  // file) makes later reads of chunked rows return the wrong chunk.
+  uint64_t generation = 0;
+  mutable std::map<std::string, uint64_t> refreshed;
+  void refresh_if_stale(const std::string& name, hid_t d) const {
+    uint64_t& g = refreshed[name];
+    if (g == generation) return;
+    if (H5Drefresh(d) < 0) fail(fname, name + ": refresh failed");
+    g = generation;
+  }
 
   const DatasetInfo& info(const std::string& name) const {
     auto it = std::lower_bound(infos.begin(), infos.end(), name,
@@ -41,7 +53,7 @@ struct Reader::Impl {
     std::vector<unsigned char> out(nrows * in.row_elems() * dtype_size(dtype));
     if (nrows == 0) return out;
     hid_t d = dsets.at(name);
-    if (H5Drefresh(d) < 0) fail(fname, name + ": refresh failed");
+    refresh_if_stale(name, d);
     std::vector<hsize_t> start(in.row_shape.size() + 1, 0), count(in.row_shape.size() + 1, 0);
     start[0] = row0;
     count[0] = nrows;
@@ -73,7 +85,7 @@ struct Reader::Impl {
     std::vector<unsigned char> out(nrows * dtype_size(dtype));
     if (nrows == 0) return out;
     hid_t d = dsets.at(name);
-    if (H5Drefresh(d) < 0) fail(fname, name + ": refresh failed");
+    refresh_if_stale(name, d);
     Hid fs(H5Dget_space(d), H5Sclose);
     const std::size_t rank = in.row_shape.size() + 1;
     std::vector<hsize_t> ext(rank);
@@ -155,7 +167,10 @@ Reader::Reader(const std::filesystem::path& path) : impl_(std::make_unique<Impl>
       },
       &m);
   std::sort(m.infos.begin(), m.infos.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
-  refresh();
+  Hid sp(H5Dget_space(m.steps), H5Sclose);
+  hsize_t n = 0;
+  H5Sget_simple_extent_dims(sp, &n, nullptr);
+  m.k = n;
 }
 
 Reader::~Reader() = default;
@@ -164,6 +179,7 @@ Reader& Reader::operator=(Reader&&) noexcept = default;
 
 void Reader::refresh() {
   auto& m = *impl_;
+  ++m.generation;  // every dataset refreshes on its next read
   if (H5Drefresh(m.steps) < 0) fail(m.fname, "/steps: refresh failed");
   Hid sp(H5Dget_space(m.steps), H5Sclose);
   hsize_t n = 0;

@@ -1,5 +1,6 @@
 #include "state.hpp"
 
+#include <QFileInfo>
 #include <algorithm>
 
 namespace mxsim::inspector {
@@ -40,6 +41,11 @@ Qt::ItemFlags TraceListModel::flags(const QModelIndex& index) const {
 }
 
 TraceDocument* TraceListModel::add(const QString& path) {
+  // One document (one Reader) per file: HDF5 1.10 cannot refresh a file open twice in a process.
+  const QString canon = QFileInfo(path).canonicalFilePath();
+  for (TraceDocument* o : docs_)
+    if (!canon.isEmpty() && QFileInfo(o->path()).canonicalFilePath() == canon && o->state() != TraceDocument::State::Failed)
+      return o;
   auto* d = new TraceDocument(path, this);
   beginInsertRows({}, size(), size());
   docs_.push_back(d);

@@ -22,7 +22,8 @@ class TraceListModel : public QAbstractListModel {
   bool setData(const QModelIndex& index, const QVariant& value, int role) override;
   Qt::ItemFlags flags(const QModelIndex& index) const override;
 
-  /// Opens `path` (asynchronously); returns the document (owned by the model).
+  /// Opens `path` (asynchronously); returns the document (owned by the model). A file that
+  /// is open already returns its document.
   TraceDocument* add(const QString& path);
   void remove(TraceDocument* d);
   TraceDocument* at(int row) const { return docs_.at(size_t(row)); }

@@ -187,29 +187,50 @@ QString explain_open_error(const QString& path, const QString& raw) {
   return QString("%1 cannot be read as an mxsim trace: %2").arg(name, raw);
 }
 
+/// The one I/O thread; lives while any document does.
+class IoThread {
+ public:
+  static std::shared_ptr<IoThread> get() {
+    static std::weak_ptr<IoThread> w;
+    auto p = w.lock();
+    if (!p) {
+      p = std::shared_ptr<IoThread>(new IoThread);
+      w = p;
+    }
+    return p;
+  }
+  ~IoThread() {
+    t_.quit();
+    t_.wait();
+  }
+  void post(std::function<void()> f) { QMetaObject::invokeMethod(worker_, std::move(f), Qt::QueuedConnection); }
+
+ private:
+  IoThread() {
+    t_.setObjectName("trace-io");
+    worker_ = new QObject;
+    worker_->moveToThread(&t_);
+    QObject::connect(&t_, &QThread::finished, worker_, &QObject::deleteLater);
+    t_.start();
+  }
+  QThread t_;
+  QObject* worker_ = nullptr;  // lives on t_
+};
+
 TraceDocument::TraceDocument(const QString& path, QObject* parent)
-    : QObject(parent), path_(path), reader_(std::make_shared<std::unique_ptr<trace::Reader>>()) {
+    : QObject(parent), path_(path), io_(IoThread::get()), reader_(std::make_shared<std::unique_ptr<trace::Reader>>()) {
   cache_.setMaxCost(512ll << 20);
-  io_.setObjectName("trace-io");
-  worker_ = new QObject;
-  worker_->moveToThread(&io_);
-  connect(&io_, &QThread::finished, worker_, &QObject::deleteLater);
-  io_.start();
   connect(&poll_, &QTimer::timeout, this, &TraceDocument::refreshNow);
 }
 
 TraceDocument::~TraceDocument() {
   for (auto& f : inflight_) f.cancelled->store(true);
-  // The reader must be closed on the thread that used it; HDF5 is built thread-safe
-  // (one global lock), so closing it after the thread stopped is safe as well.
+  // Closed on the I/O thread, after every job queued before (jobs hold the reader by reference
+  // count, so a job still queued for another document that reads this file keeps it open).
   post([r = reader_] { r->reset(); });
-  io_.quit();
-  io_.wait();
 }
 
-void TraceDocument::post(std::function<void()> f) {
-  QMetaObject::invokeMethod(worker_, std::move(f), Qt::QueuedConnection);
-}
+void TraceDocument::post(std::function<void()> f) { io_->post(std::move(f)); }
 
 QString TraceDocument::displayName() const { return QFileInfo(path_).fileName(); }
 

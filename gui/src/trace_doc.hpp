@@ -1,8 +1,10 @@
 // One open trace: its metadata, and lazy, cached, asynchronous reads on a
 // dedicated I/O thread, so that the UI never waits for HDF5.
 //
-// All HDF5 calls of a document happen on its own I/O thread (one
-// mxsim::trace::Reader, opened SWMR read). Views ask for data by key; a job
+// Every HDF5 call of every document happens on one I/O thread shared by all
+// documents (HDF5's thread-safe build serializes its calls anyway, and a job
+// may then use two documents' readers, as the comparison does). Each file has
+// one mxsim::trace::Reader (opened SWMR read) per process. Views ask for data by key; a job
 // computes the value there (a series, one row, one snapshot, a derived map);
 // the result comes back in the GUI thread, is cached (LRU by bytes) and
 // shared by every view that asks for the same key. A newer request on the
@@ -81,6 +83,9 @@ SeriesData read_series_double(const trace::Reader& r, const std::string& name, u
 /// Reads snapshot `name` at `step` as double (shape = the snapshot's row shape).
 SeriesData read_snapshot_double(const trace::Reader& r, const std::string& name, int64_t step);
 
+class IoThread;
+using ReaderRef = std::shared_ptr<std::unique_ptr<trace::Reader>>;
+
 class TraceDocument : public QObject {
   Q_OBJECT
  public:
@@ -133,6 +138,10 @@ class TraceDocument : public QObject {
         std::move(fail));
   }
 
+  /// The document's reader, for jobs of other documents that read this file too
+  /// (dereference only inside a job: on the I/O thread).
+  ReaderRef readerRef() const { return reader_; }
+
   /// Jobs queued or running (for headless rendering and tests).
   int pending() const { return int(inflight_.size()) + (refreshing_ ? 1 : 0) + (state_ == State::Opening ? 1 : 0); }
   /// Cached bytes.
@@ -163,9 +172,8 @@ class TraceDocument : public QObject {
   State state_ = State::Opening;
   QString error_;
   TraceMeta meta_;
-  QThread io_;
-  QObject* worker_ = nullptr;                       // lives on io_
-  std::shared_ptr<std::unique_ptr<trace::Reader>> reader_;  // touched only on io_
+  std::shared_ptr<IoThread> io_;
+  ReaderRef reader_;  // touched only on the I/O thread
   QCache<QString, Result> cache_;
   QHash<QString, Flight> inflight_;
   QTimer poll_;

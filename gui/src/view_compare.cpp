@@ -157,10 +157,13 @@ void CompareView::refresh() {
   }
   const QString pb = B->path();
   const uint64_t ka = A->steps(), kb = B->steps();
+  const ReaderRef refb = B->readerRef();
   load<CompareData>(
       A, QString("cmp:%1#%2#%3").arg(pb).arg(ka).arg(kb), "cmp",
-      [pa = A->path(), pb](const trace::Reader& ra) {
-        const trace::CompareResult c = trace::compare(pa.toStdString(), pb.toStdString());
+      [pa = A->path(), pb, refb](const trace::Reader& ra) {
+        if (!*refb) throw trace::TraceError(pb.toStdString() + ": closed");
+        const trace::Reader& rb = **refb;
+        const trace::CompareResult c = trace::compare(ra, rb);
         CompareData d;
         d.a = pa;
         d.b = pb;
@@ -177,7 +180,6 @@ void CompareView::refresh() {
           d.config_diffs << QString("%1: %2 -> %3").arg(QString::fromStdString(cd.key), QString::fromStdString(cd.a),
                                                        QString::fromStdString(cd.b));
         // every common dataset's first differing step, row by row
-        trace::Reader rb(pb.toStdString());
         for (const auto& n : c.common) {
           const auto& in = ra.info(n);
           CompareData::Row row;
@@ -232,10 +234,11 @@ void CompareView::refresh() {
   const int expert = st_->expert();
   load<UlpMap>(
       A, QString("ulp:%1|%2@%3/%4").arg(pb, ds).arg(s).arg(expert), "ulp",
-      [n, pb, s, expert](const trace::Reader& ra) {
+      [n, pb, s, expert, refb](const trace::Reader& ra) {
         UlpMap u;
         const auto& in = ra.info(n);
-        trace::Reader rb(pb.toStdString());
+        if (!*refb) throw trace::TraceError(pb.toStdString() + ": closed");
+        const trace::Reader& rb = **refb;
         const auto& jn = rb.info(n);
         if (in.dtype != jn.dtype || in.row_shape != jn.row_shape) {
           u.note = "dtype or shape differ: no element-wise comparison";

@@ -30,7 +30,10 @@ class Reader {
   Reader(Reader&&) noexcept;
   Reader& operator=(Reader&&) noexcept;
 
-  /// Re-reads /steps (H5Drefresh) for files still being written.
+  /// Re-reads /steps (H5Drefresh) for files still being written; every other dataset is
+  /// refreshed on its next read. A Reader that is never refreshed never calls H5Drefresh.
+  /// HDF5 1.10 limitation: refresh a file that one process has open through a single Reader
+  /// only (H5Drefresh of a dataset open twice makes later chunk reads return wrong rows).
   void refresh();
 
   /// Number of complete steps k = len(/steps) at open/refresh time.
