@@ -121,7 +121,12 @@ Reader::Reader(const std::filesystem::path& path) : impl_(std::make_unique<Impl>
   m.fname = path.string();
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) throw TraceError(m.fname + ": missing (no such file)");
-  m.file = Hid(H5Fopen(m.fname.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, H5P_DEFAULT), H5Fclose);
+  // SWMR read retries checksummed metadata that fails to verify (a writer may be halfway
+  // through a flush) with a doubling sleep: HDF5's default of 100 attempts makes damaged
+  // metadata hang for hours; 20 (HDF5's own SWMR example) retries for about a millisecond.
+  Hid fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  H5Pset_metadata_read_attempts(fapl, 20);
+  m.file = Hid(H5Fopen(m.fname.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl), H5Fclose);
   if (!m.file.valid()) {
     const std::string swmr_msg = detail::hdf5_message();
     if (H5Fis_hdf5(m.fname.c_str()) <= 0) {
