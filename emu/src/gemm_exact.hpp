@@ -1,6 +1,8 @@
-// Internal: exact binary arithmetic for the reference GEMM and the matrix-unit
-// models. A value is sig * 2^exp with an arbitrary-precision signed integer
-// significand, or a special (NaN, +-Inf). Zero has no sign (+0).
+// Internal: exact binary arithmetic for the fast paths' rare-case fallback and
+// the matrix-unit models, and the adapter from its terms to the shared fused
+// group of hd/gemm_block.hpp. A value is sig * 2^exp with an
+// arbitrary-precision signed integer significand, or a special (NaN, +-Inf).
+// Zero has no sign (+0).
 #pragma once
 #include <bit>
 #include <boost/multiprecision/cpp_int.hpp>
@@ -10,6 +12,7 @@
 
 #include "mxsim/bits.hpp"
 #include "mxsim/format.hpp"
+#include "mxsim/hd/gemm_block.hpp"
 #include "mxsim/rounding.hpp"
 
 namespace mxsim::emu::gemm {
@@ -139,33 +142,28 @@ struct Term {
   int align;
 };
 
-/// The truncated fused dot-product group (MMA-Sim; docs/numerics.md §5.3):
-/// E = max(align over terms, floor(log2|C|)) with zeros counting as -126;
-/// every term and C truncated toward zero to a multiple of 2^(E-F); exact
-/// sum; RZ to e8m13 (e8m13 = true) or FP32. NaN anywhere (or +Inf with -Inf)
-/// gives NaN; otherwise an Inf gives that Inf.
+/// The truncated fused dot-product group (docs/numerics.md §5.3) over exact
+/// terms: hd::fused_group of core/include/mxsim/hd/gemm_block.hpp, the one
+/// definition the reference, the fast paths' exact fallback, the matrix-unit
+/// models and the GPU kernels share. The terms' significands are products of
+/// element significands (below 2^48), so they fit the int64 of hd::ExactVal.
 inline float fused_group(const std::vector<Term>& terms, float c, int F, bool e8m13) {
-  Ex cx = ex_from_float(c);
-  Ex special = Ex::zero();
-  bool any_special = false;
-  for (const auto& t : terms)
-    if (t.v.sp != Ex::Fin) { special = any_special ? ex_add(special, t.v) : t.v; any_special = true; }
-  if (cx.sp != Ex::Fin) { special = any_special ? ex_add(special, cx) : cx; any_special = true; }
-  if (any_special) return round_f32(special, true, 23);
-  int E = cx.sig == 0 ? -126 : cx.exp + msb(abs(cx.sig));
-  for (const auto& t : terms) E = std::max(E, t.v.sig == 0 ? -126 : t.align);
-  const int lsb = E - F;
-  auto trunc = [&](const Ex& x) -> cpp_int {
-    if (x.sig == 0) return 0;
-    const cpp_int m = abs(x.sig);
-    cpp_int r = x.exp >= lsb ? cpp_int(m << (x.exp - lsb)) : cpp_int(m >> (lsb - x.exp));
-    return x.sig < 0 ? cpp_int(-r) : r;
+  auto term_at = [&](int k) {
+    const Term& t = terms[size_t(k)];
+    hd::Term h;
+    h.align = t.align;
+    switch (t.v.sp) {
+      case Ex::NaN: h.v.kind = hd::ExKind::NaN; break;
+      case Ex::PInf: h.v.kind = hd::ExKind::PosInf; break;
+      case Ex::NInf: h.v.kind = hd::ExKind::NegInf; break;
+      case Ex::Fin:
+        h.v.sig = t.v.sig.convert_to<int64_t>();
+        h.v.exp = t.v.exp;
+        break;
+    }
+    return h;
   };
-  Ex s;
-  s.exp = lsb;
-  s.sig = trunc(cx);
-  for (const auto& t : terms) s.sig += trunc(t.v);
-  return round_f32(s, true, e8m13 ? 13 : 23);
+  return hd::fused_group(int(terms.size()), term_at, c, F, e8m13);
 }
 
 }  // namespace mxsim::emu::gemm

@@ -1,16 +1,25 @@
 // Reference grouped GEMM: the contract of docs/numerics.md §5 followed
-// literally, with exact arithmetic (Boost.Multiprecision cpp_int significands).
-// Slow on purpose; the oracle for gemm_fast.cpp.
-#include <boost/multiprecision/cpp_int.hpp>
-#include <cmath>
-#include <vector>
-
-#include "gemm_exact.hpp"
+// literally, one output element at a time, K ascending. The per-element walks
+// and per-block steps are the shared ones of core/include/mxsim/hd/gemm_block.hpp
+// (the GPU kernels call the same); tests/test_gemm_block.cpp proves those
+// against arbitrary-precision arithmetic, tests/test_gemm_exact.cpp this
+// reference against an independent rational oracle and the fast paths.
 #include "gemm_internal.hpp"
 #include "mxsim/emu/grouped_gemm.hpp"
-#include "mxsim/rounding.hpp"
+#include "mxsim/hd/gemm_block.hpp"
 
 namespace mxsim::emu::gemm {
+
+namespace {
+/// Row r of an operand panel, as the hd walks read it.
+struct PanelRow {
+  const Panel* p;
+  size_t r;
+  uint32_t code(size_t k) const { return p->c(r, k); }
+  uint8_t e8m0(size_t b) const { return p->sbyte[r * p->kb() + b]; }
+  float sinv(size_t c) const { return p->sinv[r * p->kc() + c]; }
+};
+}  // namespace
 
 void run_reference(Kind kind, const Panel& A, const Panel& B, Out out, bool accumulate, Format out_fmt) {
   const FormatSpec fa = spec_of(A.elem), fb = spec_of(B.elem);
@@ -18,51 +27,18 @@ void run_reference(Kind kind, const Panel& A, const Panel& B, Out out, bool accu
   for (size_t i = 0; i < A.R; ++i)
     for (size_t j = 0; j < B.R; ++j) {
       float& o = out.p[i * out.ld + j];
-      float acc = accumulate ? o : 0.0f;
-      auto prod = [&](size_t k) { return ex_mul(ex_elem(fa, A.c(i, k)), ex_elem(fb, B.c(j, k))); };
-      auto align = [&](size_t k) { return elem_exp(fa, A.c(i, k)) + elem_exp(fb, B.c(j, k)); };
+      const float acc0 = accumulate ? o : 0.0f;
+      const PanelRow a{&A, i}, b{&B, j};
+      float acc = acc0;
       switch (kind) {
         case Kind::MxExact:
-        case Kind::MxF13:
-          for (size_t b = 0; b * 32 < K; ++b) {
-            const size_t k1 = std::min(K, b * 32 + 32);
-            Ex blk;
-            if (kind == Kind::MxExact) {
-              blk = Ex::zero();
-              for (size_t k = b * 32; k < k1; ++k) blk = ex_add(blk, prod(k));
-            } else {
-              std::vector<Term> t;
-              for (size_t k = b * 32; k < k1; ++k) t.push_back({prod(k), align(k)});
-              blk = ex_from_float(fused_group(t, 0.0f, 13, true));
-            }
-            const Ex s = ex_mul(ex_e8m0(A.sbyte[i * A.kb() + b]), ex_e8m0(B.sbyte[j * B.kb() + b]));
-            acc = round_f32(ex_add(ex_from_float(acc), ex_mul(blk, s)), false, 23);
-          }
+          acc = hd::mx_exact_dot(acc0, K, fa, fb, hd::int_shift(A.elem), hd::int_shift(B.elem), a, b);
           break;
-        case Kind::Fp8Chunk:
-          for (size_t c = 0; c * 128 < K; ++c) {
-            float chunk = 0.0f;
-            for (size_t q = c * 128; q < std::min(K, c * 128 + 128); q += 32) {
-              std::vector<Term> t;
-              for (size_t k = q; k < std::min(K, q + 32); ++k) t.push_back({prod(k), align(k)});
-              chunk = fused_group(t, chunk, 13, true);
-            }
-            const float s = round_f32(ex_mul(ex_from_float(A.sinv[i * A.kc() + c]), ex_from_float(B.sinv[j * B.kc() + c])),
-                                      false, 23);
-            acc = round_f32(ex_add(ex_from_float(acc), ex_mul(ex_from_float(chunk), ex_from_float(s))), false, 23);
-          }
-          break;
-        case Kind::Bf16:
-          for (size_t q = 0; q < K; q += 16) {
-            std::vector<Term> t;
-            for (size_t k = q; k < std::min(K, q + 16); ++k) t.push_back({prod(k), align(k)});
-            acc = fused_group(t, acc, 25, false);
-          }
-          break;
+        case Kind::MxF13: acc = hd::mx_f13_dot(acc0, K, fa, fb, a, b); break;
+        case Kind::Fp8Chunk: acc = hd::fp8_chunk128_dot(acc0, K, fa, fb, a, b); break;
+        case Kind::Bf16: acc = hd::bf16_f25_dot(acc0, K, a, b); break;
       }
-      if (out_fmt == Format::BF16) acc = round_bf16(acc);
-      if (std::isnan(acc)) acc = std::bit_cast<float>(kCanonicalNaN);
-      o = acc;
+      o = hd::gemm_output(acc, out_fmt == Format::BF16);
     }
 }
 

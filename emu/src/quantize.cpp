@@ -1,4 +1,6 @@
-// Reference CPU quantizer: the literal form of docs/numerics.md §2-§4.
+// Reference CPU quantizer: the literal form of docs/numerics.md §2-§4. The
+// per-block step (amax, scale rule, element encoder, Hadamard) is the shared
+// one of core/include/mxsim/hd/quant_block.hpp, which the GPU quantizer runs too.
 #include "mxsim/emu/quantize.hpp"
 
 #include <algorithm>
@@ -10,6 +12,7 @@
 #include <string>
 
 #include "mxsim/bits.hpp"
+#include "mxsim/hd/quant_block.hpp"
 #include "mxsim/rounding.hpp"
 #include "mxsim/scale_rule.hpp"
 #include "quantize_fast.hpp"  // fast-path dispatch hook (qspeed)
@@ -19,55 +22,9 @@ namespace {
 
 size_t ceil_div(size_t a, size_t b) { return b == 0 ? 0 : (a + b - 1) / b; }
 
-bool is_finite_bits(uint32_t b) { return (b & 0x7F800000u) != 0x7F800000u; }
-
-void validate(const QuantSpec& s, size_t srows, size_t scols) {
-  if (s.block_rows < 0 || s.block_cols < 0)
-    throw std::invalid_argument("quantize: negative block size " + std::to_string(s.block_rows) + "x" +
-                                std::to_string(s.block_cols));
-  if (s.elem == Format::E8M0 || s.elem == Format::FP32)
-    throw std::invalid_argument(std::string("quantize: ") + spec_of(s.elem).name + " is not an element format");
-  if (s.scale_kind == ScaleKind::UE4M3 && s.elem != Format::E2M1)
-    throw std::invalid_argument("quantize: UE4M3 (NVFP4) scales need E2M1 elements");
-  if (s.fixed_scale != 0 && !(s.scale_kind == ScaleKind::FP32 && s.per_tensor()))
-    throw std::invalid_argument("quantize: a fixed (delayed) scale needs FP32 per-tensor scaling");
-  if (s.fixed_scale != 0 && !(std::isfinite(s.fixed_scale) && s.fixed_scale > 0))
-    throw std::invalid_argument("quantize: fixed scale must be finite and > 0, got " + std::to_string(s.fixed_scale));
-  // scale_inv = fl32(1 / scale) must be finite, or every element dequantizes
-  // to Inf or NaN (0 * Inf): a fixed scale below ~2^-128 is unusable.
-  if (s.fixed_scale != 0 && !std::isfinite(1.0f / s.fixed_scale)) {
-    char b[64];
-    std::snprintf(b, sizeof b, "%a", double(s.fixed_scale));
-    throw std::invalid_argument(std::string("quantize: fixed scale ") + b +
-                                " is too small: its reciprocal scale_inv overflows FP32 (need scale >= 2^-128)");
-  }
-  if (s.hadamard16 && (scols % 16) != 0)
-    throw std::invalid_argument("quantize: the 16-point Hadamard transform needs the blocked extent (" +
-                                std::to_string(scols) + ") to be a multiple of 16");
-  if (s.hadamard16 && s.block_cols != 0 && s.block_cols % 16 != 0)
-    throw std::invalid_argument("quantize: the 16-point Hadamard transform needs blocks that are multiples of 16");
-  (void)srows;
-}
-
-float fp32_scale(const QuantSpec& s, float amax, float elem_max) {
-  if (s.fixed_scale != 0) return s.fixed_scale;
-  return current_scale(elem_max, amax, s.amax_epsilon, s.pow2_scale);
-}
-
 }  // namespace
 
-void hadamard16_inplace(float* v) {
-  for (int h = 1; h < 16; h <<= 1) {
-    for (int i = 0; i < 16; i += 2 * h) {
-      for (int j = i; j < i + h; ++j) {
-        const float a = v[j], b = v[j + h];
-        v[j] = a + b;
-        v[j + h] = a - b;
-      }
-    }
-  }
-  for (int i = 0; i < 16; ++i) v[i] *= 0.25f;
-}
+void hadamard16_inplace(float* v) { hd::hadamard16(v); }
 
 QuantizedTensor quantize(const Tensor3f& x, const QuantSpec& spec, Axis axis) {
   if (auto fq = fast::try_quantize(x, spec, axis)) return std::move(*fq);  // bit-identical fast path
@@ -79,7 +36,7 @@ QuantizedTensor quantize(const Tensor3f& x, const QuantSpec& spec, Axis axis) {
   const bool one_d = !spec.is_2d_tile() && !spec.per_tensor();
   q.transposed = one_d && axis == Axis::Rows;
   const size_t G = q.groups, SR = q.srows(), SC = q.scols();
-  validate(spec, SR, SC);
+  hd::validate_quant_spec(spec, SC);
   const size_t br = q.block_rows(), bc = q.block_cols();
   const size_t nbr = ceil_div(SR, br), nbc = ceil_div(SC, bc);
   q.data = Bytes3::from_shape({G, SR, q.row_bytes()});
@@ -90,97 +47,44 @@ QuantizedTensor quantize(const Tensor3f& x, const QuantSpec& spec, Axis axis) {
     q.scale_bytes = Bytes3::from_shape({G, nbr, nbc});
   }
   const FormatSpec ef = spec_of(spec.elem);
-  const float elem_max = decode(ef, ef.max_code());
-  const FormatSpec e4m3 = spec_of(Format::E4M3);
 
   // Storage-ordered copy of one group (the transpose for Axis::Rows), with the
   // Hadamard transform applied along storage rows.
   std::vector<float> buf(SR * SC);
 
   // NVFP4 tensor scale: S_enc = (448 * 6) / global_amax over the whole tensor.
-  float s_enc = 1.0f;
-  bool tensor_nonfinite = false;
+  hd::Nvfp4TensorScale ts;
   if (spec.scale_kind == ScaleKind::UE4M3) {
-    float gamax = 0.0f;
-    for (float v : x) {
-      if (!std::isfinite(v)) tensor_nonfinite = true;
-      gamax = std::max(gamax, std::fabs(v));
-    }
-    if (tensor_nonfinite) {
-      q.tensor_scale_inv = NAN;
-    } else {
-      s_enc = (448.0f * 6.0f) / gamax;  // gamax == 0 gives +inf, handled below
-      if (s_enc > FLT_MAX) s_enc = FLT_MAX;
-      if (gamax == 0.0f || s_enc == 0.0f) s_enc = 1.0f;
-      q.tensor_scale_inv = 1.0f / s_enc;
-    }
+    uint32_t gamax = 0;
+    for (float v : x) gamax = hd::amax_step(gamax, f32_bits(v));
+    ts = hd::nvfp4_tensor_scale(gamax);
+    q.tensor_scale_inv = ts.s_dec;
   }
 
+  // The per-block step of hd/quant_block.hpp, walked block by block.
   for (size_t g = 0; g < G; ++g) {
     for (size_t r = 0; r < SR; ++r)
       for (size_t c = 0; c < SC; ++c) buf[r * SC + c] = q.transposed ? x(g, c, r) : x(g, r, c);
     if (spec.hadamard16)
       for (size_t r = 0; r < SR; ++r)
-        for (size_t c = 0; c < SC; c += 16) hadamard16_inplace(&buf[r * SC + c]);
+        for (size_t c = 0; c < SC; c += 16) hd::hadamard16(&buf[r * SC + c]);
 
     for (size_t bi = 0; bi < nbr; ++bi) {
       for (size_t bj = 0; bj < nbc; ++bj) {
         const size_t r0 = bi * br, r1 = std::min(SR, r0 + br);
         const size_t c0 = bj * bc, c1 = std::min(SC, c0 + bc);
-        uint32_t amax_bits = 0;  // max over |x| bits; NaN/Inf compare above every finite
+        uint32_t amax_bits = 0;
         for (size_t r = r0; r < r1; ++r)
-          for (size_t c = c0; c < c1; ++c) amax_bits = std::max(amax_bits, f32_bits(buf[r * SC + c]) & 0x7FFFFFFFu);
-        const bool nonfinite = !is_finite_bits(amax_bits) || tensor_nonfinite;
-        const float amax = f32_from_bits(amax_bits);
-
-        // Per-element encoder for this block, set by the scale kind.
-        int scale_exp = 0;      // E8M0: x / 2^s
-        float mul = 1.0f;       // FP32 / UE4M3: fl32(x * mul)
-        switch (spec.scale_kind) {
-          case ScaleKind::E8M0: {
-            const uint8_t byte = e8m0_scale(spec.rule, amax_bits, ef);
-            q.scale_bytes(g, bi, bj) = byte;
-            scale_exp = int(byte) - 127;
-            break;
-          }
-          case ScaleKind::FP32: {
-            if (nonfinite) {
-              q.scale_inv(g, bi, bj) = NAN;
-              break;
-            }
-            mul = fp32_scale(spec, amax, elem_max);
-            q.scale_inv(g, bi, bj) = 1.0f / mul;
-            break;
-          }
-          case ScaleKind::UE4M3: {
-            if (nonfinite) {
-              q.scale_bytes(g, bi, bj) = uint8_t(e4m3.nan_code(0));
-              break;
-            }
-            // TE: s_block = e4m3(block_amax * (S_enc * fl32(1/6))), RNE, satfinite.
-            const float t = s_enc * (1.0f / 6.0f);
-            const uint8_t byte = uint8_t(encode(e4m3, f32_bits(amax * t)));
-            q.scale_bytes(g, bi, bj) = byte;
-            // Element factor = min(1 / (s_block * S_dec), FLT_MAX).
-            const float denom = decode(e4m3, byte) * q.tensor_scale_inv;
-            const float f = 1.0f / denom;
-            mul = (f > FLT_MAX) ? FLT_MAX : f;
-            break;
-          }
-        }
-        if (nonfinite) continue;  // codes stay 0; the NaN scale marks the block
+          for (size_t c = c0; c < c1; ++c) amax_bits = hd::amax_step(amax_bits, f32_bits(buf[r * SC + c]));
+        const hd::BlockQuant bq = hd::block_quant(spec, ef, amax_bits, ts);
+        if (spec.scale_kind == ScaleKind::FP32) q.scale_inv(g, bi, bj) = bq.scale_inv;
+        else q.scale_bytes(g, bi, bj) = bq.scale_byte;
+        if (bq.zero_codes) continue;  // codes stay 0; the NaN scale marks the block
         for (size_t r = r0; r < r1; ++r) {
           for (size_t c = c0; c < c1; ++c) {
-            const float v = buf[r * SC + c];
             const size_t lr = q.transposed ? c : r, lc = q.transposed ? r : c;
-            const uint64_t index = (uint64_t(g) * q.rows + lr) * q.cols + lc;
-            const uint32_t rnd = spec.round == RoundMode::Stochastic ? spec.sr(spec.sr_index_base + index) : 0u;
-            uint32_t code;
-            if (spec.scale_kind == ScaleKind::E8M0)
-              code = encode(ef, f32_bits(v), scale_exp, spec.round, Overflow::Saturate, rnd);
-            else
-              code = encode(ef, f32_bits(v * mul), 0, spec.round, Overflow::Saturate, rnd);
-            q.set_code(g, r, c, code);
+            const uint32_t rnd = hd::sr_word(spec, hd::logical_index(g, lr, lc, q.rows, q.cols));
+            q.set_code(g, r, c, bq.encode(ef, f32_bits(buf[r * SC + c]), spec.round, rnd));
           }
         }
       }

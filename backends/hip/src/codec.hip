@@ -3,9 +3,10 @@
 // vendors/cuda.h, and by hipcc (-ffp-contract=off) on AMD.
 //
 // Numerics: nothing here rounds. Every code comes from mxsim::encode /
-// decode / e8m0_scale, the same inline functions the CPU emulator runs; the
-// kernels only move data and pick the Philox word of each element.
-#include "gpu.h"
+// decode and the per-block step of hd/quant_block.hpp (amax, E8M0 scale,
+// element encoder, E2M1 packing), the same inline functions the CPU emulator
+// runs; the kernels only move data and pick the Philox word of each element.
+#include "check.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -13,6 +14,7 @@
 #include <type_traits>
 
 #include "mxsim/bits.hpp"
+#include "mxsim/hd/quant_block.hpp"
 #include "mxsim/hip/codec.hpp"
 #include "mxsim/rounding.hpp"
 #include "mxsim/scale_rule.hpp"
@@ -20,25 +22,9 @@
 namespace mxsim::hip {
 namespace {
 
-[[noreturn]] void fail(hipError_t e, const char* call, const char* file, int line) {
-  throw Error(std::string("mxsim::hip: ") + call + " failed at " + file + ":" + std::to_string(line) + ": " +
-              hipGetErrorName(e) + ": " + hipGetErrorString(e));
-}
-#define MXSIM_HIP_CHECK(call)                                   \
-  do {                                                          \
-    const hipError_t mxsim_e_ = (call);                         \
-    if (mxsim_e_ != hipSuccess) fail(mxsim_e_, #call, __FILE__, __LINE__); \
-  } while (0)
-// After a launch: configuration errors surface here, execution errors at the
-// next synchronizing call.
-#define MXSIM_HIP_CHECK_LAUNCH(what) MXSIM_HIP_CHECK(hipGetLastError())
-
-constexpr int kThreads = 256;
-
-unsigned grid_for(size_t work_items) {
-  const size_t g = (work_items + kThreads - 1) / kThreads;
-  return unsigned(std::min<size_t>(std::max<size_t>(g, 1), size_t(1) << 30));
-}
+using detail::stream_of;
+constexpr unsigned kThreads = 256;
+unsigned grid_for(size_t work_items) { return detail::grid_for(work_items, kThreads); }
 
 template <int Bytes> struct CodeOf;
 template <> struct CodeOf<1> { using type = uint8_t; };
@@ -127,7 +113,7 @@ __global__ void decode_kernel(const CodeT<F>* __restrict__ codes, float* __restr
 template <Format F, RoundMode M>
 __global__ void mx_rowwise_kernel(const float* __restrict__ x, uint8_t* __restrict__ data,
                                   uint8_t* __restrict__ scales, size_t rows, size_t cols, size_t row_bytes,
-                                  size_t nbc, ScaleRule rule, PhiloxStream sr, uint64_t sr_base) {
+                                  size_t nbc, QuantSpec spec) {
   constexpr FormatSpec f = spec_of(F);
   const unsigned lane = threadIdx.x & 31u;
   const size_t nblk = rows * nbc;
@@ -138,23 +124,19 @@ __global__ void mx_rowwise_kernel(const float* __restrict__ x, uint8_t* __restri
     const bool in = c < cols;
     const size_t index = r * cols + c;
     const uint32_t xb = in ? f32_bits(x[index]) : 0u;
-    uint32_t amax = xb & 0x7FFFFFFFu;
-    for (int m = 16; m >= 1; m >>= 1) {
-      const uint32_t o = MXSIM_SHFL_XOR32(amax, m);
-      amax = o > amax ? o : amax;
-    }
-    const uint8_t byte = e8m0_scale(rule, amax, f);
-    if (lane == 0) scales[b] = byte;
-    const bool nonfinite = amax >= 0x7F800000u;
+    uint32_t amax = hd::amax_step(0u, xb);
+    for (int m = 16; m >= 1; m >>= 1) amax = hd::amax_step(amax, MXSIM_SHFL_XOR32(amax, m));
+    const hd::BlockQuant bq = hd::block_quant_e8m0(spec.rule, f, amax);
+    if (lane == 0) scales[b] = bq.scale_byte;
     uint32_t code = 0;
-    if (in && !nonfinite) {
+    if (in) {
       uint32_t rnd = 0;
-      if constexpr (M == RoundMode::Stochastic) rnd = sr(sr_base + index);
-      code = encode(f, xb, int(byte) - 127, M, Overflow::Saturate, rnd);
+      if constexpr (M == RoundMode::Stochastic) rnd = spec.sr(spec.sr_index_base + index);
+      code = bq.encode(f, xb, M, rnd);
     }
     if constexpr (f.bits == 4) {
       const uint32_t hi = MXSIM_SHFL_DOWN32(code, 1);  // lane+1's code; 0 past the row's end
-      if (in && (lane & 1u) == 0) data[r * row_bytes + c / 2] = uint8_t((code & 0xFu) | ((hi & 0xFu) << 4));
+      if (in && (lane & 1u) == 0) data[r * row_bytes + c / 2] = hd::pack_e2m1(code, hi);
     } else {
       if (in) data[r * row_bytes + c] = uint8_t(code);
     }
@@ -168,7 +150,7 @@ __global__ void mx_rowwise_kernel(const float* __restrict__ x, uint8_t* __restri
 template <Format F, RoundMode M>
 __global__ void mx_rowwise_vec_kernel(const float* __restrict__ x, uint8_t* __restrict__ data,
                                       uint8_t* __restrict__ scales, size_t rows, size_t cols, size_t row_bytes,
-                                      size_t nbc, ScaleRule rule, PhiloxStream sr, uint64_t sr_base) {
+                                      size_t nbc, QuantSpec spec) {
   constexpr FormatSpec f = spec_of(F);
   const unsigned lane = threadIdx.x & 31u, sub = lane >> 3, j = lane & 7u;
   const size_t nblk = rows * nbc;
@@ -194,30 +176,23 @@ __global__ void mx_rowwise_vec_kernel(const float* __restrict__ x, uint8_t* __re
       xb[0] = v.x; xb[1] = v.y; xb[2] = v.z; xb[3] = v.w;
     }
     uint32_t amax = 0;
-    for (int k = 0; k < 4; ++k) {
-      const uint32_t a = xb[k] & 0x7FFFFFFFu;
-      amax = a > amax ? a : amax;
-    }
-    for (int m = 4; m >= 1; m >>= 1) {  // within the 8 lanes of this block
-      const uint32_t o = MXSIM_SHFL_XOR32(amax, m);
-      amax = o > amax ? o : amax;
-    }
-    const uint8_t byte = e8m0_scale(rule, amax, f);
-    if (valid && j == 0) scales[b] = byte;
-    const bool nonfinite = amax >= 0x7F800000u;
+    for (int k = 0; k < 4; ++k) amax = hd::amax_step(amax, xb[k]);
+    for (int m = 4; m >= 1; m >>= 1)  // within the 8 lanes of this block
+      amax = hd::amax_step(amax, MXSIM_SHFL_XOR32(amax, m));
+    const hd::BlockQuant bq = hd::block_quant_e8m0(spec.rule, f, amax);
+    if (valid && j == 0) scales[b] = bq.scale_byte;
     uint32_t code[4] = {0u, 0u, 0u, 0u};
-    if (in && !nonfinite) {
+    if (in) {
       uint32_t rnd[4] = {0u, 0u, 0u, 0u};
       if constexpr (M == RoundMode::Stochastic) {
-        const auto rr = sr.block((sr_base + index) >> 2);  // sr_base % 4 == 0 (dispatch)
+        const auto rr = spec.sr.block((spec.sr_index_base + index) >> 2);  // sr_index_base % 4 == 0 (dispatch)
         for (int k = 0; k < 4; ++k) rnd[k] = rr[k];
       }
-      for (int k = 0; k < 4; ++k) code[k] = encode(f, xb[k], int(byte) - 127, M, Overflow::Saturate, rnd[k]);
+      for (int k = 0; k < 4; ++k) code[k] = bq.encode(f, xb[k], M, rnd[k]);
     }
     if (in) {
       if constexpr (f.bits == 4) {  // little-endian: element c in the low nibble of the first byte
-        const uint16_t two = uint16_t((code[0] & 0xFu) | ((code[1] & 0xFu) << 4) | ((code[2] & 0xFu) << 8) |
-                                      ((code[3] & 0xFu) << 12));
+        const uint16_t two = uint16_t(hd::pack_e2m1(code[0], code[1]) | (hd::pack_e2m1(code[2], code[3]) << 8));
         *reinterpret_cast<uint16_t*>(data + r * row_bytes + c / 2) = two;
       } else {
         const uint32_t four = (code[0] & 0xFFu) | ((code[1] & 0xFFu) << 8) | ((code[2] & 0xFFu) << 16) |
@@ -279,46 +254,12 @@ void check_mx_spec(const QuantSpec& spec) {
   if (spec.scale_kind != ScaleKind::E8M0)
     throw std::invalid_argument(std::string("mx_quantize_rowwise: needs E8M0 scales, got ") + name_of(spec.scale_kind));
   if (spec.hadamard16) throw std::invalid_argument("mx_quantize_rowwise: the Hadamard transform is not supported");
-  const FormatSpec f = spec_of(spec.elem);
-  if (f.bits > 8 || spec.elem == Format::E8M0)
-    throw std::invalid_argument(std::string("mx_quantize_rowwise: ") + f.name + " is not an MX element format");
+  if (!hd::quant_elem(spec.elem))
+    throw std::invalid_argument(std::string("mx_quantize_rowwise: ") + spec_of(spec.elem).name +
+                                " is not an MX element format");
 }
 
 }  // namespace
-
-bool available(std::string* reason) {
-  int n = 0;
-  const hipError_t e = hipGetDeviceCount(&n);
-  if (e != hipSuccess) {
-    if (reason) *reason = std::string("hipGetDeviceCount: ") + hipGetErrorName(e) + ": " + hipGetErrorString(e);
-    (void)hipGetLastError();  // clear the sticky-free error state
-    return false;
-  }
-  if (n <= 0) {
-    if (reason) *reason = "hipGetDeviceCount reported 0 devices";
-    return false;
-  }
-  return true;
-}
-
-const char* platform() { return MXSIM_GPU_VENDOR; }
-
-DeviceInfo device_info() {
-  int dev = 0;
-  MXSIM_HIP_CHECK(hipGetDevice(&dev));
-  hipDeviceProp_t prop;
-  MXSIM_HIP_CHECK(hipGetDeviceProperties(&prop, dev));
-  DeviceInfo d;
-  d.name = prop.name;
-  d.cc_major = prop.major;
-  d.cc_minor = prop.minor;
-  d.multiprocessors = prop.multiProcessorCount;
-  d.global_mem = prop.totalGlobalMem;
-  d.l2_bytes = size_t(prop.l2CacheSize);
-  MXSIM_HIP_CHECK(hipDriverGetVersion(&d.driver_version));
-  MXSIM_HIP_CHECK(hipRuntimeGetVersion(&d.runtime_version));
-  return d;
-}
 
 size_t code_bytes(Format f) {
   const int b = spec_of(f).bits;
@@ -327,7 +268,7 @@ size_t code_bytes(Format f) {
 
 void encode_device(const float* d_x, void* d_codes, size_t n, const CodecParams& p, void* stream) {
   if (n == 0) return;
-  const hipStream_t s = static_cast<hipStream_t>(stream);
+  const hipStream_t s = stream_of(stream);
   const unsigned grid = grid_for((n + 3) / 4);
   const bool vec = aligned(d_x, 16) && aligned(d_codes, 4 * code_bytes(p.format));
   with_format(p.format, [&](auto ft) {
@@ -343,7 +284,7 @@ void encode_device(const float* d_x, void* d_codes, size_t n, const CodecParams&
 
 void decode_device(const void* d_codes, Format f, float* d_out, size_t n, void* stream) {
   if (n == 0) return;
-  const hipStream_t s = static_cast<hipStream_t>(stream);
+  const hipStream_t s = stream_of(stream);
   const unsigned grid = grid_for((n + 3) / 4);
   const bool vec = aligned(d_codes, 4 * code_bytes(f)) && aligned(d_out, 16);
   with_format(f, [&](auto ft) {
@@ -360,7 +301,7 @@ void encode_array(std::span<const float> x, std::span<uint8_t> codes, const Code
                                 std::to_string(n) + " codes of " + spec_of(p.format).name + " need " +
                                 std::to_string(n * cb));
   if (n == 0) return;
-  DeviceBuffer dx(n * sizeof(float)), dc(n * cb);
+  DeviceBuffer dx(n * sizeof(float), "encode_array input"), dc(n * cb, "encode_array codes");
   dx.upload(x.data(), n * sizeof(float));
   encode_device(static_cast<const float*>(dx.get()), dc.get(), n, p);
   synchronize();
@@ -380,7 +321,7 @@ void decode_array(std::span<const uint8_t> codes, Format f, std::span<float> out
                                 std::to_string(n) + " codes of " + spec_of(f).name + " need " +
                                 std::to_string(n * cb));
   if (n == 0) return;
-  DeviceBuffer dc(n * cb), dy(n * sizeof(float));
+  DeviceBuffer dc(n * cb, "decode_array codes"), dy(n * sizeof(float), "decode_array output");
   dc.upload(codes.data(), n * cb);
   decode_device(dc.get(), f, static_cast<float*>(dy.get()), n);
   synchronize();
@@ -394,7 +335,7 @@ void mx_quantize_rowwise_device(const float* d_x, size_t rows, size_t cols, cons
   check_mx_spec(spec);
   const size_t nbc = (cols + 31) / 32, nblk = rows * nbc;
   if (nblk == 0) return;
-  const hipStream_t s = static_cast<hipStream_t>(stream);
+  const hipStream_t s = stream_of(stream);
   const size_t rb = mx_row_bytes(spec.elem, cols);
   // QuantSpec::sr_index_base offsets the Philox element index (grouped
   // wgrad operands, numerics.md §2.5); the vector kernel draws whole counter
@@ -406,11 +347,11 @@ void mx_quantize_rowwise_device(const float* d_x, size_t rows, size_t cols, cons
     with_mode(spec.round, [&](auto mt) {
       constexpr RoundMode M = decltype(mt)::value;
       if (vec)
-        mx_rowwise_vec_kernel<F, M><<<grid_for((nblk + 3) / 4 * 32), kThreads, 0, s>>>(
-            d_x, d_data, d_scales, rows, cols, rb, nbc, spec.rule, spec.sr, sr_base);
+        mx_rowwise_vec_kernel<F, M><<<grid_for((nblk + 3) / 4 * 32), kThreads, 0, s>>>(d_x, d_data, d_scales, rows,
+                                                                                      cols, rb, nbc, spec);
       else
         mx_rowwise_kernel<F, M><<<grid_for(nblk * 32), kThreads, 0, s>>>(d_x, d_data, d_scales, rows, cols, rb, nbc,
-                                                                         spec.rule, spec.sr, sr_base);
+                                                                         spec);
     });
   });
   MXSIM_HIP_CHECK_LAUNCH("mx_rowwise_kernel");
@@ -427,7 +368,8 @@ void mx_quantize_rowwise(std::span<const float> x, size_t rows, size_t cols, con
   data.assign(rows * rb, 0);
   scales.assign(rows * nbc, 0);
   if (rows * cols == 0) return;
-  DeviceBuffer dx(x.size() * sizeof(float)), dd(data.size()), ds(scales.size());
+  DeviceBuffer dx(x.size() * sizeof(float), "mx_quantize_rowwise input"), dd(data.size(), "mx_quantize_rowwise data"),
+      ds(scales.size(), "mx_quantize_rowwise scales");
   dx.upload(x.data(), x.size() * sizeof(float));
   MXSIM_HIP_CHECK(hipMemset(dd.get(), 0, data.size()));  // odd cols: the last high nibble stays 0
   mx_quantize_rowwise_device(static_cast<const float*>(dx.get()), rows, cols, spec, static_cast<uint8_t*>(dd.get()),
@@ -435,34 +377,6 @@ void mx_quantize_rowwise(std::span<const float> x, size_t rows, size_t cols, con
   synchronize();
   dd.download(data.data(), data.size());
   ds.download(scales.data(), scales.size());
-}
-
-DeviceBuffer::DeviceBuffer(size_t bytes) : n_(bytes) {
-  if (bytes) MXSIM_HIP_CHECK(hipMalloc(&p_, bytes));
-}
-DeviceBuffer::~DeviceBuffer() {
-  if (p_) (void)hipFree(p_);
-}
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
-  if (this != &o) {
-    if (p_) (void)hipFree(p_);
-    p_ = o.p_; n_ = o.n_;
-    o.p_ = nullptr; o.n_ = 0;
-  }
-  return *this;
-}
-void DeviceBuffer::upload(const void* src, size_t bytes) {
-  if (bytes > n_) throw std::invalid_argument("DeviceBuffer::upload: " + std::to_string(bytes) + " bytes into " + std::to_string(n_));
-  if (bytes) MXSIM_HIP_CHECK(hipMemcpy(p_, src, bytes, hipMemcpyHostToDevice));
-}
-void DeviceBuffer::download(void* dst, size_t bytes) const {
-  if (bytes > n_) throw std::invalid_argument("DeviceBuffer::download: " + std::to_string(bytes) + " bytes from " + std::to_string(n_));
-  if (bytes) MXSIM_HIP_CHECK(hipMemcpy(dst, p_, bytes, hipMemcpyDeviceToHost));
-}
-
-void synchronize() {
-  MXSIM_HIP_CHECK(hipDeviceSynchronize());
-  MXSIM_HIP_CHECK(hipGetLastError());
 }
 
 }  // namespace mxsim::hip

@@ -17,6 +17,7 @@
 #define hipSuccess cudaSuccess
 #define hipErrorNoDevice cudaErrorNoDevice
 #define hipErrorInsufficientDriver cudaErrorInsufficientDriver
+#define hipErrorOutOfMemory cudaErrorMemoryAllocation
 #define hipGetErrorName cudaGetErrorName
 #define hipGetErrorString cudaGetErrorString
 #define hipGetLastError cudaGetLastError
@@ -31,6 +32,8 @@
 #define hipDeviceSynchronize cudaDeviceSynchronize
 #define hipDriverGetVersion cudaDriverGetVersion
 #define hipRuntimeGetVersion cudaRuntimeGetVersion
+// Largest dynamic shared memory a block may opt in to (bytes).
+#define MXSIM_PROP_SHARED_OPTIN(prop) ((prop).sharedMemPerBlockOptin)
 
 // Memory
 #define hipMalloc cudaMalloc
@@ -54,6 +57,10 @@
 #define hipEventRecord cudaEventRecord
 #define hipEventSynchronize cudaEventSynchronize
 #define hipEventElapsedTime cudaEventElapsedTime
+
+// Kernel attributes
+#define hipFuncSetAttribute cudaFuncSetAttribute
+#define hipFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
 
 // Kernel launch (HIP's macro form; <<<>>> works on both platforms too)
 #define hipLaunchKernelGGL(kernel, grid, block, shmem, stream, ...) \

@@ -11,3 +11,7 @@
 // 64-lane CDNA wavefront into two independent halves.
 #define MXSIM_SHFL_XOR32(v, m) __shfl_xor((v), (m), 32)
 #define MXSIM_SHFL_DOWN32(v, d) __shfl_down((v), (d), 32)
+
+// Largest dynamic shared memory a block may use (bytes): HIP 5.2 reports no
+// separate opt-in limit; CDNA's LDS is 64 KiB per workgroup.
+#define MXSIM_PROP_SHARED_OPTIN(prop) ((prop).sharedMemPerBlock)

@@ -12,10 +12,10 @@
 // `stream` is a hipStream_t (cudaStream_t on NVIDIA) cast to void*, nullptr
 // for the default stream.
 //
-// Errors: a failed runtime call throws mxsim::hip::Error whose message names
-// the call, the file:line and the runtime's error name and string. Bad
-// arguments (sizes that do not match, formats the kernel cannot take) throw
-// std::invalid_argument naming the argument.
+// Errors: a failed runtime call throws mxsim::hip::Error (device.hpp) whose
+// message names the call, the file:line and the runtime's error name and
+// string. Bad arguments (sizes that do not match, formats the kernel cannot
+// take) throw std::invalid_argument naming the argument.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -25,36 +25,12 @@
 #include <vector>
 
 #include "mxsim/format.hpp"
+#include "mxsim/hip/device.hpp"
 #include "mxsim/philox.hpp"
 #include "mxsim/quant_spec.hpp"
 #include "mxsim/rounding.hpp"
 
 namespace mxsim::hip {
-
-/// A runtime call failed (message: call, location, error name and string).
-struct Error : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-/// True when at least one GPU is usable. Otherwise false, and *reason (when
-/// given) says why, e.g. "hipGetDeviceCount: cudaErrorNoDevice: no
-/// CUDA-capable device is detected". Never throws.
-bool available(std::string* reason = nullptr);
-
-/// "nvidia" or "amd": the platform this library was compiled for.
-const char* platform();
-
-struct DeviceInfo {
-  std::string name;          ///< e.g. "NVIDIA H200"
-  int cc_major = 0, cc_minor = 0;  ///< compute capability (NVIDIA) / gfx major.minor (AMD)
-  int multiprocessors = 0;   ///< SMs (NVIDIA) / CUs (AMD)
-  size_t global_mem = 0;     ///< bytes
-  size_t l2_bytes = 0;
-  int driver_version = 0;    ///< as the runtime reports it (CUDA: 1000*major + 10*minor)
-  int runtime_version = 0;
-};
-/// Properties of the current device. Throws Error when there is none.
-DeviceInfo device_info();
 
 /// Bytes of one code in the arrays below: 1 for formats of <= 8 bits (E2M1
 /// too: one code per byte, unpacked), 2 for BF16/FP16, 4 for FP32.
@@ -104,27 +80,5 @@ void mx_quantize_rowwise_device(const float* d_x, size_t rows, size_t cols, cons
                                 uint8_t* d_data, uint8_t* d_scales, void* stream = nullptr);
 /// Bytes of one storage row of data for `cols` elements of `elem`.
 size_t mx_row_bytes(Format elem, size_t cols);
-
-/// Owning device allocation (hipMalloc / hipFree). Move-only.
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(size_t bytes);
-  ~DeviceBuffer();
-  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr; o.n_ = 0; }
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void* get() const { return p_; }
-  size_t size() const { return n_; }
-  void upload(const void* src, size_t bytes);   ///< host -> device, synchronous
-  void download(void* dst, size_t bytes) const; ///< device -> host, synchronous
- private:
-  void* p_ = nullptr;
-  size_t n_ = 0;
-};
-
-/// hipDeviceSynchronize, then throws Error on any pending launch error.
-void synchronize();
 
 }  // namespace mxsim::hip

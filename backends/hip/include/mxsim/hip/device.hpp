@@ -1,0 +1,88 @@
+// Device runtime of the HIP backend: errors, device discovery, owned device
+// memory, synchronization. Plain C++ (no vendor runtime types), so host code
+// compiled by g++ can include it; `stream` arguments elsewhere are a
+// hipStream_t (cudaStream_t on NVIDIA) cast to void*, nullptr for the default
+// stream.
+//
+// Errors: every runtime call is checked. A failure throws mxsim::hip::Error
+// whose message names the call, the file:line and the runtime's error name
+// and string; an allocation that fails throws OutOfMemory, which also names
+// the tensor and the bytes asked for.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace mxsim::hip {
+
+/// A runtime call failed (message: call, location, error name and string).
+struct Error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// A device allocation failed; the message names the tensor and the size.
+struct OutOfMemory : Error {
+  OutOfMemory(const std::string& msg, size_t bytes_asked) : Error(msg), bytes(bytes_asked) {}
+  size_t bytes;  ///< bytes asked for
+};
+
+/// True when at least one GPU is usable. Otherwise false, and *reason (when
+/// given) says why, e.g. "hipGetDeviceCount: cudaErrorNoDevice: no
+/// CUDA-capable device is detected". Never throws.
+bool available(std::string* reason = nullptr);
+
+/// "nvidia" or "amd": the platform this library was compiled for.
+const char* platform();
+
+struct DeviceInfo {
+  std::string name;                ///< e.g. "NVIDIA H200"
+  int cc_major = 0, cc_minor = 0;  ///< compute capability (NVIDIA) / gfx major.minor (AMD)
+  int multiprocessors = 0;         ///< SMs (NVIDIA) / CUs (AMD)
+  size_t global_mem = 0;           ///< bytes
+  size_t l2_bytes = 0;
+  size_t shared_per_block_optin = 0;  ///< largest dynamic shared memory one block may ask for, bytes
+  int driver_version = 0;          ///< as the runtime reports it (CUDA: 1000*major + 10*minor)
+  int runtime_version = 0;
+};
+/// Properties of the current device. Throws Error when there is none.
+DeviceInfo device_info();
+
+/// Owning device allocation (hipMalloc / hipFree), move-only. `what` names
+/// the tensor for error messages (kept by value).
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  /// Allocates `bytes` (none for 0). Throws OutOfMemory naming `what` and
+  /// the size when the device cannot provide them, Error for other failures.
+  explicit DeviceBuffer(size_t bytes, std::string_view what = "device buffer");
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& o) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void* get() const { return p_; }
+  template <typename T> T* as() const { return static_cast<T*>(p_); }
+  size_t size() const { return n_; }
+  const std::string& what() const { return what_; }
+  void upload(const void* src, size_t bytes);    ///< host -> device, synchronous
+  void download(void* dst, size_t bytes) const;  ///< device -> host, synchronous
+  /// Every byte set to `byte` (synchronous; tests poison outputs with 0xFF).
+  void fill(uint8_t byte);
+
+ private:
+  void* p_ = nullptr;
+  size_t n_ = 0;
+  std::string what_;
+};
+
+/// Synchronous copies between host memory and device memory not owned by a
+/// DeviceBuffer (views into a tensor's storage).
+void copy_to_host(void* dst, const void* d_src, size_t bytes);
+void copy_to_device(void* d_dst, const void* src, size_t bytes);
+
+/// hipDeviceSynchronize, then throws Error on any pending launch error.
+void synchronize();
+
+}  // namespace mxsim::hip

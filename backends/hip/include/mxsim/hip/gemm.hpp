@@ -1,0 +1,82 @@
+// GPU grouped GEMM for Mixture-of-Experts layers: fprop, dgrad, wgrad, with
+// the numerics of docs/numerics.md §5 bit for bit (the same contract as
+// emu/include/mxsim/emu/grouped_gemm.hpp; tests/test_gpu_gemm.cpp compares
+// every output element with the emulator's reference).
+//
+// Shapes (G experts; m_splits[g] consecutive token rows belong to expert g,
+// sum(m_splits) = M; groups of size 0 are legal), all row-major FP32 outputs:
+//   fprop  Y[M, N]      = X[M, K] . W[g][N, K]^T      X along K (Axis::Cols), W [G, N, K]
+//                                                     along K (Axis::Cols or 2-D tiles)
+//   dgrad  dX[M, K]     = dY[M, N] . W[g][N, K]       dY along N (Axis::Cols), W along N
+//                                                     (Axis::Rows, or the same 2-D tiles)
+//   wgrad  dW[g][N, K] (+)= dY_g^T . X_g              dY_g [M_g, N] and X_g [M_g, K], one
+//                                                     operand per group, along M (Axis::Rows;
+//                                                     hip::alloc_grouped_colwise)
+// Operand pairs and their block-dot classes (hd::gemm_class_of):
+//   E8M0 x E8M0, both E2M1/E2M3          mx-exact      (gemm_mx_exact.hip)
+//   E8M0 x E8M0, any E4M3/E5M2/E3M2      mx-f13        (gemm_mx_f13.hip)
+//   FP32 x FP32 scale_inv, E4M3/E5M2     fp8-chunk128  (gemm_fp8_chunk128.hip)
+//   BF16 x BF16 (unscaled)               bf16-f25      (gemm_bf16_f25.hip)
+// Every output element is computed by one thread walking K ascending in the
+// contract's blocks (no split-K, no atomics); kernels call the walks of
+// core/include/mxsim/hd/gemm_block.hpp. The fast matrix-unit paths (IMMA /
+// wgmma, MFMA) will sit behind these same entry points.
+//
+// Output: FP32 accumulator written as FP32, or rounded once to BF16 (RNE)
+// and written as FP32 (GemmParams::out_bf16). With `accumulate` the
+// accumulator starts at the existing output (wgrad into FP32 main_grad);
+// otherwise the output is overwritten (no need to clear it). wgrad of an
+// empty group writes +0 to dW[g], or leaves it unchanged when accumulating.
+// Every NaN written is 0x7FC00000.
+//
+// Errors: std::invalid_argument naming the GEMM, the operand and the problem
+// (m_splits that are negative or do not sum to M, group counts, contraction
+// lengths, blocks not along the contraction, pairs the contract does not
+// define); nothing is launched then. Runtime failures throw mxsim::hip::Error.
+// Calls are asynchronous on `stream` (hipStream_t cast to void*, nullptr =
+// default); m_splits are host values.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "mxsim/hip/quantize.hpp"
+
+namespace mxsim::hip {
+
+/// One GEMM operand in device memory: a quantized tensor (layout of
+/// quantize.hpp) or BF16 codes. Build it with from_quantized / from_bf16.
+struct GemmOperand {
+  QuantSpec spec;                 ///< spec.elem == BF16 for a BF16 operand
+  hd::QuantLayout layout;         ///< logical [groups, rows, cols] and storage layout
+  const uint8_t* data = nullptr;
+  const uint8_t* scale_bytes = nullptr;  ///< E8M0
+  const float* scale_inv = nullptr;      ///< FP32 scale kinds
+  const uint16_t* bf16 = nullptr;        ///< BF16 codes [groups, rows, cols], row-major
+
+  static GemmOperand from_quantized(const DeviceQTensor& q);
+  /// BF16 operand: codes are the upper halves of FP32 values rounded RNE
+  /// (round_bf16_code), [groups, rows, cols] row-major.
+  static GemmOperand from_bf16(const uint16_t* codes, size_t groups, size_t rows, size_t cols);
+};
+
+struct GemmParams {
+  bool accumulate = false;  ///< add into the existing output
+  bool out_bf16 = false;    ///< round the FP32 accumulator to BF16 (RNE) once
+};
+
+/// fprop: x logical [1, M, K], w [G, N, K]; y [M, N].
+void grouped_fprop(const GemmOperand& x, const GemmOperand& w, std::span<const int64_t> m_splits, float* d_y,
+                   const GemmParams& p = {}, void* stream = nullptr);
+/// dgrad: dy logical [1, M, N], w [G, N, K] quantized along N; dx [M, K].
+void grouped_dgrad(const GemmOperand& dy, const GemmOperand& w, std::span<const int64_t> m_splits, float* d_dx,
+                   const GemmParams& p = {}, void* stream = nullptr);
+/// wgrad: dy[g] logical [1, M_g, N], x[g] [1, M_g, K], both along M; dw [G, N, K].
+void grouped_wgrad(std::span<const GemmOperand> dy, std::span<const GemmOperand> x, std::span<const int64_t> m_splits,
+                   float* d_dw, const GemmParams& p = {}, void* stream = nullptr);
+
+/// Rounds n FP32 values to BF16 codes (round_bf16_code: RNE, IEEE overflow,
+/// canonical quiet NaN with the input's sign) for from_bf16 operands.
+void round_bf16_device(const float* d_x, uint16_t* d_codes, size_t n, void* stream = nullptr);
+
+}  // namespace mxsim::hip

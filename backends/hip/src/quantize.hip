@@ -1,0 +1,394 @@
+// GPU quantization kernels (include/mxsim/hip/quantize.hpp). Correctness
+// first: every block's arithmetic is hd/quant_block.hpp's, walked by
+//  * quantize_blocks_kernel: one thread block per quantization block, any
+//    recipe and layout (rowwise, columnwise = transposed reads, 2-D tiles,
+//    per row, per tensor), Hadamard runs of 16, NVFP4's tensor scale;
+//  * quantize_both_kernel: one L x L tile in shared memory gives L rowwise
+//    and L columnwise 1-D blocks (one read for both orientations).
+// amax is a max of bit patterns (exact in any order); there are no atomics.
+#include "check.hpp"
+
+#include <string>
+#include <vector>
+
+#include "mxsim/hd/quant_block.hpp"
+#include "mxsim/hip/quantize.hpp"
+
+namespace mxsim::hip {
+namespace {
+
+using detail::stream_of;
+using hd::QuantLayout;
+
+constexpr unsigned kMaxThreads = 256;
+
+// Element (g, r, c) of the storage layout read from the logical source.
+__device__ inline float load_storage(const float* __restrict__ x, const QuantLayout& L, size_t g, size_t r, size_t c) {
+  const size_t lr = L.transposed ? c : r, lc = L.transposed ? r : c;
+  return x[(g * L.rows + lr) * L.cols + lc];
+}
+__device__ inline uint64_t storage_index(const QuantLayout& L, size_t g, size_t r, size_t c) {
+  return L.transposed ? hd::logical_index(g, c, r, L.rows, L.cols) : hd::logical_index(g, r, c, L.rows, L.cols);
+}
+
+// max over the thread block of v (all threads call; blockDim % 32 == 0).
+__device__ inline uint32_t block_max(uint32_t v, uint32_t* red) {
+  for (int m = 16; m >= 1; m >>= 1) v = hd::amax_step(v, MXSIM_SHFL_XOR32(v, m));
+  const unsigned warp = threadIdx.x >> 5, nwarp = blockDim.x >> 5;
+  if ((threadIdx.x & 31u) == 0) red[warp] = v;
+  __syncthreads();
+  uint32_t r = 0;
+  for (unsigned w = 0; w < nwarp; ++w) r = hd::amax_step(r, red[w]);
+  __syncthreads();  // red is reused by the next block
+  return r;
+}
+
+// A work unit is U consecutive storage elements of one row: 1 (one code per
+// byte), 2 (an E2M1 byte) or 16 (a Hadamard run). Elements at or past c1
+// (the block's end) are zeros that never reach amax or storage.
+template <int U>
+__device__ inline void load_unit(const float* __restrict__ x, const QuantLayout& L, bool hadamard, size_t g, size_t r,
+                                 size_t c, size_t c1, float* v) {
+  for (int k = 0; k < U; ++k) v[k] = c + k < c1 ? load_storage(x, L, g, r, c + k) : 0.0f;
+  if constexpr (U == 16) {
+    if (hadamard) hd::hadamard16(v);
+  }
+}
+
+template <int U>
+__global__ void quantize_blocks_kernel(const float* __restrict__ x, DeviceQTensor q, const uint32_t* gamax) {
+  __shared__ uint32_t red[kMaxThreads / 32];
+  const QuantLayout& L = q.layout;
+  const FormatSpec ef = spec_of(q.spec.elem);
+  const bool e2m1 = q.spec.elem == Format::E2M1;
+  hd::Nvfp4TensorScale ts;
+  if (q.spec.scale_kind == ScaleKind::UE4M3) ts = hd::nvfp4_tensor_scale(*gamax);
+  if (blockIdx.x == 0 && threadIdx.x == 0 && q.tensor_scale_inv) *q.tensor_scale_inv = ts.s_dec;
+  const size_t per_group = L.nbr * L.nbc, nblk = L.groups * per_group;
+  for (size_t blk = blockIdx.x; blk < nblk; blk += gridDim.x) {
+    const size_t g = blk / per_group, bi = (blk % per_group) / L.nbc, bj = blk % L.nbc;
+    const size_t r0 = bi * L.br, r1 = r0 + L.br < L.srows ? r0 + L.br : L.srows;
+    const size_t c0 = bj * L.bc, c1 = c0 + L.bc < L.scols ? c0 + L.bc : L.scols;
+    const size_t nu = (c1 - c0 + U - 1) / U, units = (r1 - r0) * nu;
+    uint32_t amax = 0;
+    for (size_t u = threadIdx.x; u < units; u += blockDim.x) {
+      const size_t r = r0 + u / nu, c = c0 + (u % nu) * U;
+      float v[U];
+      load_unit<U>(x, L, q.spec.hadamard16, g, r, c, c1, v);
+      for (int k = 0; k < U; ++k)
+        if (c + k < c1) amax = hd::amax_step(amax, f32_bits(v[k]));
+    }
+    amax = block_max(amax, red);
+    const hd::BlockQuant bq = hd::block_quant(q.spec, ef, amax, ts);  // every thread: same inputs, same result
+    if (threadIdx.x == 0) {
+      const size_t si = (g * L.nbr + bi) * L.nbc + bj;
+      if (q.spec.scale_kind == ScaleKind::FP32) q.scale_inv[si] = bq.scale_inv;
+      else q.scale_bytes[si] = bq.scale_byte;
+    }
+    for (size_t u = threadIdx.x; u < units; u += blockDim.x) {
+      const size_t r = r0 + u / nu, c = c0 + (u % nu) * U;
+      float v[U];
+      load_unit<U>(x, L, q.spec.hadamard16, g, r, c, c1, v);
+      uint32_t code[U];
+      for (int k = 0; k < U; ++k) {
+        code[k] = 0;
+        if (c + k < c1)
+          code[k] = bq.encode(ef, f32_bits(v[k]), q.spec.round, hd::sr_word(q.spec, storage_index(L, g, r, c + k)));
+      }
+      uint8_t* row = q.data + (g * L.srows + r) * L.rbytes;
+      if (e2m1) {
+        for (int k = 0; k < U; k += 2) {
+          if (c + k >= c1) break;
+          row[(c + k) / 2] = hd::pack_e2m1(code[k], k + 1 < U ? code[k + 1] : 0u);
+        }
+      } else {
+        for (int k = 0; k < U; ++k)
+          if (c + k < c1) row[c + k] = uint8_t(code[k]);
+      }
+    }
+  }
+}
+
+// ---- tensor amax (NVFP4's S_enc) -------------------------------------------
+__global__ void amax_partial_kernel(const float* __restrict__ x, size_t n, uint32_t* partial) {
+  __shared__ uint32_t red[kMaxThreads / 32];
+  uint32_t a = 0;
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    a = hd::amax_step(a, f32_bits(x[i]));
+  a = block_max(a, red);
+  if (threadIdx.x == 0) partial[blockIdx.x] = a;
+}
+__global__ void amax_final_kernel(const uint32_t* partial, unsigned np, uint32_t* out) {
+  __shared__ uint32_t red[kMaxThreads / 32];
+  uint32_t a = 0;
+  for (unsigned i = threadIdx.x; i < np; i += blockDim.x) a = hd::amax_step(a, partial[i]);
+  a = block_max(a, red);
+  if (threadIdx.x == 0) *out = a;
+}
+
+// ---- both orientations from one tile ----------------------------------------
+// Tile (tm, tc) of group rows [m0, m0 + Mg): source rows m0 + tm*L .. +L,
+// columns tc*L .. +L, into shared memory (row stride L + 1). Warp w takes
+// tile rows w, w + nwarp, ... as rowwise blocks, then tile columns as
+// columnwise blocks of the group's transposed storage [C, Mg].
+template <int L>
+__global__ void quantize_both_kernel(const float* __restrict__ x, size_t C, size_t m0, size_t Mg, DeviceQTensor row,
+                                     DeviceQTensor col) {
+  extern __shared__ float tile[];
+  constexpr int S = L + 1;
+  const size_t tm = blockIdx.x, tc = blockIdx.y;
+  const size_t rb = tm * L, cb = tc * L;
+  const int nr = int(Mg - rb < size_t(L) ? Mg - rb : size_t(L)), nc = int(C - cb < size_t(L) ? C - cb : size_t(L));
+  for (int i = threadIdx.x; i < L * L; i += blockDim.x) {
+    const int rr = i / L, cc = i % L;
+    tile[rr * S + cc] = rr < nr && cc < nc ? x[(m0 + rb + rr) * C + cb + cc] : 0.0f;
+  }
+  __syncthreads();
+  const QuantSpec& spec = row.spec;
+  const FormatSpec ef = spec_of(spec.elem);
+  const bool e2m1 = spec.elem == Format::E2M1;
+  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, nwarp = blockDim.x >> 5;
+  auto word = [&](int rr, int cc) { return hd::sr_word(spec, uint64_t(m0 + rb + rr) * C + cb + cc); };
+  auto store_scale = [&](const DeviceQTensor& q, size_t si, const hd::BlockQuant& bq) {
+    if (spec.scale_kind == ScaleKind::FP32) q.scale_inv[si] = bq.scale_inv;
+    else q.scale_bytes[si] = bq.scale_byte;
+  };
+  // Rowwise: block (row m0 + rb + rr, block column tc) of [1, M, C].
+  for (int rr = warp; rr < nr; rr += nwarp) {
+    uint32_t amax = 0;
+    for (int cc = lane; cc < nc; cc += 32) amax = hd::amax_step(amax, f32_bits(tile[rr * S + cc]));
+    for (int m = 16; m >= 1; m >>= 1) amax = hd::amax_step(amax, MXSIM_SHFL_XOR32(amax, m));
+    const hd::BlockQuant bq = hd::block_quant(spec, ef, amax);
+    const size_t r = m0 + rb + rr;
+    if (lane == 0) store_scale(row, r * row.layout.nbc + tc, bq);
+    uint8_t* out = row.data + r * row.layout.rbytes;
+    if (e2m1) {
+      for (int p = lane; 2 * p < nc; p += 32) {
+        const int cc = 2 * p;
+        const uint32_t lo = bq.encode(ef, f32_bits(tile[rr * S + cc]), spec.round, word(rr, cc));
+        const uint32_t hi = cc + 1 < nc ? bq.encode(ef, f32_bits(tile[rr * S + cc + 1]), spec.round, word(rr, cc + 1)) : 0u;
+        out[(cb + cc) / 2] = hd::pack_e2m1(lo, hi);
+      }
+    } else {
+      for (int cc = lane; cc < nc; cc += 32)
+        out[cb + cc] = uint8_t(bq.encode(ef, f32_bits(tile[rr * S + cc]), spec.round, word(rr, cc)));
+    }
+  }
+  // Columnwise: block (storage row cb + cc, block column tm) of group storage [C, Mg].
+  for (int cc = warp; cc < nc; cc += nwarp) {
+    uint32_t amax = 0;
+    for (int rr = lane; rr < nr; rr += 32) amax = hd::amax_step(amax, f32_bits(tile[rr * S + cc]));
+    for (int m = 16; m >= 1; m >>= 1) amax = hd::amax_step(amax, MXSIM_SHFL_XOR32(amax, m));
+    const hd::BlockQuant bq = hd::block_quant(spec, ef, amax);
+    const size_t sr = cb + cc;
+    if (lane == 0) store_scale(col, sr * col.layout.nbc + tm, bq);
+    uint8_t* out = col.data + sr * col.layout.rbytes;
+    if (e2m1) {
+      for (int p = lane; 2 * p < nr; p += 32) {
+        const int rr = 2 * p;
+        const uint32_t lo = bq.encode(ef, f32_bits(tile[rr * S + cc]), spec.round, word(rr, cc));
+        const uint32_t hi = rr + 1 < nr ? bq.encode(ef, f32_bits(tile[(rr + 1) * S + cc]), spec.round, word(rr + 1, cc)) : 0u;
+        out[(rb + rr) / 2] = hd::pack_e2m1(lo, hi);
+      }
+    } else {
+      for (int rr = lane; rr < nr; rr += 32)
+        out[rb + rr] = uint8_t(bq.encode(ef, f32_bits(tile[rr * S + cc]), spec.round, word(rr, cc)));
+    }
+  }
+  if (tm == 0 && tc == 0 && threadIdx.x == 0 && col.tensor_scale_inv) *col.tensor_scale_inv = 1.0f;  // not NVFP4
+}
+
+// ---- host side --------------------------------------------------------------
+
+[[noreturn]] void bad(const char* who, const std::string& msg) {
+  throw std::invalid_argument(std::string(who) + ": " + msg);
+}
+
+void check_target(const DeviceQTensor& q, const char* who) {
+  const QuantLayout& L = q.layout;
+  hd::validate_quant_spec(q.spec, L.scols, who);
+  if (!hd::quant_elem(q.spec.elem))
+    bad(who, std::string(spec_of(q.spec.elem).name) + " elements are not stored one code per byte (need <= 8 bits)");
+  if (q.spec.elem == Format::E2M1 && L.bc % 2 != 0 && L.bc < L.scols)
+    bad(who, "E2M1 blocks of odd width " + std::to_string(L.bc) + " would share code bytes between blocks");
+  const bool fp32 = q.spec.scale_kind == ScaleKind::FP32;
+  if (L.data_bytes() && !q.data) bad(who, "no data buffer");
+  if (L.scale_count() && (fp32 ? !q.scale_inv : !q.scale_bytes)) bad(who, "no scale buffer for the spec's scale kind");
+}
+
+/// tensor_scale_inv = 1 (every kind but NVFP4; an empty tensor). The source
+/// is a static, so the asynchronous copy may outlive the call.
+void set_unit_scale(const DeviceQTensor& q, hipStream_t s) {
+  static const float one = 1.0f;
+  if (q.tensor_scale_inv) MXSIM_HIP_CHECK(hipMemcpyAsync(q.tensor_scale_inv, &one, sizeof one, hipMemcpyHostToDevice, s));
+}
+
+}  // namespace
+
+DeviceQuantized alloc_quantized(const QuantSpec& spec, size_t groups, size_t rows, size_t cols, Axis axis,
+                                std::string_view name) {
+  // A negative block size cannot form a layout: refuse it first (this throws).
+  if (spec.block_rows < 0 || spec.block_cols < 0) hd::validate_quant_spec(spec, 0, "alloc_quantized");
+  DeviceQuantized d;
+  d.t.spec = spec;
+  d.t.layout = hd::quant_layout(spec, groups, rows, cols, axis);
+  hd::validate_quant_spec(spec, d.t.layout.scols, "alloc_quantized");
+  const std::string n(name);
+  d.data = DeviceBuffer(d.t.layout.data_bytes(), n + " codes");
+  const bool fp32 = spec.scale_kind == ScaleKind::FP32;
+  d.scales = DeviceBuffer(d.t.layout.scale_count() * (fp32 ? sizeof(float) : 1), n + " scales");
+  d.tensor_scale = DeviceBuffer(sizeof(float), n + " tensor_scale_inv");
+  d.t.data = d.data.as<uint8_t>();
+  if (fp32) d.t.scale_inv = d.scales.as<float>();
+  else d.t.scale_bytes = d.scales.as<uint8_t>();
+  d.t.tensor_scale_inv = d.tensor_scale.as<float>();
+  return d;
+}
+
+std::vector<DeviceQuantized> alloc_grouped_colwise(const QuantSpec& spec, size_t C, std::span<const int64_t> m_splits,
+                                                   std::string_view name) {
+  std::vector<DeviceQuantized> out;
+  uint64_t m0 = 0;
+  for (size_t g = 0; g < m_splits.size(); ++g) {
+    if (m_splits[g] < 0)
+      bad("alloc_grouped_colwise", "m_splits[" + std::to_string(g) + "] = " + std::to_string(m_splits[g]) + " is negative");
+    QuantSpec s = spec;  // SR words follow the element's index in the whole [M, C] tensor (numerics.md §2.5)
+    if (m_splits[g] > 0) s.sr_index_base = spec.sr_index_base + m0 * C;  // an empty group keeps the spec (as emu)
+    out.push_back(alloc_quantized(s, 1, size_t(m_splits[g]), C, Axis::Rows,
+                                  std::string(name) + " group " + std::to_string(g)));
+    m0 += uint64_t(m_splits[g]);
+  }
+  return out;
+}
+
+void quantize_device(const float* d_x, const DeviceQTensor& q, void* stream) {
+  const char* who = "quantize_device";
+  check_target(q, who);
+  const QuantLayout& L = q.layout;
+  const hipStream_t s = stream_of(stream);
+  const size_t nblk = L.scale_count();
+  const size_t n = L.groups * L.rows * L.cols;
+  DeviceBuffer scratch;
+  const uint32_t* gamax = nullptr;
+  if (q.spec.scale_kind == ScaleKind::UE4M3) {
+    const unsigned np = std::max(1u, std::min(1024u, detail::grid_for(n, kMaxThreads)));
+    scratch = DeviceBuffer((np + 1) * sizeof(uint32_t), "NVFP4 amax scratch");
+    uint32_t* part = scratch.as<uint32_t>();
+    amax_partial_kernel<<<np, kMaxThreads, 0, s>>>(d_x, n, part);
+    MXSIM_HIP_CHECK_LAUNCH("amax_partial_kernel");
+    amax_final_kernel<<<1, kMaxThreads, 0, s>>>(part, np, part + np);
+    MXSIM_HIP_CHECK_LAUNCH("amax_final_kernel");
+    gamax = part + np;
+  }
+  if (nblk == 0 || n == 0) {
+    // No blocks: only the tensor scale (NVFP4 of an empty tensor: S_dec = 1).
+    set_unit_scale(q, s);
+  } else {
+    const int U = q.spec.hadamard16 ? 16 : (q.spec.elem == Format::E2M1 ? 2 : 1);
+    const size_t units = L.br * ((L.bc + U - 1) / U);
+    const unsigned threads = unsigned(std::min<size_t>(kMaxThreads, std::max<size_t>(32, (units + 31) / 32 * 32)));
+    const unsigned grid = unsigned(std::min<size_t>(nblk, size_t(1) << 20));
+    switch (U) {
+      case 16: quantize_blocks_kernel<16><<<grid, threads, 0, s>>>(d_x, q, gamax); break;
+      case 2: quantize_blocks_kernel<2><<<grid, threads, 0, s>>>(d_x, q, gamax); break;
+      default: quantize_blocks_kernel<1><<<grid, threads, 0, s>>>(d_x, q, gamax); break;
+    }
+    MXSIM_HIP_CHECK_LAUNCH("quantize_blocks_kernel");
+  }
+  if (gamax) MXSIM_HIP_CHECK(hipStreamSynchronize(s));  // the scratch buffer is freed on return
+}
+
+namespace {
+void check_grouped(const char* who, size_t M, size_t C, std::span<const int64_t> m_splits,
+                   std::span<const DeviceQTensor> out, const QuantSpec* spec) {
+  if (out.size() != m_splits.size())
+    bad(who, std::to_string(out.size()) + " outputs for " + std::to_string(m_splits.size()) + " groups");
+  uint64_t m0 = 0;
+  for (size_t g = 0; g < m_splits.size(); ++g) {
+    const std::string gs = "group " + std::to_string(g);
+    if (m_splits[g] < 0) bad(who, "m_splits[" + std::to_string(g) + "] = " + std::to_string(m_splits[g]) + " is negative");
+    const QuantLayout& L = out[g].layout;
+    const bool along_rows = hd::quant_layout(out[g].spec, 1, L.rows, L.cols, Axis::Rows).transposed == L.transposed;
+    if (L.groups != 1 || L.rows != size_t(m_splits[g]) || L.cols != C || !along_rows)
+      bad(who, gs + ": output is not a [1, " + std::to_string(m_splits[g]) + ", " + std::to_string(C) +
+                   "] tensor quantized along Axis::Rows");
+    if (spec) {
+      QuantSpec want = *spec;
+      if (m_splits[g] > 0) want.sr_index_base = spec->sr_index_base + m0 * C;
+      const QuantSpec& got = out[g].spec;
+      if (got.elem != want.elem || got.block_rows != want.block_rows || got.block_cols != want.block_cols ||
+          got.scale_kind != want.scale_kind || got.rule != want.rule || got.round != want.round ||
+          got.pow2_scale != want.pow2_scale || got.amax_epsilon != want.amax_epsilon ||
+          got.hadamard16 != want.hadamard16 || got.sr.seed != want.sr.seed || got.sr.stream != want.sr.stream ||
+          got.sr_index_base != want.sr_index_base)
+        bad(who, gs + ": spec differs from the rowwise spec (with sr_index_base + m0 * C, as alloc_grouped_colwise sets it)");
+    }
+    m0 += uint64_t(m_splits[g]);
+  }
+  if (m0 != M) bad(who, "m_splits sum to " + std::to_string(m0) + " but the tensor has M = " + std::to_string(M) + " rows");
+}
+}  // namespace
+
+void quantize_grouped_colwise_device(const float* d_x, size_t M, size_t C, std::span<const int64_t> m_splits,
+                                     std::span<const DeviceQTensor> out, void* stream) {
+  check_grouped("quantize_grouped_colwise_device", M, C, m_splits, out, nullptr);
+  size_t m0 = 0;
+  for (size_t g = 0; g < m_splits.size(); ++g) {
+    if (m_splits[g] > 0) quantize_device(d_x + m0 * C, out[g], stream);
+    else set_unit_scale(out[g], stream_of(stream));
+    m0 += size_t(m_splits[g]);
+  }
+}
+
+void quantize_both_device(const float* d_x, size_t M, size_t C, std::span<const int64_t> m_splits,
+                          const DeviceQTensor& rowwise, std::span<const DeviceQTensor> colwise, void* stream) {
+  const char* who = "quantize_both_device";
+  const QuantSpec& sp = rowwise.spec;
+  const int Lb = sp.block_cols;
+  if (sp.block_rows != 1 || !(Lb == 16 || Lb == 32 || Lb == 64 || Lb == 128))
+    bad(who, "needs 1 x L blocks with L in {16, 32, 64, 128}, got " + std::to_string(sp.block_rows) + "x" +
+                 std::to_string(sp.block_cols));
+  if (sp.scale_kind == ScaleKind::UE4M3) bad(who, "NVFP4 needs its tensor amax first: quantize each orientation apart");
+  if (sp.hadamard16) bad(who, "hadamard16 transforms one orientation: quantize each orientation apart");
+  const QuantLayout& RL = rowwise.layout;
+  if (RL.groups != 1 || RL.rows != M || RL.cols != C || RL.transposed)
+    bad(who, "rowwise output is not a [1, " + std::to_string(M) + ", " + std::to_string(C) + "] tensor along Axis::Cols");
+  check_target(rowwise, who);
+  check_grouped(who, M, C, m_splits, colwise, &sp);
+  for (const auto& c : colwise)
+    if (c.layout.rows) check_target(c, who);
+  const size_t smem = size_t(Lb) * size_t(Lb + 1) * sizeof(float);
+  static const size_t optin = std::max<size_t>(device_info().shared_per_block_optin, 48 * 1024);
+  if (smem > optin) {  // portable fallback: the same blocks, two reads
+    quantize_device(d_x, rowwise, stream);
+    quantize_grouped_colwise_device(d_x, M, C, m_splits, colwise, stream);
+    return;
+  }
+  const hipStream_t s = stream_of(stream);
+  auto launch = [&](auto kernel) {
+    if (smem > 48 * 1024)
+      MXSIM_HIP_CHECK(hipFuncSetAttribute(reinterpret_cast<const void*>(kernel),
+                                          hipFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    size_t m0 = 0;
+    for (size_t g = 0; g < m_splits.size(); ++g) {
+      const size_t mg = size_t(m_splits[g]);
+      if (mg && C) {
+        const dim3 grid(unsigned((mg + Lb - 1) / Lb), unsigned((C + Lb - 1) / Lb));
+        kernel<<<grid, kMaxThreads, smem, s>>>(d_x, C, m0, mg, rowwise, colwise[g]);
+        MXSIM_HIP_CHECK_LAUNCH("quantize_both_kernel");
+      }
+      m0 += mg;
+    }
+  };
+  switch (Lb) {
+    case 16: launch(quantize_both_kernel<16>); break;
+    case 32: launch(quantize_both_kernel<32>); break;
+    case 64: launch(quantize_both_kernel<64>); break;
+    default: launch(quantize_both_kernel<128>); break;
+  }
+  set_unit_scale(rowwise, s);
+  for (size_t g = 0; g < m_splits.size(); ++g)
+    if (m_splits[g] == 0 || C == 0) set_unit_scale(colwise[g], s);
+}
+
+}  // namespace mxsim::hip

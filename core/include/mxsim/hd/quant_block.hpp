@@ -1,0 +1,252 @@
+// The per-block quantize step of docs/numerics.md §2-§4, written once for the
+// CPU emulator (emu/src/quantize.cpp) and the GPU kernels
+// (backends/hip/src/quantize.hip, codec.hip): amax, the block's scale by its
+// rule, the element encoder, E2M1 packing, the Philox word of an element, and
+// the 16-point Hadamard transform.
+//
+// A caller walks the elements of one block twice: first folding amax_step
+// over their FP32 bits, then, with the BlockQuant that block_quant() returns
+// for that amax, calling encode() on each. How the walk is laid out (loops on
+// the CPU, lanes and shuffles on a GPU) is the caller's; the arithmetic is
+// here. Every function is MXSIM_HD and uses only integer and IEEE FP32
+// operations whose results are fixed by IEEE 754 (+, *, /, no contraction).
+#pragma once
+#include <cfloat>
+#include <cstddef>
+#include <cstdint>
+
+#include "mxsim/bits.hpp"
+#include "mxsim/format.hpp"
+#include "mxsim/hd.hpp"
+#include "mxsim/philox.hpp"
+#include "mxsim/quant_spec.hpp"
+#include "mxsim/rounding.hpp"
+#include "mxsim/scale_rule.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+
+namespace mxsim::hd {
+
+/// One step of a block's amax: the maximum of |x| taken on FP32 bit patterns
+/// (sign cleared), so NaN and Inf compare above every finite value and the
+/// result does not depend on the order of the steps (numerics.md §4.1).
+MXSIM_HD constexpr uint32_t amax_step(uint32_t amax_bits, uint32_t x_bits) {
+  const uint32_t a = x_bits & 0x7FFFFFFFu;
+  return a > amax_bits ? a : amax_bits;
+}
+
+/// True when an amax (bits from amax_step) says the block holds a NaN or Inf.
+MXSIM_HD constexpr bool amax_nonfinite(uint32_t amax_bits) { return amax_bits >= 0x7F800000u; }
+
+/// Largest finite value of an element format, as FP32.
+MXSIM_HD inline float elem_max(const FormatSpec& ef) { return decode(ef, ef.max_code()); }
+
+/// The FP32 scale of a block with FP32 scales (numerics.md §3.3): the fixed
+/// (delayed-scaling) scale when the spec has one, else current scaling.
+MXSIM_HD inline float fp32_block_scale(const QuantSpec& s, float amax, float emax_value) {
+  if (s.fixed_scale != 0.0f) return s.fixed_scale;
+  return current_scale(emax_value, amax, s.amax_epsilon, s.pow2_scale);
+}
+
+/// NVFP4's per-tensor scale pair (numerics.md §3.3, TE cast/nvfp4):
+/// S_enc = fl32(2688 / global_amax) (FLT_MAX for +Inf, 1 for global_amax = 0),
+/// S_dec = fl32(1 / S_enc), stored as tensor_scale_inv. A tensor holding any
+/// NaN or Inf (global amax bits >= 0x7F800000) has S_dec = NaN and every block
+/// marked NaN.
+struct Nvfp4TensorScale {
+  float s_enc = 1.0f;
+  float s_dec = 1.0f;
+  bool nonfinite = false;
+};
+MXSIM_HD inline Nvfp4TensorScale nvfp4_tensor_scale(uint32_t global_amax_bits) {
+  Nvfp4TensorScale t;
+  if (amax_nonfinite(global_amax_bits)) {
+    t.nonfinite = true;
+    t.s_dec = f32_from_bits(0x7FC00000u);
+    return t;
+  }
+  const float gamax = f32_from_bits(global_amax_bits);
+  float s_enc = (448.0f * 6.0f) / gamax;  // gamax == 0 gives +Inf, handled below
+  if (s_enc > FLT_MAX) s_enc = FLT_MAX;
+  if (gamax == 0.0f || s_enc == 0.0f) s_enc = 1.0f;
+  t.s_enc = s_enc;
+  t.s_dec = 1.0f / s_enc;
+  return t;
+}
+
+/// What one block stores and how its elements are encoded.
+struct BlockQuant {
+  uint8_t scale_byte = 0;   ///< E8M0 byte (s + 127) or NVFP4's UE4M3 byte
+  float scale_inv = 1.0f;   ///< FP32 scales: the stored scale_inv
+  bool zero_codes = false;  ///< NaN/Inf block: every code is 0, the scale marks the block NaN
+  bool e8m0 = true;         ///< elements are x / 2^scale_exp (exact) ...
+  int scale_exp = 0;
+  float mul = 1.0f;         ///< ... or fl32(x * mul) (FP32 and UE4M3 scales)
+
+  /// Code of one element (FP32 bits) of this block; rnd is its Philox word
+  /// (RoundMode::Stochastic only). Elements always saturate (numerics.md §2.3).
+  MXSIM_HD uint32_t encode(const FormatSpec& ef, uint32_t x_bits, RoundMode mode, uint32_t rnd) const {
+    if (zero_codes) return 0u;
+    if (e8m0) return mxsim::encode(ef, x_bits, scale_exp, mode, Overflow::Saturate, rnd);
+    return mxsim::encode(ef, f32_bits(f32_from_bits(x_bits) * mul), 0, mode, Overflow::Saturate, rnd);
+  }
+};
+
+/// The E8M0 case of block_quant (the MX recipes): scale byte by `rule`, 0xFF
+/// and zero codes for a NaN/Inf block. Kernels specialised on MX call it
+/// directly, so the other scale kinds' branches stay out of their code.
+MXSIM_HD inline BlockQuant block_quant_e8m0(ScaleRule rule, const FormatSpec& ef, uint32_t amax_bits) {
+  BlockQuant q;
+  q.scale_byte = e8m0_scale(rule, amax_bits, ef);  // 0xFF for a NaN/Inf block
+  q.scale_exp = int(q.scale_byte) - 127;
+  q.zero_codes = amax_nonfinite(amax_bits);
+  return q;
+}
+
+/// The block step: from a block's amax (bits from amax_step over the block,
+/// Hadamard-transformed values where the spec asks for it) to its scale and
+/// encoder, by the spec's scale kind and rule (numerics.md §3). `t` is the
+/// tensor's NVFP4 scale (ScaleKind::UE4M3 only; ignored otherwise).
+MXSIM_HD inline BlockQuant block_quant(const QuantSpec& s, const FormatSpec& ef, uint32_t amax_bits,
+                                       const Nvfp4TensorScale& t = Nvfp4TensorScale{}) {
+  BlockQuant q;
+  const bool nonfinite = amax_nonfinite(amax_bits);
+  switch (s.scale_kind) {
+    case ScaleKind::E8M0: return block_quant_e8m0(s.rule, ef, amax_bits);
+    case ScaleKind::FP32:
+      q.e8m0 = false;
+      if (nonfinite) {
+        q.scale_inv = f32_from_bits(0x7FC00000u);
+        q.zero_codes = true;
+        break;
+      }
+      q.mul = fp32_block_scale(s, f32_from_bits(amax_bits), elem_max(ef));
+      q.scale_inv = 1.0f / q.mul;
+      break;
+    case ScaleKind::UE4M3: {
+      q.e8m0 = false;
+      const FormatSpec e4m3 = spec_of(Format::E4M3);
+      if (nonfinite || t.nonfinite) {
+        q.scale_byte = uint8_t(e4m3.nan_code(0));
+        q.zero_codes = true;
+        break;
+      }
+      // s_block = e4m3(block_amax * fl32(S_enc * fl32(1/6))), RNE, saturating;
+      // element factor min(fl32(1 / fl32(s_block * S_dec)), FLT_MAX).
+      const float tt = t.s_enc * (1.0f / 6.0f);
+      q.scale_byte = uint8_t(mxsim::encode(e4m3, f32_bits(f32_from_bits(amax_bits) * tt)));
+      const float denom = decode(e4m3, q.scale_byte) * t.s_dec;
+      const float f = 1.0f / denom;
+      q.mul = f > FLT_MAX ? FLT_MAX : f;
+      break;
+    }
+  }
+  return q;
+}
+
+/// Logical row-major index of element (g, lr, lc) of a [groups, rows, cols]
+/// tensor: the Philox counter of stochastic rounding (numerics.md §2.5).
+MXSIM_HD constexpr uint64_t logical_index(size_t g, size_t lr, size_t lc, size_t rows, size_t cols) {
+  return (uint64_t(g) * rows + lr) * cols + lc;
+}
+
+/// Philox word of the element with logical index `index` under spec s (0
+/// unless s.round is Stochastic): s.sr(s.sr_index_base + index).
+MXSIM_HD inline uint32_t sr_word(const QuantSpec& s, uint64_t index) {
+  return s.round == RoundMode::Stochastic ? s.sr(s.sr_index_base + index) : 0u;
+}
+
+/// Bytes of one storage row of `scols` codes: E2M1 packs two per byte
+/// (float4_e2m1fn_x2), every other element format takes one byte.
+MXSIM_HD constexpr size_t row_bytes(Format elem, size_t scols) { return elem == Format::E2M1 ? (scols + 1) / 2 : scols; }
+
+/// One byte of packed E2M1: element 2i (lo) in the low nibble, 2i+1 (hi) in
+/// the high one; an odd row's last high nibble is 0 (padding).
+MXSIM_HD constexpr uint8_t pack_e2m1(uint32_t lo, uint32_t hi) { return uint8_t((lo & 0xFu) | ((hi & 0xFu) << 4)); }
+
+/// Element formats the block quantizer writes: one code per byte (<= 8 bits),
+/// E8M0 (a scale format) excluded.
+MXSIM_HD constexpr bool quant_elem(Format f) { return spec_of(f).bits <= 8 && f != Format::E8M0; }
+
+/// Storage layout of a quantized [groups, rows, cols] tensor (the
+/// QuantizedTensor layout of quantized_tensor.hpp): 1-D blocks along Axis::Rows
+/// store the transpose; 2-D tiles and per-tensor scaling keep the logical
+/// layout; block extents of 0 in the spec resolve to the storage extent.
+struct QuantLayout {
+  size_t groups = 1, rows = 0, cols = 0;  ///< logical shape
+  bool transposed = false;                ///< storage = logical^T per group
+  size_t srows = 0, scols = 0;            ///< storage extents
+  size_t br = 0, bc = 0;                  ///< block extents in storage coordinates
+  size_t nbr = 0, nbc = 0;                ///< scale grid per group
+  size_t rbytes = 0;                      ///< bytes of one storage row of codes
+  MXSIM_HD constexpr size_t data_bytes() const { return groups * srows * rbytes; }
+  MXSIM_HD constexpr size_t scale_count() const { return groups * nbr * nbc; }
+};
+
+MXSIM_HD constexpr QuantLayout quant_layout(const QuantSpec& s, size_t groups, size_t rows, size_t cols, Axis axis) {
+  QuantLayout l;
+  l.groups = groups;
+  l.rows = rows;
+  l.cols = cols;
+  const bool per_tensor = s.block_rows == 0 && s.block_cols == 0;
+  const bool tile_2d = s.block_rows != 1 && s.block_cols != 1 && !per_tensor;
+  l.transposed = !tile_2d && !per_tensor && axis == Axis::Rows;
+  l.srows = l.transposed ? cols : rows;
+  l.scols = l.transposed ? rows : cols;
+  l.br = s.block_rows == 0 ? l.srows : size_t(s.block_rows);
+  l.bc = s.block_cols == 0 ? l.scols : size_t(s.block_cols);
+  l.nbr = l.br == 0 ? 0 : (l.srows + l.br - 1) / l.br;
+  l.nbc = l.bc == 0 ? 0 : (l.scols + l.bc - 1) / l.bc;
+  l.rbytes = row_bytes(s.elem, l.scols);
+  return l;
+}
+
+/// The 16-point Walsh-Hadamard transform scaled by 1/4, in place
+/// (numerics.md §2.6): butterfly stages h = 1, 2, 4, 8, each pair
+/// (a + b, a - b) in FP32, then every value times 0.25 (exact).
+MXSIM_HD inline void hadamard16(float* v) {
+  for (int h = 1; h < 16; h <<= 1)
+    for (int i = 0; i < 16; i += 2 * h)
+      for (int j = i; j < i + h; ++j) {
+        const float a = v[j], b = v[j + h];
+        v[j] = a + b;
+        v[j + h] = a - b;
+      }
+  for (int i = 0; i < 16; ++i) v[i] *= 0.25f;
+}
+
+/// Host check of a spec against the storage extent it blocks (scols = the
+/// blocked axis): what emu::quantize and the GPU quantizer both refuse, with
+/// one message each. Throws std::invalid_argument naming `who` and the problem.
+inline void validate_quant_spec(const QuantSpec& s, size_t scols, const char* who = "quantize") {
+  const std::string w(who);
+  if (s.block_rows < 0 || s.block_cols < 0)
+    throw std::invalid_argument(w + ": negative block size " + std::to_string(s.block_rows) + "x" +
+                                std::to_string(s.block_cols));
+  if (s.elem == Format::E8M0 || s.elem == Format::FP32)
+    throw std::invalid_argument(w + ": " + spec_of(s.elem).name + " is not an element format");
+  if (s.scale_kind == ScaleKind::UE4M3 && s.elem != Format::E2M1)
+    throw std::invalid_argument(w + ": UE4M3 (NVFP4) scales need E2M1 elements");
+  if (s.fixed_scale != 0 && !(s.scale_kind == ScaleKind::FP32 && s.per_tensor()))
+    throw std::invalid_argument(w + ": a fixed (delayed) scale needs FP32 per-tensor scaling");
+  if (s.fixed_scale != 0 && !(std::isfinite(s.fixed_scale) && s.fixed_scale > 0))
+    throw std::invalid_argument(w + ": fixed scale must be finite and > 0, got " + std::to_string(s.fixed_scale));
+  // scale_inv = fl32(1 / scale) must be finite, or every element dequantizes
+  // to Inf or NaN (0 * Inf): a fixed scale below ~2^-128 is unusable.
+  if (s.fixed_scale != 0 && !std::isfinite(1.0f / s.fixed_scale)) {
+    char b[64];
+    std::snprintf(b, sizeof b, "%a", double(s.fixed_scale));
+    throw std::invalid_argument(w + ": fixed scale " + b +
+                                " is too small: its reciprocal scale_inv overflows FP32 (need scale >= 2^-128)");
+  }
+  if (s.hadamard16 && (scols % 16) != 0)
+    throw std::invalid_argument(w + ": the 16-point Hadamard transform needs the blocked extent (" +
+                                std::to_string(scols) + ") to be a multiple of 16");
+  if (s.hadamard16 && s.block_cols != 0 && s.block_cols % 16 != 0)
+    throw std::invalid_argument(w + ": the 16-point Hadamard transform needs blocks that are multiples of 16");
+}
+
+}  // namespace mxsim::hd

@@ -1,0 +1,264 @@
+// The shared block-dot steps of core/include/mxsim/hd/gemm_block.hpp (fixed
+// width integers, fmaf) against arbitrary-precision arithmetic: every value
+// an exact Boost cpp_int significand with a binary exponent, rounded by the
+// literal rules of docs/numerics.md §5.3 / §5.2. The emulator's reference
+// GEMM and the GPU kernels both call the hd steps, so this is what proves
+// them; tests/test_gemm_exact.cpp checks the reference GEMM built on them
+// against a rational oracle, tests/test_gpu_gemm.cpp the GPU against it.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "../emu/src/gemm_exact.hpp"
+#include "mxsim/hd/gemm_block.hpp"
+
+using namespace mxsim;
+using namespace mxsim::emu::gemm;
+
+namespace {
+
+/// §5.3 literally on exact values: E = max(align, floor(log2|C|)), zeros as
+/// -126; each term and C truncated toward zero to a multiple of 2^(E - F);
+/// exact sum; RZ to e8m13 or FP32 (round_f32). Specials by exact arithmetic.
+float oracle_fused_group(const std::vector<Term>& terms, float c, int F, bool e8m13) {
+  Ex cx = ex_from_float(c);
+  Ex special = Ex::zero();
+  bool any_special = false;
+  for (const auto& t : terms)
+    if (t.v.sp != Ex::Fin) {
+      special = any_special ? ex_add(special, t.v) : t.v;
+      any_special = true;
+    }
+  if (cx.sp != Ex::Fin) {
+    special = any_special ? ex_add(special, cx) : cx;
+    any_special = true;
+  }
+  if (any_special) return round_f32(special, true, 23);
+  int E = cx.sig == 0 ? -126 : cx.exp + msb(abs(cx.sig));
+  for (const auto& t : terms) E = std::max(E, t.v.sig == 0 ? -126 : t.align);
+  const int lsb = E - F;
+  auto trunc = [&](const Ex& x) -> cpp_int {
+    if (x.sig == 0) return 0;
+    const cpp_int m = abs(x.sig);
+    cpp_int r = x.exp >= lsb ? cpp_int(m << (x.exp - lsb)) : cpp_int(m >> (lsb - x.exp));
+    return x.sig < 0 ? cpp_int(-r) : r;
+  };
+  Ex s;
+  s.exp = lsb;
+  s.sig = trunc(cx);
+  for (const auto& t : terms) s.sig += trunc(t.v);
+  return round_f32(s, true, e8m13 ? 13 : 23);
+}
+
+bool same_bits(float a, float b) {
+  if (std::isnan(a) && std::isnan(b)) return true;
+  return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b);
+}
+
+/// Adversarial FP32 values: zeros of both signs, subnormals, the normal
+/// boundary, powers of two, FLT_MAX, Inf, NaN, e8m13-exact values and randoms.
+float adversarial_float(std::mt19937& g) {
+  std::uniform_int_distribution<int> pick(0, 11);
+  std::uniform_int_distribution<uint32_t> any;
+  const uint32_t sign = (any(g) & 1u) << 31;
+  switch (pick(g)) {
+    case 0: return std::bit_cast<float>(sign);
+    case 1: return std::bit_cast<float>(sign | (any(g) & 0x7FFFFFu));  // subnormal
+    case 2: return std::bit_cast<float>(sign | 0x00800000u | (any(g) & 0x7u));
+    case 3: return std::bit_cast<float>(sign | ((1u + any(g) % 254u) << 23));  // power of two
+    case 4: return std::bit_cast<float>(sign | 0x7F7FFFFFu);
+    case 5: return std::bit_cast<float>(sign | 0x7F800000u);
+    case 6: return std::bit_cast<float>(0x7FC00000u | (any(g) & 0xFFu));
+    case 7: return std::bit_cast<float>((any(g) & 0xFFFFE000u) & 0xFF7FFFFFu);  // e8m13 value (finite)
+    case 8: return std::bit_cast<float>(sign | ((100u + any(g) % 56u) << 23) | (any(g) & 0x7FFFFFu));  // near 1
+    default: {
+      const uint32_t b = any(g);
+      return ((b >> 23) & 0xFF) == 0xFF ? 1.5f : std::bit_cast<float>(b);
+    }
+  }
+}
+
+Term exact_term(Format fa, uint32_t ca, Format fb, uint32_t cb, int scale_exp) {
+  const FormatSpec a = spec_of(fa), b = spec_of(fb);
+  Ex p = ex_mul(ex_elem(a, ca), ex_elem(b, cb));
+  if (scale_exp != 0 && p.sp == Ex::Fin) p.exp += scale_exp;
+  return {p, elem_exp(a, ca) + elem_exp(b, cb) + scale_exp};
+}
+
+}  // namespace
+
+// Groups of 0..32 products of every GEMM element format pair (all codes,
+// specials included), with C drawn from the adversarial set, for F = 13
+// (e8m13 and FP32 output) and F = 25 (FP32): hd::fused_group (through the
+// adapter the emulator uses) equals the exact oracle.
+TEST(GemmBlock, FusedGroupMatchesExactArithmetic) {
+  std::mt19937 g(2024);
+  const Format fmts[] = {Format::E4M3, Format::E5M2, Format::E3M2, Format::E2M3, Format::E2M1, Format::BF16};
+  size_t cases = 0, bad = 0;
+  for (int trial = 0; trial < 60000; ++trial) {
+    const Format fa = fmts[g() % 6], fb = fa == Format::BF16 ? Format::BF16 : fmts[g() % 5];
+    const int bits_a = spec_of(fa).bits, bits_b = spec_of(fb).bits;
+    const int n = int(g() % 33);
+    const bool specials = g() % 8 == 0;
+    // Folded block scales as the matrix-unit models use them, or none.
+    const int se = g() % 4 == 0 ? int(g() % 255) - 254 + int(g() % 3) * 100 : 0;
+    std::vector<Term> t;
+    for (int k = 0; k < n; ++k) {
+      uint32_t ca = g() & ((1u << bits_a) - 1), cb = g() & ((1u << bits_b) - 1);
+      if (!specials) {  // keep specials rare unless asked for
+        if (!std::isfinite(decode(fa, ca))) ca = 0;
+        if (!std::isfinite(decode(fb, cb))) cb = 0;
+      }
+      if (g() % 5 == 0) ca = 0;  // zero products
+      t.push_back(exact_term(fa, ca, fb, cb, se));
+    }
+    float c = g() % 3 == 0 ? 0.0f : adversarial_float(g);
+    if (!specials && !std::isfinite(c)) c = -2.5f;
+    const int F = fa == Format::BF16 ? 25 : (g() % 4 == 0 ? 25 : 13);
+    const bool e8m13 = F == 13 && g() % 4 != 0;
+    const float want = oracle_fused_group(t, c, F, e8m13);
+    const float got = fused_group(t, c, F, e8m13);
+    if (!same_bits(want, got) && bad++ < 10)
+      ADD_FAILURE() << short_name(fa) << "x" << short_name(fb) << " n=" << n << " F=" << F << " e8m13=" << e8m13
+                    << " c=" << std::hexfloat << c << " want " << want << " got " << got;
+    ++cases;
+  }
+  EXPECT_EQ(bad, 0u) << "of " << cases;
+}
+
+// rz_to_frac against round_f32(RZ) on random integers and exponents, across
+// the subnormal range, the normal range and overflow.
+TEST(GemmBlock, RzToFracMatchesExactRounding) {
+  std::mt19937_64 g(7);
+  size_t bad = 0;
+  for (int trial = 0; trial < 200000; ++trial) {
+    const int nb = int(g() % 40);
+    int64_t S = int64_t(g() & ((uint64_t(1) << nb) - 1));
+    if (g() & 1) S = -S;
+    const int lsb = int(g() % 320) - 190;
+    const int frac = g() & 1 ? 13 : 23;
+    Ex v;
+    v.sig = S;
+    v.exp = lsb;
+    const float want = round_f32(v, true, frac), got = hd::rz_to_frac(S, lsb, frac);
+    if (!same_bits(want, got) && bad++ < 10)
+      ADD_FAILURE() << "S=" << S << " lsb=" << lsb << " frac=" << frac << std::hexfloat << " want " << want << " got "
+                    << got;
+  }
+  EXPECT_EQ(bad, 0u);
+}
+
+// RNE(acc + m * 2^e) by the fmaf split against exact addition and rounding,
+// for adversarial acc (zeros, subnormals, FLT_MAX, Inf, NaN), |m| < 2^24 and
+// exponents far beyond FP32's range both ways (the clamps).
+TEST(GemmBlock, AddScaledRneMatchesExactRounding) {
+  std::mt19937 g(11);
+  size_t bad = 0;
+  for (int trial = 0; trial < 300000; ++trial) {
+    const float acc = adversarial_float(g);
+    const int nb = int(g() % 25);
+    int64_t m = int64_t(g() & ((1u << nb) - 1));
+    if (g() & 1) m = -m;
+    const int e = int(g() % 800) - 450;
+    Ex v;
+    v.sig = m;
+    v.exp = e;
+    const float want = round_f32(ex_add(ex_from_float(acc), v), false, 23);
+    const float got = hd::add_scaled_rne(acc, m, e);
+    if (!same_bits(want, got) && bad++ < 10)
+      ADD_FAILURE() << std::hexfloat << "acc=" << acc << " m=" << std::dec << m << " e=" << e << std::hexfloat
+                    << " want " << want << " got " << got;
+  }
+  EXPECT_EQ(bad, 0u);
+}
+
+// The MX block steps: scale bytes over their whole range (0x00 = 2^-127, 0xFE
+// = 2^127, 0xFF = NaN), exact block dots and e8m13 block values.
+TEST(GemmBlock, MxBlockStepsMatchExactRounding) {
+  std::mt19937 g(13);
+  size_t bad = 0;
+  for (int trial = 0; trial < 200000; ++trial) {
+    const float acc = g() % 4 == 0 ? 0.0f : adversarial_float(g);
+    const uint8_t sa = g() % 6 == 0 ? uint8_t(g() % 2 ? 0xFF : 0xFE) : uint8_t(g()), sb = uint8_t(g());
+    Ex s = ex_mul(ex_e8m0(sa), ex_e8m0(sb));
+    if (g() & 1) {  // mx-exact: an integer block dot of E2M1/E2M3 images
+      const int shift = int(g() % 3) * 2 + 2;  // 2, 4 or 6: E2M1 x E2M1, E2M1 x E2M3, E2M3 x E2M3
+      const int32_t dot = int32_t(g() % 230401) - 115200;
+      Ex d;
+      d.sig = dot;
+      d.exp = -shift;
+      const float want = round_f32(ex_add(ex_from_float(acc), ex_mul(d, s)), false, 23);
+      const float got = hd::mx_exact_block(acc, dot, sa, sb, shift);
+      if (!same_bits(want, got) && bad++ < 10)
+        ADD_FAILURE() << "mx-exact acc=" << std::hexfloat << acc << " dot=" << std::dec << dot << " sa=" << int(sa)
+                      << " sb=" << int(sb);
+    } else {  // mx-f13: an e8m13 block value (finite or not)
+      float d = adversarial_float(g);
+      d = std::bit_cast<float>(std::bit_cast<uint32_t>(d) & (std::isnan(d) ? 0xFFFFFFFFu : 0xFFFFFC00u));
+      const float want = round_f32(ex_add(ex_from_float(acc), ex_mul(ex_from_float(d), s)), false, 23);
+      const float got = hd::mx_f13_block(acc, d, sa, sb);
+      if (!same_bits(want, got) && bad++ < 10)
+        ADD_FAILURE() << "mx-f13 acc=" << std::hexfloat << acc << " d=" << d << std::dec << " sa=" << int(sa)
+                      << " sb=" << int(sb) << std::hexfloat << " want " << want << " got " << got;
+    }
+  }
+  EXPECT_EQ(bad, 0u);
+}
+
+// fp8-chunk128 promotion: one RNE of the exact chunk * fl32(sa * sb) + acc,
+// IEEE fmaf (signed zeros as IEEE 754 §6.3 gives them).
+TEST(GemmBlock, Fp8ChunkPromotionMatchesExactRounding) {
+  std::mt19937 g(17);
+  size_t bad = 0;
+  for (int trial = 0; trial < 200000; ++trial) {
+    const float acc = adversarial_float(g), chunk = adversarial_float(g);
+    const float sa = adversarial_float(g), sb = adversarial_float(g);
+    const float s = round_f32(ex_mul(ex_from_float(sa), ex_from_float(sb)), false, 23);
+    float want = round_f32(ex_add(ex_from_float(acc), ex_mul(ex_from_float(chunk), ex_from_float(s))), false, 23);
+    // IEEE fusedMultiplyAdd keeps the sign of a zero sum of two zeros of the
+    // same sign: -0 + (negative zero product) stays -0 (numerics.md §5.4).
+    const bool s_neg = std::signbit(sa) != std::signbit(sb);  // the sign IEEE gives fl32(sa * sb)
+    const bool prod_neg_zero = (chunk == 0.0f || s == 0.0f) && std::isfinite(chunk) && std::isfinite(s) &&
+                               std::signbit(chunk) != s_neg;
+    if (acc == 0.0f && std::signbit(acc) && prod_neg_zero) want = -0.0f;
+    const float got = hd::fp8_chunk_promote(acc, chunk, sa, sb);
+    if (!same_bits(want, got) && bad++ < 10)
+      ADD_FAILURE() << std::hexfloat << "acc=" << acc << " chunk=" << chunk << " sa=" << sa << " sb=" << sb;
+  }
+  EXPECT_EQ(bad, 0u);
+}
+
+// Published facts the steps must reproduce without the oracle: inside one
+// F = 13 group beside 2^16 a term 8 survives and a term 4 is truncated away
+// (matrix-units-and-gpu.md §2, MMA-Sim); 2 x E2M1 and 8 x E2M3 images are the
+// integers OCP MX v1.0 Table 1 gives (6.0 -> 12, 7.5 -> 60).
+TEST(GemmBlock, PublishedValues) {
+  const FormatSpec e4m3 = spec_of(Format::E4M3);
+  auto code = [&](float v) { return encode(e4m3, std::bit_cast<uint32_t>(v)); };
+  // Products 256 * 256 = 2^16 and v * 1: E = 16, so terms are truncated to
+  // multiples of 2^(16 - 13) = 8.
+  auto group = [&](float v) {
+    const uint32_t a[2] = {code(256.0f), code(v)}, b[2] = {code(256.0f), code(1.0f)};
+    return hd::fused_group(
+        2, [&](int k) { return hd::product_term(hd::exact_elem(e4m3, a[k]), hd::exact_elem(e4m3, b[k])); }, 0.0f, 13,
+        true);
+  };
+  EXPECT_EQ(group(8.0f), 65536.0f + 8);
+  EXPECT_EQ(group(4.0f), 65536.0f);
+  EXPECT_EQ(group(12.0f), 65536.0f + 8);  // 12 truncates to 8
+  EXPECT_EQ(group(-4.0f), 65536.0f);      // toward zero: -4 -> 0
+  EXPECT_EQ(hd::mx_int_value(spec_of(Format::E2M1), 1, 0x7), 12);
+  EXPECT_EQ(hd::mx_int_value(spec_of(Format::E2M1), 1, 0xF), -12);
+  EXPECT_EQ(hd::mx_int_value(spec_of(Format::E2M3), 3, 0x1F), 60);
+  EXPECT_EQ(hd::mx_int_value(spec_of(Format::E2M3), 3, 0x01), 1);  // 0.125, the smallest subnormal
+  EXPECT_TRUE(hd::e8m0_scale_safe(127 + 50));
+  EXPECT_FALSE(hd::e8m0_scale_safe(127 + 51));
+  EXPECT_FALSE(hd::e8m0_scale_safe(0xFF));
+  EXPECT_TRUE(hd::gemm_mx_elem(Format::E3M2));
+  EXPECT_FALSE(hd::gemm_mx_elem(Format::E4M3FNUZ));
+}

@@ -1,0 +1,446 @@
+// GPU grouped GEMM (backends/hip/src/gemm*.hip) against the emulator's
+// reference (emu::GemmImpl::Reference), bit for bit, for every block-dot
+// class of docs/numerics.md §5 (mx-exact, mx-f13, fp8-chunk128, bf16-f25),
+// every form (fprop, dgrad, wgrad), both accumulate modes and both output
+// types. Inputs are seeded adversarial: random shapes, ragged K (not a
+// multiple of 32 / 128 / 16), empty groups, E8M0 scales 0x00 / 0xFE / 0xFF,
+// extreme FP32 scale_inv (0, subnormal, FLT_MAX, Inf, NaN), NaN / Inf element
+// codes, saturating blocks; overwrite outputs are prefilled with NaN bytes so
+// an element left unwritten is a mismatch. Independent values too: RNE ties
+// of the accumulator add, and the published H200 FP8 promotion values.
+// Both sides call hd/gemm_block.hpp; test_gemm_block.cpp proves that against
+// arbitrary-precision arithmetic and test_gemm_exact.cpp the reference
+// against a rational oracle.
+//
+// Skips, with the runtime's reason, without a GPU.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu_test_util.hpp"
+#include "mxsim/emu/grouped_gemm.hpp"
+#include "mxsim/emu/quantize.hpp"
+#include "mxsim/hd/gemm_block.hpp"
+
+#ifdef MXSIM_HAVE_GPU
+#include "mxsim/hip/gemm.hpp"
+#endif
+
+namespace {
+using namespace mxsim;
+using namespace mxsim::emu;
+
+#ifndef MXSIM_HAVE_GPU
+TEST(GpuGemm, SkippedWithoutBackend) { GTEST_SKIP() << "built without the GPU backend"; }
+#else
+
+struct Pair {
+  const char* a;  // token operand (X, dY)
+  const char* w;  // weight
+};
+const Pair kPairs[] = {
+    // mx-exact
+    {"mxfp4", "mxfp4_2d"}, {"mxfp4", "mxfp4"}, {"mxfp6_e2m3", "mxfp4"}, {"mxfp6_e2m3", "mxfp6_e2m3"},
+    // mx-f13
+    {"mxfp8", "mxfp8"}, {"mxfp8", "mxfp4_2d"}, {"mxfp6_e3m2", "mxfp8_e5m2"}, {"mxfp8_e5m2", "mxfp6_e2m3"},
+    {"mxfp8", "mxfp8_2d"},
+    // fp8-chunk128
+    {"fp8_tensor", "fp8_tensor"}, {"fp8_row", "fp8_row"}, {"fp8_block", "fp8_block2d"},
+    {"fp8_tensor_e5m2", "fp8_tensor"}, {"fp8_block", "fp8_block"},
+    // bf16-f25
+    {"bf16", "bf16"}};
+
+QuantSpec spec(const char* n) { return std::string(n) == "bf16" ? bf16_spec() : tensor_recipe(n); }
+bool is_2d(const QuantSpec& s) { return s.is_2d_tile(); }
+/// The 1-D recipe a 2-D weight recipe's wgrad operand uses (same elements and rule).
+QuantSpec one_d(QuantSpec s) {
+  if (s.is_2d_tile()) {
+    s.block_rows = 1;
+    if (s.scale_kind == ScaleKind::FP32) s.block_cols = 128;
+  }
+  return s;
+}
+
+GemmOptions ref_opt(bool acc, bool bf16) {
+  GemmOptions o;
+  o.impl = GemmImpl::Reference;
+  o.accumulate = acc;
+  o.out = bf16 ? Format::BF16 : Format::FP32;
+  return o;
+}
+
+Tensor2f rand2(std::mt19937& g, size_t r, size_t c, int spread, int special_pct = 0) {
+  const Tensor3f t = gputest::adversarial(g, 1, r, c, special_pct, spread);
+  return xt::view(t, 0, xt::all(), xt::all());
+}
+Tensor3f rand3(std::mt19937& g, size_t G, size_t r, size_t c, int spread, int special_pct = 0) {
+  return gputest::adversarial(g, G, r, c, special_pct, spread);
+}
+std::vector<int64_t> rand_splits(std::mt19937& g, size_t G, int maxm) {
+  std::vector<int64_t> s(G);
+  for (auto& v : s) v = (g() % 4 == 0) ? 0 : int64_t(g() % (maxm + 1));  // many empty groups
+  return s;
+}
+size_t total(const std::vector<int64_t>& s) {
+  size_t t = 0;
+  for (auto v : s) t += size_t(v);
+  return t;
+}
+
+/// Specials poked into quantized operands: NaN / Inf element codes where the
+/// format has them, E8M0 bytes 0x00 / 0xFE / 0xFF, extreme FP32 scale_inv.
+void poke(QuantizedTensor& q, std::mt19937& g) {
+  if (q.data.size() == 0) return;
+  std::uniform_int_distribution<size_t> pd(0, q.data.size() - 1);
+  const FormatSpec f = spec_of(q.spec.elem);
+  if (f.nan != NanKind::None) {
+    q.data.data()[pd(g)] = uint8_t(f.nan_code(0));
+    if (f.has_inf) q.data.data()[pd(g)] = uint8_t(f.inf_code());
+    if (f.has_inf) q.data.data()[pd(g)] = uint8_t(f.inf_code() | f.sign_bit());
+  }
+  if (q.spec.scale_kind == ScaleKind::E8M0 && q.scale_bytes.size()) {
+    std::uniform_int_distribution<size_t> sd(0, q.scale_bytes.size() - 1);
+    for (uint8_t b : {0x00, 0xFE, 0xFE, 0xFF, 0x01, 0xFD}) q.scale_bytes.data()[sd(g)] = b;
+  }
+  if (q.spec.scale_kind == ScaleKind::FP32 && q.scale_inv.size()) {
+    std::uniform_int_distribution<size_t> sd(0, q.scale_inv.size() - 1);
+    for (float v : {0.0f, 0x1p-140f, FLT_MAX, INFINITY, NAN, 0x1p-126f}) q.scale_inv.data()[sd(g)] = v;
+  }
+}
+
+struct ClassTally {
+  size_t runs = 0, elements = 0, mismatches = 0;
+};
+std::map<std::string, ClassTally>& tallies() {
+  static std::map<std::string, ClassTally> t;
+  return t;
+}
+
+/// Runs the GPU GEMM into a device output holding `init` (accumulate) or NaN
+/// bytes (overwrite), downloads it and compares it with `want`.
+template <class Fn>
+void check_gpu(const char* cls, const float* init, const float* want, size_t n, bool acc, const std::string& what,
+               Fn&& run_gpu) {
+  hip::DeviceBuffer out(n * sizeof(float), "GEMM output");
+  if (acc) out.upload(init, n * sizeof(float));
+  else out.fill(0xFF);  // NaN: an unwritten element cannot pass
+  run_gpu(out.as<float>());
+  hip::synchronize();
+  std::vector<float> got(n);
+  out.download(got.data(), n * sizeof(float));
+  ClassTally& t = tallies()[cls];
+  const size_t bad = gputest::count_bit_diffs(want, got.data(), n, what);
+  t.runs++;
+  t.elements += n;
+  t.mismatches += bad;
+  EXPECT_EQ(bad, 0u) << what;
+}
+
+struct BF16Dev {
+  hip::DeviceBuffer src, codes;
+};
+BF16Dev bf16_codes(const float* p, size_t n, const char* name) {
+  BF16Dev d{gputest::upload_floats(p, n, name), hip::DeviceBuffer(n * 2, name)};
+  hip::round_bf16_device(d.src.as<float>(), d.codes.as<uint16_t>(), n);
+  return d;
+}
+
+void run_pair(const Pair& p, std::mt19937& g, int trial, bool specials) {
+  const QuantSpec sa = spec(p.a), sw = spec(p.w);
+  hd::GemmClass cls;
+  ASSERT_TRUE(hd::gemm_class_of(sa, sw, cls));
+  const char* cname = hd::gemm_class_name(cls);
+  const bool bf16 = cls == hd::GemmClass::Bf16F25;
+  const bool fp8 = cls == hd::GemmClass::Fp8Chunk128;
+  // Trials: small groups; larger groups; many groups; many large groups with
+  // 2^20 spreads; 2^40 spreads (overflow and underflow of blocks and sums).
+  const size_t G = 1 + g() % (trial >= 2 ? 8 : 4);
+  const std::vector<int64_t> ms = rand_splits(g, G, trial == 1 || trial == 3 ? 90 : 40);
+  const size_t M = total(ms);
+  const size_t N = (fp8 ? 100 : 1) + g() % 150, K = (fp8 ? 100 : 1) + g() % 300;
+  const int spread = trial == 4 ? 40 : trial >= 2 ? 20 : 3;
+  const int pct = specials ? 2 : 0;
+  const Tensor2f x = rand2(g, M, K, spread, pct), dy = rand2(g, M, N, spread, pct);
+  const Tensor3f w = rand3(g, G, N, K, spread, pct);
+  for (int form = 0; form < 3; ++form)
+    for (int acc = 0; acc < 2; ++acc) {
+      const std::string what = std::string(p.a) + " x " + p.w + (form == 0 ? " fprop" : form == 1 ? " dgrad" : " wgrad") +
+                               (acc ? " accumulate" : " overwrite") + " G " + std::to_string(G) + " M " +
+                               std::to_string(M) + " N " + std::to_string(N) + " K " + std::to_string(K) +
+                               (specials ? " specials" : "");
+      SCOPED_TRACE(what);
+      // The emulator's reference with FP32 output; the BF16-output reference
+      // is that accumulator rounded once (hd::gemm_output), as the contract
+      // defines it (numerics.md §5.4).
+      // Elements the GEMM leaves alone (an empty wgrad group when
+      // accumulating) keep their bits in either output type.
+      auto both_outputs = [&](const float* init, const std::vector<float>& ref32, size_t n, auto&& run_gpu,
+                              size_t group_elems = 0) {
+        std::vector<float> ref16(n);
+        for (size_t i = 0; i < n; ++i) {
+          const bool untouched = group_elems && acc && ms[i / group_elems] == 0;
+          ref16[i] = untouched ? ref32[i] : hd::gemm_output(ref32[i], true);
+        }
+        for (int ob = 0; ob < 2; ++ob) {
+          hip::GemmParams gp;
+          gp.accumulate = acc;
+          gp.out_bf16 = ob;
+          check_gpu(cname, init, ob ? ref16.data() : ref32.data(), n, acc, what + (ob ? " bf16-out" : " fp32-out"),
+                    [&](float* out) { run_gpu(out, gp); });
+        }
+      };
+      if (form < 2) {
+        const size_t J = form == 0 ? N : K;
+        const Tensor2f& a = form == 0 ? x : dy;
+        const Tensor2f init = rand2(g, M, J, 2, specials ? 3 : 0);
+        Tensor2f ref = init;
+        if (bf16) {
+          if (form == 0) grouped_fprop(a, sa, w, sw, ms, ref, ref_opt(acc, false));
+          else grouped_dgrad(a, sa, w, sw, ms, ref, ref_opt(acc, false));
+          BF16Dev da = bf16_codes(a.data(), a.size(), "A bf16"), dw = bf16_codes(w.data(), w.size(), "W bf16");
+          const hip::GemmOperand oa = hip::GemmOperand::from_bf16(da.codes.as<uint16_t>(), 1, M, a.shape(1));
+          const hip::GemmOperand ow = hip::GemmOperand::from_bf16(dw.codes.as<uint16_t>(), G, N, K);
+          both_outputs(init.data(), std::vector<float>(ref.begin(), ref.end()), M * J, [&](float* out, const hip::GemmParams& gp) {
+            if (form == 0) hip::grouped_fprop(oa, ow, ms, out, gp);
+            else hip::grouped_dgrad(oa, ow, ms, out, gp);
+          });
+        } else {
+          QuantizedTensor qa = quantize(a, sa, Axis::Cols);
+          QuantizedTensor qw = quantize(w, sw, form == 0 || is_2d(sw) ? Axis::Cols : Axis::Rows);
+          if (specials) {
+            poke(qa, g);
+            poke(qw, g);
+          }
+          if (form == 0) grouped_fprop(qa, qw, ms, ref, ref_opt(acc, false));
+          else grouped_dgrad(qa, qw, ms, ref, ref_opt(acc, false));
+          const hip::DeviceQuantized da = gputest::upload(qa, "A"), dw = gputest::upload(qw, "W");
+          const auto oa = hip::GemmOperand::from_quantized(da.t), ow = hip::GemmOperand::from_quantized(dw.t);
+          both_outputs(init.data(), std::vector<float>(ref.begin(), ref.end()), M * J, [&](float* out, const hip::GemmParams& gp) {
+            if (form == 0) hip::grouped_fprop(oa, ow, ms, out, gp);
+            else hip::grouped_dgrad(oa, ow, ms, out, gp);
+          });
+        }
+      } else {
+        const QuantSpec swg = one_d(sw), sag = one_d(sa);
+        const Tensor3f init = rand3(g, G, N, K, 2, specials ? 3 : 0);
+        Tensor3f ref = init;
+        std::vector<hip::GemmOperand> odys, oxs;
+        std::vector<hip::DeviceQuantized> keep;
+        BF16Dev bdy, bx;
+        if (bf16) {
+          grouped_wgrad(dy, sag, x, swg, ms, ref, ref_opt(acc, false));
+          bdy = bf16_codes(dy.data(), dy.size(), "dY bf16");
+          bx = bf16_codes(x.data(), x.size(), "X bf16");
+          size_t m0 = 0;
+          for (size_t gg = 0; gg < G; ++gg) {
+            const size_t mg = size_t(ms[gg]);
+            odys.push_back(hip::GemmOperand::from_bf16(bdy.codes.as<uint16_t>() + m0 * N, 1, mg, N));
+            oxs.push_back(hip::GemmOperand::from_bf16(bx.codes.as<uint16_t>() + m0 * K, 1, mg, K));
+            m0 += mg;
+          }
+        } else {
+          std::vector<QuantizedTensor> qdy = quantize_grouped_colwise(dy, ms, sag);
+          std::vector<QuantizedTensor> qx = quantize_grouped_colwise(x, ms, swg);
+          if (specials)
+            for (size_t gg = 0; gg < G; ++gg) {
+              poke(qdy[gg], g);
+              poke(qx[gg], g);
+            }
+          grouped_wgrad(qdy, qx, ms, ref, ref_opt(acc, false));
+          for (size_t gg = 0; gg < G; ++gg) {
+            keep.push_back(gputest::upload(qdy[gg], "dY group"));
+            odys.push_back(hip::GemmOperand::from_quantized(keep.back().t));
+            keep.push_back(gputest::upload(qx[gg], "X group"));
+            oxs.push_back(hip::GemmOperand::from_quantized(keep.back().t));
+          }
+        }
+        both_outputs(
+            init.data(), std::vector<float>(ref.begin(), ref.end()), G * N * K,
+            [&](float* out, const hip::GemmParams& gp) { hip::grouped_wgrad(odys, oxs, ms, out, gp); }, N * K);
+      }
+    }
+}
+
+// One test per (operand pair, trial), so shards can run in parallel
+// (scripts/gpu-device-run.sh); each prints its counts as a "[gpu-tally]" line.
+class GpuGemmPairs : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(GpuGemmPairs, EveryFormAndModeMatchesEmulatorReference) {
+  REQUIRE_GPU();
+  const auto [pi, trial] = GetParam();
+  const Pair& p = kPairs[pi];
+  std::mt19937 g(31337u + 1000u * unsigned(pi) + unsigned(trial));
+  tallies().clear();
+  for (bool specials : {false, true}) run_pair(p, g, trial, specials);
+  for (const auto& [cls, t] : tallies())
+    std::printf("[gpu-tally] class=%s pair=%s/%s trial=%d runs=%zu elements=%zu mismatches=%zu\n", cls.c_str(), p.a,
+                p.w, trial, t.runs, t.elements, t.mismatches);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllPairs, GpuGemmPairs,
+                         ::testing::Combine(::testing::Range(0, int(sizeof(kPairs) / sizeof(kPairs[0]))),
+                                            ::testing::Range(0, 5)));
+
+// Independent values: the accumulator add is one RNE with ties to even.
+// mx-exact: X = [0.5, 0, ...] and W = [0.5, 0, ...] (E2M1 code 0x1, image 1)
+// with scale bytes 116 + 116 give the block value 1 * 2^(232 - 254 - 2) =
+// 2^-24, half an ulp of 1.0: 1.0 stays 1.0 (even), 1 + 2^-23 goes to
+// 1 + 2^-22. BF16 output (block value 2^-23): an accumulator of 1 + 2^-8 is
+// halfway between BF16 1.0 and 1 + 2^-7 and rounds to 1.0; 1 + 3 * 2^-8
+// rounds up to 1 + 2^-6.
+TEST(GpuGemm, AccumulatorTiesRoundToEven) {
+  REQUIRE_GPU();
+  Tensor2f x0 = Tensor2f::from_shape({1, 32});
+  x0.fill(0.0f);
+  Tensor3f w0 = Tensor3f::from_shape({1, 1, 32});
+  w0.fill(0.0f);
+  QuantizedTensor qw = quantize(w0, tensor_recipe("mxfp4"), Axis::Cols);
+  qw.set_code(0, 0, 0, 0x1);
+  qw.scale_bytes(0, 0, 0) = 116;
+  const int64_t ms[] = {1};
+  const hip::DeviceQuantized dw = gputest::upload(qw, "W");
+  const auto ow = hip::GemmOperand::from_quantized(dw.t);
+  // X's scale byte sx makes the block value 2^(sx + 116 - 256).
+  struct Case { uint8_t sx; float init; bool bf16; float want; };
+  const Case cases[] = {{116, 1.0f, false, 1.0f},                              // 1 + 2^-24: tie -> even 1.0
+                        {116, 1.0f + 0x1p-23f, false, 1.0f + 0x1p-22f},        // tie -> even 1 + 2^-22
+                        {116, -1.0f, false, -1.0f + 0x1p-24f},                 // exact: -(1 - 2^-24)
+                        {117, 1.0f + 0x1p-8f - 0x1p-23f, true, 1.0f},          // acc 1 + 2^-8: BF16 tie -> 1.0
+                        {117, 1.0f + 3 * 0x1p-8f - 0x1p-23f, true, 1.0f + 0x1p-6f}};  // BF16 tie -> 1 + 2^-6
+  for (const Case& c : cases) {
+    QuantizedTensor qx = quantize(x0, tensor_recipe("mxfp4"), Axis::Cols);
+    qx.set_code(0, 0, 0, 0x1);
+    qx.scale_bytes(0, 0, 0) = c.sx;
+    const hip::DeviceQuantized dx = gputest::upload(qx, "X");
+    hip::DeviceBuffer out(sizeof(float), "y");
+    out.upload(&c.init, sizeof(float));
+    hip::GemmParams gp;
+    gp.accumulate = true;
+    gp.out_bf16 = c.bf16;
+    hip::grouped_fprop(hip::GemmOperand::from_quantized(dx.t), ow, ms, out.as<float>(), gp);
+    float got = 0;
+    out.download(&got, sizeof got);
+    Tensor2f y = Tensor2f::from_shape({1, 1});
+    y(0, 0) = c.init;
+    grouped_fprop(qx, qw, ms, y, ref_opt(true, c.bf16));
+    EXPECT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(c.want)) << std::hexfloat << "init " << c.init;
+    EXPECT_EQ(std::bit_cast<uint32_t>(y(0, 0)), std::bit_cast<uint32_t>(c.want)) << std::hexfloat << "emu, init " << c.init;
+  }
+}
+
+// Published H200 observation (shared/reference/matrix-units-and-gpu.md §2,
+// cuBLASLt FP8 with use_fast_accum=False): rows [256, 1, 1, ...], per-tensor
+// scale 1: K = 64 -> 65536, 256 -> 65536 + 128, 1024 -> 65536 + 896,
+// 4096 -> 65536 + 3968 under fp8-chunk128.
+TEST(GpuGemm, Fp8ChunkMatchesPublishedH200Promotion) {
+  REQUIRE_GPU();
+  const std::pair<size_t, float> cases[] = {{64, 65536.0f}, {256, 65536.0f + 128}, {1024, 65536.0f + 896}, {4096, 65536.0f + 3968}};
+  for (auto [K, want] : cases) {
+    Tensor2f x = Tensor2f::from_shape({1, K});
+    Tensor3f w = Tensor3f::from_shape({1, 1, K});
+    for (size_t k = 0; k < K; ++k) x(0, k) = w(0, 0, k) = k == 0 ? 256.0f : 1.0f;
+    QuantSpec s = tensor_recipe("fp8_tensor");
+    s.fixed_scale = 1.0f;
+    const int64_t ms[] = {1};
+    const hip::DeviceQuantized dx = gputest::upload(quantize(x, s, Axis::Cols), "X"),
+                               dw = gputest::upload(quantize(w, s, Axis::Cols), "W");
+    hip::DeviceBuffer y(sizeof(float), "y");
+    hip::grouped_fprop(hip::GemmOperand::from_quantized(dx.t), hip::GemmOperand::from_quantized(dw.t), ms, y.as<float>());
+    float got = 0;
+    y.download(&got, sizeof got);
+    EXPECT_EQ(got, want) << "K " << K;
+  }
+}
+
+// Empty groups: wgrad writes +0 to dW[g] (overwrite) or leaves it bit for bit
+// unchanged (accumulate); all groups empty is legal; K = 0 fprop writes +0.
+TEST(GpuGemm, EmptyGroupsAndEmptyContraction) {
+  REQUIRE_GPU();
+  std::mt19937 g(5);
+  const std::vector<int64_t> ms = {0, 64, 0};
+  const QuantSpec s = tensor_recipe("mxfp4");
+  const Tensor2f dy = rand2(g, 64, 48, 2), x = rand2(g, 64, 40, 2);
+  std::vector<QuantizedTensor> qdy = quantize_grouped_colwise(dy, ms, s), qx = quantize_grouped_colwise(x, ms, s);
+  std::vector<hip::DeviceQuantized> keep;
+  std::vector<hip::GemmOperand> a, b;
+  for (size_t i = 0; i < 3; ++i) {
+    keep.push_back(gputest::upload(qdy[i], "dY"));
+    a.push_back(hip::GemmOperand::from_quantized(keep.back().t));
+    keep.push_back(gputest::upload(qx[i], "X"));
+    b.push_back(hip::GemmOperand::from_quantized(keep.back().t));
+  }
+  const Tensor3f before = rand3(g, 3, 48, 40, 2);
+  for (bool acc : {true, false}) {
+    hip::DeviceBuffer dw = gputest::upload_floats(before.data(), before.size(), "dW");
+    hip::GemmParams gp;
+    gp.accumulate = acc;
+    hip::grouped_wgrad(a, b, ms, dw.as<float>(), gp);
+    std::vector<float> got(before.size());
+    dw.download(got.data(), got.size() * 4);
+    for (size_t gg : {0u, 2u})
+      for (size_t i = 0; i < 48 * 40; ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[gg * 48 * 40 + i]), acc ? std::bit_cast<uint32_t>(before.data()[gg * 48 * 40 + i]) : 0u)
+            << "group " << gg << " acc " << acc;
+  }
+  // All groups empty.
+  const std::vector<int64_t> none = {0, 0};
+  const QuantizedTensor q0 = quantize(Tensor2f::from_shape({0, 32}), s, Axis::Cols);
+  const QuantizedTensor qw = quantize(rand3(g, 2, 8, 32, 1), s, Axis::Cols);
+  const hip::DeviceQuantized d0 = gputest::upload(q0, "X"), dwq = gputest::upload(qw, "W");
+  EXPECT_NO_THROW(hip::grouped_fprop(hip::GemmOperand::from_quantized(d0.t), hip::GemmOperand::from_quantized(dwq.t),
+                                     none, nullptr));
+  // K = 0: the sum over nothing is +0 (overwrite).
+  const int64_t one[] = {3};
+  const QuantizedTensor qk = quantize(Tensor2f::from_shape({3, 0}), s, Axis::Cols);
+  const QuantizedTensor qwk = quantize(Tensor3f::from_shape({1, 5, 0}), s, Axis::Cols);
+  const hip::DeviceQuantized dk = gputest::upload(qk, "X"), dwk = gputest::upload(qwk, "W");
+  hip::DeviceBuffer y(15 * sizeof(float), "y");
+  y.fill(0xFF);
+  hip::grouped_fprop(hip::GemmOperand::from_quantized(dk.t), hip::GemmOperand::from_quantized(dwk.t), one, y.as<float>());
+  std::vector<float> yk(15);
+  y.download(yk.data(), 60);
+  for (float v : yk) EXPECT_EQ(std::bit_cast<uint32_t>(v), 0u);
+}
+
+TEST(GpuGemm, BadInputThrowsAndLaunchesNothing) {
+  REQUIRE_GPU();
+  std::mt19937 g(1);
+  const QuantSpec m = tensor_recipe("mxfp4");
+  const hip::DeviceQuantized dx = gputest::upload(quantize(rand2(g, 10, 64, 1), m, Axis::Cols), "X");
+  const hip::DeviceQuantized dw = gputest::upload(quantize(rand3(g, 2, 16, 64, 1), m, Axis::Cols), "W");
+  const hip::DeviceQuantized dw8 = gputest::upload(quantize(rand3(g, 2, 16, 64, 1), tensor_recipe("fp8_tensor"), Axis::Cols), "W8");
+  const hip::DeviceQuantized dwr = gputest::upload(quantize(rand3(g, 2, 16, 64, 1), m, Axis::Rows), "Wrows");
+  const auto x = hip::GemmOperand::from_quantized(dx.t), w = hip::GemmOperand::from_quantized(dw.t);
+  hip::DeviceBuffer y(10 * 16 * sizeof(float), "y");
+  y.fill(0x5A);
+  auto msg = [](auto fn) {
+    try {
+      fn();
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no throw");
+  };
+  const std::vector<int64_t> bad_sum = {3, 4}, neg = {12, -2}, three = {5, 5, 0}, ok = {5, 5};
+  EXPECT_NE(msg([&] { hip::grouped_fprop(x, w, bad_sum, y.as<float>()); }).find("sum to 7"), std::string::npos);
+  EXPECT_NE(msg([&] { hip::grouped_fprop(x, w, neg, y.as<float>()); }).find("negative"), std::string::npos);
+  EXPECT_NE(msg([&] { hip::grouped_fprop(x, w, three, y.as<float>()); }).find("groups"), std::string::npos);
+  EXPECT_NE(msg([&] { hip::grouped_fprop(x, hip::GemmOperand::from_quantized(dw8.t), ok, y.as<float>()); }).find("pair"),
+            std::string::npos);
+  EXPECT_NE(msg([&] { hip::grouped_fprop(x, hip::GemmOperand::from_quantized(dwr.t), ok, y.as<float>()); }).find("blocks of 32"),
+            std::string::npos);
+  hip::synchronize();
+  std::vector<uint8_t> bytes(10 * 16 * 4);
+  y.download(bytes.data(), bytes.size());
+  for (uint8_t b : bytes) ASSERT_EQ(b, 0x5A);  // untouched
+}
+#endif
+
+}  // namespace
