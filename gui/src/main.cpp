@@ -6,13 +6,15 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "bench.hpp"
 #include "main_window.hpp"
 #include "render.hpp"
 
 int main(int argc, char** argv) {
   // Headless modes use Qt's offscreen platform unless the caller chose one.
   for (int i = 1; i < argc; ++i)
-    if (std::strcmp(argv[i], "--render") == 0 && !std::getenv("QT_QPA_PLATFORM")) setenv("QT_QPA_PLATFORM", "offscreen", 1);
+    if ((std::strcmp(argv[i], "--render") == 0 || std::strcmp(argv[i], "--bench") == 0) && !std::getenv("QT_QPA_PLATFORM"))
+      setenv("QT_QPA_PLATFORM", "offscreen", 1);
   QApplication app(argc, argv);
   QApplication::setApplicationName("mxsim-inspector");
   QApplication::setApplicationVersion(MXSIM_VERSION);
@@ -31,10 +33,23 @@ int main(int argc, char** argv) {
   p.addOption({"element", "weight element n,k within the expert (oscillation and accumulation views)", "N,K"});
   p.addOption({"views", "comma-separated view ids to render (curves,quant,osc,accum,compare,data)", "IDS"});
   p.addOption({"size", "window size for --render", "WxH", "1280x800"});
+  p.addOption({"dataset", "--render: dataset shown by the compare and raw-data views", "NAME"});
   p.addOption({"view-only", "--render: PNG of the view without the window around it"});
   p.addOption({"follow", "follow the newest step of traces being written"});
+  p.addOption({"bench", "measure opening, step changes per view and resident memory on the first trace, then exit"});
+  p.addOption({"repeat", "--bench: step changes per view", "N", "20"});
   p.process(app);
   const QStringList traces = p.positionalArguments();
+  if (p.isSet("bench")) {
+    if (traces.isEmpty()) {
+      std::fprintf(stderr, "mxsim-inspector: --bench needs a trace file\n");
+      return 2;
+    }
+    mxsim::inspector::BenchOptions b;
+    b.trace = traces.front();
+    b.repeat = std::max(1, p.value("repeat").toInt());
+    return mxsim::inspector::bench(b);
+  }
   if (p.isSet("render")) {
     mxsim::inspector::RenderOptions o;
     o.traces = traces;
@@ -64,6 +79,7 @@ int main(int argc, char** argv) {
     }
     if (p.isSet("views")) o.views = p.value("views").split(',', Qt::SkipEmptyParts);
     o.window = !p.isSet("view-only");
+    o.dataset = p.value("dataset");
     return mxsim::inspector::render(o);
   }
   mxsim::inspector::MainWindow w;

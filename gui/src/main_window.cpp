@@ -79,14 +79,15 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   dock->setObjectName("traces");
   trace_list_ = new QListView(dock);
   trace_list_->setModel(state_.traces());
-  trace_list_->setMinimumWidth(180);
-  trace_list_->setMaximumWidth(260);
+  trace_list_->setMinimumWidth(170);
+  trace_list_->setMaximumWidth(230);
   dock->setWidget(trace_list_);
   addDockWidget(Qt::LeftDockWidgetArea, dock);
   connect(trace_list_, &QListView::activated, this,
           [this](const QModelIndex& i) { state_.setPrimary(state_.traces()->at(i.row())); });
 
   run_ = new RunPanel(this);
+  run_->setMaximumWidth(230);
   auto* rdock = new QDockWidget("Run", this);
   rdock->setObjectName("run");
   rdock->setWidget(run_);

@@ -128,7 +128,12 @@ void fill_heatmap(Heatmap& h, int nx, int ny, const std::vector<double>& z, bool
 void set_step_marker(QCustomPlot* p, double x) {
   auto* line = static_cast<QCPItemStraightLine*>(p->property(kMarkerProp).value<void*>());
   if (!line) {
+    if (!p->layer("marker")) {
+      p->addLayer("marker", p->layer("main"), QCustomPlot::limAbove);
+      p->layer("marker")->setMode(QCPLayer::lmBuffered);
+    }
     line = new QCPItemStraightLine(p);
+    line->setLayer("marker");
     QPen pen(QColor(200, 0, 0, 160));
     pen.setStyle(Qt::DashLine);
     pen.setWidthF(1.2);
@@ -138,6 +143,10 @@ void set_step_marker(QCustomPlot* p, double x) {
   }
   line->point1->setCoords(x, 0);
   line->point2->setCoords(x, 1);
+}
+
+void replot_marker(QCustomPlot* p) {
+  if (QCPLayer* l = p->layer("marker")) l->replot();
 }
 
 void set_plot_note(QCustomPlot* p, const QString& text) {

@@ -34,8 +34,11 @@ Heatmap add_heatmap(QCustomPlot* p, const QString& zlabel);
 /// x = ix, y = iy (so axis coordinates are element indices); y grows downwards like a matrix.
 void fill_heatmap(Heatmap& h, int nx, int ny, const std::vector<double>& z, bool log_scale = false);
 
-/// Vertical dashed line at x on p's main axis rect (the current step); created once.
+/// Vertical dashed line at x on p's main axis rect (the current step); created once, on
+/// its own buffered layer so that moving it redraws only that layer (replot_marker).
 void set_step_marker(QCustomPlot* p, double x);
+/// Redraws only the marker layer (after set_step_marker with the data unchanged).
+void replot_marker(QCustomPlot* p);
 /// A centred text inside the axis rect (a reason why nothing is drawn, or a hint); "" removes it.
 void set_plot_note(QCustomPlot* p, const QString& text);
 

@@ -7,6 +7,8 @@
 #include <cstdio>
 
 #include "main_window.hpp"
+#include "view_compare.hpp"
+#include "view_data.hpp"
 
 namespace mxsim::inspector {
 
@@ -54,6 +56,10 @@ int render(const RenderOptions& o) {
   st->setExpert(o.expert);
   if (o.elem_n >= 0) st->setElement(o.elem_n, o.elem_k);
   if (d && d->steps() > 0) st->setStep(o.step >= 0 ? std::min<qint64>(o.step, qint64(d->steps()) - 1) : qint64(d->steps()) - 1);
+  if (!o.dataset.isEmpty()) {
+    if (auto* c = qobject_cast<CompareView*>(w.view("compare"))) c->setDataset(o.dataset);
+    if (auto* dv = qobject_cast<DataView*>(w.view("data"))) dv->setDataset(o.dataset);
+  }
   QDir().mkpath(o.out_dir);
   for (View* v : w.views()) {
     if (!o.views.isEmpty() && !o.views.contains(v->id())) continue;

@@ -19,6 +19,7 @@ struct RenderOptions {
   int expert = 0;
   int elem_n = -1, elem_k = -1;  ///< element of the oscillation/accumulation views
   QStringList views;           ///< ids; empty = all
+  QString dataset;             ///< dataset of the compare and raw-data views ("" = their defaults)
   bool window = true;          ///< PNG of the whole window (true) or of the view only
   int timeout_ms = 120000;     ///< per view
 };

@@ -19,6 +19,17 @@ void View::scheduleRefresh() {
   QTimer::singleShot(0, this, &View::runRefresh);
 }
 
+void View::instantUpdate(const std::function<void()>& f) {
+  if (!isVisible() || busy()) {
+    scheduleRefresh();
+    return;
+  }
+  timer_.start();
+  f();
+  last_ms_ = double(timer_.nsecsElapsed()) * 1e-6;
+  emit updated();
+}
+
 void View::runRefresh() {
   scheduled_ = false;
   dirty_ = false;

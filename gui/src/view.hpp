@@ -33,6 +33,8 @@ class View : public QWidget {
 
   /// Re-reads what the current selection needs (scheduled: many changes, one refresh).
   void scheduleRefresh();
+  /// An update that needs no data (e.g. moving the step marker): runs f now, timed like a refresh.
+  void instantUpdate(const std::function<void()>& f);
 
  signals:
   /// Every load of a refresh has arrived and the plots were redrawn.

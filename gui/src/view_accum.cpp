@@ -342,12 +342,12 @@ void AccumView::drawNorms() {
     const double h2 = y2.isEmpty() ? 0 : *std::max_element(y2.begin(), y2.end());
     norm_plot_->yAxis2->setVisible(true);
     norm_plot_->yAxis2->setLabel(QString("expert %1 contribution norm").arg(sel_expert_));
-    norm_plot_->yAxis2->setRange(0, std::max(h2, 1e-30) * 1.45);
+    norm_plot_->yAxis2->setRange(0, std::max(h2, 1e-30) * 1.7);
   } else {
     norm_plot_->yAxis2->setVisible(false);
   }
   norm_plot_->xAxis->setRange(-0.6, n - 0.4);
-  norm_plot_->yAxis->setRange(0, hi * 1.45);
+  norm_plot_->yAxis->setRange(0, hi * 1.7);  // room for the legend
   QSharedPointer<QCPAxisTickerFixed> t(new QCPAxisTickerFixed);
   t->setTickStep(1);
   norm_plot_->xAxis->setTicker(t);

@@ -307,7 +307,7 @@ void CompareView::present() {
       t += QString("<b>first difference at step %1 in %2</b> (element %3)").arg(cmp_.first_step).arg(cmp_.first_dataset).arg(cmp_.first_element);
     if (!cmp_.config_diffs.isEmpty()) t += "<br>config differs: " + cmp_.config_diffs.mid(0, 6).join("; ").toHtmlEscaped();
     summary_->setText(t);
-    rows_.setHeaders({"dataset", "status", "first differing step"});
+    rows_.setHeaders({"dataset", "status", "first diff. step"});
     std::vector<std::vector<QVariant>> r;
     for (const auto& x : cmp_.rows)
       r.push_back({x.name, x.status, x.first_step < 0 ? QVariant("-") : QVariant(qint64(x.first_step))});

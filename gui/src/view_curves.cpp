@@ -141,7 +141,18 @@ CurvesView::CurvesView(InspectorState* st, QWidget* parent) : View(st, parent) {
   connect(tl, &QAbstractItemModel::dataChanged, this, rebuild);
   connect(tl, &QAbstractItemModel::rowsRemoved, this, rebuild);
   connect(st_, &InspectorState::primaryChanged, this, &CurvesView::scheduleRefresh);
-  connect(st_, &InspectorState::stepChanged, this, &CurvesView::scheduleRefresh);
+  // a step change only moves the marker: the curves stay
+  connect(st_, &InspectorState::stepChanged, this, [this] {
+    instantUpdate([this] {
+      TraceDocument* prim = st_->primary();
+      if (!prim || prim->state() != TraceDocument::State::Ready) return;
+      const double x = double(prim->meta().global(uint64_t(st_->step())));
+      for (auto& p : panels_) {
+        set_step_marker(p.plot, x);
+        replot_marker(p.plot);
+      }
+    });
+  });
   connect(st_, &InspectorState::primarySteps, this, &CurvesView::scheduleRefresh);
 }
 

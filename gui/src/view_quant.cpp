@@ -230,10 +230,10 @@ void QuantView::drawMap() {
   const LayerMeta* lm = d && d->state() == TraceDocument::State::Ready ? d->meta().layer(sel_layer_) : nullptr;
   const int oi = sel_op_ == "w" ? 0 : sel_op_ == "x" ? 1 : 2;
   const QString grid = lm && !lm->blocks[size_t(oi)].format.isEmpty()
-                           ? QString("%1 %2 blocks, %3 scales")
-                                 .arg(lm->blocks[size_t(oi)].format, lm->blocks[size_t(oi)].text(), lm->blocks[size_t(oi)].scale)
+                           ? QString("%1 %2, %3")
+                                 .arg(lm->blocks[size_t(oi)].format.toUpper(), lm->blocks[size_t(oi)].text(), lm->blocks[size_t(oi)].scale)
                            : QString();
-  set_title(map_, QString("Per-block %1 of %2.%3 at step %4%5")
+  set_title(map_, QString("Block %1 of %2.%3, step %4%5")
                       .arg(metric, sel_layer_, sel_op_)
                       .arg(sel_step_)
                       .arg(grid.isEmpty() ? QString() : "  (" + grid + ")"));
@@ -339,7 +339,7 @@ void QuantView::drawHist() {
     hi = 1;
   }
   hist_->xAxis->setRange(lo - 1.5, hi + 1.5);
-  hist_->yAxis->setRange(0, (y.isEmpty() ? 1 : *std::max_element(y.begin(), y.end())) * 1.25);
+  hist_->yAxis->setRange(0, (y.isEmpty() ? 1 : *std::max_element(y.begin(), y.end())) * 1.75);  // room for the counts
   const double cnt = e->count > 0 ? e->count : 1;
   set_plot_note(hist_, "");
   hist_text_->setVisible(true);
@@ -435,7 +435,7 @@ void QuantView::fillSummary() {
       const LayerMeta* lm = d->meta().layer(e.layer);
       const int oi = e.op == "w" ? 0 : e.op == "x" ? 1 : 2;
       const QString fmt = lm && !lm->blocks[size_t(oi)].format.isEmpty()
-                              ? lm->blocks[size_t(oi)].format + " " + lm->blocks[size_t(oi)].text()
+                              ? lm->blocks[size_t(oi)].format.toUpper() + " " + lm->blocks[size_t(oi)].text()
                               : lm ? lm->recipe : QString();
       int lo = 999, hi = -999;
       double nan = 0;

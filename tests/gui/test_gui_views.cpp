@@ -13,6 +13,7 @@
 #include "mxsim/trace/reader.hpp"
 #include "mxsim/trace/writer.hpp"
 #include "plot_util.hpp"
+#include "render.hpp"
 #include "state.hpp"
 #include "view_accum.hpp"
 #include "view_compare.hpp"
@@ -311,6 +312,20 @@ class GuiViews : public QObject {
     st.setStep(2);
     QVERIFY(guitest::wait_view(&v));
     QCOMPARE(v.ulp()->differing, uint64_t(0));
+  }
+
+  void headlessRenderWritesEveryView() {
+    RenderOptions o;
+    o.traces = {trace_};
+    o.out_dir = dir_.filePath("render");
+    o.step = 3;
+    o.size = QSize(1280, 800);
+    QCOMPARE(render(o), 0);
+    for (const char* id : {"curves", "quant", "osc", "accum", "compare", "data"}) {
+      const QImage img(o.out_dir + "/" + id + ".png");
+      QCOMPARE(img.size(), QSize(1280, 800));
+      QVERIFY(QFile::exists(o.out_dir + "/" + id + ".csv"));
+    }
   }
 
   void cleanupTestCase() { delete st_; }
