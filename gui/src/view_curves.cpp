@@ -289,9 +289,11 @@ void CurvesView::redraw() {
         const Loaded& L = it->second;
         QColor c = palette_color(many ? int(di) : j);
         // sparse series (test accuracy: NaN except at epoch ends) as points
+        // test accuracy marks "not evaluated" as NaN (format 1 writers) or -1 (schema.hpp)
+        const bool neg_missing = s == QString::fromStdString(names::kTestAccuracy);
         QVector<double> fx, fy;
         for (int i = 0; i < L.y.size(); ++i)
-          if (std::isfinite(L.y[i])) {
+          if (std::isfinite(L.y[i]) && !(neg_missing && L.y[i] < 0)) {
             fx << L.x[i];
             fy << L.y[i];
           }
