@@ -338,8 +338,8 @@ void CompareView::present() {
                                              .arg(ulp_.max_at)
                                              .arg(ulp_.nan_mismatch ? QString("; %1 NaN on one side only").arg(ulp_.nan_mismatch) : QString());
     if (!ulp_.note.isEmpty()) note += "\n" + ulp_.note;
-    set_plot_note(plot_, note);
-    if (QCPItemText* t = plot_note(plot_)) t->position->setCoords(0.5, 0.06);
+    set_title(plot_, QString("ULP distance A vs B: %1 at step %2\n%3").arg(dataset_).arg(sel_step_).arg(note));
+    set_plot_note(plot_, "");
   }
   plot_->replot();
 }

@@ -50,7 +50,7 @@ DataView::DataView(InspectorState* st, QWidget* parent) : View(st, parent) {
   rl->addWidget(array_view_, 1);
   split->addWidget(list_view_);
   split->addWidget(right);
-  split->setSizes({430, 800});
+  split->setSizes({540, 700});
   auto* l = new QVBoxLayout(this);
   l->setContentsMargins(2, 2, 2, 2);
   l->addWidget(split);

@@ -219,8 +219,21 @@ void OscView::refresh() {
 void OscView::present() {
   drawMap();
   drawTimeline();
-  drawCurves();
-  for (QCustomPlot* p : {heat_plot_, tl_plot_, flip_plot_, freq_plot_}) p->replot();
+  heat_plot_->replot();
+  tl_plot_->replot();
+  TraceDocument* d = st_->primary();
+  const QString key = QString("%1|%2|%3|%4").arg(sel_layer_).arg(d ? d->steps() : 0).arg(curves_.size()).arg(quintptr(d));
+  if (key != curves_key_) {
+    curves_key_ = key;
+    drawCurves();
+    flip_plot_->replot();
+    freq_plot_->replot();
+  } else if (d && d->state() == TraceDocument::State::Ready) {
+    for (QCustomPlot* p : {flip_plot_, freq_plot_}) {
+      set_step_marker(p, double(d->meta().global(uint64_t(sel_step_))));
+      replot_marker(p);
+    }
+  }
 }
 
 void OscView::drawMap() {

@@ -62,7 +62,7 @@ class OscView : public View {
   ElementTimeline tl_;
   bool tl_ok_ = false;
   std::map<std::string, SeriesData> curves_;
-  QString sel_layer_;
+  QString sel_layer_, curves_key_;
   int sel_expert_ = 0, sel_n_ = -1, sel_k_ = -1;
   qint64 sel_step_ = 0;
 };

@@ -219,9 +219,23 @@ void QuantView::refresh() {
 void QuantView::present() {
   drawMap();
   drawHist();
-  drawCurves();
   fillSummary();
-  for (QCustomPlot* p : {map_, hist_, err_curve_, uf_curve_}) p->replot();
+  map_->replot();
+  hist_->replot();
+  // the curves over steps change only with the layer, operand or step count: otherwise move the marker
+  TraceDocument* d = st_->primary();
+  const QString key = QString("%1|%2|%3|%4|%5").arg(sel_layer_, sel_op_).arg(d ? d->steps() : 0).arg(curves_.size()).arg(quintptr(d));
+  if (key != curves_key_) {
+    curves_key_ = key;
+    drawCurves();
+    err_curve_->replot();
+    uf_curve_->replot();
+  } else if (d && d->state() == TraceDocument::State::Ready) {
+    for (QCustomPlot* p : {err_curve_, uf_curve_}) {
+      set_step_marker(p, double(d->meta().global(uint64_t(sel_step_))));
+      replot_marker(p);
+    }
+  }
 }
 
 void QuantView::drawMap() {

@@ -81,7 +81,7 @@ class QuantView : public View {
   bool maps_ok_ = false;
   QString maps_note_;
   std::map<std::string, SeriesData> curves_;
-  QString sel_layer_, sel_op_;
+  QString sel_layer_, sel_op_, curves_key_;
   qint64 sel_step_ = -1;
 };
 
