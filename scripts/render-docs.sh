@@ -26,7 +26,7 @@ OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 render() { xvfb-run -a -s "-screen 0 1280x800x24" env QT_QPA_PLATFORM=xcb "$INSPECTOR" --render "$@" -o "$OUT"; }
 render "$DEFAULT" --views curves,quant,data --step 300 --layer fc1 --tensor w --dataset /train/tokens_per_expert
-render "$DEFAULT" --views osc,accum --step 300 --layer fc1 --expert 6
+render "$DEFAULT" --views osc,accum --step 300 --layer fc1 --expert 2
 render build/docs/short_a.h5 build/docs/short_b.h5 --views compare --step 1 --layer fc1 --expert 6 \
   --dataset /snap/fc1/master
 for v in curves quant osc accum compare data; do cp "$OUT/$v.png" "docs/images/inspector-$v.png"; done

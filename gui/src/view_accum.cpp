@@ -223,7 +223,9 @@ void AccumView::drawMap() {
   fill_heatmap(heat_, data_.K, data_.N, z, false);
   double a = 0;
   for (double v : z) a = std::max(a, std::fabs(v));
-  heat_.map->setDataRange(QCPRange(-a, a));  // symmetric: white = 0
+  heat_.map->setDataRange(QCPRange(-std::max(a, 1e-30), std::max(a, 1e-30)));  // symmetric: white = 0
+  if (a == 0)
+    set_plot_note(map_plot_, QString("main_grad of expert %1 is zero at this step:\nthe expert received no tokens in any micro-batch").arg(sel_expert_));
   heat_.map->setGradient(diverging());
   map_plot_->xAxis->setLabel("k (input feature)");
   map_plot_->yAxis->setLabel("n (output feature)");
@@ -340,7 +342,8 @@ void AccumView::drawNorms() {
     b2->setPen(Qt::NoPen);
     b2->setName(QString("||contribution|| of expert %1 (right axis)").arg(sel_expert_));
     const double h2 = y2.isEmpty() ? 0 : *std::max_element(y2.begin(), y2.end());
-    norm_plot_->yAxis2->setVisible(true);
+    if (h2 == 0) b2->setName(QString("||contribution|| of expert %1: zero (no tokens)").arg(sel_expert_));
+    norm_plot_->yAxis2->setVisible(h2 > 0);
     norm_plot_->yAxis2->setLabel(QString("expert %1 contribution norm").arg(sel_expert_));
     norm_plot_->yAxis2->setRange(0, std::max(h2, 1e-30) * 1.7);
   } else {

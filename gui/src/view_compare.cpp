@@ -125,7 +125,7 @@ CompareView::CompareView(InspectorState* st, QWidget* parent) : View(st, parent)
   split->addWidget(table_);
   split->addWidget(plot_);
   split->setStretchFactor(1, 1);
-  split->setSizes({480, 700});
+  split->setSizes({430, 750});
   l->addWidget(split, 1);
   connect(st_, &InspectorState::primaryChanged, this, &CompareView::scheduleRefresh);
   connect(st_, &InspectorState::otherChanged, this, &CompareView::scheduleRefresh);
@@ -279,7 +279,7 @@ void CompareView::refresh() {
             u.max_at = int64_t(i);
           }
         }
-        if (lead > 1) u.note = QString("slice %1 of %2 (leading dimensions; the Expert picker selects it)").arg(slice).arg(lead);
+        if (lead > 1) u.note = QString("expert/slice %1 of %2").arg(slice).arg(lead);
         return u;
       },
       [this](const UlpMap& u) {
@@ -312,7 +312,10 @@ void CompareView::present() {
     for (const auto& x : cmp_.rows)
       r.push_back({x.name, x.status, x.first_step < 0 ? QVariant("-") : QVariant(qint64(x.first_step))});
     rows_.setRows(std::move(r));
-    table_->resizeColumnsToContents();
+    table_->horizontalHeader()->setStretchLastSection(false);
+    table_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
+    table_->horizontalHeader()->setSectionResizeMode(1, QHeaderView::ResizeToContents);
+    table_->horizontalHeader()->setSectionResizeMode(2, QHeaderView::ResizeToContents);
     for (int i = 0; i < rows_.rowCount(); ++i)
       if (rows_.rows()[size_t(i)][0].toString() == dataset_) table_->selectRow(i);
   }
@@ -331,12 +334,12 @@ void CompareView::present() {
     plot_->xAxis->setLabel(ulp_.rows == 1 ? "element" : "column (last dimension)");
     plot_->yAxis->setLabel(ulp_.rows == 1 ? "" : "row");
     QString note = ulp_.differing == 0 ? "identical bits at this step"
-                                       : QString("%1 of %2 elements differ; max %3 ULP at element %4%5")
+                                       : QString("%1 of %2 differ, max %3 ULP at %4%5")
                                              .arg(ulp_.differing)
                                              .arg(ulp_.ulp.size())
-                                             .arg(ulp_.max_ulp, 0, 'g', 6)
+                                             .arg(ulp_.max_ulp, 0, 'g', 3)
                                              .arg(ulp_.max_at)
-                                             .arg(ulp_.nan_mismatch ? QString("; %1 NaN on one side only").arg(ulp_.nan_mismatch) : QString());
+                                             .arg(ulp_.nan_mismatch ? QString("\n%1 NaN on one side only").arg(ulp_.nan_mismatch) : QString());
     if (!ulp_.note.isEmpty()) note += "\n" + ulp_.note;
     set_title(plot_, QString("ULP distance A vs B: %1 at step %2\n%3").arg(dataset_).arg(sel_step_).arg(note));
     set_plot_note(plot_, "");

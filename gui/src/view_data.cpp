@@ -152,7 +152,7 @@ void DataView::present() {
   slice_->blockSignals(false);
   const size_t sl = size_t(slice_->value());
   array_.setArray(row_.raw, row_.dtype, rows_, cols_, sl * rows_ * cols_);
-  array_view_->horizontalHeader()->setDefaultSectionSize(row_.dtype == trace::DType::f64 ? 170 : row_.dtype == trace::DType::f32 ? 110 : 80);
+  array_view_->horizontalHeader()->setDefaultSectionSize(row_.dtype == trace::DType::f64 ? 170 : row_.dtype == trace::DType::f32 ? 110 : 64);
   const bool column = sh.size() == 1 && st_->primary() && st_->primary()->meta().dataset(dataset_.toStdString()) &&
                       st_->primary()->meta().dataset(dataset_.toStdString())->row_shape.empty();
   info_->setText(QString("<b>%1</b> (%2) %3%4")

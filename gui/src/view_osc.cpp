@@ -342,6 +342,7 @@ void OscView::drawTimeline() {
     lo -= 0.1 * span;
     hi += 0.1 * span;
   }
+  hi += 0.45 * (hi - lo);  // room for the legend above the data
   QCPGraph* gm = tl_plot_->addGraph();
   gm->setData(x, QVector<double>(tl_.master.begin(), tl_.master.end()), true);
   gm->setPen(QPen(palette_color(0), 1.6));
@@ -391,10 +392,10 @@ void OscView::drawTimeline() {
                .arg(tl_.steps.size());
   else if (tl_.scale.empty())
     note = "This trace holds no block scales (trace format 2): grid lines not drawn.";
-  set_plot_note(tl_plot_, note);
-  if (!note.isEmpty()) {
-    if (QCPItemText* t = plot_note(tl_plot_)) t->position->setCoords(0.5, 0.88);
-  }
+  // what is missing goes under the title, not over the data
+  if (!note.isEmpty())
+    set_title(tl_plot_, QString("%1 expert %2, element (n %3, k %4) over steps\n%5")
+                            .arg(sel_layer_).arg(sel_expert_).arg(sel_n_).arg(sel_k_).arg(note));
   set_step_marker(tl_plot_, double(m.global(uint64_t(sel_step_))));
 }
 

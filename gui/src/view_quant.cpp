@@ -37,10 +37,12 @@ QuantView::QuantView(InspectorState* st, QWidget* parent) : View(st, parent) {
   ml->setContentsMargins(0, 0, 0, 0);
   auto* bar = new QHBoxLayout;
   metric_pick_ = new QComboBox(mapbox);
-  metric_pick_->addItems({"SQNR (dB)", "MSE"});
-  connect(metric_pick_, qOverload<int>(&QComboBox::currentIndexChanged), this,
-          [this](int i) { setMetric(i == 0 ? Metric::Sqnr : Metric::Mse); });
-  bar->addWidget(new QLabel("Per-block error:", mapbox));
+  metric_pick_->addItems({"per-block SQNR (dB)", "per-block MSE", "scale exponents over steps"});
+  connect(metric_pick_, qOverload<int>(&QComboBox::activated), this, [this](int i) {
+    user_metric_ = true;
+    setMetric(Metric(i));
+  });
+  bar->addWidget(new QLabel("Map:", mapbox));
   bar->addWidget(metric_pick_);
   bar->addStretch(1);
   ml->addLayout(bar);
@@ -49,7 +51,7 @@ QuantView::QuantView(InspectorState* st, QWidget* parent) : View(st, parent) {
   heat_ = add_heatmap(map_, "SQNR (dB)");
   map_->setMouseTracking(true);
   connect(map_, &QCustomPlot::mouseMove, this, [this](QMouseEvent* e) {
-    if (!maps_ok_) return;
+    if (!maps_ok_ || metric_ == Metric::ExpOverSteps) return;
     const double x = map_->xAxis->pixelToCoord(e->pos().x()), y = map_->yAxis->pixelToCoord(e->pos().y());
     const int ix = int(std::lround(x)), iy = int(std::lround(y));
     if (ix < 0 || iy < 0 || ix >= maps_.G * maps_.BC || iy >= maps_.BR) {
@@ -103,9 +105,8 @@ QuantView::QuantView(InspectorState* st, QWidget* parent) : View(st, parent) {
 
 void QuantView::setMetric(Metric m) {
   metric_ = m;
-  if (metric_pick_->currentIndex() != (m == Metric::Sqnr ? 0 : 1)) metric_pick_->setCurrentIndex(m == Metric::Sqnr ? 0 : 1);
-  drawMap();
-  map_->replot();
+  if (metric_pick_->currentIndex() != int(m)) metric_pick_->setCurrentIndex(int(m));
+  scheduleRefresh();
 }
 
 void QuantView::refresh() {
@@ -165,9 +166,29 @@ void QuantView::refresh() {
         [n, k](const trace::Reader& r) { return read_series_double(r, n, 0, k); },
         [this, n](const SeriesData& v) { curves_[n] = v; });
   }
-  // 3. per-block maps at the step, when the trace holds them
+  // 3. the left map: scale exponents over all steps, or per-block maps at the step
   const std::string mname = names::block_map(l, op, "block_sqnr_db");
   const trace::DatasetInfo* mi = m.dataset(mname);
+  if (!mi && !user_metric_ && metric_ != Metric::ExpOverSteps) {  // nothing per block: show what there is
+    metric_ = Metric::ExpOverSteps;
+    metric_pick_->setCurrentIndex(int(metric_));
+  }
+  hist_steps_ok_ = false;
+  if (metric_ == Metric::ExpOverSteps) {
+    const std::string hn = names::quant(l, op, "scale_exp_hist");
+    if (!m.dataset(hn)) {
+      maps_note_ = QString("No scale exponent histograms for %1.%2 in this trace").arg(sel_layer_, sel_op_);
+      return;
+    }
+    load<SeriesData>(
+        d, QString("series:%1#%2").arg(QString::fromStdString(hn)).arg(k), "expsteps",
+        [hn, k](const trace::Reader& r) { return read_series_double(r, hn, 0, k); },
+        [this](const SeriesData& v) {
+          hist_steps_ = v;
+          hist_steps_ok_ = true;
+        });
+    return;
+  }
   if (!mi) {
     maps_note_ = QString("This trace holds no per-block error maps for %1.%2\n(dataset %3, trace format 2,\n"
                          "written for trace.snapshot_layers at trace.snapshot_steps).")
@@ -241,6 +262,50 @@ void QuantView::present() {
 void QuantView::drawMap() {
   const QString metric = metric_ == Metric::Sqnr ? "SQNR (dB)" : "MSE";
   TraceDocument* d = st_->primary();
+  clear_items(map_);
+  map_->yAxis->setRangeReversed(metric_ != Metric::ExpOverSteps);
+  if (metric_ == Metric::ExpOverSteps) {
+    set_title(map_, QString("Block scale exponents of %1.%2 over steps (micro-batch 0)").arg(sel_layer_, sel_op_));
+    heat_.scale->axis()->setLabel("blocks with this exponent (log)");
+    if (!hist_steps_ok_ || !d || hist_steps_.elems != 256 || hist_steps_.rows == 0) {
+      heat_.map->setVisible(false);
+      heat_.scale->setVisible(false);
+      set_plot_note(map_, maps_note_.isEmpty() ? "loading..." : maps_note_);
+      return;
+    }
+    int lo = 255, hi = -1;
+    for (uint64_t r = 0; r < hist_steps_.rows; ++r)
+      for (int b = 0; b < 255; ++b)
+        if (hist_steps_.v[r * 256 + uint64_t(b)] > 0) {
+          lo = std::min(lo, b);
+          hi = std::max(hi, b);
+        }
+    if (hi < 0) lo = hi = 127;
+    const int nx = int(hist_steps_.rows), ny = hi - lo + 1;
+    std::vector<double> z(size_t(nx) * size_t(ny));
+    for (int x = 0; x < nx; ++x)
+      for (int y = 0; y < ny; ++y) z[size_t(y) * size_t(nx) + size_t(x)] = hist_steps_.v[uint64_t(x) * 256 + uint64_t(lo + y)];
+    heat_.scale->setVisible(true);
+    fill_heatmap(heat_, nx, ny, z, true);
+    // axis coordinates: global step, exponent
+    heat_.map->data()->setRange(QCPRange(double(d->meta().global(0)), double(d->meta().global(uint64_t(nx - 1)))),
+                                QCPRange(lo - 127, hi - 127));
+    map_->xAxis->setRange(double(d->meta().global(0)) - 0.5, double(d->meta().global(uint64_t(nx - 1))) + 0.5);
+    map_->yAxis->setRange(lo - 127 - 0.5, hi - 127 + 0.5);
+    map_->xAxis->setLabel("optimizer step");
+    map_->yAxis->setLabel("scale exponent (E8M0 byte - 127)");
+    {
+      QSharedPointer<QCPAxisTickerFixed> t(new QCPAxisTickerFixed);
+      t->setTickStep(1);
+      t->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
+      map_->yAxis->setTicker(t);
+    }
+    set_step_marker(map_, double(d->meta().global(uint64_t(sel_step_))));
+    set_plot_note(map_, "");
+    if (d && !d->meta().dataset(names::block_map(sel_layer_.toStdString(), sel_op_.toStdString(), "block_sqnr_db")))
+      set_title(map_, QString("Block scale exponents of %1.%2 over steps\n(per-block error maps need trace format 2)").arg(sel_layer_, sel_op_));
+    return;
+  }
   const LayerMeta* lm = d && d->state() == TraceDocument::State::Ready ? d->meta().layer(sel_layer_) : nullptr;
   const int oi = sel_op_ == "w" ? 0 : sel_op_ == "x" ? 1 : 2;
   const QString grid = lm && !lm->blocks[size_t(oi)].format.isEmpty()
@@ -252,6 +317,8 @@ void QuantView::drawMap() {
                       .arg(sel_step_)
                       .arg(grid.isEmpty() ? QString() : "  (" + grid + ")"));
   heat_.scale->axis()->setLabel(metric + (metric_ == Metric::Sqnr ? "  (higher = less error)" : "  (lower = less error)"));
+  heat_.scale->setVisible(maps_ok_);
+  map_->yAxis->setTicker(QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
   if (!maps_ok_) {
     heat_.map->setVisible(false);
     heat_.map->data()->clear();
@@ -491,6 +558,12 @@ void QuantView::writeCsv(QTextStream& out) const {
       if (e->hist[b] != 0)
         out << "scale_exp_hist," << sel_layer_ << ',' << sel_op_ << ',' << sel_step_ << ','
             << (int(b) == kNanBin ? QString("nan") : QString::number(int(b) - 127)) << ',' << csv_num(e->hist[b]) << '\n';
+  if (hist_steps_ok_ && hist_steps_.elems == 256)
+    for (uint64_t r = 0; r < hist_steps_.rows; ++r)
+      for (int b = 0; b < 256; ++b)
+        if (const double c = hist_steps_.v[r * 256 + uint64_t(b)]; c != 0)
+          out << "scale_exp_hist_over_steps," << sel_layer_ << ',' << sel_op_ << ',' << r << ','
+              << (b == kNanBin ? QString("nan") : QString::number(b - 127)) << ',' << csv_num(c) << '\n';
   if (maps_ok_)
     for (int g = 0; g < maps_.G; ++g)
       for (int br = 0; br < maps_.BR; ++br)

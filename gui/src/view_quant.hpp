@@ -47,7 +47,8 @@ class QuantView : public View {
   QString title() const override { return "Quantization error"; }
   void writeCsv(QTextStream& out) const override;
 
-  enum class Metric { Sqnr, Mse };
+  /// The left map: per-block SQNR or MSE at the step, or the scale-exponent histogram over all steps.
+  enum class Metric { Sqnr, Mse, ExpOverSteps };
   void setMetric(Metric m);
   /// What the views show now (tests).
   const QuantStep* stepData() const { return step_ok_ ? &step_ : nullptr; }
@@ -73,6 +74,9 @@ class QuantView : public View {
   QTableView* table_ = nullptr;
   TableModel summary_;
   Metric metric_ = Metric::Sqnr;
+  bool user_metric_ = false;
+  SeriesData hist_steps_;
+  bool hist_steps_ok_ = false;
 
   QuantStep step_;
   bool step_ok_ = false;
