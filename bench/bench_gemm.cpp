@@ -6,6 +6,10 @@
 //   env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_WAIT_POLICY=passive OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2
 //     build/bench/bench_gemm        (one command line; build/ is scripts/build.sh's)
 // CPU time is the main thread's: CPU ~ real/2 with 2 threads means they did not run at once (load).
+// The emulator's CPU path (docs/numerics.md §5.6) is the best the CPU runs; MXSIM_CPU_PATH=avx2 (or
+// scalar) in front of the command forces another. An AVX2-only machine is approximated on an
+// AVX-512 one by forcing the AVX2 path here and OpenBLAS's Haswell (AVX2) kernels with
+// OPENBLAS_CORETYPE=Haswell (instead of -u OPENBLAS_CORETYPE) in the same command.
 #include <benchmark/benchmark.h>
 #include <omp.h>
 

@@ -1,76 +1,176 @@
-// mxsim compare A.h5 B.h5: side-by-side summary of two traces and the first bit difference.
-// Exit status (like cmp/diff): 0 identical, 1 different, 2 usage or I/O error.
+// mxsim compare A.h5 B.h5: side-by-side summary of two traces, the first bit
+// difference, per-dataset first differences and the largest difference per step.
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
 #include "commands.hpp"
+#include "common.hpp"
 #include "mxsim/trace/compare.hpp"
 #include "mxsim/trace/reader.hpp"
 
 namespace mxsim::cli {
-
 namespace {
-std::string fmt(const std::optional<double>& v) {
-  if (!v) return "-";
-  char b[64];
-  std::snprintf(b, sizeof b, "%.9g", *v);
-  return b;
+
+std::string opt_num(const std::optional<double>& v) { return v ? num(*v) : "-"; }
+nlohmann::ordered_json opt_json(const std::optional<double>& v) { return v ? json_number(*v) : nlohmann::ordered_json(); }
+
+/// A two-column table whose first column is as wide as its longest entry, so long
+/// dataset names never push the values out of line.
+struct Table {
+  std::vector<std::vector<std::string>> rows;
+  void print(const char* indent = "  ") const {
+    std::vector<size_t> w;
+    for (const auto& r : rows)
+      for (size_t i = 0; i < r.size(); ++i) {
+        if (w.size() <= i) w.push_back(0);
+        w[i] = std::max(w[i], r[i].size());
+      }
+    for (const auto& r : rows) {
+      std::string line = indent;
+      for (size_t i = 0; i < r.size(); ++i) {
+        line += r[i];
+        if (i + 1 < r.size()) line += std::string(w[i] - r[i].size() + 2, ' ');
+      }
+      while (!line.empty() && line.back() == ' ') line.pop_back();
+      std::printf("%s\n", line.c_str());
+    }
+  }
+};
+
+int run(const Args& args) {
+  po::options_description opts("options");
+  opts.add_options()("help,h", "this help");
+  add_format_options(opts, true, "the comparison");
+  const CommandHelp help{
+      "compare", "A.h5 B.h5 [--json|--csv]",
+      "Compares two mxsim traces (live files too: opened with SWMR read): final value of every scalar\n"
+      "series, config differences, the first step and dataset whose bits differ, and for every common\n"
+      "dataset its first differing step and largest difference (up to the shorter run's complete steps).",
+      "CSV: one row per common dataset (dataset, first_step, element, steps_differing, max_abs_diff;\n"
+      "first_step -1 = bit-identical).",
+      "0 identical, 1 different (or a runtime / data error: a missing or unreadable trace), 2 usage error"};
+  const Parsed p = parse(args, opts, "A.h5 B.h5");
+  if (p.has("help")) {
+    print_help(stdout, help, opts);
+    return kExitOk;
+  }
+  const OutputFormat out = output_format(p, true);
+  if (p.positional.size() != 2)
+    throw UsageError("expected two traces A.h5 B.h5, got " + std::to_string(p.positional.size()) + " argument(s)");
+  const std::string fa = p.positional[0], fb = p.positional[1];
+  const auto r = trace::compare(fa, fb);
+  const auto pa = trace::Reader(fa).provenance();
+  const auto pb = trace::Reader(fb).provenance();
+  const int rc = r.identical() ? kExitOk : kExitError;
+
+  if (out == OutputFormat::Json) {
+    nlohmann::ordered_json j;
+    j["command"] = "compare";
+    j["identical"] = r.identical();
+    auto side = [](const std::string& f, uint64_t steps, const trace::Provenance& pr) {
+      return nlohmann::ordered_json{{"file", f},           {"complete_steps", steps}, {"backend", pr.backend},
+                                    {"seed", pr.seed},     {"version", pr.version},   {"commit", pr.git_describe},
+                                    {"date", pr.date},     {"host", pr.host}};
+    };
+    j["a"] = side(fa, r.steps_a, pa);
+    j["b"] = side(fb, r.steps_b, pb);
+    j["steps_compared"] = r.steps_compared;
+    j["config_differences"] = nlohmann::ordered_json::array();
+    for (const auto& d : r.config_diffs)
+      j["config_differences"].push_back({{"key", d.key},
+                                         {"a", d.a.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(d.a)},
+                                         {"b", d.b.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(d.b)}});
+    j["finals"] = nlohmann::ordered_json::array();
+    for (const auto& f : r.finals) j["finals"].push_back({{"name", f.name}, {"a", opt_json(f.a)}, {"b", opt_json(f.b)}});
+    j["only_a"] = r.only_a;
+    j["only_b"] = r.only_b;
+    j["mismatched"] = r.mismatched;
+    if (r.first_difference)
+      j["first_difference"] = {{"step", r.first_difference->step},
+                               {"dataset", r.first_difference->dataset},
+                               {"element", r.first_difference->element}};
+    else
+      j["first_difference"] = nullptr;
+    j["datasets"] = nlohmann::ordered_json::array();
+    for (const auto& d : r.per_dataset) {
+      nlohmann::ordered_json e{{"dataset", d.dataset}, {"identical", d.first_step < 0}};
+      e["first_step"] = d.first_step < 0 ? nlohmann::ordered_json() : nlohmann::ordered_json(d.first_step);
+      e["element"] = d.first_step < 0 ? nlohmann::ordered_json() : nlohmann::ordered_json(d.element);
+      e["steps_differing"] = d.steps_differing;
+      e["max_abs_diff"] = json_number(d.max_abs_diff);
+      j["datasets"].push_back(e);
+    }
+    j["steps"] = nlohmann::ordered_json::array();
+    for (const auto& s : r.per_step)
+      j["steps"].push_back({{"step", s.step}, {"max_abs_diff", json_number(s.max_abs_diff)}, {"dataset", s.dataset}});
+    print_json(j);
+    return rc;
+  }
+  if (out == OutputFormat::Csv) {
+    std::printf("%s", csv_row({"dataset", "first_step", "element", "steps_differing", "max_abs_diff"}).c_str());
+    for (const auto& d : r.per_dataset)
+      std::printf("%s", csv_row({d.dataset, std::to_string(d.first_step), std::to_string(d.first_step < 0 ? 0 : d.element),
+                                 std::to_string(d.steps_differing), num(d.max_abs_diff)})
+                            .c_str());
+    return rc;
+  }
+
+  Table head;
+  head.rows = {{"", "A", "B"},
+               {"file", fa, fb},
+               {"complete steps", std::to_string(r.steps_a), std::to_string(r.steps_b)},
+               {"backend", pa.backend, pb.backend},
+               {"seed", std::to_string(pa.seed), std::to_string(pb.seed)},
+               {"version", pa.version, pb.version},
+               {"commit", pa.git_describe, pb.git_describe}};
+  head.print("");
+  std::printf("\nconfig differences: %zu\n", r.config_diffs.size());
+  Table cfg;
+  for (const auto& d : r.config_diffs) cfg.rows.push_back({d.key, d.a.empty() ? "-" : d.a, d.b.empty() ? "-" : d.b});
+  cfg.print();
+  std::printf("\nfinal values (last complete step):\n");
+  Table fin;
+  for (const auto& f : r.finals) {
+    const bool same = f.a && f.b && *f.a == *f.b;
+    fin.rows.push_back({f.name, opt_num(f.a), opt_num(f.b), same ? "" : "*"});
+  }
+  fin.print();
+  for (const auto& n : r.only_a) std::printf("only in A: %s\n", n.c_str());
+  for (const auto& n : r.only_b) std::printf("only in B: %s\n", n.c_str());
+  for (const auto& n : r.mismatched) std::printf("dtype/shape differ: %s\n", n.c_str());
+  size_t differing = 0;
+  for (const auto& d : r.per_dataset) differing += d.first_step >= 0;
+  if (differing) {
+    std::printf("\ndatasets that differ (%zu of %zu):\n", differing, r.per_dataset.size());
+    Table t;
+    t.rows.push_back({"dataset", "first step", "element", "steps differing", "max |A-B|"});
+    for (const auto& d : r.per_dataset)
+      if (d.first_step >= 0)
+        t.rows.push_back({d.dataset, std::to_string(d.first_step), std::to_string(d.element),
+                          std::to_string(d.steps_differing), num(d.max_abs_diff)});
+    t.print();
+    std::printf("\nlargest difference per step (%zu steps differ):\n", r.per_step.size());
+    Table s;
+    s.rows.push_back({"step", "max |A-B|", "dataset"});
+    constexpr size_t kShown = 50;  // the text stays readable; --json / --csv list every step
+    for (size_t i = 0; i < r.per_step.size() && i < kShown; ++i)
+      s.rows.push_back({std::to_string(r.per_step[i].step), num(r.per_step[i].max_abs_diff), r.per_step[i].dataset});
+    s.print();
+    if (r.per_step.size() > kShown) std::printf("  ... %zu more steps (--json lists all)\n", r.per_step.size() - kShown);
+  }
+  std::printf("\ncompared %zu common datasets over %llu steps: ", r.common.size(), (unsigned long long)r.steps_compared);
+  if (r.first_difference)
+    std::printf("first difference at step %lld in %s (element %llu)\n", (long long)r.first_difference->step,
+                r.first_difference->dataset.c_str(), (unsigned long long)r.first_difference->element);
+  else
+    std::printf("bit-identical\n");
+  std::printf("result: %s\n", r.identical() ? "identical" : "different");
+  return rc;
 }
-void usage(std::FILE* to) {
-  std::fprintf(to,
-               "usage: mxsim compare A.h5 B.h5\n"
-               "  Compares two mxsim traces (live files too: opened with SWMR read): final value of every\n"
-               "  scalar series, config differences, and the first step and dataset whose bits differ\n"
-               "  (every common series and snapshot, up to the shorter run's complete steps).\n"
-               "  Exit status: 0 identical, 1 different, 2 usage or I/O error.\n");
-}
+
 }  // namespace
 
-int cmd_compare(const Args& args) {
-  if (args.size() == 1 && (args[0] == "-h" || args[0] == "--help")) {
-    usage(stdout);
-    return 0;
-  }
-  if (args.size() != 2) {
-    usage(stderr);
-    return 2;
-  }
-  try {
-    const auto r = trace::compare(args[0], args[1]);
-    const auto pa = trace::Reader(args[0]).provenance();
-    const auto pb = trace::Reader(args[1]).provenance();
-    std::printf("%-36s %-24s %-24s\n", "", "A", "B");
-    std::printf("%-36s %-24s %-24s\n", "file", args[0].c_str(), args[1].c_str());
-    std::printf("%-36s %-24llu %-24llu\n", "complete steps", (unsigned long long)r.steps_a,
-                (unsigned long long)r.steps_b);
-    std::printf("%-36s %-24s %-24s\n", "backend", pa.backend.c_str(), pb.backend.c_str());
-    std::printf("%-36s %-24llu %-24llu\n", "seed", (unsigned long long)pa.seed, (unsigned long long)pb.seed);
-    std::printf("%-36s %-24s %-24s\n", "version", pa.version.c_str(), pb.version.c_str());
-    std::printf("%-36s %-24s %-24s\n", "git", pa.git_describe.c_str(), pb.git_describe.c_str());
-    std::printf("\nconfig differences: %zu\n", r.config_diffs.size());
-    for (const auto& d : r.config_diffs)
-      std::printf("  %-34s %-24s %-24s\n", d.key.c_str(), d.a.empty() ? "-" : d.a.c_str(), d.b.empty() ? "-" : d.b.c_str());
-    std::printf("\nfinal values (last complete step):\n");
-    for (const auto& f : r.finals) {
-      const bool same = f.a && f.b && *f.a == *f.b;
-      std::printf("  %-34s %-24s %-24s%s\n", f.name.c_str(), fmt(f.a).c_str(), fmt(f.b).c_str(), same ? "" : "  *");
-    }
-    for (const auto& n : r.only_a) std::printf("only in A: %s\n", n.c_str());
-    for (const auto& n : r.only_b) std::printf("only in B: %s\n", n.c_str());
-    for (const auto& n : r.mismatched) std::printf("dtype/shape differ: %s\n", n.c_str());
-    std::printf("\ncompared %zu common datasets over %llu steps: ", r.common.size(),
-                (unsigned long long)r.steps_compared);
-    if (r.first_difference)
-      std::printf("first difference at step %lld in %s (element %llu)\n", (long long)r.first_difference->step,
-                  r.first_difference->dataset.c_str(), (unsigned long long)r.first_difference->element);
-    else
-      std::printf("bit-identical\n");
-    std::printf("result: %s\n", r.identical() ? "identical" : "different");
-    return r.identical() ? 0 : 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "mxsim compare: error: %s\n", e.what());
-    return 2;
-  }
-}
+int cmd_compare(const Args& args) { return guarded("compare", [&] { return run(args); }); }
 
 }  // namespace mxsim::cli

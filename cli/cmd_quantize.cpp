@@ -1,42 +1,60 @@
-// mxsim quantize: read a tensor from .npy / .safetensors, quantize it with a
-// named recipe (mxsim::tensor_recipe), write packed codes + scales, print the
-// error statistics (mxsim::emu::quant_stats). docs/cli.md describes it.
-#include <boost/program_options.hpp>
+// mxsim quantize: read tensors from .npy / .safetensors files or a sharded
+// checkpoint, quantize them with a named recipe (mxsim::tensor_recipe), write
+// packed codes + scales, print the error statistics (mxsim::emu::quant_stats)
+// and, on request, per-block statistics. docs/cli.md describes it.
+#include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "commands.hpp"
+#include "common.hpp"
+#include "mxsim/build_info.hpp"
 #include "mxsim/emu/quantize.hpp"
 #include "mxsim/io/atomic_output.hpp"
 #include "mxsim/io/npy.hpp"
 #include "mxsim/io/safetensors.hpp"
 #include "mxsim/quant_spec.hpp"
+#include "tensor_io.hpp"
 
-namespace po = boost::program_options;
 namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
 
 namespace mxsim::cli {
 namespace {
 
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+/// Statistics of one block (storage coordinates), for --per-block.
+struct BlockRow {
+  size_t group, block_row, block_col;
+  double scale;   ///< E8M0 / UE4M3: the scale byte; FP32: scale_inv
+  int scale_exp;  ///< emu::BlockStat::scale_exp (INT_MIN: NaN scale)
+  double amax;
+  size_t count;   ///< elements with a finite source and a non-NaN result (those the errors are taken over)
+  double mse, sqnr_db;
+  uint32_t saturated, underflow;
 };
 
 /// One quantized tensor, ready to write.
 struct Result {
   std::string name;                // source tensor name
+  fs::path file;                   // the input it came from
   std::vector<size_t> src_shape;   // as in the file
   io::DType src_dtype;
   emu::QuantStats stats;
+  size_t rounded_from_f64 = 0;     // F64 values the rounding to FP32 changed
   std::vector<io::RawTensor> outs;  // .data, .scale / .scale_inv, .tensor_scale_inv (names without the base)
-  std::map<std::string, std::string> meta;
+  std::vector<io::DType> st_dtypes; // the dtype of each out in a .safetensors file
+  std::vector<std::vector<size_t>> st_shapes;  // and its shape there
+  json meta;
+  std::vector<BlockRow> blocks;
 };
 
 std::string layout_of(const QuantizedTensor& q, bool grouped) {
@@ -58,11 +76,81 @@ std::string layout_of(const QuantizedTensor& q, bool grouped) {
   return s;
 }
 
-Result quantize_one(const io::RawTensor& t, const std::string& file, const QuantSpec& spec, Axis axis,
-                    const std::string& recipe) {
-  const std::string where = file + ": tensor '" + t.name + "'";
-  if (!io::is_quantizable(t.dtype))
-    throw std::runtime_error(where + ": dtype " + io::name_of(t.dtype) + " cannot be quantized (input dtypes: F32, F16, BF16)");
+/// The safetensors dtype of the codes: the format's own where safetensors has
+/// one with this byte layout (FP6 is bit-packed there, so it stays U8 here).
+io::DType code_dtype(Format f) {
+  switch (f) {
+    case Format::E2M1: return io::DType::F4;
+    case Format::E4M3: return io::DType::F8_E4M3;
+    case Format::E5M2: return io::DType::F8_E5M2;
+    case Format::E4M3FNUZ: return io::DType::F8_E4M3FNUZ;
+    case Format::E5M2FNUZ: return io::DType::F8_E5M2FNUZ;
+    default: return io::DType::U8;
+  }
+}
+
+/// The transformed source when the spec applies the Hadamard transform (the
+/// codes hold H x; emu::quant_stats does not undo H).
+void apply_hadamard(Tensor3f& x, bool down_columns) {
+  const size_t G = x.shape(0), R = x.shape(1), C = x.shape(2);
+  float run[16];
+  for (size_t g = 0; g < G; ++g) {
+    if (down_columns) {
+      for (size_t c = 0; c < C; ++c)
+        for (size_t r0 = 0; r0 + 16 <= R; r0 += 16) {
+          for (int k = 0; k < 16; ++k) run[k] = x(g, r0 + size_t(k), c);
+          emu::hadamard16_inplace(run);
+          for (int k = 0; k < 16; ++k) x(g, r0 + size_t(k), c) = run[k];
+        }
+    } else {
+      for (size_t r = 0; r < R; ++r)
+        for (size_t c0 = 0; c0 + 16 <= C; c0 += 16) emu::hadamard16_inplace(&x(g, r, c0));
+    }
+  }
+}
+
+/// emu::block_stats plus what it leaves out (the scale value, the element
+/// count and signal power, hence MSE and SQNR per block), over the same
+/// elements as emu::quant_stats: finite source, non-NaN result.
+std::vector<BlockRow> block_rows(const Tensor3f& x, const QuantizedTensor& q) {
+  const std::vector<emu::BlockStat> bs = emu::block_stats(x, q);
+  const Tensor3f d = emu::dequantize3(q);
+  const size_t br = q.block_rows(), bc = q.block_cols();
+  const size_t nbr = (q.srows() + br - 1) / br, nbc = (q.scols() + bc - 1) / bc;
+  std::vector<BlockRow> out;
+  out.reserve(bs.size());
+  for (size_t g = 0; g < q.groups; ++g)
+    for (size_t bi = 0; bi < nbr; ++bi)
+      for (size_t bj = 0; bj < nbc; ++bj) {
+        const emu::BlockStat& s = bs[(g * nbr + bi) * nbc + bj];
+        double sig = 0;
+        size_t cnt = 0;
+        for (size_t r = bi * br; r < std::min(q.srows(), (bi + 1) * br); ++r)
+          for (size_t c = bj * bc; c < std::min(q.scols(), (bj + 1) * bc); ++c) {
+            const size_t lr = q.transposed ? c : r, lc = q.transposed ? r : c;
+            const float xv = x(g, lr, lc), dv = d(g, lr, lc);
+            if (std::isfinite(xv) && !std::isnan(dv)) {
+              sig += double(xv) * double(xv);
+              ++cnt;
+            }
+          }
+        BlockRow b{g, bi, bj, 0, s.scale_exp, double(s.amax), cnt, NAN, NAN, s.saturated, s.underflow};
+        b.scale = q.spec.scale_kind == ScaleKind::FP32 ? double(q.scale_inv(g, bi, bj)) : double(q.scale_bytes(g, bi, bj));
+        if (cnt) {
+          b.mse = s.sq_err / double(cnt);
+          b.sqnr_db = s.sq_err == 0 ? INFINITY : 10.0 * std::log10(sig / s.sq_err);
+        }
+        out.push_back(b);
+      }
+  return out;
+}
+
+Result quantize_one(const io::RawTensor& t, const fs::path& file, const QuantSpec& spec, Axis axis,
+                    const std::string& recipe, bool per_block) {
+  const std::string where = file.string() + ": tensor '" + t.name + "'";
+  if (!io::is_quantizable(t.dtype) && !io::is_quantizable_after_rounding(t.dtype))
+    throw std::runtime_error(where + ": dtype " + io::name_of(t.dtype) +
+                             " cannot be quantized (input dtypes: F32, F16, BF16; F64 after rounding to F32)");
   const size_t rank = t.shape.size();
   if (rank == 0 || rank > 3)
     throw std::runtime_error(where + ": shape " + t.shape_str() + " is " + std::to_string(rank) +
@@ -71,7 +159,8 @@ Result quantize_one(const io::RawTensor& t, const std::string& file, const Quant
   const size_t G = rank == 3 ? t.shape[0] : 1;
   const size_t R = rank == 1 ? 1 : t.shape[rank - 2];
   const size_t C = t.shape[rank - 1];
-  const std::vector<float> v = io::to_f32(t);
+  Result r;
+  const std::vector<float> v = io::to_f32(t, &r.rounded_from_f64);
   Tensor3f x = Tensor3f::from_shape({G, R, C});
   std::copy(v.begin(), v.end(), x.begin());
 
@@ -81,86 +170,142 @@ Result quantize_one(const io::RawTensor& t, const std::string& file, const Quant
   } catch (const std::invalid_argument& e) {
     throw std::runtime_error(where + " (shape " + t.shape_str() + "): recipe " + recipe + " cannot take it: " + e.what());
   }
-  Result r;
   r.name = t.name;
+  r.file = file;
   r.src_shape = t.shape;
   r.src_dtype = t.dtype;
-  if (spec.hadamard16) {
-    // The codes hold the transformed values: compare them with the transformed
-    // source (emu::quant_stats does not undo the transform). H16/4 is
-    // orthonormal, so MSE and SQNR match the original domain up to the FP32
-    // rounding of the transform.
-    const bool down_columns = q.transposed;
-    float run[16];
-    for (size_t g = 0; g < G; ++g) {
-      if (down_columns) {
-        for (size_t c = 0; c < C; ++c)
-          for (size_t r0 = 0; r0 + 16 <= R; r0 += 16) {
-            for (int k = 0; k < 16; ++k) run[k] = x(g, r0 + size_t(k), c);
-            emu::hadamard16_inplace(run);
-            for (int k = 0; k < 16; ++k) x(g, r0 + size_t(k), c) = run[k];
-          }
-      } else {
-        for (size_t r = 0; r < R; ++r)
-          for (size_t c0 = 0; c0 + 16 <= C; c0 += 16) emu::hadamard16_inplace(&x(g, r, c0));
-      }
-    }
-  }
+  // Against the transformed source: H16/4 is orthonormal, so MSE and SQNR
+  // match the original domain up to the FP32 rounding of the transform.
+  if (spec.hadamard16) apply_hadamard(x, q.transposed);
   r.stats = emu::quant_stats(x, q);
+  if (per_block) r.blocks = block_rows(x, q);
 
   const bool grouped = rank == 3;
-  auto dims = [&](size_t a, size_t b) {
-    return grouped ? std::vector<size_t>{G, a, b} : std::vector<size_t>{a, b};
-  };
+  auto dims = [&](size_t a, size_t b) { return grouped ? std::vector<size_t>{G, a, b} : std::vector<size_t>{a, b}; };
   const size_t dr = q.data.shape()[1], dc = q.data.shape()[2];
   r.outs.push_back(io::from_u8(".data", dims(dr, dc), q.data.data()));
+  r.st_dtypes.push_back(code_dtype(spec.elem));
+  // F4 counts 4-bit elements: the packed bytes of [.., dc] are [.., 2 dc] of F4.
+  r.st_shapes.push_back(spec.elem == Format::E2M1 ? dims(dr, 2 * dc) : dims(dr, dc));
+  const auto sdims = dims(q.scale_bytes.shape()[1], q.scale_bytes.shape()[2]);
   if (spec.scale_kind == ScaleKind::FP32) {
-    r.outs.push_back(io::from_f32(".scale_inv", dims(q.scale_inv.shape()[1], q.scale_inv.shape()[2]), q.scale_inv.data()));
+    const auto fd = dims(q.scale_inv.shape()[1], q.scale_inv.shape()[2]);
+    r.outs.push_back(io::from_f32(".scale_inv", fd, q.scale_inv.data()));
+    r.st_dtypes.push_back(io::DType::F32);
+    r.st_shapes.push_back(fd);
   } else {
-    r.outs.push_back(io::from_u8(".scale", dims(q.scale_bytes.shape()[1], q.scale_bytes.shape()[2]), q.scale_bytes.data()));
+    r.outs.push_back(io::from_u8(".scale", sdims, q.scale_bytes.data()));
+    r.st_dtypes.push_back(spec.scale_kind == ScaleKind::E8M0 ? io::DType::F8_E8M0 : io::DType::F8_E4M3);
+    r.st_shapes.push_back(sdims);
   }
-  if (spec.scale_kind == ScaleKind::UE4M3) r.outs.push_back(io::from_f32(".tensor_scale_inv", {1}, &q.tensor_scale_inv));
+  if (spec.scale_kind == ScaleKind::UE4M3) {
+    r.outs.push_back(io::from_f32(".tensor_scale_inv", {1}, &q.tensor_scale_inv));
+    r.st_dtypes.push_back(io::DType::F32);
+    r.st_shapes.push_back({1});
+  }
 
-  r.meta["recipe"] = recipe;
-  r.meta["spec"] = spec.describe();
-  r.meta["elem_format"] = short_name(spec.elem);
-  r.meta["scale_kind"] = name_of(spec.scale_kind);
-  r.meta["shape"] = io::shape_str(t.shape);
-  r.meta["logical_shape"] = io::shape_str({G, R, C});
-  r.meta["source_dtype"] = io::name_of(t.dtype);
-  r.meta["layout"] = layout_of(q, grouped);
-  r.meta["transposed"] = q.transposed ? "true" : "false";
-  r.meta["block"] = std::to_string(q.block_rows()) + "x" + std::to_string(q.block_cols());
-  if (spec.round == RoundMode::Stochastic)
-    r.meta["sr_seed_stream"] = std::to_string(spec.sr.seed) + "," + std::to_string(spec.sr.stream);
+  json& m = r.meta;
+  m["recipe"] = recipe;
+  m["spec"] = spec.describe();
+  m["elem_format"] = short_name(spec.elem);
+  m["scale_kind"] = name_of(spec.scale_kind);
+  if (spec.scale_kind == ScaleKind::E8M0) m["scale_rule"] = name_of(spec.rule);
+  m["round"] = name_of(spec.round);
+  m["hadamard"] = spec.hadamard16;
+  m["shape"] = t.shape;
+  m["logical_shape"] = {G, R, C};
+  m["grouped"] = grouped;
+  m["source_dtype"] = io::name_of(t.dtype);
+  m["layout"] = layout_of(q, grouped);
+  m["transposed"] = q.transposed;
+  m["block"] = {q.block_rows(), q.block_cols()};
+  if (spec.round == RoundMode::Stochastic) {
+    m["sr_seed"] = spec.sr.seed;
+    m["sr_stream"] = spec.sr.stream;
+  }
   return r;
 }
 
-std::string file_safe(std::string s) {
-  for (char& c : s)
-    if (c == '/' || c == '\\') c = '_';
+std::string fmt_sqnr(double d) { return num(d, "%.2f"); }
+
+std::string shape_x(const std::vector<size_t>& s) {
+  std::string o;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) o += 'x';
+    o += std::to_string(s[i]);
+  }
+  return o;
+}
+
+json stats_json(const Result& r) {
+  const auto& s = r.stats;
+  json j{{"name", r.name},
+         {"file", r.file.string()},
+         {"shape", r.src_shape},
+         {"dtype", io::name_of(r.src_dtype)},
+         {"elements", s.count},
+         {"mse", json_number(s.mse)},
+         {"sqnr_db", json_number(s.sqnr_db)},
+         {"max_abs_err", json_number(s.max_abs_err)},
+         {"underflow", s.underflow},
+         {"saturated", s.saturated},
+         {"nan_out", s.nan_out},
+         {"nonfinite_in", s.nonfinite_in}};
+  if (r.src_dtype == io::DType::F64) j["rounded_from_f64"] = r.rounded_from_f64;
+  return j;
+}
+
+/// --per-block FILE: CSV with a tensor column, or (one tensor) a 2-D F64 .npy.
+constexpr const char* kBlockColumns[] = {"group", "block_row", "block_col", "scale", "scale_exp", "amax",
+                                         "count", "mse", "sqnr_db", "saturated", "underflow"};
+std::string per_block_csv(const std::vector<Result>& results) {
+  std::vector<std::string> head{"tensor"};
+  for (const char* c : kBlockColumns) head.push_back(c);
+  std::string s = csv_row(head);
+  for (const auto& r : results)
+    for (const auto& b : r.blocks)
+      s += csv_row({r.name, std::to_string(b.group), std::to_string(b.block_row), std::to_string(b.block_col),
+                    num(b.scale), b.scale_exp == INT_MIN ? "nan" : std::to_string(b.scale_exp), num(b.amax),
+                    std::to_string(b.count), num(b.mse), num(b.sqnr_db), std::to_string(b.saturated),
+                    std::to_string(b.underflow)});
   return s;
 }
-
-std::string fmt_sqnr(double d) {
-  if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
-  if (std::isnan(d)) return "nan";
-  char b[32];
-  std::snprintf(b, sizeof b, "%.2f", d);
-  return b;
+io::RawTensor per_block_npy(const Result& r) {
+  std::vector<double> v;
+  for (const auto& b : r.blocks)
+    for (double x : {double(b.group), double(b.block_row), double(b.block_col), b.scale,
+                     b.scale_exp == INT_MIN ? double(NAN) : double(b.scale_exp), b.amax, double(b.count), b.mse,
+                     b.sqnr_db, double(b.saturated), double(b.underflow)})
+      v.push_back(x);
+  io::RawTensor t{r.name, io::DType::F64, {r.blocks.size(), std::size(kBlockColumns)}, {}};
+  t.bytes.resize(v.size() * 8);
+  if (!v.empty()) std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
+  return t;
 }
 
-void print_usage(std::FILE* to, const po::options_description& opts) {
-  std::fprintf(to,
-               "usage: mxsim quantize --recipe NAME IN -o OUT [options]\n"
-               "  IN   a .npy file or a .safetensors file (F32, F16 or BF16; 1-D, 2-D or 3-D [G, N, K])\n"
-               "  OUT  *.safetensors: one file holding <name>.data, <name>.scale | <name>.scale_inv;\n"
-               "       an existing folder: <folder>/<name>.data.npy, ...; otherwise a prefix: OUT.data.npy, ...\n\n");
-  std::ostringstream o;
-  o << opts;
-  std::fprintf(to, "%s\nrecipes:", o.str().c_str());
-  for (const auto& n : tensor_recipe_names()) std::fprintf(to, " %s", n.c_str());
-  std::fprintf(to, "\n");
+const CommandHelp& help() {
+  static const CommandHelp h{
+      "quantize", "--recipe NAME IN... [-o OUT] [options]",
+      "Quantizes tensors with the CPU reference quantizer (the definition of docs/numerics.md), writes\n"
+      "codes + scales and prints error statistics. IN: .npy files, .safetensors files (several shards\n"
+      "too) or a sharded checkpoint's *.index.json (F32, F16, BF16; F64 is rounded once to F32, RNE, with\n"
+      "a note; 1-D, 2-D or 3-D [G, N, K]). Without -o (or with -o /dev/null) nothing is written: the\n"
+      "statistics only.",
+      "OUT:  *.safetensors: one file holding <name>.data, <name>.scale | <name>.scale_inv (dtypes F4,\n"
+      "      F8_E4M3, F8_E5M2, F8_E8M0 where they exist, else U8 / F32);\n"
+      "      an existing folder (or a path ending in '/'): <folder>/<name>.data.npy, ..., <name>.meta.json;\n"
+      "      otherwise a new prefix: OUT.data.npy, ... (several tensors: OUT.<name>.data.npy, ...).\n"
+      "      Tensor names are made file names by percent-encoding '/', '\\\\', '%', control bytes and a\n"
+      "      leading '.'. An existing OUT that is a file but no .safetensors is refused.\n"
+      "--per-block FILE: FILE.csv (tensor, group, block_row, block_col, scale, scale_exp, amax, count,\n"
+      "      mse, sqnr_db, saturated, underflow) or FILE.npy (one tensor: F64 [blocks, 11], same columns).\n\n"
+      "recipes: " + [] {
+        std::string s;
+        for (const auto& n : tensor_recipe_names()) s += (s.empty() ? "" : " ") + n;
+        return s;
+      }(),
+      ""};
+  return h;
 }
 
 int run(const Args& args) {
@@ -168,200 +313,245 @@ int run(const Args& args) {
   opts.add_options()                                                                                 //
       ("help,h", "show this help")                                                                   //
       ("recipe,r", po::value<std::string>(), "recipe name (see the list below); required")           //
-      ("output,o", po::value<std::string>(), "output: .safetensors file, folder, or .npy prefix; required")  //
+      ("output,o", po::value<std::string>(), "output: .safetensors file, folder, or new prefix (none: statistics only)")  //
       ("axis", po::value<std::string>()->default_value("cols"),
        "1-D blocks along: cols = the last axis (rowwise, fprop), rows = down the columns (columnwise, wgrad; "
        "data stored transposed)")                                                                    //
       ("scale-rule", po::value<std::string>(), "E8M0 scale rule: floor, rceil, even, ceil (default: the recipe's)")  //
       ("round", po::value<std::string>(), "element rounding: rne, rz, sr (default: the recipe's, rne)")  //
-      ("seed", po::value<uint64_t>(), "Philox seed for --round sr (default 0)")                       //
+      ("seed", po::value<std::string>(), "Philox seed for --round sr, 0 to 2^64-1 (default 0)")        //
       ("hadamard", po::bool_switch(), "apply the 16-point Hadamard transform along the blocks first")  //
-      ("tensor", po::value<std::string>(), "safetensors input: the tensor to quantize")               //
-      ("all-tensors", po::bool_switch(), "safetensors input: quantize every F32/F16/BF16 tensor");
-  po::options_description hidden;
-  hidden.add_options()("input", po::value<std::vector<std::string>>(), "input file");
-  po::options_description all;
-  all.add(opts).add(hidden);
-  po::positional_options_description pos;
-  pos.add("input", -1);
-
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UsageError(e.what());
+      ("tensor", po::value<std::vector<std::string>>(), "safetensors input: a tensor to quantize (repeatable)")  //
+      ("all-tensors", po::bool_switch(), "quantize every F32/F16/BF16/F64 tensor of the inputs")        //
+      ("per-block", po::value<std::string>(), "write per-block statistics to FILE.csv or FILE.npy");
+  add_format_options(opts, true, "the statistics");
+  const Parsed p = parse(args, opts, "IN");
+  if (p.has("help")) {
+    print_help(stdout, help(), opts);
+    return kExitOk;
   }
-  if (vm.count("help")) {
-    print_usage(stdout, opts);
-    return 0;
-  }
-  if (!vm.count("recipe")) throw UsageError("--recipe is required");
-  if (!vm.count("input")) throw UsageError("an input file is required");
-  if (vm["input"].as<std::vector<std::string>>().size() != 1) throw UsageError("exactly one input file is expected");
-  if (!vm.count("output")) throw UsageError("-o OUT is required");
-  if (vm["output"].as<std::string>().empty()) throw UsageError("-o OUT is empty");
-  if (vm.count("seed") && !(vm.count("round") && vm["round"].as<std::string>() == "sr"))
+  const OutputFormat outfmt = output_format(p, true);
+  if (!p.has("recipe")) throw UsageError("--recipe is required");
+  if (p.positional.empty()) throw UsageError("an input file is required");
+  if (p.has("output") && p.str("output").empty()) throw UsageError("-o OUT is empty");
+  if (p.has("seed") && !(p.has("round") && p.str("round") == "sr"))
     throw UsageError("--seed applies to --round sr only (it would be ignored)");
-  const bool all_tensors = vm["all-tensors"].as<bool>();
-  if (all_tensors && vm.count("tensor")) throw UsageError("--tensor and --all-tensors exclude each other");
+  const bool all_tensors = p.flag("all-tensors");
+  std::vector<std::string> tensor_args;
+  if (p.has("tensor")) tensor_args = p.vm["tensor"].as<std::vector<std::string>>();
+  if (all_tensors && !tensor_args.empty()) throw UsageError("--tensor and --all-tensors exclude each other");
 
-  const std::string recipe = vm["recipe"].as<std::string>();
+  const std::string recipe = p.str("recipe");
   QuantSpec spec;
   try {
     spec = tensor_recipe(recipe);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
-  const std::string axis_name = vm["axis"].as<std::string>();
+  const std::string axis_name = p.str("axis");
   Axis axis;
   if (axis_name == "cols") axis = Axis::Cols;
   else if (axis_name == "rows") axis = Axis::Rows;
   else throw UsageError("--axis must be rows or cols, not '" + axis_name + "'");
   std::string label = recipe;
   try {
-    if (vm.count("scale-rule")) {
+    if (p.has("scale-rule")) {
       if (spec.scale_kind != ScaleKind::E8M0)
         throw UsageError("--scale-rule applies to E8M0-scaled recipes; " + recipe + " has " + name_of(spec.scale_kind) +
                          " scales");
-      spec.rule = scale_rule_from_name(vm["scale-rule"].as<std::string>());
+      spec.rule = scale_rule_from_name(p.str("scale-rule"));
       label += std::string(" scale-rule=") + name_of(spec.rule);
     }
-    if (vm.count("round")) {
-      spec.round = round_mode_from_name(vm["round"].as<std::string>());
+    if (p.has("round")) {
+      spec.round = round_mode_from_name(p.str("round"));
       label += std::string(" round=") + name_of(spec.round);
     }
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
-  if (vm.count("seed")) spec.sr.seed = vm["seed"].as<uint64_t>();
-  if (vm["hadamard"].as<bool>()) {
+  spec.sr.seed = uint_option(p, "seed", 0, UINT64_MAX, 0);
+  if (p.flag("hadamard")) {
     spec.hadamard16 = true;
     label += " hadamard";
   }
   if (axis == Axis::Rows) label += " axis=rows";
+  const OutPlan plan = OutPlan::resolve(p.has("output") ? p.str("output") : "");
+  std::optional<fs::path> per_block;
+  if (p.has("per-block")) {
+    per_block = p.str("per-block");
+    const auto ext = per_block->extension();
+    if (ext != ".csv" && ext != ".npy") throw UsageError("--per-block " + per_block->string() + ": name a .csv or .npy file");
+  }
 
-  const fs::path in = vm["input"].as<std::vector<std::string>>()[0];
-  const std::string out_arg = vm["output"].as<std::string>();
-  const std::string in_s = in.string();
-
-  // Read the input and choose the tensors.
-  const io::FileKind kind = io::detect_kind(in);
-  if (kind == io::FileKind::Npy && (all_tensors || vm.count("tensor")))
-    throw UsageError("--tensor and --all-tensors need a .safetensors input; " + in_s + " is a .npy file");
-  io::SafetensorsFile st;
-  std::vector<const io::RawTensor*> chosen;
-  std::vector<std::string> skipped;
-  if (kind == io::FileKind::Npy) {
-    st.tensors.push_back(io::read_npy(in));
-    chosen.push_back(&st.tensors[0]);
-  } else {
-    st = io::read_safetensors(in);
-    if (vm.count("tensor")) {
-      const std::string name = vm["tensor"].as<std::string>();
-      const io::RawTensor* t = st.find(name);
-      if (!t) {
-        std::string names;
-        for (const auto& u : st.tensors) names += (names.empty() ? "" : ", ") + u.name;
-        throw std::runtime_error(in_s + ": no tensor '" + name + "' (tensors: " + (names.empty() ? "none" : names) + ")");
-      }
-      chosen.push_back(t);
-    } else {
-      std::vector<const io::RawTensor*> floats;
-      for (const auto& t : st.tensors) {
-        if (io::is_quantizable(t.dtype)) floats.push_back(&t);
-        else skipped.push_back(t.name + " (" + io::name_of(t.dtype) + ")");
-      }
-      if (floats.empty()) throw std::runtime_error(in_s + ": no F32, F16 or BF16 tensor to quantize");
-      if (!all_tensors && floats.size() > 1) {
-        std::string names;
-        for (const auto* t : floats) names += (names.empty() ? "" : ", ") + t->name;
-        throw UsageError(in_s + " holds " + std::to_string(floats.size()) +
-                         " floating tensors; choose one with --tensor NAME or use --all-tensors (" + names + ")");
-      }
-      chosen = floats;
+  // List the inputs (headers only) and choose the tensors before reading any data.
+  Notes notes{"quantize", {}};
+  const std::vector<InputFile> inputs = expand_inputs(p.positional);
+  std::vector<std::pair<std::string, io::DType>> listed;  // every tensor of every input, in order
+  std::set<std::string> wanted(tensor_args.begin(), tensor_args.end());
+  std::set<std::string> indexed_only;  // names an index places in shards not read (none wanted there)
+  for (const auto& in : inputs) {
+    if (!wanted.empty() && !in.from_index.empty() &&
+        std::none_of(in.from_index.begin(), in.from_index.end(), [&](const std::string& n) { return wanted.count(n); })) {
+      indexed_only.insert(in.from_index.begin(), in.from_index.end());
+      continue;
+    }
+    if (in.npy) {
+      listed.emplace_back(npy_tensor_name(in.path), io::read_npy_header(in.path).dtype);
+      continue;
+    }
+    const io::SafetensorsFile h = io::read_safetensors_header(in.path);
+    for (const auto& t : h.tensors)
+      if (in.from_index.empty() || std::find(in.from_index.begin(), in.from_index.end(), t.name) != in.from_index.end())
+        listed.emplace_back(t.name, t.dtype);
+  }
+  if (inputs.size() == 1 && inputs[0].npy && (!tensor_args.empty() || all_tensors))
+    throw UsageError("--tensor and --all-tensors need a .safetensors input; " + inputs[0].path.string() +
+                     " is a .npy file");
+  for (const auto& name : tensor_args) {
+    bool found = indexed_only.count(name) > 0;
+    for (const auto& [n, d] : listed) found = found || n == name;
+    if (!found) {
+      std::string names;
+      for (const auto& [n, d] : listed) names += (names.empty() ? "" : ", ") + n;
+      const std::string where = inputs.size() == 1 ? inputs[0].path.string() : std::string("the inputs");
+      throw std::runtime_error(where + ": no tensor '" + name + "' (tensors: " + (names.empty() ? "none" : names) + ")");
+    }
+  }
+  if (wanted.empty() && !all_tensors) {
+    std::vector<std::string> floats;
+    for (const auto& [n, d] : listed)
+      if (io::is_quantizable(d) || io::is_quantizable_after_rounding(d)) floats.push_back(n);
+    if (floats.size() > 1) {
+      std::string names;
+      for (const auto& n : floats) names += (names.empty() ? "" : ", ") + n;
+      throw UsageError(std::string(inputs.size() > 1 ? "the inputs hold " : inputs[0].path.string() + " holds ") +
+                       std::to_string(floats.size()) +
+                       " floating tensors; choose with --tensor NAME (repeatable) or use --all-tensors (" + names + ")");
     }
   }
 
-  // Quantize everything before writing anything.
+  // Quantize everything before writing anything, one input file in memory at a time.
   std::vector<Result> results;
-  for (size_t i = 0; i < chosen.size(); ++i) {
+  std::vector<std::string> skipped;
+  for_each_tensor(inputs, wanted, notes, [&](const InputFile& in, io::RawTensor&& t) {
+    const bool floating = io::is_quantizable(t.dtype) || io::is_quantizable_after_rounding(t.dtype);
+    if (!floating && wanted.empty() && !in.npy) {
+      skipped.push_back(t.name + " (" + io::name_of(t.dtype) + ")");
+      return;
+    }
     QuantSpec s = spec;
-    s.sr.stream = i;  // one Philox stream per tensor, in file order
-    results.push_back(quantize_one(*chosen[i], in_s, s, axis, label));
-  }
+    s.sr.stream = results.size();  // one Philox stream per tensor, in input order
+    results.push_back(quantize_one(t, in.path, s, axis, label, per_block.has_value()));
+    if (t.dtype == io::DType::F64)
+      notes.add(in.path.string() + ": tensor '" + t.name + "' is F64: rounded once to FP32 (RNE) before quantizing; " +
+                std::to_string(results.back().rounded_from_f64) + " of " + std::to_string(t.numel()) +
+                " values changed");
+  });
+  if (results.empty()) throw std::runtime_error("no F32, F16, BF16 or F64 tensor to quantize in the input" +
+                                                std::string(inputs.size() > 1 ? "s" : ""));
+  if (per_block && per_block->extension() == ".npy" && results.size() > 1)
+    throw UsageError("--per-block " + per_block->string() + ": a .npy holds the blocks of one tensor; " +
+                     std::to_string(results.size()) + " were quantized (use a .csv file)");
 
-  // Where the outputs go. No output may be the input file itself (OUT equal to
-  // IN, a link to it, or a prefix that regenerates its name, as `w.data.npy
-  // -o w`): the rename would replace the source.
-  const bool to_st = fs::path(out_arg).extension() == ".safetensors";
+  // Write: every output registered with one AtomicOutputs, committed together.
   io::AtomicOutputs outputs;
-  auto add_output = [&](const fs::path& final_path) {
-    std::error_code ec;
-    if (fs::exists(final_path, ec) && fs::equivalent(final_path, in, ec))
-      throw std::runtime_error(final_path.string() + ": is the input file " + in_s +
-                               "; refusing to overwrite it (choose another -o)");
-    return outputs.add(final_path);
-  };
-  if (to_st) {
+  std::vector<fs::path> written;
+  auto add = [&](const fs::path& f) { return add_output(outputs, f, inputs); };
+  const std::string src_name = inputs.size() == 1 ? inputs[0].path.filename().string() : std::string();
+  if (plan.kind == OutPlan::Safetensors) {
     std::vector<io::RawTensor> tensors;
     std::map<std::string, std::string> meta{{"format", "mxsim.quantized"},
-                                            {"mxsim_version", MXSIM_VERSION},
-                                            {"source", in.filename().string()}};
+                                            {"mxsim_version", mxsim::version()},
+                                            {"mxsim_commit", mxsim::build_commit()}};
+    if (!src_name.empty()) meta["source"] = src_name;
     for (auto& r : results) {
-      for (auto& o : r.outs) {
+      for (size_t i = 0; i < r.outs.size(); ++i) {
+        io::RawTensor o = r.outs[i];
         o.name = r.name + o.name;
-        tensors.push_back(o);
+        o.dtype = r.st_dtypes[i];
+        o.shape = r.st_shapes[i];
+        tensors.push_back(std::move(o));
       }
-      for (const auto& [k, v] : r.meta) meta[r.name + "." + k] = v;
+      json m = r.meta;
+      m["source"] = r.file.filename().string();
+      for (const auto& [k, v] : m.items())
+        meta[r.name + "." + k] = v.is_string() ? v.get<std::string>() : v.dump();
     }
-    const fs::path tmp = add_output(out_arg);
-    io::write_safetensors(tmp, tensors, meta);
-  } else {
-    std::error_code ec;
-    const bool dir_mode = fs::is_directory(out_arg, ec) || (!out_arg.empty() && out_arg.back() == '/');
-    std::string prefix = out_arg;
-    if (!dir_mode && fs::path(prefix).extension() == ".npy") prefix = prefix.substr(0, prefix.size() - 4);
-    std::map<std::string, std::string> stems;  // file stem -> tensor name
+    io::write_safetensors(add(plan.path), tensors, meta);
+  } else if (plan.kind == OutPlan::Folder || plan.kind == OutPlan::Prefix) {
     for (const auto& r : results) {
-      std::string stem;
-      if (dir_mode) stem = (fs::path(out_arg) / file_safe(r.name)).string();
-      else if (results.size() == 1) stem = prefix;
-      else stem = prefix + "." + file_safe(r.name);
-      // file_safe is not one-to-one ("a/b" and "a_b"): say which tensors clash.
-      if (const auto [it, fresh] = stems.emplace(stem, r.name); !fresh)
-        throw std::runtime_error("tensors '" + it->second + "' and '" + r.name + "' both map to the files " + stem +
-                                 ".* ('/' and '\\' become '_'); write a .safetensors OUT instead");
-      for (const auto& o : r.outs) io::write_npy(add_output(stem + o.name + ".npy"), o);
-      nlohmann::ordered_json j;
+      const fs::path stem = plan.stem_for(r.name, results.size() == 1);
+      for (const auto& o : r.outs) io::write_npy(add(stem.string() + o.name + ".npy"), o);
+      json j;
       j["format"] = "mxsim.quantized";
-      j["mxsim_version"] = MXSIM_VERSION;
-      j["source"] = in.filename().string();
+      j["mxsim_version"] = mxsim::version();
+      j["mxsim_commit"] = mxsim::build_commit();
+      j["source"] = r.file.filename().string();
       j["tensor"] = r.name;
-      for (const auto& [k, v] : r.meta) j[k] = v;
-      io::write_file(add_output(stem + ".meta.json"), j.dump(2) + "\n");
+      for (const auto& [k, v] : r.meta.items()) j[k] = v;
+      io::write_file(add(stem.string() + ".meta.json"),
+                     j.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
     }
   }
+  if (per_block) {
+    if (per_block->extension() == ".csv") io::write_file(add(*per_block), per_block_csv(results));
+    else io::write_npy(add(*per_block), per_block_npy(results[0]));
+  }
   outputs.commit();
+  written = outputs.finals();
+  if (plan.kind == OutPlan::Discard) notes.add("-o " + plan.path.string() + ": nothing written (statistics only)");
 
   // Report.
-  std::printf("input:  %s (%s)\n", in_s.c_str(), kind == io::FileKind::Npy ? "npy" : "safetensors");
-  std::printf("recipe: %s  [%s]\n", label.c_str(), spec.describe().c_str());
+  if (outfmt == OutputFormat::Json) {
+    json j;
+    j["command"] = "quantize";
+    j["recipe"] = label;
+    j["spec"] = spec.describe();
+    j["inputs"] = json::array();
+    for (const auto& in : inputs) j["inputs"].push_back(in.path.string());
+    j["outputs"] = json::array();
+    for (const auto& f : written) j["outputs"].push_back(f.string());
+    j["skipped"] = skipped;
+    j["notes"] = notes.items;
+    j["tensors"] = json::array();
+    for (const auto& r : results) j["tensors"].push_back(stats_json(r));
+    print_json(j);
+    return kExitOk;
+  }
+  if (outfmt == OutputFormat::Csv) {
+    std::printf("%s", csv_row({"tensor", "file", "shape", "dtype", "elements", "mse", "sqnr_db", "max_abs_err",
+                               "underflow", "saturated", "nan_out", "nonfinite_in"})
+                          .c_str());
+    for (const auto& r : results) {
+      const auto& s = r.stats;
+      std::printf("%s", csv_row({r.name, r.file.string(), shape_x(r.src_shape), io::name_of(r.src_dtype),
+                                 std::to_string(s.count), num(s.mse), num(s.sqnr_db), num(s.max_abs_err),
+                                 std::to_string(s.underflow), std::to_string(s.saturated), std::to_string(s.nan_out),
+                                 std::to_string(s.nonfinite_in)})
+                            .c_str());
+    }
+    return kExitOk;
+  }
+  std::printf("input:  ");
+  for (size_t i = 0; i < inputs.size(); ++i)
+    std::printf("%s%s (%s)", i ? ", " : "", inputs[i].path.string().c_str(), inputs[i].npy ? "npy" : "safetensors");
+  std::printf("\nrecipe: %s  [%s]\n", label.c_str(), spec.describe().c_str());
   std::printf("output:");
-  for (const auto& p : outputs.finals()) std::printf(" %s", p.string().c_str());
+  if (written.empty()) std::printf(" none (statistics only)");
+  for (const auto& f : written) std::printf(" %s", f.string().c_str());
   std::printf("\n");
   if (!skipped.empty()) {
-    std::printf("skipped (not F32/F16/BF16):");
+    std::printf("skipped (not F32/F16/BF16/F64):");
     for (const auto& s : skipped) std::printf(" %s", s.c_str());
     std::printf("\n");
   }
-  if (!all_tensors) {
+  if (results.size() == 1 && !all_tensors) {
     const auto& r = results[0];
     const auto& s = r.stats;
     std::printf("tensor %s %s %s: %zu elements\n", r.name.c_str(), io::shape_str(r.src_shape).c_str(),
                 io::name_of(r.src_dtype), s.count);
-    std::printf("  MSE           %.6e\n  SQNR          %s dB\n  max abs err   %.6e\n", s.mse, fmt_sqnr(s.sqnr_db).c_str(),
-                s.max_abs_err);
+    std::printf("  MSE           %s\n  SQNR          %s dB\n  max abs err   %s\n", num(s.mse, "%.6e").c_str(),
+                fmt_sqnr(s.sqnr_db).c_str(), num(s.max_abs_err, "%.6e").c_str());
     std::printf("  underflow     %zu\n  saturated     %zu\n  NaN out       %zu\n  non-finite in %zu\n", s.underflow,
                 s.saturated, s.nan_out, s.nonfinite_in);
   } else {
@@ -371,26 +561,16 @@ int run(const Args& args) {
                 "max_abs_err", "underflow", "saturated", "NaN_out");
     for (const auto& r : results) {
       const auto& s = r.stats;
-      std::printf("%-*s  %-18s %-5s %12.4e %9s %12.4e %10zu %10zu %8zu\n", int(w), r.name.c_str(),
-                  io::shape_str(r.src_shape).c_str(), io::name_of(r.src_dtype), s.mse, fmt_sqnr(s.sqnr_db).c_str(),
-                  s.max_abs_err, s.underflow, s.saturated, s.nan_out);
+      std::printf("%-*s  %-18s %-5s %12s %9s %12s %10zu %10zu %8zu\n", int(w), r.name.c_str(),
+                  io::shape_str(r.src_shape).c_str(), io::name_of(r.src_dtype), num(s.mse, "%.4e").c_str(),
+                  fmt_sqnr(s.sqnr_db).c_str(), num(s.max_abs_err, "%.4e").c_str(), s.underflow, s.saturated, s.nan_out);
     }
   }
-  return 0;
+  return kExitOk;
 }
 
 }  // namespace
 
-int cmd_quantize(const Args& args) {
-  try {
-    return run(args);
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "mxsim quantize: usage error: %s\n(mxsim quantize --help lists the options)\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "mxsim quantize: error: %s\n", e.what());
-    return 1;
-  }
-}
+int cmd_quantize(const Args& args) { return guarded("quantize", [&] { return run(args); }); }
 
 }  // namespace mxsim::cli

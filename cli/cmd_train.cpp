@@ -12,6 +12,7 @@
 #include <boost/program_options.hpp>
 
 #include "commands.hpp"
+#include "common.hpp"
 #include "mxsim/backend.hpp"
 #include "mxsim/emu/backend_emu.hpp"
 #include "mxsim/sim/config.hpp"
@@ -26,7 +27,7 @@ int cmd_train(const Args& args) {
   std::string config, trace, resume, ckpt, backend = "auto";
   std::vector<std::string> sets;
   int threads = 0;
-  bool print_config = false;
+  bool print_config = false, json = false;
   d.add_options()("help,h", "this help")
       ("config", po::value(&config), "TOML config (default: the embedded examples/default.toml)")
       ("set", po::value(&sets)->composing(), "override: section.key=value (repeatable)")
@@ -35,7 +36,8 @@ int cmd_train(const Args& args) {
       ("resume", po::value(&resume), "resume from this checkpoint")
       ("checkpoint", po::value(&ckpt), "write a checkpoint here (at the end / every trace.checkpoint_every)")
       ("threads", po::value(&threads)->default_value(0), "worker threads (0 = all cores)")
-      ("print-config", po::bool_switch(&print_config), "print the resolved config and exit");
+      ("print-config", po::bool_switch(&print_config), "print the resolved config and exit")
+      ("json", po::bool_switch(&json), "print the summary as one JSON object on stdout (progress goes to stderr)");
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(d).run(), vm);
@@ -113,13 +115,14 @@ int cmd_train(const Args& args) {
     return 2;
   }
   if (threads <= 0) threads = int(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
-  const bool tty = isatty(fileno(stdout));
+  std::FILE* log = json ? stderr : stdout;  // --json: stdout holds the JSON summary only
+  const bool tty = isatty(fileno(log));
   sim::TrainOptions opt;
   opt.trace_path = trace;
   opt.resume_path = resume;
   opt.checkpoint_path = ckpt;
   opt.threads = threads;
-  std::printf("mxsim train: backend %s, %d threads, recipes embed=%s router=%s fc1=%s fc2=%s head=%s, %d micro-batches\n",
+  std::fprintf(log, "mxsim train: backend %s, %d threads, recipes embed=%s router=%s fc1=%s fc2=%s head=%s, %d micro-batches\n",
               be->name().c_str(), threads, cfg.recipe.embed.c_str(), cfg.recipe.router.c_str(), cfg.recipe.fc1.c_str(),
               cfg.recipe.fc2.c_str(), cfg.recipe.head.c_str(), cfg.num_microbatches);
   double mean_sps = 0;  // mean steps/s over the run so far (wall clock)
@@ -131,21 +134,39 @@ int cmd_train(const Args& args) {
     mean_sps = double(s.step - first_step) / std::max(el, 1e-9);
     if (tty) {
       const int width = 30, fill = int(width * s.step / std::max<int64_t>(1, s.total));
-      std::printf("\r[%.*s%*s] %lld/%lld loss %.4f acc %.3f lr %.2e %.1f steps/s", fill,
+      std::fprintf(log, "\r[%.*s%*s] %lld/%lld loss %.4f acc %.3f lr %.2e %.1f steps/s", fill,
                   "##############################", width - fill, "", (long long)s.step, (long long)s.total, s.loss,
                   s.accuracy, s.lr, mean_sps);
-      if (s.test_accuracy >= 0) std::printf("  test %.4f\n", s.test_accuracy);
-      std::fflush(stdout);
+      if (s.test_accuracy >= 0) std::fprintf(log, "  test %.4f\n", s.test_accuracy);
+      std::fflush(log);
     } else if (s.step % 50 == 0 || s.step == s.total || s.test_accuracy >= 0) {
-      std::printf("step %lld/%lld loss %.4f acc %.3f lr %.3e %.2f steps/s", (long long)s.step, (long long)s.total,
+      std::fprintf(log, "step %lld/%lld loss %.4f acc %.3f lr %.3e %.2f steps/s", (long long)s.step, (long long)s.total,
                   s.loss, s.accuracy, s.lr, mean_sps);
-      if (s.test_accuracy >= 0) std::printf(" test_accuracy %.4f", s.test_accuracy);
-      std::printf("\n");
-      std::fflush(stdout);
+      if (s.test_accuracy >= 0) std::fprintf(log, " test_accuracy %.4f", s.test_accuracy);
+      std::fprintf(log, "\n");
+      std::fflush(log);
     }
   };
   const sim::TrainResult r = sim::train(cfg, *be, opt);
-  if (tty) std::printf("\n");
+  if (tty) std::fprintf(log, "\n");
+  if (json) {
+    nlohmann::ordered_json j{{"command", "train"},         {"backend", be->name()},
+                             {"threads", threads},         {"steps", r.steps},
+                             {"seconds", r.seconds},       {"final_loss", json_number(r.final_loss)},
+                             {"train_accuracy", json_number(r.final_train_acc)},
+                             {"test_accuracy", json_number(r.test_accuracy)}};
+    j["layers"] = nlohmann::ordered_json::array();
+    for (const auto& l : r.layers)
+      j["layers"].push_back({{"name", l.name},
+                             {"recipe", l.recipe},
+                             {"w_mse", json_number(l.w_mse)},
+                             {"w_sqnr_db", json_number(l.w_sqnr_db)},
+                             {"osc_flips", l.flips_total},
+                             {"snaps", l.deosc_eligible && cfg.deosc ? nlohmann::ordered_json(l.snaps_total) : nlohmann::ordered_json()}});
+    j["trace"] = trace.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(trace);
+    print_json(j);
+    return 0;
+  }
   std::printf("\nsummary: %lld steps in %.1f s, final loss %.4f, train acc %.4f, test accuracy %.4f\n",
               (long long)r.steps, r.seconds, r.final_loss, r.final_train_acc, r.test_accuracy);
   std::printf("%-8s %-12s %12s %10s %12s %8s\n", "layer", "recipe", "w_mse", "w_sqnr_dB", "osc_flips", "snaps");

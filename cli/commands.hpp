@@ -13,5 +13,7 @@ int cmd_gemm(const Args& args);
 int cmd_compare(const Args& args);
 int cmd_quantize(const Args& args);
 int cmd_train(const Args& args);
+int cmd_dequantize(const Args& args);
+int cmd_cast(const Args& args);
 
 }  // namespace mxsim::cli

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "commands.hpp"
+#include "common.hpp"
 
 namespace {
 
@@ -15,18 +16,26 @@ struct Command {
 
 const std::map<std::string, Command>& commands() {
   static const std::map<std::string, Command> c = {
+      {"cast", {mxsim::cli::cmd_cast, "convert single values to any format: code, decoded value, rounding, overflow"}},
+      {"compare", {mxsim::cli::cmd_compare, "compare two HDF5 traces: final metrics, config, first differing bits"}},
+      {"dequantize", {mxsim::cli::cmd_dequantize, "codes + scales (mxsim, torchao or TE layout) back to FP32 / BF16"}},
       {"gemm", {mxsim::cli::cmd_gemm, "ULP histogram of a matrix-unit model vs the GEMM contract"}},
       {"info", {mxsim::cli::cmd_info, "version, build options, backends present"}},
-      {"compare", {mxsim::cli::cmd_compare, "compare two HDF5 traces: final metrics, config, first differing bits"}},
+      {"quantize", {mxsim::cli::cmd_quantize, "quantize .npy/.safetensors tensors or checkpoints, print error statistics"}},
       {"train", {mxsim::cli::cmd_train, "train the MoE classifier on Fashion-MNIST, write an HDF5 trace"}},
-      {"quantize", {mxsim::cli::cmd_quantize, "quantize a .npy/.safetensors tensor, print error statistics"}},
   };
   return c;
 }
 
 void usage(std::FILE* to) {
-  std::fprintf(to, "usage: mxsim <command> [options]   (mxsim <command> --help for its options)\n\ncommands:\n");
-  for (const auto& [name, c] : commands()) std::fprintf(to, "  %-10s %s\n", name.c_str(), c.help);
+  std::fprintf(to,
+               "usage: mxsim COMMAND [options]   (mxsim COMMAND --help for its options)\n"
+               "       mxsim --version | --help\n\n"
+               "Bit-exact emulation of MXFP4 / MXFP8 / FP8 block-scaled training numerics.\n\ncommands:\n");
+  for (const auto& [name, c] : commands()) std::fprintf(to, "  %-11s %s\n", name.c_str(), c.help);
+  std::fprintf(to,
+               "\noptions:\n  -h [ --help ]     this help\n  --version         version and the commit it was built from\n"
+               "\nexit status: 0 success, 1 runtime or data error, 2 usage error (docs/cli.md)\n");
 }
 
 }  // namespace
@@ -34,23 +43,26 @@ void usage(std::FILE* to) {
 int main(int argc, char** argv) {
   if (argc < 2) {
     usage(stderr);
-    return 2;
+    return mxsim::cli::kExitUsage;
   }
   const std::string name = argv[1];
   if (name == "-h" || name == "--help" || name == "help") {
     usage(stdout);
-    return 0;
+    return mxsim::cli::kExitOk;
+  }
+  if (name == "--version" || name == "-V") {
+    if (argc > 2) {
+      std::fprintf(stderr, "mxsim: usage error: --version takes no arguments ('%s')\n", argv[2]);
+      return mxsim::cli::kExitUsage;
+    }
+    std::printf("%s\n", mxsim::cli::version_line().c_str());
+    return mxsim::cli::kExitOk;
   }
   const auto it = commands().find(name);
   if (it == commands().end()) {
-    std::fprintf(stderr, "mxsim: unknown command '%s'\n", name.c_str());
+    std::fprintf(stderr, "mxsim: usage error: unknown command '%s'\n", name.c_str());
     usage(stderr);
-    return 2;
+    return mxsim::cli::kExitUsage;
   }
-  try {
-    return it->second.fn(mxsim::cli::Args(argv + 2, argv + argc));
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "mxsim %s: error: %s\n", name.c_str(), e.what());
-    return 1;
-  }
+  return mxsim::cli::guarded(name, [&] { return it->second.fn(mxsim::cli::Args(argv + 2, argv + argc)); });
 }

@@ -14,12 +14,12 @@ dev=.gpu-build/dev
 export LD_LIBRARY_PATH="$PWD/$dev/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
-  for t in test_gpu_codec test_gpu_quantize test_gpu_gemm; do echo "== ldd $t"; ldd "$dev/$t"; done
+  for t in test_gpu_codec test_gpu_quantize test_gpu_gemm test_gpu_math; do echo "== ldd $t"; ldd "$dev/$t"; done
   cuobjdump --list-elf "$dev/test_gpu_gemm" 2>&1 | head -8
 } >"$OUT/env.txt" 2>&1
 head -3 "$OUT/env.txt"
 rc=0
-for t in test_gpu_codec test_gpu_quantize; do
+for t in test_gpu_codec test_gpu_quantize test_gpu_math; do
   timeout 300 "$dev/$t" --gtest_color=no >"$OUT/$t.txt" 2>&1
   r=$?; rc=$((rc | r))
   echo "$t exit $r: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/$t.txt" | tr '\n' ' ')"

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "mxsim/io/safetensors.hpp"
 
 namespace fs = std::filesystem;
@@ -115,15 +117,18 @@ TEST(CliQuantize, Mxfp4RowMatchesHandComputedCodesSafetensors) {
     const CmdRun r = s.mxsim(std::string("quantize --recipe ") + recipe + " x.npy -o q.safetensors");
     ASSERT_EQ(r.rc, 0) << r.err;
     const auto f = mxsim::io::read_safetensors(s.dir / "q.safetensors");
+    // FP4 codes as safetensors' F4 (4-bit elements, float4_e2m1fn_x2 bytes): [1, 32] of F4 = 16 bytes.
     const auto& d = tensor(f, "x.data");
-    EXPECT_EQ(d.dtype, mxsim::io::DType::U8);
-    EXPECT_EQ(d.shape, (std::vector<size_t>{1, 16}));
+    EXPECT_EQ(d.dtype, mxsim::io::DType::F4);
+    EXPECT_EQ(d.shape, (std::vector<size_t>{1, 32}));
     EXPECT_EQ(d.bytes, kMxfp4Codes) << recipe;
     const auto& sc = tensor(f, "x.scale");
+    EXPECT_EQ(sc.dtype, mxsim::io::DType::F8_E8M0);
     EXPECT_EQ(sc.shape, (std::vector<size_t>{1, 1}));
     EXPECT_EQ(sc.bytes, std::vector<uint8_t>{0x7B}) << recipe;
     EXPECT_EQ(f.metadata.at("x.recipe"), recipe);
-    EXPECT_EQ(f.metadata.at("x.shape"), "[1, 32]");
+    EXPECT_EQ(f.metadata.at("x.shape"), "[1,32]");  // JSON text: numbers, not a string
+    EXPECT_EQ(f.metadata.at("x.transposed"), "false");
     // Two underflows (+-0.25 units), nothing saturated.
     EXPECT_NE(r.out.find("underflow     2"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("saturated     0"), std::string::npos) << r.out;
@@ -150,7 +155,15 @@ TEST(CliQuantize, Mxfp4RowFromBf16SafetensorsToNpyPrefix) {
   EXPECT_NE(data.find("'shape': (1, 16)"), std::string::npos);
   EXPECT_EQ(std::vector<uint8_t>(data.end() - 16, data.end()), kMxfp4Codes);
   EXPECT_EQ(uint8_t(scale.back()), 0x7B);
-  EXPECT_NE(s.slurp("out.meta.json").find("\"source_dtype\": \"BF16\""), std::string::npos);
+  const std::string meta = s.slurp("out.meta.json");
+  EXPECT_NE(meta.find("\"source_dtype\": \"BF16\""), std::string::npos) << meta;
+  // Shapes and flags are JSON numbers and booleans.
+  const auto j = nlohmann::json::parse(meta);
+  EXPECT_EQ(j["shape"], nlohmann::json::array({32}));
+  EXPECT_EQ(j["logical_shape"], nlohmann::json::array({1, 1, 32}));
+  EXPECT_EQ(j["block"], nlohmann::json::array({1, 32}));
+  EXPECT_EQ(j["transposed"], false);
+  EXPECT_EQ(j["hadamard"], false);
 }
 
 TEST(CliQuantize, Mxfp8GroupedHandComputed) {
@@ -169,6 +182,7 @@ TEST(CliQuantize, Mxfp8GroupedHandComputed) {
   const auto f = mxsim::io::read_safetensors(s.dir / "q.safetensors");
   const auto& d = tensor(f, "g.data");
   ASSERT_EQ(d.shape, (std::vector<size_t>{2, 1, 32}));
+  EXPECT_EQ(d.dtype, mxsim::io::DType::F8_E4M3);
   std::vector<uint8_t> want(64, 0);
   want[0] = 0x7E, want[1] = 0x38, want[2] = 0xC0, want[3] = 0x30, want[4] = 0x01, want[32] = 0x78, want[33] = 0xF0;
   EXPECT_EQ(d.bytes, want);
@@ -227,12 +241,13 @@ TEST(CliQuantize, AllTensorsTableAndTensorChoice) {
 
   r = s.mxsim("quantize --recipe mxfp4 --all-tensors m.safetensors -o all.safetensors");
   ASSERT_EQ(r.rc, 0) << r.err;
-  EXPECT_NE(r.out.find("skipped (not F32/F16/BF16): ids (I64)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("skipped (not F32/F16/BF16/F64): ids (I64)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("a       [2, 32]"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("b       [32]"), std::string::npos) << r.out;
   f = mxsim::io::read_safetensors(s.dir / "all.safetensors");
   EXPECT_EQ(f.tensors.size(), 4u);
-  EXPECT_EQ(tensor(f, "a.data").shape, (std::vector<size_t>{2, 16}));
+  EXPECT_EQ(tensor(f, "a.data").shape, (std::vector<size_t>{2, 32}));  // F4 elements
+  EXPECT_EQ(tensor(f, "a.data").bytes.size(), 32u);
   EXPECT_EQ(tensor(f, "a.scale").bytes, (std::vector<uint8_t>{125, 125}));
 
   // The same into a folder of .npy files.
@@ -248,7 +263,7 @@ TEST(CliQuantize, FailuresLeaveNothingAndKeepOut) {
   Sandbox s;
   s.put("x.npy", npy("<f4", "(1, 32)", le_f32(mxfp4_row())));
   s.put("x40.npy", npy("<f4", "(1, 40)", le_f32(std::vector<float>(40, 1.0f))));
-  s.put("f8.npy", npy("<f8", "(2,)", std::string(16, '\0')));
+  s.put("i4.npy", npy("<i4", "(2, 32)", std::string(256, '\0')));
   s.put("v4.npy", npy("<f4", "(1, 1, 1, 32)", le_f32(std::vector<float>(32, 1.0f))));
   s.put("trunc.npy", npy("<f4", "(1, 32)", le_f32(std::vector<float>(31, 1.0f))));
   s.put("trunc.safetensors", safetensors(R"({"w":{"dtype":"F32","shape":[8],"data_offsets":[0,32]}})", std::string(20, '\0')));
@@ -270,11 +285,13 @@ TEST(CliQuantize, FailuresLeaveNothingAndKeepOut) {
   const Case cases[] = {
       {"--recipe mxfp4 --hadamard x40.npy -o keep.safetensors",
        {"x40.npy: tensor 'x40'", "multiple of 16"}},
-      {"--recipe mxfp4 f8.npy -o keep.safetensors", {"f8.npy", "unsupported dtype '<f8'"}},
+      {"--recipe mxfp4 i4.npy -o keep.safetensors", {"i4.npy: tensor 'i4'", "dtype I32 cannot be quantized"}},
       {"--recipe mxfp4 v4.npy -o keep.safetensors", {"v4.npy: tensor 'v4'", "4-D"}},
       {"--recipe mxfp4 trunc.npy -o keep.safetensors", {"trunc.npy", "truncated data"}},
       {"--recipe mxfp4 trunc.safetensors -o keep.safetensors", {"trunc.safetensors", "tensor 'w'", "past the end"}},
-      {"--recipe mxfp4 dtype.safetensors -o keep.safetensors", {"dtype.safetensors", "unknown dtype 'F4X'"}},
+      // an unknown dtype is skipped with a note; with nothing else in the file there is nothing to quantize
+      {"--recipe mxfp4 dtype.safetensors -o keep.safetensors",
+       {"note: dtype.safetensors: tensor 'w' skipped: unknown dtype 'F4X'", "no F32, F16, BF16 or F64 tensor"}},
       {"--recipe mxfp4 badjson.safetensors -o keep.safetensors", {"badjson.safetensors", "not valid JSON"}},
       {"--recipe mxfp4 missing.npy -o keep.safetensors", {"missing.npy", "cannot open"}},
       {"--recipe mxfp4 --all-tensors mixed.safetensors -o keep.safetensors", {"mixed.safetensors: tensor 'z'", "4-D"}},
@@ -313,7 +330,6 @@ TEST(CliQuantize, UsageErrorsExitTwo) {
   const char* cases[][2] = {
       {"", "--recipe is required"},
       {"--recipe mxfp4 -o y.safetensors", "input file is required"},
-      {"--recipe mxfp4 x.npy", "-o OUT is required"},
       {"--recipe mxfp9 x.npy -o y.safetensors", "unknown recipe 'mxfp9'"},
       {"--recipe mxfp4 --bogus x.npy -o y.safetensors", "bogus"},
       {"--recipe mxfp4 --axis diag x.npy -o y.safetensors", "--axis must be rows or cols"},
@@ -321,6 +337,9 @@ TEST(CliQuantize, UsageErrorsExitTwo) {
       {"--recipe fp8_tensor --scale-rule floor x.npy -o y.safetensors", "E8M0"},
       {"--recipe mxfp4 --round nearest x.npy -o y.safetensors", "unknown rounding 'nearest'"},
       {"--recipe mxfp4 --tensor w x.npy -o y.safetensors", "need a .safetensors input"},
+      {"--recipe mxfp4 --per-block b.txt x.npy", "--per-block b.txt: name a .csv or .npy file"},
+      {"--recipe mxfp4 --json --csv x.npy", "--json and --csv exclude each other"},
+      {"--recipe mxfp4 --seed -1 --round sr x.npy", "--seed: -1 is out of range"},
       {"--recipe mxfp4 --tensor w --all-tensors x.npy -o y.safetensors", "exclude each other"},
       {"--recipe mxfp4 --seed abc x.npy -o y.safetensors", "seed"},
   };
@@ -350,7 +369,8 @@ TEST(CliQuantize, StochasticRoundingIsReproducibleAndSeeded) {
   const auto a = mxsim::io::read_safetensors(s.dir / "a.safetensors");
   const auto c = mxsim::io::read_safetensors(s.dir / "c.safetensors");
   EXPECT_NE(tensor(a, "x.data").bytes, tensor(c, "x.data").bytes);
-  EXPECT_EQ(a.metadata.at("x.sr_seed_stream"), "7,0");
+  EXPECT_EQ(a.metadata.at("x.sr_seed"), "7");
+  EXPECT_EQ(a.metadata.at("x.sr_stream"), "0");
 }
 
 TEST(CliQuantize, NeverOverwritesTheInput) {
@@ -392,20 +412,68 @@ TEST(CliQuantize, EmptyOutAndIgnoredSeedAreUsageErrors) {
   EXPECT_EQ(s.files(), (std::set<std::string>{"x.npy"}));
 }
 
-TEST(CliQuantize, TensorNamesThatShareAFileNameAreNamed) {
-  // '/' becomes '_', so "a/b" and "a_b" would both write a_b.*: exit 1 naming both.
+TEST(CliQuantize, TensorNamesBecomeSafeDistinctFileNames) {
+  // Names from the file never decide paths: '/', '\\', '%', control bytes (NUL
+  // included) and a leading '.' are percent-encoded, so "a/b" and "a_b" get
+  // different files, ".." stays inside the folder, and a name with an embedded
+  // NUL ("keep.txt\0") cannot cut the path short and replace keep.txt.
   Sandbox s;
-  s.put("m.safetensors", safetensors(R"({"a/b":{"dtype":"F32","shape":[1,32],"data_offsets":[0,128]},)"
-                                     R"("a_b":{"dtype":"F32","shape":[1,32],"data_offsets":[128,256]}})",
-                                     std::string(256, '\0')));
+  std::string json = "{";
+  std::string data;
+  const char* names[] = {"a/b", "a_b", "..", "keep.txt\\u0000", "100%"};
+  for (size_t i = 0; i < std::size(names); ++i) {
+    json += std::string(i ? "," : "") + "\"" + names[i] + "\":{\"dtype\":\"F32\",\"shape\":[1,32],\"data_offsets\":[" +
+            std::to_string(128 * i) + "," + std::to_string(128 * (i + 1)) + "]}";
+    data += std::string(128, '\0');
+  }
+  json += "}";
+  s.put("m.safetensors", safetensors(json, data));
   fs::create_directory(s.dir / "o");
-  const auto before = s.files();
+  s.put("o/keep.txt", "precious");
+  s.put("o/keep.txt.data.npy", "precious too");
   const CmdRun r = s.mxsim("quantize --recipe mxfp4 --all-tensors m.safetensors -o o");
-  EXPECT_EQ(r.rc, 1) << r.err;
-  EXPECT_NE(r.err.find("tensors 'a/b' and 'a_b'"), std::string::npos) << r.err;
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(s.slurp("o/keep.txt"), "precious");
+  EXPECT_EQ(s.slurp("o/keep.txt.data.npy"), "precious too");
+  for (const char* f : {"o/a%2Fb.data.npy", "o/a_b.data.npy", "o/%2E..data.npy", "o/keep.txt%00.data.npy",
+                        "o/100%25.data.npy", "o/keep.txt%00.meta.json"})
+    EXPECT_TRUE(fs::exists(s.dir / f)) << f;
+  for (const auto& e : fs::directory_iterator(s.dir / "o")) EXPECT_EQ(e.path().filename().string()[0] == '.', false) << e.path();
+  EXPECT_EQ(nlohmann::json::parse(s.slurp("o/keep.txt%00.meta.json"))["tensor"], std::string("keep.txt\0", 9));
+  // A name too long for a file name: refused, naming the tensor, nothing written.
+  const std::string longname(300, 'n');
+  s.put("l.safetensors", safetensors("{\"" + longname + "\":{\"dtype\":\"F32\",\"shape\":[1,32],\"data_offsets\":[0,128]}}",
+                                     std::string(128, '\0')));
+  fs::create_directory(s.dir / "l");
+  const CmdRun l = s.mxsim("quantize --recipe mxfp4 l.safetensors -o l");
+  EXPECT_EQ(l.rc, 1);
+  EXPECT_NE(l.err.find("write a .safetensors output instead"), std::string::npos) << l.err;
+  EXPECT_TRUE(fs::is_empty(s.dir / "l"));
+}
+
+TEST(CliQuantize, OutputThatIsNotAFolderNeverGetsFilesBesideIt) {
+  Sandbox s;
+  s.put("x.npy", npy("<f4", "(1, 32)", le_f32(mxfp4_row())));
+  s.put("plain", "a file");
+  const auto before = s.files();
+  CmdRun r = s.mxsim("quantize --recipe mxfp4 x.npy -o plain");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("-o plain: exists and is a file"), std::string::npos) << r.err;
+  // /dev/null: statistics only; nothing beside it, and the device itself is never replaced.
+  r = s.mxsim("quantize --recipe mxfp4 x.npy -o /dev/null");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("nothing written"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists("/dev/null.data.npy"));
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
+  r = s.mxsim("quantize --recipe mxfp4 x.npy -o /dev/zero");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("is a device"), std::string::npos) << r.err;
+  // Without -o: the statistics, no file.
+  r = s.mxsim("quantize --recipe mxfp4 x.npy");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("output: none (statistics only)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("underflow     2"), std::string::npos) << r.out;
   EXPECT_EQ(s.files(), before);
-  // A .safetensors OUT keeps the names apart.
-  EXPECT_EQ(s.mxsim("quantize --recipe mxfp4 --all-tensors m.safetensors -o o.safetensors").rc, 0);
 }
 
 TEST(CliQuantize, AllNanInputReportsUndefinedStatistics) {

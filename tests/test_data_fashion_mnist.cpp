@@ -212,3 +212,38 @@ TEST(FashionMnist, RealDebianFiles) {
   EXPECT_EQ(te.count, 10000u);
   EXPECT_EQ(Bytes(te.labels.begin(), te.labels.begin() + 10), (Bytes{9, 2, 1, 1, 6, 1, 4, 6, 5, 7}));
 }
+
+// A limit returns the first examples only, with the same values as the whole
+// load; the files are read once per process, and again once they change
+// (size or mtime): a rewritten label file is seen, and an error in it too.
+TEST(FashionMnist, LimitDecodesPrefixAndRereadsChangedFiles) {
+  auto dir = temp_dir();
+  Bytes px(5 * 28 * 28);
+  for (std::size_t i = 0; i < px.size(); ++i) px[i] = uint8_t(i * 7 + 3);
+  write(dir / "train-images-idx3-ubyte.gz", gzip(idx(0x803, {5, 28, 28}, px)));
+  write(dir / "train-labels-idx1-ubyte", idx(0x801, {5}, {1, 2, 3, 4, 5}));
+  const auto all = mxsim::data::load_fashion_mnist(dir, mxsim::data::Split::train);
+  const auto two = mxsim::data::load_fashion_mnist(dir, mxsim::data::Split::train, 2);
+  const auto many = mxsim::data::load_fashion_mnist(dir, mxsim::data::Split::train, 99);
+  ASSERT_EQ(all.count, 5u);
+  ASSERT_EQ(two.count, 2u);
+  EXPECT_EQ(many.count, 5u);
+  EXPECT_EQ(two.labels, (Bytes{1, 2}));
+  ASSERT_EQ(two.images.size(), 2u * 784u);
+  for (std::size_t i = 0; i < two.images.size(); ++i) {
+    EXPECT_EQ(two.images[i], all.images[i]) << i;
+    EXPECT_EQ(two.images[i], float(double(px[i]) / 255.0)) << i;
+  }
+  // Rewritten with other labels (different size): read again.
+  write(dir / "train-labels-idx1-ubyte", gzip(idx(0x801, {5}, {9, 8, 7, 6, 5})));
+  EXPECT_EQ(mxsim::data::load_fashion_mnist(dir, mxsim::data::Split::train, 1).labels, (Bytes{9}));
+  write(dir / "train-labels-idx1-ubyte", idx(0x801, {5}, {1, 2, 3, 4, 10}));
+  fs::remove(dir / "train-labels-idx1-ubyte.gz");
+  try {
+    mxsim::data::load_fashion_mnist(dir, mxsim::data::Split::train, 1);
+    FAIL() << "label 10 beyond the limit must still be reported";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("label 10 at index 4"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
+}

@@ -9,12 +9,17 @@
 #include <boost/multiprecision/cpp_int.hpp>
 #include <cstdlib>
 #include <cmath>
+#include <optional>
+#include <string>
+#include <ostream>
 #include <random>
 #include <vector>
 
+#include "mxsim/emu/cpu_path.hpp"
 #include "mxsim/emu/grouped_gemm.hpp"
 #include "mxsim/emu/quantize.hpp"
 // Internal kernel entry points, to check that each path is actually taken.
+#include "../emu/src/gemm_fused_avx2.hpp"
 #include "../emu/src/gemm_fused_avx512.hpp"
 #include "../emu/src/gemm_internal.hpp"
 
@@ -77,6 +82,54 @@ GemmOptions opt(GemmImpl impl, bool acc, Format out) {
   return o;
 }
 
+}  // namespace
+namespace mxsim::emu {
+// gtest prints parameters with this (found by argument-dependent lookup).
+inline void PrintTo(CpuPath p, std::ostream* os) { *os << cpu_path_name(p); }
+}  // namespace mxsim::emu
+namespace {
+
+/// Forces a CPU path (cpu_path.hpp) for a scope, then restores the previous one.
+struct PathGuard {
+  CpuPath prev;
+  explicit PathGuard(CpuPath p) : prev(cpu_path()) { set_cpu_path(p); }
+  ~PathGuard() { set_cpu_path(prev); }
+};
+
+KernelSlot slot_of(const QuantSpec& a, const QuantSpec& b) {
+  const std::string c = gemm_class_name(a, b);
+  return c == "mx-exact" ? KernelSlot::MxExact : c == "mx-f13" ? KernelSlot::MxF13
+       : c == "fp8-chunk128" ? KernelSlot::Fp8Chunk : KernelSlot::Bf16;
+}
+
+/// Runs `call` (one fast GEMM) and checks that it ran the kernel path p names
+/// for `slot`: a test that claims a path really ran it.
+template <class F>
+::testing::AssertionResult ran(KernelSlot slot, CpuPath p, F&& call) {
+  clear_last_kernel(slot);
+  call();
+  const char* k = last_kernel(slot);
+  const char* want = kernel_name(slot, p);
+  if (!k || std::string(k) != want)
+    return ::testing::AssertionFailure() << kernel_slot_name(slot) << " ran " << (k ? k : "(nothing)") << ", path "
+                                         << cpu_path_name(p) << " should run " << want;
+  return ::testing::AssertionSuccess();
+}
+
+/// Parameter of the per-path suites: each path runs where the CPU has it and
+/// skips with the missing features where it does not.
+class GemmPaths : public ::testing::TestWithParam<CpuPath> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!cpu_supports(GetParam(), &why)) GTEST_SKIP() << cpu_path_name(GetParam()) << " path: " << why;
+    guard_.emplace(GetParam());
+  }
+  void TearDown() override { guard_.reset(); }
+  std::optional<PathGuard> guard_;
+};
+std::string path_param_name(const ::testing::TestParamInfo<CpuPath>& i) { return cpu_path_name(i.param); }
+
 /// Poke specials into a quantized tensor: NaN/Inf element codes where the format
 /// has them and extreme scale bytes 0x00, 0xFE, 0xFF.
 void poke(QuantizedTensor& q, std::mt19937& g) {
@@ -99,9 +152,11 @@ void poke(QuantizedTensor& q, std::mt19937& g) {
 
 }  // namespace
 
-// Fast == reference on random problems of every form, pair, output type and
-// accumulate mode, with ragged K, ragged/empty groups and thread counts 1, 2, 3.
-TEST(GemmExact, FastEqualsReferenceRandom) {
+// Fast == reference on random problems of every form, pair (every GEMM class),
+// output type and accumulate mode, with ragged K, ragged/empty groups and
+// thread counts 1, 2, 3, on every CPU path; each call ran the path's kernel.
+TEST_P(GemmPaths, FastEqualsReferenceRandom) {
+  const CpuPath path = GetParam();
   std::mt19937 g(12345);
   size_t cases = 0;
   for (const Pair& p : kPairs) {
@@ -131,7 +186,8 @@ TEST(GemmExact, FastEqualsReferenceRandom) {
               Tensor2f init = form == 0 ? rand2(g, M, N, 2) : rand2(g, M, K, 2);
               Tensor2f r = init, f1 = init, f2 = init, f3 = init;
               go(GemmImpl::Reference, 1, r);
-              go(GemmImpl::Fast, 1, f1);
+              if (M) EXPECT_TRUE(ran(slot_of(sa, sw), path, [&] { go(GemmImpl::Fast, 1, f1); }));
+              else go(GemmImpl::Fast, 1, f1);
               go(GemmImpl::Fast, 2, f2);
               go(GemmImpl::Fast, 3, f3);
               EXPECT_EQ(count_bit_diffs(r, f1), 0u);
@@ -143,7 +199,9 @@ TEST(GemmExact, FastEqualsReferenceRandom) {
               Tensor3f r = init, f1 = init, f3 = init;
               omp_set_num_threads(1);
               grouped_wgrad(dy, sa, xw, sw, ms, r, opt(GemmImpl::Reference, acc, of));
-              grouped_wgrad(dy, sa, xw, sw, ms, f1, opt(GemmImpl::Fast, acc, of));
+              auto fast1 = [&] { grouped_wgrad(dy, sa, xw, sw, ms, f1, opt(GemmImpl::Fast, acc, of)); };
+              if (M) EXPECT_TRUE(ran(slot_of(sa, sw), path, fast1));
+              else fast1();
               omp_set_num_threads(3);
               grouped_wgrad(dy, sa, xw, sw, ms, f3, opt(GemmImpl::Fast, acc, of));
               EXPECT_EQ(count_bit_diffs(r, f1), 0u);
@@ -364,17 +422,13 @@ TEST(GemmExact, BadInputThrows) {
 }
 
 // ------------------------------------------------------------------------
-// Kernel paths of the fast implementation (docs/numerics.md §5.6): the AVX-512
-// fused-group kernels, their per-lane fallbacks (exponent ranges, subnormal or
-// huge group results, int32 overflow of a BF16 group sum, NaN/Inf elements and
-// accumulators, unsafe E8M0 scales), and the portable paths forced through
-// MXSIM_GEMM_ISA=portable, each compared bit for bit with the reference.
+// Kernel paths of the fast implementation (docs/numerics.md §5.6), each CPU
+// path forced through set_cpu_path (GemmPaths): the AVX-512 and AVX2
+// fused-group kernels and their per-lane fallbacks (exponent ranges, subnormal
+// or huge group results, int32 overflow of a BF16 group sum, NaN/Inf elements
+// and accumulators, unsafe E8M0 scales), the MX-exact integer kernels, and the
+// portable scalar code, each compared bit for bit with the reference.
 namespace {
-
-struct IsaGuard {
-  explicit IsaGuard(const char* v) { if (v) setenv("MXSIM_GEMM_ISA", v, 1); else unsetenv("MXSIM_GEMM_ISA"); }
-  ~IsaGuard() { unsetenv("MXSIM_GEMM_ISA"); }
-};
 
 // BF16 values at the edges of what the AVX-512 kernel can prove exact.
 float edge_value(std::mt19937& g) {
@@ -393,7 +447,8 @@ Tensor2f edgy2(std::mt19937& g, size_t r, size_t c, int pct) {
 
 }  // namespace
 
-TEST(GemmKernels, Bf16EdgesAllPathsEqualReference) {
+TEST_P(GemmPaths, Bf16EdgesEqualReference) {
+  const CpuPath path = GetParam();
   std::mt19937 g(4242);
   size_t cases = 0;
   for (int trial = 0; trial < 12; ++trial) {
@@ -408,8 +463,7 @@ TEST(GemmKernels, Bf16EdgesAllPathsEqualReference) {
       for (int acc = 0; acc < 2; ++acc)
         for (Format of : {Format::FP32, Format::BF16}) {
           SCOPED_TRACE("trial " + std::to_string(trial) + " form " + std::to_string(form) + " acc " + std::to_string(acc));
-          auto go = [&](GemmImpl impl, const char* isa, int threads, auto& o) {
-            IsaGuard guard(isa);
+          auto go = [&](GemmImpl impl, int threads, auto& o) {
             omp_set_num_threads(threads);
             const GemmOptions op = opt(impl, acc, of);
             if (form == 0) grouped_fprop(x, bf16_spec(), w, bf16_spec(), ms, o, op);
@@ -417,30 +471,24 @@ TEST(GemmKernels, Bf16EdgesAllPathsEqualReference) {
           };
           if (form < 2) {
             const Tensor2f init = edgy2(g, M, form == 0 ? N : K, pct);
-            Tensor2f r = init, a1 = init, a3 = init, p2 = init;
-            go(GemmImpl::Reference, nullptr, 1, r);
-            go(GemmImpl::Fast, nullptr, 1, a1);
-            go(GemmImpl::Fast, nullptr, 3, a3);
-            go(GemmImpl::Fast, "portable", 2, p2);
+            Tensor2f r = init, a1 = init, a3 = init;
+            go(GemmImpl::Reference, 1, r);
+            EXPECT_TRUE(ran(KernelSlot::Bf16, path, [&] { go(GemmImpl::Fast, 1, a1); }));
+            go(GemmImpl::Fast, 3, a3);
             EXPECT_EQ(count_bit_diffs(r, a1), 0u);
             EXPECT_EQ(count_bit_diffs(r, a3), 0u);
-            EXPECT_EQ(count_bit_diffs(r, p2), 0u);
           } else {
             const Tensor2f xw = edgy2(g, M, K, pct);
             Tensor3f init = Tensor3f::from_shape({3, N, K});
             const Tensor2f i2 = edgy2(g, 3 * N, K, pct);
             std::copy(i2.begin(), i2.end(), init.begin());
-            Tensor3f r = init, a2 = init, p1 = init;
+            Tensor3f r = init, a2 = init;
             omp_set_num_threads(1);
             grouped_wgrad(dy, bf16_spec(), xw, bf16_spec(), ms, r, opt(GemmImpl::Reference, acc, of));
             omp_set_num_threads(2);
-            grouped_wgrad(dy, bf16_spec(), xw, bf16_spec(), ms, a2, opt(GemmImpl::Fast, acc, of));
-            {
-              IsaGuard guard("portable");
-              grouped_wgrad(dy, bf16_spec(), xw, bf16_spec(), ms, p1, opt(GemmImpl::Fast, acc, of));
-            }
+            EXPECT_TRUE(ran(KernelSlot::Bf16, path,
+                            [&] { grouped_wgrad(dy, bf16_spec(), xw, bf16_spec(), ms, a2, opt(GemmImpl::Fast, acc, of)); }));
             EXPECT_EQ(count_bit_diffs(r, a2), 0u);
-            EXPECT_EQ(count_bit_diffs(r, p1), 0u);
           }
           ++cases;
         }
@@ -450,8 +498,9 @@ TEST(GemmKernels, Bf16EdgesAllPathsEqualReference) {
 }
 
 // FP8 classes (mx-f13, fp8-chunk128) with NaN/Inf elements, extreme E8M0 scale
-// bytes and non-finite / tiny / huge FP32 scale_inv, AVX-512 and portable paths.
-TEST(GemmKernels, Fp8SpecialsAllPathsEqualReference) {
+// bytes and non-finite / tiny / huge FP32 scale_inv, FP32 and BF16 output.
+TEST_P(GemmPaths, Fp8SpecialsEqualReference) {
+  const CpuPath path = GetParam();
   std::mt19937 g(909);
   const Pair pairs[] = {{"mxfp8", "mxfp8"}, {"mxfp8", "mxfp4_2d"}, {"mxfp6_e3m2", "mxfp8_e5m2"}, {"mxfp4", "mxfp8_e5m2"},
                         {"fp8_tensor", "fp8_tensor"}, {"fp8_row", "fp8_row"}, {"fp8_block", "fp8_block2d"}};
@@ -473,19 +522,16 @@ TEST(GemmKernels, Fp8SpecialsAllPathsEqualReference) {
       }
       for (int acc = 0; acc < 2; ++acc) {
         const Tensor2f init = edgy2(g, M, N, trial == 3 ? 10 : 0);
-        Tensor2f r = init, a1 = init, a3 = init, pt = init;
+        Tensor2f r = init, a1 = init, a3 = init, pt = init, rb = init;
         omp_set_num_threads(1);
         grouped_fprop(qx, qw, ms, r, opt(GemmImpl::Reference, acc, Format::FP32));
-        grouped_fprop(qx, qw, ms, a1, opt(GemmImpl::Fast, acc, Format::FP32));
+        EXPECT_TRUE(ran(slot_of(spec(p.a), spec(p.w)), path,
+                        [&] { grouped_fprop(qx, qw, ms, a1, opt(GemmImpl::Fast, acc, Format::FP32)); }));
         omp_set_num_threads(3);
         grouped_fprop(qx, qw, ms, a3, opt(GemmImpl::Fast, acc, Format::FP32));
-        {
-          IsaGuard guard("portable");
-          grouped_fprop(qx, qw, ms, pt, opt(GemmImpl::Fast, acc, Format::BF16));
-          Tensor2f rb = init;
-          grouped_fprop(qx, qw, ms, rb, opt(GemmImpl::Reference, acc, Format::BF16));
-          EXPECT_EQ(count_bit_diffs(rb, pt), 0u) << p.a << " x " << p.w << " portable";
-        }
+        grouped_fprop(qx, qw, ms, pt, opt(GemmImpl::Fast, acc, Format::BF16));
+        grouped_fprop(qx, qw, ms, rb, opt(GemmImpl::Reference, acc, Format::BF16));
+        EXPECT_EQ(count_bit_diffs(rb, pt), 0u) << p.a << " x " << p.w << " bf16 out";
         EXPECT_EQ(count_bit_diffs(r, a1), 0u) << p.a << " x " << p.w;
         EXPECT_EQ(count_bit_diffs(r, a3), 0u) << p.a << " x " << p.w;
       }
@@ -494,10 +540,11 @@ TEST(GemmKernels, Fp8SpecialsAllPathsEqualReference) {
   omp_set_num_threads(2);
 }
 
-// The AVX-512 kernel takes the vector path for ordinary data and hands back
-// exactly the lanes it cannot prove exact; checked through the internal entry.
-TEST(GemmKernels, Avx512FusedFallbackLanes) {
-  if (!gemm::fused_avx512_available()) GTEST_SKIP() << "no AVX-512 on this CPU";
+// The vector fused kernels (AVX-512, AVX2) take the vector path for ordinary
+// data and hand back exactly the lanes they cannot prove exact; checked through
+// the internal entries.
+TEST_P(GemmPaths, FusedFallbackLanes) {
+  if (GetParam() == CpuPath::Scalar) GTEST_SKIP() << "the scalar path has no vector lanes to hand back";
   using gemm::Kind;
   auto bf16_panel = [](size_t R, size_t K, auto val) {
     gemm::Panel p;
@@ -522,7 +569,8 @@ TEST(GemmKernels, Avx512FusedFallbackLanes) {
   std::vector<float> r = o;
   const std::vector<float> o0 = o;
   std::vector<std::pair<uint32_t, uint32_t>> bad;
-  gemm::run_fused_avx512(Kind::Bf16, A, B, {o.data(), 3}, true, Format::FP32, bad);
+  if (GetParam() == CpuPath::Avx512) gemm::run_fused_avx512(Kind::Bf16, A, B, {o.data(), 3}, true, Format::FP32, bad);
+  else gemm::run_fused_avx2(Kind::Bf16, A, B, {o.data(), 3}, true, Format::FP32, bad);
   std::sort(bad.begin(), bad.end());
   const std::vector<std::pair<uint32_t, uint32_t>> want = {{0, 0}, {1, 0}, {1, 2}, {3, 1}};
   EXPECT_EQ(bad, want);
@@ -544,12 +592,14 @@ TEST(GemmKernels, Avx512FusedFallbackLanes) {
   std::copy(o0.begin(), o0.end(), y.begin());
   Tensor2f yr = y;
   const int64_t ms[] = {4};
-  grouped_fprop(x, bf16_spec(), w, bf16_spec(), ms, y, opt(GemmImpl::Fast, true, Format::FP32));
+  EXPECT_TRUE(ran(KernelSlot::Bf16, GetParam(),
+                  [&] { grouped_fprop(x, bf16_spec(), w, bf16_spec(), ms, y, opt(GemmImpl::Fast, true, Format::FP32)); }));
   grouped_fprop(x, bf16_spec(), w, bf16_spec(), ms, yr, opt(GemmImpl::Reference, true, Format::FP32));
   EXPECT_EQ(count_bit_diffs(y, yr), 0u);
 }
 
-TEST(GemmKernels, MxExactDirectAllFormsEqualReference) {
+TEST_P(GemmPaths, MxExactAllFormsEqualReference) {
+  const CpuPath path = GetParam();
   std::mt19937 g(31337);
   const Pair pairs[] = {{"mxfp4", "mxfp4_2d"}, {"mxfp4", "mxfp4"}, {"mxfp6_e2m3", "mxfp4"}, {"mxfp4", "mxfp6_e2m3"}};
   size_t cases = 0;
@@ -571,42 +621,32 @@ TEST(GemmKernels, MxExactDirectAllFormsEqualReference) {
             QuantizedTensor qw = quantize(w, spec(p.w), form == 0 || tiles ? Axis::Cols : Axis::Rows);
             if (specials) poke(qa, g), poke(qw, g);
             const Tensor2f init = rand2(g, M, form == 0 ? N : K, 3);
-            Tensor2f r = init, f1 = init, f3 = init, pt = init;
+            Tensor2f r = init, f1 = init, f3 = init;
             auto go = [&](GemmImpl impl, Tensor2f& o) {
               if (form == 0) grouped_fprop(qa, qw, ms, o, opt(impl, acc, of));
               else grouped_dgrad(qa, qw, ms, o, opt(impl, acc, of));
             };
             omp_set_num_threads(1);
             go(GemmImpl::Reference, r);
-            go(GemmImpl::Fast, f1);
+            EXPECT_TRUE(ran(KernelSlot::MxExact, path, [&] { go(GemmImpl::Fast, f1); }));
             omp_set_num_threads(3);
             go(GemmImpl::Fast, f3);
-            {
-              IsaGuard guard("portable");
-              go(GemmImpl::Fast, pt);
-            }
             EXPECT_EQ(count_bit_diffs(r, f1), 0u);
             EXPECT_EQ(count_bit_diffs(r, f3), 0u);
-            EXPECT_EQ(count_bit_diffs(r, pt), 0u);
           } else {
             auto qa = quantize_grouped_colwise(dy, ms, spec(p.a));
             auto qb = quantize_grouped_colwise(x, ms, spec(p.w));
             if (specials)
               for (auto& q : qa) poke(q, g);
             Tensor3f init = rand3(g, G, N, K, 3);
-            Tensor3f r = init, f1 = init, f3 = init, pt = init;
+            Tensor3f r = init, f1 = init, f3 = init;
             omp_set_num_threads(1);
             grouped_wgrad(qa, qb, ms, r, opt(GemmImpl::Reference, acc, of));
-            grouped_wgrad(qa, qb, ms, f1, opt(GemmImpl::Fast, acc, of));
+            EXPECT_TRUE(ran(KernelSlot::MxExact, path, [&] { grouped_wgrad(qa, qb, ms, f1, opt(GemmImpl::Fast, acc, of)); }));
             omp_set_num_threads(3);
             grouped_wgrad(qa, qb, ms, f3, opt(GemmImpl::Fast, acc, of));
-            {
-              IsaGuard guard("portable");
-              grouped_wgrad(qa, qb, ms, pt, opt(GemmImpl::Fast, acc, of));
-            }
             EXPECT_EQ(count_bit_diffs(r, f1), 0u);
             EXPECT_EQ(count_bit_diffs(r, f3), 0u);
-            EXPECT_EQ(count_bit_diffs(r, pt), 0u);
           }
           ++cases;
         }
@@ -618,7 +658,7 @@ TEST(GemmKernels, MxExactDirectAllFormsEqualReference) {
 
 // K = 0 (numerics §5.4: the output is unchanged with accumulate, else +0; the
 // output cast still applies) in every class and path.
-TEST(GemmKernels, EmptyContractionEveryClass) {
+TEST_P(GemmPaths, EmptyContractionEveryClass) {
   std::mt19937 g(8);
   const Pair pairs[] = {{"mxfp4", "mxfp4"}, {"mxfp8", "mxfp8"}, {"fp8_row", "fp8_row"}, {"bf16", "bf16"}};
   for (const Pair& p : pairs)
@@ -628,18 +668,103 @@ TEST(GemmKernels, EmptyContractionEveryClass) {
         const Tensor2f x = Tensor2f::from_shape({5, 0});
         const Tensor3f w = Tensor3f::from_shape({3, 7, 0});
         const Tensor2f init = rand2(g, 5, 7, 3);
-        Tensor2f r = init, f = init, pt = init;
+        Tensor2f r = init, f = init;
         grouped_fprop(x, spec(p.a), w, spec(p.w), ms, r, opt(GemmImpl::Reference, acc, of));
-        grouped_fprop(x, spec(p.a), w, spec(p.w), ms, f, opt(GemmImpl::Fast, acc, of));
-        {
-          IsaGuard guard("portable");
-          grouped_fprop(x, spec(p.a), w, spec(p.w), ms, pt, opt(GemmImpl::Fast, acc, of));
-        }
+        EXPECT_TRUE(ran(slot_of(spec(p.a), spec(p.w)), GetParam(),
+                        [&] { grouped_fprop(x, spec(p.a), w, spec(p.w), ms, f, opt(GemmImpl::Fast, acc, of)); }));
         EXPECT_EQ(count_bit_diffs(r, f), 0u) << p.a;
-        EXPECT_EQ(count_bit_diffs(r, pt), 0u) << p.a;
         for (size_t i = 0; i < r.size(); ++i) {
           const float want = acc ? (of == Format::BF16 ? round_bf16(init.data()[i]) : init.data()[i]) : 0.0f;
           EXPECT_EQ(std::bit_cast<uint32_t>(r.data()[i]), std::bit_cast<uint32_t>(want)) << p.a << " " << i;
         }
       }
+}
+
+// The MX-specials test above runs the default path; the same on every path.
+TEST_P(GemmPaths, MxSpecialsEqualReference) {
+  std::mt19937 g(778);
+  for (const Pair& p : kPairs) {
+    if (std::string(p.a) == "bf16" || std::string(p.a).rfind("fp8_", 0) == 0) continue;
+    for (int trial = 0; trial < 3; ++trial) {
+      std::vector<int64_t> ms = {int64_t(g() % 20), 0, int64_t(1 + g() % 30)};
+      const size_t M = size_t(sum(ms)), N = 1 + g() % 64, K = 1 + g() % 130;
+      Tensor2f x = rand2(g, M, K, 30);
+      if (M) x(0, 0) = 1e30f, x(M - 1, K - 1) = -3e38f;
+      const Tensor3f w = rand3(g, 3, N, K, 30);
+      QuantizedTensor qx = quantize(x, spec(p.a), Axis::Cols), qw = quantize(w, spec(p.w), Axis::Cols);
+      poke(qx, g);
+      poke(qw, g);
+      for (int acc = 0; acc < 2; ++acc) {
+        Tensor2f r = rand2(g, M, N, 1), f = r;
+        grouped_fprop(qx, qw, ms, r, opt(GemmImpl::Reference, acc, Format::FP32));
+        EXPECT_TRUE(ran(slot_of(spec(p.a), spec(p.w)), GetParam(),
+                        [&] { grouped_fprop(qx, qw, ms, f, opt(GemmImpl::Fast, acc, Format::FP32)); }));
+        EXPECT_EQ(count_bit_diffs(r, f), 0u) << p.a << " x " << p.w;
+      }
+    }
+  }
+}
+
+// The kernels a path names are distinct, so ran() tells the paths apart.
+TEST(GemmPathNames, KernelNamesDifferBetweenPaths) {
+  for (int s = 0; s < kNumKernelSlots; ++s) {
+    const KernelSlot slot = KernelSlot(s);
+    EXPECT_STRNE(kernel_name(slot, CpuPath::Avx2), kernel_name(slot, CpuPath::Scalar)) << kernel_slot_name(slot);
+    if (slot != KernelSlot::MxExact) {  // AVX-512 without VNNI runs the AVX2 MX kernel
+      EXPECT_STRNE(kernel_name(slot, CpuPath::Avx512), kernel_name(slot, CpuPath::Avx2)) << kernel_slot_name(slot);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(CpuPaths, GemmPaths, ::testing::Values(CpuPath::Avx512, CpuPath::Avx2, CpuPath::Scalar),
+                         path_param_name);
+
+// Scale edges the vector tiles take since they reason per side: all-zero
+// blocks (scale byte 0x00) on either operand, A-side scales far below 2^-50
+// (gradients), and B-side factors outside [2^-126, 2^110] (left to the
+// scalar walk), in every form, on every path.
+TEST_P(GemmPaths, ZeroBlocksAndExtremeScalesEqualReference) {
+  std::mt19937 g(2718);
+  const Pair pairs[] = {{"mxfp4", "mxfp4"}, {"mxfp4", "mxfp4_2d"}, {"mxfp8", "mxfp8"}, {"mxfp8", "mxfp4_2d"}};
+  for (const Pair& p : pairs)
+    for (int trial = 0; trial < 3; ++trial) {
+      std::vector<int64_t> ms = {int64_t(1 + g() % 40), 0, int64_t(1 + g() % 50)};
+      const size_t M = size_t(sum(ms)), N = 8 + g() % 60, K = 8 + g() % 100, G = ms.size();
+      const float sa = trial == 0 ? 1.0f : 0x1p-110f, sw = trial == 2 ? 0x1p-120f : 1.0f;
+      Tensor2f x = rand2(g, M, K, 4), dy = rand2(g, M, N, 4);
+      Tensor3f w = rand3(g, G, N, K, 4);
+      for (auto& v : x) v *= sa;
+      for (auto& v : dy) v *= sa;
+      for (auto& v : w) v *= sw;
+      for (size_t k = 0; k < K; ++k) x(0, k) = dy(0, std::min(k, N - 1)) = 0.0f;  // zero rows
+      for (size_t i = 0; i < M; ++i)
+        for (size_t k = 0; k < std::min<size_t>(32, K); ++k) x(i, k) = 0.0f;  // a zero block column
+      for (size_t gi = 0; gi < G; ++gi)
+        for (size_t k = 0; k < K; ++k) w(gi, 0, k) = 0.0f;
+      const bool tiles = std::string(p.w) == "mxfp4_2d";
+      for (int form = 0; form < 3; ++form) {
+        if (form == 2 && tiles) continue;
+        SCOPED_TRACE(std::string(p.a) + " x " + p.w + " form " + std::to_string(form) + " trial " + std::to_string(trial));
+        const KernelSlot slot = slot_of(spec(p.a), spec(p.w));
+        if (form < 2) {
+          const QuantizedTensor qa = quantize(form == 0 ? x : dy, spec(p.a), Axis::Cols);
+          const QuantizedTensor qw = quantize(w, spec(p.w), form == 0 || tiles ? Axis::Cols : Axis::Rows);
+          Tensor2f r, f;
+          auto go = [&](GemmImpl impl, Tensor2f& o) {
+            if (form == 0) grouped_fprop(qa, qw, ms, o, opt(impl, false, Format::FP32));
+            else grouped_dgrad(qa, qw, ms, o, opt(impl, false, Format::FP32));
+          };
+          go(GemmImpl::Reference, r);
+          EXPECT_TRUE(ran(slot, GetParam(), [&] { go(GemmImpl::Fast, f); }));
+          EXPECT_EQ(count_bit_diffs(r, f), 0u);
+        } else {
+          const auto qa = quantize_grouped_colwise(dy, ms, spec(p.a));
+          const auto qb = quantize_grouped_colwise(x, ms, spec(p.w));
+          Tensor3f r, f;
+          grouped_wgrad(qa, qb, ms, r, opt(GemmImpl::Reference, false, Format::FP32));
+          EXPECT_TRUE(ran(slot, GetParam(), [&] { grouped_wgrad(qa, qb, ms, f, opt(GemmImpl::Fast, false, Format::FP32)); }));
+          EXPECT_EQ(count_bit_diffs(r, f), 0u);
+        }
+      }
+    }
 }

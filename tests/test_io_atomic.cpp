@@ -90,3 +90,49 @@ TEST(IoAtomicOutputs, NoCommitOrAMissingTemporaryChangesNothing) {
   const std::string e = error_of([&] { (void)out.add(d.p / "nofolder" / "y.txt"); });
   EXPECT_NE(e.find("does not exist"), std::string::npos) << e;
 }
+
+TEST(IoAtomicOutputs, RefusesPathsARenameMustNotReplace) {
+  TempDir d("io_atomic");
+  AtomicOutputs out;
+  // An embedded NUL: the system call would see "<dir>/keep.txt" instead.
+  d.put("keep.txt", "precious");
+  const fs::path nul = fs::path(d.p.string() + "/keep.txt" + std::string(1, '\0') + ".data.npy");
+  EXPECT_NE(error_of([&] { (void)out.add(nul); }).find("holds a NUL byte"), std::string::npos);
+  // Devices, FIFOs, folders: never replaced.
+  EXPECT_NE(error_of([&] { (void)out.add("/dev/null"); }).find("not a regular file"), std::string::npos);
+  EXPECT_NE(error_of([&] { (void)out.add(d.p); }).find("is a directory"), std::string::npos);
+  EXPECT_EQ(read_bytes(d.p / "keep.txt"), "precious");
+  // Temporaries are named by the process, never after the final name.
+  const fs::path t = out.add(d.p / "x.npy");
+  EXPECT_EQ(t.parent_path(), d.p);
+  EXPECT_EQ(t.filename().string().rfind(".mxsim-", 0), 0u) << t;
+  EXPECT_EQ(t.filename().string().find("x.npy"), std::string::npos) << t;
+}
+
+TEST(IoAtomicOutputs, ManyFilesCommitTogether) {
+  // 2000 outputs (an --all-tensors run over a large checkpoint) in one commit:
+  // every final file complete, no temporary left.
+  TempDir d("io_atomic");
+  AtomicOutputs out;
+  for (int i = 0; i < 2000; ++i) write_file(out.add(d.p / ("f" + std::to_string(i))), std::to_string(i));
+  out.commit();
+  EXPECT_EQ(entries(d.p), 2000u);
+  EXPECT_EQ(read_bytes(d.p / "f1999"), "1999");
+}
+
+TEST(IoFileStem, EncodesEveryUnsafeByteOneToOne) {
+  EXPECT_EQ(file_stem("model.layers.0.mlp.w1"), "model.layers.0.mlp.w1");
+  EXPECT_EQ(file_stem("a/b"), "a%2Fb");
+  EXPECT_EQ(file_stem("a\\b"), "a%5Cb");
+  EXPECT_EQ(file_stem("50%"), "50%25");
+  EXPECT_EQ(file_stem(".."), "%2E.");
+  EXPECT_EQ(file_stem(".hidden"), "%2Ehidden");
+  EXPECT_EQ(file_stem(std::string("x\0y", 3)), "x%00y");
+  EXPECT_EQ(file_stem("tab\there"), "tab%09here");
+  EXPECT_EQ(file_stem(""), "%");
+  EXPECT_EQ(file_stem("caf\xC3\xA9"), "caf\xC3\xA9");  // UTF-8 kept
+  EXPECT_NE(file_stem("a/b"), file_stem("a_b"));
+  EXPECT_NE(error_of([] { (void)file_stem(std::string(300, 'n')); }).find("write a .safetensors output instead"),
+            std::string::npos);
+  EXPECT_EQ(file_stem(std::string(kMaxFileStem, 'n')).size(), kMaxFileStem);
+}

@@ -150,8 +150,8 @@ TEST(IoNpy, ErrorsNameTheFileAndTheProblem) {
       {"hdrlen.npy", std::string("\x93NUMPY\x01\x00\xff\x00", 10) + ok_dict, "truncated header"},
       {"trunc.npy", npy_v1(ok_dict, bytes_of({0, 0, 0x80, 0x3f, 0, 0})), "truncated data"},
       {"trail.npy", npy_v1(ok_dict, std::string(9, '\0')), "trailing bytes"},
-      {"f8.npy", npy_v1("{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }", std::string(8, '\0')),
-       "unsupported dtype '<f8'"},
+      {"f16.npy", npy_v1("{'descr': '<f16', 'fortran_order': False, 'shape': (1,), }", std::string(16, '\0')),
+       "unsupported dtype '<f16'"},
       {"be.npy", npy_v1("{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }", std::string(4, '\0')),
        "unsupported dtype '>f4'"},
       {"void.npy", npy_v1("{'descr': '|V2', 'fortran_order': False, 'shape': (1,), }", std::string(2, '\0')),
@@ -184,4 +184,25 @@ TEST(IoNpy, ErrorsNameTheFileAndTheProblem) {
   }
   const std::string missing = error_of(d.p / "missing.npy");
   EXPECT_NE(missing.find("missing.npy: cannot open"), std::string::npos) << missing;
+}
+
+TEST(IoNpy, F64IsReadAndRoundedOnceToNearestEven) {
+  // Hand values: 1 + 2^-24 lies halfway between 1 and 1 + 2^-23 -> 1 (even);
+  // 1 + 3 * 2^-24 halfway between 1 + 2^-23 and 1 + 2^-22 -> 1 + 2^-22 (even);
+  // 1e300 overflows to +inf; 0.5 and -2 are exact.
+  TempDir d("io_npy");
+  const double v[5] = {1.0 + std::ldexp(1.0, -24), 1.0 + 3 * std::ldexp(1.0, -24), 1e300, 0.5, -2.0};
+  std::string data(reinterpret_cast<const char*>(v), sizeof v);
+  const auto t = read_npy(d.put("d.npy", npy_v1("{'descr': '<f8', 'fortran_order': False, 'shape': (5,), }", data)));
+  EXPECT_EQ(t.dtype, DType::F64);
+  size_t changed = 0;
+  const auto f = to_f32(t, &changed);
+  EXPECT_EQ(f[0], 1.0f);
+  EXPECT_EQ(f[1], 1.0f + std::ldexp(1.0f, -22));
+  EXPECT_TRUE(std::isinf(f[2]) && f[2] > 0);
+  EXPECT_EQ(f[3], 0.5f);
+  EXPECT_EQ(f[4], -2.0f);
+  EXPECT_EQ(changed, 3u);
+  EXPECT_EQ(npy_descr(DType::F64), "<f8");
+  EXPECT_EQ(read_npy_header(d.p / "d.npy").shape, std::vector<size_t>{5});
 }

@@ -103,8 +103,9 @@ TEST(IoSafetensors, ErrorsNameTheFileAndTheProblem) {
       {"giant.safetensors", std::string("\xff\xff\xff\xff\xff\xff\x00\x00", 8) + "{}", {"exceeds the 100 MB limit"}},
       {"json.safetensors", st_file("{\"t\": {\"dtype\": ", ""), {"not valid JSON"}},
       {"array.safetensors", st_file("[1,2]", ""), {"not an object"}},
-      {"dtype.safetensors", st_file(one(R"({"dtype":"F12","shape":[1],"data_offsets":[0,4]})"), f4),
-       {"tensor 't'", "unknown dtype 'F12'"}},
+      // 3 FP4 elements are 12 bits: not a whole number of bytes (safetensors rejects it too).
+      {"f4odd.safetensors", st_file(one(R"({"dtype":"F4","shape":[3],"data_offsets":[0,2]})"), std::string(2, '\0')),
+       {"tensor 't'", "not a whole number of bytes"}},
       {"range.safetensors", st_file(one(R"({"dtype":"F32","shape":[2],"data_offsets":[0,8]})"), f4),
        {"tensor 't'", "past the end of the 4-byte data buffer"}},
       {"span.safetensors", st_file(one(R"({"dtype":"F32","shape":[2],"data_offsets":[0,4]})"), f4),
@@ -154,4 +155,109 @@ TEST(IoSafetensors, WriterRejectsBadNames) {
   const uint8_t b = 0;
   EXPECT_THROW(encode_safetensors({from_u8("a", {1}, &b), from_u8("a", {1}, &b)}), IoError);
   EXPECT_THROW(encode_safetensors({from_u8("__metadata__", {1}, &b)}), IoError);
+}
+
+TEST(IoSafetensors, EveryFormatDtypeIsReadWithItsBitSize) {
+  // The 22 dtypes of the safetensors reference implementation; sub-byte ones
+  // take numel * bits / 8 bytes: F4 [2, 4] = 4 bytes, F6_E2M3 [4] = 3 bytes.
+  TempDir d("io_st");
+  struct D {
+    const char* name;
+    const char* shape;
+    size_t bytes;
+  };
+  const D ds[] = {{"BOOL", "[2]", 2},        {"U8", "[1]", 1},          {"I8", "[1]", 1},
+                  {"F8_E5M2", "[1]", 1},     {"F8_E4M3", "[1]", 1},     {"F8_E8M0", "[1]", 1},
+                  {"F8_E4M3FNUZ", "[1]", 1}, {"F8_E5M2FNUZ", "[1]", 1}, {"I16", "[1]", 2},
+                  {"U16", "[1]", 2},         {"F16", "[1]", 2},         {"BF16", "[1]", 2},
+                  {"I32", "[1]", 4},         {"U32", "[1]", 4},         {"F32", "[1]", 4},
+                  {"C64", "[1]", 8},         {"F64", "[1]", 8},         {"I64", "[1]", 8},
+                  {"U64", "[1]", 8},         {"F4", "[2, 4]", 4},       {"F6_E2M3", "[4]", 3},
+                  {"F6_E3M2", "[4]", 3}};
+  std::string json = "{";
+  size_t off = 0;
+  for (const auto& x : ds) {
+    json += std::string(off ? "," : "") + "\"t_" + x.name + "\":{\"dtype\":\"" + x.name + "\",\"shape\":" + x.shape +
+            ",\"data_offsets\":[" + std::to_string(off) + "," + std::to_string(off + x.bytes) + "]}";
+    off += x.bytes;
+  }
+  json += "}";
+  const auto f = read_safetensors(d.put("all.safetensors", st_file(json, std::string(off, '\x11'))));
+  ASSERT_EQ(f.tensors.size(), std::size(ds));
+  EXPECT_TRUE(f.unknown.empty());
+  for (const auto& x : ds) {
+    const auto* t = f.find(std::string("t_") + x.name);
+    ASSERT_NE(t, nullptr) << x.name;
+    EXPECT_STREQ(name_of(t->dtype), x.name);
+    EXPECT_EQ(t->bytes.size(), x.bytes) << x.name;
+  }
+  // Written back: the same dtypes and shapes, byte for byte the same tensors.
+  const auto back = parse_safetensors(encode_safetensors(f.tensors), "back");
+  for (size_t i = 0; i < f.tensors.size(); ++i) {
+    EXPECT_EQ(back.tensors[i].dtype, f.tensors[i].dtype);
+    EXPECT_EQ(back.tensors[i].shape, f.tensors[i].shape);
+    EXPECT_EQ(back.tensors[i].bytes, f.tensors[i].bytes);
+  }
+}
+
+TEST(IoSafetensors, UnknownDtypeIsListedAndSkippedNotFatal) {
+  TempDir d("io_st");
+  const std::string json = R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                           R"("z":{"dtype":"F3_E1M1","shape":[7],"data_offsets":[4,10]}})";
+  const auto f = read_safetensors(d.put("u.safetensors", st_file(json, std::string(10, '\0'))));
+  ASSERT_EQ(f.tensors.size(), 1u);
+  EXPECT_EQ(f.tensors[0].name, "a");
+  ASSERT_EQ(f.unknown.size(), 1u);
+  EXPECT_EQ(f.unknown[0].name, "z");
+  EXPECT_EQ(f.unknown[0].dtype, "F3_E1M1");
+  EXPECT_EQ(f.unknown[0].shape, std::vector<size_t>{7});
+  // Its bytes still count: a gap after it is an error as before.
+  const std::string gap = R"({"z":{"dtype":"F3_E1M1","shape":[7],"data_offsets":[0,6]}})";
+  EXPECT_NE(error_of(d.put("g.safetensors", st_file(gap, std::string(10, '\0')))).find("belong to no tensor"),
+            std::string::npos);
+}
+
+TEST(IoSafetensors, HeaderOnlyReadMatchesFullReadWithoutData) {
+  TempDir d("io_st");
+  const std::string json = R"({"__metadata__":{"k":"v"},"a":{"dtype":"BF16","shape":[2,3],"data_offsets":[0,12]}})";
+  const auto p = d.put("h.safetensors", st_file(json, std::string(12, '\x01')));
+  const auto h = read_safetensors_header(p);
+  ASSERT_EQ(h.tensors.size(), 1u);
+  EXPECT_EQ(h.tensors[0].shape, (std::vector<size_t>{2, 3}));
+  EXPECT_TRUE(h.tensors[0].bytes.empty());
+  EXPECT_EQ(h.metadata.at("k"), "v");
+  // Validated against the file's real size: a truncated buffer is still an error.
+  const auto t = d.put("t.safetensors", st_file(json, std::string(11, '\x01')));
+  EXPECT_THROW(read_safetensors_header(t), IoError);
+}
+
+TEST(IoSafetensors, ShardedCheckpointIndex) {
+  TempDir d("io_st");
+  const auto ix = d.put("model.safetensors.index.json",
+                        R"({"metadata":{"total_size":8},"weight_map":{"a":"model-00001-of-00002.safetensors",)"
+                        R"("b":"model-00002-of-00002.safetensors","c":"model-00001-of-00002.safetensors"}})");
+  const SafetensorsIndex i = read_safetensors_index(ix);
+  ASSERT_EQ(i.shards.size(), 2u);
+  EXPECT_EQ(i.shards[0], d.p / "model-00001-of-00002.safetensors");
+  EXPECT_EQ(i.tensors_in(i.shards[0]), (std::vector<std::string>{"a", "c"}));
+  EXPECT_EQ(i.shard_of("b"), d.p / "model-00002-of-00002.safetensors");
+  EXPECT_TRUE(is_safetensors_index(ix));
+  const std::pair<const char*, const char*> bad[] = {
+      {R"({"weight_map":{"a":"../x.safetensors"}})", "relative path inside"},
+      {R"({"weight_map":{"a":"/etc/x.safetensors"}})", "relative path inside"},
+      {R"({"weight_map":{"a":"s.safetensors","a":"t.safetensors"}})", "names tensor 'a' twice"},
+      {R"({"weight_map":{"a":1}})", "not a string"},
+      {R"({"metadata":{}})", "no \"weight_map\""},
+      {R"([1])", "not a JSON object"},
+      {R"({"weight_map":)", "not valid JSON"}};
+  for (const auto& [text, want] : bad) {
+    const auto f = d.put("bad.index.json", text);
+    try {
+      read_safetensors_index(f);
+      ADD_FAILURE() << text;
+    } catch (const IoError& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(f.string()), std::string::npos) << e.what();
+    }
+  }
 }

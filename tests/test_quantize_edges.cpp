@@ -16,7 +16,9 @@
 #include "../emu/src/quantize_fast.hpp"
 #include "mxsim/delayed_scaling.hpp"
 #include "mxsim/emu/quantize.hpp"
+#include "mxsim/philox.hpp"
 #include "mxsim/rounding.hpp"
+#include "mxsim/scale_rule.hpp"
 
 using namespace mxsim;
 
@@ -248,10 +250,17 @@ TEST(QuantizeEdges, DegenerateShapesEveryRecipe) {
 
 // Stochastic rounding never takes the fast path; on the shapes the fast path
 // takes for RNE (1x32 rowwise, 32x32 tiles, ragged), with fast kernels on and
-// off, SR gives the same bits, and RNE on both paths too.
-TEST(QuantizeEdges, StochasticRoundingSameWithFastPathOnOrOff) {
-  Tensor3f x = Tensor3f::from_shape({2, 33, 70});
+// off, SR gives the same bits, and RNE on both paths too. Since both SR runs are
+// the reference, SR is also checked against codes recomputed here from the
+// contract: scale s from the block amax by the recipe's rule (§3.1), word
+// PhiloxStream{seed, stream}(sr_index_base + (g * rows + r) * cols + c) for
+// logical element (g, r, c) (§2.5), code encode(x, s, SR, saturating) -- the
+// group term and the logical (not storage) index included: rowwise, columnwise
+// and tiles, three groups, a non-zero index base.
+TEST(QuantizeEdges, StochasticRoundingSameWithFastPathOnOrOffAndFollowsTheStreamFormula) {
+  Tensor3f x = Tensor3f::from_shape({3, 33, 70});
   for (size_t i = 0; i < x.size(); ++i) x.data()[i] = std::sin(float(i) * 0.7f) * float(1 + i % 5);
+  const size_t G = x.shape(0), R = x.shape(1), C = x.shape(2);
   for (const char* name : {"mxfp4", "mxfp4_2d", "mxfp8", "mxfp8_2d"}) {
     for (RoundMode m : {RoundMode::RNE, RoundMode::Stochastic}) {
       QuantSpec s = tensor_recipe(name);
@@ -265,6 +274,42 @@ TEST(QuantizeEdges, StochasticRoundingSameWithFastPathOnOrOff) {
       emu::fast::set_enabled(true);
       EXPECT_EQ(a.data, b.data) << name;
       EXPECT_EQ(a.scale_bytes, b.scale_bytes) << name;
+      if (m != RoundMode::Stochastic) continue;
+      s.sr_index_base = 1000003;
+      for (Axis axis : {Axis::Cols, Axis::Rows}) {
+        const QuantizedTensor q = emu::quantize(x, s, axis);
+        const bool tile = s.block_rows > 1;
+        const bool tr = !tile && axis == Axis::Rows;  // 1-D columnwise: storage is the transpose
+        ASSERT_EQ(q.transposed, tr) << name;
+        const FormatSpec fe = spec_of(s.elem);
+        size_t checked = 0, group_term_matters = 0;
+        for (size_t g = 0; g < G; ++g)
+          for (size_t r = 0; r < R; ++r)
+            for (size_t c = 0; c < C; ++c) {
+              const size_t sr = tr ? c : r, sc = tr ? r : c;  // storage coordinates
+              // The block: rows [br0, br1) x cols [bc0, bc1) of storage.
+              const size_t bh = tile ? 32 : 1, bw = 32;
+              const size_t br0 = sr / bh * bh, bc0 = sc / bw * bw;
+              float amax = 0;
+              for (size_t i = br0; i < std::min(br0 + bh, tr ? C : R); ++i)
+                for (size_t j = bc0; j < std::min(bc0 + bw, tr ? R : C); ++j)
+                  amax = std::max(amax, std::fabs(tr ? x(g, j, i) : x(g, i, j)));
+              const int se = int(e8m0_scale(s.rule, f32_bits(amax), fe)) - 127;
+              const uint64_t index = s.sr_index_base + (g * R + r) * C + c;
+              const uint32_t want = encode(fe, f32_bits(x(g, r, c)), se, RoundMode::Stochastic, Overflow::Saturate,
+                                           PhiloxStream{s.sr.seed, s.sr.stream}(index));
+              ASSERT_EQ(q.code(g, sr, sc), want) << name << (tr ? " columnwise" : " rowwise") << " g=" << g
+                                                 << " r=" << r << " c=" << c;
+              ++checked;
+              // Without the group term (index (r * cols + c)) the code would differ here.
+              const uint32_t no_group = encode(fe, f32_bits(x(g, r, c)), se, RoundMode::Stochastic,
+                                               Overflow::Saturate,
+                                               PhiloxStream{s.sr.seed, s.sr.stream}(s.sr_index_base + r * C + c));
+              group_term_matters += g > 0 && no_group != want;
+            }
+        EXPECT_EQ(checked, G * R * C);
+        EXPECT_GT(group_term_matters, 100u) << name << ": the data must tell the group term apart";
+      }
     }
   }
 }

@@ -10,18 +10,22 @@
 
 #include <cmath>
 #include <cstring>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "../emu/src/quantize_fast.hpp"
 #include "mxsim/bits.hpp"
+#include "mxsim/emu/cpu_path.hpp"
 #include "mxsim/emu/quantize.hpp"
 #include "mxsim/rounding.hpp"
 #include "mxsim/scale_rule.hpp"
 
 using namespace mxsim;
 using emu::fast::set_enabled;
+using emu::CpuPath;
+using emu::cpu_path_name;
 
 namespace {
 
@@ -151,12 +155,17 @@ TEST(QuantizeFast, TakesTheHotRecipes) {
   for (const char* name : {"mxfp4", "mxfp4_2d", "mxfp4_ocp", "mxfp8", "mxfp8_e5m2", "mxfp8_2d", "mxfp6_e2m3"})
     EXPECT_TRUE(emu::fast::takes(tensor_recipe(name), Axis::Cols)) << name;
   QuantSpec s = tensor_recipe("mxfp4");
-  EXPECT_FALSE(emu::fast::takes(s, Axis::Rows)) << "columnwise 1-D goes to the reference";
+  EXPECT_FALSE(emu::fast::takes(s, Axis::Rows)) << "columnwise 1-D is not the direct row kernel";
+  EXPECT_TRUE(emu::fast::takes_staged(s, Axis::Rows)) << "columnwise 1-D goes through the staged copy";
   s.round = RoundMode::Stochastic;
   EXPECT_FALSE(emu::fast::takes(s, Axis::Cols));
   s = tensor_recipe("mxfp4");
   s.hadamard16 = true;
   EXPECT_FALSE(emu::fast::takes(s, Axis::Cols));
+  EXPECT_TRUE(emu::fast::takes_staged(s, Axis::Cols));
+  EXPECT_TRUE(emu::fast::takes_staged(s, Axis::Rows));
+  s.round = RoundMode::Stochastic;
+  EXPECT_FALSE(emu::fast::takes_staged(s, Axis::Rows));
   EXPECT_FALSE(emu::fast::takes(tensor_recipe("nvfp4"), Axis::Cols));
   EXPECT_FALSE(emu::fast::takes(tensor_recipe("fp8_block"), Axis::Cols));
   set_enabled(false);
@@ -278,3 +287,81 @@ TEST(QuantizeFast, Bf16EntryRejectsNullData) {
   EXPECT_THROW(emu::quantize_bf16(nullptr, 1, 2, 32, tensor_recipe("mxfp4")), std::invalid_argument);
   EXPECT_NO_THROW(emu::quantize_bf16(nullptr, 1, 0, 32, tensor_recipe("mxfp4")));
 }
+
+// ------------------------------------------------------------------------
+// The staged copy (1x32 blocks along Axis::Rows, the Hadamard transform) and
+// every CPU path (cpu_path.hpp) against the reference, asserting that the
+// fast kernel of the path ran.
+namespace {
+
+}  // namespace
+namespace mxsim::emu {
+// gtest prints parameters with this (found by argument-dependent lookup).
+inline void PrintTo(CpuPath p, std::ostream* os) { *os << cpu_path_name(p); }
+}  // namespace mxsim::emu
+namespace {
+
+/// quantize(x, s, axis) ran the quantize kernel of `path` and equals the reference.
+void check_ran(const Tensor3f& x, const QuantSpec& s, Axis axis, CpuPath path) {
+  SCOPED_TRACE(where(s, axis, x) + " path " + cpu_path_name(path));
+  const QuantizedTensor ref = reference(x, s, axis);
+  emu::clear_last_kernel(emu::KernelSlot::Quantize);
+  const QuantizedTensor q = emu::quantize(x, s, axis);
+  const char* k = emu::last_kernel(emu::KernelSlot::Quantize);
+  ASSERT_NE(k, nullptr) << "no fast quantize kernel ran";
+  EXPECT_STREQ(k, emu::kernel_name(emu::KernelSlot::Quantize, path));
+  EXPECT_TRUE(same(q, ref));
+}
+
+class QuantizePaths : public ::testing::TestWithParam<CpuPath> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!emu::cpu_supports(GetParam(), &why)) GTEST_SKIP() << cpu_path_name(GetParam()) << " path: " << why;
+    prev_ = emu::cpu_path();
+    emu::set_cpu_path(GetParam());
+  }
+  void TearDown() override {
+    if (emu::cpu_supports(GetParam())) emu::set_cpu_path(prev_);
+  }
+  CpuPath prev_ = CpuPath::Scalar;
+};
+
+}  // namespace
+
+TEST_P(QuantizePaths, RowsColsTilesHadamardEqualReference) {
+  std::mt19937 rng(424242);
+  for (Format f : kFormats)
+    for (ScaleRule rule : kRules) {
+      for (bool tile : {false, true})
+        for (bool bf16 : {false, true}) {
+          check_ran(random_tensor(rng, 2, 70, 96, true, bf16), mx(f, rule, tile), Axis::Cols, GetParam());
+          check_ran(tie_tensor(rng, 1, 40, 160, f, rule), mx(f, rule, tile), Axis::Cols, GetParam());
+        }
+      // 1x32 along the logical rows (storage transposed), ragged both ways.
+      check_ran(random_tensor(rng, 2, 77, 45, true, false), mx(f, rule, false), Axis::Rows, GetParam());
+      // Hadamard along storage rows of 16 (both axes).
+      QuantSpec h = mx(f, rule, false);
+      h.hadamard16 = true;
+      check_ran(random_tensor(rng, 2, 48, 80, true, false), h, Axis::Cols, GetParam());
+      check_ran(random_tensor(rng, 1, 64, 33, true, false), h, Axis::Rows, GetParam());
+    }
+}
+
+TEST_P(QuantizePaths, Bf16EntryEqualsReference) {
+  std::mt19937 rng(99);
+  for (Format f : kFormats)
+    for (bool tile : {false, true}) {
+      const Tensor3f x = random_tensor(rng, 2, 50, 130, true, true);
+      const QuantSpec s = mx(f, ScaleRule::Even, tile);
+      std::vector<uint16_t> h(x.size());
+      for (size_t i = 0; i < x.size(); ++i) h[i] = uint16_t(f32_bits(x.data()[i]) >> 16);
+      emu::clear_last_kernel(emu::KernelSlot::Quantize);
+      const QuantizedTensor q = emu::quantize_bf16(h.data(), 2, 50, 130, s, Axis::Cols);
+      EXPECT_STREQ(emu::last_kernel(emu::KernelSlot::Quantize), emu::kernel_name(emu::KernelSlot::Quantize, GetParam()));
+      EXPECT_TRUE(same(q, reference(x, s, Axis::Cols)));
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(CpuPaths, QuantizePaths, ::testing::Values(CpuPath::Avx512, CpuPath::Avx2, CpuPath::Scalar),
+                         [](const ::testing::TestParamInfo<CpuPath>& i) { return std::string(emu::cpu_path_name(i.param)); });

@@ -134,7 +134,8 @@ TEST(MxsimCompareCli, ExitCodesAndTable) {
   EXPECT_EQ(run_cli((d / "a.h5").string() + " " + (d / "c.h5").string(), &out), 1) << out;
   EXPECT_NE(out.find("first difference at step 3 in /b/vec (element 1)"), std::string::npos) << out;
   out.clear();
-  EXPECT_EQ(run_cli((d / "a.h5").string() + " " + (d / "missing.h5").string(), &out), 2) << out;
+  // One exit-code scheme (docs/cli.md): a missing trace is a runtime/data error (1), not usage (2).
+  EXPECT_EQ(run_cli((d / "a.h5").string() + " " + (d / "missing.h5").string(), &out), 1) << out;
   EXPECT_NE(out.find("missing.h5"), std::string::npos) << out;
   fs::remove_all(d);
 }

@@ -1,5 +1,6 @@
 // Reader: one element across rows (point selection), two Readers of one file in
-// one process, and a Reader following a writer in the same process. Values
+// one process, and a Reader following a writer in the same process (the
+// inspector's run mode). Values
 // are closed-form functions of (step, element) written here.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -96,9 +97,8 @@ TEST(TraceReaderElement, SnapshotElementSeesOnlyCompleteSteps) {
   EXPECT_EQ(v, (std::vector<float>{snap_value(1, 9), snap_value(3, 9)}));
 }
 
-// HDF5 1.10: H5Drefresh of a dataset open twice in one process breaks later chunk reads;
-// a Reader refreshes nothing until refresh() is called, so two Readers of a finished
-// file read every row right.
+// HDF5 1.10: H5Drefresh of a dataset open twice in one process breaks later chunk reads
+// (a refreshed read of snapshot row 1 returned row 0); Readers of one file share their ids.
 TEST(TraceReaderElement, TwoReadersOfOneFile) {
   Fixture f("two.h5");
   f.write(8);

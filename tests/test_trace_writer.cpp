@@ -11,6 +11,8 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <optional>
+#include <set>
 #include <thread>
 
 #include "mxsim/trace/histogram.hpp"
@@ -164,17 +166,58 @@ TEST_P(KillMidRun, FileOpensAndIsCompleteUpToLastStep) {
 
 INSTANTIATE_TEST_SUITE_P(Trace, KillMidRun, ::testing::Values(1, 3, 6, 11));
 
-TEST(TraceWriter, CompletedRunAndLiveReader) {
+// A reader opened while the writer runs sees complete steps only, more of them after each
+// refresh(), with the values written; after the writer exits, the whole run.
+TEST(TraceWriter, LiveReaderWhileWriterRunsThenCompletedRun) {
   const fs::path dir = temp_dir();
-  const fs::path f = dir / "done.h5";
-  const pid_t pid = spawn_writer(f, 7, 0);
+  const fs::path f = dir / "live.h5";
+  const pid_t pid = spawn_writer(f, 7, 30000);  // ~90 ms per step
+  std::optional<Reader> live;
+  std::set<uint64_t> seen_running;  // step counts observed while the writer was alive
+  uint64_t last = 0;
   int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  bool exited = false;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!exited && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(120)) {
+    const pid_t w = waitpid(pid, &status, WNOHANG);
+    ASSERT_NE(w, -1);
+    exited = w == pid;
+    if (!live) {
+      try {
+        live.emplace(f);
+      } catch (const TraceError&) {  // not yet renamed into place
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        continue;
+      }
+    }
+    live->refresh();
+    const uint64_t k = live->steps_completed();
+    EXPECT_GE(k, last) << "complete steps never decrease";
+    last = k;
+    if (k > 0 && !exited) {
+      const auto loss = live->read_series<float>("/train/loss");
+      const auto counts = live->read_series<uint64_t>("/train/counts");
+      ASSERT_EQ(loss.size(), k);
+      ASSERT_EQ(counts.size(), 3 * k);
+      for (uint64_t s = 0; s < k; ++s) {
+        EXPECT_EQ(loss[s], float(s) * 0.5f + 0.25f) << s;
+        EXPECT_EQ(counts[3 * s + 1], s * s) << s;
+      }
+      seen_running.insert(k);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(exited) << "writer did not finish";
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  EXPECT_EQ(check_contents(f), 7u);
+  EXPECT_GE(seen_running.size(), 2u) << "the live reader should see the run grow while the writer runs";
+  EXPECT_LT(*seen_running.begin(), 7u);
+  live->refresh();
+  EXPECT_EQ(live->steps_completed(), 7u);
+  EXPECT_EQ(check_contents(f), 7u);  // a second Reader of the same file, the live one still open
   if (have_h5py()) {
     EXPECT_EQ(h5py_check(f), 7);
   }
+  live.reset();
   fs::remove_all(dir);
 }
 

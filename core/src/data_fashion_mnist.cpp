@@ -1,20 +1,18 @@
 // Fashion-MNIST / IDX loader (see mxsim/data/fashion_mnist.hpp).
 #include "mxsim/data/fashion_mnist.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <sstream>
 
+#include "data_gzip.hpp"
 #include "mxsim/io/tensor_file.hpp"
 
-#include <boost/iostreams/copy.hpp>
-#include <boost/iostreams/device/back_inserter.hpp>
-#include <boost/iostreams/filter/gzip.hpp>
-#include <boost/iostreams/filtering_stream.hpp>
-
 namespace mxsim::data {
-
-namespace io = boost::iostreams;
 
 namespace {
 
@@ -69,7 +67,8 @@ std::filesystem::path pick(const std::filesystem::path& dir, const std::string& 
   const auto plain = dir / base;
   if (std::filesystem::exists(plain)) return plain;
   throw DataError(gz.string() + ": missing (neither " + base + ".gz nor " + base + " exists in " + dir.string() +
-                  "; install the Debian package dataset-fashion-mnist or pass --data DIR)");
+                  "; install the Debian package dataset-fashion-mnist or point the config key run.data_dir at the "
+                  "folder: mxsim train --set run.data_dir=DIR)");
 }
 
 }  // namespace
@@ -86,57 +85,84 @@ std::vector<uint8_t> read_maybe_gzip(const std::filesystem::path& f) {
     throw DataError(e.what());  // "<file>: cannot open: <reason>" / "<file>: read error"
   }
   if (raw.size() < 2 || raw[0] != 0x1f || raw[1] != 0x8b) return raw;  // plain IDX
-  std::vector<uint8_t> out;
-  try {
-    io::filtering_istream s;
-    s.push(io::gzip_decompressor());
-    s.push(io::array_source(reinterpret_cast<const char*>(raw.data()), raw.size()));
-    s.exceptions(std::ios::badbit);
-    std::array<char, 1 << 16> buf;
-    while (s) {
-      s.read(buf.data(), buf.size());
-      out.insert(out.end(), buf.data(), buf.data() + s.gcount());
-    }
-  } catch (const io::gzip_error& e) {
-    const int err = e.error();
-    fail(f, std::string(err == io::gzip::bad_footer ? "truncated gzip stream (no complete gzip footer): "
-                        : err == io::gzip::bad_crc  ? "corrupt gzip stream (CRC mismatch): "
-                                                     : "corrupt gzip stream: ") + e.what());
-  } catch (const std::ios_base::failure& e) {
-    fail(f, std::string("corrupt or truncated gzip stream: ") + e.what());
-  }
-  return out;
+  return detail::gunzip(raw, f);
 }
 
-Dataset load_idx(const std::filesystem::path& images_file, const std::filesystem::path& labels_file) {
-  const Idx im = parse_idx(images_file, 0x00000803u, 3, "IDX images, uint8 rank 3");
-  const Idx lb = parse_idx(labels_file, 0x00000801u, 1, "IDX labels, uint8 rank 1");
-  if (im.dims[0] != lb.dims[0])
-    fail(labels_file, "count mismatch: " + std::to_string(lb.dims[0]) + " labels but " + images_file.string() +
-                          " has " + std::to_string(im.dims[0]) + " images");
+namespace {
+
+/// Validated IDX payloads of one image file and its label file.
+struct RawSet {
+  Idx im, lb;
+  std::size_t count = 0, rows = 0, cols = 0;
+};
+
+RawSet load_raw(const std::filesystem::path& images_file, const std::filesystem::path& labels_file) {
+  RawSet r;
+  r.im = parse_idx(images_file, 0x00000803u, 3, "IDX images, uint8 rank 3");
+  r.lb = parse_idx(labels_file, 0x00000801u, 1, "IDX labels, uint8 rank 1");
+  if (r.im.dims[0] != r.lb.dims[0])
+    fail(labels_file, "count mismatch: " + std::to_string(r.lb.dims[0]) + " labels but " + images_file.string() +
+                          " has " + std::to_string(r.im.dims[0]) + " images");
+  r.count = r.im.dims[0];
+  r.rows = r.im.dims[1];
+  r.cols = r.im.dims[2];
+  const uint8_t* lab = r.lb.bytes.data() + r.lb.payload_offset;
+  for (std::size_t i = 0; i < r.count; ++i)
+    if (lab[i] > 9) fail(labels_file, "label " + std::to_string(lab[i]) + " at index " + std::to_string(i) + " is > 9");
+  return r;
+}
+
+/// The first n examples (all when n is 0 or larger than the set) as FP32.
+Dataset decode(const RawSet& r, std::size_t n) {
   Dataset d;
-  d.count = im.dims[0];
-  d.rows = im.dims[1];
-  d.cols = im.dims[2];
-  d.labels.assign(lb.bytes.begin() + std::ptrdiff_t(lb.payload_offset), lb.bytes.end());
-  for (std::size_t i = 0; i < d.labels.size(); ++i)
-    if (d.labels[i] > 9)
-      fail(labels_file, "label " + std::to_string(d.labels[i]) + " at index " + std::to_string(i) + " is > 9");
+  d.count = n == 0 ? r.count : std::min(n, r.count);
+  d.rows = r.rows;
+  d.cols = r.cols;
+  const uint8_t* lab = r.lb.bytes.data() + r.lb.payload_offset;
+  d.labels.assign(lab, lab + d.count);
   d.images.resize(d.count * d.rows * d.cols);
-  const uint8_t* px = im.bytes.data() + im.payload_offset;
+  const uint8_t* px = r.im.bytes.data() + r.im.payload_offset;
   for (std::size_t i = 0; i < d.images.size(); ++i) d.images[i] = float(px[i]) / 255.0f;
   return d;
 }
 
-Dataset load_fashion_mnist(const std::filesystem::path& dir, Split split) {
+/// What identifies a file's contents for the cache: path, size, mtime.
+std::string stamp(const std::filesystem::path& f) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(f, ec);
+  const auto t = std::filesystem::last_write_time(f, ec).time_since_epoch().count();
+  return f.string() + "|" + std::to_string(size) + "|" + std::to_string(t);
+}
+
+}  // namespace
+
+Dataset load_idx(const std::filesystem::path& images_file, const std::filesystem::path& labels_file) {
+  return decode(load_raw(images_file, labels_file), 0);
+}
+
+Dataset load_fashion_mnist(const std::filesystem::path& dir, Split split, std::size_t limit) {
   const std::string pre = split == Split::train ? "train" : "t10k";
   const auto imf = pick(dir, pre + "-images-idx3-ubyte");
   const auto lbf = pick(dir, pre + "-labels-idx1-ubyte");
-  Dataset d = load_idx(imf, lbf);
-  if (d.rows != 28 || d.cols != 28)
-    fail(imf, "dimension mismatch: images are " + std::to_string(d.rows) + "x" + std::to_string(d.cols) +
-                  ", Fashion-MNIST has 28x28");
-  return d;
+  // Files are gunzipped and validated once per process (per path, size and
+  // mtime); each call decodes only the examples it asks for.
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<const RawSet>> cache;
+  const std::string key = stamp(imf) + "\n" + stamp(lbf);
+  std::shared_ptr<const RawSet> raw;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    if (auto it = cache.find(key); it != cache.end()) raw = it->second;
+  }
+  if (!raw) {
+    auto r = std::make_shared<RawSet>(load_raw(imf, lbf));
+    if (r->rows != 28 || r->cols != 28)
+      fail(imf, "dimension mismatch: images are " + std::to_string(r->rows) + "x" + std::to_string(r->cols) +
+                    ", Fashion-MNIST has 28x28");
+    std::lock_guard<std::mutex> lk(mu);
+    raw = cache.emplace(key, std::move(r)).first->second;
+  }
+  return decode(*raw, limit);
 }
 
 const char* fashion_mnist_class_name(uint8_t label) {

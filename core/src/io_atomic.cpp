@@ -1,6 +1,10 @@
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-#include <set>
+#include <cerrno>
+#include <cstring>
+#include <map>
 #include <system_error>
 
 #include "mxsim/io/atomic_output.hpp"
@@ -9,6 +13,40 @@
 namespace fs = std::filesystem;
 
 namespace mxsim::io {
+namespace {
+
+fs::path folder_of(const fs::path& p) { return p.has_parent_path() ? p.parent_path() : fs::path("."); }
+
+/// Refuse a final path a rename must not replace (see atomic_output.hpp).
+void check_final(const fs::path& final_path) {
+  const std::string& s = final_path.native();
+  if (s.find('\0') != std::string::npos) {
+    std::string shown;
+    for (char c : s) shown += c == '\0' ? std::string("\\0") : std::string(1, c);
+    throw IoError(shown + ": output path holds a NUL byte (the system would write a different, shorter path); refused");
+  }
+  struct stat st{};
+  if (::lstat(s.c_str(), &st) != 0) return;  // does not exist yet
+  if (S_ISDIR(st.st_mode)) throw IoError(s + ": is a directory");
+  if (S_ISLNK(st.st_mode)) return;           // the rename replaces the link itself, never its target
+  if (!S_ISREG(st.st_mode))
+    throw IoError(s + ": exists and is not a regular file (a device, FIFO or socket); refusing to replace it");
+}
+
+/// syncfs(2) of the file system holding `dir`: every file written there so
+/// far, data and metadata, reaches the device.
+void sync_fs(const fs::path& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw IoError(dir.string() + ": cannot open to sync: " + std::strerror(errno));
+  if (::syncfs(fd) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw IoError(dir.string() + ": syncfs failed: " + std::strerror(err));
+  }
+  ::close(fd);
+}
+
+}  // namespace
 
 AtomicOutputs::~AtomicOutputs() {
   for (auto& e : entries_) {
@@ -19,44 +57,44 @@ AtomicOutputs::~AtomicOutputs() {
 }
 
 fs::path AtomicOutputs::add(const fs::path& final_path) {
-  for (const auto& e : entries_)
-    if (e.final_path == final_path) throw IoError(final_path.string() + ": written twice by one command");
-  fs::path dir = final_path.parent_path();
-  if (dir.empty()) dir = ".";
+  check_final(final_path);
+  if (!registered_.insert(final_path.lexically_normal().string()).second)
+    throw IoError(final_path.string() + ": written twice by one command");
+  const fs::path dir = folder_of(final_path);
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) throw IoError(final_path.string() + ": folder '" + dir.string() + "' does not exist");
-  if (fs::is_directory(final_path, ec)) throw IoError(final_path.string() + ": is a directory");
   static unsigned counter = 0;
-  std::string name = ".";
-  name += final_path.filename().string();
-  name += ".tmp-";
-  name += std::to_string(::getpid());
-  name += '-';
-  name += std::to_string(counter++);
-  const fs::path tmp = dir / name;
+  const fs::path tmp = dir / (".mxsim-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".tmp");
   entries_.push_back({tmp, final_path, false});
   return tmp;
 }
 
 void AtomicOutputs::commit() {
-  // Data first: every temporary is on the device before any final name points at it.
+  // Every temporary complete and every target still replaceable before the first rename.
+  std::map<dev_t, fs::path> filesystems;  // one folder per file system
   for (const auto& e : entries_) {
+    struct stat st{};
+    if (::lstat(e.tmp.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+      throw IoError(e.final_path.string() + ": the finished file is missing (" + e.tmp.string() + ")");
+    check_final(e.final_path);
+    filesystems.emplace(st.st_dev, folder_of(e.final_path));
+  }
+  // Data first: every temporary is on the device before any final name points at it.
+  for (const auto& [dev, dir] : filesystems) {
     try {
-      sync_path(e.tmp);
+      sync_fs(dir);
     } catch (const IoError& err) {
-      throw IoError(e.final_path.string() + ": cannot flush the finished file: " + err.what());
+      throw IoError(std::string("cannot flush the finished files: ") + err.what());
     }
   }
-  std::set<fs::path> dirs;
   for (auto& e : entries_) {
     std::error_code ec;
     fs::rename(e.tmp, e.final_path, ec);
     if (ec) throw IoError(e.final_path.string() + ": cannot move the finished file into place: " + ec.message());
     e.done = true;
-    dirs.insert(e.final_path.has_parent_path() ? e.final_path.parent_path() : fs::path("."));
   }
   // Then the renames themselves (the folder entries).
-  for (const auto& d : dirs) sync_path(d, true);
+  for (const auto& [dev, dir] : filesystems) sync_fs(dir);
   committed_ = true;
 }
 
@@ -64,6 +102,31 @@ std::vector<fs::path> AtomicOutputs::finals() const {
   std::vector<fs::path> v;
   for (const auto& e : entries_) v.push_back(e.final_path);
   return v;
+}
+
+std::string file_stem(std::string_view name) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(name[i]);
+    const bool escape = c < 0x20 || c == 0x7F || c == '%' || c == '/' || c == '\\' || (i == 0 && c == '.');
+    if (escape) {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += char(c);
+    }
+  }
+  if (out.empty()) out.push_back('%');  // the empty name: "%" alone decodes to nothing and is no valid escape of anything else
+  if (out.size() > kMaxFileStem) {
+    std::string shown(name.substr(0, 60));
+    for (char& ch : shown)
+      if (static_cast<unsigned char>(ch) < 0x20) ch = '?';
+    throw IoError("tensor '" + shown + "...': name gives a file name of " + std::to_string(out.size()) +
+                  " bytes (at most " + std::to_string(kMaxFileStem) + "); write a .safetensors output instead");
+  }
+  return out;
 }
 
 }  // namespace mxsim::io

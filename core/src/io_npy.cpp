@@ -3,7 +3,9 @@
 // (xtensor's xnpy reports "invalid header" without a file name and has no
 // bfloat16).
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <optional>
 
 #include "mxsim/io/npy.hpp"
@@ -74,11 +76,26 @@ struct HeaderParser {
   }
 };
 
+// numpy descr (little-endian or byte-order-free) of each io::DType that NumPy
+// has; BF16 as ml_dtypes' bfloat16 saves it ('<V2', see npy.hpp).
+struct Descr {
+  const char* descr;
+  DType dtype;
+};
+constexpr Descr kDescrs[] = {
+    {"<f4", DType::F32}, {"<f2", DType::F16}, {"<f8", DType::F64}, {"|u1", DType::U8},  {"|i1", DType::I8},
+    {"<u2", DType::U16}, {"<i2", DType::I16}, {"<u4", DType::U32}, {"<i4", DType::I32}, {"<u8", DType::U64},
+    {"<i8", DType::I64}, {"|b1", DType::BOOL}, {"<c8", DType::C64}, {"<V2", DType::BF16},
+};
+
 std::optional<DType> descr_dtype(const std::string& d) {
-  if (d == "<f4") return DType::F32;
-  if (d == "<f2") return DType::F16;
-  if (d == "|u1" || d == "<u1" || d == "u1") return DType::U8;
-  if (d == "<V2" || d == "bfloat16") return DType::BF16;
+  if (d == "bfloat16") return DType::BF16;
+  // One-byte types: numpy writes '|u1'; '<u1' and 'u1' mean the same.
+  std::string k = d;
+  if (k.size() == 2) k = "|" + k;
+  if (k.size() == 3 && k[0] == '<' && k[2] == '1' && k[1] != 'V') k[0] = '|';
+  for (const auto& e : kDescrs)
+    if (k == e.descr) return e.dtype;
   return std::nullopt;
 }
 
@@ -91,16 +108,15 @@ uint32_t le(const uint8_t* p, int n) {
 }  // namespace
 
 std::string npy_descr(DType d) {
-  switch (d) {
-    case DType::F32: return "<f4";
-    case DType::F16: return "<f2";
-    case DType::U8: return "|u1";
-    case DType::BF16: return "<V2";
-    default: throw IoError(std::string("dtype ") + name_of(d) + " has no .npy descr here (F32, F16, BF16, U8)");
-  }
+  for (const auto& e : kDescrs)
+    if (e.dtype == d) return e.descr;
+  throw IoError(std::string("dtype ") + name_of(d) + " has no .npy descr (NumPy has no such dtype; write a .safetensors file)");
 }
 
-RawTensor parse_npy(std::span<const uint8_t> b, const std::string& label) {
+namespace {
+/// b: the file's first bytes (all of it, or at least the header when !with_data);
+/// total: the file's size.
+RawTensor parse_impl(std::span<const uint8_t> b, size_t total, const std::string& label, bool with_data) {
   if (b.size() < 8 || std::memcmp(b.data(), "\x93NUMPY", 6) != 0)
     throw IoError(label + ": bad magic: not a .npy file (expected \\x93NUMPY)");
   const int major = b[6], minor = b[7];
@@ -108,12 +124,12 @@ RawTensor parse_npy(std::span<const uint8_t> b, const std::string& label) {
     throw IoError(label + ": unsupported .npy format version " + std::to_string(major) + "." + std::to_string(minor) +
                   " (1.0, 2.0, 3.0 are read)");
   const int len_bytes = major == 1 ? 2 : 4;
-  if (b.size() < size_t(8 + len_bytes)) throw IoError(label + ": truncated header (file ends in the header length)");
+  if (total < size_t(8 + len_bytes)) throw IoError(label + ": truncated header (file ends in the header length)");
   const size_t hlen = le(b.data() + 8, len_bytes);
   const size_t data_off = 8 + size_t(len_bytes) + hlen;
-  if (b.size() < data_off)
+  if (total < data_off)
     throw IoError(label + ": truncated header: header length " + std::to_string(hlen) + " runs past the end of the " +
-                  std::to_string(b.size()) + "-byte file");
+                  std::to_string(total) + "-byte file");
   const std::string header(reinterpret_cast<const char*>(b.data()) + 8 + len_bytes, hlen);
   if (major < 3)
     for (unsigned char c : header)
@@ -157,7 +173,8 @@ RawTensor parse_npy(std::span<const uint8_t> b, const std::string& label) {
   const auto dt = descr_dtype(*descr);
   if (!dt)
     throw IoError(label + ": unsupported dtype '" + *descr +
-                  "' (read: '<f4' float32, '<f2' float16, '<V2'/'bfloat16' bfloat16, '|u1' uint8; little-endian only)");
+                  "' (read: '<f4' float32, '<f2' float16, '<f8' float64, '<V2'/'bfloat16' bfloat16, integers, bool, "
+                  "'<c8' complex64; little-endian only)");
   if (*fortran)
     throw IoError(label + ": Fortran order is not supported (save a C-order array, e.g. np.ascontiguousarray)");
 
@@ -173,20 +190,50 @@ RawTensor parse_npy(std::span<const uint8_t> b, const std::string& label) {
   }
   const size_t isz = size_of(t.dtype);
   if (n > SIZE_MAX / isz) throw IoError(label + ": shape " + t.shape_str() + " is too large");
-  const size_t need = n * isz, have = b.size() - data_off;
+  const size_t need = n * isz, have = total - data_off;
   if (have < need)
     throw IoError(label + ": truncated data: header says shape " + t.shape_str() + " " + *descr + " = " +
                   std::to_string(need) + " bytes, the file has " + std::to_string(have) + " after the header");
   if (have > need)
     throw IoError(label + ": " + std::to_string(have - need) + " unexpected trailing bytes after the data of shape " +
                   t.shape_str() + " " + *descr);
-  t.bytes.assign(b.begin() + ptrdiff_t(data_off), b.end());
+  if (with_data) t.bytes.assign(b.begin() + ptrdiff_t(data_off), b.end());
   return t;
 }
+}  // namespace
+
+RawTensor parse_npy(std::span<const uint8_t> b, const std::string& label) { return parse_impl(b, b.size(), label, true); }
 
 RawTensor read_npy(const std::filesystem::path& file) {
   const auto bytes = read_all(file);
   return parse_npy(bytes, file.string());
+}
+
+RawTensor read_npy_header(const std::filesystem::path& file) {
+  const std::string label = file.string();
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec)) throw IoError(label + ": is a directory, not a file");
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw IoError(label + ": cannot open: " + std::strerror(errno));
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  if (size < 0) throw IoError(label + ": cannot read its size");
+  in.seekg(0);
+  std::vector<uint8_t> head(size_t(std::min<std::streamoff>(size, 12)));
+  if (!head.empty() && !in.read(reinterpret_cast<char*>(head.data()), std::streamsize(head.size())))
+    throw IoError(label + ": read error");
+  if (head.size() >= 10 && std::memcmp(head.data(), "\x93NUMPY", 6) == 0) {
+    const int len_bytes = head[6] == 1 ? 2 : 4;
+    if (head.size() >= size_t(8 + len_bytes)) {
+      const size_t want = 8 + size_t(len_bytes) + le(head.data() + 8, len_bytes);
+      if (want <= size_t(size)) {
+        head.resize(want);
+        in.seekg(0);
+        if (!in.read(reinterpret_cast<char*>(head.data()), std::streamsize(want))) throw IoError(label + ": read error");
+      }
+    }
+  }
+  return parse_impl(head, size_t(size), label, false);
 }
 
 std::vector<uint8_t> encode_npy(const RawTensor& t) {
@@ -194,7 +241,7 @@ std::vector<uint8_t> encode_npy(const RawTensor& t) {
   for (size_t i = 0; i < t.shape.size(); ++i) h += (i ? ", " : "") + std::to_string(t.shape[i]);
   if (t.shape.size() == 1) h += ",";
   h += "), }";
-  if (t.bytes.size() != t.numel() * size_of(t.dtype))
+  if (t.bytes.size() != byte_count(t.dtype, t.numel()))
     throw IoError("tensor '" + t.name + "': " + std::to_string(t.bytes.size()) + " bytes do not match shape " +
                   t.shape_str());
   // magic(6) + version(2) + length(2 or 4) + header + '\n' padded to 64.

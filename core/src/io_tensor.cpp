@@ -18,15 +18,22 @@ namespace {
 struct DTypeInfo {
   DType d;
   const char* name;
-  size_t size;
+  unsigned bits;
 };
+// The 22 dtypes of huggingface/safetensors (safetensors/src/tensor.rs, Dtype
+// and its bitsize()).
 constexpr DTypeInfo kDTypes[] = {
-    {DType::BOOL, "BOOL", 1}, {DType::U8, "U8", 1},     {DType::I8, "I8", 1},
-    {DType::U16, "U16", 2},   {DType::I16, "I16", 2},   {DType::F16, "F16", 2},
-    {DType::BF16, "BF16", 2}, {DType::U32, "U32", 4},   {DType::I32, "I32", 4},
-    {DType::F32, "F32", 4},   {DType::U64, "U64", 8},   {DType::I64, "I64", 8},
-    {DType::F64, "F64", 8},   {DType::F8_E4M3, "F8_E4M3", 1}, {DType::F8_E5M2, "F8_E5M2", 1},
-    {DType::F8_E8M0, "F8_E8M0", 1},
+    {DType::BOOL, "BOOL", 8},         {DType::U8, "U8", 8},
+    {DType::I8, "I8", 8},             {DType::U16, "U16", 16},
+    {DType::I16, "I16", 16},          {DType::F16, "F16", 16},
+    {DType::BF16, "BF16", 16},        {DType::U32, "U32", 32},
+    {DType::I32, "I32", 32},          {DType::F32, "F32", 32},
+    {DType::U64, "U64", 64},          {DType::I64, "I64", 64},
+    {DType::F64, "F64", 64},          {DType::F8_E4M3, "F8_E4M3", 8},
+    {DType::F8_E5M2, "F8_E5M2", 8},   {DType::F8_E8M0, "F8_E8M0", 8},
+    {DType::F4, "F4", 4},             {DType::F6_E2M3, "F6_E2M3", 6},
+    {DType::F6_E3M2, "F6_E3M2", 6},   {DType::F8_E4M3FNUZ, "F8_E4M3FNUZ", 8},
+    {DType::F8_E5M2FNUZ, "F8_E5M2FNUZ", 8}, {DType::C64, "C64", 64},
 };
 }  // namespace
 
@@ -35,10 +42,22 @@ const char* name_of(DType d) {
     if (i.d == d) return i.name;
   return "?";
 }
-size_t size_of(DType d) {
+unsigned bits_of(DType d) {
   for (const auto& i : kDTypes)
-    if (i.d == d) return i.size;
+    if (i.d == d) return i.bits;
   return 0;
+}
+size_t size_of(DType d) {
+  const unsigned b = bits_of(d);
+  return b % 8 ? 0 : b / 8;
+}
+size_t byte_count(DType d, size_t numel) {
+  const size_t bits = bits_of(d);
+  if (numel > SIZE_MAX / bits) throw std::overflow_error(std::string(name_of(d)) + " tensor of " + std::to_string(numel) + " elements is too large");
+  if (numel * bits % 8)
+    throw IoError(std::to_string(numel) + " elements of " + name_of(d) + " (" + std::to_string(bits) +
+                  " bits each) are not a whole number of bytes");
+  return numel * bits / 8;
 }
 bool dtype_from_name(std::string_view name, DType& out) {
   for (const auto& i : kDTypes)
@@ -68,9 +87,10 @@ std::string shape_str(const std::vector<size_t>& shape) {
 
 std::string RawTensor::shape_str() const { return io::shape_str(shape); }
 
-std::vector<float> to_f32(const RawTensor& t) {
+std::vector<float> to_f32(const RawTensor& t, size_t* rounded) {
   const size_t n = t.numel();
-  if (t.bytes.size() != n * size_of(t.dtype))
+  if (rounded) *rounded = 0;
+  if (t.bytes.size() != byte_count(t.dtype, n))
     throw IoError("tensor '" + t.name + "': " + std::to_string(t.bytes.size()) + " bytes for shape " + t.shape_str() +
                   " " + name_of(t.dtype));
   std::vector<float> v(n);
@@ -89,9 +109,22 @@ std::vector<float> to_f32(const RawTensor& t) {
       for (size_t i = 0; i < n; ++i) v[i] = decode(f16, uint32_t(t.bytes[2 * i]) | uint32_t(t.bytes[2 * i + 1]) << 8);
       break;
     }
+    case DType::F64: {
+      // One IEEE conversion per value: the host's default rounding mode is
+      // round to nearest even (the project never changes it).
+      size_t changed = 0;
+      for (size_t i = 0; i < n; ++i) {
+        double d;
+        std::memcpy(&d, t.bytes.data() + 8 * i, 8);
+        v[i] = static_cast<float>(d);
+        if (!(double(v[i]) == d) && !(d != d)) ++changed;
+      }
+      if (rounded) *rounded = changed;
+      break;
+    }
     default:
       throw IoError("tensor '" + t.name + "': dtype " + name_of(t.dtype) +
-                    " cannot be quantized (input dtypes: F32, F16, BF16)");
+                    " cannot be quantized (input dtypes: F32, F16, BF16; F64 after rounding to F32)");
   }
   return v;
 }

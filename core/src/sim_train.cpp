@@ -68,9 +68,9 @@ void get_t(const trace::Checkpoint& in, const std::string& path, const std::stri
 TrainResult train(const Config& cfg, Backend& be, const TrainOptions& opt) {
   be.set_threads(opt.threads);
   const auto t0 = std::chrono::steady_clock::now();
-  data::Dataset tr = data::load_fashion_mnist(cfg.data_dir, data::Split::train);
+  data::Dataset tr = data::load_fashion_mnist(cfg.data_dir, data::Split::train, size_t(std::max<int64_t>(0, cfg.train_limit)));
   data::Dataset te;
-  if (opt.evaluate) te = data::load_fashion_mnist(cfg.data_dir, data::Split::test);
+  if (opt.evaluate) te = data::load_fashion_mnist(cfg.data_dir, data::Split::test, size_t(std::max<int64_t>(0, cfg.test_limit)));
   const size_t n_train = cfg.train_limit > 0 ? std::min<size_t>(tr.count, size_t(cfg.train_limit)) : tr.count;
   const size_t n_test = cfg.test_limit > 0 ? std::min<size_t>(te.count, size_t(cfg.test_limit)) : te.count;
   const int64_t spe = cfg.steps_per_epoch(int64_t(n_train));

@@ -131,15 +131,19 @@ struct Checkpoint::Impl {
   Hid file;
   std::vector<std::string> names;
 
-  Hid open(const std::string& name, DType want, const char* kind) const {
+  // Opens entry `name` and checks what it stores against what is requested before any read:
+  // element type, kind attribute, and the dataspace (one element for a scalar, rank 1 of the
+  // "shape" attribute's product for an array), so a read never writes past its buffer.
+  Hid open(const std::string& name, DType want, const char* kind, detail::Stored* st) const {
     if (H5Lexists(file, name.c_str(), H5P_DEFAULT) <= 0 || H5Oexists_by_name(file, name.c_str(), H5P_DEFAULT) <= 0) {
       detail::hdf5_message();
       throw TraceError(fname + ": checkpoint has no entry '" + name + "'");
     }
     Hid d(H5Dopen2(file, name.c_str(), H5P_DEFAULT), H5Dclose);
     if (!d.valid()) fail(fname, name + ": cannot open");
-    Hid t(H5Dget_type(d), H5Tclose);
-    const DType got = detail::dtype_from_h5(t, fname, name);
+    const std::string what = "entry '" + name + "'";
+    *st = detail::stored_dataset(d, fname, what);
+    const DType got = detail::stored_dtype(*st, fname, what);
     const std::string k = detail::read_string_attr(d, "kind", fname);
     if (got != want || k != kind)
       throw TraceError(fname + ": entry '" + name + "' is a " + dtype_name(got) + " " + k + ", requested " +
@@ -148,20 +152,31 @@ struct Checkpoint::Impl {
   }
   template <class T>
   Array<T> array(const std::string& name, const char* kind = "array") const {
-    Hid d = open(name, dtype_of<T>(), kind);
+    detail::Stored st;
+    Hid d = open(name, dtype_of<T>(), kind, &st);
+    const std::string what = "entry '" + name + "'";
+    detail::require(st.dims.size() == 1, st, "a flat array (rank 1)", fname, what);
     Array<T> a;
-    for (auto v : detail::read_i64_attr(d, "shape", fname)) a.shape.push_back(uint64_t(v));
-    Hid sp(H5Dget_space(d), H5Sclose);
-    const hssize_t n = H5Sget_simple_extent_npoints(sp);
-    if (n < 0 || uint64_t(n) != product(a.shape)) throw TraceError(fname + ": entry '" + name + "': size does not match its shape");
-    a.data.resize(std::size_t(n));
+    uint64_t n = 1;
+    for (auto v : detail::read_i64_attr(d, "shape", fname, H5S_MAX_RANK)) {
+      if (v < 0 || (v != 0 && n > UINT64_MAX / uint64_t(v)))
+        throw TraceError(fname + ": " + what + ": shape attribute holds a negative or overflowing size");
+      n *= uint64_t(v);
+      a.shape.push_back(uint64_t(v));
+    }
+    if (n != st.elements)
+      throw TraceError(fname + ": " + what + ": " + std::to_string(st.elements) + " values do not match its shape");
+    detail::require_stored_bytes(d, n * sizeof(T), fname, what);
+    a.data = detail::buffer<T>(n, fname, what);
     if (n > 0 && H5Dread(d, detail::native_type(dtype_of<T>()), H5S_ALL, H5S_ALL, H5P_DEFAULT, a.data.data()) < 0)
       fail(fname, "entry '" + name + "': read failed (corrupt checkpoint?)");
     return a;
   }
   template <class T>
   T scalar(const std::string& name) const {
-    Hid d = open(name, dtype_of<T>(), "scalar");
+    detail::Stored st;
+    Hid d = open(name, dtype_of<T>(), "scalar", &st);
+    detail::require(st.elements == 1 && st.dims.size() <= 1, st, "one value", fname, "entry '" + name + "'");
     T v{};
     if (H5Dread(d, detail::native_type(dtype_of<T>()), H5S_ALL, H5S_ALL, H5P_DEFAULT, &v) < 0)
       fail(fname, "entry '" + name + "': read failed (corrupt checkpoint?)");
@@ -175,17 +190,12 @@ Checkpoint::Checkpoint(const std::filesystem::path& path) : impl_(std::make_uniq
   m.fname = path.string();
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) throw TraceError(m.fname + ": checkpoint missing (no such file)");
-  m.file = Hid(H5Fopen(m.fname.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
+  detail::check_global_heaps(m.fname);
+  m.file = Hid(H5Fopen(m.fname.c_str(), H5F_ACC_RDONLY, detail::read_fapl()), H5Fclose);
   if (!m.file.valid()) fail(m.fname, "not a readable checkpoint (truncated, corrupt or not HDF5)");
-  if (!detail::has_attr(m.file, "mxsim_checkpoint_format"))
+  if (!detail::has_attr(m.file, "mxsim_checkpoint_format", m.fname))
     throw TraceError(m.fname + ": not an mxsim checkpoint (no mxsim_checkpoint_format attribute)");
-  H5Ovisit(
-      m.file, H5_INDEX_NAME, H5_ITER_INC,
-      [](hid_t, const char* name, const H5O_info_t* oi, void* p) -> herr_t {
-        if (oi->type == H5O_TYPE_DATASET) static_cast<std::vector<std::string>*>(p)->push_back(name);
-        return 0;
-      },
-      &m.names);
+  m.names = detail::dataset_names(m.file, m.fname, "corrupt checkpoint (cannot list its entries)");
   if (H5Eget_num(H5E_DEFAULT) > 0) fail(m.fname, "corrupt checkpoint (cannot list its entries)");
   std::sort(m.names.begin(), m.names.end());
 }

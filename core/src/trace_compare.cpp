@@ -9,7 +9,10 @@
 
 #include <toml++/toml.h>
 
+#include "mxsim/io/tensor_file.hpp"
+#include "mxsim/io/toml_nesting.hpp"
 #include "mxsim/trace/reader.hpp"
+#include "trace_compare_details.hpp"
 
 namespace mxsim::trace {
 
@@ -19,6 +22,9 @@ std::map<std::string, std::string> flatten_toml(const std::string& text) {
   std::map<std::string, std::string> out;
   toml::table t;
   try {
+    // A config nested deeper than any mxsim writes is compared as text: parsing (and walking)
+    // it would recurse once per level.
+    io::check_toml_nesting(text, "config_toml");
     t = toml::parse(text);
   } catch (const std::exception&) {
     out["(config_toml text)"] = text;  // unparsable: compare as one opaque value
@@ -64,9 +70,8 @@ std::optional<double> last_value(const Reader& r, const DatasetInfo& in) {
 
 CompareResult compare(const std::filesystem::path& pa, const std::filesystem::path& pb) {
   Reader a(pa);
-  // The same file opened twice in one process shares HDF5's file object; reading through two
-  // handles of a file left by a killed SWMR writer trips an HDF5 1.10 chunk-map error, so
-  // one handle serves both sides then.
+  // The same file on both sides: one Reader serves both (two Readers of one file share their
+  // HDF5 ids anyway, see trace_reader.cpp), and the data is read once.
   std::error_code ec;
   std::optional<Reader> bo;
   if (!std::filesystem::equivalent(pa, pb, ec)) bo.emplace(pb);
@@ -128,7 +133,7 @@ CompareResult compare(const Reader& a, const Reader& b) {
   constexpr uint64_t kBlockBytes = 16u << 20;
   for (const auto& name : res.common) {
     const auto& in = a.info(name);
-    const uint64_t row_bytes = in.row_elems() * dtype_size(in.dtype);
+    const uint64_t row_bytes = in.row_bytes();  // >= 1: the reader refuses zero dimensions
     const std::size_t es = dtype_size(in.dtype);
     auto first_diff = [&](const std::vector<unsigned char>& x, const std::vector<unsigned char>& y, uint64_t row) {
       const unsigned char* px = x.data() + row * row_bytes;
@@ -138,7 +143,7 @@ CompareResult compare(const Reader& a, const Reader& b) {
       return uint64_t(0);
     };
     if (!in.snapshot) {
-      const uint64_t block = std::max<uint64_t>(1, kBlockBytes / row_bytes);
+      const uint64_t block = std::max<uint64_t>(1, kBlockBytes / std::max<uint64_t>(1, row_bytes));
       const uint64_t limit = best ? std::min<uint64_t>(n, uint64_t(best->step) + 1) : n;
       for (uint64_t r0 = 0; r0 < limit; r0 += block) {
         const uint64_t cnt = std::min(block, limit - r0);
@@ -163,6 +168,7 @@ CompareResult compare(const Reader& a, const Reader& b) {
     }
   }
   res.first_difference = best;
+  fill_difference_details(a, b, res);
   return res;
 }
 

@@ -1,8 +1,13 @@
 // HDF5 helpers + provenance (see trace_h5util.hpp, mxsim/trace/common.hpp).
 #include "trace_h5util.hpp"
 
+#include "mxsim/build_info.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -48,20 +53,9 @@ Provenance make_provenance(const std::string& backend, uint64_t seed) {
   p.date = buf;
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) == 0) p.host = host;
-#ifdef MXSIM_SOURCE_DIR
-  const std::string cmd = std::string("git -C '") + MXSIM_SOURCE_DIR + "' describe --always --dirty 2>/dev/null";
-#else
-  const std::string cmd = "git describe --always --dirty 2>/dev/null";
-#endif
-  if (FILE* f = popen(cmd.c_str(), "r")) {
-    std::array<char, 256> line{};
-    if (std::fgets(line.data(), int(line.size()), f)) {
-      p.git_describe = line.data();
-      while (!p.git_describe.empty() && (p.git_describe.back() == '\n' || p.git_describe.back() == '\r'))
-        p.git_describe.pop_back();
-    }
-    if (pclose(f) != 0) p.git_describe.clear();
-  }
+  // The commit mxsim was built from, captured by the build: never the
+  // repository of the directory the user happens to run mxsim in.
+  p.git_describe = mxsim::build_commit();
   return p;
 }
 
@@ -87,10 +81,12 @@ std::string hdf5_message() {
       },
       &parts);
   H5Eclear2(H5E_DEFAULT);
+  // Each of the SWMR reader's attempts repeats the same entries: each is reported once.
   std::string out;
-  for (const auto& s : parts) {
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (std::find(parts.begin(), parts.begin() + std::ptrdiff_t(i), parts[i]) != parts.begin() + std::ptrdiff_t(i)) continue;
     if (!out.empty()) out += " <- ";
-    out += s;
+    out += parts[i];
   }
   return out;
 }
@@ -126,19 +122,194 @@ hid_t native_type(DType t) {
   return H5T_NATIVE_UINT8;
 }
 
-DType dtype_from_h5(hid_t type, const std::string& file, const std::string& name) {
-  const H5T_class_t c = H5Tget_class(type);
-  const std::size_t sz = H5Tget_size(type);
-  if (c == H5T_FLOAT && sz == 4) return DType::f32;
-  if (c == H5T_FLOAT && sz == 8) return DType::f64;
-  if (c == H5T_INTEGER) {
-    const bool sgn = H5Tget_sign(type) == H5T_SGN_2;
-    if (sz == 1 && !sgn) return DType::u8;
-    if (sz == 4) return sgn ? DType::i32 : DType::u32;
-    if (sz == 8) return sgn ? DType::i64 : DType::u64;
+namespace {
+std::string dims_str(const std::vector<hsize_t>& d) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+Stored stored_of(hid_t type_id, hid_t space_id, const std::string& file, const std::string& what) {
+  Hid type(type_id, H5Tclose), space(space_id, H5Sclose);
+  if (!type.valid() || !space.valid()) fail(file, what + ": cannot read its type or dataspace (corrupt file?)");
+  Stored s;
+  s.cls = H5Tget_class(type);
+  s.size = H5Tget_size(type);
+  if (s.cls == H5T_NO_CLASS || s.size == 0) fail(file, what + ": unreadable element type (corrupt file?)");
+  if (s.cls == H5T_INTEGER) s.is_signed = H5Tget_sign(type) == H5T_SGN_2;
+  if (s.cls == H5T_STRING) s.vlen_string = H5Tis_variable_str(type) > 0;
+  const H5S_class_t sc = H5Sget_simple_extent_type(space);
+  if (sc == H5S_SCALAR) {
+    s.scalar = true;
+    s.elements = 1;
+  } else if (sc == H5S_NULL) {
+    s.elements = 0;
+  } else if (sc == H5S_SIMPLE) {
+    s.dims = extent(space, file, what);
+    s.elements = 1;
+    for (hsize_t d : s.dims) {
+      if (d != 0 && s.elements > UINT64_MAX / d)
+        throw TraceError(file + ": " + what + ": extent " + dims_str(s.dims) + " overflows 64 bits");
+      s.elements *= d;
+    }
+  } else {
+    fail(file, what + ": unreadable dataspace (corrupt file?)");
   }
-  throw TraceError(file + ": " + name + ": unsupported element type (class " + std::to_string(int(c)) + ", " +
-                   std::to_string(sz) + " bytes)");
+  return s;
+}
+}  // namespace
+
+std::string Stored::describe() const {
+  std::string t = cls == H5T_INTEGER  ? std::to_string(size) + "-byte " + (is_signed ? "signed" : "unsigned") + " integer"
+                  : cls == H5T_FLOAT  ? std::to_string(size) + "-byte float"
+                  : cls == H5T_STRING ? std::string(vlen_string ? "variable-length" : std::to_string(size) + "-byte") + " string"
+                                      : "HDF5 type class " + std::to_string(int(cls));
+  return t + " " + (scalar ? std::string("scalar") : dims.empty() && elements == 0 ? std::string("null dataspace") : dims_str(dims));
+}
+
+std::vector<hsize_t> extent(hid_t space, const std::string& file, const std::string& what) {
+  const int rank = H5Sget_simple_extent_ndims(space);
+  if (rank < 0) fail(file, what + ": cannot read its rank (corrupt file?)");
+  if (rank > H5S_MAX_RANK) throw TraceError(file + ": " + what + ": rank " + std::to_string(rank) + " exceeds HDF5's 32");
+  std::vector<hsize_t> d(static_cast<std::size_t>(rank));
+  if (rank > 0 && H5Sget_simple_extent_dims(space, d.data(), nullptr) != rank)
+    fail(file, what + ": cannot read its extent (corrupt file?)");
+  return d;
+}
+
+Stored stored_dataset(hid_t dset, const std::string& file, const std::string& what) {
+  return stored_of(H5Dget_type(dset), H5Dget_space(dset), file, what);
+}
+Stored stored_attr(hid_t attr, const std::string& file, const std::string& what) {
+  return stored_of(H5Aget_type(attr), H5Aget_space(attr), file, what);
+}
+
+DType stored_dtype(const Stored& s, const std::string& file, const std::string& what) {
+  if (s.cls == H5T_FLOAT && s.size == 4) return DType::f32;
+  if (s.cls == H5T_FLOAT && s.size == 8) return DType::f64;
+  if (s.cls == H5T_INTEGER) {
+    if (s.size == 1 && !s.is_signed) return DType::u8;
+    if (s.size == 4) return s.is_signed ? DType::i32 : DType::u32;
+    if (s.size == 8) return s.is_signed ? DType::i64 : DType::u64;
+  }
+  throw TraceError(file + ": " + what + ": unsupported element type (" + s.describe() + ")");
+}
+
+void require(bool ok, const Stored& s, const std::string& expected, const std::string& file, const std::string& what) {
+  if (!ok) throw TraceError(file + ": " + what + ": stored as " + s.describe() + ", expected " + expected);
+}
+
+void require_stored_bytes(hid_t d, uint64_t bytes, const std::string& file, const std::string& what) {
+  Hid dcpl(H5Dget_create_plist(d), H5Pclose);
+  if (!dcpl.valid()) fail(file, what + ": cannot read its creation properties (corrupt file?)");
+  const int nf = H5Pget_nfilters(dcpl);
+  if (nf < 0) fail(file, what + ": cannot read its filters (corrupt file?)");
+  for (int i = 0; i < nf; ++i) {
+    unsigned flags = 0, fcfg = 0;
+    std::size_t ncd = 0;
+    const H5Z_filter_t f = H5Pget_filter2(dcpl, unsigned(i), &flags, &ncd, nullptr, 0, nullptr, &fcfg);
+    if (f < 0) fail(file, what + ": cannot read its filters (corrupt file?)");
+    if (f != H5Z_FILTER_FLETCHER32 && f != H5Z_FILTER_SHUFFLE) return;  // compressed: may hold more than it stores
+  }
+  const hsize_t have = H5Dget_storage_size(d);
+  if (have < bytes)
+    throw TraceError(file + ": " + what + ": reading " + std::to_string(bytes) + " bytes, but the file stores only " +
+                     std::to_string(have) + " for it (truncated, or not written by mxsim?)");
+}
+
+template <class T>
+std::vector<T> buffer(uint64_t n, const std::string& file, const std::string& what) {
+  const auto oom = [&] {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.1f", double(n) * double(sizeof(T)) / double(1u << 30));
+    return TraceError(file + ": " + what + ": needs " + b + " GiB of memory to read");
+  };
+  if (n > SIZE_MAX / sizeof(T)) throw oom();
+  try {
+    return std::vector<T>(std::size_t(n));
+  } catch (const std::bad_alloc&) {
+    throw oom();
+  } catch (const std::length_error&) {
+    throw oom();
+  }
+}
+template std::vector<unsigned char> buffer(uint64_t, const std::string&, const std::string&);
+template std::vector<float> buffer(uint64_t, const std::string&, const std::string&);
+template std::vector<uint64_t> buffer(uint64_t, const std::string&, const std::string&);
+template std::vector<char> buffer(uint64_t, const std::string&, const std::string&);
+template std::vector<int64_t> buffer(uint64_t, const std::string&, const std::string&);
+
+std::vector<std::string> dataset_names(hid_t root, const std::string& file, const std::string& what) {
+  std::vector<std::string> names;
+  const herr_t rc = H5Ovisit(
+      root, H5_INDEX_NAME, H5_ITER_INC,
+      [](hid_t, const char* name, const H5O_info_t* oi, void* p) -> herr_t {
+        if (oi->type == H5O_TYPE_DATASET) static_cast<std::vector<std::string>*>(p)->push_back(name);
+        return 0;
+      },
+      &names);
+  if (rc < 0) fail(file, what);
+  return names;
+}
+
+void check_global_heaps(const std::string& file) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;  // H5Fopen reports it
+  struct Close {
+    int fd;
+    ~Close() { ::close(fd); }
+  } close_fd{fd};
+  struct stat sb {};
+  if (::fstat(fd, &sb) != 0) return;
+  const uint64_t size = uint64_t(sb.st_size);
+  const uint64_t limit = size <= (uint64_t(256) << 20) ? size : uint64_t(16) << 20;
+  auto read_at = [&](uint64_t off, void* buf, std::size_t n) {
+    return off <= size && n <= size - off && ::pread(fd, buf, n, off_t(off)) == ssize_t(n);
+  };
+  auto le = [](const unsigned char* p, int n) {
+    uint64_t v = 0;
+    for (int k = n - 1; k >= 0; --k) v = v << 8 | p[k];
+    return v;
+  };
+  // Collection: "GCOL", version 1, 3 reserved bytes, 8-byte collection size (the default
+  // "size of lengths"), then objects: 2-byte index, 2-byte reference count, 4 reserved, 8-byte
+  // size, data padded to 8 bytes; index 0 is the free space, whose size includes its header
+  // (HDF5 file format spec III.E; H5HG__cache_heap_deserialize).
+  std::vector<unsigned char> block(std::size_t(1) << 20);
+  for (uint64_t base = 0; base < limit; base += block.size() - 16) {
+    const std::size_t n = std::size_t(std::min<uint64_t>(block.size(), size - base));
+    if (!read_at(base, block.data(), n)) return;
+    static const unsigned char sig[8] = {'G', 'C', 'O', 'L', 1, 0, 0, 0};
+    // Headers starting at 0 .. n - 16 are whole in this block; later ones are whole in the next
+    // block, which overlaps this one by 16 bytes.
+    for (std::size_t from = 0; n >= 16 && from <= n - 16;) {
+      const void* hit = memmem(block.data() + from, n - 8 - from, sig, 8);
+      if (!hit) break;
+      const std::size_t i = std::size_t(static_cast<const unsigned char*>(hit) - block.data());
+      from = i + 1;
+      const uint64_t at = base + i, csize = le(block.data() + i + 8, 8);
+      uint64_t p = 16;
+      while (p < csize) {
+        if (csize - p < 16) break;  // too small for a header: free space
+        unsigned char h[16];
+        if (!read_at(at + p, h, 16)) break;  // beyond the file: HDF5 fails to read it, no loop
+        const uint64_t idx = le(h, 2), osize = le(h + 8, 8);
+        const uint64_t need = idx > 0 ? (osize > UINT64_MAX - 23 ? UINT64_MAX : 16 + (osize + 7) / 8 * 8) : osize;
+        if (need == 0 || need > csize - p)
+          throw TraceError(file + ": corrupt global heap collection at byte " + std::to_string(at) + " (object " +
+                           std::to_string(idx) + " claims " + std::to_string(need) + " of the " +
+                           std::to_string(csize - p) + " bytes left; libhdf5 would loop reading it)");
+        p += need;
+      }
+    }
+    if (base + n >= limit) break;
+  }
+}
+
+Hid read_fapl() {
+  Hid fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  H5Pset_metadata_read_attempts(fapl, kMetadataReadAttempts);
+  return fapl;
 }
 
 namespace {
@@ -172,44 +343,76 @@ void write_u64_attr(hid_t obj, const char* name, uint64_t v, const std::string& 
   if (!a.valid() || H5Awrite(a, H5T_NATIVE_UINT64, &v) < 0) fail(file, std::string("cannot write attribute ") + name);
 }
 
-bool has_attr(hid_t obj, const char* name) { return H5Aexists(obj, name) > 0; }
-
-std::string read_string_attr(hid_t obj, const char* name, const std::string& file) {
-  Hid a(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose);
-  if (!a.valid()) fail(file, std::string("missing attribute ") + name);
-  Hid ft(H5Aget_type(a), H5Tclose);
-  if (H5Tget_class(ft) != H5T_STRING) throw TraceError(file + ": attribute " + name + " is not a string");
-  if (H5Tis_variable_str(ft) > 0) {
-    Hid t = vlen_str_type();
-    char* p = nullptr;
-    if (H5Aread(a, t, &p) < 0) fail(file, std::string("cannot read attribute ") + name);
-    std::string s = p ? p : "";
-    H5free_memory(p);
-    return s;
-  }
-  const std::size_t n = H5Tget_size(ft);
-  std::string s(n, '\0');
-  Hid mt(H5Tcopy(H5T_C_S1), H5Tclose);
-  H5Tset_size(mt, n);
-  if (H5Aread(a, mt, s.data()) < 0) fail(file, std::string("cannot read attribute ") + name);
-  s.resize(std::strlen(s.c_str()));
-  return s;
+bool has_attr(hid_t obj, const char* name, const std::string& file) {
+  const htri_t e = H5Aexists(obj, name);
+  if (e < 0) fail(file, std::string("cannot look up attribute ") + name + " (corrupt file?)");
+  return e > 0;
 }
 
-std::vector<int64_t> read_i64_attr(hid_t obj, const char* name, const std::string& file) {
+namespace {
+// "attribute NAME" of the root, "/path: attribute NAME" of a dataset or group.
+std::string attr_label(hid_t obj, const char* name) {
+  std::string path;
+  const ssize_t n = H5Iget_name(obj, nullptr, 0);
+  if (n > 0) {
+    path.resize(std::size_t(n) + 1);
+    H5Iget_name(obj, path.data(), path.size());
+    path.resize(std::size_t(n));
+  }
+  H5Eclear2(H5E_DEFAULT);
+  return (path.empty() || path == "/" ? std::string() : path + ": ") + "attribute " + name;
+}
+Hid open_attr(hid_t obj, const char* name, const std::string& file) {
   Hid a(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose);
-  if (!a.valid()) fail(file, std::string("missing attribute ") + name);
-  Hid sp(H5Aget_space(a), H5Sclose);
-  const hssize_t n = H5Sget_simple_extent_npoints(sp);
-  std::vector<int64_t> v(std::size_t(n < 0 ? 0 : n));
-  if (n > 0 && H5Aread(a, H5T_NATIVE_INT64, v.data()) < 0) fail(file, std::string("cannot read attribute ") + name);
+  if (!a.valid()) fail(file, "missing " + attr_label(obj, name));
+  return a;
+}
+}  // namespace
+
+std::string read_string_attr(hid_t obj, const char* name, const std::string& file) {
+  Hid a = open_attr(obj, name, file);
+  const std::string what = attr_label(obj, name);
+  const Stored s = stored_attr(a, file, what);
+  require(s.cls == H5T_STRING && s.elements == 1 && s.dims.size() <= 1, s, "one string", file, what);
+  if (s.vlen_string) {
+    // Same character set as stored (h5py writes ASCII or UTF-8): HDF5 has no conversion between them.
+    Hid ft(H5Aget_type(a), H5Tclose);
+    Hid t = vlen_str_type();
+    H5Tset_cset(t, H5Tget_cset(ft));
+    char* p = nullptr;
+    if (H5Aread(a, t, &p) < 0) fail(file, "cannot read " + what);
+    std::string v = p ? p : "";
+    H5free_memory(p);
+    return v;
+  }
+  constexpr std::size_t kMaxFixed = std::size_t(64) << 20;
+  require(s.size <= kMaxFixed, s, "a string of at most 64 MiB", file, what);
+  std::vector<char> v = buffer<char>(s.size + 1, file, what);
+  Hid mt(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(mt, s.size);
+  if (H5Aread(a, mt, v.data()) < 0) fail(file, "cannot read " + what);
+  return std::string(v.data(), strnlen(v.data(), s.size));
+}
+
+std::vector<int64_t> read_i64_attr(hid_t obj, const char* name, const std::string& file, uint64_t max_elements) {
+  Hid a = open_attr(obj, name, file);
+  const std::string what = attr_label(obj, name);
+  const Stored s = stored_attr(a, file, what);
+  require(s.cls == H5T_INTEGER && s.size <= 8 && s.dims.size() <= 1 && s.elements <= max_elements, s,
+          "at most " + std::to_string(max_elements) + " integers of at most 8 bytes, rank 1", file, what);
+  std::vector<int64_t> v = buffer<int64_t>(s.elements, file, what);
+  if (!v.empty() && H5Aread(a, H5T_NATIVE_INT64, v.data()) < 0) fail(file, "cannot read " + what);
   return v;
 }
 
 uint64_t read_u64_attr(hid_t obj, const char* name, const std::string& file) {
-  Hid a(H5Aopen(obj, name, H5P_DEFAULT), H5Aclose);
+  Hid a = open_attr(obj, name, file);
+  const std::string what = attr_label(obj, name);
+  const Stored s = stored_attr(a, file, what);
+  require(s.cls == H5T_INTEGER && s.size <= 8 && s.elements == 1 && s.dims.size() <= 1, s,
+          "one integer of at most 8 bytes", file, what);
   uint64_t v = 0;
-  if (!a.valid() || H5Aread(a, H5T_NATIVE_UINT64, &v) < 0) fail(file, std::string("cannot read attribute ") + name);
+  if (H5Aread(a, H5T_NATIVE_UINT64, &v) < 0) fail(file, "cannot read " + what);
   return v;
 }
 

@@ -1,8 +1,12 @@
 // HDF5 trace reader (see mxsim/trace/reader.hpp).
 #include "mxsim/trace/reader.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <map>
+#include <memory>
+#include <mutex>
 
 #include "mxsim/trace/schema.hpp"
 #include "trace_h5util.hpp"
@@ -17,31 +21,109 @@ uint64_t DatasetInfo::row_elems() const {
   for (auto d : row_shape) n *= d;
   return n;
 }
+uint64_t DatasetInfo::row_bytes() const { return row_elems() * dtype_size(dtype); }
+
+namespace {
+
+// The HDF5 objects of one open trace file. HDF5 1.10 keeps one dataset object per dataset and
+// process, shared by every id opened on it, and H5Drefresh through one id leaves the others
+// reading stale chunks (with two ids open, a refreshed read of snapshot row 1 returned row 0's
+// bytes). So a process opens each trace once: Readers of the same file (same device and inode)
+// share one OpenTrace, and each dataset has one id.
+struct OpenTrace {
+  Hid file, steps;
+  std::vector<DatasetInfo> infos;  // sorted by name
+  std::map<std::string, Hid> dsets;
+};
+
+std::mutex registry_mutex;
+std::map<std::pair<dev_t, ino_t>, std::weak_ptr<OpenTrace>> registry;
+
+std::string shape_text(const std::vector<uint64_t>& s) {
+  std::string t = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+  return t + "]";
+}
+
+// One dataset found by the visit: a series or snapshot when its mxsim_kind says so, checked
+// against what the writer guarantees (rank >= 1, no zero row dimension, snapshot steps that
+// match the rows) so that every later read can trust DatasetInfo.
+void add_dataset(OpenTrace& t, const std::string& fname, const std::string& rel) {
+  const std::string full = "/" + rel;
+  if (full == schema::kSteps) return;
+  Hid d(H5Dopen2(t.file, rel.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!d.valid()) fail(fname, full + ": cannot open (corrupt file?)");
+  if (!detail::has_attr(d, "mxsim_kind", fname)) return;
+  const std::string kind = detail::read_string_attr(d, "mxsim_kind", fname);
+  if (kind != "series" && kind != "snapshot") return;
+  DatasetInfo in;
+  in.name = full;
+  in.snapshot = kind == "snapshot";
+  const detail::Stored st = detail::stored_dataset(d, fname, full);
+  in.dtype = detail::stored_dtype(st, fname, full);
+  detail::require(!st.dims.empty(), st, "rank >= 1 (rows first)", fname, full);
+  in.row_shape.assign(st.dims.begin() + 1, st.dims.end());
+  for (auto r : in.row_shape)
+    if (r == 0) throw TraceError(fname + ": " + full + ": per-row shape " + shape_text(in.row_shape) + " has a zero dimension");
+  if (in.row_elems() > (uint64_t(1) << 62) / dtype_size(in.dtype))
+    throw TraceError(fname + ": " + full + ": per-row shape " + shape_text(in.row_shape) + " is too large");
+  if (in.snapshot) {
+    in.snapshot_steps = detail::read_i64_attr(d, "steps", fname, st.dims[0]);
+    if (in.snapshot_steps.size() != st.dims[0])
+      throw TraceError(fname + ": " + full + ": " + std::to_string(st.dims[0]) + " snapshot rows but " +
+                       std::to_string(in.snapshot_steps.size()) + " steps in its steps attribute");
+    for (std::size_t i = 0; i < in.snapshot_steps.size(); ++i)
+      if (in.snapshot_steps[i] < 0 || (i > 0 && in.snapshot_steps[i] <= in.snapshot_steps[i - 1]))
+        throw TraceError(fname + ": " + full + ": snapshot steps are not >= 0 and strictly increasing");
+  }
+  t.infos.push_back(std::move(in));
+  t.dsets.emplace(full, std::move(d));
+}
+
+std::shared_ptr<OpenTrace> open_trace(const std::string& fname) {
+  detail::check_global_heaps(fname);
+  auto t = std::make_shared<OpenTrace>();
+  const Hid fapl = detail::read_fapl();
+  t->file = Hid(H5Fopen(fname.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl), H5Fclose);
+  if (!t->file.valid()) {
+    const std::string swmr_msg = detail::hdf5_message();
+    if (H5Fis_hdf5(fname.c_str()) <= 0) {
+      detail::hdf5_message();
+      throw TraceError(fname + ": not an HDF5 file, so not an mxsim trace");
+    }
+    t->file = Hid(H5Fopen(fname.c_str(), H5F_ACC_RDONLY, fapl), H5Fclose);
+    if (!t->file.valid()) fail(fname, "cannot open (SWMR read: " + swmr_msg + ")");
+  }
+  const htri_t has_steps = H5Lexists(t->file, schema::kSteps, H5P_DEFAULT);
+  if (has_steps < 0) fail(fname, "corrupt trace (cannot look up /steps)");
+  if (!detail::has_attr(t->file, schema::kFormatAttr, fname) || has_steps == 0)
+    throw TraceError(fname + ": not an mxsim trace (no mxsim_trace_format attribute or /steps dataset)");
+  if (const uint64_t v = detail::read_u64_attr(t->file, schema::kFormatAttr, fname); v > uint64_t(schema::kFormatVersion))
+    throw TraceError(fname + ": trace format " + std::to_string(v) + " is newer than this mxsim reads (up to " +
+                     std::to_string(schema::kFormatVersion) + "); open it with a newer mxsim");
+  t->steps = Hid(H5Dopen2(t->file, schema::kSteps, H5P_DEFAULT), H5Dclose);
+  if (!t->steps.valid()) fail(fname, "cannot open /steps");
+  const detail::Stored st = detail::stored_dataset(t->steps, fname, schema::kSteps);
+  detail::require(st.cls == H5T_INTEGER && st.dims.size() == 1, st, "integers of rank 1", fname, schema::kSteps);
+  // Every dataset with an mxsim_kind attribute of "series" or "snapshot".
+  for (const auto& rel : detail::dataset_names(t->file, fname, "corrupt trace (cannot list its datasets)"))
+    add_dataset(*t, fname, rel);
+  std::sort(t->infos.begin(), t->infos.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  return t;
+}
+
+}  // namespace
 
 struct Reader::Impl {
   std::filesystem::path path;
   std::string fname;
-  Hid file, steps;
+  std::shared_ptr<OpenTrace> t;
   uint64_t k = 0;
-  std::vector<DatasetInfo> infos;
-  std::map<std::string, Hid> dsets;
-  // Datasets are refreshed (H5Drefresh) lazily: once per Reader::refresh(), on their next
-  // read. A reader never refreshed (a finished file) never calls H5Drefresh: with HDF5
-  // 1.10, H5Drefresh of a dataset that is open twice in one process (two Readers of one
-  // file) makes later reads of chunked rows return the wrong chunk.
-  uint64_t generation = 0;
-  mutable std::map<std::string, uint64_t> refreshed;
-  void refresh_if_stale(const std::string& name, hid_t d) const {
-    uint64_t& g = refreshed[name];
-    if (g == generation) return;
-    if (H5Drefresh(d) < 0) fail(fname, name + ": refresh failed");
-    g = generation;
-  }
 
   const DatasetInfo& info(const std::string& name) const {
-    auto it = std::lower_bound(infos.begin(), infos.end(), name,
+    auto it = std::lower_bound(t->infos.begin(), t->infos.end(), name,
                                [](const DatasetInfo& a, const std::string& b) { return a.name < b; });
-    if (it == infos.end() || it->name != name) throw TraceError(fname + ": " + name + ": no such series or snapshot");
+    if (it == t->infos.end() || it->name != name) throw TraceError(fname + ": " + name + ": no such series or snapshot");
     return *it;
   }
   std::vector<unsigned char> read_rows(const std::string& name, DType dtype, uint64_t row0, uint64_t nrows,
@@ -50,29 +132,35 @@ struct Reader::Impl {
     if (in.snapshot != snapshot) throw TraceError(fname + ": " + name + (snapshot ? ": is a series" : ": is a snapshot"));
     if (in.dtype != dtype)
       throw TraceError(fname + ": " + name + ": stored as " + dtype_name(in.dtype) + ", read as " + dtype_name(dtype));
-    std::vector<unsigned char> out(nrows * in.row_elems() * dtype_size(dtype));
-    if (nrows == 0) return out;
-    hid_t d = dsets.at(name);
-    refresh_if_stale(name, d);
-    std::vector<hsize_t> start(in.row_shape.size() + 1, 0), count(in.row_shape.size() + 1, 0);
-    start[0] = row0;
-    count[0] = nrows;
-    for (std::size_t i = 0; i < in.row_shape.size(); ++i) count[i + 1] = in.row_shape[i];
+    if (nrows == 0) return {};
+    hid_t d = t->dsets.at(name);
+    if (H5Drefresh(d) < 0) fail(fname, name + ": refresh failed");
+    // The extent is read again after the refresh: its rank and row shape must still be the ones
+    // the buffer is sized for.
     Hid fs(H5Dget_space(d), H5Sclose);
-    hsize_t have = 0;
-    H5Sget_simple_extent_dims(fs, &have, nullptr);  // first dim only is enough for the check
-    std::vector<hsize_t> ext(in.row_shape.size() + 1);
-    H5Sget_simple_extent_dims(fs, ext.data(), nullptr);
+    if (!fs.valid()) fail(fname, name + ": cannot read its dataspace");
+    const std::vector<hsize_t> ext = detail::extent(fs, fname, name);
+    if (ext.size() != in.row_shape.size() + 1 || !std::equal(in.row_shape.begin(), in.row_shape.end(), ext.begin() + 1))
+      throw TraceError(fname + ": " + name + ": its shape changed while open");
     if (ext[0] < row0 + nrows)
       throw TraceError(fname + ": " + name + ": has " + std::to_string(ext[0]) + " rows, fewer than the " +
                        std::to_string(row0 + nrows) + " /steps promises (file not written by mxsim's writer?)");
+    if (nrows > UINT64_MAX / in.row_bytes())
+      throw TraceError(fname + ": " + name + ": " + std::to_string(nrows) + " rows are too large to read");
+    const uint64_t bytes = nrows * in.row_bytes();
+    detail::require_stored_bytes(d, bytes, fname, name);
+    auto out = detail::buffer<unsigned char>(bytes, fname, name);
+    std::vector<hsize_t> start(ext.size(), 0), count(ext);
+    start[0] = row0;
+    count[0] = nrows;
     Hid ms(H5Screate_simple(int(count.size()), count.data(), nullptr), H5Sclose);
     if (H5Sselect_hyperslab(fs, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr) < 0 ||
         H5Dread(d, detail::native_type(dtype), ms, fs, H5P_DEFAULT, out.data()) < 0)
       fail(fname, name + ": read failed");
     return out;
   }
-  /// Element `index` of rows [row0, row0 + nrows): one point per row.
+  /// Element `index` of rows [row0, row0 + nrows): one point per row (an HDF5 point selection,
+  /// so one weight's timeline reads one value per step, not whole rows).
   std::vector<unsigned char> read_element(const std::string& name, DType dtype, uint64_t index, uint64_t row0,
                                           uint64_t nrows, bool snapshot) const {
     const DatasetInfo& in = info(name);
@@ -82,29 +170,30 @@ struct Reader::Impl {
     if (index >= in.row_elems())
       throw TraceError(fname + ": " + name + ": element " + std::to_string(index) + " is outside a row of " +
                        std::to_string(in.row_elems()) + " elements");
-    std::vector<unsigned char> out(nrows * dtype_size(dtype));
-    if (nrows == 0) return out;
-    hid_t d = dsets.at(name);
-    refresh_if_stale(name, d);
+    if (nrows == 0) return {};
+    hid_t d = t->dsets.at(name);
+    if (H5Drefresh(d) < 0) fail(fname, name + ": refresh failed");
     Hid fs(H5Dget_space(d), H5Sclose);
-    const std::size_t rank = in.row_shape.size() + 1;
-    std::vector<hsize_t> ext(rank);
-    H5Sget_simple_extent_dims(fs, ext.data(), nullptr);
+    if (!fs.valid()) fail(fname, name + ": cannot read its dataspace");
+    const std::vector<hsize_t> ext = detail::extent(fs, fname, name);
+    if (ext.size() != in.row_shape.size() + 1 || !std::equal(in.row_shape.begin(), in.row_shape.end(), ext.begin() + 1))
+      throw TraceError(fname + ": " + name + ": its shape changed while open");
     if (ext[0] < row0 + nrows)
       throw TraceError(fname + ": " + name + ": has " + std::to_string(ext[0]) + " rows, fewer than the " +
                        std::to_string(row0 + nrows) + " /steps promises (file not written by mxsim's writer?)");
-    // multi-index of `index` within a row, then one point per row
-    std::vector<hsize_t> within(rank - 1);
+    const std::size_t rank = ext.size();
+    std::vector<hsize_t> within(rank - 1);  // multi-index of `index` within a row
     uint64_t rest = index;
     for (std::size_t i = rank - 1; i-- > 0;) {
       within[i] = rest % in.row_shape[i];
       rest /= in.row_shape[i];
     }
-    std::vector<hsize_t> coords(nrows * rank);
+    std::vector<hsize_t> coords(nrows * rank);  // nrows <= steps: small
     for (uint64_t r = 0; r < nrows; ++r) {
       coords[r * rank] = row0 + r;
       for (std::size_t i = 1; i < rank; ++i) coords[r * rank + i] = within[i - 1];
     }
+    auto out = detail::buffer<unsigned char>(nrows * dtype_size(dtype), fname, name);
     const hsize_t n = nrows;
     Hid ms(H5Screate_simple(1, &n, nullptr), H5Sclose);
     if (H5Sselect_elements(fs, H5S_SELECT_SET, nrows, coords.data()) < 0 ||
@@ -119,63 +208,20 @@ Reader::Reader(const std::filesystem::path& path) : impl_(std::make_unique<Impl>
   auto& m = *impl_;
   m.path = path;
   m.fname = path.string();
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) throw TraceError(m.fname + ": missing (no such file)");
-  // SWMR read retries checksummed metadata that fails to verify (a writer may be halfway
-  // through a flush) with a doubling sleep: HDF5's default of 100 attempts makes damaged
-  // metadata hang for hours; 20 (HDF5's own SWMR example) retries for about a millisecond.
-  Hid fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
-  H5Pset_metadata_read_attempts(fapl, 20);
-  m.file = Hid(H5Fopen(m.fname.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl), H5Fclose);
-  if (!m.file.valid()) {
-    const std::string swmr_msg = detail::hdf5_message();
-    if (H5Fis_hdf5(m.fname.c_str()) <= 0) {
-      detail::hdf5_message();
-      throw TraceError(m.fname + ": not an HDF5 file, so not an mxsim trace");
+  struct stat sb {};
+  if (::stat(m.fname.c_str(), &sb) != 0) throw TraceError(m.fname + ": missing (no such file)");
+  const std::pair<dev_t, ino_t> key{sb.st_dev, sb.st_ino};
+  {
+    std::lock_guard<std::mutex> lock(registry_mutex);
+    auto it = registry.find(key);
+    if (it != registry.end()) m.t = it->second.lock();
+    if (!m.t) {
+      m.t = open_trace(m.fname);
+      registry[key] = m.t;
     }
-    m.file = Hid(H5Fopen(m.fname.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-    if (!m.file.valid()) fail(m.fname, "cannot open (SWMR read: " + swmr_msg + ")");
+    for (auto i = registry.begin(); i != registry.end();) i = i->second.expired() ? registry.erase(i) : std::next(i);
   }
-  if (!detail::has_attr(m.file, schema::kFormatAttr) || H5Lexists(m.file, schema::kSteps, H5P_DEFAULT) <= 0)
-    throw TraceError(m.fname + ": not an mxsim trace (no mxsim_trace_format attribute or /steps dataset)");
-  if (const uint64_t v = detail::read_u64_attr(m.file, schema::kFormatAttr, m.fname); v > uint64_t(schema::kFormatVersion))
-    throw TraceError(m.fname + ": trace format " + std::to_string(v) + " is newer than this mxsim reads (up to " +
-                     std::to_string(schema::kFormatVersion) + "); open it with a newer mxsim");
-  m.steps = Hid(H5Dopen2(m.file, schema::kSteps, H5P_DEFAULT), H5Dclose);
-  if (!m.steps.valid()) fail(m.fname, "cannot open /steps");
-  // Every dataset with an mxsim_kind attribute of "series" or "snapshot".
-  H5Ovisit(
-      m.file, H5_INDEX_NAME, H5_ITER_INC,
-      [](hid_t root, const char* name, const H5O_info_t* oi, void* p) -> herr_t {
-        if (oi->type != H5O_TYPE_DATASET) return 0;
-        auto& m = *static_cast<Reader::Impl*>(p);
-        const std::string full = std::string("/") + name;
-        if (full == schema::kSteps) return 0;
-        Hid d(H5Dopen2(root, name, H5P_DEFAULT), H5Dclose);
-        if (!d.valid() || !detail::has_attr(d, "mxsim_kind")) return 0;
-        const std::string kind = detail::read_string_attr(d, "mxsim_kind", m.fname);
-        if (kind != "series" && kind != "snapshot") return 0;
-        DatasetInfo in;
-        in.name = full;
-        in.snapshot = kind == "snapshot";
-        Hid t(H5Dget_type(d), H5Tclose);
-        in.dtype = detail::dtype_from_h5(t, m.fname, full);
-        Hid sp(H5Dget_space(d), H5Sclose);
-        const int rank = H5Sget_simple_extent_ndims(sp);
-        std::vector<hsize_t> dims(std::size_t(std::max(rank, 1)));
-        H5Sget_simple_extent_dims(sp, dims.data(), nullptr);
-        in.row_shape.assign(dims.begin() + 1, dims.end());
-        if (in.snapshot) in.snapshot_steps = detail::read_i64_attr(d, "steps", m.fname);
-        m.infos.push_back(std::move(in));
-        m.dsets.emplace(full, std::move(d));
-        return 0;
-      },
-      &m);
-  std::sort(m.infos.begin(), m.infos.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
-  Hid sp(H5Dget_space(m.steps), H5Sclose);
-  hsize_t n = 0;
-  H5Sget_simple_extent_dims(sp, &n, nullptr);
-  m.k = n;
+  refresh();
 }
 
 Reader::~Reader() = default;
@@ -184,34 +230,36 @@ Reader& Reader::operator=(Reader&&) noexcept = default;
 
 void Reader::refresh() {
   auto& m = *impl_;
-  ++m.generation;  // every dataset refreshes on its next read
-  if (H5Drefresh(m.steps) < 0) fail(m.fname, "/steps: refresh failed");
-  Hid sp(H5Dget_space(m.steps), H5Sclose);
-  hsize_t n = 0;
-  H5Sget_simple_extent_dims(sp, &n, nullptr);
-  m.k = n;
+  if (H5Drefresh(m.t->steps) < 0) fail(m.fname, "/steps: refresh failed");
+  Hid sp(H5Dget_space(m.t->steps), H5Sclose);
+  if (!sp.valid()) fail(m.fname, "/steps: cannot read its dataspace");
+  const std::vector<hsize_t> ext = detail::extent(sp, m.fname, schema::kSteps);
+  if (ext.size() != 1) throw TraceError(m.fname + ": /steps: rank " + std::to_string(ext.size()) + ", expected 1");
+  m.k = ext[0];
 }
 
 uint64_t Reader::steps_completed() const { return impl_->k; }
-std::string Reader::config_toml() const { return detail::read_string_attr(impl_->file, "config_toml", impl_->fname); }
-int Reader::format_version() const { return int(detail::read_u64_attr(impl_->file, schema::kFormatAttr, impl_->fname)); }
+std::string Reader::config_toml() const { return detail::read_string_attr(impl_->t->file, "config_toml", impl_->fname); }
+int Reader::format_version() const { return int(detail::read_u64_attr(impl_->t->file, schema::kFormatAttr, impl_->fname)); }
 
 Provenance Reader::provenance() const {
   const auto& m = *impl_;
   Provenance p;
-  auto s = [&](const char* n) { return detail::has_attr(m.file, n) ? detail::read_string_attr(m.file, n, m.fname) : std::string(); };
+  auto s = [&](const char* n) {
+    return detail::has_attr(m.t->file, n, m.fname) ? detail::read_string_attr(m.t->file, n, m.fname) : std::string();
+  };
   p.version = s("version");
   p.git_describe = s("git_describe");
   p.backend = s("backend");
   p.date = s("date");
   p.host = s("host");
-  if (detail::has_attr(m.file, "seed")) p.seed = detail::read_u64_attr(m.file, "seed", m.fname);
+  if (detail::has_attr(m.t->file, "seed", m.fname)) p.seed = detail::read_u64_attr(m.t->file, "seed", m.fname);
   return p;
 }
 
-const std::vector<DatasetInfo>& Reader::datasets() const { return impl_->infos; }
+const std::vector<DatasetInfo>& Reader::datasets() const { return impl_->t->infos; }
 const DatasetInfo& Reader::info(const std::string& name) const { return impl_->info(name); }
-bool Reader::has(const std::string& name) const { return impl_->dsets.count(name) != 0; }
+bool Reader::has(const std::string& name) const { return impl_->t->dsets.count(name) != 0; }
 const std::filesystem::path& Reader::path() const { return impl_->path; }
 
 std::vector<unsigned char> Reader::read_raw(const std::string& name, DType dtype, uint64_t first, uint64_t count) const {
@@ -245,7 +293,7 @@ std::vector<unsigned char> Reader::read_snapshot_element_raw(const std::string& 
   const auto& in = impl_->info(name);
   // declared steps are strictly increasing: the complete ones are a prefix
   uint64_t n = 0;
-  while (n < in.snapshot_steps.size() && in.snapshot_steps[n] >= 0 && uint64_t(in.snapshot_steps[n]) < impl_->k) ++n;
+  while (n < in.snapshot_steps.size() && uint64_t(in.snapshot_steps[n]) < impl_->k) ++n;
   if (steps) steps->assign(in.snapshot_steps.begin(), in.snapshot_steps.begin() + std::ptrdiff_t(n));
   return impl_->read_element(name, dtype, index, 0, n, true);
 }

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "gemm_internal.hpp"
+#include "cpu_dispatch.hpp"
 #include "gemm_mx_direct.hpp"
 #include "mxsim/bits.hpp"
 #include "mxsim/emu/grouped_gemm.hpp"
@@ -182,10 +183,13 @@ size_t check_splits(std::span<const int64_t> m_splits, size_t M, const std::stri
   return m_splits.size();
 }
 
-/// MX-exact with GemmImpl::Fast reads the packed codes directly (gemm_mx_direct.cpp).
-bool use_direct(Kind kind, const GemmOptions& opt) {
-  return kind == Kind::MxExact && opt.impl == GemmImpl::Fast && gemm::simd_allowed() && gemm::mx_direct_available();
+/// MX-exact with GemmImpl::Fast reads the packed codes directly
+/// (gemm_mx_direct.cpp) when the CPU path has a direct kernel.
+gemm::MxDirectIsa direct_isa(Kind kind, const GemmOptions& opt) {
+  if (kind != Kind::MxExact || opt.impl != GemmImpl::Fast) return gemm::MxDirectIsa::None;
+  return gemm::mx_direct_isa(cpu_path());
 }
+bool use_direct(Kind kind, const GemmOptions& opt) { return direct_isa(kind, opt) != gemm::MxDirectIsa::None; }
 
 void run(Kind kind, const Panel& A, const Panel& B, gemm::Out out, const GemmOptions& opt) {
   if (opt.impl == GemmImpl::Reference) gemm::run_reference(kind, A, B, out, opt.accumulate, opt.out);
@@ -195,6 +199,7 @@ void run(Kind kind, const Panel& A, const Panel& B, gemm::Out out, const GemmOpt
 void check_opt(const GemmOptions& opt, const std::string& gemm) {
   if (opt.out != Format::FP32 && opt.out != Format::BF16)
     fail(gemm, std::string("output format must be fp32 or bf16, got ") + short_name(opt.out));
+  if (opt.impl == GemmImpl::Fast) (void)cpu_path();  // a bad MXSIM_CPU_PATH throws here, before any output changes
 }
 
 // fprop / dgrad share the token-major form: out[M, J] = A_tokens . B[g]^T.
@@ -234,7 +239,7 @@ void token_gemm(const std::string& gemm, const Src& a, const Src& w, bool w_cont
       if (mg) jobs.push_back({{a.q, 0, false, m0, mg}, {w.q, g, w_contract_rows, 0, J}, out.data() + m0 * J, J});
       m0 += mg;
     }
-    if (gemm::run_mx_exact_direct(jobs, opt.accumulate, opt.out)) return;
+    if (gemm::run_mx_exact_direct(jobs, opt.accumulate, opt.out, direct_isa(kind, opt))) return;
     for (size_t g = 0, m1 = 0; g < G; m1 += size_t(m_splits[g]), ++g)  // declined: build the panels after all
       if (m_splits[g]) {
         As[g] = make_panel(a, 0, false, m1, size_t(m_splits[g]), gemm, "token operand");
@@ -299,7 +304,7 @@ void wgrad_impl(std::span<const Src> dy, std::span<const Src> x, std::span<const
       }
       jobs.push_back({{dy[g].q, 0, true, 0, N}, {x[g].q, 0, true, 0, K}, o, K});
     }
-    if (gemm::run_mx_exact_direct(jobs, opt.accumulate, opt.out)) return;
+    if (gemm::run_mx_exact_direct(jobs, opt.accumulate, opt.out, direct_isa(Kind::MxExact, opt))) return;
     for (size_t g = 0; g < G; ++g)  // declined: build the panels after all
       if (m_splits[g]) {
         As[g] = make_panel(dy[g], 0, true, 0, 0, gemm, "dy");

@@ -13,8 +13,10 @@
 #include <limits>
 #include <vector>
 
+#include "cpu_dispatch.hpp"
 #include "gemm_exact.hpp"
 #include "gemm_internal.hpp"
+#include "gemm_fused_avx2.hpp"
 #include "gemm_fused_avx512.hpp"
 #include "gemm_vnni.hpp"
 #include "mxsim/emu/grouped_gemm.hpp"
@@ -176,21 +178,37 @@ void scalar_element(Kind kind, const Panel& A, const Panel& B, const Decoded& da
 
 }  // namespace
 
-bool simd_allowed() {
-  const char* e = std::getenv("MXSIM_GEMM_ISA");
-  return !(e && std::string_view(e) == "portable");
+namespace {
+KernelSlot slot_of(Kind k) {
+  switch (k) {
+    case Kind::MxExact: return KernelSlot::MxExact;
+    case Kind::MxF13: return KernelSlot::MxF13;
+    case Kind::Fp8Chunk: return KernelSlot::Fp8Chunk;
+    case Kind::Bf16: return KernelSlot::Bf16;
+  }
+  return KernelSlot::MxExact;
 }
+}  // namespace
 
 void run_fast(Kind kind, const Panel& A, const Panel& B, Out out, bool accumulate, Format out_fmt) {
-  const bool simd = simd_allowed();
+  const CpuPath path = cpu_path();
+  const KernelSlot slot = slot_of(kind);
   if (kind == Kind::MxExact) {
-    if (simd && vnni_available() && run_mx_exact_vnni(A, B, out, accumulate, out_fmt)) return;
+    // Panels reach here when the direct path is not taken (AVX-512 VNNI
+    // without VBMI, or the scalar path).
+    if (path == CpuPath::Avx512 && cpu_has_avx512_vnni() && run_mx_exact_vnni(A, B, out, accumulate, out_fmt)) {
+      note_kernel(slot, kernel::kMxVnniPanel);
+      return;
+    }
     run_mx_exact_portable(A, B, out, accumulate, out_fmt);
+    note_kernel(slot, kernel::kMxScalar);
     return;
   }
-  if (simd && fused_avx512_available()) {
+  if (path != CpuPath::Scalar) {
     std::vector<std::pair<uint32_t, uint32_t>> bad;
-    run_fused_avx512(kind, A, B, out, accumulate, out_fmt, bad);
+    if (path == CpuPath::Avx512) run_fused_avx512(kind, A, B, out, accumulate, out_fmt, bad);
+    else run_fused_avx2(kind, A, B, out, accumulate, out_fmt, bad);
+    note_kernel(slot, path == CpuPath::Avx512 ? kernel::kFusedAvx512 : kernel::kFusedAvx2);
     if (bad.empty()) return;
     const Decoded da = decode_panel(A), db = decode_panel(B);
 #pragma omp parallel for schedule(dynamic, 64)
@@ -202,6 +220,7 @@ void run_fast(Kind kind, const Panel& A, const Panel& B, Out out, bool accumulat
 #pragma omp parallel for schedule(static)
   for (size_t i = 0; i < A.R; ++i)
     for (size_t j = 0; j < B.R; ++j) scalar_element(kind, A, B, da, db, i, j, out, accumulate, out_fmt);
+  note_kernel(slot, kernel::kFusedScalar);
 }
 
 }  // namespace mxsim::emu::gemm

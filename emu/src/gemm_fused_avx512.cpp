@@ -24,6 +24,7 @@
 // exponent ranges, a possible subnormal result, an unsafe E8M0 scale) are not
 // stored; the caller recomputes them with the scalar path.
 #include "gemm_fused_avx512.hpp"
+#include "gemm_fused_pack.hpp"
 
 #include <immintrin.h>
 
@@ -38,78 +39,9 @@
 
 namespace mxsim::emu::gemm {
 
-bool fused_avx512_available() {
-  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-  return ok;
-}
-
 namespace {
 
-constexpr int kZeroExp = -1000;  // sentinel exponent of a zero element
-constexpr int kZero8 = -64;      // the same in int8 (FP8-class sums of real exponents lie in [-32, 30])
-
-struct ElemLut {
-  float v[256];
-  int32_t e[256];
-  uint8_t sp[256];
-};
-
-ElemLut make_lut(Format f) {
-  ElemLut l{};
-  const FormatSpec fs = spec_of(f);
-  const uint32_t ncode = 1u << fs.bits;
-  for (uint32_t c = 0; c < 256; ++c) {
-    const float x = c < ncode ? decode(fs, c) : 0.0f;
-    const bool fin = std::isfinite(x);
-    l.sp[c] = !fin;
-    l.v[c] = fin ? x : 0.0f;
-    l.e[c] = (!fin || x == 0.0f) ? kZeroExp : std::ilogb(x);
-  }
-  return l;
-}
-
-/// Decoded element: value, exponent (sentinel for zero), special flag.
-struct Dec {
-  const ElemLut* lut = nullptr;  // FP8/FP6/FP4; null for BF16
-  inline void operator()(uint32_t code, float& v, int32_t& e, bool& sp) const {
-    if (lut) {
-      v = lut->v[code & 0xFF];
-      e = lut->e[code & 0xFF];
-      sp = lut->sp[code & 0xFF];
-      return;
-    }
-    const uint32_t b = code << 16;
-    const uint32_t ef = (b >> 23) & 0xFF;
-    if (ef == 0xFF) { v = 0.0f; e = kZeroExp; sp = true; return; }
-    sp = false;
-    v = std::bit_cast<float>(b);
-    if (ef) e = int32_t(ef) - 127;
-    else e = (b & 0x7FFFFF) ? std::ilogb(v) : kZeroExp;
-  }
-};
-
-struct RowInfo {
-  int32_t lo = 1000, hi = -1000;  // exponent range of non-zero finite elements
-  int32_t sp = 0;                 // any NaN/Inf element (or, MX, an unsafe scale)
-};
-
-bool safe_e8m0(uint8_t s) { return s != 0xFF && int(s) >= 127 - 50 && int(s) <= 127 + 50; }
-
-// ---------------------------------------------------------------- kernel
-
-struct Packed {
-  size_t Kp = 0, KB = 0, KC = 0, NP = 0;
-  // A: [I][Kp]; B: [NP][Kp][16]
-  std::vector<float> av, bv;
-  // Element exponents, BF16: int16 (sentinel kZeroExp), 2 k per dword;
-  // FP8/FP6/FP4 (|e| <= 16): int8 (sentinel kZero8), 4 k per dword.
-  std::vector<int32_t> ae;  // [I][Kp/kpd] dwords (k ascending from the low byte)
-  std::vector<int8_t> be;   // [NP][Kp/kpd][16][kpd] int8 or int16
-  std::vector<RowInfo> ai;
-  std::vector<int32_t> blo, bhi, bsp;  // [NP][16]
-  std::vector<float> as, bs;           // MX: 2^(s-127) [I][KB], [NP][KB][16]; chunk: sinv [I][KC], [NP][KC][16]
-};
+using namespace fused;
 
 template <int L, int F, bool E8M13, int MR>
 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"), always_inline)) inline void fused_group(
@@ -271,102 +203,12 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void tile(const Pa
 
 void run_fused_avx512(Kind kind, const Panel& A, const Panel& B, Out out, bool accumulate, Format out_fmt,
                       std::vector<std::pair<uint32_t, uint32_t>>& bad) {
-  const size_t I = A.R, J = B.R, K = A.K;
-  Packed P;
-  const size_t L = kind == Kind::Bf16 ? 16 : 32;
-  P.Kp = (K + L - 1) / L * L;
-  P.KB = A.kb();
-  P.KC = A.kc();
-  P.NP = (J + 15) / 16;
-  const size_t Kp = P.Kp, NP = P.NP;
-  ElemLut la{}, lb{};
-  Dec da, db;
-  if (kind != Kind::Bf16) {
-    la = make_lut(A.elem);
-    lb = make_lut(B.elem);
-    da.lut = &la;
-    db.lut = &lb;
-  }
-  P.av.assign(I * Kp, 0.0f);
-  const bool x8 = kind != Kind::Bf16;
-  const size_t kpd = x8 ? 4 : 2, esz = x8 ? 1 : 2;
-  P.ae.assign(I * Kp / kpd, x8 ? int32_t(0xC0C0C0C0u) : int32_t((uint32_t(uint16_t(kZeroExp)) << 16) | uint16_t(kZeroExp)));
-  static_assert(int8_t(0xC0) == kZero8);
-  P.ai.assign(I, RowInfo{});
-  P.bv.assign(NP * Kp * 16, 0.0f);
-  P.be.resize(NP * Kp * 16 * esz);
-  if (x8) std::fill(P.be.begin(), P.be.end(), int8_t(kZero8));
-  else std::fill_n(reinterpret_cast<int16_t*>(P.be.data()), NP * Kp * 16, int16_t(kZeroExp));
-  P.blo.assign(NP * 16, 1000);
-  P.bhi.assign(NP * 16, -1000);
-  P.bsp.assign(NP * 16, 0);
-  const bool mx = kind == Kind::MxF13, ch = kind == Kind::Fp8Chunk;
-  if (mx) {
-    P.as.assign(I * P.KB, 0.0f);
-    P.bs.assign(NP * P.KB * 16, 0.0f);
-  } else if (ch) {
-    P.as.assign(I * P.KC, 0.0f);
-    P.bs.assign(NP * P.KC * 16, 0.0f);
-  }
-#pragma omp parallel
-  {
-#pragma omp for schedule(static) nowait
-    for (size_t i = 0; i < I; ++i) {
-      RowInfo ri;
-      const uint32_t* c = A.code.data() + i * K;
-      float* v = P.av.data() + i * Kp;
-      int16_t* e16 = reinterpret_cast<int16_t*>(P.ae.data() + i * Kp / kpd);
-      int8_t* e8 = reinterpret_cast<int8_t*>(P.ae.data() + i * Kp / kpd);
-      for (size_t k = 0; k < K; ++k) {
-        bool sp;
-        int32_t e;
-        da(c[k], v[k], e, sp);
-        if (x8) e8[k] = int8_t(e == kZeroExp ? kZero8 : e);
-        else e16[k] = int16_t(e);
-        ri.sp |= sp;
-        if (e != kZeroExp) ri.lo = std::min(ri.lo, e), ri.hi = std::max(ri.hi, e);
-      }
-      if (mx)
-        for (size_t kb = 0; kb < P.KB; ++kb) {
-          const uint8_t s = A.sbyte[i * P.KB + kb];
-          if (!safe_e8m0(s)) ri.sp = 1;
-          P.as[i * P.KB + kb] = safe_e8m0(s) ? std::ldexp(1.0f, int(s) - 127) : 0.0f;
-        }
-      if (ch)
-        for (size_t c2 = 0; c2 < P.KC; ++c2) P.as[i * P.KC + c2] = A.sinv[i * P.KC + c2];
-      P.ai[i] = ri;
-    }
-#pragma omp for schedule(static)
-    for (size_t j = 0; j < J; ++j) {
-      const size_t p = j / 16, jj = j % 16;
-      RowInfo ri;
-      const uint32_t* c = B.code.data() + j * K;
-      float* v = P.bv.data() + p * Kp * 16 + jj;
-      int16_t* e16 = reinterpret_cast<int16_t*>(P.be.data()) + p * Kp * 16 + jj * 2;
-      int8_t* e8 = P.be.data() + p * Kp * 16 + jj * 4;
-      for (size_t k = 0; k < K; ++k) {
-        bool sp;
-        int32_t e;
-        db(c[k], v[k * 16], e, sp);
-        if (x8) e8[(k / 4) * 64 + (k & 3)] = int8_t(e == kZeroExp ? kZero8 : e);
-        else e16[(k / 2) * 32 + (k & 1)] = int16_t(e);
-        ri.sp |= sp;
-        if (e != kZeroExp) ri.lo = std::min(ri.lo, e), ri.hi = std::max(ri.hi, e);
-      }
-      if (mx)
-        for (size_t kb = 0; kb < P.KB; ++kb) {
-          const uint8_t s = B.sbyte[j * P.KB + kb];
-          if (!safe_e8m0(s)) ri.sp = 1;
-          P.bs[(p * P.KB + kb) * 16 + jj] = safe_e8m0(s) ? std::ldexp(1.0f, int(s) - 127) : 0.0f;
-        }
-      if (ch)
-        for (size_t c2 = 0; c2 < P.KC; ++c2) P.bs[(p * P.KC + c2) * 16 + jj] = B.sinv[j * P.KC + c2];
-      P.blo[j] = ri.lo;
-      P.bhi[j] = ri.hi;
-      P.bsp[j] = ri.sp;
-    }
-  }
-  constexpr size_t MR = 4;
+  const size_t I = A.R, J = B.R;
+  const Packed P = pack(kind, A, B);
+  const size_t NP = P.NP;
+  // Rows per tile: F = 13 keeps 4 registers per row (scale, sum, output,
+  // factor), BF16 one more (second partial sum).
+  const size_t MR = kind == Kind::Bf16 ? 4 : 6;
   const size_t nIt = (I + MR - 1) / MR;
   const long ntask = long(NP * nIt);
   const bool bf = out_fmt == Format::BF16;
@@ -380,7 +222,8 @@ void run_fused_avx512(Kind kind, const Panel& A, const Panel& B, Out out, bool a
       const size_t ncols = std::min<size_t>(16, J - p * 16);
       auto run1 = [&](auto kc) {
         constexpr Kind KK = decltype(kc)::value;
-        if (nr == MR) tile<KK, 4>(P, i0, p, out, ncols, accumulate, bf, mine);
+        constexpr int kMR = KK == Kind::Bf16 ? 4 : 6;
+        if (nr == MR) tile<KK, kMR>(P, i0, p, out, ncols, accumulate, bf, mine);
         else
           for (size_t r = 0; r < nr; ++r) tile<KK, 1>(P, i0 + r, p, out, ncols, accumulate, bf, mine);
       };

@@ -8,9 +8,7 @@
 #include "gemm_internal.hpp"
 
 namespace mxsim::emu::gemm {
-/// True when the CPU has AVX-512 F/BW/DQ/VL (checked once at run time).
-bool fused_avx512_available();
-/// Computes every output of `kind` (not MxExact) it can prove exact with
+/// Requires AVX-512 F/BW/DQ/VL (the avx512 CPU path). Computes every output of `kind` (not MxExact) it can prove exact with
 /// machine arithmetic and appends the (i, j) it left unwritten to `bad`
 /// (their outputs are untouched; the caller runs the scalar path on them).
 void run_fused_avx512(Kind kind, const Panel& A, const Panel& B, Out out, bool accumulate, Format out_fmt,

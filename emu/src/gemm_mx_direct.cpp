@@ -14,9 +14,16 @@
 //      lane; per block t = float(D_b) * 2^(sb - 127 - shift_b) (exact) and
 //      acc = fma(t, 2^(sa - 127 - shift_a), acc): the contract's one RNE;
 //      output rounding (BF16 RNE, canonical NaN) in the same tile;
-//   3. rows / columns with an E8M0 scale outside 2^(+-50) or 0xFF are left
-//      unwritten in 2 and recomputed by the exact scalar block walk (mx_add).
+//   3. rows with a NaN scale (0xFF) and columns with one outside [2^-126,
+//      2^110] (after the integer shift) are left unwritten in 2 and
+//      recomputed by the exact scalar block walk (mx_add).
 // Every output is computed by one task in K order: thread-count independent.
+//
+// Two instruction sets share this driver through a policy type: Vnni (the
+// above, AVX-512 VNNI + VBMI) and Avx2 (AVX2 only: the same u8/s8 tiles, but
+// vpmaddubsw sums pairs of products into int16 lanes, each lane covering 16
+// products of one column and block; vpmaddwd with ones then joins the two
+// int16 halves of a column into int32 = D_b - correction; see avx2_tile).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -26,6 +33,8 @@
 #include <cstring>
 #include <vector>
 
+#include "cpu_dispatch.hpp"
+#include "gemm_mx_avx2.hpp"
 #include "gemm_mx_direct.hpp"
 #include "gemm_vnni.hpp"
 #include "mxsim/quantized_tensor.hpp"
@@ -36,11 +45,18 @@ namespace {
 
 #define MXSIM_MX_TARGET "avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi,avx2"
 
-bool safe(uint8_t s) { return s != 0xFF && int(s) >= 127 - 50 && int(s) <= 127 + 50; }
-/// 2^(s - 127 - shift) for a safe scale byte (a normal FP32 power of two), else 0.
-inline float pow2_scale(uint8_t s, int shift) {
-  return safe(s) ? std::bit_cast<float>(uint32_t(int(s) - shift) << 23) : 0.0f;
+// Scale bytes the vector tiles take (others: the exact scalar walk). Per block
+// the tile forms t = float(D_b) * fb, then fma(t, fa, acc).
+// A side: fa = 2^(sa - 127 - shift) is only the FMA's multiplicand (exact
+// product, one rounding), so any FP32 power of two will do, subnormal ones
+// included: every byte but the NaN 0xFF.
+bool safe_a(uint8_t s) { return s != 0xFF; }
+// B side: t must be exact with |D_b| < 2^17, so fb must be normal and <= 2^110.
+bool safe_b(uint8_t s, int shift) {
+  const int e = int(s) - 127 - shift;
+  return s != 0xFF && e >= -126 && e <= 110;
 }
+inline float pow2_scale(uint8_t s, int shift) { return std::ldexp(1.0f, int(s) - 127 - shift); }
 int int_shift(Format f) { return f == Format::E2M1 ? 1 : 3; }
 
 /// Storage access of one group of an MX operand seen as [R rows, K contraction].
@@ -84,11 +100,11 @@ Lut make_lut(Format f) {
   return l;
 }
 
-/// 32 values of storage row sr starting at storage col sc0 (vector path when
-/// the 32 codes start on a byte),
-/// n <= 32 of them valid (rest 0), as int8 into dst[32].
-__attribute__((target(MXSIM_MX_TARGET))) inline void decode32(const View& v, const Lut& lut, size_t sr, size_t sc0, size_t n,
-                                                      int8_t* dst) {
+/// 32 values of storage row sr starting at storage col sc0, n <= 32 of them
+/// valid (rest 0), as int8 into dst[32]: the vector path when the 32 codes
+/// start on a byte (E2M3 through vpermb), else one code at a time.
+__attribute__((target(MXSIM_MX_TARGET))) inline void decode32_vbmi(const View& v, const Lut& lut, size_t sr, size_t sc0,
+                                                                  size_t n, int8_t* dst) {
   if (n == 32 && !(v.e2m1 && (sc0 & 1))) {
     const uint8_t* src = v.base + sr * v.rb + (v.e2m1 ? sc0 / 2 : sc0);
     if (v.e2m1) {
@@ -104,6 +120,27 @@ __attribute__((target(MXSIM_MX_TARGET))) inline void decode32(const View& v, con
       const __m256i t1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(lut.v + 32));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm256_permutex2var_epi8(t0, c, t1));
     }
+    return;
+  }
+  for (size_t t = 0; t < 32; ++t) dst[t] = t < n ? lut.v[v.code_st(sr, sc0 + t)] : int8_t(0);
+}
+
+/// The same with AVX2 only: E2M1 nibbles through vpshufb (16-entry table);
+/// E2M3 (64 entries, not on the training recipes' hot path) one code at a time.
+__attribute__((target("avx2,fma"))) inline void decode32_avx2(const View& v, const Lut& lut, size_t sr, size_t sc0,
+                                                             size_t n, int8_t* dst) {
+  if (n == 32 && v.e2m1 && !(sc0 & 1)) {
+    const uint8_t* src = v.base + sr * v.rb + sc0 / 2;
+    const __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
+    const __m256i lo = _mm256_and_si256(w, _mm256_set1_epi16(0x000F));
+    const __m256i hi = _mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x00F0)), 4);
+    const __m256i tab = _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(lut.v)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm256_shuffle_epi8(tab, _mm256_or_si256(lo, hi)));
+    return;
+  }
+  if (n == 32 && !v.e2m1) {
+    const uint8_t* src = v.base + sr * v.rb + sc0;
+    for (size_t t = 0; t < 32; ++t) dst[t] = lut.v[src[t] & 0x3F];
     return;
   }
   for (size_t t = 0; t < 32; ++t) dst[t] = t < n ? lut.v[v.code_st(sr, sc0 + t)] : int8_t(0);
@@ -128,27 +165,45 @@ struct GroupPack {
   size_t ntask = 0, nIt = 0;
 };
 
-__attribute__((target(MXSIM_MX_TARGET))) void pack_a_row(const GroupPack& gp, const View& v, const Lut& lut, size_t i,
-                                                 uint8_t* au, float* fa, uint8_t& bad) {
+/// Row i of A as u8 (integer element + offset) and its per-block 2^(sa...).
+template <class Isa>
+void pack_a_row(const GroupPack& gp, const View& v, const Lut& lut, size_t i, uint8_t* au, float* fa, uint8_t& bad) {
   const size_t K = gp.K, KB = gp.KB;
   uint8_t* dst = au + i * gp.Kp;
-  const __m256i off = _mm256_set1_epi8(int8_t(gp.offA));
   alignas(32) int8_t tmp[32];
   for (size_t b = 0; b < KB; ++b) {
     const size_t n = std::min<size_t>(32, K - b * 32);
-    if (v.contig) decode32(v, lut, v.r0 + i, b * 32, n, tmp);
+    if (v.contig) Isa::decode32(v, lut, v.r0 + i, b * 32, n, tmp);
     else
       for (size_t t = 0; t < 32; ++t) tmp[t] = t < n ? lut.v[v.code_st(b * 32 + t, v.r0 + i)] : int8_t(0);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + b * 32),
-                        _mm256_add_epi8(_mm256_load_si256(reinterpret_cast<const __m256i*>(tmp)), off));
+    bool nz = false;
+    for (size_t t = 0; t < 32; ++t) dst[b * 32 + t] = uint8_t(tmp[t] + gp.offA), nz |= tmp[t] != 0;
     const uint8_t s = v.scale(i, b);
-    if (!safe(s)) bad = 1;
-    fa[i * KB + b] = pow2_scale(s, gp.sha);
+    // An all-zero block (scale byte 0x00 from the quantizer) adds D_b = 0
+    // exactly whatever its factor: 1 then, so it never sends the row to the
+    // scalar walk. Only a NaN scale must still reach it.
+    if (!nz && s != 0xFF) { fa[i * KB + b] = 1.0f; continue; }
+    if (!safe_a(s)) bad = 1;
+    fa[i * KB + b] = safe_a(s) ? pow2_scale(s, gp.sha) : 0.0f;
+  }
+}
+
+/// Per-column scale factors of one B tile (shared by both instruction sets);
+/// nz[jj]: column jj's block has a non-zero element (all-zero blocks get
+/// factor 1, as in pack_a_row).
+void b_tile_scales(const GroupPack& gp, const View& v, size_t p, size_t b, const bool* nz, float* fb, uint8_t* badj) {
+  const size_t nj = std::min<size_t>(32, gp.J - p * 32), KB = gp.KB;
+  for (size_t jj = 0; jj < 32; ++jj) {
+    if (jj >= nj) { fb[(p * KB + b) * 32 + jj] = 0.0f; continue; }
+    const uint8_t s = v.scale(p * 32 + jj, b);
+    if (!nz[jj] && s != 0xFF) { fb[(p * KB + b) * 32 + jj] = 1.0f; continue; }
+    if (!safe_b(s, gp.shb)) badj[p * 32 + jj] = 1;
+    fb[(p * KB + b) * 32 + jj] = safe_b(s, gp.shb) ? pow2_scale(s, gp.shb) : 0.0f;
   }
 }
 
 /// One (panel p, block b) tile of B: 32 columns j, 32 contraction indices.
-__attribute__((target(MXSIM_MX_TARGET))) void pack_b_tile(const GroupPack& gp, const View& v, const Lut& lut, size_t p, size_t b,
+__attribute__((target(MXSIM_MX_TARGET))) void pack_b_tile_vnni(const GroupPack& gp, const View& v, const Lut& lut, size_t p, size_t b,
                                                   int8_t* bp, float* fb, int32_t* corr, uint8_t* badj) {
   const size_t J = gp.J, K = gp.K, KB = gp.KB;
   alignas(64) int8_t t[32][32];  // contig: [column jj][k]; else [k][column jj]
@@ -157,7 +212,7 @@ __attribute__((target(MXSIM_MX_TARGET))) void pack_b_tile(const GroupPack& gp, c
   int32_t* cr = corr + (p * KB + b) * 32;
   if (v.contig) {
     for (size_t jj = 0; jj < 32; ++jj) {
-      if (jj < nj) decode32(v, lut, v.r0 + p * 32 + jj, b * 32, nk, t[jj]);
+      if (jj < nj) decode32_vbmi(v, lut, v.r0 + p * 32 + jj, b * 32, nk, t[jj]);
       else std::memset(t[jj], 0, 32);
     }
     // out[q*128 + jj*4 + tt] = t[jj][q*4 + tt]: dword (q) of row jj
@@ -167,12 +222,11 @@ __attribute__((target(MXSIM_MX_TARGET))) void pack_b_tile(const GroupPack& gp, c
       const int64_t sum = _mm256_extract_epi64(s, 0) + _mm256_extract_epi64(s, 1) + _mm256_extract_epi64(s, 2) +
                           _mm256_extract_epi64(s, 3) - 32 * 128;
       cr[jj] = int32_t(-gp.offA * sum);
-      _mm256_i32scatter_epi32(reinterpret_cast<int*>(out + jj * 4),
-                              _mm256_setr_epi32(0, 32, 64, 96, 128, 160, 192, 224), row, 4);
     }
+    avx2_store_b_tile(t, out);
   } else {
     for (size_t kk = 0; kk < 32; ++kk) {
-      if (kk < nk) decode32(v, lut, b * 32 + kk, v.r0 + p * 32, nj, t[kk]);
+      if (kk < nk) decode32_vbmi(v, lut, b * 32 + kk, v.r0 + p * 32, nj, t[kk]);
       else std::memset(t[kk], 0, 32);
     }
     // out[q*128 + jj*4 + tt] = t[q*4 + tt][jj]: vpermt2b over 4 rows (128 bytes)
@@ -192,25 +246,114 @@ __attribute__((target(MXSIM_MX_TARGET))) void pack_b_tile(const GroupPack& gp, c
     _mm512_store_si512(cs, cs0);
     for (size_t jj = 0; jj < 32; ++jj) cr[jj] = -gp.offA * int32_t(cs[jj]);
   }
-  for (size_t jj = 0; jj < 32; ++jj) {
-    if (jj >= nj) { fb[(p * KB + b) * 32 + jj] = 0.0f; continue; }
-    const uint8_t s = v.scale(p * 32 + jj, b);
-    if (!safe(s)) badj[p * 32 + jj] = 1;
-    fb[(p * KB + b) * 32 + jj] = pow2_scale(s, gp.shb);
+  bool nz[32];
+  if (v.contig) {  // row jj of t is column jj's block
+    for (size_t jj = 0; jj < 32; ++jj) {
+      const __m256i r = _mm256_load_si256(reinterpret_cast<const __m256i*>(t[jj]));
+      nz[jj] = !_mm256_testz_si256(r, r);
+    }
+  } else {  // byte jj of every row of t
+    __m256i any = _mm256_setzero_si256();
+    for (size_t kk = 0; kk < 32; ++kk) any = _mm256_or_si256(any, _mm256_load_si256(reinterpret_cast<const __m256i*>(t[kk])));
+    const uint32_t zero = uint32_t(_mm256_movemask_epi8(_mm256_cmpeq_epi8(any, _mm256_setzero_si256())));
+    for (size_t jj = 0; jj < 32; ++jj) nz[jj] = !((zero >> jj) & 1);
   }
+  b_tile_scales(gp, v, p, b, nz, fb, badj);
 }
 
-}  // namespace
-
-bool mx_direct_available() {
-  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
-                         __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx2");
-  return ok;
+/// The same tile for the AVX2 policy: decode 32 rows (transposing bytes when
+/// the contraction runs along B's storage rows), sum each column, and move
+/// dwords into [k/4][32 columns][4].
+__attribute__((target("avx2,fma"))) void pack_b_tile_avx2(const GroupPack& gp, const View& v, const Lut& lut, size_t p, size_t b, int8_t* bp, float* fb,
+                         int32_t* corr, uint8_t* badj,
+                         void (*decode32)(const View&, const Lut&, size_t, size_t, size_t, int8_t*)) {
+  const size_t J = gp.J, K = gp.K, KB = gp.KB;
+  alignas(64) int8_t t[32][32];  // [column jj][k]
+  const size_t nj = std::min<size_t>(32, J - p * 32), nk = std::min<size_t>(32, K - b * 32);
+  int8_t* out = bp + (p * KB + b) * 1024;
+  int32_t* cr = corr + (p * KB + b) * 32;
+  if (v.contig) {
+    for (size_t jj = 0; jj < 32; ++jj) {
+      if (jj < nj) decode32(v, lut, v.r0 + p * 32 + jj, b * 32, nk, t[jj]);
+      else std::memset(t[jj], 0, 32);
+    }
+  } else {
+    alignas(64) int8_t u[32][32];  // [k][column jj]
+    for (size_t kk = 0; kk < 32; ++kk) {
+      if (kk < nk) decode32(v, lut, b * 32 + kk, v.r0 + p * 32, nj, u[kk]);
+      else std::memset(u[kk], 0, 32);
+    }
+    for (size_t kk = 0; kk < 32; ++kk)
+      for (size_t jj = 0; jj < 32; ++jj) t[jj][kk] = u[kk][jj];
+  }
+  bool nz[32];
+  for (size_t jj = 0; jj < 32; ++jj) {
+    int32_t sum = 0, any = 0;
+    for (size_t k = 0; k < 32; ++k) sum += t[jj][k], any |= t[jj][k];
+    cr[jj] = -gp.offA * sum;
+    nz[jj] = any != 0;
+  }
+  avx2_store_b_tile(t, out);
+  b_tile_scales(gp, v, p, b, nz, fb, badj);
 }
 
-bool run_mx_exact_direct(const std::vector<MxGroup>& jobs, bool accumulate, Format out_fmt) {
-  if (!mx_direct_available()) return false;
+
+/// Instruction-set policies of the driver below.
+struct VnniIsa {
+  static void decode32(const View& v, const Lut& l, size_t sr, size_t sc0, size_t n, int8_t* d) {
+    decode32_vbmi(v, l, sr, sc0, n, d);
+  }
+  static void pack_b(const GroupPack& gp, const View& v, const Lut& lut, size_t p, size_t b, int8_t* bp, float* fb,
+                     int32_t* corr, uint8_t* badj) {
+    pack_b_tile_vnni(gp, v, lut, p, b, bp, fb, corr, badj);
+  }
+  /// nr (1..4) rows x 32 columns.
+  static void tile(const GroupPack&, size_t nr, const uint8_t* a, size_t Kp, const int8_t* bpp, const float* fap, size_t KB,
+                   const float* fbp, const int32_t* cp, float* o, size_t ld, uint32_t cols, const uint8_t* bi, bool acc,
+                   bool bf) {
+    const __mmask16 m0 = __mmask16(cols & 0xFFFFu), m1 = __mmask16(cols >> 16);
+    if (nr == 4) vnni_tile<4>(a, Kp, bpp, fap, KB, fbp, cp, o, ld, m0, m1, bi, acc, bf);
+    else
+      for (size_t r = 0; r < nr; ++r)
+        vnni_tile<1>(a + r * Kp, Kp, bpp, fap + r * KB, KB, fbp, cp, o + r * ld, ld, m0, m1, bi + r, acc, bf);
+  }
+};
+
+struct Avx2Isa {
+  static void decode32(const View& v, const Lut& l, size_t sr, size_t sc0, size_t n, int8_t* d) {
+    decode32_avx2(v, l, sr, sc0, n, d);
+  }
+  static void pack_b(const GroupPack& gp, const View& v, const Lut& lut, size_t p, size_t b, int8_t* bp, float* fb,
+                     int32_t* corr, uint8_t* badj) {
+    pack_b_tile_avx2(gp, v, lut, p, b, bp, fb, corr, badj, &decode32_avx2);
+  }
+  template <bool WIDE>
+  static void tile_as(size_t nr, const uint8_t* a, size_t Kp, const int8_t* bpp, const float* fap, size_t KB,
+                      const float* fbp, const int32_t* cp, float* o, size_t ld, uint32_t cols, const uint8_t* bi, bool acc,
+                      bool bf) {
+    for (int c0 : {0, 16}) {
+      if (!((cols >> c0) & 0xFFFFu)) continue;
+      size_t r = 0;
+      // 4 rows share each B load (measured faster than 2 x 2 rows despite a few spills)
+      if (nr == 4) {
+        avx2_tile16<4, WIDE>(a, Kp, bpp, fap, KB, fbp, cp, o, ld, cols, c0, bi, acc, bf);
+        continue;
+      }
+      for (; r + 2 <= nr; r += 2)
+        avx2_tile16<2, WIDE>(a + r * Kp, Kp, bpp, fap + r * KB, KB, fbp, cp, o + r * ld, ld, cols, c0, bi + r, acc, bf);
+      if (r < nr) avx2_tile16<1, WIDE>(a + r * Kp, Kp, bpp, fap + r * KB, KB, fbp, cp, o + r * ld, ld, cols, c0, bi + r, acc, bf);
+    }
+  }
+  static void tile(const GroupPack& gp, size_t nr, const uint8_t* a, size_t Kp, const int8_t* bpp, const float* fap,
+                   size_t KB, const float* fbp, const int32_t* cp, float* o, size_t ld, uint32_t cols, const uint8_t* bi,
+                   bool acc, bool bf) {
+    if (gp.sha == 3 && gp.shb == 3) tile_as<true>(nr, a, Kp, bpp, fap, KB, fbp, cp, o, ld, cols, bi, acc, bf);
+    else tile_as<false>(nr, a, Kp, bpp, fap, KB, fbp, cp, o, ld, cols, bi, acc, bf);
+  }
+};
+
+template <class Isa>
+bool run_direct(const std::vector<MxGroup>& jobs, bool accumulate, Format out_fmt) {
   for (const auto& j : jobs) {
     for (const MxOperand* o : {&j.a, &j.b}) {
       const Format f = o->q->spec.elem;
@@ -269,7 +412,7 @@ bool run_mx_exact_direct(const std::vector<MxGroup>& jobs, bool accumulate, Form
     for (size_t n = 0; n < arows.size(); ++n) {
       const GroupPack& gp = gps[arows[n].first];
       const View v(gp.job.a);
-      pack_a_row(gp, v, la[arows[n].first], arows[n].second, au.data() + gp.au_off, fa.data() + gp.fa_off,
+      pack_a_row<Isa>(gp, v, la[arows[n].first], arows[n].second, au.data() + gp.au_off, fa.data() + gp.fa_off,
                  badi[gp.badi_off + arows[n].second]);
     }
 #pragma omp for schedule(static)
@@ -277,7 +420,7 @@ bool run_mx_exact_direct(const std::vector<MxGroup>& jobs, bool accumulate, Form
       const GroupPack& gp = gps[btiles[n].first];
       const View v(gp.job.b);
       const size_t p = btiles[n].second / gp.KB, b = btiles[n].second % gp.KB;
-      pack_b_tile(gp, v, lb[btiles[n].first], p, b, bp.data() + gp.bp_off, fb.data() + gp.fb_off,
+      Isa::pack_b(gp, v, lb[btiles[n].first], p, b, bp.data() + gp.bp_off, fb.data() + gp.fb_off,
                   corr.data() + gp.corr_off, badj.data() + gp.badj_off);
     }
 #pragma omp single
@@ -293,12 +436,10 @@ bool run_mx_exact_direct(const std::vector<MxGroup>& jobs, bool accumulate, Form
       const size_t p = lt / gp.nIt, it = lt % gp.nIt;
       const size_t i0 = it * 4, nr = std::min<size_t>(4, gp.I - i0);
       const size_t ncols = std::min<size_t>(32, gp.J - p * 32);
-      __mmask16 m0 = vnni_mask_lo(ncols), m1 = vnni_mask_hi(ncols);
+      uint32_t cols = ncols >= 32 ? 0xFFFFFFFFu : (1u << ncols) - 1;
       const uint8_t* bj = badj.data() + gp.badj_off + p * 32;
-      for (int c = 0; c < 16; ++c) {
-        if (bj[c]) m0 &= __mmask16(~(1u << c));
-        if (bj[16 + c]) m1 &= __mmask16(~(1u << c));
-      }
+      for (int c = 0; c < 32; ++c)
+        if (bj[c]) cols &= ~(1u << c);
       float* o = gp.job.out + i0 * gp.job.ld + p * 32;
       const uint8_t* a = au.data() + gp.au_off + i0 * gp.Kp;
       const int8_t* bpp = bp.data() + gp.bp_off + p * gp.KB * 1024;
@@ -306,11 +447,7 @@ bool run_mx_exact_direct(const std::vector<MxGroup>& jobs, bool accumulate, Form
       const float* fbp = fb.data() + gp.fb_off + p * gp.KB * 32;
       const int32_t* cp = corr.data() + gp.corr_off + p * gp.KB * 32;
       const uint8_t* bi = badi.data() + gp.badi_off + i0;
-      if (nr == 4) vnni_tile<4>(a, gp.Kp, bpp, fap, gp.KB, fbp, cp, o, gp.job.ld, m0, m1, bi, accumulate, bf);
-      else
-        for (size_t r = 0; r < nr; ++r)
-          vnni_tile<1>(a + r * gp.Kp, gp.Kp, bpp, fap + r * gp.KB, gp.KB, fbp, cp, o + r * gp.job.ld, gp.job.ld, m0, m1, bi + r,
-                  accumulate, bf);
+      Isa::tile(gp, nr, a, gp.Kp, bpp, fap, gp.KB, fbp, cp, o, gp.job.ld, cols, bi, accumulate, bf);
     }
     if (any_bad) {
       // Rows or columns with an unsafe scale: exact scalar block walk on the
@@ -339,6 +476,30 @@ bool run_mx_exact_direct(const std::vector<MxGroup>& jobs, bool accumulate, Form
     }
   }
   return true;
+}
+
+}  // namespace
+
+MxDirectIsa mx_direct_isa(CpuPath path) {
+  if (path == CpuPath::Avx512 && cpu_has_avx512_vnni() && cpu_has_avx512_vbmi()) return MxDirectIsa::Vnni;
+  if (path == CpuPath::Avx512 && !cpu_has_avx512_vnni()) return MxDirectIsa::Avx2;
+  if (path == CpuPath::Avx2) return MxDirectIsa::Avx2;
+  return MxDirectIsa::None;
+}
+
+bool run_mx_exact_direct(const std::vector<MxGroup>& jobs, bool accumulate, Format out_fmt, MxDirectIsa isa) {
+  switch (isa) {
+    case MxDirectIsa::Vnni:
+      if (!run_direct<VnniIsa>(jobs, accumulate, out_fmt)) return false;
+      note_kernel(KernelSlot::MxExact, kernel::kMxVnniDirect);
+      return true;
+    case MxDirectIsa::Avx2:
+      if (!run_direct<Avx2Isa>(jobs, accumulate, out_fmt)) return false;
+      note_kernel(KernelSlot::MxExact, kernel::kMxAvx2);
+      return true;
+    case MxDirectIsa::None: return false;
+  }
+  return false;
 }
 
 }  // namespace mxsim::emu::gemm

@@ -6,7 +6,7 @@
 // the product is exact, so the FMA is the contract's one RNE of acc + V_b.
 // Register tile (vnni_tile, gemm_vnni.hpp, shared with the direct path):
 // 4 rows x 32 columns; B packed [panel][block][k4][32][4]. Rows/columns with a
-// NaN scale or a scale outside 2^(+-50) are left to the exact scalar path
+// NaN scale (or, for B, a factor outside [2^-126, 2^110]) are left to the exact scalar path
 // (mx_add) afterwards.
 #include "gemm_vnni.hpp"
 
@@ -20,16 +20,16 @@
 
 namespace mxsim::emu::gemm {
 
-bool vnni_available() {
-  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                         __builtin_cpu_supports("avx512vnni");
-  return ok;
-}
-
 namespace {
 
 int int_shift(Format f) { return f == Format::E2M1 ? 1 : 3; }
-bool safe(uint8_t s) { return s != 0xFF && int(s) >= 127 - 50 && int(s) <= 127 + 50; }
+// Scales the tile takes, as gemm_mx_direct.cpp: A's factor is only the FMA's
+// multiplicand (any power of two but NaN); B's must keep float(D_b) * fb exact.
+bool safe_a(uint8_t s) { return s != 0xFF; }
+bool safe_b(uint8_t s, int shift) {
+  const int e = int(s) - 127 - shift;
+  return s != 0xFF && e >= -126 && e <= 110;
+}
 
 }  // namespace
 
@@ -57,8 +57,8 @@ bool run_mx_exact_vnni(const Panel& A, const Panel& B, Out out, bool accumulate,
     }
     for (size_t b = 0; b < KB; ++b) {
       const uint8_t s = A.sbyte[i * KB + b];
-      if (!safe(s)) bad_i[i] = 1;
-      fa[i * KB + b] = safe(s) ? std::ldexp(1.0f, int(s) - 127 - sha) : 0.0f;
+      if (!safe_a(s)) bad_i[i] = 1;
+      fa[i * KB + b] = safe_a(s) ? std::ldexp(1.0f, int(s) - 127 - sha) : 0.0f;
     }
   }
 #pragma omp parallel for schedule(static)
@@ -67,8 +67,8 @@ bool run_mx_exact_vnni(const Panel& A, const Panel& B, Out out, bool accumulate,
     const uint32_t* bc = B.code.data() + j * K;
     for (size_t b = 0; b < KB; ++b) {
       const uint8_t s = B.sbyte[j * KB + b];
-      if (!safe(s)) bad_j[j] = 1;
-      fb[(p * KB + b) * 32 + jj] = safe(s) ? std::ldexp(1.0f, int(s) - 127 - shb) : 0.0f;
+      if (!safe_b(s, shb)) bad_j[j] = 1;
+      fb[(p * KB + b) * 32 + jj] = safe_b(s, shb) ? std::ldexp(1.0f, int(s) - 127 - shb) : 0.0f;
       int32_t sum = 0;
       for (size_t q = 0; q < 8; ++q)
         for (size_t t = 0; t < 4; ++t) {

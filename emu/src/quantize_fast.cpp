@@ -3,8 +3,8 @@
 // Per block the reference (quantize.cpp) does: amax = max |x| by FP32 bits,
 // byte = e8m0_scale(rule, amax), then encode(x, s = byte - 127) per element.
 // Here the same three steps run on whole rows at a time with loops the
-// compiler vectorizes (target_clones picks AVX-512 / AVX2 / baseline at load
-// time), and the element rounding uses FP32 arithmetic instead of the integer
+// compiler vectorizes (compiled for AVX-512, AVX2 and the baseline; the
+// dispatch point of cpu_path.hpp picks one), and the element rounding uses FP32 arithmetic instead of the integer
 // routine. Why that gives the same bits:
 //
 // 1. Scaling. a = |x| * 2^-s is formed by one FP32 multiply with m = 2^-s,
@@ -39,6 +39,8 @@
 //    as in the reference. Ragged edges: missing elements count as zeros and
 //    are never written; an odd row leaves its last high nibble 0.
 #include "quantize_fast.hpp"
+
+#include "cpu_dispatch.hpp"
 
 #include <algorithm>
 #include <array>
@@ -266,16 +268,43 @@ bool takes(const QuantSpec& s, Axis axis) {
 void set_enabled(bool on) { g_enabled.store(on, std::memory_order_relaxed); }
 bool enabled() { return g_enabled.load(std::memory_order_relaxed); }
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
+// One body per CPU path (cpu_path.hpp): the same loops compiled for AVX-512,
+// AVX2 and the baseline, chosen by the dispatch point, so that a forced path
+// (MXSIM_CPU_PATH) is the code that runs and the tests can run all three.
+#define MXSIM_QUANT_PATH(NAME, TARGET)                                                                   \
+  TARGET void NAME##_bf16(const uint16_t* x, size_t groups, size_t rows, size_t cols, const QuantSpec& spec, \
+                          uint8_t* data, uint8_t* scales) {                                             \
+    run(x, groups, rows, cols, spec, data, scales);                                                     \
+  }                                                                                                     \
+  TARGET void NAME##_f32(const float* x, size_t groups, size_t rows, size_t cols, const QuantSpec& spec,   \
+                         uint8_t* data, uint8_t* scales) {                                              \
+    run(x, groups, rows, cols, spec, data, scales);                                                     \
+  }
+namespace {
+MXSIM_QUANT_PATH(q_avx512, __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx2,fma"))))
+MXSIM_QUANT_PATH(q_avx2, __attribute__((target("avx2,fma"))))
+MXSIM_QUANT_PATH(q_scalar, )
+}  // namespace
+#undef MXSIM_QUANT_PATH
+
 void quantize_bf16_raw(const uint16_t* x, size_t groups, size_t rows, size_t cols, const QuantSpec& spec,
                        uint8_t* data, uint8_t* scales) {
-  run(x, groups, rows, cols, spec, data, scales);
+  switch (cpu_path()) {
+    case CpuPath::Avx512: q_avx512_bf16(x, groups, rows, cols, spec, data, scales); break;
+    case CpuPath::Avx2: q_avx2_bf16(x, groups, rows, cols, spec, data, scales); break;
+    case CpuPath::Scalar: q_scalar_bf16(x, groups, rows, cols, spec, data, scales); break;
+  }
+  note_kernel(KernelSlot::Quantize, kernel_name(KernelSlot::Quantize, cpu_path()));
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
 void quantize_f32_raw(const float* x, size_t groups, size_t rows, size_t cols, const QuantSpec& spec,
                       uint8_t* data, uint8_t* scales) {
-  run(x, groups, rows, cols, spec, data, scales);
+  switch (cpu_path()) {
+    case CpuPath::Avx512: q_avx512_f32(x, groups, rows, cols, spec, data, scales); break;
+    case CpuPath::Avx2: q_avx2_f32(x, groups, rows, cols, spec, data, scales); break;
+    case CpuPath::Scalar: q_scalar_f32(x, groups, rows, cols, spec, data, scales); break;
+  }
+  note_kernel(KernelSlot::Quantize, kernel_name(KernelSlot::Quantize, cpu_path()));
 }
 
 namespace {
@@ -293,10 +322,57 @@ QuantizedTensor make_result(size_t G, size_t R, size_t C, const QuantSpec& spec)
 }
 }  // namespace
 
+bool takes_staged(const QuantSpec& s, Axis axis) {
+  if (!g_enabled.load(std::memory_order_relaxed)) return false;
+  const bool fmt = s.elem == Format::E2M1 || s.elem == Format::E2M3 || s.elem == Format::E3M2 ||
+                   s.elem == Format::E4M3 || s.elem == Format::E5M2;
+  return fmt && s.block_rows == 1 && s.block_cols == 32 && (axis == Axis::Rows || s.hadamard16) &&
+         s.scale_kind == ScaleKind::E8M0 && s.round == RoundMode::RNE && s.fixed_scale == 0.0f;
+}
+
 std::optional<QuantizedTensor> try_quantize(const Tensor3f& x, const QuantSpec& spec, Axis axis) {
-  if (!takes(spec, axis)) return std::nullopt;
-  QuantizedTensor q = make_result(x.shape(0), x.shape(1), x.shape(2), spec);
-  quantize_f32_raw(x.data(), q.groups, q.rows, q.cols, spec, q.data.data(), q.scale_bytes.data());
+  if (takes(spec, axis)) {
+    QuantizedTensor q = make_result(x.shape(0), x.shape(1), x.shape(2), spec);
+    quantize_f32_raw(x.data(), q.groups, q.rows, q.cols, spec, q.data.data(), q.scale_bytes.data());
+    return q;
+  }
+  if (!takes_staged(spec, axis)) return std::nullopt;
+  // 1x32 blocks along the logical rows (wgrad operands) and/or with the
+  // Hadamard transform: the reference quantizes a storage-ordered copy (the
+  // transpose for Axis::Rows) after hadamard16_inplace on every 16 storage
+  // columns (quantize.cpp). The same copy, made here with the same
+  // hadamard16_inplace, goes through the row kernel: the same bits.
+  const size_t G = x.shape(0), R = x.shape(1), C = x.shape(2);
+  const bool tr = axis == Axis::Rows;
+  const size_t SR = tr ? C : R, SC = tr ? R : C;
+  if (spec.hadamard16 && SC % 16 != 0) return std::nullopt;  // the reference reports the error
+  std::vector<float> buf(G * SR * SC);
+  const float* src = x.data();
+  for (size_t g = 0; g < G; ++g) {
+    float* dst = buf.data() + g * SR * SC;
+    const float* sg = src + g * R * C;
+    if (tr) {
+      constexpr size_t T = 32;  // blocked transpose
+      for (size_t r0 = 0; r0 < R; r0 += T)
+        for (size_t c0 = 0; c0 < C; c0 += T)
+          for (size_t r = r0; r < std::min(R, r0 + T); ++r)
+            for (size_t c = c0; c < std::min(C, c0 + T); ++c) dst[c * SC + r] = sg[r * C + c];
+    } else {
+      std::copy(sg, sg + R * C, dst);
+    }
+    if (spec.hadamard16)
+      for (size_t r = 0; r < SR; ++r)
+        for (size_t c = 0; c < SC; c += 16) hadamard16_inplace(dst + r * SC + c);
+  }
+  QuantizedTensor q;
+  q.spec = spec;
+  q.groups = G;
+  q.rows = R;
+  q.cols = C;
+  q.transposed = tr;
+  q.data = Bytes3::from_shape({G, SR, q.row_bytes()});
+  q.scale_bytes = Bytes3::from_shape({G, SR, (SC + kBlock - 1) / kBlock});
+  quantize_f32_raw(buf.data(), G, SR, SC, spec, q.data.data(), q.scale_bytes.data());
   return q;
 }
 

@@ -2,7 +2,8 @@
 //
 // Taken: E8M0 scales (any ScaleRule), RNE, no Hadamard, no fixed scale,
 // element formats E2M1, E2M3, E3M2, E4M3, E5M2, blocks 1x32 along the storage
-// row (Axis::Cols) or 32x32 tiles. Everything else goes to the reference
+// row (Axis::Cols) or 32x32 tiles; 1x32 blocks along Axis::Rows and the
+// Hadamard transform through a staged copy. Everything else goes to the reference
 // quantizer in quantize.cpp. The result is bit-identical to the reference
 // (tests/test_quantize_fast.cpp compares them).
 #pragma once
@@ -32,6 +33,11 @@ void quantize_bf16_raw(const uint16_t* x, size_t groups, size_t rows, size_t col
                        uint8_t* data, uint8_t* scales);
 void quantize_f32_raw(const float* x, size_t groups, size_t rows, size_t cols, const QuantSpec& spec,
                       uint8_t* data, uint8_t* scales);
+
+/// True when try_quantize takes (spec, axis) through a staged copy: 1x32
+/// blocks along the logical rows (Axis::Rows, storage transposed) and/or the
+/// Hadamard transform, otherwise as takes().
+bool takes_staged(const QuantSpec& spec, Axis axis);
 
 /// The dispatch hook of quantize(): the fast result, or nullopt when the fast
 /// path does not take the spec (or is switched off).

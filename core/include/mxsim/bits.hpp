@@ -44,6 +44,15 @@ MXSIM_HD inline int clz32(uint32_t v) {
 #endif
 }
 
+/// Number of leading zero bits of a non-zero 64-bit word.
+MXSIM_HD inline int clz64(uint64_t v) {
+#if defined(MXSIM_DEVICE_CODE) && defined(__CUDA_ARCH__)
+  return __clzll(static_cast<long long>(v));
+#else
+  return __builtin_clzll(v);
+#endif
+}
+
 /// floor(log2 |x|) of a finite non-zero FP32 value, exact for subnormals.
 MXSIM_HD inline int f32_floor_log2(uint32_t bits) {
   const uint32_t e = (bits >> 23) & 0xFFu, m = bits & 0x7FFFFFu;

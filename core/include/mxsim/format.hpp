@@ -130,8 +130,10 @@ MXSIM_HD inline float current_scale(float elem_max, float amax, float amax_epsil
   return scale;
 }
 
-/// Format by name: accepts the table's names and the short ones
-/// (fp32, bf16, fp16, e4m3, e5m2, e4m3fnuz, e5m2fnuz, e3m2, e2m3, e2m1, e8m0).
+/// Format by name: accepts the table's names, the short ones
+/// (fp32, bf16, fp16, e4m3, e5m2, e4m3fnuz, e5m2fnuz, e3m2, e2m3, e2m1, e8m0),
+/// PyTorch dtype strings with their "torch." prefix, and torchao's element
+/// names float4_e2m1fn_x2 (the packed FP4 storage type), fp6_e2m3, fp6_e3m2.
 /// Returns false when the name is unknown.
 bool format_from_name(std::string_view name, Format& out);
 /// Short name ("e2m1", "bf16", ...).

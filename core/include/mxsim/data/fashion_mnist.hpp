@@ -5,8 +5,9 @@
 //   big-endian uint32 magic, then one big-endian uint32 per dimension, then the raw
 //   row-major uint8 payload.  Images: magic 0x00000803, dims [N, 28, 28].
 //   Labels: magic 0x00000801, dims [N], each label 0..9.
-// Files are read through Boost.Iostreams' gzip_decompressor when they start with the
-// gzip magic 1f 8b, otherwise read as plain bytes.
+// Files are decompressed with zlib when they start with the gzip magic 1f 8b (judged as
+// `gzip -t` does: all members, CRC-32 and length footers, zero padding after the last member
+// ignored), otherwise read as plain bytes.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -40,7 +41,8 @@ struct Dataset {
 std::filesystem::path default_fashion_mnist_dir();
 
 /// Reads a whole file, gunzipping it when it starts with 1f 8b.
-/// Throws DataError (missing/unreadable file, truncated or corrupt gzip stream).
+/// Throws DataError (missing/unreadable file; truncated or corrupt gzip stream, a CRC-32 or
+/// length footer that does not match, bytes after the gzip data that are not zero padding).
 std::vector<uint8_t> read_maybe_gzip(const std::filesystem::path& file);
 
 /// Loads one image file + one label file (each gzip or plain).
@@ -51,7 +53,11 @@ Dataset load_idx(const std::filesystem::path& images_file, const std::filesystem
 /// Loads the train (train-*-idx?-ubyte[.gz], 60000 examples) or test (t10k-*, 10000) split
 /// from `dir`. For each file the ".gz" name is preferred, the plain name accepted.
 /// Additionally requires rows == cols == 28. Throws DataError naming the missing/bad file.
-Dataset load_fashion_mnist(const std::filesystem::path& dir, Split split);
+/// `limit` > 0 returns only the first min(limit, N) examples (the whole file is still
+/// validated). The files are read, gunzipped and validated once per process (a file
+/// whose size or mtime changed is read again); each call converts only the examples
+/// it returns to FP32.
+Dataset load_fashion_mnist(const std::filesystem::path& dir, Split split, std::size_t limit = 0);
 
 /// Fashion-MNIST class names, index = label ("T-shirt/top", ..., "Ankle boot").
 const char* fashion_mnist_class_name(uint8_t label);

@@ -1,17 +1,28 @@
-// All-or-nothing output of one or more files.
+// All-or-nothing output of one or more files, and file names from tensor names.
 //
 // Each output is first written to a temporary file in the same folder as its
-// final path (".<name>.tmp-<pid>-<n>"), so the final rename stays on one file
-// system. commit() fsyncs every temporary, renames them all into place and
-// fsyncs the folders, so after it returns the new files survive a crash or a
-// power loss; until then no final path is touched, so a pre-existing output
-// survives a failed command. The destructor
-// removes every temporary that was not committed (on an exception or an early
-// return). A process killed by a signal can leave a temporary behind; it never
-// leaves a half-written file under a final name.
+// final path (".mxsim-<pid>-<n>.tmp", a name that depends on nothing read from
+// an input), so the final rename stays on one file system. commit() checks
+// that every temporary is a complete regular file, flushes the file systems
+// involved (syncfs(2): one call per file system, not one fsync per file),
+// renames the temporaries onto their final paths and flushes again, so after
+// it returns the new files and their names survive a crash or a power loss;
+// until then no final path is touched, so a pre-existing output survives a
+// failed command. The destructor removes every temporary that was not
+// committed (on an exception or an early return). A process killed by a
+// signal can leave a temporary behind; it never leaves a half-written file
+// under a final name.
+//
+// A rename only ever targets a registered final path, and a final path is
+// refused when it holds a NUL byte (the system call would see a shorter,
+// different path) or already exists as anything but a regular file (a
+// folder, /dev/null or another device, a FIFO, a socket): replacing one of
+// those would destroy something the command did not create.
 #pragma once
 #include <filesystem>
 #include <string>
+#include <string_view>
+#include <unordered_set>
 #include <vector>
 
 namespace mxsim::io {
@@ -24,14 +35,16 @@ class AtomicOutputs {
   ~AtomicOutputs();
 
   /// Register a final path; returns the temporary path to write instead.
-  /// Throws IoError when the folder does not exist or `final_path` was
-  /// already registered.
+  /// Throws IoError naming the path when the folder does not exist, the path
+  /// holds a NUL byte, it exists and is not a regular file, or it was already
+  /// registered.
   std::filesystem::path add(const std::filesystem::path& final_path);
 
-  /// fsync every temporary, rename each onto its final path, fsync the
-  /// folders. Throws IoError naming the final file when a temporary is missing
-  /// or an fsync or rename fails (temporaries not yet renamed are removed by
-  /// the destructor).
+  /// Check every temporary, syncfs, rename each onto its final path, syncfs.
+  /// Throws IoError naming the final file when a temporary is missing or not
+  /// a regular file, a final path became something other than a regular file
+  /// since add(), or a sync or rename fails (temporaries not yet renamed are
+  /// removed by the destructor).
   void commit();
 
   /// Final paths registered so far.
@@ -43,7 +56,24 @@ class AtomicOutputs {
     bool done = false;
   };
   std::vector<Entry> entries_;
+  std::unordered_set<std::string> registered_;  ///< final paths, for the "written twice" check
   bool committed_ = false;
 };
+
+/// Longest file name (bytes) a file_stem() result may have, so that the stem
+/// plus the longest suffix the commands append (".tensor_scale_inv.npy", 21
+/// bytes) stays within NAME_MAX (255) on Linux file systems.
+inline constexpr size_t kMaxFileStem = 255 - 32;
+
+/// A file-name stem for a tensor name read from a file (a safetensors key):
+/// one path component that is never empty, ".", "..", hidden, or holding '/',
+/// '\\' or a control byte, and from which the name can be recovered (the
+/// encoding is one-to-one, so two tensors never share a file). Bytes outside
+/// [A-Za-z0-9._-] and bytes >= 0x80 (UTF-8) are kept except '%', '/', '\\',
+/// control bytes (0x00-0x1F, 0x7F) and a leading '.', which become "%XX"
+/// (upper-case hex), as in URL percent-encoding (RFC 3986 §2.1).
+/// Throws IoError naming the tensor when the result would exceed
+/// kMaxFileStem bytes.
+std::string file_stem(std::string_view tensor_name);
 
 }  // namespace mxsim::io

@@ -4,12 +4,13 @@
 // the keys 'descr', 'fortran_order', 'shape', then the raw data).
 //
 // Dtypes read and written (descr -> DType):
-//   '<f4' F32, '<f2' F16, '|u1' / '<u1' U8,
+//   '<f4' F32, '<f2' F16, '<f8' F64, '|u1' / '<u1' U8, '|i1' I8, '<u2' U16,
+//   '<i2' I16, '<u4' U32, '<i4' I32, '<u8' U64, '<i8' I64, '|b1' BOOL, '<c8' C64,
 //   '<V2' and 'bfloat16' BF16: NumPy has no bfloat16; ml_dtypes' bfloat16 has
 //       kind 'V', so np.save writes '<V2' for it (ml_dtypes issue #41);
 //       a header written by hand from str(dtype) says 'bfloat16'. A bare
 //       two-byte void ('|V2') is not taken as BF16.
-// Other descrs (big-endian, '<f8', structured, ...) are rejected by name.
+// Other descrs (big-endian, '<f16', structured, ...) are rejected by name.
 // Fortran order is rejected. Extra bytes after the data are rejected (the
 // file does not say what they are).
 #pragma once
@@ -30,6 +31,10 @@ namespace mxsim::io {
 /// '<descr>', Fortran order, truncated data (expected vs present bytes),
 /// trailing bytes.
 RawTensor read_npy(const std::filesystem::path& file);
+
+/// The header only (name, dtype, shape; bytes left empty), validated against
+/// the file's size exactly as read_npy does. Reads the header bytes only.
+RawTensor read_npy_header(const std::filesystem::path& file);
 
 /// Parse the bytes of a .npy file; `label` names it in error messages.
 RawTensor parse_npy(std::span<const uint8_t> bytes, const std::string& label);

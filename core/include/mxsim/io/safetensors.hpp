@@ -11,11 +11,17 @@
 // the file or above 100 MB (the reference implementation's limit); JSON that
 // does not parse or is not an object; a key repeated within one object (a
 // tensor named twice, a field or metadata key given twice); an entry that is not an object or lacks
-// or has extra keys; unknown dtype (named); shape not a list of non-negative
+// or has extra keys; shape not a list of non-negative
 // integers; data_offsets not two integers with begin <= end; end beyond the
 // buffer; a shape whose byte count overflows size_t; shape * dtype size != end - begin; overlapping tensors; bytes of
 // the buffer covered by no tensor (the reference implementation rejects
-// these too); "__metadata__" not an object of strings.
+// these too); "__metadata__" not an object of strings; a sub-byte dtype (F4,
+// F6_*) whose element count is not a whole number of bytes.
+//
+// A dtype this reader does not know (a future addition to the format) is not
+// an error: the tensor is listed in SafetensorsFile::unknown with its dtype
+// string, its bytes still count for the coverage checks, and callers skip it
+// with a note.
 #pragma once
 #include <filesystem>
 #include <map>
@@ -30,12 +36,22 @@ namespace mxsim::io {
 struct SafetensorsFile {
   std::vector<RawTensor> tensors;               ///< in order of data_offsets
   std::map<std::string, std::string> metadata;  ///< "__metadata__"
+  /// Tensors whose dtype is not one of io::DType (not read; their bytes are skipped).
+  struct Unknown {
+    std::string name, dtype;
+    std::vector<size_t> shape;
+  };
+  std::vector<Unknown> unknown;
 
   /// Tensor by name, or nullptr.
   const RawTensor* find(const std::string& name) const;
 };
 
 SafetensorsFile read_safetensors(const std::filesystem::path& file);
+/// The header only: names, dtypes, shapes and metadata, validated against the
+/// file's size exactly as read_safetensors does, with every RawTensor::bytes
+/// left empty. Reads 8 + header-length bytes, so listing a large checkpoint is cheap.
+SafetensorsFile read_safetensors_header(const std::filesystem::path& file);
 /// Parse the bytes of a .safetensors file; `label` names it in error messages.
 SafetensorsFile parse_safetensors(std::span<const uint8_t> bytes, const std::string& label);
 
@@ -49,5 +65,27 @@ std::vector<uint8_t> encode_safetensors(const std::vector<RawTensor>& tensors,
 
 void write_safetensors(const std::filesystem::path& file, const std::vector<RawTensor>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
+
+/// The index of a sharded checkpoint ("model.safetensors.index.json", as
+/// transformers' save_pretrained and huggingface_hub write it):
+///   {"metadata": {...}, "weight_map": {"<tensor>": "<shard file>", ...}}
+/// Shard names are relative to the index's folder. Validation (IoError
+/// "<file>: <problem>"): not JSON, not an object, no "weight_map" object, a
+/// value that is not a string, a tensor named twice, and a shard name that is
+/// absolute, empty, or has a ".." component or a NUL byte (names come from the
+/// file: they must stay inside its folder).
+struct SafetensorsIndex {
+  std::filesystem::path file;                      ///< the index itself
+  std::vector<std::pair<std::string, std::string>> weight_map;  ///< tensor -> shard, in file order
+  std::vector<std::filesystem::path> shards;       ///< distinct shard paths (folder / name), first-use order
+
+  /// Tensors the index places in `shard` (one of `shards`).
+  std::vector<std::string> tensors_in(const std::filesystem::path& shard) const;
+  /// The shard holding `tensor`, or an empty path.
+  std::filesystem::path shard_of(const std::string& tensor) const;
+};
+SafetensorsIndex read_safetensors_index(const std::filesystem::path& file);
+/// True for a file name ending in ".index.json" (how sharded checkpoints name their index).
+bool is_safetensors_index(const std::filesystem::path& file);
 
 }  // namespace mxsim::io

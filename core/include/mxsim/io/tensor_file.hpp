@@ -19,22 +19,40 @@
 namespace mxsim::io {
 
 /// Element types. Names as safetensors spells them (the Hugging Face
-/// safetensors format, "dtype" field); every dtype that format defines with a
-/// whole number of bytes per element is listed so a file holding, say, I64
-/// position ids can be read (and skipped) rather than rejected.
+/// safetensors format, "dtype" field, the 22 of its reference implementation's
+/// Dtype enum), so a file holding, say, I64 position ids, FP8 weights or
+/// complex buffers can be read (and skipped) rather than rejected.
+///
+/// Sub-byte dtypes (F4: 4 bits, F6_E2M3 / F6_E3M2: 6 bits) are bit-packed in
+/// safetensors: a tensor of n elements takes n * bits / 8 bytes, and n * bits
+/// must be a multiple of 8 (safetensors rejects it otherwise). F4 is the dtype
+/// safetensors maps to PyTorch's float4_e2m1fn_x2: one byte holds two E2M1
+/// codes, element 2i in the low nibble, so an F4 tensor of shape [.., 2B] is
+/// the same bytes as a float4_e2m1fn_x2 / uint8 tensor of shape [.., B].
+/// C64 is complex64 (two F32, real first).
 enum class DType : uint8_t {
   BOOL, U8, I8, U16, I16, F16, BF16, U32, I32, F32, U64, I64, F64,
   F8_E4M3, F8_E5M2, F8_E8M0,
+  F4, F6_E2M3, F6_E3M2, F8_E4M3FNUZ, F8_E5M2FNUZ, C64,
 };
 
 /// "F32", "BF16", ... (safetensors spelling).
 const char* name_of(DType);
-/// Bytes per element.
+/// Bits per element (4 for F4, 6 for F6_*, 8 .. 64 for the others).
+unsigned bits_of(DType);
+/// Bytes per element; 0 for the sub-byte dtypes F4 and F6_* (use byte_count).
 size_t size_of(DType);
+/// Bytes of `numel` elements: numel * bits_of(d) / 8. Throws IoError when that
+/// is not a whole number of bytes (sub-byte dtypes), std::overflow_error when
+/// it overflows size_t.
+size_t byte_count(DType d, size_t numel);
 /// Parse a safetensors dtype name; false when unknown.
 bool dtype_from_name(std::string_view name, DType& out);
-/// F32, F16 and BF16: the dtypes the quantizer takes as input.
+/// F32, F16 and BF16: the dtypes the quantizer takes as they are.
 inline bool is_quantizable(DType d) { return d == DType::F32 || d == DType::F16 || d == DType::BF16; }
+/// F64: taken after one rounding to FP32 (RNE), which loses precision; the
+/// commands say so (to_f32 does the rounding).
+inline bool is_quantizable_after_rounding(DType d) { return d == DType::F64; }
 
 /// Error reading or writing a tensor file; what() names the file and the problem.
 class IoError : public std::runtime_error {
@@ -47,7 +65,7 @@ struct RawTensor {
   std::string name;            ///< tensor name (safetensors key; file stem for .npy)
   DType dtype = DType::F32;
   std::vector<size_t> shape;   ///< empty = scalar (one element)
-  std::vector<uint8_t> bytes;  ///< numel() * size_of(dtype) bytes
+  std::vector<uint8_t> bytes;  ///< byte_count(dtype, numel()) bytes
 
   size_t numel() const;
   /// The shape as "[4, 32]" (io::shape_str(shape)).
@@ -64,8 +82,12 @@ size_t numel_of(const std::vector<size_t>& shape);
 
 /// Values of an F32, F16 or BF16 tensor as FP32, exactly (every BF16 and FP16
 /// value is an FP32 value; FP16 is decoded by mxsim::decode, BF16 is its bits
-/// shifted left by 16). Throws IoError naming the tensor for other dtypes.
-std::vector<float> to_f32(const RawTensor& t);
+/// shifted left by 16). F64 is rounded once to FP32, round to nearest even
+/// (IEEE 754 convertFormat; beyond FP32's range to +-Inf, below it to a
+/// subnormal or +-0, NaN stays NaN); `rounded`, when given, receives the
+/// number of F64 values that changed (inexact conversions, overflows to Inf
+/// included). Throws IoError naming the tensor for other dtypes.
+std::vector<float> to_f32(const RawTensor& t, size_t* rounded = nullptr);
 
 /// A RawTensor of dtype F32 / U8 from host values.
 RawTensor from_f32(std::string name, std::vector<size_t> shape, const float* v);

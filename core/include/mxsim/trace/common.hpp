@@ -38,16 +38,16 @@ constexpr DType dtype_of() {
 /// Where a run came from; stored as root attributes of the trace (see docs/trace-format.md).
 struct Provenance {
   std::string version;       ///< mxsim version (MXSIM_VERSION)
-  std::string git_describe;  ///< `git describe --always --dirty` of the source tree, "" if unknown
+  std::string git_describe;  ///< mxsim::build_commit(): the commit mxsim was built from, "unknown" outside git
   std::string backend;       ///< "emu" or "hip"
   uint64_t seed = 0;         ///< the run's seed
   std::string date;          ///< UTC start time, ISO 8601 "2025-01-31T12:34:56Z"
   std::string host;          ///< gethostname()
 };
 
-/// Fills version, git_describe (`git describe --always --dirty` run in MXSIM_SOURCE_DIR when the
-/// library is compiled with that macro, else in the current directory; "" when git fails),
-/// date (now, UTC) and host.
+/// Fills version (MXSIM_VERSION), git_describe (mxsim::build_commit(), recorded when mxsim
+/// was built: no git process runs, and the current directory plays no part), date (now,
+/// UTC) and host.
 Provenance make_provenance(const std::string& backend, uint64_t seed);
 
 }  // namespace mxsim::trace

@@ -24,6 +24,25 @@ struct FirstDifference {
   uint64_t element = 0;         ///< flat index of the first differing element in that row
 };
 
+/// How one common dataset differs over the compared steps.
+struct DatasetDifference {
+  std::string dataset;
+  int64_t first_step = -1;      ///< first step (series row or snapshot step) whose bits differ; -1: none
+  uint64_t element = 0;         ///< flat index of the first differing element in that row
+  uint64_t steps_differing = 0; ///< rows (or snapshots) whose bits differ
+  /// Largest |a - b| over the compared elements, as double: +inf where exactly one side is
+  /// NaN (or the two are infinities of opposite sign), 0 where bits differ but values do not
+  /// (NaN payloads, -0 vs +0).
+  double max_abs_diff = 0;
+};
+
+/// The largest difference at one step over every common dataset.
+struct StepDifference {
+  int64_t step = 0;
+  double max_abs_diff = 0;      ///< as DatasetDifference::max_abs_diff, over all datasets at this step
+  std::string dataset;          ///< the dataset where it occurs (first by name on ties)
+};
+
 struct CompareResult {
   uint64_t steps_a = 0, steps_b = 0;   ///< complete steps in each file
   uint64_t steps_compared = 0;         ///< min(steps_a, steps_b)
@@ -32,6 +51,8 @@ struct CompareResult {
   std::vector<ScalarFinal> finals;     ///< every scalar series (per-step shape {}) of either run
   std::vector<ConfigDiff> config_diffs;
   std::optional<FirstDifference> first_difference;  ///< empty: all common data bit-identical
+  std::vector<DatasetDifference> per_dataset;       ///< every common dataset, by name
+  std::vector<StepDifference> per_step;             ///< steps where some common dataset's bits differ, ascending
   /// True when no common data differs in the compared steps, both files hold the same
   /// datasets (names, dtypes, shapes) and the same number of complete steps. Config
   /// differences are reported but do not count (the data decides).

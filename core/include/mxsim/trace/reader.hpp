@@ -18,13 +18,17 @@ struct DatasetInfo {
   bool snapshot = false;            ///< false: per-step series; true: snapshot
   std::vector<uint64_t> row_shape;  ///< per-step (series) or per-snapshot shape
   std::vector<int64_t> snapshot_steps;  ///< declared steps (snapshots only)
-  uint64_t row_elems() const;       ///< product of row_shape (1 for scalars)
+  uint64_t row_elems() const;       ///< product of row_shape (1 for scalars); >= 1, no overflow (checked at open)
+  uint64_t row_bytes() const;       ///< row_elems() * dtype_size(dtype)
 };
 
 class Reader {
  public:
   /// Opens `path` (H5F_ACC_RDONLY | H5F_ACC_SWMR_READ). Throws TraceError naming the path
-  /// when it is missing, not HDF5, or not an mxsim trace (no mxsim_trace_format attribute).
+  /// when it is missing, not HDF5, or not an mxsim trace (no mxsim_trace_format attribute);
+  /// naming the dataset or attribute when one is not what the writer stores (type class and
+  /// size, rank, zero or overflowing extents, snapshot steps); and reporting the corruption when
+  /// a metadata checksum fails (after a bounded number of SWMR read attempts, never a hang).
   explicit Reader(const std::filesystem::path& path);
   ~Reader();
   Reader(Reader&&) noexcept;

@@ -1,0 +1,131 @@
+#include "tensor_io.hpp"
+
+#include <sys/stat.h>
+
+#include <cstdio>
+
+#include "common.hpp"
+#include "mxsim/io/npy.hpp"
+#include "mxsim/io/safetensors.hpp"
+
+namespace fs = std::filesystem;
+
+namespace mxsim::cli {
+
+void Notes::add(const std::string& s) {
+  items.push_back(s);
+  std::fprintf(stderr, "mxsim %s: note: %s\n", command.c_str(), s.c_str());
+}
+
+std::string npy_tensor_name(const fs::path& p) { return p.stem().string(); }
+
+std::vector<InputFile> expand_inputs(const std::vector<std::string>& args) {
+  std::vector<InputFile> v;
+  for (const auto& a : args) {
+    const fs::path p(a);
+    if (io::is_safetensors_index(p)) {
+      const io::SafetensorsIndex ix = io::read_safetensors_index(p);
+      for (const auto& shard : ix.shards) v.push_back({shard, false, ix.tensors_in(shard), p});
+      continue;
+    }
+    v.push_back({p, io::detect_kind(p) == io::FileKind::Npy, {}, {}});
+  }
+  return v;
+}
+
+void for_each_tensor(const std::vector<InputFile>& inputs, const std::set<std::string>& wanted, Notes& notes,
+                     const std::function<void(const InputFile&, io::RawTensor&&)>& fn) {
+  std::map<std::string, fs::path> seen;  // tensor name -> file
+  auto take = [&](const InputFile& in, io::RawTensor&& t) {
+    if (const auto [it, fresh] = seen.emplace(t.name, in.path); !fresh)
+      throw std::runtime_error("tensor '" + t.name + "' is in both " + it->second.string() + " and " + in.path.string());
+    if (!wanted.empty() && !wanted.count(t.name)) return;
+    fn(in, std::move(t));
+  };
+  for (const auto& in : inputs) {
+    if (in.npy) {
+      if (!wanted.empty() && !wanted.count(npy_tensor_name(in.path))) continue;
+      take(in, io::read_npy(in.path));
+      continue;
+    }
+    if (!wanted.empty() && !in.from_index.empty()) {
+      bool any = false;
+      for (const auto& n : in.from_index) any = any || wanted.count(n);
+      if (!any) continue;  // no wanted tensor in this shard: do not read it
+    }
+    io::SafetensorsFile f = io::read_safetensors(in.path);
+    for (const auto& u : f.unknown)
+      notes.add(in.path.string() + ": tensor '" + u.name + "' skipped: unknown dtype '" + u.dtype + "'");
+    if (!in.from_index.empty()) {
+      const std::set<std::string> listed(in.from_index.begin(), in.from_index.end());
+      std::set<std::string> present;
+      for (const auto& t : f.tensors) present.insert(t.name);
+      for (const auto& u : f.unknown) present.insert(u.name);
+      for (const auto& n : in.from_index)
+        if (!present.count(n))
+          throw std::runtime_error(in.index.string() + ": places tensor '" + n + "' in " + in.path.string() +
+                                   ", which does not hold it");
+      for (auto& t : f.tensors) {
+        if (!listed.count(t.name)) {
+          notes.add(in.path.string() + ": tensor '" + t.name + "' skipped: not in the index " + in.index.string());
+          continue;
+        }
+        take(in, std::move(t));
+      }
+      continue;
+    }
+    for (auto& t : f.tensors) take(in, std::move(t));
+  }
+}
+
+OutPlan OutPlan::resolve(const std::string& out) {
+  OutPlan p;
+  if (out.empty()) return p;
+  p.path = out;
+  struct stat st{};
+  const bool exists = ::stat(out.c_str(), &st) == 0;
+  if (exists && S_ISCHR(st.st_mode)) {
+    struct stat dn{};
+    if (::stat("/dev/null", &dn) == 0 && st.st_rdev == dn.st_rdev) {
+      p.kind = Discard;
+      return p;
+    }
+    throw UsageError("-o " + out + ": is a device; refusing to write to it (-o /dev/null or no -o: statistics only)");
+  }
+  if (exists && !S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+    throw UsageError("-o " + out + ": is not a regular file or folder (a FIFO or socket); refusing to write to it");
+  if ((exists && S_ISDIR(st.st_mode)) || out.back() == '/') {
+    p.kind = Folder;
+    return p;
+  }
+  if (fs::path(out).extension() == ".safetensors") {
+    p.kind = Safetensors;
+    return p;
+  }
+  if (exists)
+    throw UsageError("-o " + out + ": exists and is a file, not a folder; a prefix output would write " + out +
+                     ".data.npy and more beside it (name a .safetensors file, a folder, or a new prefix)");
+  p.kind = Prefix;
+  std::string s = out;
+  if (fs::path(s).extension() == ".npy") s.resize(s.size() - 4);
+  p.path = s;
+  return p;
+}
+
+fs::path OutPlan::stem_for(const std::string& name, bool single) const {
+  if (kind == Folder) return path / io::file_stem(name);
+  if (single) return path;
+  return fs::path(path.string() + "." + io::file_stem(name));
+}
+
+fs::path add_output(io::AtomicOutputs& outputs, const fs::path& final_path, const std::vector<InputFile>& inputs) {
+  std::error_code ec;
+  if (fs::exists(final_path, ec))
+    for (const auto& in : inputs)
+      if (fs::equivalent(final_path, in.path, ec))
+        throw std::runtime_error(final_path.string() + ": is the input file " + in.path.string() +
+                                 "; refusing to overwrite it (choose another -o)");
+  return outputs.add(final_path);
+}
+
+}  // namespace mxsim::cli

@@ -1,0 +1,134 @@
+#include "mxsim/layouts.hpp"
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace mxsim::layout {
+namespace {
+
+std::string shape_s(const std::vector<size_t>& s) {
+  std::string o = "[";
+  for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
+  return o + "]";
+}
+size_t cdiv(size_t a, size_t b) { return (a + b - 1) / b; }
+size_t roundup(size_t a, size_t m) { return cdiv(a, m) * m; }
+size_t prod(const std::vector<size_t>& s, size_t from, size_t to) {
+  size_t n = 1;
+  for (size_t i = from; i < to; ++i) n *= s[i];
+  return n;
+}
+[[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
+size_t mul(size_t a, size_t b) {
+  if (b && a > SIZE_MAX / b) bad("shape too large (its size overflows)");
+  return a * b;
+}
+
+QuantSpec mx_spec(Format elem, int br, int bc) {
+  QuantSpec s;
+  s.elem = elem;
+  s.block_rows = br;
+  s.block_cols = bc;
+  s.scale_kind = ScaleKind::E8M0;
+  return s;
+}
+
+}  // namespace
+
+QuantizedTensor from_mxsim(const QuantSpec& spec, size_t groups, size_t rows, size_t cols, bool transposed,
+                           std::span<const uint8_t> data, std::span<const uint8_t> scale_bytes,
+                           std::span<const float> scale_inv, float tensor_scale_inv) {
+  QuantizedTensor q;
+  q.spec = spec;
+  q.groups = groups;
+  q.rows = rows;
+  q.cols = cols;
+  q.transposed = transposed;
+  q.tensor_scale_inv = tensor_scale_inv;
+  if (groups == 0 || rows == 0 || cols == 0) bad("logical shape [" + std::to_string(groups) + ", " + std::to_string(rows) + ", " + std::to_string(cols) + "] is empty");
+  if (spec.block_rows < 0 || spec.block_cols < 0) bad("negative block size");
+  const size_t rb = q.row_bytes();
+  (void)mul(mul(groups, rows), cols);
+  if (data.size() != mul(mul(groups, q.srows()), rb))
+    bad("data holds " + std::to_string(data.size()) + " bytes; [" + std::to_string(groups) + ", " +
+        std::to_string(q.srows()) + ", " + std::to_string(rb) + "] needs " + std::to_string(groups * q.srows() * rb));
+  q.data = Bytes3::from_shape({groups, q.srows(), rb});
+  std::memcpy(q.data.data(), data.data(), data.size());
+  const size_t nbr = cdiv(q.srows(), q.block_rows()), nbc = cdiv(q.scols(), q.block_cols());
+  const size_t ns = mul(mul(groups, nbr), nbc);
+  if (spec.scale_kind == ScaleKind::FP32) {
+    if (scale_inv.size() != ns)
+      bad("scale_inv holds " + std::to_string(scale_inv.size()) + " values; " + std::to_string(groups) + " x " +
+          std::to_string(nbr) + " x " + std::to_string(nbc) + " blocks need " + std::to_string(ns));
+    q.scale_inv = Tensor3f::from_shape({groups, nbr, nbc});
+    std::memcpy(q.scale_inv.data(), scale_inv.data(), ns * 4);
+  } else {
+    if (scale_bytes.size() != ns)
+      bad("scale holds " + std::to_string(scale_bytes.size()) + " bytes; " + std::to_string(groups) + " x " +
+          std::to_string(nbr) + " x " + std::to_string(nbc) + " blocks need " + std::to_string(ns));
+    q.scale_bytes = Bytes3::from_shape({groups, nbr, nbc});
+    std::memcpy(q.scale_bytes.data(), scale_bytes.data(), ns);
+  }
+  return q;
+}
+
+QuantizedTensor from_torchao(Format elem, int block_size, const std::vector<size_t>& qs, std::span<const uint8_t> qdata,
+                             const std::vector<size_t>& ss, std::span<const uint8_t> scale) {
+  if (block_size <= 0) bad("block_size must be positive");
+  if (qs.empty() || qs.size() > 3) bad("qdata shape " + shape_s(qs) + ": torchao layouts are read 1-D to 3-D");
+  if (ss.size() != qs.size()) bad("scale shape " + shape_s(ss) + " and qdata shape " + shape_s(qs) + " differ in rank");
+  const bool packed = elem == Format::E2M1;
+  const size_t K = packed ? 2 * qs.back() : qs.back();
+  for (size_t i = 0; i + 1 < qs.size(); ++i)
+    if (ss[i] != qs[i]) bad("scale shape " + shape_s(ss) + " does not match qdata shape " + shape_s(qs));
+  if (ss.back() != cdiv(K, size_t(block_size)))
+    bad("scale shape " + shape_s(ss) + ": " + std::to_string(K) + " elements per row in blocks of " +
+        std::to_string(block_size) + " need " + std::to_string(cdiv(K, size_t(block_size))) + " scales per row");
+  const size_t G = qs.size() == 3 ? qs[0] : 1;
+  const size_t R = qs.size() == 1 ? 1 : qs[qs.size() - 2];
+  return from_mxsim(mx_spec(elem, 1, block_size), G, R, K, false, qdata, scale, {});
+}
+
+QuantizedTensor from_te_mxfp8(Format elem, bool columnwise, const std::vector<size_t>& ds, std::span<const uint8_t> data,
+                              const std::vector<size_t>& ss, std::span<const uint8_t> scale) {
+  if (elem != Format::E4M3 && elem != Format::E5M2) bad("TE MXFP8 elements are E4M3 or E5M2");
+  if (ds.empty()) bad("data is 0-D");
+  const size_t K = ds.back(), M = prod(ds, 0, ds.size() - 1);
+  if (ss.size() != 2) bad("scale_inv shape " + shape_s(ss) + " is not 2-D");
+  const size_t want_r = columnwise ? roundup(cdiv(M, 32), 4) : roundup(M, 128);
+  const size_t want_c = columnwise ? roundup(K, 128) : roundup(cdiv(K, 32), 4);
+  if (ss[0] != want_r || ss[1] != want_c)
+    bad(std::string(columnwise ? "columnwise" : "rowwise") + " scale_inv shape " + shape_s(ss) + " for data " +
+        shape_s(ds) + ": TE pads it to [" + std::to_string(want_r) + ", " + std::to_string(want_c) + "]");
+  if (data.size() != M * K) bad("data holds " + std::to_string(data.size()) + " bytes for shape " + shape_s(ds));
+  if (!columnwise) {
+    const size_t nb = cdiv(K, 32);
+    std::vector<uint8_t> sc(M * nb);
+    for (size_t r = 0; r < M; ++r) std::memcpy(&sc[r * nb], &scale[r * ss[1]], nb);
+    return from_mxsim(mx_spec(elem, 1, 32), 1, M, K, false, data, sc, {});
+  }
+  // Columnwise: mxsim stores such blocks transposed ([K, M], blocks along each storage row).
+  std::vector<uint8_t> dt(M * K), sc(K * cdiv(M, 32));
+  for (size_t r = 0; r < M; ++r)
+    for (size_t c = 0; c < K; ++c) dt[c * M + r] = data[r * K + c];
+  const size_t nb = cdiv(M, 32);
+  for (size_t b = 0; b < nb; ++b)
+    for (size_t c = 0; c < K; ++c) sc[c * nb + b] = scale[b * ss[1] + c];
+  return from_mxsim(mx_spec(elem, 1, 32), 1, M, K, true, dt, sc, {});
+}
+
+QuantizedTensor from_te_fp8(Format elem, const std::vector<size_t>& ds, std::span<const uint8_t> data, float scale_inv) {
+  if (ds.empty()) bad("data is 0-D");
+  const size_t K = ds.back(), M = prod(ds, 0, ds.size() - 1);
+  if (data.size() != M * K) bad("data holds " + std::to_string(data.size()) + " bytes for shape " + shape_s(ds));
+  QuantSpec s;
+  s.elem = elem;
+  s.block_rows = 0;
+  s.block_cols = 0;
+  s.scale_kind = ScaleKind::FP32;
+  const float si[1] = {scale_inv};
+  return from_mxsim(s, 1, M, K, false, data, {}, si);
+}
+
+}  // namespace mxsim::layout

@@ -1,0 +1,129 @@
+#include "common.hpp"
+
+#include <cstring>
+#include <stdexcept>
+
+#include "mxsim/emu/grouped_gemm.hpp"
+#include "mxsim/quant_spec.hpp"
+
+namespace mxsim::py {
+
+std::vector<size_t> shape_of(const pyb::array& a) {
+  std::vector<size_t> s;
+  for (pyb::ssize_t i = 0; i < a.ndim(); ++i) s.push_back(size_t(a.shape(i)));
+  return s;
+}
+
+namespace {
+F32Array as_f32(const pyb::array& x, const char* what) {
+  const char kind = x.dtype().kind();
+  if (kind != 'f') throw std::invalid_argument(std::string(what) + ": dtype " + std::string(pyb::str(x.dtype())) +
+                                               " is not a float dtype (float16, float32, float64)");
+  return F32Array::ensure(x);  // float64 -> float32: NumPy's cast, one RNE rounding
+}
+}  // namespace
+
+Tensor3f to_tensor3(const pyb::array& x, const char* what) {
+  const F32Array a = as_f32(x, what);
+  const auto s = shape_of(a);
+  if (s.empty() || s.size() > 3)
+    throw std::invalid_argument(std::string(what) + ": " + std::to_string(s.size()) + "-D; 1-D, 2-D or 3-D [G, N, K] expected");
+  const size_t G = s.size() == 3 ? s[0] : 1, R = s.size() == 1 ? 1 : s[s.size() - 2], C = s.back();
+  Tensor3f t = Tensor3f::from_shape({G, R, C});
+  if (t.size()) std::memcpy(t.data(), a.data(), t.size() * 4);
+  return t;
+}
+
+Tensor2f to_tensor2(const pyb::array& x, const char* what) {
+  const F32Array a = as_f32(x, what);
+  const auto s = shape_of(a);
+  if (s.size() != 2) throw std::invalid_argument(std::string(what) + ": " + std::to_string(s.size()) + "-D; 2-D expected");
+  Tensor2f t = Tensor2f::from_shape({s[0], s[1]});
+  if (t.size()) std::memcpy(t.data(), a.data(), t.size() * 4);
+  return t;
+}
+
+pyb::array_t<float> to_numpy(const float* p, const std::vector<size_t>& shape) {
+  pyb::array_t<float> a(shape);
+  if (a.size()) std::memcpy(a.mutable_data(), p, size_t(a.size()) * 4);
+  return a;
+}
+pyb::array_t<uint8_t> to_numpy(const uint8_t* p, const std::vector<size_t>& shape) {
+  pyb::array_t<uint8_t> a(shape);
+  if (a.size()) std::memcpy(a.mutable_data(), p, size_t(a.size()));
+  return a;
+}
+
+Format format_arg(const std::string& name) {
+  Format f;
+  if (!format_from_name(name, f)) throw std::invalid_argument("unknown format '" + name + "'");
+  return f;
+}
+RoundMode rounding_arg(const std::string& name) { return round_mode_from_name(name); }
+ScaleRule scaling_mode_arg(const std::string& name) {
+  std::string n = name;
+  for (char& c : n) c = char(std::tolower(static_cast<unsigned char>(c)));
+  if (n.rfind("scalecalculationmode.", 0) == 0) n = n.substr(21);  // str(torchao's enum member)
+  return scale_rule_from_name(n);
+}
+Axis axis_arg(const std::string& name) {
+  if (name == "cols" || name == "rowwise" || name == "-1") return Axis::Cols;
+  if (name == "rows" || name == "columnwise" || name == "0") return Axis::Rows;
+  throw std::invalid_argument("axis must be 'cols' (rowwise) or 'rows' (columnwise), not '" + name + "'");
+}
+
+namespace {
+std::string name_of_object(const pyb::object& o) {
+  if (pyb::isinstance<pyb::str>(o)) return o.cast<std::string>();
+  return std::string(pyb::str(o));  // torch.float8_e4m3fn -> "torch.float8_e4m3fn"
+}
+}  // namespace
+
+QuantSpec make_spec(const std::optional<std::string>& recipe, const std::optional<pyb::object>& elem_dtype,
+                    const std::optional<pyb::object>& block_size, const std::optional<std::string>& scaling_mode,
+                    const std::optional<std::string>& rounding, const std::optional<uint64_t>& seed,
+                    const std::optional<bool>& hadamard) {
+  QuantSpec s;
+  if (recipe) {
+    s = *recipe == "bf16" ? emu::bf16_spec() : tensor_recipe(*recipe);
+    if (elem_dtype) s.elem = format_arg(name_of_object(*elem_dtype));
+  } else {
+    s.elem = elem_dtype ? format_arg(name_of_object(*elem_dtype)) : Format::E4M3;
+    s.block_rows = 1;
+    s.block_cols = 32;
+    s.scale_kind = ScaleKind::E8M0;
+    s.rule = ScaleRule::Floor;  // torchao to_mx default (ScaleCalculationMode.FLOOR)
+  }
+  if (block_size) {
+    if (pyb::isinstance<pyb::int_>(*block_size)) {
+      const int b = block_size->cast<int>();
+      if (b < 0) throw std::invalid_argument("block_size must be >= 0");
+      s.block_rows = b == 0 ? 0 : 1;
+      s.block_cols = b;
+    } else {
+      const auto v = block_size->cast<std::vector<int>>();
+      if (v.size() != 2 || v[0] < 0 || v[1] < 0) throw std::invalid_argument("block_size must be an int or (rows, cols)");
+      s.block_rows = v[0];
+      s.block_cols = v[1];
+    }
+  }
+  if (scaling_mode) {
+    if (s.scale_kind != ScaleKind::E8M0) throw std::invalid_argument("scaling_mode applies to E8M0-scaled (MX) specs");
+    s.rule = scaling_mode_arg(*scaling_mode);
+  }
+  if (rounding) s.round = rounding_arg(*rounding);
+  if (seed) {
+    if (s.round != RoundMode::Stochastic) throw std::invalid_argument("seed applies to rounding='sr' only");
+    s.sr.seed = *seed;
+  }
+  if (hadamard) s.hadamard16 = *hadamard;
+  return s;
+}
+
+QuantSpec spec_arg(const pyb::object& o) {
+  if (pyb::isinstance<QuantSpec>(o)) return o.cast<QuantSpec>();
+  const std::string n = o.cast<std::string>();
+  return n == "bf16" ? emu::bf16_spec() : tensor_recipe(n);
+}
+
+}  // namespace mxsim::py

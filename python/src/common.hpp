@@ -1,0 +1,53 @@
+// Helpers shared by the binding files: NumPy <-> tensor copies, names -> enums,
+// and the QuantSpec built from torchao-style keyword arguments.
+#pragma once
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "mxsim/quantized_tensor.hpp"
+#include "mxsim/tensor.hpp"
+
+namespace mxsim::py {
+
+namespace pyb = pybind11;
+using F32Array = pyb::array_t<float, pyb::array::c_style | pyb::array::forcecast>;
+
+/// An array's shape as size_t.
+std::vector<size_t> shape_of(const pyb::array& a);
+/// A C-order float32 copy of x as [groups, rows, cols]: 1-D [K] is [1, 1, K],
+/// 2-D [R, K] is [1, R, K], 3-D as is. float16 and float32 convert exactly;
+/// float64 is rounded once to float32 (RNE, NumPy's astype). Throws
+/// ValueError for other ranks and for non-float dtypes.
+Tensor3f to_tensor3(const pyb::array& x, const char* what);
+Tensor2f to_tensor2(const pyb::array& x, const char* what);
+/// A new float32 NumPy array of `shape` holding n values from p.
+pyb::array_t<float> to_numpy(const float* p, const std::vector<size_t>& shape);
+pyb::array_t<uint8_t> to_numpy(const uint8_t* p, const std::vector<size_t>& shape);
+
+Format format_arg(const std::string& name);
+RoundMode rounding_arg(const std::string& name);
+ScaleRule scaling_mode_arg(const std::string& name);
+Axis axis_arg(const std::string& name);
+
+/// The spec of the keyword arguments (docs/python.md): start from `recipe`
+/// (a tensor_recipe name, or "bf16"), or, when only elem_dtype is given, from
+/// OCP MX (E8M0 scales, 1 x block_size, scaling_mode default "floor" as
+/// torchao's to_mx); then apply the given overrides.
+QuantSpec make_spec(const std::optional<std::string>& recipe, const std::optional<pyb::object>& elem_dtype,
+                    const std::optional<pyb::object>& block_size, const std::optional<std::string>& scaling_mode,
+                    const std::optional<std::string>& rounding, const std::optional<uint64_t>& seed,
+                    const std::optional<bool>& hadamard);
+/// A spec argument of the GEMM functions: a recipe name or a QuantSpec.
+QuantSpec spec_arg(const pyb::object& o);
+
+void init_codecs(pyb::module_& m);
+void init_quantize(pyb::module_& m);
+void init_gemm(pyb::module_& m);
+void init_trace(pyb::module_& m);
+
+}  // namespace mxsim::py

@@ -1,0 +1,250 @@
+// mxsim.quantize / dequantize / qdq / quant_stats / block_stats, QuantSpec and
+// QuantizedTensor, and QuantizedTensor from torchao / TE / mxsim arrays.
+#include <climits>
+#include <cmath>
+
+#include "common.hpp"
+#include "mxsim/emu/quantize.hpp"
+#include "mxsim/layouts.hpp"
+#include "mxsim/quant_spec.hpp"
+#include "mxsim/rounding.hpp"
+
+namespace mxsim::py {
+namespace {
+
+/// A QuantizedTensor plus the rank of the array it came from, so results keep
+/// the caller's shape (1-D in, 1-D codes out; 3-D [G, N, K] in, [G, ...] out).
+struct PyQuantized {
+  QuantizedTensor q;
+  size_t rank = 2;
+  std::vector<size_t> shape;  ///< the source array's shape
+};
+
+std::vector<size_t> out_dims(const PyQuantized& p, size_t a, size_t b) {
+  if (p.rank == 3) return {p.q.groups, a, b};
+  if (p.rank == 1 && a == 1) return {b};
+  return {a, b};
+}
+
+pyb::object qdata(const PyQuantized& p) {
+  const auto& d = p.q.data;
+  return to_numpy(d.data(), out_dims(p, d.shape()[1], d.shape()[2]));
+}
+pyb::object scale(const PyQuantized& p) {
+  if (p.q.spec.scale_kind == ScaleKind::FP32) {
+    const auto& s = p.q.scale_inv;
+    return to_numpy(s.data(), out_dims(p, s.shape()[1], s.shape()[2]));
+  }
+  const auto& s = p.q.scale_bytes;
+  return to_numpy(s.data(), out_dims(p, s.shape()[1], s.shape()[2]));
+}
+
+PyQuantized quantize_py(const pyb::array& x, const std::optional<std::string>& recipe,
+                        const std::optional<pyb::object>& elem_dtype, const std::optional<pyb::object>& block_size,
+                        const std::optional<std::string>& scaling_mode, const std::optional<std::string>& rounding,
+                        const std::optional<uint64_t>& seed, const std::optional<bool>& hadamard,
+                        const std::string& axis, uint64_t stream, const std::optional<QuantSpec>& spec) {
+  PyQuantized p;
+  p.shape = shape_of(x);
+  p.rank = p.shape.size();
+  Tensor3f t = to_tensor3(x, "quantize: x");
+  QuantSpec s = spec ? *spec : make_spec(recipe, elem_dtype, block_size, scaling_mode, rounding, seed, hadamard);
+  s.sr.stream = stream;
+  const Axis ax = axis_arg(axis);
+  {
+    pyb::gil_scoped_release nogil;
+    p.q = emu::quantize(t, s, ax);
+  }
+  return p;
+}
+
+pyb::array dequantize_py(const PyQuantized& p, const std::string& dtype) {
+  Tensor3f d;
+  {
+    pyb::gil_scoped_release nogil;
+    d = emu::dequantize3(p.q);
+  }
+  std::vector<size_t> shape = p.shape;
+  if (shape.empty()) shape = {p.q.groups, p.q.rows, p.q.cols};
+  if (dtype == "float32") return to_numpy(d.data(), shape);
+  if (dtype == "bfloat16_bits") {  // NumPy has no bfloat16: the BF16 bit patterns as uint16 (RNE)
+    pyb::array_t<uint16_t> out(shape);
+    uint16_t* o = out.mutable_data();
+    for (size_t i = 0; i < d.size(); ++i) o[i] = uint16_t(round_bf16_code(f32_bits(d.data()[i])));
+    return out;
+  }
+  throw std::invalid_argument("dtype must be 'float32' or 'bfloat16_bits'");
+}
+
+pyb::dict stats_py(const pyb::array& x, const PyQuantized& p) {
+  Tensor3f t = to_tensor3(x, "quant_stats: x");
+  const emu::QuantStats s = emu::quant_stats(t, p.q);
+  pyb::dict d;
+  d["count"] = s.count;
+  d["nonfinite_in"] = s.nonfinite_in;
+  d["nan_out"] = s.nan_out;
+  d["underflow"] = s.underflow;
+  d["saturated"] = s.saturated;
+  d["mse"] = s.mse;
+  d["max_abs_err"] = s.max_abs_err;
+  d["signal_power"] = s.signal_power;
+  d["sqnr_db"] = s.sqnr_db;
+  return d;
+}
+
+pyb::dict block_stats_py(const pyb::array& x, const PyQuantized& p) {
+  Tensor3f t = to_tensor3(x, "block_stats: x");
+  const auto bs = emu::block_stats(t, p.q);
+  const size_t n = bs.size();
+  pyb::array_t<float> amax(n);
+  pyb::array_t<int32_t> sexp(n);
+  pyb::array_t<double> sq(n);
+  pyb::array_t<uint32_t> sat(n), und(n);
+  for (size_t i = 0; i < n; ++i) {
+    amax.mutable_data()[i] = bs[i].amax;
+    sexp.mutable_data()[i] = bs[i].scale_exp;
+    sq.mutable_data()[i] = bs[i].sq_err;
+    sat.mutable_data()[i] = bs[i].saturated;
+    und.mutable_data()[i] = bs[i].underflow;
+  }
+  pyb::dict d;
+  d["amax"] = amax;
+  d["scale_exp"] = sexp;
+  d["sq_err"] = sq;
+  d["saturated"] = sat;
+  d["underflow"] = und;
+  return d;
+}
+
+using U8Array = pyb::array_t<uint8_t, pyb::array::c_style | pyb::array::forcecast>;
+std::span<const uint8_t> bytes_of(const pyb::array& a) {
+  if (a.itemsize() != 1) throw std::invalid_argument("codes and scale bytes must be 1-byte arrays (uint8, int8, float8 views)");
+  return {static_cast<const uint8_t*>(a.data()), size_t(a.size())};
+}
+pyb::array c_contig(const pyb::array& a) { return pyb::array::ensure(a, pyb::array::c_style); }
+
+}  // namespace
+
+void init_quantize(pyb::module_& m) {
+  pyb::enum_<ScaleKind>(m, "ScaleKind")
+      .value("E8M0", ScaleKind::E8M0)
+      .value("FP32", ScaleKind::FP32)
+      .value("UE4M3", ScaleKind::UE4M3);
+
+  pyb::class_<QuantSpec>(m, "QuantSpec", "How one tensor is quantized (mxsim/quant_spec.hpp); build with mxsim.spec().")
+      .def_property_readonly("elem_dtype", [](const QuantSpec& s) { return short_name(s.elem); })
+      .def_property_readonly("block_size", [](const QuantSpec& s) { return std::make_pair(s.block_rows, s.block_cols); })
+      .def_property_readonly("scale_kind", [](const QuantSpec& s) { return std::string(name_of(s.scale_kind)); })
+      .def_property_readonly("scaling_mode", [](const QuantSpec& s) { return std::string(name_of(s.rule)); })
+      .def_property_readonly("rounding", [](const QuantSpec& s) { return std::string(name_of(s.round)); })
+      .def_property_readonly("seed", [](const QuantSpec& s) { return s.sr.seed; })
+      .def_property_readonly("hadamard", [](const QuantSpec& s) { return s.hadamard16; })
+      .def_property_readonly("pow2_scale", [](const QuantSpec& s) { return s.pow2_scale; })
+      .def("__repr__", [](const QuantSpec& s) { return "QuantSpec(" + s.describe() + ")"; });
+
+  m.def("spec", &make_spec, pyb::arg("recipe") = pyb::none(), pyb::arg("elem_dtype") = pyb::none(),
+        pyb::arg("block_size") = pyb::none(), pyb::arg("scaling_mode") = pyb::none(), pyb::arg("rounding") = pyb::none(),
+        pyb::arg("seed") = pyb::none(), pyb::arg("hadamard") = pyb::none(),
+        R"(A QuantSpec from a recipe name (mxsim.recipes()) and/or torchao-style arguments:
+elem_dtype (e2m1 / float4_e2m1fn_x2, e4m3 / float8_e4m3fn, e5m2, e2m3 / fp6_e2m3, e3m2 / fp6_e3m2,
+or a torch dtype), block_size (int: 1 x n blocks along the last axis; (rows, cols): tiles; 0:
+per-tensor), scaling_mode (floor, rceil, even, ceil: the E8M0 scale rule), rounding (rne, rz,
+sr), seed (Philox seed for sr), hadamard (16-point transform first). Without a recipe the spec
+is OCP MX: E8M0 scales, blocks of 32, scaling_mode floor (torchao to_mx's defaults).)");
+  m.def("recipes", &tensor_recipe_names, "Names of the single-tensor recipes (mxsim/quant_spec.hpp).");
+
+  pyb::class_<PyQuantized>(m, "QuantizedTensor",
+                           "Codes and block scales of one tensor (mxsim/quantized_tensor.hpp).")
+      .def_property_readonly("qdata", &qdata,
+                             "uint8 codes in storage order: the source's shape with the last axis in codes (E2M1: "
+                             "packed two per byte as float4_e2m1fn_x2, element 2i in the low nibble); columnwise "
+                             "(axis='rows') the last two axes swapped")
+      .def_property_readonly("scale", &scale,
+                             "block scales: uint8 E8M0 bytes (MX) or UE4M3 bytes (NVFP4), or float32 scale_inv "
+                             "(FP8 recipes); one per block, blocks along the storage rows")
+      .def_property_readonly("tensor_scale_inv", [](const PyQuantized& p) { return p.q.tensor_scale_inv; })
+      .def_property_readonly("spec", [](const PyQuantized& p) { return p.q.spec; })
+      .def_property_readonly("elem_dtype", [](const PyQuantized& p) { return short_name(p.q.spec.elem); })
+      .def_property_readonly("scale_kind", [](const PyQuantized& p) { return std::string(name_of(p.q.spec.scale_kind)); })
+      .def_property_readonly("block", [](const PyQuantized& p) { return std::make_pair(p.q.block_rows(), p.q.block_cols()); })
+      .def_property_readonly("transposed", [](const PyQuantized& p) { return p.q.transposed; })
+      .def_property_readonly("shape", [](const PyQuantized& p) { return p.shape; })
+      .def("__repr__", [](const PyQuantized& p) {
+        std::string s = "QuantizedTensor(shape=[";
+        for (size_t i = 0; i < p.shape.size(); ++i) s += (i ? ", " : "") + std::to_string(p.shape[i]);
+        return s + "], " + p.q.spec.describe() + (p.q.transposed ? ", columnwise" : "") + ")";
+      });
+
+  m.def("quantize", &quantize_py, pyb::arg("x"), pyb::arg("recipe") = pyb::none(), pyb::kw_only(),
+        pyb::arg("elem_dtype") = pyb::none(), pyb::arg("block_size") = pyb::none(),
+        pyb::arg("scaling_mode") = pyb::none(), pyb::arg("rounding") = pyb::none(), pyb::arg("seed") = pyb::none(),
+        pyb::arg("hadamard") = pyb::none(), pyb::arg("axis") = "cols", pyb::arg("stream") = 0,
+        pyb::arg("spec") = pyb::none(),
+        R"(Quantize x (float16/32/64 array, 1-D, 2-D or 3-D [G, N, K]) exactly as emu::quantize
+(docs/numerics.md): the spec from `recipe` and the torchao-style keywords (mxsim.spec), or
+`spec`. axis: 'cols' (blocks along the last axis, rowwise) or 'rows' (down the columns,
+columnwise; codes stored transposed). stream: the Philox stream of rounding='sr' (mxsim
+quantize --all-tensors uses the tensor's position). Returns a QuantizedTensor.)");
+  m.def("dequantize", &dequantize_py, pyb::arg("q"), pyb::arg("dtype") = "float32",
+        "Values of q in its source's shape (emu::dequantize3): float32, or 'bfloat16_bits' (uint16 BF16 "
+        "patterns, one RNE rounding).");
+  m.def(
+      "qdq",
+      [](const pyb::array& x, const std::optional<std::string>& recipe, const std::optional<pyb::object>& elem_dtype,
+         const std::optional<pyb::object>& block_size, const std::optional<std::string>& scaling_mode,
+         const std::optional<std::string>& rounding, const std::optional<uint64_t>& seed,
+         const std::optional<bool>& hadamard, const std::string& axis, const std::optional<QuantSpec>& spec) {
+        return dequantize_py(quantize_py(x, recipe, elem_dtype, block_size, scaling_mode, rounding, seed, hadamard, axis, 0, spec),
+                             "float32");
+      },
+      pyb::arg("x"), pyb::arg("recipe") = pyb::none(), pyb::kw_only(), pyb::arg("elem_dtype") = pyb::none(),
+      pyb::arg("block_size") = pyb::none(), pyb::arg("scaling_mode") = pyb::none(), pyb::arg("rounding") = pyb::none(),
+      pyb::arg("seed") = pyb::none(), pyb::arg("hadamard") = pyb::none(), pyb::arg("axis") = "cols",
+      pyb::arg("spec") = pyb::none(), "dequantize(quantize(x, ...)): the quantize-dequantize (QDQ) values, float32.");
+  m.def("quant_stats", &stats_py, pyb::arg("x"), pyb::arg("q"),
+        "Error statistics of q against its source x (emu::quant_stats, docs/numerics.md §4.6) as a dict.");
+  m.def("block_stats", &block_stats_py, pyb::arg("x"), pyb::arg("q"),
+        "Per-block statistics in storage order (emu::block_stats): dict of arrays amax, scale_exp "
+        "(-2^31 for a NaN scale), sq_err, saturated, underflow.");
+
+  m.def(
+      "from_torchao",
+      [](const pyb::array& qd, const pyb::array& sc, const pyb::object& elem_dtype, int block_size) {
+        const pyb::array q = c_contig(qd), s = c_contig(sc);
+        Format f = format_arg(pyb::isinstance<pyb::str>(elem_dtype) ? elem_dtype.cast<std::string>()
+                                                                   : std::string(pyb::str(elem_dtype)));
+        PyQuantized p;
+        p.q = layout::from_torchao(f, block_size, shape_of(q), bytes_of(q), shape_of(s), bytes_of(s));
+        p.shape = shape_of(q);
+        if (f == Format::E2M1) p.shape.back() *= 2;
+        p.rank = p.shape.size();
+        return p;
+      },
+      pyb::arg("qdata"), pyb::arg("scale"), pyb::arg("elem_dtype"), pyb::arg("block_size") = 32,
+      "A QuantizedTensor from torchao MXTensor arrays (qdata and scale viewed as uint8; mxsim/layouts.hpp).");
+  m.def(
+      "from_te_mxfp8",
+      [](const pyb::array& dd, const pyb::array& sc, const std::string& elem, bool columnwise) {
+        const pyb::array d = c_contig(dd), s = c_contig(sc);
+        PyQuantized p;
+        p.q = layout::from_te_mxfp8(format_arg(elem), columnwise, shape_of(d), bytes_of(d), shape_of(s), bytes_of(s));
+        p.shape = shape_of(d);
+        p.rank = p.shape.size() == 1 ? 1 : 2;
+        return p;
+      },
+      pyb::arg("data"), pyb::arg("scale_inv"), pyb::arg("elem_dtype") = "e4m3", pyb::arg("columnwise") = false,
+      "A QuantizedTensor from TransformerEngine MXFP8Tensor data and padded E8M0 scale_inv (mxsim/layouts.hpp).");
+  m.def(
+      "from_te_fp8",
+      [](const pyb::array& dd, float scale_inv, const std::string& elem) {
+        const pyb::array d = c_contig(dd);
+        PyQuantized p;
+        p.q = layout::from_te_fp8(format_arg(elem), shape_of(d), bytes_of(d), scale_inv);
+        p.shape = {p.q.rows, p.q.cols};
+        return p;
+      },
+      pyb::arg("data"), pyb::arg("scale_inv"), pyb::arg("elem_dtype") = "e4m3",
+      "A QuantizedTensor from a TransformerEngine Float8Tensor (data, one FP32 scale_inv).");
+}
+
+}  // namespace mxsim::py

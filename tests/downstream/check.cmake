@@ -1,0 +1,58 @@
+# ctest driver: install the build tree into a fresh prefix, configure and build
+# tests/downstream against it with find_package(mxsim), run it, and check the
+# other installed pieces (CLI, man pages, bash completion, Python package).
+#   cmake -DBUILD=<build dir> -DSRC=<source dir> -DWORK=<scratch dir> -DGEN=<generator> [-DPYTHON=<python3>] -P check.cmake
+file(REMOVE_RECURSE ${WORK})
+set(prefix ${WORK}/prefix)
+execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD} --prefix ${prefix} RESULT_VARIABLE rc OUTPUT_QUIET)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "cmake --install failed (${rc})")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${SRC}/tests/downstream -B ${WORK}/build -G ${GEN}
+                        -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "configuring the downstream project failed:\n${out}\n${err}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK}/build RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "building the downstream project failed:\n${out}\n${err}")
+endif()
+execute_process(COMMAND ${WORK}/build/downstream ${WORK}/q.npy RESULT_VARIABLE rc OUTPUT_VARIABLE out)
+message(STATUS "${out}")
+if(NOT rc EQUAL 0 OR NOT EXISTS ${WORK}/q.npy)
+  message(FATAL_ERROR "the downstream program failed (${rc})")
+endif()
+# The installed CLI runs and reads what the downstream program wrote.
+execute_process(COMMAND ${prefix}/bin/mxsim --version RESULT_VARIABLE rc OUTPUT_VARIABLE out)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "^mxsim [0-9]")
+  message(FATAL_ERROR "installed mxsim --version: ${rc} ${out}")
+endif()
+foreach(f share/man/man1/mxsim.1 share/man/man1/mxsim-quantize.1 share/bash-completion/completions/mxsim
+          include/mxsim/format.hpp include/mxsim/emu/grouped_gemm.hpp)
+  if(NOT EXISTS ${prefix}/${f})
+    message(FATAL_ERROR "not installed: ${f}")
+  endif()
+endforeach()
+file(READ ${prefix}/share/man/man1/mxsim-quantize.1 man)
+if(NOT man MATCHES "per\\\\-block")
+  message(FATAL_ERROR "mxsim-quantize.1 does not document --per-block")
+endif()
+if(PYTHON)
+  file(GLOB_RECURSE init ${prefix}/__init__.py)
+  list(FILTER init INCLUDE REGEX "/mxsim/__init__.py$")
+  list(LENGTH init n)
+  if(NOT n EQUAL 1)
+    message(FATAL_ERROR "the Python package is not installed once: ${init}")
+  endif()
+  get_filename_component(pkg ${init} DIRECTORY)
+  get_filename_component(site ${pkg} DIRECTORY)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env PYTHONPATH=${site} ${PYTHON} -c
+                          "import mxsim, numpy as np; q = mxsim.quantize(np.full(32, 0.375, np.float32), 'mxfp4'); assert q.scale.tolist() == [123], q.scale; print('python', mxsim.__version__, 'ok')"
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "the installed Python package does not import or compute: ${out} ${err}")
+  endif()
+  message(STATUS "${out}")
+endif()
+file(REMOVE_RECURSE ${WORK})

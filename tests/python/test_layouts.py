@@ -1,0 +1,57 @@
+"""QuantizedTensor from torchao and TransformerEngine arrays (mxsim/layouts.hpp): values
+computed by hand from the layout definitions, padding ignored, and the CLI's
+`mxsim dequantize --layout` giving the same bits."""
+import numpy as np
+import pytest
+
+import mxsim
+from conftest import run_mxsim
+
+
+def test_torchao_fp4_hand_values():
+    # one row of 64 E2M1 codes 0..15 repeated, packed low nibble first; scales 2^0 and 2^-3
+    codes = np.tile(np.arange(16, dtype=np.uint8), 4)
+    qdata = mxsim.pack_fp4(codes)[None, :]          # [1, 32] float4_e2m1fn_x2 bytes
+    scale = np.array([[127, 124]], np.uint8)        # [1, 2] E8M0
+    q = mxsim.from_torchao(qdata, scale, "float4_e2m1fn_x2", 32)
+    e2m1 = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0.0, -.5, -1, -1.5, -2, -3, -4, -6], np.float32)
+    want = np.concatenate([np.tile(e2m1, 2), np.tile(e2m1, 2) / 8])[None, :]
+    np.testing.assert_array_equal(mxsim.dequantize(q), want)
+    np.testing.assert_array_equal(mxsim.unpack_fp4(qdata)[0], codes)
+
+
+def test_te_mxfp8_padding_is_not_read():
+    M, K = 3, 40  # rowwise scales [roundup(3, 128), roundup(2, 4)] = [128, 4]
+    data = np.full((M, K), 0x38, np.uint8)          # E4M3 0x38 = 1.0
+    sc = np.full((128, 4), 0xFF, np.uint8)          # padding: NaN scales that must not be read
+    sc[:M, :2] = [[127, 128], [126, 127], [127, 127]]
+    q = mxsim.from_te_mxfp8(data, sc, "e4m3")
+    d = mxsim.dequantize(q)
+    assert d[0, 0] == 1 and d[0, 32] == 2 and d[1, 0] == 0.5 and not np.isnan(d).any()
+    # columnwise: blocks of 32 down the columns, scales [roundup(ceil(M/32), 4), roundup(K, 128)]
+    cs = np.full((4, 128), 0xFF, np.uint8)
+    cs[0, :K] = 126
+    dc = mxsim.dequantize(mxsim.from_te_mxfp8(data, cs, "e4m3", columnwise=True))
+    np.testing.assert_array_equal(dc, np.full((M, K), 0.5, np.float32))
+    with pytest.raises(ValueError, match="TE pads it"):
+        mxsim.from_te_mxfp8(data, sc[:, :2], "e4m3")
+
+
+def test_cli_dequantize_torchao_and_te_layouts_equal_python(tmp):
+    rng = np.random.default_rng(5)
+    qdata = rng.integers(0, 256, size=(4, 64), dtype=np.uint8)
+    qdata[(qdata & 0x7F) == 0x7F] = 0  # no NaN codes
+    scale = rng.integers(110, 140, size=(4, 2), dtype=np.uint8)
+    np.save(tmp / "w.qdata.npy", qdata)
+    np.save(tmp / "w.scale.npy", scale)
+    run_mxsim("dequantize", "--layout", "torchao", "--elem-dtype", "float8_e4m3fn", tmp / "w.qdata.npy",
+              tmp / "w.scale.npy", "-o", tmp / "w.npy")
+    py = mxsim.dequantize(mxsim.from_torchao(qdata, scale, "float8_e4m3fn", 32))
+    np.testing.assert_array_equal(np.load(tmp / "w.npy").view(np.uint32), py.view(np.uint32))
+    sc = np.zeros((128, 4), np.uint8)
+    sc[:4, :2] = scale
+    np.save(tmp / "t._rowwise_data.npy", qdata)
+    np.save(tmp / "t._rowwise_scale_inv.npy", sc)
+    run_mxsim("dequantize", "--elem-dtype", "e4m3", tmp / "t._rowwise_data.npy", tmp / "t._rowwise_scale_inv.npy",
+              "-o", tmp / "t.npy")
+    np.testing.assert_array_equal(np.load(tmp / "t.npy"), py)

@@ -1,0 +1,116 @@
+"""mxsim.quantize / dequantize: bit for bit the bytes `mxsim quantize` and `mxsim dequantize`
+(the C++ library) write, for every recipe, both block axes, grouped input and stochastic
+rounding; and a hand-computed MXFP4 row (an independent oracle)."""
+import numpy as np
+import pytest
+
+import mxsim
+from conftest import read_safetensors, run_mxsim
+
+RECIPES = mxsim.recipes()
+
+
+def sample(shape, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape).astype(np.float32) * np.exp2(rng.integers(-6, 7, size=shape)).astype(np.float32)
+    x.flat[3] = 0.0
+    return x
+
+
+def cpp_quantize(tmp, x, *args):
+    np.save(tmp / "x.npy", x)
+    run_mxsim("quantize", *args, tmp / "x.npy", "-o", tmp / "q.safetensors")
+    t, meta = read_safetensors(tmp / "q.safetensors")
+    return t, meta
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+@pytest.mark.parametrize("axis", ["cols", "rows"])
+def test_quantize_equals_cpp(tmp, recipe, axis):
+    x = sample((64, 256))
+    t, meta = cpp_quantize(tmp, x, "--recipe", recipe, "--axis", axis)
+    q = mxsim.quantize(x, recipe, axis=axis)
+    np.testing.assert_array_equal(q.qdata, t["x.data"][2])
+    scale_name = "x.scale_inv" if q.scale_kind == "fp32" else "x.scale"
+    np.testing.assert_array_equal(q.scale.view(np.uint8), t[scale_name][2].view(np.uint8))
+    assert meta["x.elem_format"] == q.elem_dtype
+    if "x.tensor_scale_inv" in t:
+        assert np.float32(q.tensor_scale_inv).tobytes() == t["x.tensor_scale_inv"][2].tobytes()
+    # dequantize: the Python values equal what `mxsim dequantize` writes from those files
+    run_mxsim("dequantize", tmp / "q.safetensors", "-o", tmp / "d.npy")
+    np.testing.assert_array_equal(mxsim.dequantize(q).view(np.uint32), np.load(tmp / "d.npy").view(np.uint32))
+
+
+@pytest.mark.parametrize("recipe", ["mxfp4", "mxfp4_2d", "mxfp8", "fp8_block", "nvfp4"])
+def test_grouped_3d_equals_cpp(tmp, recipe):
+    x = sample((3, 32, 64), seed=1)
+    t, _ = cpp_quantize(tmp, x, "--recipe", recipe)
+    q = mxsim.quantize(x, recipe)
+    assert q.qdata.shape[0] == 3
+    np.testing.assert_array_equal(q.qdata, t["x.data"][2])
+
+
+@pytest.mark.parametrize("rule", ["floor", "rceil", "even", "ceil"])
+def test_scaling_modes_and_sr_equal_cpp(tmp, rule):
+    x = sample((16, 96), seed=2)
+    t, _ = cpp_quantize(tmp, x, "--recipe", "mxfp4", "--scale-rule", rule, "--round", "sr", "--seed", 99)
+    q = mxsim.quantize(x, "mxfp4", scaling_mode=rule, rounding="sr", seed=99)
+    np.testing.assert_array_equal(q.qdata, t["x.data"][2])
+    np.testing.assert_array_equal(q.scale, t["x.scale"][2])
+    # the torchao-style spelling of the same spec gives the same bytes
+    q2 = mxsim.quantize(x, elem_dtype="float4_e2m1fn_x2", block_size=32, scaling_mode=rule, rounding="sr", seed=99)
+    np.testing.assert_array_equal(q2.qdata, q.qdata)
+
+
+def test_hadamard_equals_cpp(tmp):
+    x = sample((32, 64), seed=3)
+    t, _ = cpp_quantize(tmp, x, "--recipe", "mxfp4", "--axis", "rows", "--hadamard")
+    q = mxsim.quantize(x, "mxfp4", axis="rows", hadamard=True)
+    np.testing.assert_array_equal(q.qdata, t["x.data"][2])
+
+
+def test_hand_computed_mxfp4_row():
+    # Values in units of 2^-4: amax 6 units = 1.5 * 2^-2 -> s = -2 - 2 = -4 (EVEN and FLOOR),
+    # E8M0 byte 123. E2M1 codes: 6->7, 3->5, 1.5->3, 0.5->1, -0.75->0xA (tie to even), 0.25->0,
+    # 0->0, -6->0xF, 5->6 (tie), 2.5->4 (tie), -0.25->8 (-0), 1.25->2 (tie); packed low nibble first.
+    u = np.array([6, 3, 1.5, 0.5, -0.75, 0.25, 0, -6, 5, 2.5, -0.25, 1.25] + [0] * 20, np.float32) / 16
+    for kw in [dict(recipe="mxfp4"), dict(elem_dtype="float4_e2m1fn_x2", scaling_mode="floor")]:
+        q = mxsim.quantize(u, **kw)
+        assert q.qdata.tolist() == [0x57, 0x13, 0x0A, 0xF0, 0x46, 0x28] + [0] * 10
+        assert q.scale.tolist() == [123]
+    scale, qdata = mxsim.to_mx(u, "float4_e2m1fn_x2", 32, "floor")  # torchao's (scale, data) order
+    assert scale.tolist() == [123] and qdata[0] == 0x57
+    d = mxsim.dequantize(mxsim.quantize(u, "mxfp4"))
+    assert d[:12].tolist() == [6 / 16, 3 / 16, 1.5 / 16, .5 / 16, -1 / 16, 0, 0, -6 / 16, 4 / 16, 2 / 16, -0.0, 1 / 16]
+
+
+def test_stats_equal_cpp(tmp):
+    x = sample((8, 64), seed=4)
+    np.save(tmp / "x.npy", x)
+    j = __import__("json").loads(run_mxsim("quantize", "--recipe", "mxfp8", tmp / "x.npy", "--json")[1])
+    s = mxsim.quant_stats(x, mxsim.quantize(x, "mxfp8"))
+    cpp = j["tensors"][0]
+    assert s["mse"] == cpp["mse"] and s["underflow"] == cpp["underflow"] and s["saturated"] == cpp["saturated"]
+
+
+def test_qdq_and_spec_errors():
+    x = sample((4, 32))
+    np.testing.assert_array_equal(mxsim.qdq(x, "mxfp8"), mxsim.dequantize(mxsim.quantize(x, "mxfp8")))
+    with pytest.raises(ValueError, match="unknown recipe"):
+        mxsim.quantize(x, "mxfp9")
+    with pytest.raises(ValueError, match="scaling_mode applies"):
+        mxsim.quantize(x, "fp8_block", scaling_mode="floor")
+    with pytest.raises(ValueError, match="not a float dtype"):
+        mxsim.quantize(np.zeros((2, 32), np.int32), "mxfp8")
+    assert mxsim.spec("mxfp4").block_size == (1, 32)
+
+
+def test_assert_same_bytes_names_the_first_difference():
+    a = np.arange(8, dtype=np.uint8)
+    mxsim.assert_same_bytes(a, a.reshape(2, 4))
+    b = a.copy()
+    b[5] = 0
+    with pytest.raises(AssertionError, match="1 of 8 bytes differ; the first at byte 5"):
+        mxsim.assert_same_bytes(b, a)
+    with pytest.raises(AssertionError, match="8 bytes vs 4 bytes"):
+        mxsim.assert_same_bytes(a, a[:4])

@@ -1,0 +1,149 @@
+// `mxsim compare --json / --csv` on traces written here: the JSON schema parsed
+// back, per-dataset first differences and the largest difference per step with
+// values known from how the traces were written, and a text table that keeps
+// long dataset names on one line.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "mxsim/trace/writer.hpp"
+#include "test_util.hpp"
+
+namespace fs = std::filesystem;
+using namespace mxsim::trace;
+
+namespace {
+
+const std::string kLong = "/layers/" + std::string(70, 'x') + "/grad_norm";
+
+// /v [2] per step: {s, s + 0.5}; from `diff_step` on, element 1 is one ulp higher.
+// kLong: a scalar s / 4. A snapshot /snap at steps 1 and 3, changed at 3 when diff_step >= 0.
+void write_run(const fs::path& f, int steps, int diff_step) {
+  Writer w(f, "lr = 0.1\n", make_provenance("emu", 3));
+  w.declare_series("/v", DType::f32, {2});
+  w.declare_series(kLong, DType::f32, {});
+  w.declare_snapshot("/snap", DType::f64, {2}, {1, 3});
+  w.start_swmr();
+  for (int s = 0; s < steps; ++s) {
+    float v[2] = {float(s), float(s) + 0.5f};
+    if (diff_step >= 0 && s >= diff_step) v[1] = std::nextafter(v[1], 1e9f);
+    w.append("/v", v);
+    w.append(kLong, float(s) / 4);
+    if (s == 1 || s == 3) {
+      double sn[2] = {double(s), diff_step >= 0 && s == 3 ? 10.0 : 0.0};
+      w.write_snapshot("/snap", sn);
+    }
+    w.end_step();
+  }
+}
+
+int run(const std::string& args, std::string& out) {
+  const std::string cmd = std::string("'") + MXSIM_BINARY_DIR + "/cli/mxsim' compare " + args + " 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[4096];
+  while (p && std::fgets(buf, sizeof buf, p)) out += buf;
+  const int st = p ? pclose(p) : -1;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+}  // namespace
+
+TEST(CliCompare, JsonReportsPerDatasetAndPerStepDifferences) {
+  mxsim::test::TempDir d("cli_cmp");
+  write_run(d.p / "a.h5", 6, -1);
+  write_run(d.p / "b.h5", 6, 3);
+  std::string out;
+  ASSERT_EQ(run("--json '" + (d.p / "a.h5").string() + "' '" + (d.p / "b.h5").string() + "'", out), 1) << out;
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j["command"], "compare");
+  EXPECT_EQ(j["identical"], false);
+  EXPECT_EQ(j["steps_compared"], 6);
+  EXPECT_EQ(j["a"]["complete_steps"], 6);
+  EXPECT_EQ(j["a"]["seed"], 3);
+  // The first difference: step 3, where /snap (element 1: 0 vs 10) and /v (element 1: one ulp)
+  // both differ; ties go to the first name in sorted order.
+  EXPECT_EQ(j["first_difference"]["step"], 3);
+  EXPECT_EQ(j["first_difference"]["dataset"], "/snap");
+  EXPECT_EQ(j["first_difference"]["element"], 1);
+  ASSERT_EQ(j["datasets"].size(), 3u);
+  const auto& dl = j["datasets"][0];  // sorted by name: the long one first
+  EXPECT_EQ(dl["dataset"], kLong);
+  EXPECT_EQ(dl["identical"], true);
+  EXPECT_TRUE(dl["first_step"].is_null());
+  const auto& ds = j["datasets"][1];
+  EXPECT_EQ(ds["dataset"], "/snap");
+  EXPECT_EQ(ds["first_step"], 3);
+  EXPECT_EQ(ds["steps_differing"], 1);
+  EXPECT_EQ(ds["max_abs_diff"].get<double>(), 10.0);
+  const auto& dv = j["datasets"][2];
+  EXPECT_EQ(dv["dataset"], "/v");
+  EXPECT_EQ(dv["first_step"], 3);
+  EXPECT_EQ(dv["element"], 1);
+  EXPECT_EQ(dv["steps_differing"], 3);
+  EXPECT_EQ(dv["max_abs_diff"].get<double>(), std::ldexp(1.0, -21));  // one ulp of 4.5 and 5.5
+  // Largest difference per step: step 3 is the snapshot's 10 (> ulp(3.5) = 2^-22), steps 4, 5 /v's ulp.
+  ASSERT_EQ(j["steps"].size(), 3u);
+  EXPECT_EQ(j["steps"][0]["step"], 3);
+  EXPECT_EQ(j["steps"][0]["max_abs_diff"].get<double>(), 10.0);
+  EXPECT_EQ(j["steps"][0]["dataset"], "/snap");
+  for (int k : {1, 2}) {
+    EXPECT_EQ(j["steps"][k]["step"], 3 + k);
+    EXPECT_EQ(j["steps"][k]["max_abs_diff"].get<double>(), std::ldexp(1.0, -21));
+    EXPECT_EQ(j["steps"][k]["dataset"], "/v");
+  }
+  EXPECT_TRUE(j["config_differences"].empty());
+  EXPECT_TRUE(j["only_a"].empty());
+
+  // Identical traces: exit 0, identical true, no steps listed.
+  out.clear();
+  ASSERT_EQ(run("--json '" + (d.p / "a.h5").string() + "' '" + (d.p / "a.h5").string() + "'", out), 0) << out;
+  const auto same = nlohmann::json::parse(out);
+  EXPECT_EQ(same["identical"], true);
+  EXPECT_TRUE(same["first_difference"].is_null());
+  EXPECT_TRUE(same["steps"].empty());
+}
+
+TEST(CliCompare, CsvAndTextKeepLongNamesOnOneLine) {
+  mxsim::test::TempDir d("cli_cmp");
+  write_run(d.p / "a.h5", 6, -1);
+  write_run(d.p / "b.h5", 6, 3);
+  const std::string ab = "'" + (d.p / "a.h5").string() + "' '" + (d.p / "b.h5").string() + "'";
+  std::string csv;
+  ASSERT_EQ(run("--csv " + ab, csv), 1);
+  std::istringstream in(csv);
+  std::string line;
+  std::vector<std::string> lines;
+  while (std::getline(in, line)) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 4u) << csv;
+  EXPECT_EQ(lines[0], "dataset,first_step,element,steps_differing,max_abs_diff");
+  EXPECT_EQ(lines[1], kLong + ",-1,0,0,0");
+  EXPECT_EQ(lines[2], "/snap,3,1,1,10");
+  std::string text;
+  ASSERT_EQ(run(ab, text), 1);
+  bool found = false;
+  std::istringstream t(text);
+  while (std::getline(t, line))
+    if (line.find(kLong) != std::string::npos && line.find("1.25") != std::string::npos) {
+      found = line.find("1.25", line.find("1.25") + 4) != std::string::npos;  // A and B values on the name's line
+    }
+  EXPECT_TRUE(found) << text;
+  EXPECT_NE(text.find("datasets that differ (2 of 3)"), std::string::npos) << text;
+  EXPECT_NE(text.find("largest difference per step (3 steps differ)"), std::string::npos) << text;
+}
+
+TEST(CliCompare, UsageAndDataErrorsUseTheCommonExitCodes) {
+  mxsim::test::TempDir d("cli_cmp");
+  write_run(d.p / "a.h5", 2, -1);
+  std::string out;
+  EXPECT_EQ(run("'" + (d.p / "a.h5").string() + "'", out), 2);                       // one trace: usage
+  EXPECT_EQ(run("--bogus a b", out), 2);                                              // unknown option
+  EXPECT_EQ(run("--json --csv a b", out), 2);
+  EXPECT_EQ(run("'" + (d.p / "a.h5").string() + "' '" + (d.p / "nope.h5").string() + "'", out), 1);  // data
+  out.clear();
+  EXPECT_EQ(run("--help", out), 0);
+  EXPECT_NE(out.find("usage: mxsim compare"), std::string::npos) << out;
+}

@@ -1,0 +1,96 @@
+// `mxsim dequantize`: codes written by `mxsim quantize` (safetensors and .npy +
+// meta.json), a TransformerEngine Float8Tensor and a torchao MXTensor pair back
+// to values computed by hand; BF16 output; errors that name the tensor.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "cli_test_util.hpp"
+#include "mxsim/io/npy.hpp"
+#include "mxsim/io/safetensors.hpp"
+
+using mxsim::test::CliSandbox;
+using mxsim::test::npy_bytes;
+
+namespace {
+std::string f32s(const std::vector<float>& v) { return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4); }
+
+// The MXFP4 row of test_cli_quantize (units of 2^-4) and what its codes decode to:
+// E2M1 RNE of the units, times 2^-4 (6 3 1.5 0.5 -1 0 0 -6 4 2 -0 1, then zeros).
+std::vector<float> row() {
+  std::vector<float> u = {6, 3, 1.5f, 0.5f, -0.75f, 0.25f, 0, -6, 5, 2.5f, -0.25f, 1.25f};
+  u.resize(32, 0.0f);
+  for (float& v : u) v /= 16.0f;
+  return u;
+}
+std::vector<float> decoded() {
+  std::vector<float> u = {6, 3, 1.5f, 0.5f, -1, 0, 0, -6, 4, 2, -0.0f, 1};
+  u.resize(32, 0.0f);
+  for (float& v : u) v /= 16.0f;
+  return u;
+}
+std::vector<float> values(const mxsim::io::RawTensor& t) { return mxsim::io::to_f32(t); }
+}  // namespace
+
+TEST(CliDequantize, MxsimSafetensorsAndNpyBackToHandValues) {
+  CliSandbox s;
+  s.put("x.npy", npy_bytes("<f4", "(1, 32)", f32s(row())));
+  ASSERT_EQ(s.mxsim("quantize --recipe mxfp4 x.npy -o q.safetensors").rc, 0);
+  ASSERT_EQ(s.mxsim("quantize --recipe mxfp4 x.npy -o p").rc, 0);  // p.data.npy, p.scale.npy, p.meta.json
+  for (const char* in : {"q.safetensors", "p.meta.json", "p.data.npy"}) {
+    const auto r = s.mxsim(std::string("dequantize ") + in + " -o d.npy");
+    ASSERT_EQ(r.rc, 0) << in << ": " << r.err;
+    const auto d = mxsim::io::read_npy(s.p / "d.npy");
+    EXPECT_EQ(d.shape, (std::vector<size_t>{1, 32})) << in;
+    const auto v = values(d);
+    const auto want = decoded();
+    for (size_t i = 0; i < 32; ++i) EXPECT_EQ(std::signbit(v[i]), std::signbit(want[i])) << in << " " << i;
+    EXPECT_EQ(v, want) << in;
+  }
+  // BF16 output: every decoded value is a BF16 value, so its bits are the FP32 top halves.
+  ASSERT_EQ(s.mxsim("dequantize --dtype bf16 q.safetensors -o d.safetensors").rc, 0);
+  const auto f = mxsim::io::read_safetensors(s.p / "d.safetensors");
+  const auto* t = f.find("x");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->dtype, mxsim::io::DType::BF16);
+  const auto want = decoded();
+  for (size_t i = 0; i < 32; ++i) {
+    uint32_t b;
+    std::memcpy(&b, &want[i], 4);
+    EXPECT_EQ(uint32_t(t->bytes[2 * i]) | uint32_t(t->bytes[2 * i + 1]) << 8, b >> 16) << i;
+  }
+}
+
+TEST(CliDequantize, TeFloat8TensorAndTorchaoPair) {
+  CliSandbox s;
+  // TE Float8Tensor: E4M3 codes 0x38 (1.0), 0xC0 (-2.0), 0x01 (2^-9), 0x7E (448); scale_inv 0.5.
+  s.put("w._data.npy", npy_bytes("|u1", "(2, 2)", std::string("\x38\xC0\x01\x7E", 4)));
+  s.put("w._scale_inv.npy", npy_bytes("<f4", "(1,)", f32s({0.5f})));
+  auto r = s.mxsim("dequantize w._data.npy w._scale_inv.npy -o w.npy --json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(values(mxsim::io::read_npy(s.p / "w.npy")), (std::vector<float>{0.5f, -1.0f, 0.0009765625f, 224.0f}));
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["tensors"][0]["layout"], "te-tensor");
+  EXPECT_NE(r.err.find("read as E4M3"), std::string::npos) << r.err;  // U8 data: the default, said
+  // torchao: E5M2 codes 0x3C (1.0) with E8M0 scale 2^3 for one block of 32.
+  s.put("t.qdata.npy", npy_bytes("|u1", "(1, 32)", std::string(32, '\x3C')));
+  s.put("t.scale.npy", npy_bytes("|u1", "(1, 1)", std::string(1, char(130))));
+  r = s.mxsim("dequantize --elem-dtype float8_e5m2 t.qdata.npy t.scale.npy -o t.npy");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(values(mxsim::io::read_npy(s.p / "t.npy")), std::vector<float>(32, 8.0f));
+  // Without the element format of U8 codes: a usage error that says what to give.
+  r = s.mxsim("dequantize t.qdata.npy t.scale.npy");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("--elem-dtype"), std::string::npos) << r.err;
+  // Scales that do not fit the codes: exit 1 naming the tensor and both shapes, nothing written.
+  s.put("b.qdata.npy", npy_bytes("|u1", "(1, 64)", std::string(64, '\x3C')));
+  s.put("b.scale.npy", npy_bytes("|u1", "(1, 1)", std::string(1, char(127))));
+  r = s.mxsim("dequantize --elem-dtype e5m2 b.qdata.npy b.scale.npy -o b.npy");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("tensor 'b' (torchao layout)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("need 2 scales per row"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(s.p / "b.npy"));
+}
