@@ -41,7 +41,7 @@ Qt::ItemFlags TraceListModel::flags(const QModelIndex& index) const {
 }
 
 TraceDocument* TraceListModel::add(const QString& path) {
-  // One document (one Reader) per file: HDF5 1.10 cannot refresh a file open twice in a process.
+  // One document per file: one cache, one follow timer, one set of views onto it.
   const QString canon = QFileInfo(path).canonicalFilePath();
   for (TraceDocument* o : docs_)
     if (!canon.isEmpty() && QFileInfo(o->path()).canonicalFilePath() == canon && o->state() != TraceDocument::State::Failed)
