@@ -258,7 +258,10 @@ void MainWindow::primaryChanged() {
         }
     if (sel < 0 && layer_pick_->count() > 0) sel = 0;
     layer_pick_->setCurrentIndex(sel);
-    expert_pick_->setRange(0, std::max(0, d->meta().experts - 1));
+    int groups = d->meta().experts;  // tokens_per_expert's width, else the widest weight
+    for (const auto& l : d->meta().layers) groups = std::max(groups, int(l.shape[0]));
+    expert_pick_->setRange(0, std::max(0, groups - 1));
+    expert_pick_->setValue(state_.expert());
   }
   layer_pick_->blockSignals(false);
   if (sel >= 0) state_.setLayer(layer_pick_->itemText(sel).section(' ', 0, 0));

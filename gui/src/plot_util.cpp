@@ -67,7 +67,7 @@ Heatmap add_heatmap(QCustomPlot* p, const QString& zlabel) {
   Heatmap h;
   h.map = new QCPColorMap(p->xAxis, p->yAxis);
   h.map->setInterpolate(false);
-  h.map->setTightBoundary(true);
+  h.map->setTightBoundary(false);  // whole cells around the cell centres (element indices)
   h.scale = new QCPColorScale(p);
   p->plotLayout()->addElement(1, 1, h.scale);
   h.scale->setType(QCPAxis::atRight);
@@ -121,8 +121,15 @@ void fill_heatmap(Heatmap& h, int nx, int ny, const std::vector<double>& z, bool
   }
   h.map->setDataRange(QCPRange(lo, hi));
   h.map->setVisible(true);
-  h.map->parentPlot()->xAxis->setRange(-0.5, nx - 0.5);
-  h.map->parentPlot()->yAxis->setRange(-0.5, ny - 0.5);
+  QCustomPlot* p = h.map->parentPlot();
+  p->xAxis->setRange(-0.5, nx - 0.5);
+  p->yAxis->setRange(-0.5, ny - 0.5);
+  for (QCPAxis* a : {p->xAxis, p->yAxis}) {  // integer ticks: cells are indices
+    QSharedPointer<QCPAxisTickerFixed> t(new QCPAxisTickerFixed);
+    t->setTickStep(1);
+    t->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
+    a->setTicker(t);
+  }
 }
 
 void set_step_marker(QCustomPlot* p, double x) {

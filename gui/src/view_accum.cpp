@@ -208,6 +208,7 @@ void AccumView::present() {
   drawContrib();
   drawNorms();
   drawTokens();
+  for (QCustomPlot* p : {contrib_plot_, norm_plot_}) p->legend->setVisible(p->plottableCount() > 0);
   for (QCustomPlot* p : {map_plot_, contrib_plot_, norm_plot_, tok_plot_}) p->replot();
 }
 

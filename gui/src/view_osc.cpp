@@ -219,6 +219,7 @@ void OscView::refresh() {
 void OscView::present() {
   drawMap();
   drawTimeline();
+  tl_plot_->legend->setVisible(tl_plot_->graphCount() > 0);
   heat_plot_->replot();
   tl_plot_->replot();
   TraceDocument* d = st_->primary();
@@ -226,6 +227,7 @@ void OscView::present() {
   if (key != curves_key_) {
     curves_key_ = key;
     drawCurves();
+    for (QCustomPlot* p : {flip_plot_, freq_plot_}) p->legend->setVisible(p->graphCount() > 0);
     flip_plot_->replot();
     freq_plot_->replot();
   } else if (d && d->state() == TraceDocument::State::Ready) {
@@ -329,7 +331,7 @@ void OscView::drawTimeline() {
       QCPGraph* g = tl_plot_->addGraph();
       g->setData(x, y, true);
       g->setLineStyle(QCPGraph::lsStepLeft);
-      g->setPen(QPen(QColor(150, 150, 150), 1, Qt::DotLine));
+      g->setPen(QPen(QColor(110, 110, 110), 1, Qt::DashLine));
       if (first) {
         g->setName(QString("%1 grid of its block (x block scale)").arg(lm->blocks[0].format.toUpper()));
         first = false;
@@ -337,7 +339,9 @@ void OscView::drawTimeline() {
         g->removeFromLegend();
       }
     }
+    tl_plot_->yAxis->grid()->setVisible(false);  // the block's grid replaces the plot's
   } else {
+    tl_plot_->yAxis->grid()->setVisible(true);
     span = std::max(hi - lo, 1e-6);
     lo -= 0.1 * span;
     hi += 0.1 * span;
@@ -399,6 +403,13 @@ void OscView::drawTimeline() {
   set_step_marker(tl_plot_, double(m.global(uint64_t(sel_step_))));
 }
 
+QString OscView::osc_missing() const {
+  TraceDocument* d = st_->primary();
+  const LayerMeta* lm = d && d->state() == TraceDocument::State::Ready ? d->meta().layer(sel_layer_) : nullptr;
+  if (lm && !lm->recipe.isEmpty() && lm->recipe == "bf16") return QString("%1 is not quantized (bf16): no oscillation metrics").arg(sel_layer_);
+  return QString("This trace holds no oscillation series for %1").arg(sel_layer_);
+}
+
 void OscView::drawCurves() {
   TraceDocument* d = st_->primary();
   const std::string l = sel_layer_.toStdString();
@@ -445,7 +456,7 @@ void OscView::drawCurves() {
     set_step_marker(flip_plot_, marker);
     set_plot_note(flip_plot_, "");
   } else {
-    set_plot_note(flip_plot_, d ? QString("%1 has no oscillation metrics (not quantized)").arg(sel_layer_) : QString());
+    set_plot_note(flip_plot_, d ? osc_missing() : QString());
   }
 
   freq_plot_->clearGraphs();
@@ -477,7 +488,7 @@ void OscView::drawCurves() {
     set_step_marker(freq_plot_, marker);
     set_plot_note(freq_plot_, "");
   } else {
-    set_plot_note(freq_plot_, d ? QString("%1 has no oscillation metrics (not quantized)").arg(sel_layer_) : QString());
+    set_plot_note(freq_plot_, d ? osc_missing() : QString());
   }
 }
 

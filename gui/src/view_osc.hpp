@@ -50,6 +50,7 @@ class OscView : public View {
   void drawMap();
   void drawTimeline();
   void drawCurves();
+  QString osc_missing() const;
 
   QComboBox* metric_pick_ = nullptr;
   QCustomPlot *heat_plot_ = nullptr, *tl_plot_ = nullptr, *flip_plot_ = nullptr, *freq_plot_ = nullptr;

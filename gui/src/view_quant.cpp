@@ -249,6 +249,7 @@ void QuantView::present() {
   if (key != curves_key_) {
     curves_key_ = key;
     drawCurves();
+    for (QCustomPlot* p : {err_curve_, uf_curve_}) p->legend->setVisible(p->graphCount() > 0);
     err_curve_->replot();
     uf_curve_->replot();
   } else if (d && d->state() == TraceDocument::State::Ready) {
@@ -530,9 +531,11 @@ void QuantView::fillSummary() {
         hi = std::max(hi, int(b) - 127);
       }
       const double c = e.count > 0 ? e.count : 1;
-      rows.push_back({e.layer, e.op, fmt, qint64(e.count), e.mse, e.sqnr_db, qint64(e.underflow), 100 * e.underflow / c,
-                      qint64(e.saturated), 100 * e.saturated / c, qint64(nan), lo <= hi ? QVariant(lo) : QVariant("-"),
-                      lo <= hi ? QVariant(hi) : QVariant("-")});
+      auto count = [](double v) { return std::isfinite(v) ? QVariant(qint64(v)) : QVariant("-"); };
+      auto pct = [&](double v) { return std::isfinite(v) && e.count > 0 ? QVariant(100 * v / c) : QVariant("-"); };
+      rows.push_back({e.layer, e.op, fmt, count(e.count), e.mse, e.sqnr_db, count(e.underflow), pct(e.underflow),
+                      count(e.saturated), pct(e.saturated), e.hist.empty() ? QVariant("-") : QVariant(qint64(nan)),
+                      lo <= hi ? QVariant(lo) : QVariant("-"), lo <= hi ? QVariant(hi) : QVariant("-")});
     }
   }
   summary_.setRows(std::move(rows));
