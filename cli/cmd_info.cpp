@@ -10,6 +10,7 @@
 #include "mxsim/build_info.hpp"
 #include "mxsim/format.hpp"
 #include "mxsim/quant_spec.hpp"
+#include "mxsim/sim/recipe.hpp"
 #include "mxsim/rounding.hpp"
 
 #if defined(MXSIM_HAVE_GPU) && __has_include("mxsim/hip/codec.hpp")
@@ -171,8 +172,14 @@ int cmd_info(const Args& args) {
   }
   std::printf("formats:");
   for (int i = 0; i < kNumFormats; ++i) std::printf(" %s", short_name(Format(i)));
-  std::printf("\nrecipes:\n");
-  for (const auto& n : tensor_recipe_names()) std::printf("  %-16s %s\n", n.c_str(), tensor_recipe(n).describe().c_str());
+  // Two words kept apart: a spec says how one tensor is quantized (the names
+  // `quantize --recipe` takes); a training recipe, per linear, which spec each
+  // GEMM operand gets (`train --set recipe.<layer>=NAME`).
+  std::printf("\nrecipes (specs of one tensor, for quantize/gemm):\n");
+  for (const auto& n : named_spec_names()) std::printf("  %-16s %s\n", n.c_str(), named_spec(n).describe().c_str());
+  std::printf("training recipes (per linear, for train recipe.<layer>):");
+  for (const char* r : sim::kRecipeNames) std::printf(" %s", r);
+  std::printf("\n");
   return 0;
 }
 

@@ -89,8 +89,9 @@ io::DType code_dtype(Format f) {
   }
 }
 
-/// The transformed source when the spec applies the Hadamard transform (the
-/// codes hold H x; emu::quant_stats does not undo H).
+/// H x along the blocks (the values the codes of a hadamard16 spec hold),
+/// in place. emu::quant_stats and emu::block_stats form H x from the source
+/// themselves; this copy serves only the per-block signal power below.
 void apply_hadamard(Tensor3f& x, bool down_columns) {
   const size_t G = x.shape(0), R = x.shape(1), C = x.shape(2);
   float run[16];
@@ -112,8 +113,11 @@ void apply_hadamard(Tensor3f& x, bool down_columns) {
 /// emu::block_stats plus what it leaves out (the scale value, the element
 /// count and signal power, hence MSE and SQNR per block), over the same
 /// elements as emu::quant_stats: finite source, non-NaN result.
-std::vector<BlockRow> block_rows(const Tensor3f& x, const QuantizedTensor& q) {
-  const std::vector<emu::BlockStat> bs = emu::block_stats(x, q);
+std::vector<BlockRow> block_rows(const Tensor3f& x_src, const QuantizedTensor& q) {
+  const std::vector<emu::BlockStat> bs = emu::block_stats(x_src, q);  // applies H itself
+  // the signal in the domain of the codes and of block_stats' errors: H x for hadamard16
+  Tensor3f x = x_src;
+  if (q.spec.hadamard16) apply_hadamard(x, q.transposed);
   const Tensor3f d = emu::dequantize3(q);
   const size_t br = q.block_rows(), bc = q.block_cols();
   const size_t nbr = (q.srows() + br - 1) / br, nbc = (q.scols() + bc - 1) / bc;
@@ -174,9 +178,10 @@ Result quantize_one(const io::RawTensor& t, const fs::path& file, const QuantSpe
   r.file = file;
   r.src_shape = t.shape;
   r.src_dtype = t.dtype;
-  // Against the transformed source: H16/4 is orthonormal, so MSE and SQNR
-  // match the original domain up to the FP32 rounding of the transform.
-  if (spec.hadamard16) apply_hadamard(x, q.transposed);
+  // With hadamard16 the codes hold H x, and quant_stats / block_stats compare
+  // them with H x formed from the untransformed source (numerics §4.6): x is
+  // passed as read. (H16/4 is orthonormal, so MSE and SQNR match the original
+  // domain up to the FP32 rounding of the transform.)
   r.stats = emu::quant_stats(x, q);
   if (per_block) r.blocks = block_rows(x, q);
 

@@ -114,6 +114,10 @@ int cmd_train(const Args& args) {
     std::fprintf(stderr, "mxsim train: unknown --backend '%s' (expected auto, emu or hip)\n", backend.c_str());
     return 2;
   }
+  if (!be->supports_training()) {  // per-op capability (Backend::supports)
+    std::fprintf(stderr, "mxsim train: backend %s does not implement every training-step op\n", be->name().c_str());
+    return 2;
+  }
   if (threads <= 0) threads = int(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   std::FILE* log = json ? stderr : stdout;  // --json: stdout holds the JSON summary only
   const bool tty = isatty(fileno(log));
@@ -122,9 +126,9 @@ int cmd_train(const Args& args) {
   opt.resume_path = resume;
   opt.checkpoint_path = ckpt;
   opt.threads = threads;
-  std::fprintf(log, "mxsim train: backend %s, %d threads, recipes embed=%s router=%s fc1=%s fc2=%s head=%s, %d micro-batches\n",
-              be->name().c_str(), threads, cfg.recipe.embed.c_str(), cfg.recipe.router.c_str(), cfg.recipe.fc1.c_str(),
-              cfg.recipe.fc2.c_str(), cfg.recipe.head.c_str(), cfg.num_microbatches);
+  std::fprintf(log, "mxsim train: backend %s, %d threads, recipes", be->name().c_str(), threads);
+  for (sim::Layer l : sim::kLayers) std::fprintf(log, " %s=%s", sim::name_of(l), cfg.recipe.of(l).c_str());
+  std::fprintf(log, ", %d micro-batches\n", cfg.num_microbatches);
   double mean_sps = 0;  // mean steps/s over the run so far (wall clock)
   const auto t_start = std::chrono::steady_clock::now();
   int64_t first_step = -1;

@@ -1,11 +1,13 @@
 #!/usr/bin/python3
 """Re-derive one de-oscillation window from an mxsim train trace (docs/simulator.md).
 
-Needs master and weight_q snapshots of LAYER at every trace row START..START+PERIOD
-(trace.snapshot_steps), where START is the de-osc seed step (deosc.start_step) or a
-window end; run with Debian's /usr/bin/python3 (python3-h5py, python3-numpy):
+Needs master and weight_q snapshots of LAYER at every trace row START..START+PERIOD,
+where START is the de-osc seed step (deosc.start_step) or a window end; on a fresh
+run row r holds global step r + 1, and trace.snapshot_steps lists global steps, so
+ask for steps START+1..START+PERIOD+1; run with Debian's /usr/bin/python3
+(python3-h5py, python3-numpy):
 
-  mxsim train --set "trace.snapshot_steps=[200,...,300]" --trace run.h5
+  mxsim train --set "trace.snapshot_steps=[201,...,301]" --trace run.h5
   /usr/bin/python3 scripts/deosc_window_check.py run.h5 fc1 200 100 4.0
 
 Prints the snapped count against the trace's /layers/LAYER/deosc/snapped and how the

@@ -6,7 +6,8 @@
 #
 # Traces (kept in build/docs/, reused when present):
 #   default.h5   the default run (examples/default.toml, 702 steps) with fc1 snapshots at
-#                every step from row 280 to 320 (a de-oscillation window ends at step 300)
+#                every global step from 280 to 320 (trace rows 279-319; a de-oscillation
+#                window ends at step 300)
 #   short_a.h5   the default config for 30 steps; short_b.h5 the same without the wgrad
 #                Hadamard transform (the pair the Compare view shows)
 set -euo pipefail

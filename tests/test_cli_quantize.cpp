@@ -493,3 +493,44 @@ TEST(CliQuantize, AllNanInputReportsUndefinedStatistics) {
     EXPECT_NE(r.out.find("NaN out       32"), std::string::npos) << c << "\n" << r.out;
   }
 }
+
+// --hadamard: the statistics compare the codes with H x, the transform applied
+// once. x = 5 e_0 (then zeros): H16/4 of the first run of 16 is 1.25 in every
+// element, the second run stays 0. MXFP4 EVEN: amax 1.25 -> s = -2 (byte 0x7D);
+// 1.25 / 2^-2 = 5, a tie between 4 and 6 -> 4 (even mantissa), code 6, so d = 1.0.
+// MSE = 16 * 0.25^2 / 32 = 0.03125; SQNR = 10 log10((16 * 1.5625) / (16 * 0.0625))
+// = 10 log10(25) = 13.98 dB; max abs err 0.25. (Against H(H x) = x, as a second
+// transform would give, the MSE would be ((5 - 1)^2 + 15 * 1^2) / 32 = 0.96875.)
+// Both block directions: a [1, 32] row along cols and a [32, 1] column along rows;
+// the per-block statistics say the same for the one block.
+TEST(CliQuantize, HadamardStatisticsTransformTheSourceOnce) {
+  Sandbox s;
+  std::vector<float> v(32, 0.0f);
+  v[0] = 5.0f;
+  s.put("row.npy", npy("<f4", "(1, 32)", le_f32(v)));
+  s.put("col.npy", npy("<f4", "(32, 1)", le_f32(v)));
+  for (const std::string name : {"row", "col"}) {
+    SCOPED_TRACE(name);
+    const std::string axis = name == "row" ? "" : " --axis rows";
+    const CmdRun r = s.mxsim("quantize --recipe mxfp4 --hadamard" + axis + " " + name + ".npy -o " + name +
+                             ".safetensors --per-block " + name + ".csv");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_NE(r.out.find("MSE           3.125000e-02"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("SQNR          13.98 dB"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("max abs err   2.500000e-01"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("underflow     0"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("saturated     0"), std::string::npos) << r.out;
+    const auto f = mxsim::io::read_safetensors(s.dir / (name + ".safetensors"));
+    std::vector<uint8_t> codes(16, 0x00);  // code 6 (4.0) twice per byte for the first 16 elements
+    std::fill(codes.begin(), codes.begin() + 8, 0x66);
+    EXPECT_EQ(tensor(f, name + ".data").bytes, codes);
+    EXPECT_EQ(tensor(f, name + ".scale").bytes, std::vector<uint8_t>{0x7D});
+    std::ifstream csv(s.dir / (name + ".csv"));
+    std::string header, row;
+    std::getline(csv, header);
+    std::getline(csv, row);
+    char want[200];
+    std::snprintf(want, sizeof want, "%s,0,0,0,125,-2,1.25,32,%.9g,%.9g,0,0", name.c_str(), 0.03125, 10 * std::log10(25.0));
+    EXPECT_EQ(row, want);
+  }
+}

@@ -7,7 +7,10 @@
 // path uses).
 #include <gtest/gtest.h>
 
+#include <cfloat>
 #include <cmath>
+#include <iterator>
+#include <utility>
 #include <cstdio>
 #include <random>
 
@@ -204,4 +207,22 @@ TEST(FormatsExhaustive, Fp32EveryTieAndItsNeighbours) {
     }
   }
   std::printf("FP32 ties: %llu encode results compared\n", (unsigned long long)(c.compared - before));
+}
+
+// FormatSpec::max_value(): the largest finite value, against the published
+// maxima (OCP OFP8 v1.0 Table 1: E4M3 448, E5M2 57344; OCP MX v1.0 Table 1:
+// E2M1 6, E2M3 7.5, E3M2 28, E8M0 2^127; IEEE binary16 65504, binary32 FLT_MAX;
+// AMD FNUZ: E4M3FNUZ 240, E5M2FNUZ 57344) and the decoder's value of max_code().
+TEST(FormatsExhaustive, MaxValueOfEveryFormat) {
+  const std::pair<Format, float> want[] = {
+      {Format::FP32, FLT_MAX},      {Format::BF16, 0x1.FEp127f}, {Format::FP16, 65504.0f},
+      {Format::E4M3, 448.0f},       {Format::E5M2, 57344.0f},    {Format::E4M3FNUZ, 240.0f},
+      {Format::E5M2FNUZ, 57344.0f}, {Format::E3M2, 28.0f},       {Format::E2M3, 7.5f},
+      {Format::E2M1, 6.0f},         {Format::E8M0, 0x1p127f}};
+  static_assert(std::size(want) == kNumFormats);
+  for (const auto& [f, v] : want) {
+    const FormatSpec s = spec_of(f);
+    EXPECT_EQ(s.max_value(), v) << s.name;
+    EXPECT_EQ(f32_bits(s.max_value()), f32_bits(decode(s, s.max_code()))) << s.name;
+  }
 }

@@ -40,7 +40,7 @@ Config tiny(std::vector<std::string> extra = {}) {
                                 "model.experts=4",        "model.top_k=2",           "batch.global_batch=128",
                                 "batch.num_microbatches=4", "optim.warmup_steps=2",  "deosc.period=3",
                                 "deosc.start_step=2",     "deosc.ratio=1.0",         "trace.snapshot_layers=[\"fc1\", \"fc2\"]",
-                                "trace.snapshot_steps=[0, 5]"};
+                                "trace.snapshot_steps=[1, 6]"};  // global steps 1 and 6: trace rows 0 and 5
   s.insert(s.end(), extra.begin(), extra.end());
   return parse_config(default_config_text(), s, "tiny");
 }
@@ -96,6 +96,26 @@ std::optional<std::map<std::string, std::vector<std::string>>> h5py_view(const s
 
 double hexf(const std::string& s) { return std::strtod(s.c_str(), nullptr); }
 
+// Host <-> backend helpers for the tests (the simulator holds handles only).
+template <class T>
+Tensor up(Backend& be, DType dt, Shape sh, const std::vector<T>& v) {
+  Tensor t = be.alloc(dt, sh);
+  be.upload(t, std::span<const T>(v));
+  return t;
+}
+/// A micro-batch (x [32, 784] pixels i % 13 / 13, labels i % 10) in backend memory.
+struct Batch {
+  Tensor2f xh = Tensor2f::from_shape({32, 784});
+  std::vector<uint8_t> yh = std::vector<uint8_t>(32);
+  Tensor x, y;
+  explicit Batch(Backend& be) {
+    for (size_t i = 0; i < xh.size(); ++i) xh.data()[i] = float(i % 13) / 13.0f;
+    for (size_t i = 0; i < 32; ++i) yh[i] = uint8_t(i % 10);
+    x = be.upload(xh);
+    y = up(be, DType::u8, {32}, yh);
+  }
+};
+
 }  // namespace
 
 TEST(SimConfig, DefaultTextMatchesExample) {
@@ -103,6 +123,13 @@ TEST(SimConfig, DefaultTextMatchesExample) {
   std::stringstream ss;
   ss << f.rdbuf();
   EXPECT_EQ(ss.str(), std::string(default_config_text()));
+}
+
+// A config that omits a key gets the documented default: the in-class
+// defaults of Config are examples/default.toml's values.
+TEST(SimConfig, DefaultsEqualTheDefaultText) {
+  EXPECT_EQ(to_toml(Config{}), to_toml(parse_config(default_config_text())));
+  EXPECT_EQ(to_toml(parse_config("")), to_toml(parse_config(default_config_text())));
 }
 
 TEST(SimConfig, BadKeysNamed) {
@@ -210,17 +237,18 @@ TEST(SimTrain, EndToEndTraceContents) {
 }
 
 TEST(SimMechanics, DoubleAddThrows) {
+  auto be = emu::make_emu_backend();
   Weight w;
   w.name = "fc1";
   w.G = 2;
   w.N = 2;
   w.K = 2;
   w.num_microbatches = 2;
-  w.zero_grad();
+  w.zero_grad(*be);
   w.mark_added(0, 1);
   EXPECT_THROW(w.mark_added(0, 1), MechanicsError);
   w.mark_added(1, 1);
-  w.zero_grad();
+  w.zero_grad(*be);
   EXPECT_NO_THROW(w.mark_added(0, 1));
 }
 
@@ -232,8 +260,8 @@ TEST(SimMechanics, StaleCacheThrows) {
   w.N = 32;
   w.K = 32;
   w.recipe = make_recipe("mxfp4", {});
-  w.model = xt::ones<float>({1, 32, 32});
-  QuantizedTensor scratch;
+  w.model = be->upload(Tensor3f(xt::ones<float>({1, 32, 32})));
+  QTensor scratch;
   weight_for_fprop(*be, w, 0, 4, scratch);  // micro-batch 0 builds the cache
   EXPECT_NO_THROW(weight_for_fprop(*be, w, 1, 4, scratch));
   w.invalidate();  // optimizer step
@@ -257,7 +285,9 @@ TEST(SimMechanics, EmptyExpertAddsNothing) {
   Tensor3f mg = xt::zeros<float>({3, 4, 8});
   mg(1, 2, 3) = 0.375f;
   const std::vector<int64_t> ms = {16, 0, 0};
-  be->grouped_wgrad(dy, {}, x, {}, ms, mg, {Format::FP32, true});
+  Tensor mgt = be->upload(mg);
+  be->grouped_wgrad(be->upload(dy), be->upload(x), ms, mgt, {Format::FP32, true});
+  mg = be->download3(mgt);
   EXPECT_EQ(mg(0, 0, 0), 16.0f);
   EXPECT_EQ(mg(1, 2, 3), 0.375f);
   EXPECT_EQ(mg(2, 0, 0), 0.0f);
@@ -274,37 +304,44 @@ TEST(SimDeOsc, SnapsLandOnGridAndFp8NeverEligible) {
     w->G = 1;
     w->N = 32;
     w->K = 32;
-    w->master = Tensor3f::from_shape({1, 32, 32});
-    for (size_t i = 0; i < w->master.size(); ++i) w->master.data()[i] = 0.25f + 0.001f * float(i % 7);
+    Tensor3f m = Tensor3f::from_shape({1, 32, 32});
+    for (size_t i = 0; i < m.size(); ++i) m.data()[i] = 0.25f + 0.001f * float(i % 7);
+    w->master = be->upload(m);
     // the FP8 weight also holds a cached quantized buffer: still never eligible
-    w->cache.q = be->quantize(w->master, tensor_recipe("fp8_tensor"), Axis::Cols);
+    w->cache.q = be->quantize(w->master, named_spec("fp8_tensor"), Axis::Cols);
     w->cache.valid = true;
   }
   static_assert(deosc_eligible_v<Mxfp4Recipe> && !deosc_eligible_v<Fp8CurrentRecipe> &&
                 !deosc_eligible_v<Fp8DelayedRecipe> && !deosc_eligible_v<Mxfp8Recipe>);
   DeOsc d(2, 2.0f, 0);
   std::vector<Weight*> ws = {&a, &b};
-  const Tensor3f b0 = b.master;
+  const Tensor3f b0 = be->download3(b.master);
   // oscillate element 5 across an MXFP4 decision threshold: master 0.49/0.51-like moves
   // around the midpoint of grid points 0.25 and 0.375 (scale of the tile fixed by 0.25+)
   const float lo = 0.3125f - 0.001f, hi = 0.3125f + 0.001f;
   int64_t total = 0;
   for (int s = 0; s < 7; ++s) {
-    a.master(0, 0, 5) = (s % 2) ? hi : lo;
-    b.master(0, 0, 5) = (s % 2) ? hi : lo;
-    for (auto& [n, c] : d.step(*be, ws)) {
+    for (Weight* w : ws) {  // our write of element 5 (the rest as de-osc left it)
+      Tensor3f m = be->download3(w->master);
+      m(0, 0, 5) = (s % 2) ? hi : lo;
+      be->upload(w->master, std::span<const float>(m.data(), m.size()));
+    }
+    for (auto& [n, c] : d.step(*be, ws, Step(s + 1))) {
       EXPECT_EQ(n, "fc1");
       total += c;
     }
   }
   EXPECT_GT(total, 0);
-  const Tensor3f q = mxfp4_forward_qdq(*be, a.master);
-  EXPECT_EQ(q(0, 0, 5), a.master(0, 0, 5));  // snapped element on the grid: QDQ(x) == x
-  EXPECT_TRUE(a.master(0, 0, 5) == 0.25f || a.master(0, 0, 5) == 0.375f);
-  EXPECT_EQ(d.eligible, std::vector<std::string>{"fc1"});
-  EXPECT_EQ(d.state.count("fc2"), 0u);
-  b.master(0, 0, 5) = b0(0, 0, 5);
-  EXPECT_EQ(b.master, b0);  // untouched apart from our own writes
+  Tensor qt;
+  mxfp4_forward_qdq(*be, a.master, qt);
+  const Tensor3f q = be->download3(qt), am = be->download3(a.master);
+  EXPECT_EQ(q(0, 0, 5), am(0, 0, 5));  // snapped element on the grid: QDQ(x) == x
+  EXPECT_TRUE(am(0, 0, 5) == 0.25f || am(0, 0, 5) == 0.375f);
+  EXPECT_EQ(d.eligible(), std::vector<std::string>{"fc1"});
+  EXPECT_EQ(d.state_of("fc2"), nullptr);
+  Tensor3f bm = be->download3(b.master);
+  bm(0, 0, 5) = b0(0, 0, 5);
+  EXPECT_EQ(bm, b0);  // untouched apart from our own writes
 }
 
 TEST(SimTrain, ResumeIsBitExactAndThreadIndependent) {
@@ -350,8 +387,10 @@ TEST(SimBackend, FastPathsMatchReference) {
   for (const char* name :
        {"mxfp4", "mxfp4_2d", "mxfp8", "mxfp8_2d", "fp8_tensor", "fp8_block", "fp8_block2d", "nvfp4"})
     for (Axis ax : {Axis::Cols, Axis::Rows}) {
-      const QuantizedTensor q = emu::quantize(x, tensor_recipe(name), ax);
-      const Tensor3f a = be->dequantize(q);
+      const QuantizedTensor q = emu::quantize(x, named_spec(name), ax);
+      Tensor at = be->alloc(DType::f32, {q.groups, q.rows, q.cols});
+      be->dequantize(be->upload(q), at);
+      const Tensor3f a = be->download3(at);
       const size_t br = q.block_rows(), bc = q.block_cols();
       size_t checked = 0;
       for (size_t g = 0; g < q.groups; ++g)
@@ -380,8 +419,9 @@ TEST(SimBackend, FastPathsMatchReference) {
   // round_bf16 == decode(BF16, encode(BF16, RNE, IEEE overflow)) on random bit patterns
   Tensor3f r = Tensor3f::from_shape({1, 1, 200000});
   for (size_t i = 0; i < r.size(); ++i) r.data()[i] = f32_from_bits(rs(i + 7777777));
-  Tensor3f c = r;
-  be->round_bf16(c);
+  Tensor ct = be->upload(r);
+  be->round_bf16(ct);
+  const Tensor3f c = be->download3(ct);
   for (size_t i = 0; i < r.size(); ++i) {
     const float want = decode(Format::BF16, encode_f32(Format::BF16, r.data()[i], RoundMode::RNE, Overflow::Ieee));
     ASSERT_EQ(f32_bits(c.data()[i]), f32_bits(want)) << std::hex << f32_bits(r.data()[i]);
@@ -454,14 +494,11 @@ TEST(SimMechanics, ModelLevelGuardAndFp8NotDeoscd) {
   const Config c = tiny({"recipe.fc2=fp8_delayed"});
   auto be = emu::make_emu_backend();
   Model m(c, *be);
-  Tensor2f x = Tensor2f::from_shape({32, 784});
-  for (size_t i = 0; i < x.size(); ++i) x.data()[i] = float(i % 13) / 13.0f;
-  std::vector<uint8_t> y(32);
-  for (size_t i = 0; i < 32; ++i) y[i] = uint8_t(i % 10);
-  for (Weight* w : m.weights()) w->zero_grad();
-  m.train_microbatch(x, y, 0, 4, 0, 1.0f / 128, false, false, nullptr);
+  Batch bt(*be);
+  for (Weight* w : m.weights()) w->zero_grad(*be);
+  m.train_microbatch(bt.x, bt.y, 0, 4, Step(1), 1.0f / 128, false, false, nullptr);
   EXPECT_TRUE(m.weight("fc2").cache.valid);  // the FP8 weight holds a cached quantized buffer
-  EXPECT_THROW(m.train_microbatch(x, y, 0, 4, 0, 1.0f / 128, false, false, nullptr), MechanicsError);
+  EXPECT_THROW(m.train_microbatch(bt.x, bt.y, 0, 4, Step(1), 1.0f / 128, false, false, nullptr), MechanicsError);
 
   TrainOptions o;
   o.trace_path = tmp("fp8.h5");
@@ -495,21 +532,18 @@ TEST(SimDelayed, WeightScaleFollowsTeDelayedScaling) {
   EXPECT_EQ(w.delayed[1]->format(), Format::E4M3);
   EXPECT_EQ(w.delayed[2]->format(), Format::E5M2);  // HYBRID: gradients in E5M2
   EXPECT_EQ(w.delayed[0]->history().size(), 3u);
-  Tensor2f x = Tensor2f::from_shape({32, 784});
-  for (size_t i = 0; i < x.size(); ++i) x.data()[i] = float(i % 13) / 13.0f;
-  std::vector<uint8_t> y(32);
-  for (size_t i = 0; i < 32; ++i) y[i] = uint8_t(i % 10);
-  for (Weight* v : m.weights()) v->zero_grad();
-  for (int mb = 0; mb < 4; ++mb) m.train_microbatch(x, y, mb, 4, 0, 1.0f / 128, false, false, nullptr);
+  Batch bt(*be);
+  for (Weight* v : m.weights()) v->zero_grad(*be);
+  for (int mb = 0; mb < 4; ++mb) m.train_microbatch(bt.x, bt.y, mb, 4, Step(1), 1.0f / 128, false, false, nullptr);
   // first step: TE's initial scale 1.0, so scale_inv 1.0
   ASSERT_TRUE(w.cache.valid);
-  EXPECT_EQ(w.cache.q.scale_inv.data()[0], 1.0f);
+  EXPECT_EQ(be->download(w.cache.q).scale_inv.data()[0], 1.0f);
   float amax = 0;
-  for (float v : w.model) amax = std::max(amax, std::fabs(v));
+  for (float v : be->download3(w.model)) amax = std::max(amax, std::fabs(v));
   EXPECT_EQ(w.delayed[0]->history()[0], amax);  // the cached W was quantized (and recorded) once
   EXPECT_EQ(w.delayed[0]->scale(), 1.0f);       // nothing changes before the step ends
   const auto h_before = w.delayed[1]->history();
-  m.predict(x);
+  m.predict(bt.x);
   EXPECT_EQ(w.delayed[1]->history(), h_before);  // evaluation records no amax
   w.update_scaling();
   const float want = (448.0f / amax) / 2.0f;  // E4M3 max 448, margin 1 (exact halving)
@@ -518,9 +552,9 @@ TEST(SimDelayed, WeightScaleFollowsTeDelayedScaling) {
   EXPECT_EQ(w.delayed[0]->history()[2], amax);  // the step's amax moved to the last slot
   // next step: the weight is quantized with the delayed scale
   w.invalidate();
-  for (Weight* v : m.weights()) v->zero_grad();
-  m.train_microbatch(x, y, 0, 4, 1, 1.0f / 128, false, false, nullptr);
-  EXPECT_EQ(w.cache.q.scale_inv.data()[0], 1.0f / want);
+  for (Weight* v : m.weights()) v->zero_grad(*be);
+  m.train_microbatch(bt.x, bt.y, 0, 4, Step(2), 1.0f / 128, false, false, nullptr);
+  EXPECT_EQ(be->download(w.cache.q).scale_inv.data()[0], 1.0f / want);
 }
 
 TEST(SimConfig, Fp8MarginIsAnInteger) {
@@ -639,41 +673,51 @@ TEST(SimDeOsc, HandComputedSequence) {
   w.G = 1;
   w.N = 32;
   w.K = 32;
-  w.master = xt::full_like(Tensor3f::from_shape({1, 32, 32}), 0.5f);
-  w.model = xt::full_like(w.master, -7.0f);  // sentinel
-  const Tensor3f model0 = w.model;
+  // the test's copy of the master: uploaded before each de-osc step, read back after
+  Tensor3f hm = xt::full_like(Tensor3f::from_shape({1, 32, 32}), 0.5f);
+  w.master = be->upload(hm);
+  const Tensor3f model0 = xt::full_like(hm, -7.0f);  // sentinel
+  w.model = be->upload(model0);
   DeOsc d(2, 2.0f, 2);
   std::vector<Weight*> ws = {&w};
-  float& e0 = w.master(0, 0, 0);
-  float& x = w.master(0, 0, 1);
-  float& y = w.master(0, 0, 2);
+  float& e0 = hm(0, 0, 0);
+  float& x = hm(0, 0, 1);
+  float& y = hm(0, 0, 2);
   using Snaps = std::map<std::string, int64_t>;
+  int64_t g = 0;  // the global step
+  auto step = [&]() {
+    be->upload(w.master, std::span<const float>(hm.data(), hm.size()));
+    const Snaps r = d.step(*be, ws, Step(++g));
+    be->download(w.master, hm.data(), hm.size() * sizeof(float));  // in place: e0, x, y stay valid
+    return r;
+  };
+  auto st = [&](Tensor DeOsc::State::*f) { return be->download3(d.state_of("fc1")->*f); };
   e0 = 1.0f, x = 1.0f, y = 23.0f / 64;
-  EXPECT_EQ(d.step(*be, ws), Snaps{});  // g1
-  EXPECT_TRUE(d.state.empty());
+  EXPECT_EQ(step(), Snaps{});  // g1
+  EXPECT_EQ(d.state_of("fc1"), nullptr);
   x = 19.0f / 64;
-  EXPECT_EQ(d.step(*be, ws), Snaps{});  // g2: seeds
-  ASSERT_EQ(d.state.count("fc1"), 1u);
-  EXPECT_EQ(d.state["fc1"].prev_q(0, 0, 1), 0.25f);
-  EXPECT_EQ(d.state["fc1"].prev_q(0, 0, 2), 0.375f);
+  EXPECT_EQ(step(), Snaps{});  // g2: seeds
+  ASSERT_NE(d.state_of("fc1"), nullptr);
+  EXPECT_EQ(st(&DeOsc::State::prev_q)(0, 0, 1), 0.25f);
+  EXPECT_EQ(st(&DeOsc::State::prev_q)(0, 0, 2), 0.375f);
   x = 21.0f / 64;
-  EXPECT_EQ(d.step(*be, ws), Snaps{});  // g3
-  EXPECT_EQ(d.state["fc1"].dist_w(0, 0, 1), 1.0f / 32);
-  EXPECT_EQ(d.state["fc1"].dist_q(0, 0, 1), 0.125f);
+  EXPECT_EQ(step(), Snaps{});  // g3
+  EXPECT_EQ(st(&DeOsc::State::dist_w)(0, 0, 1), 1.0f / 32);
+  EXPECT_EQ(st(&DeOsc::State::dist_q)(0, 0, 1), 0.125f);
   x = 19.0f / 64;
   e0 = 2.0f;
-  EXPECT_EQ(d.step(*be, ws), (Snaps{{"fc1", 1}}));  // g4: window end
-  EXPECT_EQ(x, 0.25f);                               // snapped onto its grid value
-  EXPECT_EQ(y, 23.0f / 64);                          // Q moved, master did not: kept
+  EXPECT_EQ(step(), (Snaps{{"fc1", 1}}));  // g4: window end
+  EXPECT_EQ(x, 0.25f);                      // snapped onto its grid value
+  EXPECT_EQ(y, 23.0f / 64);                 // Q moved, master did not: kept
   EXPECT_EQ(e0, 2.0f);
-  EXPECT_EQ(d.state["fc1"].prev(0, 0, 1), 0.25f);  // prev from the snapped master
-  EXPECT_EQ(d.state["fc1"].dist_w(0, 0, 1), 0.0f);  // reset
-  EXPECT_EQ(d.state["fc1"].dist_q(0, 0, 2), 0.0f);
-  EXPECT_EQ(d.step(*be, ws), Snaps{});  // g5
+  EXPECT_EQ(st(&DeOsc::State::prev)(0, 0, 1), 0.25f);   // prev from the snapped master
+  EXPECT_EQ(st(&DeOsc::State::dist_w)(0, 0, 1), 0.0f);  // reset
+  EXPECT_EQ(st(&DeOsc::State::dist_q)(0, 0, 2), 0.0f);
+  EXPECT_EQ(step(), Snaps{});  // g5
   x = 0.3125f;
-  EXPECT_EQ(d.step(*be, ws), (Snaps{{"fc1", 0}}));  // g6: window end, nothing snapped
+  EXPECT_EQ(step(), (Snaps{{"fc1", 0}}));  // g6: window end, nothing snapped
   EXPECT_EQ(x, 0.3125f);
-  EXPECT_EQ(w.model, model0);
+  EXPECT_EQ(be->download3(w.model), model0);
 }
 
 // The trace's weight_q snapshot is the W the fprop GEMM used: for per-tensor
@@ -683,7 +727,7 @@ TEST(SimDeOsc, HandComputedSequence) {
 TEST(SimTrain, WeightSnapshotIsTheFpropTensor) {
   for (const char* rec : {"fp8_current", "fp8_delayed"}) {
     SCOPED_TRACE(rec);
-    const Config c = tiny({std::string("recipe.fc1=") + rec, "run.max_steps=1", "trace.snapshot_steps=[0]"});
+    const Config c = tiny({std::string("recipe.fc1=") + rec, "run.max_steps=1", "trace.snapshot_steps=[1]"});
     auto be = emu::make_emu_backend();
     TrainOptions o;
     o.trace_path = tmp(std::string("snapq_") + rec + ".h5");
@@ -694,16 +738,14 @@ TEST(SimTrain, WeightSnapshotIsTheFpropTensor) {
 
     Model m(c, *be);
     Weight& w = m.weight("fc1");
-    Tensor2f x = Tensor2f::from_shape({32, 784});
-    for (size_t i = 0; i < x.size(); ++i) x.data()[i] = float(i % 13) / 13.0f;
-    std::vector<uint8_t> y(32);
-    for (size_t i = 0; i < 32; ++i) y[i] = uint8_t(i % 10);
-    for (Weight* v : m.weights()) v->zero_grad();
-    m.train_microbatch(x, y, 0, 4, 0, 1.0f / 128, false, false, nullptr);
+    Batch bt(*be);
+    for (Weight* v : m.weights()) v->zero_grad(*be);
+    m.train_microbatch(bt.x, bt.y, 0, 4, Step(1), 1.0f / 128, false, false, nullptr);
     ASSERT_TRUE(w.cache.valid);
-    ASSERT_EQ(w.cache.q.scale_inv.size(), 4u);  // per-group storage, one value for all 4 experts
-    for (size_t g = 1; g < 4; ++g) ASSERT_EQ(w.cache.q.scale_inv.data()[g], w.cache.q.scale_inv.data()[0]);
-    const Tensor3f used = emu::dequantize3(w.cache.q);
+    const QuantizedTensor cq = be->download(w.cache.q);
+    ASSERT_EQ(cq.scale_inv.size(), 4u);  // per-group storage, one value for all 4 experts
+    for (size_t g = 1; g < 4; ++g) ASSERT_EQ(cq.scale_inv.data()[g], cq.scale_inv.data()[0]);
+    const Tensor3f used = emu::dequantize3(cq);
     ASSERT_EQ(used.size(), wq.size());
     for (size_t i = 0; i < wq.size(); ++i) ASSERT_EQ(f32_bits(used.data()[i]), f32_bits(wq[i])) << i;
     std::remove(o.trace_path.c_str());
@@ -721,8 +763,10 @@ TEST(SimBackend, TopkNanRanksLast) {
                             {0.1f, nan, 0.7f, 0.1f, 0.0f}};
   for (size_t i = 0; i < 3; ++i)
     for (size_t e = 0; e < 5; ++e) p(i, e) = rows[i][e];
-  const std::vector<int> got = be->topk_rows(p, 5);
-  const std::vector<int> want = {1, 4, 3, 0, 2,   // 0.25 (tie: lower index first), -inf, then NaNs by index
+  Tensor top = be->alloc(DType::i32, {3, 5});
+  be->topk_rows(be->upload(p), 5, top);
+  const std::vector<int32_t> got = be->download<int32_t>(top);
+  const std::vector<int32_t> want = {1, 4, 3, 0, 2,   // 0.25 (tie: lower index first), -inf, then NaNs by index
                                  0, 1, 2, 3, 4,   // all NaN: index order
                                  2, 0, 3, 4, 1};  // 0.7, 0.1, 0.1, 0, NaN
   EXPECT_EQ(got, want);
@@ -777,15 +821,13 @@ TEST(SimScale, NonFiniteAmaxRefused) {
   const Config c = tiny({"recipe.embed=fp8_current"});
   auto be = emu::make_emu_backend();
   Model m(c, *be);
-  Tensor2f x = Tensor2f::from_shape({32, 784});
-  for (size_t i = 0; i < x.size(); ++i) x.data()[i] = float(i % 13) / 13.0f;
-  std::vector<uint8_t> y(32);
-  for (size_t i = 0; i < 32; ++i) y[i] = uint8_t(i % 10);
-  for (Weight* v : m.weights()) v->zero_grad();
+  Batch bt(*be);
+  for (Weight* v : m.weights()) v->zero_grad(*be);
   for (float bad : {INFINITY, NAN}) {
-    x(3, 5) = bad;
+    bt.xh(3, 5) = bad;
+    bt.x = be->upload(bt.xh);
     try {
-      m.train_microbatch(x, y, 0, 4, 0, 1.0f / 128, false, false, nullptr);
+      m.train_microbatch(bt.x, bt.y, 0, 4, Step(1), 1.0f / 128, false, false, nullptr);
       ADD_FAILURE() << "no error for amax " << bad;
     } catch (const std::runtime_error& e) {
       const std::string s = e.what();
@@ -798,88 +840,88 @@ TEST(SimScale, NonFiniteAmaxRefused) {
 // computed by hand (dyadic inputs: every FP32 operation is exact unless a BF16
 // rounding is the point; libm only at arguments where its result is exact).
 namespace {
-Tensor2f t2(size_t r, size_t c, std::vector<float> v) {
-  Tensor2f t = Tensor2f::from_shape({r, c});
-  std::copy(v.begin(), v.end(), t.begin());
-  return t;
-}
-std::vector<float> vec(const Tensor2f& t) { return std::vector<float>(t.begin(), t.end()); }
+/// An f32 [r, c] backend tensor holding v (row-major).
+Tensor t2(Backend& be, size_t r, size_t c, std::vector<float> v) { return up(be, DType::f32, {r, c}, v); }
+std::vector<float> vec(Backend& be, const Tensor& t) { return be.download<float>(t); }
+Tensor f32(Backend& be, Shape s) { return be.alloc(DType::f32, s); }
 }  // namespace
 
 TEST(SimOps, SoftmaxAndCrossEntropy) {
   auto be = emu::make_emu_backend();
-  EXPECT_EQ(vec(be->softmax_rows(t2(1, 4, {3, 3, 3, 3}))), std::vector<float>({0.25f, 0.25f, 0.25f, 0.25f}));
-  Tensor2f dl;
-  const std::vector<uint8_t> lab = {2};
-  const auto loss = be->cross_entropy(t2(1, 4, {0, 0, 0, 0}), lab, 2.0f, dl);
-  EXPECT_EQ(vec(dl), std::vector<float>({0.5f, 0.5f, -1.5f, 0.5f}));  // (0.25 - onehot) * 2
-  EXPECT_NEAR(loss[0], 1.3862943611198906, 1.2e-7);                   // ln 4 (libm log: within 1 ulp)
+  Tensor p = f32(*be, {1, 4});
+  be->softmax_rows(t2(*be, 1, 4, {3, 3, 3, 3}), p);
+  EXPECT_EQ(vec(*be, p), std::vector<float>({0.25f, 0.25f, 0.25f, 0.25f}));
+  Tensor dl = f32(*be, {1, 4});
+  const Tensor lab = up(*be, DType::u8, {1}, std::vector<uint8_t>{2});
+  const double loss = be->cross_entropy(t2(*be, 1, 4, {0, 0, 0, 0}), lab, 2.0f, dl);
+  EXPECT_EQ(vec(*be, dl), std::vector<float>({0.5f, 0.5f, -1.5f, 0.5f}));  // (0.25 - onehot) * 2
+  EXPECT_NEAR(loss, 1.3862943611198906, 1.2e-7);  // one row: its FP32 loss, ln 4 (libm log: within 1 ulp)
 }
 
 TEST(SimOps, ActivationAndGradient) {
   auto be = emu::make_emu_backend();
-  Tensor2f a, du;
-  be->activation("relu", t2(1, 3, {-1, 0, 2.5f}), a);
-  EXPECT_EQ(vec(a), std::vector<float>({0, 0, 2.5f}));
-  be->activation_grad("relu", t2(1, 3, {-1, 0, 2.5f}), t2(1, 3, {3, 3, 3}), du);
-  EXPECT_EQ(vec(du), std::vector<float>({0, 0, 3}));
-  for (const char* k : {"gelu", "silu"}) {  // at 0: act = 0, act' = 1/2 (erf(0) = 0, exp(0) = 1 exactly)
-    be->activation(k, t2(1, 1, {0}), a);
-    EXPECT_EQ(a(0, 0), 0.0f) << k;
-    be->activation_grad(k, t2(1, 1, {0}), t2(1, 1, {3}), du);
-    EXPECT_EQ(du(0, 0), 1.5f) << k;
+  Tensor a = f32(*be, {1, 3}), du = f32(*be, {1, 3});
+  be->activation(Activation::Relu, t2(*be, 1, 3, {-1, 0, 2.5f}), a);
+  EXPECT_EQ(vec(*be, a), std::vector<float>({0, 0, 2.5f}));
+  be->activation_grad(Activation::Relu, t2(*be, 1, 3, {-1, 0, 2.5f}), t2(*be, 1, 3, {3, 3, 3}), du);
+  EXPECT_EQ(vec(*be, du), std::vector<float>({0, 0, 3}));
+  for (Activation k : {Activation::Gelu, Activation::Silu}) {  // at 0: act = 0, act' = 1/2 (erf(0) = 0, exp(0) = 1 exactly)
+    Tensor a1 = f32(*be, {1, 1}), d1 = f32(*be, {1, 1});
+    be->activation(k, t2(*be, 1, 1, {0}), a1);
+    EXPECT_EQ(vec(*be, a1)[0], 0.0f) << name_of(k);
+    be->activation_grad(k, t2(*be, 1, 1, {0}), t2(*be, 1, 1, {3}), d1);
+    EXPECT_EQ(vec(*be, d1)[0], 1.5f) << name_of(k);
   }
-  EXPECT_THROW(be->activation("tanh", t2(1, 1, {0}), a), std::invalid_argument);
+  EXPECT_THROW(activation_from_name("tanh"), std::invalid_argument);
 }
 
 TEST(SimOps, PermuteCombineAndBackward) {
   auto be = emu::make_emu_backend();
-  Tensor2f dst;
-  const std::vector<int64_t> row_of = {3, 0, 1, 2};  // token 0 -> rows 3, 0; token 1 -> rows 1, 2
-  be->permute_rows(t2(2, 2, {1, 2, 3, 4}), row_of, 2, 5, dst);
-  EXPECT_EQ(vec(dst), std::vector<float>({1, 2, 3, 4, 3, 4, 1, 2, 0, 0}));  // row 4: padding, zero
+  Tensor dst = f32(*be, {5, 2});
+  // token 0 -> rows 3, 0; token 1 -> rows 1, 2
+  const Tensor row_of = up(*be, DType::i64, {4}, std::vector<int64_t>{3, 0, 1, 2});
+  be->permute_rows(t2(*be, 2, 2, {1, 2, 3, 4}), row_of, 2, dst);
+  EXPECT_EQ(vec(*be, dst), std::vector<float>({1, 2, 3, 4, 3, 4, 1, 2, 0, 0}));  // row 4: padding, zero
   // combine: h1 = bf16(h0 + bf16(sum_s p[top] * yp[row])), gates 0.5 and 0.25
-  const Tensor2f p = t2(1, 3, {0.25f, 0.5f, 0.25f});
-  const std::vector<int> top = {1, 2};
-  const std::vector<int64_t> rows = {0, 1};
-  Tensor2f h1;
-  be->unpermute_combine(t2(2, 2, {2, 4, -6, -4}), t2(1, 2, {256, -1}), p, top, rows, 2, h1);
+  const Tensor p = t2(*be, 1, 3, {0.25f, 0.5f, 0.25f});
+  const Tensor top = up(*be, DType::i32, {1, 2}, std::vector<int32_t>{1, 2});
+  const Tensor rows = up(*be, DType::i64, {2}, std::vector<int64_t>{0, 1});
+  Tensor h1 = f32(*be, {1, 2});
+  be->unpermute_combine(t2(*be, 2, 2, {2, 4, -6, -4}), t2(*be, 1, 2, {256, -1}), p, top, rows, 2, h1);
   // j0: 256 + (1 - 1.5) = 255.5, a BF16 tie between 255 and 256 -> 256 (even); j1: -1 + (2 - 1) = 0
-  EXPECT_EQ(vec(h1), std::vector<float>({256, 0}));
-  Tensor2f dyp;
-  std::vector<float> dgate;
-  be->combine_backward(t2(1, 2, {1, 2}), t2(2, 2, {3, 4, 5, 6}), p, top, rows, 2, dyp, dgate);
-  EXPECT_EQ(vec(dyp), std::vector<float>({0.5f, 1, 0.25f, 0.5f}));  // gate * dh1
-  EXPECT_EQ(dgate, std::vector<float>({11, 17}));                    // dh1 . yp[row]
+  EXPECT_EQ(vec(*be, h1), std::vector<float>({256, 0}));
+  Tensor dyp = f32(*be, {2, 2}), dgate = f32(*be, {2});
+  be->combine_backward(t2(*be, 1, 2, {1, 2}), t2(*be, 2, 2, {3, 4, 5, 6}), p, top, rows, 2, dyp, dgate);
+  EXPECT_EQ(vec(*be, dyp), std::vector<float>({0.5f, 1, 0.25f, 0.5f}));  // gate * dh1
+  EXPECT_EQ(vec(*be, dgate), std::vector<float>({11, 17}));              // dh1 . yp[row]
 }
 
 TEST(SimOps, RouterBackwardAndEmbedGradSum) {
   auto be = emu::make_emu_backend();
   // dp = aux_g * f + dgate at top = {0.25, 2.25}; dot = p . dp = 1.75; dl = p * (dp - dot)
-  Tensor2f dl;
-  const std::vector<int> top = {1};
-  const std::vector<float> dgate = {2}, f = {0.5f, 0.5f};
-  be->router_backward(t2(1, 2, {0.25f, 0.75f}), top, dgate, f, 0.5f, 1, dl);
-  EXPECT_EQ(vec(dl), std::vector<float>({-0.375f, 0.375f}));
-  Tensor2f dh0;
-  const std::vector<int64_t> row_of = {1, 0};
-  be->embed_grad_sum(t2(1, 2, {1, 2}), t2(1, 2, {0.5f, 0.25f}), t2(2, 2, {1, 1, 2, 3}), row_of, 2, dh0);
-  EXPECT_EQ(vec(dh0), std::vector<float>({4.5f, 6.25f}));  // dh1 + dh0_r + dxp[1] + dxp[0]
+  Tensor dl = f32(*be, {1, 2});
+  const Tensor top = up(*be, DType::i32, {1, 1}, std::vector<int32_t>{1});
+  const Tensor dgate = up(*be, DType::f32, {1}, std::vector<float>{2});
+  const Tensor f = up(*be, DType::f32, {2}, std::vector<float>{0.5f, 0.5f});
+  be->router_backward(t2(*be, 1, 2, {0.25f, 0.75f}), top, dgate, f, 0.5f, 1, dl);
+  EXPECT_EQ(vec(*be, dl), std::vector<float>({-0.375f, 0.375f}));
+  Tensor dh0 = f32(*be, {1, 2});
+  const Tensor row_of = up(*be, DType::i64, {2}, std::vector<int64_t>{1, 0});
+  be->embed_grad_sum(t2(*be, 1, 2, {1, 2}), t2(*be, 1, 2, {0.5f, 0.25f}), t2(*be, 2, 2, {1, 1, 2, 3}), row_of, 2, dh0);
+  EXPECT_EQ(vec(*be, dh0), std::vector<float>({4.5f, 6.25f}));  // dh1 + dh0_r + dxp[1] + dxp[0]
 }
 
 TEST(SimOps, AdamWOneStep) {
   auto be = emu::make_emu_backend();
-  Tensor3f w = Tensor3f::from_shape({1, 1, 1}), m = xt::zeros<float>({1, 1, 1}), v = xt::zeros<float>({1, 1, 1}),
-           g = Tensor3f::from_shape({1, 1, 1}), model = Tensor3f::from_shape({1, 1, 1});
-  w(0, 0, 0) = 1;
-  g(0, 0, 0) = 0.5f;
+  auto one = [&](float v) { return up(*be, DType::f32, {1, 1, 1}, std::vector<float>{v}); };
+  Tensor w = one(1), m = one(0), v = one(0), g = one(0.5f), model = one(-7);
   // lr 0.5, b1 0.5, b2 0.75, eps 0, wd 0.5, t 1: w = 1 * (1 - 0.25) = 0.75; m = 0.25; v = 0.0625;
   // w = 0.75 - (0.5 / 0.5) * (0.25 / (0.25 / 0.5 + 0)) = 0.25
   be->adamw(w, m, v, g, {0.5f, 0.5f, 0.75f, 0.0f, 0.5f, 1}, model);
-  EXPECT_EQ(m(0, 0, 0), 0.25f);
-  EXPECT_EQ(v(0, 0, 0), 0.0625f);
-  EXPECT_EQ(w(0, 0, 0), 0.25f);
-  EXPECT_EQ(model(0, 0, 0), 0.25f);
+  EXPECT_EQ(vec(*be, m)[0], 0.25f);
+  EXPECT_EQ(vec(*be, v)[0], 0.0625f);
+  EXPECT_EQ(vec(*be, w)[0], 0.25f);
+  EXPECT_EQ(vec(*be, model)[0], 0.25f);
 }
 
 // A non-finite amax inside training names the step and micro-batch too.
@@ -896,5 +938,244 @@ TEST(SimScale, NonFiniteAmaxInTrainingNamesTheStep) {
     EXPECT_EQ(m.rfind("step ", 0), 0u) << m;
     EXPECT_NE(m.find(", micro-batch 0: fc1: operand "), std::string::npos) << m;
     EXPECT_NE(m.find("non-finite amax"), std::string::npos) << m;
+  }
+}
+
+// ---- The reductions and state updates that moved into the Backend with the
+// tensor handles, on hand-computed values.
+
+TEST(SimOps, MemoryHandlesAndErrors) {
+  auto be = emu::make_emu_backend(), other = emu::make_emu_backend();
+  Tensor a = up(*be, DType::i64, {2, 2}, std::vector<int64_t>{1, -2, 3, 1LL << 40});
+  EXPECT_EQ(be->download<int64_t>(a), (std::vector<int64_t>{1, -2, 3, 1LL << 40}));
+  Tensor big = be->alloc(DType::i64, {3, 2});
+  be->fill_zero(big);
+  be->copy_into(a, big, 2);
+  EXPECT_EQ(be->download<int64_t>(big), (std::vector<int64_t>{0, 0, 1, -2, 3, 1LL << 40}));
+  Tensor c = be->alloc(DType::i64, {4});
+  be->copy(a, c);  // same element count, other shape
+  EXPECT_EQ(be->download<int64_t>(c), be->download<int64_t>(a));
+  EXPECT_THROW(be->copy_into(a, big, 3), std::invalid_argument);  // does not fit
+  EXPECT_THROW(be->upload(c, std::span<const int64_t>(std::vector<int64_t>(3))), std::invalid_argument);
+  EXPECT_THROW(be->download<float>(c), std::invalid_argument);  // dtype
+  Tensor foreign = other->alloc(DType::f32, {2});
+  try {
+    be->amax(foreign);
+    ADD_FAILURE() << "a tensor of another backend was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("another backend"), std::string::npos) << e.what();
+  }
+  Tensor y = be->alloc(DType::f32, {2, 3});
+  EXPECT_THROW(be->softmax_rows(t2(*be, 2, 2, {0, 0, 0, 0}), y), std::invalid_argument);  // shape named
+}
+
+TEST(SimOps, AmaxKeepsTheFirstNaN) {
+  auto be = emu::make_emu_backend();
+  EXPECT_EQ(be->amax(t2(*be, 1, 3, {-3, 2, 1})), 3.0f);
+  EXPECT_EQ(be->amax(t2(*be, 1, 2, {-INFINITY, 2})), INFINITY);
+  EXPECT_EQ(be->amax(t2(*be, 1, 2, {-0.0f, 0.0f})), 0.0f);
+  const float nan1 = f32_from_bits(0xFFC00001u), nan2 = f32_from_bits(0x7FC00002u);
+  EXPECT_EQ(f32_bits(be->amax(t2(*be, 1, 4, {1, nan1, -5, nan2}))), 0xFFC00001u);  // bits of the first NaN
+}
+
+TEST(SimOps, MoeRouteCountsAndRows) {
+  auto be = emu::make_emu_backend();
+  // 3 tokens, k = 2, E = 3, padding to 4: counts {2, 3, 1}, expert blocks at rows 0, 4, 8;
+  // assignment i = t k + s takes its expert's next row in i order.
+  const Tensor top = up(*be, DType::i32, {3, 2}, std::vector<int32_t>{1, 0, 1, 2, 0, 1});
+  Tensor counts = be->alloc(DType::i64, {3}), row_of = be->alloc(DType::i64, {6});
+  be->moe_route(top, 3, 4, counts, row_of);
+  EXPECT_EQ(be->download<int64_t>(counts), (std::vector<int64_t>{2, 3, 1}));
+  EXPECT_EQ(be->download<int64_t>(row_of), (std::vector<int64_t>{4, 0, 5, 8, 1, 6}));
+  const Tensor bad = up(*be, DType::i32, {1, 2}, std::vector<int32_t>{0, 3});
+  Tensor r2 = be->alloc(DType::i64, {2});
+  EXPECT_THROW(be->moe_route(bad, 3, 4, counts, r2), std::invalid_argument);
+}
+
+TEST(SimOps, AuxLoss) {
+  auto be = emu::make_emu_backend();
+  // T = 2, k = 2: f = counts / 4 = {0.25, 0.75}; P = {0.75, 1.25}, P / T = {0.375, 0.625};
+  // sum f P / T = 0.09375 + 0.46875 = 0.5625; times coeff 0.5 * E 2
+  Tensor f = be->alloc(DType::f32, {2});
+  const Tensor counts = up(*be, DType::i64, {2}, std::vector<int64_t>{1, 3});
+  EXPECT_EQ(be->aux_loss(t2(*be, 2, 2, {0.25f, 0.75f, 0.5f, 0.5f}), counts, 2, 0.5f, f), 0.5625);
+  EXPECT_EQ(be->download<float>(f), (std::vector<float>{0.25f, 0.75f}));
+}
+
+TEST(SimOps, ArgmaxCountCorrectAndNorm) {
+  auto be = emu::make_emu_backend();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // first maximum wins ties (row 0 -> 1); a NaN never compares greater (row 2 keeps 0)
+  const Tensor l = t2(*be, 3, 3, {1, 3, 3, 2, 0, 1, nan, 1, 0});
+  Tensor pred = be->alloc(DType::i32, {3});
+  be->argmax_rows(l, pred);
+  EXPECT_EQ(be->download<int32_t>(pred), (std::vector<int32_t>{1, 0, 0}));
+  EXPECT_EQ(be->count_correct(l, up(*be, DType::u8, {3}, std::vector<uint8_t>{1, 0, 1})), 2);
+  EXPECT_EQ(be->l2_norm(t2(*be, 1, 3, {3, -4, 0})), 5.0);
+  // squares summed in FP64: 2^-160 would underflow to 0 in FP32; sqrt(2 * 2^-160) = sqrt(2) 2^-80
+  EXPECT_EQ(be->l2_norm(t2(*be, 1, 2, {0x1p-80f, 0x1p-80f})), std::sqrt(2.0) * 0x1p-80);
+}
+
+TEST(SimOps, AccumulateGroupsSkipsEmptyGroups) {
+  auto be = emu::make_emu_backend();
+  Tensor acc = up(*be, DType::f32, {2, 1, 2}, std::vector<float>{1, 0x1p24f, 3, 4});
+  const Tensor x = up(*be, DType::f32, {2, 1, 2}, std::vector<float>{0.5f, 1, 9, 9});
+  be->accumulate_groups(acc, x, std::vector<int64_t>{3, 0});
+  // fl32(2^24 + 1) = 2^24 (RNE tie to even); group 1 got no rows: unchanged
+  EXPECT_EQ(be->download<float>(acc), (std::vector<float>{1.5f, 0x1p24f, 3, 4}));
+}
+
+TEST(SimOps, DeOscUpdateObserveAndSnap) {
+  auto be = emu::make_emu_backend();
+  auto v = [&](std::vector<float> x) { return up(*be, DType::f32, {2}, x); };
+  // element 0: moves 0.5 -> 1.0 while Q moves 0.5 -> 0.75: dist_w 0.5, dist_q 0.25, ratio 0.5 >= 0.5 -> snapped to Q;
+  // element 1: Q moves (0.5 -> 1) but the master does not: dist_w 0 -> never snapped
+  Tensor w = v({1.0f, 0.5f}), q = v({0.75f, 1.0f}), prev = v({0.5f, 0.5f}), prev_q = v({0.5f, 0.5f}),
+         dw = v({0, 0}), dq = v({0, 0});
+  EXPECT_EQ(be->deosc_update(w, q, prev, prev_q, dw, dq, false, 0.5f), 0);
+  EXPECT_EQ(be->download<float>(dw), (std::vector<float>{0.5f, 0}));
+  EXPECT_EQ(be->download<float>(dq), (std::vector<float>{0.25f, 0.5f}));
+  EXPECT_EQ(be->download<float>(prev), (std::vector<float>{1.0f, 0.5f}));
+  EXPECT_EQ(be->download<float>(prev_q), (std::vector<float>{0.75f, 1.0f}));
+  EXPECT_EQ(be->download<float>(w), (std::vector<float>{1.0f, 0.5f}));  // no window end: no snap
+  EXPECT_EQ(be->deosc_update(w, q, prev, prev_q, dw, dq, true, 0.5f), 1);  // nothing moved since; window ends
+  EXPECT_EQ(be->download<float>(w), (std::vector<float>{0.75f, 0.5f}));
+  EXPECT_EQ(be->download<float>(prev), (std::vector<float>{0.75f, 0.5f}));
+  EXPECT_EQ(be->download<float>(dw), (std::vector<float>{0, 0}));
+  EXPECT_EQ(be->download<float>(dq), (std::vector<float>{0, 0}));
+}
+
+TEST(SimOps, OscUpdateHandComputed) {
+  auto be = emu::make_emu_backend();
+  auto v = [&](std::vector<float> x) { return up(*be, DType::f32, {3}, x); };
+  // e0: dq = +1 against last direction -1 -> a flip (flips 0 -> 1); e1: dq = 0, nothing;
+  // e2: dq = -0.5 with no last direction -> no flip, last_dir -1. momentum 0.5:
+  // ema {0.5 * 1 + 0.5 * 0, 0.5 * 0.25, 0} = {0.5, 0.125, 0}; dist_w {0.5, 0, 1}, dist_q {1, 0, 0.5}
+  Backend::OscState s{v({0.5f, 3, 1}), v({0, 2, 1}), v({0, 0, 0}), v({0, 0, 0}), v({0, 0.25f, 0}),
+                      up(*be, DType::u8, {3}, std::vector<uint8_t>{0xFF, 1, 0}),
+                      up(*be, DType::u32, {3}, std::vector<uint32_t>{0, 3, 0})};
+  const Tensor w = v({1, 3, 2}), q = v({1, 2, 0.5f});
+  const Backend::OscStep r = be->osc_update(w, q, s, 0.5f, false);
+  EXPECT_EQ(r.flips, 1u);
+  EXPECT_EQ(r.flips_total, 4u);
+  EXPECT_EQ(r.ema_mean, (0.5 + 0.125 + 0.0) / 3);
+  EXPECT_EQ(r.ema_frac_above, 2.0 / 3);
+  EXPECT_EQ(r.dist_ratio_mean, (1.0 / 0.5 + 0.5 / 1.0) / 2);  // e1 did not move: not counted
+  EXPECT_EQ(be->download<float>(s.ema), (std::vector<float>{0.5f, 0.125f, 0}));
+  EXPECT_EQ(be->download<uint8_t>(s.last_dir), (std::vector<uint8_t>{1, 1, 0xFF}));
+  EXPECT_EQ(be->download<uint32_t>(s.flips), (std::vector<uint32_t>{1, 3, 0}));
+  EXPECT_EQ(be->download<float>(s.prev_w), (std::vector<float>{1, 3, 2}));
+  EXPECT_EQ(be->download<float>(s.prev_q), (std::vector<float>{1, 2, 0.5f}));
+  EXPECT_EQ(be->download<float>(s.dist_w), (std::vector<float>{0.5f, 0, 1}));
+  be->osc_update(w, q, s, 0.5f, true);  // window end: sums restart after this step's
+  EXPECT_EQ(be->download<float>(s.dist_w), (std::vector<float>{0, 0, 0}));
+  EXPECT_EQ(be->download<float>(s.dist_q), (std::vector<float>{0, 0, 0}));
+}
+
+TEST(SimOps, ScaleExpHistogramBins) {
+  auto be = emu::make_emu_backend();
+  QuantizedTensor e;  // E8M0 scales {2^0, NaN, 2^3}: bins = the bytes
+  e.spec = named_spec("mxfp8");
+  e.rows = 1;
+  e.cols = 96;
+  e.data = Bytes3(xt::zeros<uint8_t>({1, 1, 96}));
+  e.scale_bytes = Bytes3(xt::zeros<uint8_t>({1, 1, 3}));
+  e.scale_bytes(0, 0, 0) = 127;
+  e.scale_bytes(0, 0, 1) = 0xFF;
+  e.scale_bytes(0, 0, 2) = 130;
+  ScaleExpCounts want{};
+  want[127] = want[255] = want[130] = 1;
+  EXPECT_EQ(be->scale_exp_histogram(be->upload(e)), want);
+  QuantizedTensor f;  // FP32 scale_inv: floor(log2) clamped to [-127, 127]; NaN and 0 in the NaN bin
+  f.spec = named_spec("fp8_block");
+  f.rows = 1;
+  f.cols = 640;
+  f.data = Bytes3(xt::zeros<uint8_t>({1, 1, 640}));
+  f.scale_inv = Tensor3f::from_shape({1, 1, 5});
+  const float si[5] = {0.75f, NAN, 0x1p-140f, 0.0f, 0x1.8p127f};
+  std::copy(si, si + 5, f.scale_inv.begin());
+  want = {};
+  want[127 - 1] = 1;      // 0.75: 2^-1
+  want[0] = 1;            // 2^-140: clamped to -127
+  want[255] = 2;          // NaN, 0
+  want[127 + 127] = 1;    // 1.5 * 2^127
+  EXPECT_EQ(be->scale_exp_histogram(be->upload(f)), want);
+}
+
+// trace.snapshot_steps names global optimizer steps (1-based, as /train/step)
+// on a fresh and on a resumed run alike: step 7's snapshot is the same tensor in
+// both traces, at the row whose /train/step is 7. Step 0 does not exist.
+TEST(SimTrain, SnapshotStepsAreGlobalStepsOnResume) {
+  const Config c = tiny({"run.max_steps=8", "trace.snapshot_steps=[3, 7]"});
+  auto be = emu::make_emu_backend();
+  TrainOptions full;
+  full.threads = 1;
+  full.evaluate = false;
+  full.trace_path = tmp("snapfull.h5");
+  train(c, *be, full);
+  TrainOptions first = full;
+  first.trace_path.clear();
+  first.checkpoint_path = tmp("snapck.h5");
+  first.stop_after = 5;
+  train(c, *be, first);
+  TrainOptions second = full;
+  second.trace_path = tmp("snapres.h5");
+  second.resume_path = first.checkpoint_path;
+  train(c, *be, second);
+  trace::Reader a(full.trace_path), b(second.trace_path);
+  EXPECT_EQ(a.info("/snap/fc1/master").snapshot_steps, (std::vector<int64_t>{2, 6}));  // rows of steps 3 and 7
+  EXPECT_EQ(b.info("/snap/fc1/master").snapshot_steps, (std::vector<int64_t>{1}));     // step 7 = row 1 (6, 7, 8)
+  EXPECT_EQ(a.read_series<int64_t>("/train/step")[6], 7);
+  EXPECT_EQ(b.read_series<int64_t>("/train/step")[1], 7);
+  for (const char* k : {"master", "weight_q", "main_grad", "wgrad_mb"}) {
+    const std::string n = std::string("/snap/fc2/") + k;
+    EXPECT_EQ(a.read_snapshot<float>(n, 6), b.read_snapshot<float>(n, 1)) << n;
+  }
+  for (const char* f : {full.trace_path.c_str(), second.trace_path.c_str(), first.checkpoint_path.c_str()})
+    std::filesystem::remove(f);
+  try {
+    parse_config(default_config_text(), {"trace.snapshot_steps=[0, 4]"});
+    ADD_FAILURE() << "step 0 accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("trace.snapshot_steps"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(">= 1"), std::string::npos) << e.what();
+  }
+}
+
+// Each weight is quantized once per step per spec: fprop's W serves dgrad (all
+// micro-batches, also for fp8_current's per-use re-derivation), the weight_q
+// snapshot, de-oscillation and the oscillation metrics, and the metrics'
+// quantization after the optimizer step is the next step's fprop W. So a run
+// of S steps quantizes each weight S + 1 times (step 1's fprop, then one per
+// optimizer step), plus one per step in which de-osc snapped master elements
+// (the metrics then quantize the changed master).
+TEST(SimTrain, WeightQuantizedOncePerStepPerSpec) {
+  for (const char* deosc : {"false", "true"}) {
+    SCOPED_TRACE(deosc);
+    const Config c = tiny({"run.max_steps=6", "recipe.fc2=fp8_current", "recipe.head=fp8_delayed",
+                           std::string("deosc.enable=") + deosc, "deosc.start_step=1", "deosc.period=2",
+                           "deosc.ratio=0.5", "trace.snapshot_layers=[\"fc1\", \"fc2\", \"head\"]",
+                           "trace.snapshot_steps=[1, 2, 3, 4, 5, 6]"});
+    auto be = emu::make_emu_backend();
+    TrainOptions o;
+    o.threads = 1;
+    o.evaluate = false;
+    o.trace_path = tmp("qonce.h5");
+    const TrainResult r = train(c, *be, o);
+    trace::Reader rd(o.trace_path);
+    for (const auto& l : r.layers) {
+      if (l.recipe == std::string("bf16")) {
+        EXPECT_EQ(l.w_quantizations, 0u) << l.name;
+        continue;
+      }
+      uint64_t snap_steps = 0;
+      if (rd.has("/layers/" + l.name + "/deosc/snapped"))
+        for (int64_t v : rd.read_series<int64_t>("/layers/" + l.name + "/deosc/snapped")) snap_steps += v > 0;
+      if (l.name == "fc1" && std::string(deosc) == "true") {
+        EXPECT_GT(snap_steps, 0u);  // the second term is exercised
+      }
+      EXPECT_EQ(l.w_quantizations, 6u + 1u + snap_steps) << l.name;
+    }
+    std::filesystem::remove(o.trace_path);
   }
 }

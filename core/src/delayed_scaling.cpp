@@ -24,8 +24,7 @@ DelayedScaling::DelayedScaling(Format fmt, int history_len, int margin, AmaxAlgo
   if (margin < 0) throw std::invalid_argument("DelayedScaling: margin must be >= 0, got " + std::to_string(margin));
   if (fmt == Format::FP32 || fmt == Format::E8M0)
     throw std::invalid_argument(std::string("DelayedScaling: ") + spec_of(fmt).name + " is not an element format");
-  const FormatSpec f = spec_of(fmt);
-  fp8_max_ = decode(f, f.max_code());
+  fp8_max_ = spec_of(fmt).max_value();
   hist_.assign(size_t(history_len), 0.0f);
 }
 

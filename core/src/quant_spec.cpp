@@ -63,15 +63,15 @@ const std::vector<Named>& table() {
 
 }  // namespace
 
-QuantSpec tensor_recipe(std::string_view name) {
+QuantSpec named_spec(std::string_view name) {
   for (const auto& n : table())
     if (name == n.name) return n.spec;
   std::string known;
   for (const auto& n : table()) known += std::string(known.empty() ? "" : ", ") + n.name;
-  throw std::invalid_argument("unknown recipe '" + std::string(name) + "' (known: " + known + ")");
+  throw std::invalid_argument("unknown recipe '" + std::string(name) + "' (a spec of one tensor; known: " + known + ")");
 }
 
-std::vector<std::string> tensor_recipe_names() {
+std::vector<std::string> named_spec_names() {
   std::vector<std::string> v;
   for (const auto& n : table()) v.emplace_back(n.name);
   return v;

@@ -1,5 +1,6 @@
 // Config parsing (toml++), validation, canonical TOML output.
 #include "mxsim/sim/config.hpp"
+#include "mxsim/sim/recipe.hpp"
 
 #include <functional>
 #include <limits>
@@ -67,7 +68,7 @@ osc_ema_momentum = 0.01  # Nagel et al. 2022 EMA flip frequency
 
 [trace]
 snapshot_layers = ["fc1"]
-snapshot_steps = [1]
+snapshot_steps = [2]       # global optimizer steps (1-based, as /train/step)
 checkpoint_every = 0
 )TOML";
 
@@ -125,6 +126,33 @@ Setter string_setter(std::string& dst, std::vector<std::string> allowed) {
     dst = *v;
   };
 }
+Setter activation_setter(Activation& dst) {
+  return [&dst](const toml::node& n, const std::string& key, const std::string& src) {
+    auto v = n.value_exact<std::string>();
+    if (!v) bad(src, key, "expected a string");
+    try {
+      dst = activation_from_name(*v);
+    } catch (const std::invalid_argument&) {
+      bad(src, key, "expected one of relu, gelu, silu, got '" + *v + "'");
+    }
+  };
+}
+Setter layers_setter(std::vector<Layer>& dst) {
+  return [&dst](const toml::node& n, const std::string& key, const std::string& src) {
+    const auto* arr = n.as_array();
+    if (!arr) bad(src, key, "expected an array");
+    std::vector<Layer> out;
+    for (const auto& e : *arr) {
+      auto v = e.value_exact<std::string>();
+      if (!v) bad(src, key, "expected an array of strings");
+      Layer l;
+      if (!layer_from_name(*v, l))
+        bad(src, key, "expected layer names among embed, router, fc1, fc2, head; got '" + *v + "'");
+      out.push_back(l);
+    }
+    dst = out;
+  };
+}
 template <class T>
 Setter list_setter(std::vector<T>& dst) {
   return [&dst](const toml::node& n, const std::string& key, const std::string& src) {
@@ -147,7 +175,7 @@ Setter list_setter(std::vector<T>& dst) {
 }
 
 std::map<std::string, Setter> setters(Config& c) {
-  const std::vector<std::string> recipes = {"bf16", "mxfp4", "mxfp8", "fp8_current", "fp8_delayed", "fp8_block"};
+  const std::vector<std::string> recipes(kRecipeNames.begin(), kRecipeNames.end());
   std::map<std::string, Setter> m;
   m["run.seed"] = int_setter(c.seed, 0);
   m["run.epochs"] = int_setter(c.epochs, 1);
@@ -159,7 +187,7 @@ std::map<std::string, Setter> setters(Config& c) {
   m["model.d_ff"] = int_setter(c.d_ff, 1);
   m["model.experts"] = int_setter(c.experts, 1);
   m["model.top_k"] = int_setter(c.top_k, 1);
-  m["model.activation"] = string_setter(c.activation, {"relu", "gelu", "silu"});
+  m["model.activation"] = activation_setter(c.activation);
   m["model.aux_loss_coeff"] = float_setter(c.aux_loss_coeff, 0, false);
   m["batch.global_batch"] = int_setter(c.global_batch, 1);
   m["batch.num_microbatches"] = int_setter(c.num_microbatches, 1);
@@ -171,11 +199,7 @@ std::map<std::string, Setter> setters(Config& c) {
   m["optim.weight_decay"] = float_setter(c.weight_decay, 0, false);
   m["optim.warmup_steps"] = int_setter(c.warmup_steps, 0);
   m["optim.init_std"] = float_setter(c.init_std, 0, false);
-  m["recipe.embed"] = string_setter(c.recipe.embed, recipes);
-  m["recipe.router"] = string_setter(c.recipe.router, recipes);
-  m["recipe.fc1"] = string_setter(c.recipe.fc1, recipes);
-  m["recipe.fc2"] = string_setter(c.recipe.fc2, recipes);
-  m["recipe.head"] = string_setter(c.recipe.head, recipes);
+  for (Layer l : kLayers) m[std::string("recipe.") + name_of(l)] = string_setter(c.recipe.of(l), recipes);
   m["recipe.mxfp4_hadamard_wgrad"] = bool_setter(c.recipe.mxfp4_hadamard_wgrad);
   m["recipe.mxfp4_sr_grad"] = bool_setter(c.recipe.mxfp4_sr_grad);
   m["recipe.fp8_amax_history"] = int_setter(c.recipe.fp8_amax_history, 1);
@@ -185,7 +209,7 @@ std::map<std::string, Setter> setters(Config& c) {
   m["deosc.ratio"] = float_setter(c.deosc_ratio, 0, true);
   m["deosc.start_step"] = int_setter(c.deosc_start_step, 0);
   m["metrics.osc_ema_momentum"] = float_setter(c.osc_ema_momentum, 0, true);
-  m["trace.snapshot_layers"] = list_setter(c.snapshot_layers);
+  m["trace.snapshot_layers"] = layers_setter(c.snapshot_layers);
   m["trace.snapshot_steps"] = list_setter(c.snapshot_steps);
   m["trace.checkpoint_every"] = int_setter(c.checkpoint_every, 0);
   return m;
@@ -230,9 +254,9 @@ void validate(const Config& c, const std::string& s) {
   if (c.beta1 >= 1) bad(s, "optim.beta1", "expected a number < 1");
   if (c.beta2 >= 1) bad(s, "optim.beta2", "expected a number < 1");
   if (c.osc_ema_momentum > 1) bad(s, "metrics.osc_ema_momentum", "expected a number in (0, 1]");
-  for (auto& l : c.snapshot_layers)
-    if (l != "embed" && l != "router" && l != "fc1" && l != "fc2" && l != "head")
-      bad(s, "trace.snapshot_layers", "expected layer names among embed, router, fc1, fc2, head; got '" + l + "'");
+  for (int64_t n : c.snapshot_steps)
+    if (n < 1)
+      bad(s, "trace.snapshot_steps", "expected global optimizer steps >= 1 (1-based, as /train/step), got " + std::to_string(n));
 }
 
 }  // namespace
@@ -271,9 +295,9 @@ Config parse_config(const std::string& text, const std::vector<std::string>& ove
 
 std::string to_toml(const Config& c) {
   std::ostringstream o;
-  auto list_s = [](const std::vector<std::string>& v) {
+  auto list_s = [](const std::vector<Layer>& v) {
     std::string r = "[";
-    for (size_t i = 0; i < v.size(); ++i) r += (i ? ", \"" : "\"") + v[i] + "\"";
+    for (size_t i = 0; i < v.size(); ++i) r += (i ? ", \"" : "\"") + std::string(name_of(v[i])) + "\"";
     return r + "]";
   };
   auto list_i = [](const std::vector<int64_t>& v) {
@@ -285,13 +309,13 @@ std::string to_toml(const Config& c) {
   o << "[run]\nseed = " << c.seed << "\nepochs = " << c.epochs << "\nmax_steps = " << c.max_steps
     << "\ntrain_limit = " << c.train_limit << "\ntest_limit = " << c.test_limit << "\ndata_dir = \"" << c.data_dir
     << "\"\n\n[model]\nd_model = " << c.d_model << "\nd_ff = " << c.d_ff << "\nexperts = " << c.experts
-    << "\ntop_k = " << c.top_k << "\nactivation = \"" << c.activation << "\"\naux_loss_coeff = " << c.aux_loss_coeff
+    << "\ntop_k = " << c.top_k << "\nactivation = \"" << name_of(c.activation) << "\"\naux_loss_coeff = " << c.aux_loss_coeff
     << "\n\n[batch]\nglobal_batch = " << c.global_batch << "\nnum_microbatches = " << c.num_microbatches
     << "\n\n[optim]\nlr = " << c.lr << "\nmin_lr = " << c.min_lr << "\nbeta1 = " << c.beta1 << "\nbeta2 = " << c.beta2
     << "\neps = " << c.eps << "\nweight_decay = " << c.weight_decay << "\nwarmup_steps = " << c.warmup_steps
-    << "\ninit_std = " << c.init_std << "\n\n[recipe]\nembed = \"" << c.recipe.embed << "\"\nrouter = \""
-    << c.recipe.router << "\"\nfc1 = \"" << c.recipe.fc1 << "\"\nfc2 = \"" << c.recipe.fc2 << "\"\nhead = \""
-    << c.recipe.head << "\"\nmxfp4_hadamard_wgrad = " << (c.recipe.mxfp4_hadamard_wgrad ? "true" : "false")
+    << "\ninit_std = " << c.init_std << "\n\n[recipe]\n";
+  for (Layer l : kLayers) o << name_of(l) << " = \"" << c.recipe.of(l) << "\"\n";
+  o << "mxfp4_hadamard_wgrad = " << (c.recipe.mxfp4_hadamard_wgrad ? "true" : "false")
     << "\nmxfp4_sr_grad = " << (c.recipe.mxfp4_sr_grad ? "true" : "false")
     << "\nfp8_amax_history = " << c.recipe.fp8_amax_history << "\nfp8_margin = " << c.recipe.fp8_margin
     << "\n\n[deosc]\nenable = " << (c.deosc ? "true" : "false") << "\nperiod = " << c.deosc_period

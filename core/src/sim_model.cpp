@@ -4,96 +4,59 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <sstream>
 #include <string>
 
+#include "mxsim/hd/elementwise.hpp"
 #include "mxsim/philox.hpp"
-#include "mxsim/rounding.hpp"
+#include "mxsim/sim/state_io.hpp"
+#include "mxsim/trace/schema.hpp"
 
 namespace mxsim::sim {
 
 namespace {
 
-Tensor3f as3(const Tensor2f& x) {
-  Tensor3f r = Tensor3f::from_shape({1, x.shape(0), x.shape(1)});
-  std::copy(x.begin(), x.end(), r.begin());
-  return r;
-}
+/// Rows each expert's permuted block is padded to (the Hadamard run of 16:
+/// Turbo pads grouped column-wise spans likewise).
+constexpr int64_t kExpertRowPad = 16;
 
-float amax_of(const float* p, size_t n) {
-  float a = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (std::isnan(p[i])) return p[i];  // NaN is not skipped: the amax is NaN
-    a = std::max(a, std::fabs(p[i]));
-  }
-  return a;
+/// (Re)allocate `t` unless it already is a tensor of this dtype and shape:
+/// the workspace keeps its buffers across micro-batches of equal shapes.
+Tensor& ensure(Backend& be, Tensor& t, DType dt, Shape s) {
+  if (t.empty() || t.dtype() != dt || !(t.shape() == s)) t = be.alloc(dt, s);
+  return t;
 }
-
-float elem_max(Format f) { return decode(f, spec_of(f).max_code()); }
+Tensor& ensure(Backend& be, Tensor& t, Shape s) { return ensure(be, t, DType::f32, s); }
 
 /// Resolve a per-tensor FP32 spec's scale for operand `role` of `w`:
 /// fp8_delayed takes the scale of the role's DelayedScaling (computed at the
-/// end of the previous step) and records this use's amax into its history;
-/// current scaling takes the amax of the whole tensor now (so per-group wgrad
-/// slices share one scale, as Turbo does). Other specs pass through.
-const char* const kRoleName[3] = {"w", "x", "dy"};
-
-/// The same spec without recording an amax (peek).
-QuantSpec resolved_spec(const Weight& w, int role, QuantSpec s, const float* p, size_t n) {
+/// end of the previous step); current scaling takes the amax of the whole
+/// tensor now (so per-group wgrad slices share one scale, as Turbo does).
+/// Other specs pass through. Records no amax (a peek).
+QuantSpec resolved_spec(Backend& be, const Weight& w, Role role, QuantSpec s, const Tensor& x) {
   if (!s.per_tensor() || s.scale_kind != ScaleKind::FP32) return s;
   if (const auto& d = w.delayed[size_t(role)]) return d->spec(s);
-  const float a = amax_of(p, n);
-  s.fixed_scale = current_scale(elem_max(s.elem), a, s.amax_epsilon, s.pow2_scale);
+  const float a = be.amax(x);
+  s.fixed_scale = current_scale(spec_of(s.elem).max_value(), a, s.amax_epsilon, s.pow2_scale);
   if (std::isnan(s.fixed_scale))  // fixed_scale 0 would silently mean per-group scaling
-    throw std::runtime_error(w.name + ": operand " + kRoleName[role] + " has a non-finite amax (" +
-                             std::to_string(a) + "); FP8 current scaling has no finite scale");
+    throw std::runtime_error(w.name + ": operand " + name_of(role) + " has a non-finite amax (" + std::to_string(a) +
+                             "); FP8 current scaling has no finite scale");
   return s;
 }
-QuantSpec resolve(Weight& w, int role, QuantSpec s, const float* p, size_t n) {
+/// The same, recording this use's amax into fp8_delayed's history first.
+QuantSpec resolve(Backend& be, Weight& w, Role role, QuantSpec s, const Tensor& x) {
   if (s.per_tensor() && s.scale_kind == ScaleKind::FP32)
-    if (auto& d = w.delayed[size_t(role)]) d->record(amax_of(p, n));
-  return resolved_spec(w, role, s, p, n);
-}
-
-/// MoE dispatch from the top-k expert indices `top` [B, k]: counts[e] =
-/// assignments to expert e, ms[e] = counts[e] padded up to a multiple of 16
-/// rows (the grouped GEMM's m_splits), M = sum ms, row_of[t * k + s] = the
-/// permuted row of token t's slot s, in stable (expert, token, slot) order.
-struct Routing {
-  std::vector<int64_t> counts, ms, row_of;
-  int64_t M = 0;
-};
-Routing route(const std::vector<int>& top, size_t B, size_t E, size_t k) {
-  Routing r;
-  r.counts.assign(E, 0);
-  r.ms.assign(E, 0);
-  for (size_t i = 0; i < B * k; ++i) ++r.counts[size_t(top[i])];
-  std::vector<int64_t> fill(E);
-  for (size_t e = 0; e < E; ++e) {
-    r.ms[e] = (r.counts[e] + 15) / 16 * 16;
-    fill[e] = r.M;
-    r.M += r.ms[e];
-  }
-  r.row_of.resize(B * k);
-  for (size_t e = 0; e < E; ++e)
-    for (size_t i = 0; i < B * k; ++i)  // i = t * k + s: token-major, then slot
-      if (size_t(top[i]) == e) r.row_of[i] = fill[e]++;
-  return r;
-}
-
-/// Predicted class of row t of logits [T, C]: the first index of the maximum.
-size_t argmax_row(const Tensor2f& logits, size_t t) {
-  size_t am = 0;
-  for (size_t j = 1; j < logits.shape(1); ++j)
-    if (logits(t, j) > logits(t, am)) am = j;
-  return am;
+    if (auto& d = w.delayed[size_t(role)]) d->record(be.amax(x));
+  return resolved_spec(be, w, role, s, x);
 }
 
 }  // namespace
 
 // ---------------------------------------------------------------- Weight
 
-void Weight::zero_grad() {
-  main_grad = xt::zeros<float>({G, N, K});
+void Weight::zero_grad(Backend& be) {
+  ensure(be, main_grad, shape());
+  be.fill_zero(main_grad);
   added.assign(size_t(num_microbatches) * G, 0);
 }
 void Weight::mark_added(int mb, size_t g) {
@@ -107,23 +70,49 @@ void Weight::mark_added(int mb, size_t g) {
 void Weight::invalidate() {
   ++version;
   cache.valid = false;
+  memo_.clear();
+  master_matches_model = true;
+}
+const QTensor& Weight::quantized(Backend& be, const QuantSpec& spec) {
+  for (const auto& [s, q] : memo_)
+    if (s == spec) return q;
+  ++quantizations_;
+  memo_.emplace_back(spec, be.quantize(model, spec, Axis::Cols));
+  return memo_.back().second;
+}
+Tensor Weight::bf16_master(Backend& be) const {
+  if (master_matches_model) return model;
+  Tensor b = be.alloc(DType::f32, shape());
+  be.round_bf16(master, b);
+  return b;
+}
+void Weight::qdq_master(Backend& be, const QuantSpec& spec, Tensor& q) {
+  ensure(be, q, shape());
+  if (master_matches_model) {
+    be.dequantize(quantized(be, spec), q);
+    return;
+  }
+  ++quantizations_;
+  be.dequantize(be.quantize(bf16_master(be), spec, Axis::Cols), q);
 }
 void Weight::update_scaling() {
   for (auto& d : delayed)
     if (d) d->update();
 }
 
-QuantSpec weight_fprop_spec(const Weight& w, const Tensor3f& wm) {
-  return resolved_spec(w, 0, operand_specs(w.recipe).w, wm.data(), wm.size());
+QuantSpec weight_fprop_spec(Backend& be, const Weight& w, const Tensor& wm) {
+  return resolved_spec(be, w, Role::W, operand_specs(w.recipe).w, wm);
 }
 
-static QuantizedTensor quantize_weight(Backend& be, Weight& w) {
+/// W for a GEMM of this step: resolve the spec (recording fp8_delayed's amax
+/// for this use), then the one quantization of this version by that spec.
+static QTensor quantize_weight(Backend& be, Weight& w) {
   const auto& sp = operand_specs(w.recipe);
-  QuantSpec s = resolve(w, 0, sp.w, w.model.data(), w.model.size());
-  return be.quantize(w.model, s, Axis::Cols);
+  const QuantSpec s = resolve(be, w, Role::W, sp.w, w.model);
+  return w.quantized(be, s);
 }
 
-const QuantizedTensor& weight_for_fprop(Backend& be, Weight& w, int mb, int num_mb, QuantizedTensor& scratch) {
+const QTensor& weight_for_fprop(Backend& be, Weight& w, int mb, int num_mb, QTensor& scratch) {
   if (num_mb == 1) {  // Primus PR #891: no cache, quantize inside the op
     scratch = quantize_weight(be, w);
     return scratch;
@@ -144,7 +133,7 @@ const QuantizedTensor& weight_for_fprop(Backend& be, Weight& w, int mb, int num_
   return w.cache.q;
 }
 
-const QuantizedTensor& weight_for_dgrad(Backend& be, Weight& w, int mb, int num_mb, QuantizedTensor& scratch) {
+const QTensor& weight_for_dgrad(Backend& be, Weight& w, int mb, int num_mb, QTensor& scratch) {
   if (!transposed_cache_allowed(w.recipe) || num_mb == 1) {
     // Current scaling: never a cached transposed copy; the per-tensor bytes
     // are re-derived from the current BF16 weight (same values).
@@ -161,25 +150,41 @@ const QuantizedTensor& weight_for_dgrad(Backend& be, Weight& w, int mb, int num_
 // ---------------------------------------------------------------- Model
 
 struct Model::LinearCtx {
-  Tensor2f x;  ///< the fprop input (BF16 values)
+  Tensor x;  ///< the fprop input (BF16 values); shares the workspace buffer
 };
 
-Model::Model(const Config& c, Backend& be) : cfg_(c), be_(be) {
-  struct L {
-    const char* name;
-    size_t G, N, K;
-    std::string recipe;
-  };
+/// Activations and gradients of one micro-batch, kept across micro-batches
+/// (reallocated only when a shape changes, e.g. the permuted row count M).
+struct Model::Workspace {
+  Tensor x, h0, rl, p, top, counts, row_of, xp, u, a, yp, h1, logits, dlog;
+  Tensor dh1, dyp, dgate, da, du, dxp, f, dl_r, dh0_r, dh0, pred;
+  std::array<Tensor, 5> wgrad_tmp;  ///< per layer [G, N, K]: the unfused recipes' BF16 dW_mb
+};
+
+/// MoE dispatch of a micro-batch: counts and row_of in backend memory, the
+/// host copy of the counts and the padded m_splits the grouped GEMMs take.
+struct Model::Routing {
+  std::vector<int64_t> counts, ms;
+  int64_t M = 0;
+};
+
+Model::Model(const Config& c, Backend& be)
+    : cfg_(c), be_(be), ws_(std::make_unique<Workspace>()), eval_ws_(std::make_unique<Workspace>()) {
   const size_t d = size_t(c.d_model), f = size_t(c.d_ff), E = size_t(c.experts);
-  const L ls[] = {{"embed", 1, d, 784, c.recipe.embed},
-                  {"router", 1, E, d, c.recipe.router},
-                  {"fc1", E, f, d, c.recipe.fc1},
-                  {"fc2", E, d, f, c.recipe.fc2},
-                  {"head", 1, 10, d, c.recipe.head}};
-  uint32_t id = 1;
+  struct L {
+    Layer layer;
+    size_t G, N, K;
+    const std::string& recipe;
+  };
+  const L ls[] = {{Layer::Embed, 1, d, 784, c.recipe.of(Layer::Embed)},
+                  {Layer::Router, 1, E, d, c.recipe.of(Layer::Router)},
+                  {Layer::Fc1, E, f, d, c.recipe.of(Layer::Fc1)},
+                  {Layer::Fc2, E, d, f, c.recipe.of(Layer::Fc2)},
+                  {Layer::Head, 1, 10, d, c.recipe.of(Layer::Head)}};
   for (const auto& l : ls) {
     auto w = std::make_unique<Weight>();
-    w->name = l.name;
+    w->name = name_of(l.layer);
+    w->layer = l.layer;
     w->G = l.G;
     w->N = l.N;
     w->K = l.K;
@@ -189,195 +194,195 @@ Model::Model(const Config& c, Backend& be) : cfg_(c), be_(be) {
       for (size_t r = 0; r < 3; ++r) w->delayed[r].emplace(fmt[r], dr->history, dr->margin, AmaxAlgo::Max);
     }
     w->num_microbatches = c.num_microbatches;
-    w->master = Tensor3f::from_shape({l.G, l.N, l.K});
     // Uniform(-b, b), b = sqrt(3) * std, std = init_std or 1/sqrt(fan_in);
-    // Philox keyed by (seed, layer id, 0xFFFF) with the element index as counter.
+    // Philox keyed by (seed, layer id, 0xFFFF) with the element index as
+    // counter: generated on the host, uploaded once.
+    Tensor3f init = Tensor3f::from_shape({l.G, l.N, l.K});
     const float sd = c.init_std > 0 ? c.init_std : 1.0f / std::sqrt(float(l.K));
     const float b = std::sqrt(3.0f) * sd;
-    PhiloxStream rs{c.seed, make_stream(id, 0xFFFFu)};
-    for (size_t i = 0; i < w->master.size(); ++i) {
+    PhiloxStream rs{c.seed, make_stream(layer_id(l.layer), 0xFFFFu)};
+    for (size_t i = 0; i < init.size(); ++i) {
       const float u = float(rs(i) >> 8) * (1.0f / 16777216.0f);  // [0, 1)
-      w->master.data()[i] = (2.0f * u - 1.0f) * b;
+      init.data()[i] = (2.0f * u - 1.0f) * b;
     }
-    if (std::string(l.name) == "fc2") w->master *= 0.5f;  // residual branch starts small
-    w->m = xt::zeros<float>({l.G, l.N, l.K});
-    w->v = xt::zeros<float>({l.G, l.N, l.K});
-    w->model = w->master;
-    be.round_bf16(w->model);
-    w->zero_grad();
-    ++id;
+    if (l.layer == Layer::Fc2) init *= 0.5f;  // residual branch starts small
+    w->master = be.upload(init);
+    w->m = be.alloc(DType::f32, w->shape());
+    w->v = be.alloc(DType::f32, w->shape());
+    be.fill_zero(w->m);
+    be.fill_zero(w->v);
+    w->model = be.alloc(DType::f32, w->shape());
+    be.round_bf16(w->master, w->model);
+    w->master_matches_model = true;
+    w->zero_grad(be);
     w_.push_back(std::move(w));
   }
 }
+
+Model::~Model() = default;
 
 std::vector<Weight*> Model::weights() {
   std::vector<Weight*> r;
   for (auto& w : w_) r.push_back(w.get());
   return r;
 }
+Weight& Model::weight(Layer l) { return *w_[size_t(l)]; }
 Weight& Model::weight(const std::string& n) {
-  for (auto& w : w_)
-    if (w->name == n) return *w;
-  throw std::invalid_argument("no layer named '" + n + "'");
+  Layer l;
+  if (!layer_from_name(n, l)) throw std::invalid_argument("no layer named '" + n + "'");
+  return weight(l);
 }
 
-static uint32_t layer_id(const Weight& w) {
-  static const char* names[] = {"embed", "router", "fc1", "fc2", "head"};
-  for (uint32_t i = 0; i < 5; ++i)
-    if (w.name == names[i]) return i + 1;
-  return 0;
-}
-
-void Model::linear_forward(Weight& w, const Tensor2f& x, std::span<const int64_t> ms, Tensor2f& y, int mb,
-                           int num_mb, bool st, LinearCtx& ctx) {
+void Model::linear_forward(Weight& w, const Tensor& x, std::span<const int64_t> ms, Tensor& y, int mb, int num_mb,
+                           bool st, LinearCtx& ctx) {
   ctx.x = x;
-  const GemmOut out{w.name == "router" || w.name == "head" ? Format::FP32 : Format::BF16, false};
+  ensure(be_, y, {x.dim(0), w.N});
+  const GemmOptions out{w.layer == Layer::Router || w.layer == Layer::Head ? Format::FP32 : Format::BF16, false};
   if (!is_quantized(w.recipe)) {
-    be_.grouped_fprop(x, nullptr, w.model, nullptr, ms, y, out);
+    be_.grouped_fprop(x, w.model, ms, y, out);
     return;
   }
   const auto& sp = operand_specs(w.recipe);
-  const QuantSpec xs = resolve(w, 1, sp.x_fprop, x.data(), x.size());
-  const Tensor3f x3 = as3(x);
-  const QuantizedTensor xq = be_.quantize(x3, xs, Axis::Cols);
-  QuantizedTensor scratch;
-  const QuantizedTensor& wq = weight_for_fprop(be_, w, mb, num_mb, scratch);
-  be_.grouped_fprop(x, &xq, w.model, &wq, ms, y, out);
+  const QuantSpec xs = resolve(be_, w, Role::X, sp.x_fprop, x);
+  const QTensor xq = be_.quantize(x, xs, Axis::Cols);
+  QTensor scratch;
+  const QTensor& wq = weight_for_fprop(be_, w, mb, num_mb, scratch);
+  be_.grouped_fprop(xq, wq, ms, y, out);
   if (st) {
-    stats[w.name][0] = be_.quant_stats(w.model, wq);
-    stats[w.name][1] = be_.quant_stats(x3, xq);
+    stats_[size_t(w.layer)][size_t(Role::W)] = {be_.quant_stats(w.model, wq), be_.scale_exp_histogram(wq)};
+    stats_[size_t(w.layer)][size_t(Role::X)] = {be_.quant_stats(x, xq), be_.scale_exp_histogram(xq)};
   }
 }
 
-void Model::linear_backward(Weight& w, const Tensor2f& dy, std::span<const int64_t> ms, Tensor2f* dx, int mb,
-                            int num_mb, int64_t step, bool st, LinearCtx& ctx, Tensor3f* record) {
+void Model::linear_backward(Weight& w, const Tensor& dy, std::span<const int64_t> ms, Tensor* dx, int mb, int num_mb,
+                            Step step, bool st, LinearCtx& ctx, Tensor* record, Tensor& wgrad_tmp) {
   const bool q = is_quantized(w.recipe);
-  const uint32_t lid = layer_id(w);
-  const uint64_t sr_ctr = uint64_t(step) * uint64_t(num_mb) + uint64_t(mb);
+  const uint32_t lid = layer_id(w.layer);
+  const uint64_t sr_ctr = step.sr_counter(mb, num_mb);
   // dgrad
   if (dx) {
+    ensure(be_, *dx, {dy.dim(0), w.K});
     if (!q) {
-      be_.grouped_dgrad(dy, nullptr, w.model, nullptr, ms, *dx, {Format::BF16, false});
+      be_.grouped_dgrad(dy, w.model, ms, *dx, {Format::BF16, false});
     } else {
       const auto& sp = operand_specs(w.recipe);
-      QuantSpec ds = resolve(w, 2, sp.dy_dgrad, dy.data(), dy.size());
+      QuantSpec ds = resolve(be_, w, Role::Dy, sp.dy_dgrad, dy);
       ds.sr = PhiloxStream{cfg_.seed, make_stream(lid * 16 + 1, uint32_t(sr_ctr))};
-      const Tensor3f dy3 = as3(dy);
-      const QuantizedTensor dyq = be_.quantize(dy3, ds, Axis::Cols);
-      QuantizedTensor scratch;
-      const QuantizedTensor& wq = weight_for_dgrad(be_, w, mb, num_mb, scratch);
-      be_.grouped_dgrad(dy, &dyq, w.model, &wq, ms, *dx, {Format::BF16, false});
-      if (st) stats[w.name][2] = be_.quant_stats(dy3, dyq);
+      const QTensor dyq = be_.quantize(dy, ds, Axis::Cols);
+      QTensor scratch;
+      const QTensor& wq = weight_for_dgrad(be_, w, mb, num_mb, scratch);
+      be_.grouped_dgrad(dyq, wq, ms, *dx, {Format::BF16, false});
+      if (st) stats_[size_t(w.layer)][size_t(Role::Dy)] = {be_.quant_stats(dy, dyq), be_.scale_exp_histogram(dyq)};
     }
   }
   // wgrad: the grad_added_to_main_grad guard, per (micro-batch, group); an
   // empty group adds nothing and sets nothing.
   for (size_t g = 0; g < ms.size(); ++g)
     if (ms[g] > 0) w.mark_added(mb, g);
-  std::vector<QuantizedTensor> dyq, xq;
+  GroupedQTensor dyq, xq;
   if (q) {
     const auto& sp = operand_specs(w.recipe);
-    QuantSpec ds = resolve(w, 2, sp.dy_wgrad, dy.data(), dy.size());
+    QuantSpec ds = resolve(be_, w, Role::Dy, sp.dy_wgrad, dy);
     ds.sr = PhiloxStream{cfg_.seed, make_stream(lid * 16 + 2, uint32_t(sr_ctr))};
-    const QuantSpec xs = resolve(w, 1, sp.x_wgrad, ctx.x.data(), ctx.x.size());
+    const QuantSpec xs = resolve(be_, w, Role::X, sp.x_wgrad, ctx.x);
     dyq = be_.quantize_grouped_colwise(dy, ms, ds);
     xq = be_.quantize_grouped_colwise(ctx.x, ms, xs);
   }
+  auto wgrad = [&](Tensor& out, const GemmOptions& o) {
+    if (q) be_.grouped_wgrad(dyq, xq, ms, out, o);
+    else be_.grouped_wgrad(dy, ctx.x, ms, out, o);
+  };
   if (fused_wgrad_accum(w.recipe)) {
     // Gradient-accumulation fusion (Primus PR #995): the wgrad GEMM's FP32
     // accumulator starts at main_grad and is rounded once to FP32.
-    be_.grouped_wgrad(dy, dyq, ctx.x, xq, ms, w.main_grad, {Format::FP32, true});
-    if (record) be_.grouped_wgrad(dy, dyq, ctx.x, xq, ms, *record, {Format::FP32, false});
+    wgrad(w.main_grad, {Format::FP32, true});
+    if (record) wgrad(ensure(be_, *record, w.shape()), {Format::FP32, false});
   } else {
     // Unfused bridge: dW_mb in BF16, then main_grad = fl32(main_grad + dW_mb).
-    Tensor3f tmp;
-    be_.grouped_wgrad(dy, dyq, ctx.x, xq, ms, tmp, {Format::BF16, false});
-    for (size_t g = 0; g < ms.size(); ++g) {
-      if (ms[g] == 0) continue;
-      float* mg = &w.main_grad(g, 0, 0);
-      const float* t = &tmp(g, 0, 0);
-      for (size_t i = 0; i < w.N * w.K; ++i) mg[i] = mg[i] + t[i];
-    }
-    if (record) *record = std::move(tmp);
+    Tensor& tmp = record ? ensure(be_, *record, w.shape()) : ensure(be_, wgrad_tmp, w.shape());
+    wgrad(tmp, {Format::BF16, false});
+    be_.accumulate_groups(w.main_grad, tmp, ms);
   }
 }
 
-Model::MbResult Model::train_microbatch(const Tensor2f& xin, std::span<const uint8_t> y, int mb, int num_mb,
-                                        int64_t step, float grad_scale, bool st, bool rec_w, MicroRecord* rec) {
-  const size_t B = xin.shape(0), E = size_t(cfg_.experts), k = size_t(cfg_.top_k);
+Model::Routing Model::route(Workspace& ws, const Tensor& h0, size_t B) {
+  const size_t E = size_t(cfg_.experts), k = size_t(cfg_.top_k);
+  Routing r;
+  be_.softmax_rows(ws.rl, ensure(be_, ws.p, {B, E}));
+  be_.topk_rows(ws.p, int(k), ensure(be_, ws.top, DType::i32, {B, k}));
+  be_.moe_route(ws.top, E, kExpertRowPad, ensure(be_, ws.counts, DType::i64, {E}),
+                ensure(be_, ws.row_of, DType::i64, {B * k}));
+  r.counts = be_.download<int64_t>(ws.counts);  // the host metadata of the grouped launches
+  for (int64_t c : r.counts) {
+    r.ms.push_back(hd::padded_rows(c, kExpertRowPad));
+    r.M += r.ms.back();
+  }
+  be_.permute_rows(h0, ws.row_of, k, ensure(be_, ws.xp, {size_t(r.M), size_t(cfg_.d_model)}));
+  return r;
+}
+
+Model::MbResult Model::train_microbatch(const Tensor& xin, const Tensor& labels, int mb, int num_mb, Step step,
+                                        float grad_scale, bool st, bool rec_w, MicroRecord* rec) {
+  Workspace& ws = *ws_;
+  const size_t B = xin.dim(0), E = size_t(cfg_.experts), k = size_t(cfg_.top_k);
   MbResult res;
-  auto want = [&](const char* n) {
-    return rec_w && rec && std::find(cfg_.snapshot_layers.begin(), cfg_.snapshot_layers.end(), n) != cfg_.snapshot_layers.end();
+  auto record = [&](Layer l) -> Tensor* {
+    if (!rec_w || !rec ||
+        std::find(cfg_.snapshot_layers.begin(), cfg_.snapshot_layers.end(), l) == cfg_.snapshot_layers.end())
+      return nullptr;
+    return &rec->wgrad[l];
   };
   LinearCtx c_embed, c_router, c_fc1, c_fc2, c_head;
-  Weight &We = weight("embed"), &Wr = weight("router"), &W1 = weight("fc1"), &W2 = weight("fc2"), &Wh = weight("head");
+  Weight &We = weight(Layer::Embed), &Wr = weight(Layer::Router), &W1 = weight(Layer::Fc1),
+         &W2 = weight(Layer::Fc2), &Wh = weight(Layer::Head);
   const std::vector<int64_t> one = {int64_t(B)};
 
   // ---- forward
-  Tensor2f x = xin;
-  be_.round_bf16(x);
-  Tensor2f h0, rl;
-  linear_forward(We, x, one, h0, mb, num_mb, st, c_embed);
-  linear_forward(Wr, h0, one, rl, mb, num_mb, st, c_router);
-  const Tensor2f p = be_.softmax_rows(rl);
-  const std::vector<int> top = be_.topk_rows(p, int(k));
+  be_.round_bf16(xin, ensure(be_, ws.x, xin.shape()));
+  linear_forward(We, ws.x, one, ws.h0, mb, num_mb, st, c_embed);
+  linear_forward(Wr, ws.h0, one, ws.rl, mb, num_mb, st, c_router);
   // permutation: stable (expert, token, slot) order, groups padded to 16 rows
-  const Routing rt = route(top, B, E, k);
-  const std::vector<int64_t>& counts = rt.counts;
-  const std::vector<int64_t>& ms = rt.ms;
-  const std::vector<int64_t>& row_of = rt.row_of;
-  const int64_t M = rt.M;
-  Tensor2f xp, u, a, yp, h1;
-  be_.permute_rows(h0, row_of, k, size_t(M), xp);
-  linear_forward(W1, xp, ms, u, mb, num_mb, st, c_fc1);
-  be_.activation(cfg_.activation, u, a);
-  linear_forward(W2, a, ms, yp, mb, num_mb, st, c_fc2);
-  be_.unpermute_combine(yp, h0, p, top, row_of, k, h1);
-  Tensor2f logits;
-  linear_forward(Wh, h1, one, logits, mb, num_mb, st, c_head);
-  Tensor2f dlog;
-  const std::vector<float> loss = be_.cross_entropy(logits, y, grad_scale, dlog);
-  be_.round_bf16(dlog);
-  for (size_t t = 0; t < B; ++t) {
-    res.loss_sum += loss[t];
-    res.correct += (argmax_row(logits, t) == y[t]);
-  }
+  const Routing rt = route(ws, ws.h0, B);
+  linear_forward(W1, ws.xp, rt.ms, ws.u, mb, num_mb, st, c_fc1);
+  be_.activation(cfg_.activation, ws.u, ensure(be_, ws.a, ws.u.shape()));
+  linear_forward(W2, ws.a, rt.ms, ws.yp, mb, num_mb, st, c_fc2);
+  be_.unpermute_combine(ws.yp, ws.h0, ws.p, ws.top, ws.row_of, k, ensure(be_, ws.h1, ws.h0.shape()));
+  linear_forward(Wh, ws.h1, one, ws.logits, mb, num_mb, st, c_head);
+  res.loss_sum = be_.cross_entropy(ws.logits, labels, grad_scale, ensure(be_, ws.dlog, ws.logits.shape()));
+  be_.round_bf16(ws.dlog);
+  res.correct = be_.count_correct(ws.logits, labels);
   // auxiliary load-balancing loss (Switch Transformer eq. 4 / GShard):
   // aux = coeff * E * sum_e f_e * P_e, f_e = share of assignments, P_e = mean prob.
-  std::vector<float> f(E), P(E, 0.0f);
-  for (size_t e = 0; e < E; ++e) f[e] = float(counts[e]) / float(B * k);
-  for (size_t t = 0; t < B; ++t)
-    for (size_t e = 0; e < E; ++e) P[e] = P[e] + p(t, e);
-  double aux = 0;
-  for (size_t e = 0; e < E; ++e) aux += double(f[e]) * double(P[e] / float(B));
-  res.aux = double(cfg_.aux_loss_coeff) * double(E) * aux;
-  res.tokens_per_expert = counts;
+  res.aux = be_.aux_loss(ws.p, ws.counts, k, cfg_.aux_loss_coeff, ensure(be_, ws.f, {E}));
+  res.tokens_per_expert = rt.counts;
 
   // ---- backward
-  Tensor2f dh1;
-  Tensor3f* rh = nullptr;
-  if (want("head")) rh = &rec->wgrad["head"];
-  linear_backward(Wh, dlog, one, &dh1, mb, num_mb, step, st, c_head, rh);
-  Tensor2f dyp, da, dxp, du, dl_r, dh0_r, dh0;
-  std::vector<float> dgate;
-  be_.combine_backward(dh1, yp, p, top, row_of, k, dyp, dgate);
-  linear_backward(W2, dyp, ms, &da, mb, num_mb, step, st, c_fc2, want("fc2") ? &rec->wgrad["fc2"] : nullptr);
-  be_.activation_grad(cfg_.activation, u, da, du);
-  linear_backward(W1, du, ms, &dxp, mb, num_mb, step, st, c_fc1, want("fc1") ? &rec->wgrad["fc1"] : nullptr);
+  linear_backward(Wh, ws.dlog, one, &ws.dh1, mb, num_mb, step, st, c_head, record(Layer::Head),
+                  ws.wgrad_tmp[size_t(Layer::Head)]);
+  be_.combine_backward(ws.dh1, ws.yp, ws.p, ws.top, ws.row_of, k, ensure(be_, ws.dyp, ws.yp.shape()),
+                       ensure(be_, ws.dgate, {B * k}));
+  linear_backward(W2, ws.dyp, rt.ms, &ws.da, mb, num_mb, step, st, c_fc2, record(Layer::Fc2),
+                  ws.wgrad_tmp[size_t(Layer::Fc2)]);
+  be_.activation_grad(cfg_.activation, ws.u, ws.da, ensure(be_, ws.du, ws.u.shape()));
+  linear_backward(W1, ws.du, rt.ms, &ws.dxp, mb, num_mb, step, st, c_fc1, record(Layer::Fc1),
+                  ws.wgrad_tmp[size_t(Layer::Fc1)]);
   // router: dp from the gates and the aux loss (f_e held constant), softmax backward
   const float aux_g = cfg_.aux_loss_coeff * float(E) / (float(B) * float(num_mb));
-  be_.router_backward(p, top, dgate, f, aux_g, k, dl_r);
-  linear_backward(Wr, dl_r, one, &dh0_r, mb, num_mb, step, st, c_router, want("router") ? &rec->wgrad["router"] : nullptr);
-  be_.embed_grad_sum(dh1, dh0_r, dxp, row_of, k, dh0);
-  linear_backward(We, dh0, one, nullptr, mb, num_mb, step, st, c_embed, want("embed") ? &rec->wgrad["embed"] : nullptr);
+  be_.router_backward(ws.p, ws.top, ws.dgate, ws.f, aux_g, k, ensure(be_, ws.dl_r, ws.p.shape()));
+  linear_backward(Wr, ws.dl_r, one, &ws.dh0_r, mb, num_mb, step, st, c_router, record(Layer::Router),
+                  ws.wgrad_tmp[size_t(Layer::Router)]);
+  be_.embed_grad_sum(ws.dh1, ws.dh0_r, ws.dxp, ws.row_of, k, ensure(be_, ws.dh0, ws.h0.shape()));
+  linear_backward(We, ws.dh0, one, nullptr, mb, num_mb, step, st, c_embed, record(Layer::Embed),
+                  ws.wgrad_tmp[size_t(Layer::Embed)]);
   return res;
 }
 
-std::vector<int> Model::predict(const Tensor2f& xin) {
-  const size_t B = xin.shape(0), E = size_t(cfg_.experts), k = size_t(cfg_.top_k);
+void Model::forward_eval(const Tensor& xin, Tensor& logits) {
+  Workspace& ws = *eval_ws_;
+  const size_t B = xin.dim(0);
   const std::vector<int64_t> one = {int64_t(B)};
   // Evaluation: no cache (one "micro-batch"), no statistics.
-  auto fwd = [&](Weight& w, const Tensor2f& x, std::span<const int64_t> ms, Tensor2f& y) {
+  auto fwd = [&](Weight& w, const Tensor& x, std::span<const int64_t> ms, Tensor& y) {
     LinearCtx c;
     const auto saved = w.cache;
     const auto saved_scaling = w.delayed;  // evaluation records no amax
@@ -385,149 +390,154 @@ std::vector<int> Model::predict(const Tensor2f& xin) {
     w.cache = saved;
     w.delayed = saved_scaling;
   };
-  Tensor2f x = xin;
-  be_.round_bf16(x);
-  Tensor2f h0, rl;
-  fwd(weight("embed"), x, one, h0);
-  fwd(weight("router"), h0, one, rl);
-  const Tensor2f p = be_.softmax_rows(rl);
-  const std::vector<int> top = be_.topk_rows(p, int(k));
-  const Routing rt = route(top, B, E, k);
-  const std::vector<int64_t>& ms = rt.ms;
-  const std::vector<int64_t>& row_of = rt.row_of;
-  const int64_t M = rt.M;
-  Tensor2f xp, u, a, yp, h1, logits;
-  be_.permute_rows(h0, row_of, k, size_t(M), xp);
-  fwd(weight("fc1"), xp, ms, u);
-  be_.activation(cfg_.activation, u, a);
-  fwd(weight("fc2"), a, ms, yp);
-  be_.unpermute_combine(yp, h0, p, top, row_of, k, h1);
-  fwd(weight("head"), h1, one, logits);
-  std::vector<int> out(B);
-  for (size_t t = 0; t < B; ++t) out[t] = int(argmax_row(logits, t));
-  return out;
+  be_.round_bf16(xin, ensure(be_, ws.x, xin.shape()));
+  fwd(weight(Layer::Embed), ws.x, one, ws.h0);
+  fwd(weight(Layer::Router), ws.h0, one, ws.rl);
+  const Routing rt = route(ws, ws.h0, B);
+  fwd(weight(Layer::Fc1), ws.xp, rt.ms, ws.u);
+  be_.activation(cfg_.activation, ws.u, ensure(be_, ws.a, ws.u.shape()));
+  fwd(weight(Layer::Fc2), ws.a, rt.ms, ws.yp);
+  be_.unpermute_combine(ws.yp, ws.h0, ws.p, ws.top, ws.row_of, size_t(cfg_.top_k), ensure(be_, ws.h1, ws.h0.shape()));
+  fwd(weight(Layer::Head), ws.h1, one, logits);
+}
+
+std::vector<int> Model::predict(const Tensor& x) {
+  Tensor logits;
+  forward_eval(x, logits);
+  Tensor& pred = ensure(be_, eval_ws_->pred, DType::i32, {x.dim(0)});
+  be_.argmax_rows(logits, pred);
+  const auto p = be_.download<int32_t>(pred);
+  return std::vector<int>(p.begin(), p.end());
 }
 
 // ---------------------------------------------------------------- de-osc
 
-Tensor3f mxfp4_forward_qdq(Backend& be, const Tensor3f& master) {
-  Tensor3f b = master;
-  be.round_bf16(b);
-  return be.dequantize(be.quantize(b, mxfp4_weight_spec(), Axis::Cols));
+void mxfp4_forward_qdq(Backend& be, const Tensor& master, Tensor& q) {
+  Tensor b = be.alloc(DType::f32, master.shape());
+  be.round_bf16(master, b);
+  ensure(be, q, master.shape());
+  be.dequantize(be.quantize(b, mxfp4_weight_spec(), Axis::Cols), q);
 }
 
-std::map<std::string, int64_t> DeOsc::step(Backend& be, const std::vector<Weight*>& ws) {
+std::map<std::string, int64_t> DeOsc::step(Backend& be, const std::vector<Weight*>& ws, Step n) {
   std::map<std::string, int64_t> snapped;
-  ++global_step;
-  if (global_step < start_) return snapped;
-  if (!built) {
+  if (n.n() < start_) return snapped;
+  if (!built_) {
     for (Weight* w : ws)
-      if (deosc_eligible(w->recipe)) eligible.push_back(w->name);  // by recipe type only
-    built = !eligible.empty();
+      if (deosc_eligible(w->recipe)) eligible_.push_back(w->name);  // by recipe type only
+    built_ = !eligible_.empty();
   }
   for (Weight* w : ws) {
-    if (std::find(eligible.begin(), eligible.end(), w->name) == eligible.end()) continue;
-    State& s = state[w->name];
-    const Tensor3f Q = mxfp4_forward_qdq(be, w->master);
+    if (std::find(eligible_.begin(), eligible_.end(), w->name) == eligible_.end()) continue;
+    State& s = state_[w->name];
+    Tensor Q;
+    w->qdq_master(be, mxfp4_weight_spec(), Q);  // = mxfp4_forward_qdq(master), shared with fprop's W
     if (!s.seeded) {  // first observation only seeds
-      s.prev = w->master;
+      s.prev = be.alloc(DType::f32, w->shape());
+      be.copy(w->master, s.prev);
       s.prev_q = Q;
-      s.dist_w = xt::zeros<float>(w->master.shape());
-      s.dist_q = xt::zeros<float>(w->master.shape());
+      s.dist_w = be.alloc(DType::f32, w->shape());
+      s.dist_q = be.alloc(DType::f32, w->shape());
+      be.fill_zero(s.dist_w);
+      be.fill_zero(s.dist_q);
       s.seeded = true;
       continue;
     }
-    const size_t n = w->master.size();
-    float *pw = w->master.data(), *pp = s.prev.data(), *pq = s.prev_q.data(), *dw = s.dist_w.data(),
-          *dq = s.dist_q.data();
-    const float* q = Q.data();
-    for (size_t i = 0; i < n; ++i) {
-      dw[i] = dw[i] + std::fabs(pw[i] - pp[i]);
-      dq[i] = dq[i] + std::fabs(q[i] - pq[i]);
-      pp[i] = pw[i];
-      pq[i] = q[i];
-    }
-    if (++s.step >= period_) {
-      int64_t cnt = 0;
-      for (size_t i = 0; i < n; ++i) {
-        if (dw[i] > 0 && dq[i] / std::max(dw[i], 1e-12f) >= ratio_) {
-          pw[i] = q[i];  // snap: Q into the FP32 master (reaches the model at the next step's copy)
-          pp[i] = q[i];
-          ++cnt;
-        }
-        dw[i] = 0;
-        dq[i] = 0;
-      }
+    const bool window_end = ++s.step >= period_;
+    // snap: Q into the FP32 master (reaches the model at the next step's copy)
+    const int64_t cnt = be.deosc_update(w->master, Q, s.prev, s.prev_q, s.dist_w, s.dist_q, window_end, ratio_);
+    if (window_end) {
       s.step = 0;
       snapped[w->name] = cnt;
     }
+    if (cnt > 0) w->master_matches_model = false;
   }
   return snapped;
 }
 
+const DeOsc::State* DeOsc::state_of(const std::string& name) const {
+  auto it = state_.find(name);
+  return it == state_.end() ? nullptr : &it->second;
+}
+
+void DeOsc::visit(StateIO& io, Backend& be, const std::vector<Weight*>& ws) {
+  namespace ck = trace::schema::ckpt;
+  io.flag(ck::deosc("built"), built_);
+  std::string el;
+  for (const auto& e : eligible_) el += e + "\n";
+  io.text(ck::deosc("eligible"), el);
+  if (io.loading()) {
+    eligible_.clear();
+    std::istringstream es(el);
+    for (std::string nm; std::getline(es, nm);) eligible_.push_back(nm);
+  }
+  for (Weight* w : ws) {
+    const auto it = state_.find(w->name);
+    if (!io.present(ck::deosc_state(w->name, "prev"), it != state_.end())) continue;
+    State& s = state_[w->name];
+    for (Tensor* t : {&s.prev, &s.prev_q, &s.dist_w, &s.dist_q})
+      if (io.loading()) *t = be.alloc(DType::f32, w->shape());
+    io.tensor(ck::deosc_state(w->name, "prev"), s.prev);
+    io.tensor(ck::deosc_state(w->name, "prev_q"), s.prev_q);
+    io.tensor(ck::deosc_state(w->name, "dist_w"), s.dist_w);
+    io.tensor(ck::deosc_state(w->name, "dist_q"), s.dist_q);
+    io.i64(ck::deosc_state(w->name, "step"), s.step);
+    io.flag(ck::deosc_state(w->name, "seeded"), s.seeded);
+  }
+}
+
 // ---------------------------------------------------------------- metrics
 
-OscMetrics::Step OscMetrics::update(Backend& be, Weight& w) {
-  Step r;
+OscMetrics::State OscMetrics::make_state(Backend& be, const Shape& shape) {
+  State s;
+  for (Tensor* t : {&s.t.prev_w, &s.t.prev_q, &s.t.dist_w, &s.t.dist_q, &s.t.ema}) *t = be.alloc(DType::f32, shape);
+  s.t.last_dir = be.alloc(DType::u8, shape);
+  s.t.flips = be.alloc(DType::u32, shape);
+  for (Tensor* t : {&s.t.prev_w, &s.t.prev_q, &s.t.dist_w, &s.t.dist_q, &s.t.ema, &s.t.last_dir, &s.t.flips})
+    be.fill_zero(*t);
+  return s;
+}
+
+Backend::OscStep OscMetrics::update(Backend& be, Weight& w) {
+  Backend::OscStep r;
   if (!is_quantized(w.recipe)) return r;
-  State& s = state[w.name];
-  // Quantized value on the forward grid of this weight's recipe.
-  Tensor3f b = w.master;
-  be.round_bf16(b);
-  // The spec the next fprop will use (fp8_current: amax of b; fp8_delayed:
-  // the scale update_scaling() just produced), without recording an amax.
-  const Tensor3f Q = be.dequantize(be.quantize(b, weight_fprop_spec(w, b), Axis::Cols));
-  const size_t n = Q.size();
+  // Quantized value on the forward grid of this weight's recipe, by the spec
+  // the next fprop will use (fp8_current: amax of bf16(master); fp8_delayed:
+  // the scale update_scaling() just produced), without recording an amax:
+  // while no de-osc snap moved the master, the next fprop's own W.
+  Tensor Q;
+  w.qdq_master(be, weight_fprop_spec(be, w, w.bf16_master(be)), Q);
+  auto it = state_.find(w.name);
+  if (it == state_.end()) it = state_.emplace(w.name, make_state(be, w.shape())).first;
+  State& s = it->second;
   if (!s.seeded) {
-    s.prev_w = w.master;
-    s.prev_q = Q;
-    s.dist_w = xt::zeros<float>(Q.shape());
-    s.dist_q = xt::zeros<float>(Q.shape());
-    s.ema = xt::zeros<float>(Q.shape());
-    s.last_dir.assign(n, 0);
-    s.flips.assign(n, 0);
+    be.copy(w.master, s.t.prev_w);
+    be.copy(Q, s.t.prev_q);
     s.seeded = true;
   }
-  uint64_t fl = 0, tot = 0;
-  double ema_sum = 0, ratio_sum = 0;
-  uint64_t above = 0, moved = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const float dq = Q.data()[i] - s.prev_q.data()[i];
-    const int8_t dir = dq > 0 ? 1 : (dq < 0 ? -1 : 0);
-    float ind = 0;
-    if (dir != 0) {
-      if (s.last_dir[i] != 0 && dir != s.last_dir[i]) {
-        ind = 1;
-        ++s.flips[i];
-        ++fl;
-      }
-      s.last_dir[i] = dir;
-    }
-    float& e = s.ema.data()[i];
-    e = m_ * ind + (1.0f - m_) * e;
-    ema_sum += e;
-    above += e > 0.01f;
-    tot += s.flips[i];
-    s.dist_w.data()[i] += std::fabs(w.master.data()[i] - s.prev_w.data()[i]);
-    s.dist_q.data()[i] += std::fabs(dq);
-    if (s.dist_w.data()[i] > 0) {
-      ratio_sum += double(s.dist_q.data()[i]) / std::max(double(s.dist_w.data()[i]), 1e-12);
-      ++moved;
-    }
-  }
-  s.prev_w = w.master;
-  s.prev_q = Q;
-  if (++s.window >= period_) {
-    s.dist_w.fill(0);
-    s.dist_q.fill(0);
-    s.window = 0;
-  }
-  r.flips = fl;
-  r.flips_total = tot;
-  r.ema_mean = ema_sum / double(n);
-  r.ema_frac_above = double(above) / double(n);
-  r.dist_ratio_mean = moved ? ratio_sum / double(moved) : 0.0;
+  const bool window_end = s.window + 1 >= period_;
+  r = be.osc_update(w.master, Q, s.t, m_, window_end);
+  s.window = window_end ? 0 : s.window + 1;
   return r;
+}
+
+void OscMetrics::visit(StateIO& io, Backend& be, const std::vector<Weight*>& ws) {
+  namespace ck = trace::schema::ckpt;
+  for (Weight* w : ws) {
+    const auto it = state_.find(w->name);
+    if (!io.present(ck::osc(w->name, "prev_w"), it != state_.end())) continue;
+    if (io.loading()) state_[w->name] = make_state(be, w->shape());
+    State& s = state_[w->name];
+    io.tensor(ck::osc(w->name, "prev_w"), s.t.prev_w);
+    io.tensor(ck::osc(w->name, "prev_q"), s.t.prev_q);
+    io.tensor(ck::osc(w->name, "dist_w"), s.t.dist_w);
+    io.tensor(ck::osc(w->name, "dist_q"), s.t.dist_q);
+    io.tensor(ck::osc(w->name, "ema"), s.t.ema);
+    io.tensor(ck::osc(w->name, "last_dir"), s.t.last_dir);  // int8 directions as their bytes
+    io.tensor(ck::osc(w->name, "flips"), s.t.flips);
+    io.i64(ck::osc(w->name, "window"), s.window);
+    io.flag(ck::osc(w->name, "seeded"), s.seeded);
+  }
 }
 
 float lr_at(const Config& c, int64_t t, int64_t total) {

@@ -221,7 +221,7 @@ template <class T>
 std::vector<T> buffer(uint64_t n, const std::string& file, const std::string& what) {
   const auto oom = [&] {
     char b[32];
-    std::snprintf(b, sizeof b, "%.1f", double(n) * double(sizeof(T)) / double(1u << 30));
+    std::snprintf(b, sizeof b, "%.2f", double(n) * double(sizeof(T)) / double(1u << 30));
     return TraceError(file + ": " + what + ": needs " + b + " GiB of memory to read");
   };
   if (n > SIZE_MAX / sizeof(T)) throw oom();

@@ -17,14 +17,15 @@
 namespace guitest {
 
 /// The tiny run of the simulator's own tests (tests/test_sim_train.cpp): 4 experts,
-/// d_model 32, 4 micro-batches of 32, MXFP4 experts; snapshots of fc1 at rows 1 and 3.
+/// d_model 32, 4 micro-batches of 32, MXFP4 experts; snapshots of fc1 at global steps 2 and 4
+/// (trace rows 1 and 3).
 inline std::vector<std::string> tiny_overrides(std::vector<std::string> extra = {}) {
   std::vector<std::string> s = {"run.epochs=1",           "run.max_steps=6",         "run.train_limit=2048",
                                 "run.test_limit=500",     "model.d_model=32",        "model.d_ff=64",
                                 "model.experts=4",        "model.top_k=2",           "batch.global_batch=128",
                                 "batch.num_microbatches=4", "optim.warmup_steps=2",  "deosc.period=2",
                                 "deosc.start_step=1",     "deosc.ratio=1.0",         "trace.snapshot_layers=[\"fc1\"]",
-                                "trace.snapshot_steps=[1, 3]"};
+                                "trace.snapshot_steps=[2, 4]"};  // global steps: trace rows 1 and 3
   s.insert(s.end(), extra.begin(), extra.end());
   return s;
 }

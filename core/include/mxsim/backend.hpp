@@ -1,136 +1,242 @@
-// The abstract Backend: every operation a training step performs on tensors,
-// so that the training simulator (core/src/sim_*.cpp) is written once and runs
-// on the CPU emulator (emu) or a GPU backend (backends/hip).
+// The abstract Backend: owner of tensor memory and every operation a training
+// step performs, so that the training simulator (core/src/sim_*.cpp) is
+// written once and runs on the CPU emulator (emu) or a GPU backend
+// (backends/hip).
 //
-// Tensors cross this interface as host xtensor containers (Tensor2f, Tensor3f,
-// QuantizedTensor). The emu backend computes on them directly. A GPU backend
-// keeps device-resident mirrors keyed by the tensor objects; the simulator
-// never reads a backend's internals. Every operation is deterministic: fixed
-// reduction orders (docs/numerics.md), results independent of thread count.
+// Memory (backend_tensor.hpp): the backend allocates and owns storage; the
+// simulator holds handles and moves data only through upload / download.
+// The element arithmetic of every op is docs/numerics.md (§2-§5 quantization
+// and GEMM, §6 the training-step ops), shared with device code through the
+// MXSIM_HD headers (hd/elementwise.hpp, rounding.hpp, ...). Every operation
+// is deterministic: fixed reduction orders, results independent of the
+// thread count.
 //
-// Value conventions: "BF16" tensors are FP32 containers holding values that
-// are exactly representable in BF16 (rounded RNE through mxsim::encode).
-// Error behaviour: shape mismatches throw std::invalid_argument naming the op.
+// Value conventions: "BF16" tensors are f32 tensors holding values exactly
+// representable in BF16 (rounded RNE through mxsim::round_bf16). Outputs are
+// allocated by the caller with the shape given and overwritten unless stated.
+// Ops that return a host value (amax, sums, counts, statistics) are
+// synchronisation points: a GPU backend reduces on the device and copies the
+// few bytes back.
+//
+// Error behaviour: a shape, dtype or size mismatch, or a handle of another
+// backend, throws std::invalid_argument naming the op and the operand.
 #pragma once
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "mxsim/activation.hpp"
+#include "mxsim/backend_tensor.hpp"
 #include "mxsim/format.hpp"
+#include "mxsim/gemm_options.hpp"
 #include "mxsim/quant_spec.hpp"
+#include "mxsim/quant_stats.hpp"
 #include "mxsim/quantized_tensor.hpp"
 #include "mxsim/tensor.hpp"
 
 namespace mxsim {
-
-/// Output of a GEMM: FP32, or BF16 (FP32 accumulator rounded once, RNE);
-/// accumulate = the accumulator starts at the output's current value
-/// (wgrad into FP32 main_grad, Megatron gradient-accumulation fusion).
-struct GemmOut {
-  Format out = Format::BF16;
-  bool accumulate = false;
-};
 
 class Backend {
  public:
   virtual ~Backend() = default;
   /// "emu", "hip".
   virtual std::string name() const = 0;
-  /// Whether this backend implements every op below (a GPU backend that only
-  /// offers kernels returns false; `mxsim train --backend auto` skips it).
-  virtual bool supports_training() const = 0;
   /// Worker threads for ops that parallelise (results never depend on it).
   virtual void set_threads(int n) = 0;
 
-  // --- quantization (docs/numerics.md §2-§4) ---
-  /// Quantize x [G, rows, cols] by spec, 1-D blocks along axis.
-  virtual QuantizedTensor quantize(const Tensor3f& x, const QuantSpec& spec, Axis axis) = 0;
-  /// Exact dequantization to the logical shape [G, rows, cols].
-  virtual Tensor3f dequantize(const QuantizedTensor& q) = 0;
-  /// Error statistics of q against its source x (per-layer trace statistics).
-  struct QStats {
-    double mse = 0, sqnr_db = 0;
-    uint64_t count = 0, underflow = 0, saturated = 0, nonfinite = 0;
-    std::vector<int> scale_exp;  ///< per block scale exponent (histogrammed by the caller)
+  /// The operations below, for per-op capability queries (a GPU backend may
+  /// offer some before all).
+  enum class Op : uint8_t {
+    Memory, Quantize, QuantizeGrouped, Dequantize, QuantStats, ScaleExpHistogram, Amax, RoundBf16,
+    GemmQuantized, GemmBf16, AccumulateGroups,
+    Softmax, Topk, Route, Permute, Combine, CombineBackward, AuxLoss, RouterBackward, EmbedGradSum,
+    Activation, ActivationGrad, CrossEntropy, ArgmaxRows, CountCorrect, L2Norm, AdamW, DeOsc, OscMetrics,
+    kCount
   };
-  virtual QStats quant_stats(const Tensor3f& x, const QuantizedTensor& q) = 0;
-  /// Round every element to BF16 (RNE, IEEE overflow) in place.
-  virtual void round_bf16(Tensor3f& x) = 0;
-  virtual void round_bf16(Tensor2f& x) = 0;
+  virtual bool supports(Op op) const = 0;
+  /// Whether every op of a training step is implemented (`mxsim train
+  /// --backend auto` takes the first backend for which this holds).
+  bool supports_training() const;
 
-  // --- grouped GEMM (docs/numerics.md §5). m_splits[g] consecutive rows per
-  // group, empty groups legal; G = m_splits.size(); a plain GEMM is G = 1.
-  // Each operand is given as its high-precision tensor plus, when the recipe
-  // quantizes it, the QuantizedTensor (nullptr / empty span = BF16 operand:
-  // the tensor already holds BF16 values). ---
-  /// fprop  y[M, N] = x[M, K] . w[g][N, K]^T   (xq along K, wq rowwise/2-D)
-  virtual void grouped_fprop(const Tensor2f& x, const QuantizedTensor* xq, const Tensor3f& w,
-                             const QuantizedTensor* wq, std::span<const int64_t> m_splits, Tensor2f& y,
-                             GemmOut o) = 0;
-  /// dgrad  dx[M, K] = dy[M, N] . w[g][N, K]   (dyq along N, wq columnwise/2-D)
-  virtual void grouped_dgrad(const Tensor2f& dy, const QuantizedTensor* dyq, const Tensor3f& w,
-                             const QuantizedTensor* wq, std::span<const int64_t> m_splits, Tensor2f& dx,
-                             GemmOut o) = 0;
-  /// wgrad  dw[g][N, K] (+)= dy_g[M_g, N]^T . x_g[M_g, K]; operands quantized
-  /// per group along M (quantize_grouped_colwise). With accumulate, groups
-  /// with M_g = 0 leave dw[g] exactly unchanged.
-  virtual void grouped_wgrad(const Tensor2f& dy, std::span<const QuantizedTensor> dyq, const Tensor2f& x,
-                             std::span<const QuantizedTensor> xq, std::span<const int64_t> m_splits, Tensor3f& dw,
-                             GemmOut o) = 0;
+  // ------------------------------------------------------------ memory
+  /// A tensor of `shape` (rank 1-3) and `dtype`; contents unspecified.
+  virtual Tensor alloc(DType dtype, Shape shape) = 0;
+  /// Host -> backend: `bytes` must equal t.bytes().
+  virtual void upload(Tensor& t, const void* src, size_t bytes) = 0;
+  /// Backend -> host: `bytes` must equal t.bytes().
+  virtual void download(const Tensor& t, void* dst, size_t bytes) = 0;
+  /// dst = src element for element (same dtype and element count; shapes may differ).
+  virtual void copy(const Tensor& src, Tensor& dst) = 0;
+  /// Copy all of src into dst's elements [offset, offset + src.numel()) (same dtype).
+  virtual void copy_into(const Tensor& src, Tensor& dst, size_t offset) = 0;
+  /// Every element = 0 (+0.0 for f32).
+  virtual void fill_zero(Tensor& t) = 0;
+  /// The host form of a quantized tensor (files, tests) and back.
+  virtual QuantizedTensor download(const QTensor& q) = 0;
+  virtual QTensor upload(const QuantizedTensor& q) = 0;
+  virtual std::vector<QuantizedTensor> download(const GroupedQTensor& q) = 0;
+
+  // Typed conveniences over upload / download (dtype and size checked).
+  template <class T>
+  void upload(Tensor& t, std::span<const T> src);
+  template <class T>
+  std::vector<T> download(const Tensor& t);
+  /// A new f32 tensor holding x ([rows, cols] / [G, rows, cols]).
+  Tensor upload(const Tensor2f& x);
+  Tensor upload(const Tensor3f& x);
+  /// An f32 tensor of rank 2 / rank 3 as a host container.
+  Tensor2f download2(const Tensor& t);
+  Tensor3f download3(const Tensor& t);
+
+  // ------------------------------------------------------------ quantization (numerics §2-§4)
+  /// Quantize x (f32, [rows, cols] as one group or [G, rows, cols]) by spec,
+  /// 1-D blocks along axis. Throws std::invalid_argument for a spec the shape
+  /// cannot take (emu::quantize).
+  virtual QTensor quantize(const Tensor& x, const QuantSpec& spec, Axis axis) = 0;
   /// Cut x [M, C] into the m_splits row slices and quantize each along M
-  /// (Axis::Rows); blocks never cross a group boundary.
-  virtual std::vector<QuantizedTensor> quantize_grouped_colwise(const Tensor2f& x, std::span<const int64_t> m_splits,
-                                                                const QuantSpec& spec) = 0;
+  /// (Axis::Rows); blocks never cross a group boundary; SR words follow the
+  /// element's index in the whole tensor (emu::quantize_grouped_colwise).
+  virtual GroupedQTensor quantize_grouped_colwise(const Tensor& x, std::span<const int64_t> m_splits,
+                                                  const QuantSpec& spec) = 0;
+  /// Exact dequantization into `out` (f32, [G, rows, cols], or [rows, cols] when G = 1).
+  virtual void dequantize(const QTensor& q, Tensor& out) = 0;
+  /// Error statistics of q against its source x (numerics §4.6).
+  virtual QuantStats quant_stats(const Tensor& x, const QTensor& q) = 0;
+  /// Histogram of q's block scale exponents (quant_stats.hpp ScaleExpCounts).
+  virtual ScaleExpCounts scale_exp_histogram(const QTensor& q) = 0;
+  /// max |x| over an f32 tensor (hd::amax_step fold: the first NaN is the result).
+  virtual float amax(const Tensor& x) = 0;
+  /// Round every element to BF16 (RNE, IEEE overflow): in place, or src -> dst.
+  virtual void round_bf16(Tensor& x) = 0;
+  virtual void round_bf16(const Tensor& src, Tensor& dst) = 0;
 
-  // --- router, loss, elementwise, optimizer ---
-  /// Row-wise softmax of logits [T, E] (FP32; max-subtracted, ascending sums).
-  virtual Tensor2f softmax_rows(const Tensor2f& logits) = 0;
-  /// Top-k per row: indices [T, k] (largest first, ties to the lower index;
-  /// NaN ranks below every number, -inf included, NaNs tie among themselves).
-  virtual std::vector<int> topk_rows(const Tensor2f& probs, int k) = 0;
-  /// Cross-entropy of logits [T, C] against labels; returns the per-row
-  /// losses (FP32) and writes dlogits = (softmax - onehot) * grad_scale.
-  virtual std::vector<float> cross_entropy(const Tensor2f& logits, std::span<const uint8_t> labels,
-                                           float grad_scale, Tensor2f& dlogits) = 0;
-  // --- MoE elementwise ops (all outputs BF16 values unless stated; FP32
-  // arithmetic in the order given) ---
-  /// a = bf16(act(u)), act = "relu" | "gelu" (erf form) | "silu".
-  virtual void activation(const std::string& kind, const Tensor2f& u, Tensor2f& a) = 0;
-  /// du = bf16(da * act'(u)).
-  virtual void activation_grad(const std::string& kind, const Tensor2f& u, const Tensor2f& da, Tensor2f& du) = 0;
-  /// Permute tokens to expert order: dst [M, d] zero-filled, then
-  /// dst[row_of[t*k + s]] = src[t] for every token t and slot s.
-  virtual void permute_rows(const Tensor2f& src, std::span<const int64_t> row_of, size_t k, size_t M,
-                            Tensor2f& dst) = 0;
-  /// Unpermute and combine with a residual: h1[t] = bf16(h0[t] + bf16(m)),
-  /// m = sum over slots s (ascending) of fl32(p[t, top[t*k+s]] * yp[row_of[t*k+s]]).
-  virtual void unpermute_combine(const Tensor2f& yp, const Tensor2f& h0, const Tensor2f& p, std::span<const int> top,
-                                 std::span<const int64_t> row_of, size_t k, Tensor2f& h1) = 0;
-  /// Backward of the combine: dyp[row] = bf16(gate * dh1[t]) (zero rows for
-  /// padding), dgate[t*k+s] = sum_j dh1[t, j] * yp[row, j] (FP32, ascending j).
-  virtual void combine_backward(const Tensor2f& dh1, const Tensor2f& yp, const Tensor2f& p, std::span<const int> top,
-                                std::span<const int64_t> row_of, size_t k, Tensor2f& dyp, std::vector<float>& dgate) = 0;
-  /// Router softmax backward with the auxiliary loss: dp[t, e] = aux_grad * f[e]
-  /// (+ dgate of the chosen slots); dlogits[t, e] = bf16(p (dp - sum_e p dp)).
-  virtual void router_backward(const Tensor2f& p, std::span<const int> top, std::span<const float> dgate,
-                               std::span<const float> f, float aux_grad, size_t k, Tensor2f& dlogits) = 0;
-  /// dh0[t] = bf16(dh1[t] + dh0_router[t] + sum over slots dxp[row_of[t*k+s]]).
-  virtual void embed_grad_sum(const Tensor2f& dh1, const Tensor2f& dh0_router, const Tensor2f& dxp,
-                              std::span<const int64_t> row_of, size_t k, Tensor2f& dh0) = 0;
+  // ------------------------------------------------------------ grouped GEMM (numerics §5)
+  // m_splits[g] consecutive rows per group (host metadata of the launch),
+  // empty groups legal; G = m_splits.size(); a plain GEMM is G = 1. Quantized
+  // operands pair with quantized ones, BF16 (f32 tensors of BF16 values) with BF16.
+  /// fprop  y[M, N] = x[M, K] . w[g][N, K]^T   (xq along K, wq rowwise/2-D)
+  virtual void grouped_fprop(const QTensor& x, const QTensor& w, std::span<const int64_t> m_splits, Tensor& y,
+                             const GemmOptions& o) = 0;
+  virtual void grouped_fprop(const Tensor& x, const Tensor& w, std::span<const int64_t> m_splits, Tensor& y,
+                             const GemmOptions& o) = 0;
+  /// dgrad  dx[M, K] = dy[M, N] . w[g][N, K]   (dyq along N, wq columnwise/2-D)
+  virtual void grouped_dgrad(const QTensor& dy, const QTensor& w, std::span<const int64_t> m_splits, Tensor& dx,
+                             const GemmOptions& o) = 0;
+  virtual void grouped_dgrad(const Tensor& dy, const Tensor& w, std::span<const int64_t> m_splits, Tensor& dx,
+                             const GemmOptions& o) = 0;
+  /// wgrad  dw[g][N, K] (+)= dy_g[M_g, N]^T . x_g[M_g, K]. With accumulate,
+  /// groups with M_g = 0 leave dw[g] exactly unchanged; without, they are +0.
+  virtual void grouped_wgrad(const GroupedQTensor& dy, const GroupedQTensor& x, std::span<const int64_t> m_splits,
+                             Tensor& dw, const GemmOptions& o) = 0;
+  virtual void grouped_wgrad(const Tensor& dy, const Tensor& x, std::span<const int64_t> m_splits, Tensor& dw,
+                             const GemmOptions& o) = 0;
+  /// acc[g] = fl32(acc[g] + x[g]) elementwise for every group g with
+  /// m_splits[g] > 0 (acc, x f32 [G, N, K]); other groups unchanged. The
+  /// unfused main_grad bridge: main_grad += bf16(dW_mb).
+  virtual void accumulate_groups(Tensor& acc, const Tensor& x, std::span<const int64_t> m_splits) = 0;
 
+  // ------------------------------------------------------------ router, MoE dispatch (numerics §6)
+  /// p = row-wise softmax of logits [T, E] (FP32, hd::softmax_row).
+  virtual void softmax_rows(const Tensor& logits, Tensor& p) = 0;
+  /// top [T, k] i32: per row the expert indices by hd::topk_row (largest
+  /// first, ties to the lower index, NaN below every number).
+  virtual void topk_rows(const Tensor& p, int k, Tensor& top) = 0;
+  /// MoE dispatch of top [T, k] over E experts: counts [E] i64 = assignments
+  /// per expert; row_of [T * k] i64 = the permuted row of (token t, slot s)
+  /// at t * k + s, in stable (expert, token, slot) order with each expert's
+  /// rows padded to a multiple of `pad` (hd::padded_rows). The host derives
+  /// m_splits from the downloaded counts.
+  virtual void moe_route(const Tensor& top, size_t E, int64_t pad, Tensor& counts, Tensor& row_of) = 0;
+  /// dst [M, d] = 0, then dst[row_of[t k + s]] = src[t] for every t, s.
+  virtual void permute_rows(const Tensor& src, const Tensor& row_of, size_t k, Tensor& dst) = 0;
+  /// h1 [T, d] = hd::combine of yp's rows with the gates p[t, top] and the residual h0.
+  virtual void unpermute_combine(const Tensor& yp, const Tensor& h0, const Tensor& p, const Tensor& top,
+                                 const Tensor& row_of, size_t k, Tensor& h1) = 0;
+  /// dyp [M, d] (zero rows for padding) and dgate [T * k] f32 by hd::combine_backward_slot.
+  virtual void combine_backward(const Tensor& dh1, const Tensor& yp, const Tensor& p, const Tensor& top,
+                                const Tensor& row_of, size_t k, Tensor& dyp, Tensor& dgate) = 0;
+  /// Auxiliary load-balancing loss of one micro-batch (Switch Transformer eq.
+  /// 4): f [E] f32 = hd::aux_share of counts over T k assignments; returns
+  /// double(coeff) * double(E) * sum_e hd::aux_term(f_e, P_e, T) (e ascending,
+  /// FP64), P_e = sum over t ascending of p[t, e] (FP32).
+  virtual double aux_loss(const Tensor& p, const Tensor& counts, size_t k, float coeff, Tensor& f) = 0;
+  /// dlogits [T, E] by hd::router_backward_row (dp = aux_grad * f + dgate at top).
+  virtual void router_backward(const Tensor& p, const Tensor& top, const Tensor& dgate, const Tensor& f,
+                               float aux_grad, size_t k, Tensor& dlogits) = 0;
+  /// dh0 [T, d] by hd::embed_grad: bf16(dh1 + dh0_router + sum_s dxp[row_of]).
+  virtual void embed_grad_sum(const Tensor& dh1, const Tensor& dh0_router, const Tensor& dxp, const Tensor& row_of,
+                              size_t k, Tensor& dh0) = 0;
+  /// a = bf16(act(u)); du = bf16(da * act'(u)) (hd::activation, hd::activation_grad).
+  virtual void activation(Activation kind, const Tensor& u, Tensor& a) = 0;
+  virtual void activation_grad(Activation kind, const Tensor& u, const Tensor& da, Tensor& du) = 0;
+
+  // ------------------------------------------------------------ loss, metrics
+  /// Cross-entropy of logits [T, C] against labels [T] u8 (hd::cross_entropy_row):
+  /// writes dlogits [T, C] = (softmax - onehot) * grad_scale, returns the sum
+  /// over rows (ascending) of the FP32 row losses, in FP64.
+  virtual double cross_entropy(const Tensor& logits, const Tensor& labels, float grad_scale, Tensor& dlogits) = 0;
+  /// pred [T] i32 = hd::argmax_row of each row of logits [T, C].
+  virtual void argmax_rows(const Tensor& logits, Tensor& pred) = 0;
+  /// Number of rows whose hd::argmax_row equals the label (labels [T] u8).
+  virtual int64_t count_correct(const Tensor& logits, const Tensor& labels) = 0;
+  /// sqrt of the FP64 sum of squares over all elements (ascending index, hd::sumsq_step).
+  virtual double l2_norm(const Tensor& x) = 0;
+
+  // ------------------------------------------------------------ optimizer
   /// AdamW on an FP32 master (decoupled decay, bias correction with step
-  /// t >= 1; the torch.optim.AdamW documentation's algorithm, evaluated in
-  /// FP32 in the order docs/simulator.md "Optimizer" gives, not PyTorch's
-  /// lerp_ kernel); writes the BF16 model copy.
+  /// t >= 1; torch.optim.AdamW's algorithm evaluated in FP32 in the order of
+  /// hd::adamw, docs/simulator.md "Optimizer"); writes the BF16 model copy.
   struct AdamW {
     float lr, beta1, beta2, eps, weight_decay;
     int64_t t;
   };
-  virtual void adamw(Tensor3f& master, Tensor3f& m, Tensor3f& v, const Tensor3f& grad, const AdamW& h,
-                     Tensor3f& model_bf16) = 0;
+  virtual void adamw(Tensor& master, Tensor& m, Tensor& v, const Tensor& grad, const AdamW& h, Tensor& model_bf16) = 0;
+
+  // ------------------------------------------------------------ de-oscillation, oscillation metrics
+  /// One de-oscillation observation of w (f32) against its quantized value q:
+  /// hd::deosc_observe per element; at a window end then hd::deosc_window_end
+  /// with `ratio` (w and prev snapped to q). Returns the snapped count (0 when
+  /// !window_end).
+  virtual int64_t deosc_update(Tensor& w, const Tensor& q, Tensor& prev, Tensor& prev_q, Tensor& dist_w,
+                               Tensor& dist_q, bool window_end, float ratio) = 0;
+  /// Oscillation metrics state of one weight (all [G, N, K]; last_dir u8
+  /// holding int8 directions, flips u32).
+  struct OscState {
+    Tensor prev_w, prev_q, dist_w, dist_q, ema, last_dir, flips;
+  };
+  /// One step's oscillation metrics of a weight (hd::osc_update per element,
+  /// sums FP64 in ascending index).
+  struct OscStep {
+    uint64_t flips = 0, flips_total = 0;
+    double ema_mean = 0, ema_frac_above = 0, dist_ratio_mean = 0;
+  };
+  /// Updates s from the FP32 master w and its quantized value q, then
+  /// prev_w = w, prev_q = q; at a window end dist_w and dist_q restart at 0
+  /// (after the step's sums). EMA threshold for ema_frac_above: 0.01.
+  virtual OscStep osc_update(const Tensor& w, const Tensor& q, OscState& s, float momentum, bool window_end) = 0;
 };
+
+template <class T>
+void Backend::upload(Tensor& t, std::span<const T> src) {
+  if (t.dtype() != dtype_of<T>() || src.size() != t.numel())
+    throw std::invalid_argument("upload: host data (" + std::string(name_of(dtype_of<T>())) + " x " +
+                                std::to_string(src.size()) + ") does not match the tensor (" + name_of(t.dtype()) +
+                                " " + t.shape().str() + ")");
+  upload(t, src.data(), src.size_bytes());
+}
+template <class T>
+std::vector<T> Backend::download(const Tensor& t) {
+  if (t.dtype() != dtype_of<T>())
+    throw std::invalid_argument(std::string("download: tensor is ") + name_of(t.dtype()) + ", asked for " +
+                                name_of(dtype_of<T>()));
+  std::vector<T> out(t.numel());
+  download(t, out.data(), out.size() * sizeof(T));
+  return out;
+}
 
 }  // namespace mxsim

@@ -78,6 +78,13 @@ struct FormatSpec {
   MXSIM_HD constexpr uint32_t max_code() const {
     return (uint32_t(max_exp_field()) << man_bits) | max_mant();
   }
+  /// Largest finite value (the value of max_code()) as FP32, built from its
+  /// bits: (1 + max_mant / 2^man_bits) * 2^emax. Exact for every format of the
+  /// table (man_bits <= 23, -126 <= emax <= 127). E4M3: 448, E5M2: 57344,
+  /// E2M1: 6, E8M0: 2^127.
+  MXSIM_HD inline float max_value() const {
+    return f32_from_bits((uint32_t(emax() + 127) << 23) | (max_mant() << (23 - man_bits)));
+  }
   MXSIM_HD constexpr uint32_t sign_bit() const { return has_sign ? 1u << (bits - 1) : 0u; }
   /// Code of +Inf (only meaningful when has_inf).
   MXSIM_HD constexpr uint32_t inf_code() const { return ((1u << exp_bits) - 1) << man_bits; }

@@ -1,5 +1,5 @@
 // How one tensor is quantized: element format, block shape, scale kind and
-// rule, rounding. Named recipes for single tensors live in quant_spec.cpp.
+// rule, rounding. The named specs live in quant_spec.cpp.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -62,9 +62,21 @@ struct QuantSpec {
   bool is_2d_tile() const { return block_rows != 1 && block_cols != 1 && !(block_rows == 0 && block_cols == 0); }
   bool per_tensor() const { return block_rows == 0 && block_cols == 0; }
   std::string describe() const;
+  /// Field-wise equality (random stream included): two equal specs quantize
+  /// a tensor to the same bytes.
+  friend bool operator==(const QuantSpec& a, const QuantSpec& b) {
+    return a.elem == b.elem && a.block_rows == b.block_rows && a.block_cols == b.block_cols &&
+           a.scale_kind == b.scale_kind && a.rule == b.rule && a.round == b.round && a.pow2_scale == b.pow2_scale &&
+           f32_bits(a.amax_epsilon) == f32_bits(b.amax_epsilon) && f32_bits(a.fixed_scale) == f32_bits(b.fixed_scale) &&
+           a.hadamard16 == b.hadamard16 && a.sr.seed == b.sr.seed && a.sr.stream == b.sr.stream &&
+           a.sr_index_base == b.sr_index_base;
+  }
 };
 
-/// Named single-tensor recipes, as the CLI's --recipe takes them:
+/// Named specs: how ONE tensor is quantized, as `mxsim quantize --spec` takes
+/// them. (A *recipe* is the per-linear choice of the training simulator --
+/// which spec each operand of a linear's three GEMMs gets: sim/recipe.hpp.
+/// The words are kept apart: spec = one tensor, recipe = one linear.)
 ///   mxfp4            E2M1, 1x32, E8M0 EVEN (Primus-Turbo / aiter)
 ///   mxfp4_2d         E2M1, 32x32 tiles, E8M0 EVEN (Primus-Turbo weights)
 ///   mxfp4_ocp        E2M1, 1x32, E8M0 FLOOR (OCP MX v1.0 §6.3)
@@ -77,8 +89,12 @@ struct QuantSpec {
 ///                              (TE Float8BlockScaling; DeepSeek-V3 §3.3)
 ///   nvfp4 / nvfp4_2d E2M1, 1x16 / 16x16 UE4M3 + FP32 tensor scale (TE NVFP4)
 /// Throws std::invalid_argument listing the known names for an unknown one.
-QuantSpec tensor_recipe(std::string_view name);
-std::vector<std::string> tensor_recipe_names();
+QuantSpec named_spec(std::string_view name);
+std::vector<std::string> named_spec_names();
+/// The former names of named_spec / named_spec_names, kept while code outside
+/// the simulator and CLI moves over.
+inline QuantSpec tensor_recipe(std::string_view name) { return named_spec(name); }
+inline std::vector<std::string> tensor_recipe_names() { return named_spec_names(); }
 
 /// Parse enums from their documented lower-case names ("floor", "rceil",
 /// "even", "ceil"; "rne", "rz", "sr"). Throw std::invalid_argument.

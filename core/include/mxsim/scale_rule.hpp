@@ -44,7 +44,7 @@ MXSIM_HD inline int scale_exponent_unclamped(ScaleRule rule, uint32_t amax_bits,
     }
     case ScaleRule::Rceil: {
       // fl32(1/maxe) then one FP32 multiply, both round-to-nearest-even.
-      const float maxe = decode(elem, elem.max_code());
+      const float maxe = elem.max_value();
       const float d = f32_from_bits(amax_bits) * (1.0f / maxe);
       const uint32_t db = f32_bits(d);
       if (db == 0) return -127;

@@ -1,9 +1,15 @@
 // Configuration of a training-simulator run (TOML; examples/default.toml is
-// the documented default and is embedded in the binary).
+// the documented default and is embedded in the binary). The member
+// initializers below are the same values (SimConfig.DefaultsEqualTheDefaultText),
+// so a config that omits a key gets the documented default.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "mxsim/activation.hpp"
+#include "mxsim/sim/layers.hpp"
 
 namespace mxsim::sim {
 
@@ -15,6 +21,12 @@ struct RecipeConfig {
   bool mxfp4_sr_grad = false;          ///< stochastic rounding on dy (dgrad + wgrad)
   int fp8_amax_history = 16;           ///< fp8_delayed: amax history length
   int fp8_margin = 0;                  ///< fp8_delayed: scale = max / amax / 2^margin (integer >= 0, TE)
+  /// The recipe name of a layer (the field of the same name).
+  std::string& of(Layer l) { return *fields()[size_t(l)]; }
+  const std::string& of(Layer l) const { return *const_cast<RecipeConfig*>(this)->fields()[size_t(l)]; }
+
+ private:
+  std::array<std::string*, 5> fields() { return {&embed, &router, &fc1, &fc2, &head}; }
 };
 
 struct Config {
@@ -27,7 +39,7 @@ struct Config {
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
   // [model]
   int d_model = 128, d_ff = 256, experts = 8, top_k = 2;
-  std::string activation = "relu";  ///< relu | gelu | silu
+  Activation activation = Activation::Relu;
   float aux_loss_coeff = 0.01f;
   // [batch]
   int global_batch = 256, num_microbatches = 4;
@@ -37,15 +49,16 @@ struct Config {
   float init_std = 0.0f;  ///< 0 = 1/sqrt(fan_in)
   // [recipe]
   RecipeConfig recipe;
-  // [deosc] (training-mechanics.md §6; Primus defaults 200 / 4.0 / 0)
+  // [deosc] (training-mechanics.md §6; Primus's own defaults are period 200,
+  // ratio 4.0, start 0; this run's defaults are examples/default.toml's)
   bool deosc = true;
-  int64_t deosc_period = 200, deosc_start_step = 0;
+  int64_t deosc_period = 100, deosc_start_step = 200;
   float deosc_ratio = 4.0f;
   // [metrics]
   float osc_ema_momentum = 0.01f;  ///< Nagel et al. 2022 class default
   // [trace]
-  std::vector<std::string> snapshot_layers = {"fc1"};
-  std::vector<int64_t> snapshot_steps = {1};
+  std::vector<Layer> snapshot_layers = {Layer::Fc1};
+  std::vector<int64_t> snapshot_steps = {2};  ///< global steps n (1-based, sim/step.hpp)
   int64_t checkpoint_every = 0;  ///< 0 = only at the end (if a checkpoint path is set)
 
   /// Steps per epoch (floor(N / global_batch)).

@@ -14,6 +14,11 @@
 //   logits = head(h1) [B, 10]; loss = mean CE over the global batch
 //          + aux = coeff * E * sum_e f_e * P_e per micro-batch / num_microbatches
 // Activations and GEMM outputs are BF16 values; softmax, loss, gates FP32.
+//
+// Every tensor lives in backend memory (backend_tensor.hpp handles); the code
+// here touches no element data. Host-side are only the routing counts of a
+// micro-batch (downloaded once: the grouped GEMMs' m_splits, as Megatron does)
+// and scalar results for the trace.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -28,7 +33,9 @@
 #include "mxsim/backend.hpp"
 #include "mxsim/delayed_scaling.hpp"
 #include "mxsim/sim/config.hpp"
+#include "mxsim/sim/layers.hpp"
 #include "mxsim/sim/recipe.hpp"
+#include "mxsim/sim/step.hpp"
 
 namespace mxsim::sim {
 
@@ -41,39 +48,67 @@ class MechanicsError : public std::logic_error {
 /// A quantized-weight cache entry, valid only for the weight version it was
 /// made from (training-mechanics.md §4-§5).
 struct WeightCache {
-  QuantizedTensor q;
+  QTensor q;
   uint64_t version = 0;
   bool valid = false;
 };
 
 /// One weight [G, N, K] (G = 1 for plain linears) with its FP32 master, AdamW
-/// moments, BF16 model copy, FP32 main_grad and the per-(micro-batch, group)
-/// grad_added_to_main_grad guard.
+/// moments, BF16 model copy, FP32 main_grad (all f32 tensors in backend
+/// memory) and the per-(micro-batch, group) grad_added_to_main_grad guard.
 struct Weight {
   std::string name;
+  Layer layer = Layer::Embed;
   size_t G = 1, N = 0, K = 0;
   Recipe recipe;
-  Tensor3f master, m, v, model, main_grad;
-  uint64_t version = 0;  ///< bumped by every optimizer step (and de-osc snap)
+  Tensor master, m, v, model, main_grad;
+  uint64_t version = 0;  ///< bumped by every optimizer step
   WeightCache cache;     ///< rowwise/2-D cache (fprop; dgrad too when same bytes)
-  std::vector<uint8_t> added;  ///< [num_microbatches * G]
+  std::vector<uint8_t> added;  ///< [num_microbatches * G] (host bookkeeping)
   int num_microbatches = 1;
-  /// fp8_delayed only: one mxsim::DelayedScaling per operand role (0 = w,
-  /// 1 = x, 2 = dy; TransformerEngine semantics, delayed_scaling.hpp). Every
+  /// fp8_delayed only: one mxsim::DelayedScaling per operand role (indexed by
+  /// Role; TransformerEngine semantics, delayed_scaling.hpp). Every
   /// quantization of the role in a step records its amax; update_scaling()
   /// after the optimizer step turns the history into the next step's scale
   /// (1.0 before the first update, as TE). Empty for every other recipe.
   std::array<std::optional<DelayedScaling>, 3> delayed;
 
-  /// Zero main_grad and the guard (start of a step).
-  void zero_grad();
+  /// Whether bf16(master) is the model copy: set by whoever writes both (the
+  /// Model's initialisation, every optimizer step), cleared once de-oscillation
+  /// snapped master elements or a checkpoint restored both; false for a Weight
+  /// assembled by hand. Decides whether a quantization of bf16(master) may
+  /// reuse quantized().
+  bool master_matches_model = false;
+
+  Shape shape() const { return {G, N, K}; }
+  /// Zero main_grad (allocated on first use) and the guard (start of a step).
+  void zero_grad(Backend& be);
   /// Mark (mb, g) as added; throws MechanicsError on a second add.
   void mark_added(int mb, size_t g);
-  /// Invalidate every cache and bump the version (optimizer step).
+  /// The optimizer step happened: bump the version, invalidate the cache and
+  /// quantized(), master_matches_model = true.
   void invalidate();
   /// End of step for fp8_delayed: DelayedScaling::update() of every role
   /// (no-op for other recipes).
   void update_scaling();
+  /// The model copy of this version quantized by `spec` (Axis::Cols): one
+  /// quantization per (version, spec), shared by fprop, dgrad, the weight_q
+  /// snapshot, de-oscillation and the oscillation metrics wherever their spec
+  /// is the same (a quantization is a pure function of tensor and spec).
+  const QTensor& quantized(Backend& be, const QuantSpec& spec);
+  /// bf16(master) as a tensor: the model copy itself while
+  /// master_matches_model, else a new tensor.
+  Tensor bf16_master(Backend& be) const;
+  /// q = dequantize(quantize(bf16(master), spec)) (f32 [G, N, K]): from
+  /// quantized(spec) while master_matches_model, else quantized afresh.
+  void qdq_master(Backend& be, const QuantSpec& spec, Tensor& q);
+  /// Quantizations of this weight so far (quantized() misses and the
+  /// bf16(master) ones of steps with de-osc snaps).
+  uint64_t quantizations() const { return quantizations_; }
+
+ private:
+  std::vector<std::pair<QuantSpec, QTensor>> memo_;  ///< this version's quantizations
+  uint64_t quantizations_ = 0;
 };
 
 /// What the forward of one linear needs from the weight cache: the
@@ -81,91 +116,117 @@ struct Weight {
 /// num_mb == 1: quantized on the fly, nothing cached. Else quantized at
 /// mb == 0 and cached; mb > 0 reuses the cache and throws MechanicsError if
 /// it is missing or its version differs from the weight's.
-const QuantizedTensor& weight_for_fprop(Backend& be, Weight& w, int mb, int num_mb, QuantizedTensor& scratch);
+const QTensor& weight_for_fprop(Backend& be, Weight& w, int mb, int num_mb, QTensor& scratch);
 /// dgrad's W: the fprop bytes when the recipe's W quantization serves both
 /// directions and a transposed cache is allowed; otherwise (current scaling)
 /// re-quantized from the current BF16 weight at every use.
-const QuantizedTensor& weight_for_dgrad(Backend& be, Weight& w, int mb, int num_mb, QuantizedTensor& scratch);
+const QTensor& weight_for_dgrad(Backend& be, Weight& w, int mb, int num_mb, QTensor& scratch);
 
 /// The QuantSpec fprop quantizes `w`'s weight with when the BF16 weight is
-/// `wm` ([G, N, K], float holding BF16 values): per-tensor FP32 specs get
+/// `wm` ([G, N, K], f32 holding BF16 values): per-tensor FP32 specs get
 /// fp8_delayed's current DelayedScaling scale, or fp8_current's one scale
 /// over all G groups (E_max / amax(wm)); other specs pass through. Records no
 /// amax. Used for the trace's weight_q snapshot and the oscillation metrics so
 /// they lie on the grid of the GEMM's W.
-QuantSpec weight_fprop_spec(const Weight& w, const Tensor3f& wm);
+QuantSpec weight_fprop_spec(Backend& be, const Weight& w, const Tensor& wm);
 
 /// Per-step quantization statistics of one operand (trace /layers/<l>/quant).
-using OperandStats = Backend::QStats;
+struct OperandStats {
+  QuantStats q;
+  ScaleExpCounts scale_exp_hist{};
+};
 
-/// One micro-batch's record, for the trace.
+/// One micro-batch's record, for the trace: per-layer dW_mb contribution
+/// ([G, N, K] f32; snapshot layers only).
 struct MicroRecord {
-  std::map<std::string, Tensor3f> wgrad;  ///< per-layer dW_mb contribution (snapshot layers only)
+  std::map<Layer, Tensor> wgrad;
 };
 
 class Model {
  public:
   Model(const Config& cfg, Backend& be);
+  ~Model();
   /// Layers in order: embed, router, fc1, fc2, head.
   std::vector<Weight*> weights();
+  Weight& weight(Layer l);
   Weight& weight(const std::string& name);
 
-  /// Forward + backward of one micro-batch (rows [B_mb] of the global batch),
-  /// adding its weight gradients into main_grad. grad_scale = 1 / global batch.
-  /// Returns the summed CE loss over the micro-batch rows and the number correct.
+  /// Forward + backward of one micro-batch: x [B_mb, 784] f32 pixels, labels
+  /// [B_mb] u8 (backend tensors), adding its weight gradients into
+  /// main_grad. grad_scale = 1 / global batch.
   struct MbResult {
-    double loss_sum = 0, aux = 0;
+    double loss_sum = 0, aux = 0;  ///< summed CE over the rows (FP64); the micro-batch's aux loss
     int64_t correct = 0;
     std::vector<int64_t> tokens_per_expert;
   };
-  MbResult train_microbatch(const Tensor2f& x, std::span<const uint8_t> y, int mb, int num_mb, int64_t step,
-                            float grad_scale, bool record_stats, bool record_wgrad, MicroRecord* rec);
-  /// Forward only (evaluation), BF16 weights quantized per recipe on the fly.
-  std::vector<int> predict(const Tensor2f& x);
+  MbResult train_microbatch(const Tensor& x, const Tensor& labels, int mb, int num_mb, Step step, float grad_scale,
+                            bool record_stats, bool record_wgrad, MicroRecord* rec);
+  /// Forward only (evaluation), BF16 weights quantized per recipe on the fly;
+  /// writes logits [B, 10] f32.
+  void forward_eval(const Tensor& x, Tensor& logits);
+  /// Predicted class per row of x (forward_eval + argmax, downloaded).
+  std::vector<int> predict(const Tensor& x);
 
-  /// Quantization stats of the last recorded micro-batch: layer -> {w, x, dy}.
-  std::map<std::string, std::array<OperandStats, 3>> stats;
+  /// Quantization stats of the last recorded micro-batch.
+  const OperandStats& stats(Layer l, Role r) const { return stats_[size_t(l)][size_t(r)]; }
 
  private:
   const Config& cfg_;
   Backend& be_;
   std::vector<std::unique_ptr<Weight>> w_;
+  std::array<std::array<OperandStats, 3>, 5> stats_{};
   struct LinearCtx;
-  void linear_forward(Weight& w, const Tensor2f& x, std::span<const int64_t> ms, Tensor2f& y, int mb, int num_mb,
+  struct Workspace;
+  std::unique_ptr<Workspace> ws_, eval_ws_;
+  void linear_forward(Weight& w, const Tensor& x, std::span<const int64_t> ms, Tensor& y, int mb, int num_mb,
                       bool stats, LinearCtx& ctx);
-  void linear_backward(Weight& w, const Tensor2f& dy, std::span<const int64_t> ms, Tensor2f* dx, int mb,
-                       int num_mb, int64_t step, bool stats, LinearCtx& ctx, Tensor3f* record);
+  void linear_backward(Weight& w, const Tensor& dy, std::span<const int64_t> ms, Tensor* dx, int mb, int num_mb,
+                       Step step, bool stats, LinearCtx& ctx, Tensor* record, Tensor& wgrad_tmp);
+  struct Routing;
+  Routing route(Workspace& ws, const Tensor& h0, size_t B);
 };
+
+class StateIO;
 
 /// Primus weight de-oscillation (training-mechanics.md §6), FP32 snapshots
 /// (the PR #982 variant: prev and prev_q FP32, movement measured on the FP32
-/// master). Tracks only Mxfp4-recipe weights: the constructor takes the
-/// weights whose recipe type is Mxfp4Recipe (deosc_eligible_v) and ignores
-/// all others whatever buffers they hold.
+/// master). Tracks only Mxfp4-recipe weights: the eligible set is the weights
+/// whose recipe type is Mxfp4Recipe (deosc_eligible_v), whatever buffers
+/// other weights hold.
 class DeOsc {
  public:
+  /// start_step: the first global step (sim/step.hpp) that observes.
   DeOsc(int64_t period, float ratio, int64_t start_step) : period_(period), ratio_(ratio), start_(start_step) {}
-  /// Called after the optimizer step (master already copied to the model).
-  /// Returns snapped element counts per weight name (0 when no window ended).
-  std::map<std::string, int64_t> step(Backend& be, const std::vector<Weight*>& ws);
+  /// Called after the optimizer step n (master already copied to the model).
+  /// Nothing before start_step; the first observation of a weight seeds;
+  /// every `period` observations after that a window ends. Returns snapped
+  /// element counts per weight name for the weights whose window ended.
+  std::map<std::string, int64_t> step(Backend& be, const std::vector<Weight*>& ws, Step n);
   struct State {
-    Tensor3f prev, prev_q, dist_w, dist_q;
-    int64_t step = 0;
+    Tensor prev, prev_q, dist_w, dist_q;
+    int64_t step = 0;  ///< observations in the current window
     bool seeded = false;
   };
-  std::map<std::string, State> state;
-  int64_t global_step = 0;
-  bool built = false;
-  std::vector<std::string> eligible;  ///< names, built once at the first call past start_step
+  /// The state of a tracked weight (nullptr before its first observation).
+  const State* state_of(const std::string& name) const;
+  /// Names of the tracked weights, fixed at the first step past start_step.
+  const std::vector<std::string>& eligible() const { return eligible_; }
+  /// The checkpoint entries of this state (sim/state_io.hpp).
+  void visit(StateIO& io, Backend& be, const std::vector<Weight*>& ws);
 
  private:
+  std::map<std::string, State> state_;
+  bool built_ = false;
+  std::vector<std::string> eligible_;
   int64_t period_;
   float ratio_;
   int64_t start_;
 };
 
-/// Q = MXFP4 QDQ of bf16(master) per expert on the forward grid (32x32, EVEN, RNE).
-Tensor3f mxfp4_forward_qdq(Backend& be, const Tensor3f& master);
+/// Q = MXFP4 QDQ of bf16(master) per expert on the forward grid (32x32, EVEN,
+/// RNE), written into q (f32, master's shape).
+void mxfp4_forward_qdq(Backend& be, const Tensor& master, Tensor& q);
+
 
 /// Oscillation metrics of every quantized weight (Nagel et al. 2022, arXiv:2203.11086):
 /// per element the sign of the last non-zero change of the quantized value, an
@@ -175,21 +236,19 @@ Tensor3f mxfp4_forward_qdq(Backend& be, const Tensor3f& master);
 class OscMetrics {
  public:
   struct State {
-    Tensor3f prev_w, prev_q, dist_w, dist_q, ema;
-    std::vector<int8_t> last_dir;
-    std::vector<uint32_t> flips;
+    Backend::OscState t;  ///< backend tensors
     int64_t window = 0;
     bool seeded = false;
   };
-  struct Step {
-    uint64_t flips = 0, flips_total = 0;
-    double ema_mean = 0, ema_frac_above = 0, dist_ratio_mean = 0;
-  };
   OscMetrics(float momentum, int64_t period) : m_(momentum), period_(period) {}
-  Step update(Backend& be, Weight& w);
-  std::map<std::string, State> state;
+  Backend::OscStep update(Backend& be, Weight& w);
+  /// The checkpoint entries of this state (sim/state_io.hpp).
+  void visit(StateIO& io, Backend& be, const std::vector<Weight*>& ws);
 
  private:
+  /// A zeroed state for a weight of `shape` (seeding and resume).
+  static State make_state(Backend& be, const Shape& shape);
+  std::map<std::string, State> state_;
   float m_;
   int64_t period_;
 };

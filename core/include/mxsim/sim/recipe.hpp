@@ -15,8 +15,10 @@
 // deosc_eligible_v<R> is true only for Mxfp4Recipe (the weight is quantized
 // to MXFP4 in fprop). Nothing looks at cached buffers (§6 FP8-vs-FP4 bug).
 #pragma once
+#include <array>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <variant>
 
 #include "mxsim/quant_spec.hpp"
@@ -64,6 +66,12 @@ struct Fp8BlockRecipe {
 
 using Recipe = std::variant<Bf16Recipe, Mxfp4Recipe, Mxfp8Recipe, Fp8CurrentRecipe, Fp8DelayedRecipe, Fp8BlockRecipe>;
 
+/// The config names of the recipes (recipe.<layer> in the config), in
+/// variant order: the `name` of each alternative.
+inline constexpr auto kRecipeNames = []<size_t... I>(std::index_sequence<I...>) {
+  return std::array<const char*, sizeof...(I)>{std::variant_alternative_t<I, Recipe>::name...};
+}(std::make_index_sequence<std::variant_size_v<Recipe>>{});
+
 /// De-oscillation eligibility, decided by the recipe type only.
 template <class R>
 inline constexpr bool deosc_eligible_v = std::is_same_v<R, Mxfp4Recipe>;
@@ -86,7 +94,8 @@ inline const char* recipe_name(const Recipe& r) {
 /// Operand specs (throws std::logic_error for Bf16Recipe).
 const OperandSpecs& operand_specs(const Recipe& r);
 
-/// Build a recipe by config name ("bf16", "mxfp4", ...).
+/// Build a recipe by config name (kRecipeNames); throws std::invalid_argument
+/// listing them for any other name.
 Recipe make_recipe(const std::string& name, const RecipeConfig& rc);
 
 /// The MXFP4 forward weight grid (E2M1, 32x32 tiles, E8M0 EVEN, RNE): the

@@ -46,6 +46,7 @@ struct LayerSummary {
   double w_mse = 0, w_sqnr_db = 0;  ///< last step's fprop weight quantization (0 for bf16)
   uint64_t flips_total = 0;
   int64_t snaps_total = 0;
+  uint64_t w_quantizations = 0;     ///< quantizations of the weight in this run (Weight::quantizations)
   bool deosc_eligible = false;
 };
 

@@ -33,27 +33,19 @@
 #include <vector>
 
 #include "mxsim/format.hpp"
+#include "mxsim/gemm_options.hpp"
 #include "mxsim/quant_spec.hpp"
 #include "mxsim/quantized_tensor.hpp"
 #include "mxsim/tensor.hpp"
 
 namespace mxsim::emu {
 
-/// Which implementation computes the contract. Both give the same bits.
-enum class GemmImpl : uint8_t {
-  Fast,       ///< integer block dots (AVX-512 VNNI when present), OpenMP over output tiles
-  Reference,  ///< literal contract with exact Boost.Multiprecision arithmetic (slow; oracle)
-};
-
-struct GemmOptions {
-  /// Output element type: FP32, or BF16 (FP32 accumulator rounded once, RNE;
-  /// values are returned as FP32 holding BF16-representable numbers).
-  Format out = Format::FP32;
-  /// Add into the existing output (wgrad into FP32 main_grad) instead of
-  /// overwriting it: the FP32 accumulator starts at the current value.
-  bool accumulate = false;
-  GemmImpl impl = GemmImpl::Fast;
-};
+/// The GEMM options type is core's (mxsim/gemm_options.hpp): one type for
+/// every backend. Fast: integer block dots (AVX-512 VNNI when present), OpenMP
+/// over output tiles; Reference: the literal contract with exact
+/// Boost.Multiprecision arithmetic.
+using GemmImpl = ::mxsim::GemmImpl;
+using GemmOptions = ::mxsim::GemmOptions;
 
 /// A BF16 operand given as FP32 values: QuantSpec{.elem = Format::BF16} in the
 /// high-precision overloads rounds every value to BF16 (RNE) and uses no scale.

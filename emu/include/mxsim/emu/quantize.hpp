@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "mxsim/quant_stats.hpp"
 #include "mxsim/quantized_tensor.hpp"
 #include "mxsim/tensor.hpp"
 
@@ -47,23 +48,11 @@ Tensor2f qdq(const Tensor2f& x, const QuantSpec& spec, Axis axis = Axis::Cols);
 void hadamard16_inplace(float* v);
 
 /// Error statistics of a quantized tensor against its source (docs/numerics.md
-/// §4.6). Sums are accumulated in FP64 in row-major logical order. For a spec
-/// with hadamard16 the reference is the transformed source H x (dequantize does
-/// not undo H). Throws std::invalid_argument when x's shape differs from q's.
-struct QuantStats {
-  size_t count = 0;           ///< elements
-  size_t nonfinite_in = 0;    ///< NaN/Inf in the source
-  size_t nan_out = 0;         ///< NaN after dequantization
-  size_t underflow = 0;       ///< finite non-zero sources that dequantize to 0
-  size_t saturated = 0;       ///< finite sources beyond their block's largest representable magnitude
-  /// The next four are taken over the elements with x finite and d not NaN (a
-  /// finite x whose d overflowed to +-Inf counts, with an infinite error); when
-  /// there are none (all NaN, a NaN-scaled per-tensor tensor, empty) all four are NaN.
-  double mse = 0;             ///< mean squared error
-  double max_abs_err = 0;     ///< same elements
-  double signal_power = 0;    ///< mean x^2 over those elements
-  double sqnr_db = 0;         ///< 10 log10(signal / noise); +inf when exact, -inf when d overflowed
-};
+/// §4.6; the type is core's mxsim::QuantStats, quant_stats.hpp). Sums are
+/// accumulated in FP64 in row-major logical order. For a spec with hadamard16
+/// the reference is the transformed source H x (dequantize does not undo H).
+/// Throws std::invalid_argument when x's shape differs from q's.
+using QuantStats = ::mxsim::QuantStats;
 QuantStats quant_stats(const Tensor3f& x, const QuantizedTensor& q);
 QuantStats quant_stats(const Tensor2f& x, const QuantizedTensor& q);
 

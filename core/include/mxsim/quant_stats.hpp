@@ -1,0 +1,37 @@
+// Error statistics of a quantized tensor against its source: the one stats
+// type of the project (emu::quant_stats and Backend::quant_stats return it;
+// the trace's /layers/<l>/quant/* rows are its fields). Definitions:
+// docs/numerics.md §4.6.
+#pragma once
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace mxsim {
+
+/// Sums are accumulated in FP64 in row-major logical order. For a spec with
+/// hadamard16 the reference is the transformed source H x (dequantize does
+/// not undo H).
+struct QuantStats {
+  size_t count = 0;           ///< elements
+  size_t nonfinite_in = 0;    ///< NaN/Inf in the source
+  size_t nan_out = 0;         ///< NaN after dequantization
+  size_t underflow = 0;       ///< finite non-zero sources that dequantize to 0
+  size_t saturated = 0;       ///< finite sources beyond their block's largest representable magnitude
+  /// The next four are taken over the elements with x finite and d not NaN (a
+  /// finite x whose d overflowed to +-Inf counts, with an infinite error); when
+  /// there are none (all NaN, a NaN-scaled per-tensor tensor, empty) all four are NaN.
+  double mse = 0;             ///< mean squared error
+  double max_abs_err = 0;     ///< same elements
+  double signal_power = 0;    ///< mean x^2 over those elements
+  double sqnr_db = 0;         ///< 10 log10(signal / noise); +inf when exact, -inf when d overflowed
+};
+
+/// Histogram of the block scale exponents of a quantized tensor, 256 bins in
+/// E8M0 code order: bin 127 + e counts the blocks whose scale exponent e is
+/// (E8M0: the byte's exponent; FP32 / UE4M3 scales: floor(log2 scale_inv),
+/// clamped to [-127, 127]); bin 255 counts NaN scales. The bins of
+/// trace::ScaleExpHistogram (OCP MX v1.0 E8M0: bias 127, 0xFF = NaN).
+using ScaleExpCounts = std::array<uint64_t, 256>;
+
+}  // namespace mxsim

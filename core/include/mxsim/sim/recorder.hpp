@@ -1,0 +1,81 @@
+// The trace recorder of `mxsim train`: every dataset a run writes is listed
+// once (name from trace/schema.hpp, dtype, row shape, where its row comes
+// from), and the same list both declares the datasets and appends their rows.
+// docs/trace-format.md "Datasets written by mxsim train" says what each means.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "mxsim/backend.hpp"
+#include "mxsim/sim/config.hpp"
+#include "mxsim/sim/layers.hpp"
+#include "mxsim/sim/model.hpp"
+#include "mxsim/sim/step.hpp"
+#include "mxsim/trace/common.hpp"
+
+namespace mxsim::trace {
+class Writer;
+}
+
+namespace mxsim::sim {
+
+/// Everything one trace row holds, gathered by the trainer (host values).
+struct StepRecord {
+  int64_t step = 0;  ///< global step n (1-based, sim/step.hpp)
+  double loss = 0, aux_loss = 0, accuracy = 0, test_accuracy = 0;
+  float lr = 0;
+  std::vector<int64_t> tokens_per_expert;  ///< [micro-batches * experts]
+  struct LayerRecord {
+    std::vector<double> main_grad_norm;    ///< [micro-batches]
+    std::array<OperandStats, 3> quant{};   ///< by Role (quantized layers)
+    Backend::OscStep osc;
+    int64_t snapped = 0;                   ///< de-osc snaps this step
+  };
+  std::array<LayerRecord, 5> layers;       ///< by Layer
+};
+
+class TraceRecorder {
+ public:
+  /// Creates the trace at `path` and declares every series of `cfg`'s run and
+  /// the snapshots of trace.snapshot_layers at the steps of
+  /// trace.snapshot_steps that lie in [first, last] (global steps). Throws
+  /// trace::TraceError naming the path.
+  TraceRecorder(const std::string& path, const std::string& config_toml, const std::string& backend,
+                const Config& cfg, const std::vector<Weight*>& weights, Step first, Step last);
+  ~TraceRecorder();
+
+  /// Whether step n's row takes snapshots.
+  bool snapshot_due(Step n) const;
+  /// Where a snapshot's tensor comes from: (layer, kind of schema::kSnapshotKinds) -> values.
+  using SnapshotSource = std::function<std::vector<float>(Layer, std::string_view kind)>;
+  /// Writes every declared snapshot of step `n` (must be snapshot_due).
+  void write_snapshots(Step n, const SnapshotSource& src);
+  /// Appends the row of every series and finishes the row (completeness rule).
+  void append(const StepRecord& r);
+  void close();
+
+ private:
+  struct Series {
+    std::string name;
+    trace::DType dtype;
+    std::vector<uint64_t> shape;
+    std::function<const void*(const StepRecord&)> row;
+  };
+  struct Snapshot {
+    std::string name;
+    Layer layer;
+    const char* kind;
+  };
+  std::unique_ptr<trace::Writer> w_;
+  std::vector<Series> series_;
+  std::vector<Snapshot> snaps_;
+  std::vector<int64_t> snap_steps_;  ///< global steps (sorted, unique)
+  Step first_;
+};
+
+}  // namespace mxsim::sim

@@ -1,0 +1,70 @@
+// Backend-independent parts of mxsim::Backend and its tensor handles.
+#include "mxsim/backend.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace mxsim {
+
+const char* name_of(DType t) {
+  switch (t) {
+    case DType::f32: return "f32";
+    case DType::u8: return "u8";
+    case DType::i32: return "i32";
+    case DType::u32: return "u32";
+    case DType::i64: return "i64";
+  }
+  return "?";
+}
+
+Shape::Shape(std::initializer_list<size_t> d) {
+  if (d.size() < 1 || d.size() > 3) throw std::invalid_argument("Shape: rank must be 1 to 3, got " + std::to_string(d.size()));
+  rank = int(d.size());
+  std::copy(d.begin(), d.end(), dim.begin());
+}
+size_t Shape::numel() const {
+  size_t n = rank ? 1 : 0;
+  for (int i = 0; i < rank; ++i) n *= dim[size_t(i)];
+  return n;
+}
+std::string Shape::str() const {
+  std::string s = "[";
+  for (int i = 0; i < rank; ++i) s += (i ? ", " : "") + std::to_string(dim[size_t(i)]);
+  return s + "]";
+}
+
+bool Backend::supports_training() const {
+  for (int i = 0; i < int(Op::kCount); ++i)
+    if (!supports(Op(i))) return false;
+  return true;
+}
+
+Tensor Backend::upload(const Tensor2f& x) {
+  Tensor t = alloc(DType::f32, {x.shape(0), x.shape(1)});
+  upload(t, x.data(), x.size() * sizeof(float));
+  return t;
+}
+Tensor Backend::upload(const Tensor3f& x) {
+  Tensor t = alloc(DType::f32, {x.shape(0), x.shape(1), x.shape(2)});
+  upload(t, x.data(), x.size() * sizeof(float));
+  return t;
+}
+Tensor2f Backend::download2(const Tensor& t) {
+  if (t.dtype() != DType::f32 || t.rank() != 2)
+    throw std::invalid_argument("download2: expected an f32 tensor of rank 2, got " + std::string(name_of(t.dtype())) +
+                                " " + t.shape().str());
+  Tensor2f h = Tensor2f::from_shape({t.dim(0), t.dim(1)});
+  download(t, h.data(), h.size() * sizeof(float));
+  return h;
+}
+Tensor3f Backend::download3(const Tensor& t) {
+  if (t.dtype() != DType::f32 || t.rank() != 3)
+    throw std::invalid_argument("download3: expected an f32 tensor of rank 3, got " + std::string(name_of(t.dtype())) +
+                                " " + t.shape().str());
+  Tensor3f h = Tensor3f::from_shape({t.dim(0), t.dim(1), t.dim(2)});
+  download(t, h.data(), h.size() * sizeof(float));
+  return h;
+}
+
+}  // namespace mxsim

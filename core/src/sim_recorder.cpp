@@ -1,0 +1,94 @@
+// The trace recorder: one list of datasets, declared and appended from it.
+#include "mxsim/sim/recorder.hpp"
+
+#include <algorithm>
+
+#include "mxsim/trace/schema.hpp"
+#include "mxsim/trace/writer.hpp"
+
+namespace mxsim::sim {
+
+namespace schema = trace::schema;
+using trace::DType;
+
+TraceRecorder::TraceRecorder(const std::string& path, const std::string& config_toml, const std::string& backend,
+                             const Config& cfg, const std::vector<Weight*>& ws, Step first, Step last)
+    : first_(first) {
+  const uint64_t NMB = uint64_t(cfg.num_microbatches), E = uint64_t(cfg.experts);
+  auto add = [&](std::string name, DType dt, std::vector<uint64_t> shape, std::function<const void*(const StepRecord&)> f) {
+    series_.push_back({std::move(name), dt, std::move(shape), std::move(f)});
+  };
+  add(schema::kTrainStep, DType::i64, {}, [](const StepRecord& r) { return &r.step; });
+  add(schema::kTrainLoss, DType::f64, {}, [](const StepRecord& r) { return &r.loss; });
+  add(schema::kTrainAuxLoss, DType::f64, {}, [](const StepRecord& r) { return &r.aux_loss; });
+  add(schema::kTrainAccuracy, DType::f64, {}, [](const StepRecord& r) { return &r.accuracy; });
+  add(schema::kTrainLr, DType::f32, {}, [](const StepRecord& r) { return &r.lr; });
+  add(schema::kTokensPerExpert, DType::i64, {NMB, E}, [](const StepRecord& r) { return r.tokens_per_expert.data(); });
+  add(schema::kTestAccuracy, DType::f64, {}, [](const StepRecord& r) { return &r.test_accuracy; });
+  for (int64_t s : cfg.snapshot_steps)
+    if (s >= first.n() && s <= last.n()) snap_steps_.push_back(s);
+  std::sort(snap_steps_.begin(), snap_steps_.end());
+  snap_steps_.erase(std::unique(snap_steps_.begin(), snap_steps_.end()), snap_steps_.end());
+  for (const Weight* w : ws) {
+    const size_t l = size_t(w->layer);
+    const char* L = name_of(w->layer);
+    add(schema::main_grad_norm(L), DType::f64, {NMB}, [l](const StepRecord& r) { return r.layers[l].main_grad_norm.data(); });
+    if (is_quantized(w->recipe)) {
+      for (Role role : kRoles) {
+        const size_t o = size_t(role);
+        auto q = [l, o](const StepRecord& r) -> const QuantStats& { return r.layers[l].quant[o].q; };
+        const char* op = name_of(role);
+        add(schema::quant(L, op, "mse"), DType::f64, {}, [q](const StepRecord& r) { return &q(r).mse; });
+        add(schema::quant(L, op, "sqnr_db"), DType::f64, {}, [q](const StepRecord& r) { return &q(r).sqnr_db; });
+        add(schema::quant(L, op, "underflow"), DType::u64, {}, [q](const StepRecord& r) { return &q(r).underflow; });
+        add(schema::quant(L, op, "saturated"), DType::u64, {}, [q](const StepRecord& r) { return &q(r).saturated; });
+        add(schema::quant(L, op, "count"), DType::u64, {}, [q](const StepRecord& r) { return &q(r).count; });
+        add(schema::quant(L, op, "scale_exp_hist"), DType::u64, {schema::kScaleExpBins},
+            [l, o](const StepRecord& r) { return r.layers[l].quant[o].scale_exp_hist.data(); });
+      }
+      auto osc = [l](const StepRecord& r) -> const Backend::OscStep& { return r.layers[l].osc; };
+      add(schema::osc(L, "flips"), DType::u64, {}, [osc](const StepRecord& r) { return &osc(r).flips; });
+      add(schema::osc(L, "flips_total"), DType::u64, {}, [osc](const StepRecord& r) { return &osc(r).flips_total; });
+      add(schema::osc(L, "ema_mean"), DType::f64, {}, [osc](const StepRecord& r) { return &osc(r).ema_mean; });
+      add(schema::osc(L, "ema_frac_above_0.01"), DType::f64, {}, [osc](const StepRecord& r) { return &osc(r).ema_frac_above; });
+      add(schema::osc(L, "dist_ratio_mean"), DType::f64, {}, [osc](const StepRecord& r) { return &osc(r).dist_ratio_mean; });
+    }
+    if (cfg.deosc && deosc_eligible(w->recipe))
+      add(schema::deosc_snapped(L), DType::i64, {}, [l](const StepRecord& r) { return &r.layers[l].snapped; });
+    if (!snap_steps_.empty() &&
+        std::find(cfg.snapshot_layers.begin(), cfg.snapshot_layers.end(), w->layer) != cfg.snapshot_layers.end())
+      for (const char* kind : schema::kSnapshotKinds) snaps_.push_back({schema::snapshot(L, kind), w->layer, kind});
+  }
+  static_assert(sizeof(size_t) == sizeof(uint64_t), "QuantStats counts are written as u64");
+
+  w_ = std::make_unique<trace::Writer>(path, config_toml, trace::make_provenance(backend, cfg.seed));
+  for (const Series& s : series_) w_->declare_series(s.name, s.dtype, s.shape);
+  // Snapshot rows are trace rows: row r holds global step first + r.
+  std::vector<int64_t> rows;
+  for (int64_t s : snap_steps_) rows.push_back(s - first.n());
+  for (const Snapshot& s : snaps_) {
+    const Weight* w = *std::find_if(ws.begin(), ws.end(), [&](const Weight* x) { return x->layer == s.layer; });
+    std::vector<uint64_t> sh = {w->G, w->N, w->K};
+    if (std::string_view(s.kind) == "wgrad_mb") sh.insert(sh.begin(), NMB);
+    w_->declare_snapshot(s.name, DType::f32, sh, rows);
+  }
+  w_->start_swmr();
+}
+
+TraceRecorder::~TraceRecorder() = default;
+
+bool TraceRecorder::snapshot_due(Step n) const { return std::binary_search(snap_steps_.begin(), snap_steps_.end(), n.n()); }
+
+void TraceRecorder::write_snapshots(Step n, const SnapshotSource& src) {
+  (void)n;  // the writer knows its row; n is checked by the caller through snapshot_due
+  for (const Snapshot& s : snaps_) w_->write_snapshot(s.name, src(s.layer, s.kind).data());
+}
+
+void TraceRecorder::append(const StepRecord& r) {
+  for (const Series& s : series_) w_->append_raw(s.name, s.dtype, s.row(r));
+  w_->end_step();
+}
+
+void TraceRecorder::close() { w_->close(); }
+
+}  // namespace mxsim::sim

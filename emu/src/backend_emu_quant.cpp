@@ -1,0 +1,92 @@
+// emu Backend ops: quantization, statistics, amax, BF16 rounding
+// (docs/numerics.md §2-§4; the quantizer itself is emu/include/mxsim/emu/quantize.hpp).
+#include <algorithm>
+#include <climits>
+#include <cmath>
+
+#include "backend_emu_impl.hpp"
+#include "mxsim/bits.hpp"
+#include "mxsim/emu/grouped_gemm.hpp"
+#include "mxsim/emu/quantize.hpp"
+#include "mxsim/hd/elementwise.hpp"
+#include "mxsim/rounding.hpp"
+#include "mxsim/scale_rule.hpp"
+
+namespace mxsim::emu {
+
+QTensor EmuBackend::quantize(const Tensor& x, const QuantSpec& spec, Axis axis) {
+  QuantizedTensor q = x.rank() == 3 ? ::mxsim::emu::quantize(ten3(x, "quantize", "x"), spec, axis)
+                                    : ::mxsim::emu::quantize(mat(x, "quantize", "x"), spec, axis);
+  const size_t G = q.groups, R = q.rows, C = q.cols;
+  const bool tr = q.transposed;
+  return QTensor(std::make_shared<EmuQBuffer>(this, std::move(q)), spec, G, R, C, tr);
+}
+
+GroupedQTensor EmuBackend::quantize_grouped_colwise(const Tensor& x, std::span<const int64_t> ms,
+                                                    const QuantSpec& spec) {
+  const Tensor2f& xm = mat(x, "quantize_grouped_colwise", "x");
+  auto qs = ::mxsim::emu::quantize_grouped_colwise(xm, ms, spec);
+  return GroupedQTensor(std::make_shared<EmuGroupedQBuffer>(this, std::move(qs)), spec,
+                        std::vector<int64_t>(ms.begin(), ms.end()), xm.shape(1));
+}
+
+void EmuBackend::dequantize(const QTensor& qh, Tensor& out) {
+  const QuantizedTensor& q = host(qh, "dequantize", "q");
+  if (out.rank() == 3) {
+    expect_shape(out, {q.groups, q.rows, q.cols}, "dequantize", "out");
+    ten3(out, "dequantize", "out") = dequantize3(q);
+  } else {
+    expect_shape(out, {q.rows, q.cols}, "dequantize", "out");
+    mat(out, "dequantize", "out") = ::mxsim::emu::dequantize(q);
+  }
+}
+
+QuantStats EmuBackend::quant_stats(const Tensor& x, const QTensor& qh) {
+  const QuantizedTensor& q = host(qh, "quant_stats", "q");
+  return x.rank() == 3 ? ::mxsim::emu::quant_stats(ten3(x, "quant_stats", "x"), q)
+                       : ::mxsim::emu::quant_stats(mat(x, "quant_stats", "x"), q);
+}
+
+ScaleExpCounts EmuBackend::scale_exp_histogram(const QTensor& qh) {
+  // The scale exponent of numerics.md §4.6 (block_stats' scale_exp), binned
+  // as trace::ScaleExpHistogram does: clamped to [-127, 127] at bin e + 127,
+  // NaN scales in bin 255. Blocks in storage order (the counts do not depend on it).
+  const QuantizedTensor& q = host(qh, "scale_exp_histogram", "q");
+  ScaleExpCounts h{};
+  auto add = [&](int e) { ++h[e == INT_MIN ? 255 : size_t(std::clamp(e, -127, 127) + 127)]; };
+  auto from_scale_inv = [&](float si) {
+    add((std::isfinite(si) && si > 0) ? f32_floor_log2(f32_bits(si)) : INT_MIN);
+  };
+  switch (q.spec.scale_kind) {
+    case ScaleKind::E8M0:
+      for (uint8_t b : q.scale_bytes) add(b == kE8M0Nan ? INT_MIN : int(b) - 127);
+      break;
+    case ScaleKind::FP32:
+      for (float si : q.scale_inv) from_scale_inv(si);
+      break;
+    case ScaleKind::UE4M3:
+      for (uint8_t b : q.scale_bytes) from_scale_inv(decode(Format::E4M3, b) * q.tensor_scale_inv);
+      break;
+  }
+  return h;
+}
+
+float EmuBackend::amax(const Tensor& x) {
+  const float* p = f32(x, "amax", "x");
+  float a = 0;
+  for (size_t i = 0, n = x.numel(); i < n; ++i) a = hd::amax_step(a, p[i]);
+  return a;
+}
+
+void EmuBackend::round_bf16(Tensor& x) {
+  float* p = f32(x, "round_bf16", "x");
+  for (size_t i = 0, n = x.numel(); i < n; ++i) p[i] = ::mxsim::round_bf16(p[i]);
+}
+void EmuBackend::round_bf16(const Tensor& src, Tensor& dst) {
+  if (src.numel() != dst.numel()) expect_shape(dst, src.shape(), "round_bf16", "dst");
+  const float* s = f32(src, "round_bf16", "src");
+  float* d = f32(dst, "round_bf16", "dst");
+  for (size_t i = 0, n = src.numel(); i < n; ++i) d[i] = ::mxsim::round_bf16(s[i]);
+}
+
+}  // namespace mxsim::emu
