@@ -131,8 +131,9 @@ class Trainer {
     TrainResult res;
     res.total_steps = total_;
     auto tl = std::chrono::steady_clock::now();
-    for (Step n = done.next(); n <= last; n = n.next()) {
+    for (Step n = done.next(); n <= last && !halted_; n = n.next()) {
       const StepRecord r = step(n, res);
+      if (halted_) break;  // stopped after a micro-batch: the step is dropped, the weights are untouched
       if (rec_) rec_->append(r);
       res.losses.push_back(r.loss);
       res.final_loss = r.loss;
@@ -147,8 +148,9 @@ class Trainer {
         tl = now;
         opt_.on_step(si);
       }
+      if (opt_.control && !opt_.control({n.n(), total_, -1, cfg_.num_microbatches, r.loss})) halted_ = true;
     }
-    checkpoint(last);
+    checkpoint(Step(done.n() + res.steps));
     if (rec_) rec_->close();
     summarize(res);
     res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
@@ -187,6 +189,10 @@ class Trainer {
       r.tokens_per_expert.insert(r.tokens_per_expert.end(), m.tokens_per_expert.begin(), m.tokens_per_expert.end());
       for (Weight* w : ws_) r.layers[size_t(w->layer)].main_grad_norm.push_back(be_.l2_norm(w->main_grad));
       if (snap) stage_wgrad(mrec, mb);
+      if (opt_.control && !opt_.control({n.n(), total_, int(mb), int(NMB), loss_sum / double((mb + 1) * (B / NMB))})) {
+        halted_ = true;
+        return r;
+      }
     }
     r.loss = loss_sum / double(B) + aux_sum / double(NMB);
     r.aux_loss = aux_sum / double(NMB);
@@ -284,6 +290,7 @@ class Trainer {
   const std::string cfg_text_;
   int64_t total_ = 0;
   std::unique_ptr<TraceRecorder> rec_;
+  bool halted_ = false;  ///< TrainOptions::control asked to stop
   std::map<std::string, int64_t> snaps_total_;
   std::map<std::string, uint64_t> flips_total_;
   std::array<Tensor, 5> staging_;  ///< by Layer

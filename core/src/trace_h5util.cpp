@@ -62,8 +62,10 @@ Provenance make_provenance(const std::string& backend, uint64_t seed) {
 namespace detail {
 
 void quiet_hdf5() {
-  static std::once_flag once;
-  std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
+  // The thread-safe HDF5 build keeps the error-printing setting per thread.
+  thread_local bool quiet = false;
+  if (!quiet) H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  quiet = true;
 }
 
 std::string hdf5_message() {

@@ -76,6 +76,27 @@ inline std::string snapshot(std::string_view l, std::string_view kind) {
   return "/snap/" + std::string(l) + "/" + std::string(kind);
 }
 
+// --- element and block maps at snapshot steps (docs/trace-format.md "Element and block maps") ---
+/// Per-block quantization of operand `op` ("w", "x", "dy") of layer `l` at the
+/// snapshot steps, micro-batch 0, as the step's GEMM used it. `what`, one of kBlockMaps:
+///   block_mse, block_sqnr_db, block_amax  f32 [G, BR, BC]   (BR x BC blocks of the recipe's grid)
+///   scale                                 u8 E8M0 byte or f32 scale_inv [G, BR, BC]
+///   codes                                 u8 [G, R, C] (one element code per byte, logical layout)
+///   rows                                  i64 [1]: valid rows R (activations: M varies per step)
+inline std::string block_map(std::string_view l, std::string_view op, std::string_view what) {
+  return "/snap/" + std::string(l) + "/quant/" + std::string(op) + "/" + std::string(what);
+}
+inline constexpr std::array<const char*, 6> kBlockMaps{"block_mse", "block_sqnr_db", "block_amax", "scale", "codes",
+                                                       "rows"};
+/// Per-element oscillation state of a quantized weight at the snapshot steps, after the step's
+/// update. `what`: flips (u32 [G, N, K], cumulative oscillations), ema (f32, EMA frequency),
+/// dist_ratio (f32, dist_q / max(dist_w, 1e-12) of the current window), snaps (u32, cumulative
+/// de-oscillation snaps of the element).
+inline std::string element_map(std::string_view l, std::string_view what) {
+  return "/snap/" + std::string(l) + "/osc/" + std::string(what);
+}
+inline constexpr std::array<const char*, 4> kElementMaps{"flips", "ema", "dist_ratio", "snaps"};
+
 // --- checkpoint entries (relative names inside a checkpoint file) ---
 namespace ckpt {
 inline constexpr const char* kConfig = "config";  ///< canonical TOML of the run
