@@ -226,8 +226,6 @@ void QuantView::refresh() {
           b.C = int(ci.row_shape.at(2));
           b.codes = r.read_snapshot<uint8_t>(cn, s);
         }
-        const std::string rn = names::block_map(l, op, "rows");
-        if (r.has(rn)) b.rows_valid = int(r.read_snapshot<int64_t>(rn, s).at(0));
         return b;
       },
       [this](const BlockMaps& b) {
