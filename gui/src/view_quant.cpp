@@ -190,9 +190,11 @@ void QuantView::refresh() {
     return;
   }
   if (!mi) {
-    maps_note_ = QString("This trace holds no per-block error maps for %1.%2\n(dataset %3, trace format 2,\n"
-                         "written for trace.snapshot_layers at trace.snapshot_steps).")
-                     .arg(sel_layer_, sel_op_, QString::fromStdString(mname));
+    maps_note_ = sel_op_ != "w"
+                     ? QString("Per-block maps are recorded for W only:\nthe trace holds none for %1.%2.").arg(sel_layer_, sel_op_)
+                     : QString("This trace holds no per-block error maps for %1.%2\n(dataset %3: trace format 2,\n"
+                               "written for trace.snapshot_layers at trace.snapshot_steps).")
+                           .arg(sel_layer_, sel_op_, QString::fromStdString(mname));
     return;
   }
   if (std::find(mi->snapshot_steps.begin(), mi->snapshot_steps.end(), s) == mi->snapshot_steps.end()) {
@@ -226,8 +228,6 @@ void QuantView::refresh() {
           b.C = int(ci.row_shape.at(2));
           b.codes = r.read_snapshot<uint8_t>(cn, s);
         }
-        const std::string rn = names::block_map(l, op, "rows");
-        if (r.has(rn)) b.rows_valid = int(r.read_snapshot<int64_t>(rn, s).at(0));
         return b;
       },
       [this](const BlockMaps& b) {
@@ -304,7 +304,9 @@ void QuantView::drawMap() {
     set_step_marker(map_, double(d->meta().global(uint64_t(sel_step_))));
     set_plot_note(map_, "");
     if (d && !d->meta().dataset(names::block_map(sel_layer_.toStdString(), sel_op_.toStdString(), "block_sqnr_db")))
-      set_title(map_, QString("Block scale exponents of %1.%2 over steps\n(per-block error maps need trace format 2)").arg(sel_layer_, sel_op_));
+      set_title(map_, QString("Block scale exponents of %1.%2 over steps\n(%3)")
+                          .arg(sel_layer_, sel_op_)
+                          .arg(sel_op_ == "w" ? "per-block error maps: trace format 2" : "per-block maps are recorded for W only"));
     return;
   }
   const LayerMeta* lm = d && d->state() == TraceDocument::State::Ready ? d->meta().layer(sel_layer_) : nullptr;

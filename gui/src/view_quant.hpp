@@ -31,7 +31,6 @@ struct QuantStep {
 struct BlockMaps {
   int G = 0, BR = 0, BC = 0;  ///< block grid per group
   int R = 0, C = 0;           ///< logical rows, cols per group
-  int rows_valid = -1;        ///< rows holding data (activations), -1 = all
   std::vector<float> mse, sqnr_db, amax;
   std::vector<double> scale;  ///< E8M0 byte (0..255) or FP32 scale_inv
   bool e8m0 = true;

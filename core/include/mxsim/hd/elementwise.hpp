@@ -246,6 +246,13 @@ struct OscElem {
   bool moved;       ///< dist_w > 0 in the current window
   double ratio;     ///< dist_q / max(dist_w, 1e-12) in FP64 (when moved)
 };
+/// DistRatio of one element's window sums: dist_q / max(dist_w, 1e-12) in FP64 (defined
+/// for an element that moved, dist_w > 0).
+MXSIM_HD inline double osc_dist_ratio(float dist_q, float dist_w) {
+  const double dw = double(dist_w);
+  return double(dist_q) / (dw < 1e-12 ? 1e-12 : dw);
+}
+
 /// Direction of the quantized value's change dq = q - prev_q (its sign; 0 no
 /// change); an oscillation is a non-zero change opposite to the last non-zero
 /// one; ema = m ind + (1 - m) ema; window sums dist_w += |w - prev_w|,
@@ -272,8 +279,7 @@ MXSIM_HD inline OscElem osc_update(float w, float q, float prev_w, float prev_q,
   dist_q = dist_q + std::fabs(dq);
   if (dist_w > 0) {
     r.moved = true;
-    const double dw = double(dist_w);
-    r.ratio = double(dist_q) / (dw < 1e-12 ? 1e-12 : dw);
+    r.ratio = osc_dist_ratio(dist_q, dist_w);
   }
   return r;
 }
