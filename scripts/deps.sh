@@ -10,7 +10,7 @@ MXSIM_PACKAGES=(
   libxtensor-dev libxsimd-dev libtomlplusplus-dev nlohmann-json3-dev
   libhdf5-dev librandom123-dev libopenblas-dev libomp-dev libmpfr-dev zlib1g-dev
   dataset-fashion-mnist
-  qt6-base-dev qt6-charts-dev xvfb xauth
+  qt6-base-dev libqcustomplot-dev xvfb xauth fonts-dejavu-core
   python3 python3-h5py python3-numpy python3-dev python3-pytest pybind11-dev
   help2man bash-completion
   hipcc libamdhip64-dev

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <limits>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,16 @@ void check_one(Tally& t, const char* name, float x, float got, const Mp& exact) 
   }
 }
 
+template <class Fn, class Exact>
+void check_hard(Tally& t, const char* name, std::span<const uint32_t> hard, Fn fn, Exact exact) {
+  for (uint32_t b : hard) {
+    const float x = float_of(b);
+    const Mp v = exact(x);
+    EXPECT_LT(mxsim_test::round_exact_f32(v).mid_dist, 0x1p-25) << name << " hard case 0x" << std::hex << b;
+    check_one(t, name, x, fn(x), v);
+  }
+}
+
 void report(const Tally& t, const char* name) {
   std::printf("%s: %ld inputs, %ld not correctly rounded, max error %.9f ULP (at %a)\n", name, t.checked, t.wrong,
               t.max_ulp, t.max_ulp_input);
@@ -90,12 +101,22 @@ const uint32_t kQnanPos = 0x7FC00000u, kInfPos = 0x7F800000u, kInfNeg = 0xFF8000
 // NaN inputs of both signs, signalling and quiet, with payloads.
 const uint32_t kNans[] = {0x7F800001u, 0x7FA00000u, 0x7FC00000u, 0x7FFFFFFFu, 0xFF800001u, 0xFFC00123u};
 
-// The inputs of each function whose exact value lies closest to an FP32
-// midpoint (distance in units of the FP32 spacing at most ~2^-28), found by
-// tests/hd_math_exhaustive.cpp over all 2^32 inputs.
-const uint32_t kExpHard[] = {0u};
-const uint32_t kLogHard[] = {0x3F800000u};
-const uint32_t kErfHard[] = {0u};
+// The 16 inputs of each function whose exact value lies closest to an FP32
+// midpoint, found by tests/hd_math_exhaustive.cpp over all 2^32 inputs (exp:
+// 2^-28.7 to 2^-26.0 FP32 spacings away, log: 2^-34.0 to 2^-28.6, erf:
+// 2^-32.6 to 2^-26.0, where erf is linear the same significand recurs at
+// every exponent).
+// check_hard also asserts that the oracle finds each within 2^-25 spacings
+// of a midpoint.
+const uint32_t kExpHard[] = {0xC16912CDu, 0xBBF0EDF1u, 0xC2B2E798u, 0x377EFF81u, 0xBAE0E25Cu, 0xB3000000u,
+                             0x39C6BE5Bu, 0x38E69CC1u, 0x383A3EF1u, 0x3D1A274Eu, 0x40315B33u, 0x4001B249u,
+                             0x39E5BB1Du, 0x36FDFFC1u, 0x4288942Bu, 0x367BFFE1u};
+const uint32_t kLogHard[] = {0x65D890D3u, 0x4C5D65A5u, 0x4D604EBEu, 0x41178FEBu, 0x1F116AB8u, 0x66A8C860u,
+                             0x3C413D3Au, 0x6F31A8ECu, 0x38DCBE38u, 0x4665A9A6u, 0x5EE8984Eu, 0x3BF86EF0u,
+                             0x79E7EC37u, 0x0DC8BBA4u, 0x2C4C24B7u, 0x111C87F8u};
+const uint32_t kErfHard[] = {0xB940EAD6u, 0x3940EAD6u, 0xB9C0057Du, 0x39C0057Du, 0x358E9D2Du, 0xB58E9D2Du,
+                             0xB6AEA466u, 0x36AEA466u, 0x072A320Cu, 0x062A320Cu, 0x052A320Cu, 0x042A320Cu,
+                             0x03AA320Cu, 0x022A320Cu, 0x00AA320Cu, 0x02AA320Cu};
 
 }  // namespace
 
@@ -126,8 +147,7 @@ TEST(HdMathExp, SpecialValues) {
   for (uint32_t b : {0x32FFFFFFu, 0x33000000u, 0x33000001u, 0x337FFFFFu, 0x33800000u, 0x33800001u, 0xB2FFFFFFu,
                      0xB3000000u, 0xB3000001u, 0x00000001u, 0x80000001u, 0x00800000u})
     check_one(t, "exp", float_of(b), mxsim::exp_f32(float_of(b)), mxsim_test::exact_exp(float_of(b)));
-  for (uint32_t b : kExpHard)
-    check_one(t, "exp", float_of(b), mxsim::exp_f32(float_of(b)), mxsim_test::exact_exp(float_of(b)));
+  check_hard(t, "exp", kExpHard, mxsim::exp_f32, mxsim_test::exact_exp);
   report(t, "exp edges");
 }
 
@@ -182,8 +202,7 @@ TEST(HdMathLog, SpecialValues) {
   }
   for (uint32_t b : {0x00000001u, 0x00000002u, 0x00000003u, 0x007FFFFFu, 0x00400001u, 0x7F7FFFFFu})
     check_one(t, "log", float_of(b), mxsim::log_f32(float_of(b)), mxsim_test::exact_log(float_of(b)));
-  for (uint32_t b : kLogHard)
-    check_one(t, "log", float_of(b), mxsim::log_f32(float_of(b)), mxsim_test::exact_log(float_of(b)));
+  check_hard(t, "log", kLogHard, mxsim::log_f32, mxsim_test::exact_log);
   report(t, "log edges");
 }
 
@@ -236,8 +255,7 @@ TEST(HdMathErf, SpecialValues) {
       }
   for (uint32_t b : {0x00000001u, 0x80000001u, 0x00000003u, 0x007FFFFFu, 0x00800000u, 0x0DFFFFFFu})
     check_one(t, "erf", float_of(b), mxsim::erf_f32(float_of(b)), mxsim_test::exact_erf(float_of(b)));
-  for (uint32_t b : kErfHard)
-    check_one(t, "erf", float_of(b), mxsim::erf_f32(float_of(b)), mxsim_test::exact_erf(float_of(b)));
+  check_hard(t, "erf", kErfHard, mxsim::erf_f32, mxsim_test::exact_erf);
   report(t, "erf edges");
 }
 
@@ -313,6 +331,17 @@ TEST(HdMathPowInt, AdamWBetasMatchOracle) {
     for (int k = 13; k < 32; ++k)
       for (int d = -3; d <= 3; ++d) ts.push_back((1u << k) + uint32_t(d));
     for (uint32_t s : ts) check_one(t, "pow", beta, mxsim::pow_int_f32(beta, s), mxsim_test::exact_pow(beta, s));
+  }
+  // The pairs of t = 1..2^20 closest to an FP32 midpoint (hd_math_exhaustive adamw).
+  const struct {
+    float beta;
+    uint32_t t;
+  } hard[] = {{0.9999f, 720070}, {0.9999f, 376609}, {0.9999f, 409801}, {0.9999f, 353440}, {0.999f, 56041},
+              {0.999f, 24316}};
+  for (const auto& h : hard) {
+    const Mp v = mxsim_test::exact_pow(h.beta, h.t);
+    EXPECT_LT(mxsim_test::round_exact_f32(v).mid_dist, 0x1p-17) << h.beta << "^" << h.t;
+    check_one(t, "pow", h.beta, mxsim::pow_int_f32(h.beta, h.t), v);
   }
   report(t, "pow AdamW betas");
 }

@@ -2,12 +2,26 @@
 // header (its error message used to format the nested shape recursively, exhausting the stack)
 // and a huge shape list in a message (quoted at most 80 characters).
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdint>
+#include <fstream>
 #include <string>
 #include <vector>
+#include <functional>
 
+#include "mxsim/io/npy.hpp"
 #include "mxsim/io/safetensors.hpp"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define MXSIM_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MXSIM_TEST_ASAN 1
+#endif
+#endif
 
 using mxsim::io::IoError;
 using mxsim::io::parse_safetensors;
@@ -51,4 +65,85 @@ TEST(ParserLimits, SafetensorsMessageQuotesAtMost80Characters) {
   // dump() of the list: "[-1,-1,...": the first 77 characters, then "...".
   EXPECT_EQ(error_of(with_header(json)),
             "x.safetensors: tensor 't': shape " + quoted.substr(0, 77) + "... is not a list of non-negative integers");
+}
+
+// A header that is a number too large for a double (nlohmann throws out_of_range, not
+// parse_error) is "not valid JSON" like any other, not an exception escaping the parser.
+TEST(ParserLimits, SafetensorsHeaderNumberOverflowIsAnIoError) {
+  const std::string m = error_of(with_header("2222222222222e77777039908014829395713122"));
+  EXPECT_EQ(m.rfind("x.safetensors: header is not valid JSON: ", 0), 0u) << m;
+  EXPECT_NE(m.find("number overflow"), std::string::npos) << m;
+  const std::string n = error_of(with_header("{\"t\": {\"dtype\": \"F32\", \"shape\": [1e999], \"data_offsets\": [0, 4]}}"));
+  EXPECT_EQ(n.rfind("x.safetensors: header is not valid JSON: ", 0), 0u) << n;
+}
+
+// Out of memory is a named error, never a bare std::bad_alloc: in a child whose address space
+// is capped 384 MiB above what it holds, a 2^27-element BF16 tensor (256 MiB) cannot be widened
+// to FP32 (512 MiB), and (capped 128 MiB above) a .npy of that size cannot be copied out of
+// its file bytes.
+// (Skipped under AddressSanitizer, whose shadow memory needs an uncapped address space.)
+namespace {
+uint64_t vm_bytes() {
+  std::ifstream f("/proc/self/status");
+  std::string k;
+  uint64_t kb = 0;
+  while (f >> k)
+    if (k == "VmSize:") {
+      f >> kb;
+      break;
+    }
+  return kb * 1024;
+}
+// Runs fn in a child capped at (current address space + extra); returns what() of the
+// IoError it threw, "(no error)" or "(bad_alloc)".
+std::string in_capped_child(uint64_t extra, const std::function<void()>& fn) {
+  int fds[2];
+  if (pipe(fds) != 0) return "(pipe failed)";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    const rlimit lim{rlim_t(vm_bytes() + extra), rlim_t(vm_bytes() + extra)};
+    setrlimit(RLIMIT_AS, &lim);
+    std::string msg = "(no error)";
+    try {
+      fn();
+    } catch (const IoError& e) {
+      msg = e.what();
+    } catch (const std::bad_alloc&) {
+      msg = "(bad_alloc)";
+    }
+    if (write(fds[1], msg.data(), msg.size()) < 0) _exit(3);
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string out;
+  char buf[512];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, std::size_t(n));
+  close(fds[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return out;
+}
+}  // namespace
+
+TEST(ParserLimits, OutOfMemoryIsNamedNotBadAlloc) {
+#ifdef MXSIM_TEST_ASAN
+  GTEST_SKIP() << "address-space cap not usable under AddressSanitizer";
+#endif
+  const std::size_t n = std::size_t(1) << 27;
+  EXPECT_EQ(in_capped_child(std::size_t(384) << 20,
+                            [&] {
+                              mxsim::io::RawTensor t{"big", mxsim::io::DType::BF16, {n}, {}};
+                              t.bytes.resize(2 * n);
+                              (void)mxsim::io::to_f32(t);
+                            }),
+            "tensor 'big' as FP32: needs 0.50 GiB of memory");
+  std::vector<uint8_t> file;
+  {
+    mxsim::io::RawTensor t{"big", mxsim::io::DType::BF16, {n}, {}};
+    t.bytes.resize(2 * n);
+    file = mxsim::io::encode_npy(t);  // 256 MiB + header, made before the cap
+  }
+  EXPECT_EQ(in_capped_child(std::size_t(128) << 20, [&] { (void)mxsim::io::parse_npy(file, "big.npy"); }),
+            "big.npy: tensor 'big': needs 0.25 GiB of memory");
 }

@@ -197,7 +197,13 @@ RawTensor parse_impl(std::span<const uint8_t> b, size_t total, const std::string
   if (have > need)
     throw IoError(label + ": " + std::to_string(have - need) + " unexpected trailing bytes after the data of shape " +
                   t.shape_str() + " " + *descr);
-  if (with_data) t.bytes.assign(b.begin() + ptrdiff_t(data_off), b.end());
+  if (with_data) {
+    try {
+      t.bytes.assign(b.begin() + ptrdiff_t(data_off), b.end());
+    } catch (const std::bad_alloc&) {
+      throw out_of_memory(label + ": tensor '" + t.name + "'", need);
+    }
+  }
   return t;
 }
 }  // namespace

@@ -76,7 +76,7 @@ SafetensorsFile parse_impl(std::span<const uint8_t> b, size_t total, const std::
   };
   try {
     j = nlohmann::json::parse(text, cb);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for a number like 2e777
     throw IoError(label + ": header is not valid JSON: " + e.what());
   }
   if (!dup.empty()) throw IoError(label + ": header names the key '" + dup + "' twice in one object");
@@ -173,7 +173,13 @@ SafetensorsFile parse_impl(std::span<const uint8_t> b, size_t total, const std::
   for (const auto& s : spans) {
     if (s.index == SIZE_MAX) continue;
     RawTensor& t = f.tensors[s.index];
-    if (with_data) t.bytes.assign(b.begin() + ptrdiff_t(buf_off + s.begin), b.begin() + ptrdiff_t(buf_off + s.end));
+    if (with_data) {
+      try {
+        t.bytes.assign(b.begin() + ptrdiff_t(buf_off + s.begin), b.begin() + ptrdiff_t(buf_off + s.end));
+      } catch (const std::bad_alloc&) {
+        throw out_of_memory(label + ": " + q(t.name), s.end - s.begin);
+      }
+    }
     ordered.push_back(std::move(t));
   }
   f.tensors = std::move(ordered);

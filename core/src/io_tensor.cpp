@@ -3,6 +3,7 @@
 
 #include <bit>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
@@ -87,13 +88,24 @@ std::string shape_str(const std::vector<size_t>& shape) {
 
 std::string RawTensor::shape_str() const { return io::shape_str(shape); }
 
+IoError out_of_memory(const std::string& what, uint64_t bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.2f", double(bytes) / double(uint64_t(1) << 30));
+  return IoError(what + ": needs " + b + " GiB of memory");
+}
+
 std::vector<float> to_f32(const RawTensor& t, size_t* rounded) {
   const size_t n = t.numel();
   if (rounded) *rounded = 0;
   if (t.bytes.size() != byte_count(t.dtype, n))
     throw IoError("tensor '" + t.name + "': " + std::to_string(t.bytes.size()) + " bytes for shape " + t.shape_str() +
                   " " + name_of(t.dtype));
-  std::vector<float> v(n);
+  std::vector<float> v;
+  try {
+    v.resize(n);
+  } catch (const std::bad_alloc&) {
+    throw out_of_memory("tensor '" + t.name + "' as FP32", uint64_t(n) * 4);
+  }
   switch (t.dtype) {
     case DType::F32:
       std::memcpy(v.data(), t.bytes.data(), n * 4);
@@ -151,7 +163,12 @@ std::vector<uint8_t> read_all(const std::filesystem::path& file) {
   const std::streamoff size = in.tellg();
   if (size < 0) throw IoError(file.string() + ": cannot read its size");
   in.seekg(0);
-  std::vector<uint8_t> b(static_cast<size_t>(size));
+  std::vector<uint8_t> b;
+  try {
+    b.resize(static_cast<size_t>(size));
+  } catch (const std::bad_alloc&) {
+    throw out_of_memory(file.string(), uint64_t(size));
+  }
   if (size > 0 && !in.read(reinterpret_cast<char*>(b.data()), size)) throw IoError(file.string() + ": read error");
   return b;
 }

@@ -56,8 +56,28 @@ TraceRecorder::TraceRecorder(const std::string& path, const std::string& config_
     if (cfg.deosc && deosc_eligible(w->recipe))
       add(schema::deosc_snapped(L), DType::i64, {}, [l](const StepRecord& r) { return &r.layers[l].snapped; });
     if (!snap_steps_.empty() &&
-        std::find(cfg.snapshot_layers.begin(), cfg.snapshot_layers.end(), w->layer) != cfg.snapshot_layers.end())
-      for (const char* kind : schema::kSnapshotKinds) snaps_.push_back({schema::snapshot(L, kind), w->layer, kind});
+        std::find(cfg.snapshot_layers.begin(), cfg.snapshot_layers.end(), w->layer) != cfg.snapshot_layers.end()) {
+      const std::vector<uint64_t> sh = {w->G, w->N, w->K};
+      for (const char* kind : schema::kSnapshotKinds) {
+        std::vector<uint64_t> s = sh;
+        if (std::string_view(kind) == "wgrad_mb") s.insert(s.begin(), NMB);
+        snaps_.push_back({schema::snapshot(L, kind), w->layer, kind, DType::f32, s});
+      }
+      if (is_quantized(w->recipe)) {  // format 2: the weight's block maps and element maps
+        const QuantSpec& ws = operand_specs(w->recipe).w;
+        const uint64_t br = ws.block_rows == 0 ? w->N : uint64_t(ws.block_rows),
+                       bc = ws.block_cols == 0 ? w->K : uint64_t(ws.block_cols);
+        const std::vector<uint64_t> bs = {w->G, (w->N + br - 1) / br, (w->K + bc - 1) / bc};
+        for (const char* m : {"block_mse", "block_sqnr_db", "block_amax"})
+          snaps_.push_back({schema::block_map(L, "w", m), w->layer, std::string("quant/w/") + m, DType::f32, bs});
+        snaps_.push_back({schema::block_map(L, "w", "scale"), w->layer, "quant/w/scale",
+                          ws.scale_kind == ScaleKind::FP32 ? DType::f32 : DType::u8, bs});
+        snaps_.push_back({schema::block_map(L, "w", "codes"), w->layer, "quant/w/codes", DType::u8, sh});
+        snaps_.push_back({schema::element_map(L, "flips"), w->layer, "osc/flips", DType::u32, sh});
+        snaps_.push_back({schema::element_map(L, "ema"), w->layer, "osc/ema", DType::f32, sh});
+        snaps_.push_back({schema::element_map(L, "dist_ratio"), w->layer, "osc/dist_ratio", DType::f32, sh});
+      }
+    }
   }
   static_assert(sizeof(size_t) == sizeof(uint64_t), "QuantStats counts are written as u64");
 
@@ -66,12 +86,7 @@ TraceRecorder::TraceRecorder(const std::string& path, const std::string& config_
   // Snapshot rows are trace rows: row r holds global step first + r.
   std::vector<int64_t> rows;
   for (int64_t s : snap_steps_) rows.push_back(s - first.n());
-  for (const Snapshot& s : snaps_) {
-    const Weight* w = *std::find_if(ws.begin(), ws.end(), [&](const Weight* x) { return x->layer == s.layer; });
-    std::vector<uint64_t> sh = {w->G, w->N, w->K};
-    if (std::string_view(s.kind) == "wgrad_mb") sh.insert(sh.begin(), NMB);
-    w_->declare_snapshot(s.name, DType::f32, sh, rows);
-  }
+  for (const Snapshot& s : snaps_) w_->declare_snapshot(s.name, s.dtype, s.shape, rows);
   w_->start_swmr();
 }
 
@@ -81,7 +96,15 @@ bool TraceRecorder::snapshot_due(Step n) const { return std::binary_search(snap_
 
 void TraceRecorder::write_snapshots(Step n, const SnapshotSource& src) {
   (void)n;  // the writer knows its row; n is checked by the caller through snapshot_due
-  for (const Snapshot& s : snaps_) w_->write_snapshot(s.name, src(s.layer, s.kind).data());
+  for (const Snapshot& s : snaps_) {
+    const std::vector<unsigned char> b = src(s.layer, s.kind);
+    uint64_t n = trace::dtype_size(s.dtype);
+    for (uint64_t d : s.shape) n *= d;
+    if (b.size() != n)
+      throw std::logic_error("trace snapshot " + s.name + ": " + std::to_string(b.size()) + " bytes for " +
+                             std::to_string(n));
+    w_->write_snapshot_raw(s.name, s.dtype, b.data());
+  }
 }
 
 void TraceRecorder::append(const StepRecord& r) {

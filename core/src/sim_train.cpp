@@ -4,6 +4,8 @@
 // list (sim_checkpoint.cpp).
 #include <algorithm>
 #include <chrono>
+#include <cstring>
+#include <map>
 #include <cmath>
 #include <limits>
 #include <span>
@@ -11,6 +13,7 @@
 
 #include "mxsim/data/fashion_mnist.hpp"
 #include "mxsim/philox.hpp"
+#include "mxsim/sim/maps.hpp"
 #include "mxsim/sim/model.hpp"
 #include "mxsim/sim/recorder.hpp"
 #include "mxsim/sim/trainer.hpp"
@@ -131,8 +134,9 @@ class Trainer {
     TrainResult res;
     res.total_steps = total_;
     auto tl = std::chrono::steady_clock::now();
-    for (Step n = done.next(); n <= last; n = n.next()) {
+    for (Step n = done.next(); n <= last && !halted_; n = n.next()) {
       const StepRecord r = step(n, res);
+      if (halted_) break;  // stopped after a micro-batch: the step is dropped, the weights are untouched
       if (rec_) rec_->append(r);
       res.losses.push_back(r.loss);
       res.final_loss = r.loss;
@@ -147,8 +151,9 @@ class Trainer {
         tl = now;
         opt_.on_step(si);
       }
+      if (opt_.control && !opt_.control({n.n(), total_, -1, cfg_.num_microbatches, r.loss})) halted_ = true;
     }
-    checkpoint(last);
+    checkpoint(Step(done.n() + res.steps));
     if (rec_) rec_->close();
     summarize(res);
     res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
@@ -187,6 +192,10 @@ class Trainer {
       r.tokens_per_expert.insert(r.tokens_per_expert.end(), m.tokens_per_expert.begin(), m.tokens_per_expert.end());
       for (Weight* w : ws_) r.layers[size_t(w->layer)].main_grad_norm.push_back(be_.l2_norm(w->main_grad));
       if (snap) stage_wgrad(mrec, mb);
+      if (opt_.control && !opt_.control({n.n(), total_, int(mb), int(NMB), loss_sum / double((mb + 1) * (B / NMB))})) {
+        halted_ = true;
+        return r;
+      }
     }
     r.loss = loss_sum / double(B) + aux_sum / double(NMB);
     r.aux_loss = aux_sum / double(NMB);
@@ -198,7 +207,10 @@ class Trainer {
                                " at step " + std::to_string(n.n()) + " (cross-entropy sum " +
                                std::to_string(loss_sum) + ", aux " + std::to_string(aux_sum) +
                                "); the trace ends at the step before");
-    if (snap) rec_->write_snapshots(n, [&](Layer l, std::string_view kind) { return snapshot(l, kind); });
+    if (snap) {
+      maps_.clear();  // this step's block maps, computed on first use
+      rec_->write_snapshots(n, [&](Layer l, std::string_view kind) { return snapshot(l, kind); });
+    }
     for (Weight* w : ws_)
       if (is_quantized(w->recipe))
         for (Role role : kRoles) r.layers[size_t(w->layer)].quant[size_t(role)] = model_.stats(w->layer, role);
@@ -239,19 +251,59 @@ class Trainer {
     }
   }
 
-  /// The tensor of one snapshot kind (trace/schema.hpp kSnapshotKinds), taken
-  /// after the last micro-batch and before the optimizer step.
-  std::vector<float> snapshot(Layer l, std::string_view kind) {
+  template <class T>
+  static std::vector<unsigned char> bytes(const std::vector<T>& v) {
+    std::vector<unsigned char> b(v.size() * sizeof(T));
+    if (!v.empty()) std::memcpy(b.data(), v.data(), b.size());
+    return b;
+  }
+
+  /// The tensor of one snapshot kind (TraceRecorder::SnapshotSource), taken after the last
+  /// micro-batch and before the optimizer step.
+  std::vector<unsigned char> snapshot(Layer l, std::string_view kind) {
     Weight& w = model_.weight(l);
-    if (kind == "master") return be_.download<float>(w.master);
-    if (kind == "main_grad") return be_.download<float>(w.main_grad);
-    if (kind == "wgrad_mb") return be_.download<float>(staging_[size_t(l)]);
-    // weight_q: exactly the spec this step's fprop used (before update_scaling),
-    // so the W fprop quantized
-    if (!is_quantized(w.recipe)) return be_.download<float>(w.model);
+    if (kind == "master") return bytes(be_.download<float>(w.master));
+    if (kind == "main_grad") return bytes(be_.download<float>(w.main_grad));
+    if (kind == "wgrad_mb") return bytes(be_.download<float>(staging_[size_t(l)]));
+    if (kind == "weight_q" && !is_quantized(w.recipe)) return bytes(be_.download<float>(w.model));
+    if (kind == "weight_q") {
+      // exactly the spec this step's fprop used (before update_scaling), so the W fprop quantized
+      Tensor d = be_.alloc(DType::f32, w.shape());
+      be_.dequantize(w.quantized(be_, weight_fprop_spec(be_, w, w.model)), d);
+      return bytes(be_.download<float>(d));
+    }
+    if (kind.substr(0, 8) == "quant/w/") {
+      const BlockMaps& m = weight_maps(w);
+      const std::string_view what = kind.substr(8);
+      if (what == "block_mse") return bytes(m.mse);
+      if (what == "block_sqnr_db") return bytes(m.sqnr_db);
+      if (what == "block_amax") return bytes(m.amax);
+      if (what == "scale") return m.scale_inv.empty() ? bytes(m.scale_bytes) : bytes(m.scale_inv);
+      if (what == "codes") return bytes(m.codes);
+    }
+    if (kind.substr(0, 4) == "osc/") {
+      // as of the snapshot: after the previous step's metrics update; zeros before the first
+      const Backend::OscState* s = osc_.state(w.name);
+      const std::string_view what = kind.substr(4);
+      const size_t n = w.G * w.N * w.K;
+      if (what == "flips") return s ? bytes(be_.download<uint32_t>(s->flips)) : bytes(std::vector<uint32_t>(n, 0));
+      if (what == "ema") return s ? bytes(be_.download<float>(s->ema)) : bytes(std::vector<float>(n, 0.0f));
+      if (what == "dist_ratio")
+        return s ? bytes(dist_ratio_map(be_.download<float>(s->dist_q), be_.download<float>(s->dist_w)))
+                 : bytes(std::vector<float>(n, 0.0f));
+    }
+    throw std::logic_error("trace snapshot: unknown kind " + std::string(kind));
+  }
+
+  /// Block maps of the quantization of W this step's fprop used (the weight_q snapshot's).
+  const BlockMaps& weight_maps(Weight& w) {
+    auto it = maps_.find(w.layer);
+    if (it != maps_.end()) return it->second;
+    const QTensor& qt = w.quantized(be_, weight_fprop_spec(be_, w, w.model));
     Tensor d = be_.alloc(DType::f32, w.shape());
-    be_.dequantize(w.quantized(be_, weight_fprop_spec(be_, w, w.model)), d);
-    return be_.download<float>(d);
+    be_.dequantize(qt, d);
+    const std::vector<float> x = be_.download<float>(w.model), dq = be_.download<float>(d);
+    return maps_.emplace(w.layer, block_maps(x.data(), dq.data(), be_.download(qt))).first->second;
   }
 
   void summarize(TrainResult& res) {
@@ -284,9 +336,11 @@ class Trainer {
   const std::string cfg_text_;
   int64_t total_ = 0;
   std::unique_ptr<TraceRecorder> rec_;
+  bool halted_ = false;  ///< TrainOptions::control asked to stop
   std::map<std::string, int64_t> snaps_total_;
   std::map<std::string, uint64_t> flips_total_;
   std::array<Tensor, 5> staging_;  ///< by Layer
+  std::map<Layer, BlockMaps> maps_;  ///< this snapshot step's block maps
 };
 
 }  // namespace

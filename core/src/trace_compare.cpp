@@ -75,7 +75,10 @@ CompareResult compare(const std::filesystem::path& pa, const std::filesystem::pa
   std::error_code ec;
   std::optional<Reader> bo;
   if (!std::filesystem::equivalent(pa, pb, ec)) bo.emplace(pb);
-  const Reader& b = bo ? *bo : a;
+  return compare(a, bo ? *bo : a);
+}
+
+CompareResult compare(const Reader& a, const Reader& b) {
   CompareResult res;
   res.steps_a = a.steps_completed();
   res.steps_b = b.steps_completed();
@@ -97,7 +100,7 @@ CompareResult compare(const std::filesystem::path& pa, const std::filesystem::pa
   for (const auto& ib : b.datasets())
     if (!a.has(ib.name)) res.only_b.push_back(ib.name);
   if (res.common.empty())
-    throw TraceError(pa.string() + " and " + pb.string() + ": no common series (nothing to compare)");
+    throw TraceError(a.path().string() + " and " + b.path().string() + ": no common series (nothing to compare)");
 
   // Final scalar metrics of either run.
   std::map<std::string, ScalarFinal> finals;

@@ -62,8 +62,10 @@ Provenance make_provenance(const std::string& backend, uint64_t seed) {
 namespace detail {
 
 void quiet_hdf5() {
-  static std::once_flag once;
-  std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
+  // The thread-safe HDF5 build keeps the error-printing setting per thread.
+  thread_local bool quiet = false;
+  if (!quiet) H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  quiet = true;
 }
 
 std::string hdf5_message() {
@@ -219,7 +221,7 @@ template <class T>
 std::vector<T> buffer(uint64_t n, const std::string& file, const std::string& what) {
   const auto oom = [&] {
     char b[32];
-    std::snprintf(b, sizeof b, "%.1f", double(n) * double(sizeof(T)) / double(1u << 30));
+    std::snprintf(b, sizeof b, "%.2f", double(n) * double(sizeof(T)) / double(1u << 30));
     return TraceError(file + ": " + what + ": needs " + b + " GiB of memory to read");
   };
   if (n > SIZE_MAX / sizeof(T)) throw oom();
@@ -277,8 +279,14 @@ void check_global_heaps(const std::string& file) {
   for (uint64_t base = 0; base < limit; base += block.size() - 16) {
     const std::size_t n = std::size_t(std::min<uint64_t>(block.size(), size - base));
     if (!read_at(base, block.data(), n)) return;
-    for (std::size_t i = 0; i + 16 <= n; ++i) {
-      if (std::memcmp(block.data() + i, "GCOL\x01\0\0\0", 8) != 0) continue;
+    static const unsigned char sig[8] = {'G', 'C', 'O', 'L', 1, 0, 0, 0};
+    // Headers starting at 0 .. n - 16 are whole in this block; later ones are whole in the next
+    // block, which overlaps this one by 16 bytes.
+    for (std::size_t from = 0; n >= 16 && from <= n - 16;) {
+      const void* hit = memmem(block.data() + from, n - 8 - from, sig, 8);
+      if (!hit) break;
+      const std::size_t i = std::size_t(static_cast<const unsigned char*>(hit) - block.data());
+      from = i + 1;
       const uint64_t at = base + i, csize = le(block.data() + i + 8, 8);
       uint64_t p = 16;
       while (p < csize) {

@@ -10,7 +10,8 @@
 
 namespace mxsim::trace::detail {
 
-/// Silences HDF5's automatic error printing (once per process); errors become exceptions.
+/// Silences HDF5's automatic error printing (once per thread: the thread-safe build keeps
+/// the setting per thread); errors become exceptions.
 void quiet_hdf5();
 /// HDF5's current error stack as one line (innermost description last), "" if empty.
 std::string hdf5_message();

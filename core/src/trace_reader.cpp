@@ -159,6 +159,48 @@ struct Reader::Impl {
       fail(fname, name + ": read failed");
     return out;
   }
+  /// Element `index` of rows [row0, row0 + nrows): one point per row (an HDF5 point selection,
+  /// so one weight's timeline reads one value per step, not whole rows).
+  std::vector<unsigned char> read_element(const std::string& name, DType dtype, uint64_t index, uint64_t row0,
+                                          uint64_t nrows, bool snapshot) const {
+    const DatasetInfo& in = info(name);
+    if (in.snapshot != snapshot) throw TraceError(fname + ": " + name + (snapshot ? ": is a series" : ": is a snapshot"));
+    if (in.dtype != dtype)
+      throw TraceError(fname + ": " + name + ": stored as " + dtype_name(in.dtype) + ", read as " + dtype_name(dtype));
+    if (index >= in.row_elems())
+      throw TraceError(fname + ": " + name + ": element " + std::to_string(index) + " is outside a row of " +
+                       std::to_string(in.row_elems()) + " elements");
+    if (nrows == 0) return {};
+    hid_t d = t->dsets.at(name);
+    if (H5Drefresh(d) < 0) fail(fname, name + ": refresh failed");
+    Hid fs(H5Dget_space(d), H5Sclose);
+    if (!fs.valid()) fail(fname, name + ": cannot read its dataspace");
+    const std::vector<hsize_t> ext = detail::extent(fs, fname, name);
+    if (ext.size() != in.row_shape.size() + 1 || !std::equal(in.row_shape.begin(), in.row_shape.end(), ext.begin() + 1))
+      throw TraceError(fname + ": " + name + ": its shape changed while open");
+    if (ext[0] < row0 + nrows)
+      throw TraceError(fname + ": " + name + ": has " + std::to_string(ext[0]) + " rows, fewer than the " +
+                       std::to_string(row0 + nrows) + " /steps promises (file not written by mxsim's writer?)");
+    const std::size_t rank = ext.size();
+    std::vector<hsize_t> within(rank - 1);  // multi-index of `index` within a row
+    uint64_t rest = index;
+    for (std::size_t i = rank - 1; i-- > 0;) {
+      within[i] = rest % in.row_shape[i];
+      rest /= in.row_shape[i];
+    }
+    std::vector<hsize_t> coords(nrows * rank);  // nrows <= steps: small
+    for (uint64_t r = 0; r < nrows; ++r) {
+      coords[r * rank] = row0 + r;
+      for (std::size_t i = 1; i < rank; ++i) coords[r * rank + i] = within[i - 1];
+    }
+    auto out = detail::buffer<unsigned char>(nrows * dtype_size(dtype), fname, name);
+    const hsize_t n = nrows;
+    Hid ms(H5Screate_simple(1, &n, nullptr), H5Sclose);
+    if (H5Sselect_elements(fs, H5S_SELECT_SET, nrows, coords.data()) < 0 ||
+        H5Dread(d, detail::native_type(dtype), ms, fs, H5P_DEFAULT, out.data()) < 0)
+      fail(fname, name + ": read failed");
+    return out;
+  }
 };
 
 Reader::Reader(const std::filesystem::path& path) : impl_(std::make_unique<Impl>()) {
@@ -236,6 +278,24 @@ std::vector<unsigned char> Reader::read_snapshot_raw(const std::string& name, DT
     throw TraceError(impl_->fname + ": " + name + ": snapshot of step " + std::to_string(step) +
                      " is not complete (" + std::to_string(impl_->k) + " steps complete)");
   return impl_->read_rows(name, dtype, uint64_t(it - in.snapshot_steps.begin()), 1, true);
+}
+
+std::vector<unsigned char> Reader::read_series_element_raw(const std::string& name, DType dtype, uint64_t index,
+                                                           uint64_t first, uint64_t count) const {
+  const uint64_t k = impl_->k;
+  if (first > k) first = k;
+  count = std::min(count, k - first);
+  return impl_->read_element(name, dtype, index, first, count, false);
+}
+
+std::vector<unsigned char> Reader::read_snapshot_element_raw(const std::string& name, DType dtype, uint64_t index,
+                                                             std::vector<int64_t>* steps) const {
+  const auto& in = impl_->info(name);
+  // declared steps are strictly increasing: the complete ones are a prefix
+  uint64_t n = 0;
+  while (n < in.snapshot_steps.size() && uint64_t(in.snapshot_steps[n]) < impl_->k) ++n;
+  if (steps) steps->assign(in.snapshot_steps.begin(), in.snapshot_steps.begin() + std::ptrdiff_t(n));
+  return impl_->read_element(name, dtype, index, 0, n, true);
 }
 
 }  // namespace mxsim::trace

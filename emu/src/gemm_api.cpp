@@ -199,6 +199,7 @@ void run(Kind kind, const Panel& A, const Panel& B, gemm::Out out, const GemmOpt
 void check_opt(const GemmOptions& opt, const std::string& gemm) {
   if (opt.out != Format::FP32 && opt.out != Format::BF16)
     fail(gemm, std::string("output format must be fp32 or bf16, got ") + short_name(opt.out));
+  if (opt.impl == GemmImpl::Fast) (void)cpu_path();  // a bad MXSIM_CPU_PATH throws here, before any output changes
 }
 
 // fprop / dgrad share the token-major form: out[M, J] = A_tokens . B[g]^T.

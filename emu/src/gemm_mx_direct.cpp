@@ -334,6 +334,11 @@ struct Avx2Isa {
     for (int c0 : {0, 16}) {
       if (!((cols >> c0) & 0xFFFFu)) continue;
       size_t r = 0;
+      // 4 rows share each B load (measured faster than 2 x 2 rows despite a few spills)
+      if (nr == 4) {
+        avx2_tile16<4, WIDE>(a, Kp, bpp, fap, KB, fbp, cp, o, ld, cols, c0, bi, acc, bf);
+        continue;
+      }
       for (; r + 2 <= nr; r += 2)
         avx2_tile16<2, WIDE>(a + r * Kp, Kp, bpp, fap + r * KB, KB, fbp, cp, o + r * ld, ld, cols, c0, bi + r, acc, bf);
       if (r < nr) avx2_tile16<1, WIDE>(a + r * Kp, Kp, bpp, fap + r * KB, KB, fbp, cp, o + r * ld, ld, cols, c0, bi + r, acc, bf);

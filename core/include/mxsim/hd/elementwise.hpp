@@ -6,9 +6,9 @@
 // Rules (numerics.md §1, §6): FP32 arithmetic in the order written, no
 // contraction (-ffp-contract=off on the host, -fmad=false on the device),
 // every sum a left-to-right loop in the index order given; bf16() is
-// round_bf16 (rounding.hpp: RNE, IEEE overflow). exp / log / erf / pow come
-// from hd/libm.hpp, the single place where the project's own functions
-// replace libm.
+// round_bf16 (rounding.hpp: RNE, IEEE overflow). exp / log / erf / x^n come
+// from hd/libm.hpp: the project's own correctly rounded functions
+// (hd/math.hpp), never the host libm.
 //
 // Granularity: a function per output element or per row, taking raw pointers
 // and sizes, so that a kernel can give one thread (or one row) to each call.
@@ -184,7 +184,7 @@ struct AdamWCoeffs {
   float sbc2;                          ///< sqrt(1 - beta2^t)
 };
 MXSIM_HD inline AdamWCoeffs adamw_coeffs(float lr, float beta1, float beta2, float eps, float weight_decay, int64_t t) {
-  const float bc1 = 1.0f - pow_f32(beta1, float(t)), bc2 = 1.0f - pow_f32(beta2, float(t));
+  const float bc1 = 1.0f - pow_int_f32(beta1, t), bc2 = 1.0f - pow_int_f32(beta2, t);
   return {lr, beta1, beta2, eps, 1.0f - lr * weight_decay, lr / bc1, std::sqrt(bc2)};
 }
 /// One element: w = w (1 - lr wd); m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g g;
@@ -246,6 +246,13 @@ struct OscElem {
   bool moved;       ///< dist_w > 0 in the current window
   double ratio;     ///< dist_q / max(dist_w, 1e-12) in FP64 (when moved)
 };
+/// DistRatio of one element's window sums: dist_q / max(dist_w, 1e-12) in FP64 (defined
+/// for an element that moved, dist_w > 0).
+MXSIM_HD inline double osc_dist_ratio(float dist_q, float dist_w) {
+  const double dw = double(dist_w);
+  return double(dist_q) / (dw < 1e-12 ? 1e-12 : dw);
+}
+
 /// Direction of the quantized value's change dq = q - prev_q (its sign; 0 no
 /// change); an oscillation is a non-zero change opposite to the last non-zero
 /// one; ema = m ind + (1 - m) ema; window sums dist_w += |w - prev_w|,
@@ -272,8 +279,7 @@ MXSIM_HD inline OscElem osc_update(float w, float q, float prev_w, float prev_q,
   dist_q = dist_q + std::fabs(dq);
   if (dist_w > 0) {
     r.moved = true;
-    const double dw = double(dist_w);
-    r.ratio = double(dist_q) / (dw < 1e-12 ? 1e-12 : dw);
+    r.ratio = osc_dist_ratio(dist_q, dist_w);
   }
   return r;
 }

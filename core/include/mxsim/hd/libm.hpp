@@ -1,23 +1,21 @@
 // The elementary functions the training-step ops call beyond IEEE + - * /
-// sqrt: today the host libm (glibc) through <cmath>. A device compiler would
-// take its own expf / logf / erff / powf here, which do not match glibc bit
-// for bit: device ops that call these are not yet part of the bit contract.
-//
-// This header is the one place where they plug in: the project's own FP32
-// exp / log / erf (core/include/mxsim/hd/math.hpp, MXSIM_HD, tested against
-// an exact oracle) replace these bodies, so that neither libm nor a device
-// intrinsic decides a bit. That swap changes trace bits and lands on its own.
+// sqrt, in one place: the project's own correctly rounded FP32 exp, log, erf
+// and x^n (core/include/mxsim/hd/math.hpp, docs/numerics.md §6.1), never the
+// host libm or a device intrinsic, so that the CPU emulator and a GPU kernel
+// compute the same bits by construction.
 #pragma once
-#include <cmath>
+#include <cstdint>
 
 #include "mxsim/hd.hpp"
+#include "mxsim/hd/math.hpp"
 
 namespace mxsim::hd {
 
-MXSIM_HD inline float exp_f32(float x) { return std::exp(x); }
-MXSIM_HD inline float log_f32(float x) { return std::log(x); }
-MXSIM_HD inline float erf_f32(float x) { return std::erf(x); }
-/// powf (float overload of std::pow): the AdamW bias corrections.
-MXSIM_HD inline float pow_f32(float x, float y) { return std::pow(x, y); }
+MXSIM_HD inline float exp_f32(float x) { return ::mxsim::exp_f32(x); }
+MXSIM_HD inline float log_f32(float x) { return ::mxsim::log_f32(x); }
+MXSIM_HD inline float erf_f32(float x) { return ::mxsim::erf_f32(x); }
+/// beta^t for AdamW's bias corrections, t >= 1 the optimizer step (the
+/// trainer's step count stays far below 2^32).
+MXSIM_HD inline float pow_int_f32(float x, int64_t t) { return ::mxsim::pow_int_f32(x, uint32_t(t)); }
 
 }  // namespace mxsim::hd

@@ -86,7 +86,8 @@ size_t numel_of(const std::vector<size_t>& shape);
 /// (IEEE 754 convertFormat; beyond FP32's range to +-Inf, below it to a
 /// subnormal or +-0, NaN stays NaN); `rounded`, when given, receives the
 /// number of F64 values that changed (inexact conversions, overflows to Inf
-/// included). Throws IoError naming the tensor for other dtypes.
+/// included). Throws IoError naming the tensor for other dtypes, and
+/// "tensor '<name>': needs N GiB of memory" when the values cannot be allocated.
 std::vector<float> to_f32(const RawTensor& t, size_t* rounded = nullptr);
 
 /// A RawTensor of dtype F32 / U8 from host values.
@@ -99,7 +100,11 @@ RawTensor from_u8(std::string name, std::vector<size_t> shape, const uint8_t* v)
 enum class FileKind { Npy, Safetensors };
 FileKind detect_kind(const std::filesystem::path& file);
 
-/// Whole file into memory; IoError "<file>: cannot open: <reason>" on failure.
+/// IoError "<what>: needs N.N GiB of memory" (never a bare std::bad_alloc).
+IoError out_of_memory(const std::string& what, uint64_t bytes);
+
+/// Whole file into memory; IoError "<file>: cannot open: <reason>" on failure,
+/// "<file>: needs N GiB of memory" when it does not fit.
 std::vector<uint8_t> read_all(const std::filesystem::path& file);
 
 /// Create or truncate `file` and write `size` bytes from `data` (POSIX

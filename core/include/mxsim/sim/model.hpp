@@ -244,6 +244,11 @@ class OscMetrics {
   Backend::OscStep update(Backend& be, Weight& w);
   /// The checkpoint entries of this state (sim/state_io.hpp).
   void visit(StateIO& io, Backend& be, const std::vector<Weight*>& ws);
+  /// The backend tensors of weight `name`'s state; nullptr before its first update.
+  const Backend::OscState* state(const std::string& name) const {
+    auto it = state_.find(name);
+    return it == state_.end() ? nullptr : &it->second.t;
+  }
 
  private:
   /// A zeroed state for a weight of `shape` (seeding and resume).

@@ -51,8 +51,11 @@ class TraceRecorder {
 
   /// Whether step n's row takes snapshots.
   bool snapshot_due(Step n) const;
-  /// Where a snapshot's tensor comes from: (layer, kind of schema::kSnapshotKinds) -> values.
-  using SnapshotSource = std::function<std::vector<float>(Layer, std::string_view kind)>;
+  /// Where a snapshot's tensor comes from: (layer, kind) -> its bytes (little-endian, the
+  /// declared dtype and shape). Kinds: schema::kSnapshotKinds (f32), and for quantized layers
+  /// the maps of format 2: "quant/w/<m>" for m in schema::kBlockMaps, "osc/<m>" for flips,
+  /// ema, dist_ratio (the path below /snap/<l>/).
+  using SnapshotSource = std::function<std::vector<unsigned char>(Layer, std::string_view kind)>;
   /// Writes every declared snapshot of step `n` (must be snapshot_due).
   void write_snapshots(Step n, const SnapshotSource& src);
   /// Appends the row of every series and finishes the row (completeness rule).
@@ -69,7 +72,9 @@ class TraceRecorder {
   struct Snapshot {
     std::string name;
     Layer layer;
-    const char* kind;
+    std::string kind;
+    trace::DType dtype;
+    std::vector<uint64_t> shape;
   };
   std::unique_ptr<trace::Writer> w_;
   std::vector<Series> series_;

@@ -18,6 +18,14 @@ struct StepInfo {
   double test_accuracy = -1;    ///< >= 0 at epoch ends
 };
 
+/// Where a run is, for TrainOptions::control.
+struct Progress {
+  int64_t step = 0, total = 0;  ///< global optimizer step being run (1-based) / planned
+  int microbatch = -1;          ///< micro-batch just done (0-based); -1: the optimizer step and its trace row are done
+  int num_microbatches = 0;
+  double loss = 0;              ///< mean CE of the micro-batches done so far (mb >= 0); the step's loss (mb = -1)
+};
+
 struct TrainOptions {
   std::string trace_path;       ///< "" = no trace
   std::string resume_path;      ///< checkpoint to resume from ("" = fresh start)
@@ -26,6 +34,11 @@ struct TrainOptions {
   int64_t stop_after = 0;       ///< stop once this many optimizer steps are done (0 = run all); checkpoints then
   bool evaluate = true;         ///< test accuracy per epoch and at the end
   std::function<void(const StepInfo&)> on_step;
+  /// Called on the training thread after every micro-batch and after every optimizer step; it may
+  /// block (a paused run waits inside it). Returning false stops the run there, as stop_after
+  /// does: the trace holds the completed steps and the checkpoint (if any) is written for them
+  /// (a stop after a micro-batch drops that step's partial main_grad; the weights are untouched).
+  std::function<bool(const Progress&)> control;
 };
 
 struct LayerSummary {

@@ -66,4 +66,10 @@ struct CompareResult {
 /// Throws TraceError naming the file: missing, not an mxsim trace; or "no common series".
 CompareResult compare(const std::filesystem::path& a, const std::filesystem::path& b);
 
+class Reader;
+/// The same comparison over two open readers (an application that already holds a Reader of
+/// each file, such as the inspector, compares without opening the files again). `a` and `b`
+/// may be the same reader. Throws TraceError "no common series" as above.
+CompareResult compare(const Reader& a, const Reader& b);
+
 }  // namespace mxsim::trace

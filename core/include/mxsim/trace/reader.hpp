@@ -34,7 +34,10 @@ class Reader {
   Reader(Reader&&) noexcept;
   Reader& operator=(Reader&&) noexcept;
 
-  /// Re-reads /steps (H5Drefresh) for files still being written.
+  /// Re-reads /steps (H5Drefresh) for files still being written; every other dataset is
+  /// refreshed on its next read. A Reader that is never refreshed never calls H5Drefresh.
+  /// HDF5 1.10 limitation: refresh a file that one process has open through a single Reader
+  /// only (H5Drefresh of a dataset open twice makes later chunk reads return wrong rows).
   void refresh();
 
   /// Number of complete steps k = len(/steps) at open/refresh time.
@@ -73,9 +76,37 @@ class Reader {
   }
   std::vector<unsigned char> read_snapshot_raw(const std::string& name, DType dtype, int64_t step) const;
 
+  /// One element across rows: element `index` (flat, row-major within one row) of series
+  /// rows [first, first+count) (count clamped to steps_completed()). Reads only that element
+  /// of each row (an HDF5 point selection), so a timeline of one weight costs count values,
+  /// not count rows. Throws TraceError when index >= row_elems() or the dtype differs.
+  template <class T>
+  std::vector<T> read_series_element(const std::string& name, uint64_t index, uint64_t first = 0,
+                                     uint64_t count = UINT64_MAX) const {
+    return cast_raw<T>(read_series_element_raw(name, dtype_of<T>(), index, first, count));
+  }
+  std::vector<unsigned char> read_series_element_raw(const std::string& name, DType dtype, uint64_t index,
+                                                     uint64_t first = 0, uint64_t count = UINT64_MAX) const;
+  /// Element `index` (flat within one snapshot) of snapshot `name` at each of its declared
+  /// steps that is complete (< steps_completed()), in step order; `steps` (optional) receives
+  /// those steps.
+  template <class T>
+  std::vector<T> read_snapshot_element(const std::string& name, uint64_t index,
+                                       std::vector<int64_t>* steps = nullptr) const {
+    return cast_raw<T>(read_snapshot_element_raw(name, dtype_of<T>(), index, steps));
+  }
+  std::vector<unsigned char> read_snapshot_element_raw(const std::string& name, DType dtype, uint64_t index,
+                                                       std::vector<int64_t>* steps = nullptr) const;
+
   const std::filesystem::path& path() const;
 
  private:
+  template <class T>
+  static std::vector<T> cast_raw(const std::vector<unsigned char>& raw) {
+    std::vector<T> out(raw.size() / sizeof(T));
+    if (!raw.empty()) std::memcpy(out.data(), raw.data(), raw.size());
+    return out;
+  }
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -19,8 +19,9 @@ namespace mxsim::trace::schema {
 
 /// Root attribute holding the integer schema version; a file without it is
 /// not an mxsim trace. Readers refuse versions newer than kFormatVersion.
+/// 2: format 1 plus the block and element maps of the snapshot layers (block_map, element_map).
 inline constexpr const char* kFormatAttr = "mxsim_trace_format";
-inline constexpr int kFormatVersion = 1;
+inline constexpr int kFormatVersion = 2;
 /// The completion counter: row i holds i (the trace row), written after
 /// every series of that row; a reader trusts len(/steps) rows.
 inline constexpr const char* kSteps = "/steps";
@@ -75,6 +76,30 @@ inline constexpr std::array<const char*, 4> kSnapshotKinds{"master", "weight_q",
 inline std::string snapshot(std::string_view l, std::string_view kind) {
   return "/snap/" + std::string(l) + "/" + std::string(kind);
 }
+
+// --- element and block maps at snapshot steps (format 2; docs/trace-format.md "Element and block maps") ---
+/// Per-block quantization of operand `op` of layer `l` at the snapshot steps, taken with the
+/// other snapshots (after the last micro-batch, before the optimizer step), from the same
+/// quantization of the weight that this step's fprop used. `what`, one of kBlockMaps:
+///   block_mse, block_sqnr_db, block_amax  f32 [G, BR, BC]  (the recipe's block grid over [N, K])
+///   scale                                 u8 (E8M0, UE4M3 byte) or f32 (FP32 scale_inv) [G, BR, BC]
+///   codes                                 u8 [G, N, K] (one element code per byte, logical layout)
+/// Written for op "w" of quantized snapshot layers; the activation operands (x, dy) are not
+/// recorded yet.
+inline std::string block_map(std::string_view l, std::string_view op, std::string_view what) {
+  return "/snap/" + std::string(l) + "/quant/" + std::string(op) + "/" + std::string(what);
+}
+inline constexpr std::array<const char*, 5> kBlockMaps{"block_mse", "block_sqnr_db", "block_amax", "scale", "codes"};
+/// Per-element oscillation state of a quantized snapshot layer's weight at the snapshot
+/// steps (as of the snapshot: after the previous step's metrics update). `what`, one of
+/// kElementMaps: flips (u32 [G, N, K], cumulative oscillations), ema (f32, EMA frequency),
+/// dist_ratio (f32, dist_q / max(dist_w, 1e-12) of the current window; 0 where dist_w = 0);
+/// snaps (u32, cumulative de-oscillation snaps of the element: read by the inspector, not
+/// written yet, the de-oscillation op returns counts only).
+inline std::string element_map(std::string_view l, std::string_view what) {
+  return "/snap/" + std::string(l) + "/osc/" + std::string(what);
+}
+inline constexpr std::array<const char*, 4> kElementMaps{"flips", "ema", "dist_ratio", "snaps"};
 
 // --- checkpoint entries (relative names inside a checkpoint file) ---
 namespace ckpt {

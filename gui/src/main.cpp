@@ -1,0 +1,90 @@
+// mxsim-inspector [TRACE.h5 ...]                 the window, traces opened
+// mxsim-inspector --render TRACE.h5 [B.h5] -o DIR  every view as PNG + CSV, no display needed
+#include <QApplication>
+#include <QCommandLineParser>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "bench.hpp"
+#include "main_window.hpp"
+#include "render.hpp"
+
+int main(int argc, char** argv) {
+  // Headless modes use Qt's offscreen platform unless the caller chose one.
+  for (int i = 1; i < argc; ++i)
+    if ((std::strcmp(argv[i], "--render") == 0 || std::strcmp(argv[i], "--bench") == 0) && !std::getenv("QT_QPA_PLATFORM"))
+      setenv("QT_QPA_PLATFORM", "offscreen", 1);
+  QApplication app(argc, argv);
+  QApplication::setApplicationName("mxsim-inspector");
+  QApplication::setApplicationVersion(MXSIM_VERSION);
+  QCommandLineParser p;
+  p.setApplicationDescription("mxsim-inspector: quantization error, weight oscillation and gradient accumulation of mxsim traces");
+  p.addHelpOption();
+  p.addVersionOption();
+  p.addPositionalArgument("traces", "trace files (HDF5) to open; the first is the primary, the second the comparison trace",
+                          "[TRACE.h5 ...]");
+  p.addOption({"render", "render every view to PNG (and its data to CSV) without a display, then exit"});
+  p.addOption({{"o", "out"}, "output directory of --render", "DIR", "."});
+  p.addOption({"step", "trace row to show (default: the last complete step)", "N"});
+  p.addOption({"layer", "layer (embed, router, fc1, fc2, head)", "L"});
+  p.addOption({"tensor", "operand: w, x or dy", "OP"});
+  p.addOption({"expert", "expert index", "E", "0"});
+  p.addOption({"element", "weight element n,k within the expert (oscillation and accumulation views)", "N,K"});
+  p.addOption({"views", "comma-separated view ids to render (curves,quant,osc,accum,compare,data)", "IDS"});
+  p.addOption({"size", "window size for --render", "WxH", "1280x800"});
+  p.addOption({"dataset", "--render: dataset shown by the compare and raw-data views", "NAME"});
+  p.addOption({"view-only", "--render: PNG of the view without the window around it"});
+  p.addOption({"follow", "follow the newest step of traces being written"});
+  p.addOption({"bench", "measure opening, step changes per view and resident memory on the first trace, then exit"});
+  p.addOption({"repeat", "--bench: step changes per view", "N", "20"});
+  p.process(app);
+  const QStringList traces = p.positionalArguments();
+  if (p.isSet("bench")) {
+    if (traces.isEmpty()) {
+      std::fprintf(stderr, "mxsim-inspector: --bench needs a trace file\n");
+      return 2;
+    }
+    mxsim::inspector::BenchOptions b;
+    b.trace = traces.front();
+    b.repeat = std::max(1, p.value("repeat").toInt());
+    return mxsim::inspector::bench(b);
+  }
+  if (p.isSet("render")) {
+    mxsim::inspector::RenderOptions o;
+    o.traces = traces;
+    o.out_dir = p.value("out");
+    if (traces.isEmpty()) {
+      std::fprintf(stderr, "mxsim-inspector: --render needs a trace file\n");
+      return 2;
+    }
+    const QStringList wh = p.value("size").split('x');
+    if (wh.size() != 2 || wh[0].toInt() < 320 || wh[1].toInt() < 240) {
+      std::fprintf(stderr, "mxsim-inspector: --size '%s': expected WxH, at least 320x240\n", qPrintable(p.value("size")));
+      return 2;
+    }
+    o.size = QSize(wh[0].toInt(), wh[1].toInt());
+    if (p.isSet("step")) o.step = p.value("step").toLongLong();
+    o.layer = p.value("layer");
+    o.op = p.value("tensor");
+    o.expert = p.value("expert").toInt();
+    if (p.isSet("element")) {
+      const QStringList nk = p.value("element").split(',');
+      if (nk.size() != 2) {
+        std::fprintf(stderr, "mxsim-inspector: --element '%s': expected N,K\n", qPrintable(p.value("element")));
+        return 2;
+      }
+      o.elem_n = nk[0].toInt();
+      o.elem_k = nk[1].toInt();
+    }
+    if (p.isSet("views")) o.views = p.value("views").split(',', Qt::SkipEmptyParts);
+    o.window = !p.isSet("view-only");
+    o.dataset = p.value("dataset");
+    return mxsim::inspector::render(o);
+  }
+  mxsim::inspector::MainWindow w;
+  for (const QString& t : traces) w.openTrace(t);
+  if (p.isSet("follow")) w.setFollow(true);
+  w.show();
+  return app.exec();
+}

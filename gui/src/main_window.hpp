@@ -1,0 +1,74 @@
+// The inspector window: traces on the left, the views as tabs, pickers for
+// trace, layer, operand and expert on top, the step scrubber below; menus
+// for files (open, recent, drag and drop, export), live follow and run mode.
+#pragma once
+#include <QComboBox>
+#include <QLabel>
+#include <QListView>
+#include <QMainWindow>
+#include <QSlider>
+#include <QSpinBox>
+#include <QTabWidget>
+#include <vector>
+
+#include "state.hpp"
+#include "view.hpp"
+
+namespace mxsim::inspector {
+
+class RunPanel;
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+ public:
+  explicit MainWindow(QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  InspectorState* state() { return &state_; }
+  /// Opens a trace (asynchronously); the first one opened becomes the primary trace.
+  TraceDocument* openTrace(const QString& path);
+  const std::vector<View*>& views() const { return views_; }
+  View* view(const QString& id) const;
+  void showView(const QString& id);
+  /// The message banner's text ("" when hidden): open errors and similar.
+  QString bannerText() const;
+  /// Follow the newest step of the primary trace as it grows.
+  void setFollow(bool on);
+  bool follow() const { return follow_; }
+  RunPanel* runPanel() const { return run_; }
+  /// Views, documents and runs have nothing outstanding.
+  bool idle() const;
+
+ protected:
+  void dragEnterEvent(QDragEnterEvent* e) override;
+  void dropEvent(QDropEvent* e) override;
+  void keyPressEvent(QKeyEvent* e) override;
+
+ private:
+  void buildMenus();
+  void buildPickers();
+  void showBanner(const QString& text);
+  void primaryChanged();
+  void updateScrubber();
+  void addRecent(const QString& path);
+  void rebuildRecentMenu();
+  void exportCurrent(bool png);
+  void exportAll();
+
+  InspectorState state_;
+  std::vector<View*> views_;
+  QTabWidget* tabs_ = nullptr;
+  QListView* trace_list_ = nullptr;
+  QLabel* banner_ = nullptr;
+  QComboBox *trace_pick_ = nullptr, *layer_pick_ = nullptr, *op_pick_ = nullptr;
+  QSpinBox* expert_pick_ = nullptr;
+  QSlider* step_slider_ = nullptr;
+  QSpinBox* step_spin_ = nullptr;
+  QLabel* step_label_ = nullptr;
+  QMenu* recent_menu_ = nullptr;
+  QAction* follow_act_ = nullptr;
+  RunPanel* run_ = nullptr;
+  bool follow_ = false;
+};
+
+}  // namespace mxsim::inspector

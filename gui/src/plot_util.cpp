@@ -1,0 +1,228 @@
+#include "plot_util.hpp"
+
+#include <cmath>
+
+namespace mxsim::inspector {
+
+namespace {
+const char* kTitleProp = "mxsim_title";
+const char* kMarkerProp = "mxsim_marker";
+const char* kNoteProp = "mxsim_note";
+}  // namespace
+
+QCustomPlot* make_plot(QWidget* parent, const QString& title) {
+  auto* p = new QCustomPlot(parent);
+  p->setBackground(Qt::white);
+  p->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+  p->setNoAntialiasingOnDrag(true);
+  p->setMinimumSize(220, 160);
+  QFont f = p->font();
+  f.setPointSizeF(9);
+  for (QCPAxis* a : {p->xAxis, p->yAxis, p->xAxis2, p->yAxis2}) {
+    a->setLabelFont(f);
+    a->setTickLabelFont(f);
+  }
+  p->legend->setFont(f);
+  p->legend->setBrush(QColor(255, 255, 255, 220));
+  p->plotLayout()->insertRow(0);
+  QFont tf = f;
+  tf.setBold(true);
+  auto* t = new QCPTextElement(p, title, tf);
+  p->plotLayout()->addElement(0, 0, t);
+  p->setProperty(kTitleProp, QVariant::fromValue(static_cast<void*>(t)));
+  return p;
+}
+
+void set_title(QCustomPlot* p, const QString& title) {
+  if (auto* t = static_cast<QCPTextElement*>(p->property(kTitleProp).value<void*>())) t->setText(title);
+}
+
+QColor palette_color(int i) {
+  static const QColor c[] = {QColor(0, 114, 178),  QColor(213, 94, 0),   QColor(0, 158, 115), QColor(204, 121, 167),
+                             QColor(230, 159, 0),  QColor(86, 180, 233), QColor(0, 0, 0),     QColor(240, 228, 66)};
+  return c[((i % 8) + 8) % 8];
+}
+
+QCPColorGradient viridis() {
+  QCPColorGradient g;
+  g.clearColorStops();
+  const char* hex[] = {"#440154", "#482878", "#3e4a89", "#31688e", "#26828e", "#1f9e89", "#35b779", "#6dcd59", "#b4de2c", "#fde725"};
+  for (int i = 0; i < 10; ++i) g.setColorStopAt(i / 9.0, QColor(hex[i]));
+  g.setColorInterpolation(QCPColorGradient::ciRGB);
+  g.setNanHandling(QCPColorGradient::nhTransparent);
+  return g;
+}
+
+QCPColorGradient diverging() {
+  QCPColorGradient g;
+  g.clearColorStops();
+  const char* hex[] = {"#2166ac", "#67a9cf", "#d1e5f0", "#f7f7f7", "#fddbc7", "#ef8a62", "#b2182b"};
+  for (int i = 0; i < 7; ++i) g.setColorStopAt(i / 6.0, QColor(hex[i]));
+  g.setColorInterpolation(QCPColorGradient::ciRGB);
+  g.setNanHandling(QCPColorGradient::nhTransparent);
+  return g;
+}
+
+Heatmap add_heatmap(QCustomPlot* p, const QString& zlabel) {
+  Heatmap h;
+  h.map = new QCPColorMap(p->xAxis, p->yAxis);
+  h.map->setInterpolate(false);
+  h.map->setTightBoundary(false);  // whole cells around the cell centres (element indices)
+  h.scale = new QCPColorScale(p);
+  p->plotLayout()->addElement(1, 1, h.scale);
+  h.scale->setType(QCPAxis::atRight);
+  h.scale->axis()->setLabel(zlabel);
+  QFont f = p->xAxis->labelFont();
+  h.scale->axis()->setLabelFont(f);
+  h.scale->axis()->setTickLabelFont(f);
+  h.scale->setBarWidth(12);
+  h.map->setColorScale(h.scale);
+  h.map->setGradient(viridis());
+  auto* g = new QCPMarginGroup(p);
+  p->axisRect()->setMarginGroup(QCP::msBottom | QCP::msTop, g);
+  h.scale->setMarginGroup(QCP::msBottom | QCP::msTop, g);
+  p->yAxis->setRangeReversed(true);  // matrix orientation: row 0 on top
+  return h;
+}
+
+void fill_heatmap(Heatmap& h, int nx, int ny, const std::vector<double>& z, bool log_scale) {
+  auto* d = h.map->data();
+  d->setSize(nx, ny);
+  d->setRange(QCPRange(0, std::max(0, nx - 1)), QCPRange(0, std::max(0, ny - 1)));
+  double lo = INFINITY, hi = -INFINITY;
+  for (int iy = 0; iy < ny; ++iy)
+    for (int ix = 0; ix < nx; ++ix) {
+      double v = z[size_t(iy) * size_t(nx) + size_t(ix)];
+      if (log_scale && !(v > 0)) v = NAN;
+      d->setCell(ix, iy, v);
+      if (std::isfinite(v)) {
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+    }
+  h.map->setDataScaleType(log_scale ? QCPAxis::stLogarithmic : QCPAxis::stLinear);
+  h.scale->axis()->setScaleType(log_scale ? QCPAxis::stLogarithmic : QCPAxis::stLinear);
+  if (log_scale)
+    h.scale->axis()->setTicker(QSharedPointer<QCPAxisTickerLog>(new QCPAxisTickerLog));
+  else
+    h.scale->axis()->setTicker(QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
+  if (!std::isfinite(lo)) {
+    lo = log_scale ? 1 : 0;
+    hi = log_scale ? 10 : 1;
+  }
+  if (lo == hi) {
+    if (log_scale) {
+      lo /= 2;
+      hi *= 2;
+    } else {
+      lo -= 0.5;
+      hi += 0.5;
+    }
+  }
+  h.map->setDataRange(QCPRange(lo, hi));
+  h.map->setVisible(true);
+  QCustomPlot* p = h.map->parentPlot();
+  p->xAxis->setRange(-0.5, nx - 0.5);
+  p->yAxis->setRange(-0.5, ny - 0.5);
+  for (QCPAxis* a : {p->xAxis, p->yAxis}) {  // integer ticks: cells are indices
+    QSharedPointer<QCPAxisTickerFixed> t(new QCPAxisTickerFixed);
+    t->setTickStep(1);
+    t->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
+    a->setTicker(t);
+  }
+}
+
+void set_step_marker(QCustomPlot* p, double x) {
+  auto* line = static_cast<QCPItemStraightLine*>(p->property(kMarkerProp).value<void*>());
+  if (!line) {
+    if (!p->layer("marker")) {
+      p->addLayer("marker", p->layer("main"), QCustomPlot::limAbove);
+      p->layer("marker")->setMode(QCPLayer::lmBuffered);
+    }
+    line = new QCPItemStraightLine(p);
+    line->setLayer("marker");
+    QPen pen(QColor(200, 0, 0, 160));
+    pen.setStyle(Qt::DashLine);
+    pen.setWidthF(1.2);
+    line->setPen(pen);
+    line->setClipToAxisRect(true);
+    p->setProperty(kMarkerProp, QVariant::fromValue(static_cast<void*>(line)));
+  }
+  line->point1->setCoords(x, 0);
+  line->point2->setCoords(x, 1);
+}
+
+void replot_marker(QCustomPlot* p) {
+  if (QCPLayer* l = p->layer("marker")) l->replot();
+}
+
+void set_plot_note(QCustomPlot* p, const QString& text) {
+  auto* t = static_cast<QCPItemText*>(p->property(kNoteProp).value<void*>());
+  if (!t) {
+    t = new QCPItemText(p);
+    t->setPositionAlignment(Qt::AlignCenter);
+    t->position->setType(QCPItemPosition::ptAxisRectRatio);
+    t->position->setCoords(0.5, 0.5);
+    t->setClipToAxisRect(false);
+    t->setPadding(QMargins(8, 6, 8, 6));
+    t->setBrush(QColor(255, 250, 225));
+    t->setPen(QPen(QColor(180, 160, 90)));
+    QFont f = p->xAxis->labelFont();
+    t->setFont(f);
+    p->setProperty(kNoteProp, QVariant::fromValue(static_cast<void*>(t)));
+  }
+  t->setText(text);
+  t->setVisible(!text.isEmpty());
+}
+
+void clear_items(QCustomPlot* p) {
+  p->clearItems();
+  p->setProperty(kMarkerProp, QVariant());
+  p->setProperty(kNoteProp, QVariant());
+}
+
+QCPItemText* plot_note(QCustomPlot* p) { return static_cast<QCPItemText*>(p->property(kNoteProp).value<void*>()); }
+
+QVector<double> smooth_ema(const QVector<double>& v, double w) {
+  QVector<double> out(v.size());
+  double last = 0;
+  int n = 0;
+  for (int i = 0; i < v.size(); ++i) {
+    if (!std::isfinite(v[i]) || w <= 0) {
+      out[i] = v[i];
+      continue;
+    }
+    last = last * w + (1 - w) * v[i];
+    ++n;
+    out[i] = last / (1 - std::pow(w, n));
+  }
+  return out;
+}
+
+QString fmt_num(double v, int digits) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return QString::number(v, 'g', digits);
+}
+
+}  // namespace mxsim::inspector
+
+namespace mxsim::inspector {
+QString axis_label_for(const QString& ds) {
+  const QString leaf = ds.section('/', -1);
+  if (ds == "/train/loss" || ds == "/train/aux_loss") return "loss (nats)";
+  if (ds == "/train/accuracy" || ds == "/eval/test_accuracy") return "accuracy (fraction)";
+  if (ds == "/train/lr") return "learning rate";
+  if (ds == "/train/step") return "optimizer step";
+  if (leaf == "sqnr_db") return "SQNR (dB)";
+  if (leaf == "mse") return "MSE (value units^2)";
+  if (leaf == "underflow" || leaf == "saturated" || leaf == "count") return leaf + " (elements)";
+  if (leaf == "flips") return "oscillations per step (elements)";
+  if (leaf == "flips_total") return "oscillations, cumulative";
+  if (leaf == "ema_mean") return "mean EMA oscillation frequency (per step)";
+  if (leaf.startsWith("ema_frac")) return "share of elements with EMA > 0.01";
+  if (leaf == "dist_ratio_mean") return "mean DistRatio (sum|dQ| / sum|dW|)";
+  if (leaf == "snapped") return "de-osc snaps (elements)";
+  return ds;
+}
+}  // namespace mxsim::inspector

@@ -1,0 +1,82 @@
+#include "view.hpp"
+
+#include <QFile>
+#include <QPixmap>
+#include <QShowEvent>
+#include <QTimer>
+#include <cmath>
+
+namespace mxsim::inspector {
+
+View::View(InspectorState* st, QWidget* parent) : QWidget(parent), st_(st) {}
+
+void View::scheduleRefresh() {
+  dirty_ = true;
+  if (scheduled_) return;
+  if (!isVisible()) return;  // lazy: hidden views read nothing until shown
+  scheduled_ = true;
+  timer_.start();
+  QTimer::singleShot(0, this, &View::runRefresh);
+}
+
+void View::instantUpdate(const std::function<void()>& f) {
+  if (!isVisible() || busy()) {
+    scheduleRefresh();
+    return;
+  }
+  timer_.start();
+  f();
+  last_ms_ = double(timer_.nsecsElapsed()) * 1e-6;
+  emit updated();
+}
+
+void View::runRefresh() {
+  scheduled_ = false;
+  dirty_ = false;
+  ++gen_;
+  pending_ = 1;  // guard: loads answered from the cache complete synchronously
+  refresh();
+  loaded();
+}
+
+void View::loaded() {
+  if (pending_ > 0 && --pending_ == 0) {
+    present();
+    last_ms_ = double(timer_.nsecsElapsed()) * 1e-6;
+    emit updated();
+  }
+}
+
+void View::showEvent(QShowEvent* e) {
+  QWidget::showEvent(e);
+  if (dirty_) scheduleRefresh();
+}
+
+bool View::exportPng(const QString& path) const {
+  const QPixmap pm = const_cast<View*>(this)->grab();
+  return !pm.isNull() && pm.save(path, "PNG");
+}
+
+bool View::exportCsv(const QString& path) const {
+  QFile f(path);
+  if (!f.open(QIODevice::WriteOnly | QIODevice::Truncate | QIODevice::Text)) return false;
+  QTextStream out(&f);
+  writeCsv(out);
+  out.flush();
+  return f.error() == QFile::NoError;
+}
+
+QString csv_field(const QString& s) {
+  if (!s.contains(',') && !s.contains('"') && !s.contains('\n')) return s;
+  QString q = s;
+  q.replace("\"", "\"\"");
+  return "\"" + q + "\"";
+}
+
+QString csv_num(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return QString::number(v, 'g', 17);
+}
+
+}  // namespace mxsim::inspector

@@ -1,0 +1,584 @@
+#include "view_quant.hpp"
+
+#include <QGridLayout>
+#include <QHeaderView>
+#include <QLabel>
+#include <QToolTip>
+#include <QVBoxLayout>
+#include <cmath>
+
+#include "mxsim/trace/histogram.hpp"
+#include "names.hpp"
+
+namespace mxsim::inspector {
+
+namespace {
+constexpr int kNanBin = trace::ScaleExpHistogram::kNanBin;
+
+QString op_label(const QString& op) {
+  for (const auto& o : kOperandInfo)
+    if (op == o.key) return QString(o.label).simplified();
+  return op;
+}
+}  // namespace
+
+const QuantStep::Entry* QuantStep::find(const QString& l, const QString& op) const {
+  for (const auto& x : e)
+    if (x.layer == l && x.op == op) return &x;
+  return nullptr;
+}
+
+QuantView::QuantView(InspectorState* st, QWidget* parent) : View(st, parent) {
+  auto* g = new QGridLayout(this);
+  g->setContentsMargins(2, 2, 2, 2);
+  g->setSpacing(4);
+  auto* mapbox = new QWidget(this);
+  auto* ml = new QVBoxLayout(mapbox);
+  ml->setContentsMargins(0, 0, 0, 0);
+  auto* bar = new QHBoxLayout;
+  metric_pick_ = new QComboBox(mapbox);
+  metric_pick_->addItems({"per-block SQNR (dB)", "per-block MSE", "scale exponents over steps"});
+  connect(metric_pick_, qOverload<int>(&QComboBox::activated), this, [this](int i) {
+    user_metric_ = true;
+    setMetric(Metric(i));
+  });
+  bar->addWidget(new QLabel("Map:", mapbox));
+  bar->addWidget(metric_pick_);
+  bar->addStretch(1);
+  ml->addLayout(bar);
+  map_ = make_plot(mapbox, "per-block error");
+  map_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+  heat_ = add_heatmap(map_, "SQNR (dB)");
+  map_->setMouseTracking(true);
+  connect(map_, &QCustomPlot::mouseMove, this, [this](QMouseEvent* e) {
+    if (!maps_ok_ || metric_ == Metric::ExpOverSteps) return;
+    const double x = map_->xAxis->pixelToCoord(e->pos().x()), y = map_->yAxis->pixelToCoord(e->pos().y());
+    const int ix = int(std::lround(x)), iy = int(std::lround(y));
+    if (ix < 0 || iy < 0 || ix >= maps_.G * maps_.BC || iy >= maps_.BR) {
+      QToolTip::hideText();
+      return;
+    }
+    QToolTip::showText(e->globalPosition().toPoint(), blockInfo(ix / maps_.BC, iy, ix % maps_.BC), map_);
+  });
+  ml->addWidget(map_, 1);
+  hist_ = make_plot(this, "scale exponents");
+  hist_text_ = new QCPItemText(hist_);
+  hist_text_->setPositionAlignment(Qt::AlignTop | Qt::AlignLeft);
+  hist_text_->position->setType(QCPItemPosition::ptAxisRectRatio);
+  hist_text_->position->setCoords(0.02, 0.03);
+  hist_text_->setTextAlignment(Qt::AlignLeft);
+  hist_text_->setFont(hist_->xAxis->labelFont());
+  hist_text_->setBrush(QColor(255, 255, 255, 220));
+  hist_text_->setPadding(QMargins(4, 2, 4, 2));
+  err_curve_ = make_plot(this, "error over steps");
+  uf_curve_ = make_plot(this, "underflow and saturation over steps");
+  table_ = new QTableView(this);
+  table_->setModel(&summary_);
+  table_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  table_->verticalHeader()->setVisible(false);
+  table_->horizontalHeader()->setStretchLastSection(true);
+  table_->setMaximumHeight(150);
+  table_->verticalHeader()->setDefaultSectionSize(20);
+  connect(table_, &QTableView::clicked, this, [this](const QModelIndex& i) {
+    const auto& r = summary_.rows().at(size_t(i.row()));
+    st_->setLayer(r[0].toString());
+    st_->setOperand(r[1].toString());
+  });
+  g->addWidget(mapbox, 0, 0);
+  g->addWidget(hist_, 0, 1);
+  g->addWidget(err_curve_, 1, 0);
+  g->addWidget(uf_curve_, 1, 1);
+  g->addWidget(table_, 2, 0, 1, 2);
+  g->setColumnStretch(0, 1);
+  g->setColumnStretch(1, 1);
+  g->setRowStretch(0, 3);
+  g->setRowStretch(1, 2);
+  g->setRowStretch(2, 0);
+
+  connect(st_, &InspectorState::stepChanged, this, &QuantView::scheduleRefresh);
+  connect(st_, &InspectorState::primaryChanged, this, &QuantView::scheduleRefresh);
+  connect(st_, &InspectorState::layerChanged, this, &QuantView::scheduleRefresh);
+  connect(st_, &InspectorState::operandChanged, this, &QuantView::scheduleRefresh);
+  connect(st_, &InspectorState::expertChanged, this, &QuantView::scheduleRefresh);
+  connect(st_, &InspectorState::primarySteps, this, &QuantView::scheduleRefresh);
+}
+
+void QuantView::setMetric(Metric m) {
+  metric_ = m;
+  if (metric_pick_->currentIndex() != int(m)) metric_pick_->setCurrentIndex(int(m));
+  scheduleRefresh();
+}
+
+void QuantView::refresh() {
+  TraceDocument* d = st_->primary();
+  step_ok_ = maps_ok_ = false;
+  maps_note_.clear();
+  step_err_.clear();
+  sel_layer_ = st_->layer();
+  sel_op_ = st_->operand();
+  sel_step_ = st_->step();
+  if (!d || d->state() != TraceDocument::State::Ready) return;
+  const TraceMeta& m = d->meta();
+  const uint64_t k = m.steps;
+  if (k == 0) return;
+  const qint64 s = std::min<qint64>(sel_step_, qint64(k) - 1);
+  // 1. every quantized operand's statistics at the step (one job: a few dozen row reads)
+  std::vector<std::pair<std::string, std::string>> ops;
+  for (const auto& l : m.layers)
+    if (l.quantized)
+      for (const char* op : names::kOperands) ops.push_back({l.name.toStdString(), op});
+  load<QuantStep>(
+      d, QString("qstep@%1").arg(s), "qstep",
+      [ops, s](const trace::Reader& r) {
+        QuantStep q;
+        for (const auto& [l, op] : ops) {
+          QuantStep::Entry e;
+          e.layer = QString::fromStdString(l);
+          e.op = QString::fromStdString(op);
+          auto one = [&](const char* stat) {
+            const std::string n = names::quant(l, op, stat);
+            return r.has(n) ? read_series_double(r, n, uint64_t(s), 1).v.at(0) : NAN;
+          };
+          e.mse = one("mse");
+          e.sqnr_db = one("sqnr_db");
+          e.underflow = one("underflow");
+          e.saturated = one("saturated");
+          e.count = one("count");
+          const std::string hn = names::quant(l, op, "scale_exp_hist");
+          if (r.has(hn)) e.hist = read_series_double(r, hn, uint64_t(s), 1).v;
+          q.e.push_back(std::move(e));
+        }
+        return q;
+      },
+      [this](const QuantStep& q) {
+        step_ = q;
+        step_ok_ = true;
+      },
+      [this](const QString& e) { step_err_ = e; });
+  // 2. curves of the selected operand over all complete steps
+  curves_.clear();
+  const std::string l = sel_layer_.toStdString(), op = sel_op_.toStdString();
+  for (const char* stat : {"mse", "sqnr_db", "underflow", "saturated", "count"}) {
+    const std::string n = names::quant(l, op, stat);
+    if (!m.dataset(n)) continue;
+    load<SeriesData>(
+        d, QString("series:%1#%2").arg(QString::fromStdString(n)).arg(k), QString("qcurve:") + stat,
+        [n, k](const trace::Reader& r) { return read_series_double(r, n, 0, k); },
+        [this, n](const SeriesData& v) { curves_[n] = v; });
+  }
+  // 3. the left map: scale exponents over all steps, or per-block maps at the step
+  const std::string mname = names::block_map(l, op, "block_sqnr_db");
+  const trace::DatasetInfo* mi = m.dataset(mname);
+  if (!mi && !user_metric_ && metric_ != Metric::ExpOverSteps) {  // nothing per block: show what there is
+    metric_ = Metric::ExpOverSteps;
+    metric_pick_->setCurrentIndex(int(metric_));
+  }
+  hist_steps_ok_ = false;
+  if (metric_ == Metric::ExpOverSteps) {
+    const std::string hn = names::quant(l, op, "scale_exp_hist");
+    if (!m.dataset(hn)) {
+      maps_note_ = QString("No scale exponent histograms for %1.%2 in this trace").arg(sel_layer_, sel_op_);
+      return;
+    }
+    load<SeriesData>(
+        d, QString("series:%1#%2").arg(QString::fromStdString(hn)).arg(k), "expsteps",
+        [hn, k](const trace::Reader& r) { return read_series_double(r, hn, 0, k); },
+        [this](const SeriesData& v) {
+          hist_steps_ = v;
+          hist_steps_ok_ = true;
+        });
+    return;
+  }
+  if (!mi) {
+    maps_note_ = sel_op_ != "w"
+                     ? QString("Per-block maps are recorded for W only:\nthe trace holds none for %1.%2.").arg(sel_layer_, sel_op_)
+                     : QString("This trace holds no per-block error maps for %1.%2\n(dataset %3: trace format 2,\n"
+                               "written for trace.snapshot_layers at trace.snapshot_steps).")
+                           .arg(sel_layer_, sel_op_, QString::fromStdString(mname));
+    return;
+  }
+  if (std::find(mi->snapshot_steps.begin(), mi->snapshot_steps.end(), s) == mi->snapshot_steps.end()) {
+    QStringList ss;
+    for (size_t i = 0; i < mi->snapshot_steps.size() && i < 12; ++i) ss << QString::number(mi->snapshot_steps[i]);
+    if (mi->snapshot_steps.size() > 12) ss << "...";
+    maps_note_ = QString("No per-block map at step %1.\nMaps exist at steps %2.").arg(s).arg(ss.join(", "));
+    return;
+  }
+  load<BlockMaps>(
+      d, QString("bmap:%1/%2@%3").arg(sel_layer_, sel_op_).arg(s), "bmap",
+      [l, op, s](const trace::Reader& r) {
+        BlockMaps b;
+        const auto& in = r.info(names::block_map(l, op, "block_sqnr_db"));
+        b.G = int(in.row_shape.at(0));
+        b.BR = int(in.row_shape.at(1));
+        b.BC = int(in.row_shape.at(2));
+        b.sqnr_db = r.read_snapshot<float>(names::block_map(l, op, "block_sqnr_db"), s);
+        b.mse = r.read_snapshot<float>(names::block_map(l, op, "block_mse"), s);
+        if (r.has(names::block_map(l, op, "block_amax")))
+          b.amax = r.read_snapshot<float>(names::block_map(l, op, "block_amax"), s);
+        const std::string sn = names::block_map(l, op, "scale");
+        if (r.has(sn)) {
+          b.e8m0 = r.info(sn).dtype == trace::DType::u8;
+          b.scale = read_snapshot_double(r, sn, s).v;
+        }
+        const std::string cn = names::block_map(l, op, "codes");
+        if (r.has(cn)) {
+          const auto& ci = r.info(cn);
+          b.R = int(ci.row_shape.at(1));
+          b.C = int(ci.row_shape.at(2));
+          b.codes = r.read_snapshot<uint8_t>(cn, s);
+        }
+        return b;
+      },
+      [this](const BlockMaps& b) {
+        maps_ = b;
+        maps_ok_ = true;
+      },
+      [this](const QString& e) { maps_note_ = "Cannot read the block maps: " + e; });
+}
+
+void QuantView::present() {
+  drawMap();
+  drawHist();
+  fillSummary();
+  map_->replot();
+  hist_->replot();
+  // the curves over steps change only with the layer, operand or step count: otherwise move the marker
+  TraceDocument* d = st_->primary();
+  const QString key = QString("%1|%2|%3|%4|%5").arg(sel_layer_, sel_op_).arg(d ? d->steps() : 0).arg(curves_.size()).arg(quintptr(d));
+  if (key != curves_key_) {
+    curves_key_ = key;
+    drawCurves();
+    for (QCustomPlot* p : {err_curve_, uf_curve_}) p->legend->setVisible(p->graphCount() > 0);
+    err_curve_->replot();
+    uf_curve_->replot();
+  } else if (d && d->state() == TraceDocument::State::Ready) {
+    for (QCustomPlot* p : {err_curve_, uf_curve_}) {
+      set_step_marker(p, double(d->meta().global(uint64_t(sel_step_))));
+      replot_marker(p);
+    }
+  }
+}
+
+void QuantView::drawMap() {
+  const QString metric = metric_ == Metric::Sqnr ? "SQNR (dB)" : "MSE";
+  TraceDocument* d = st_->primary();
+  clear_items(map_);
+  map_->yAxis->setRangeReversed(metric_ != Metric::ExpOverSteps);
+  if (metric_ == Metric::ExpOverSteps) {
+    set_title(map_, QString("Block scale exponents of %1.%2 over steps (micro-batch 0)").arg(sel_layer_, sel_op_));
+    heat_.scale->axis()->setLabel("blocks with this exponent (log)");
+    if (!hist_steps_ok_ || !d || hist_steps_.elems != 256 || hist_steps_.rows == 0) {
+      heat_.map->setVisible(false);
+      heat_.scale->setVisible(false);
+      set_plot_note(map_, maps_note_.isEmpty() ? "loading..." : maps_note_);
+      return;
+    }
+    int lo = 255, hi = -1;
+    for (uint64_t r = 0; r < hist_steps_.rows; ++r)
+      for (int b = 0; b < 255; ++b)
+        if (hist_steps_.v[r * 256 + uint64_t(b)] > 0) {
+          lo = std::min(lo, b);
+          hi = std::max(hi, b);
+        }
+    if (hi < 0) lo = hi = 127;
+    const int nx = int(hist_steps_.rows), ny = hi - lo + 1;
+    std::vector<double> z(size_t(nx) * size_t(ny));
+    for (int x = 0; x < nx; ++x)
+      for (int y = 0; y < ny; ++y) z[size_t(y) * size_t(nx) + size_t(x)] = hist_steps_.v[uint64_t(x) * 256 + uint64_t(lo + y)];
+    heat_.scale->setVisible(true);
+    fill_heatmap(heat_, nx, ny, z, true);
+    // axis coordinates: global step, exponent
+    heat_.map->data()->setRange(QCPRange(double(d->meta().global(0)), double(d->meta().global(uint64_t(nx - 1)))),
+                                QCPRange(lo - 127, hi - 127));
+    map_->xAxis->setRange(double(d->meta().global(0)) - 0.5, double(d->meta().global(uint64_t(nx - 1))) + 0.5);
+    map_->yAxis->setRange(lo - 127 - 0.5, hi - 127 + 0.5);
+    map_->xAxis->setLabel("optimizer step");
+    map_->yAxis->setLabel("scale exponent (E8M0 byte - 127)");
+    {
+      QSharedPointer<QCPAxisTickerFixed> t(new QCPAxisTickerFixed);
+      t->setTickStep(1);
+      t->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
+      map_->yAxis->setTicker(t);
+    }
+    set_step_marker(map_, double(d->meta().global(uint64_t(sel_step_))));
+    set_plot_note(map_, "");
+    if (d && !d->meta().dataset(names::block_map(sel_layer_.toStdString(), sel_op_.toStdString(), "block_sqnr_db")))
+      set_title(map_, QString("Block scale exponents of %1.%2 over steps\n(%3)")
+                          .arg(sel_layer_, sel_op_)
+                          .arg(sel_op_ == "w" ? "per-block error maps: trace format 2" : "per-block maps are recorded for W only"));
+    return;
+  }
+  const LayerMeta* lm = d && d->state() == TraceDocument::State::Ready ? d->meta().layer(sel_layer_) : nullptr;
+  const int oi = sel_op_ == "w" ? 0 : sel_op_ == "x" ? 1 : 2;
+  const QString grid = lm && !lm->blocks[size_t(oi)].format.isEmpty()
+                           ? QString("%1 %2, %3")
+                                 .arg(lm->blocks[size_t(oi)].format.toUpper(), lm->blocks[size_t(oi)].text(), lm->blocks[size_t(oi)].scale)
+                           : QString();
+  set_title(map_, QString("Block %1 of %2.%3, step %4%5")
+                      .arg(metric, sel_layer_, sel_op_)
+                      .arg(sel_step_)
+                      .arg(grid.isEmpty() ? QString() : "  (" + grid + ")"));
+  heat_.scale->axis()->setLabel(metric + (metric_ == Metric::Sqnr ? "  (higher = less error)" : "  (lower = less error)"));
+  heat_.scale->setVisible(maps_ok_);
+  map_->yAxis->setTicker(QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
+  if (!maps_ok_) {
+    heat_.map->setVisible(false);
+    heat_.map->data()->clear();
+    set_plot_note(map_, maps_note_.isEmpty() ? (d ? "loading..." : "Open a trace.") : maps_note_);
+    map_->xAxis->setLabel("");
+    map_->yAxis->setLabel("");
+    return;
+  }
+  set_plot_note(map_, "");
+  const int nx = maps_.G * maps_.BC, ny = maps_.BR;
+  std::vector<double> z(size_t(nx) * size_t(ny), NAN);
+  const auto& src = metric_ == Metric::Sqnr ? maps_.sqnr_db : maps_.mse;
+  for (int g = 0; g < maps_.G; ++g)
+    for (int br = 0; br < maps_.BR; ++br)
+      for (int bc = 0; bc < maps_.BC; ++bc) {
+        const size_t i = (size_t(g) * size_t(maps_.BR) + size_t(br)) * size_t(maps_.BC) + size_t(bc);
+        z[size_t(br) * size_t(nx) + size_t(g * maps_.BC + bc)] = i < src.size() ? double(src[i]) : NAN;
+      }
+  fill_heatmap(heat_, nx, ny, z, metric_ == Metric::Mse);
+  heat_.map->setGradient(viridis());  // bright = large (the colour scale says which way is better)
+  map_->xAxis->setLabel(maps_.G > 1 ? QString("block column (experts side by side, %1 per expert)").arg(maps_.BC)
+                                    : QString("block column"));
+  map_->yAxis->setLabel("block row");
+}
+
+QString QuantView::blockInfo(int g, int br, int bc) const {
+  if (!maps_ok_ || g < 0 || g >= maps_.G || br < 0 || br >= maps_.BR || bc < 0 || bc >= maps_.BC) return {};
+  const size_t i = (size_t(g) * size_t(maps_.BR) + size_t(br)) * size_t(maps_.BC) + size_t(bc);
+  QString t = QString("%1.%2, expert %3, block (%4, %5)\n").arg(sel_layer_, sel_op_).arg(g).arg(br).arg(bc);
+  if (i < maps_.scale.size()) {
+    if (maps_.e8m0) {
+      const int b = int(maps_.scale[i]);
+      t += b == 255 ? QString("scale byte 0xFF (NaN)\n")
+                    : QString("scale byte 0x%1 = 2^%2\n").arg(b, 2, 16, QChar('0')).arg(b - 127);
+    } else {
+      t += QString("scale_inv %1\n").arg(fmt_num(maps_.scale[i], 9));
+    }
+  }
+  if (i < maps_.amax.size()) t += QString("amax %1\n").arg(fmt_num(maps_.amax[i], 9));
+  if (i < maps_.sqnr_db.size()) t += QString("SQNR %1 dB\n").arg(fmt_num(maps_.sqnr_db[i], 5));
+  if (i < maps_.mse.size()) t += QString("MSE %1\n").arg(fmt_num(maps_.mse[i], 5));
+  if (!maps_.codes.empty() && maps_.R > 0 && maps_.C > 0) {
+    const int bh = (maps_.R + maps_.BR - 1) / maps_.BR, bw = (maps_.C + maps_.BC - 1) / maps_.BC;
+    t += QString("element codes (rows %1-%2, cols %3-%4):").arg(br * bh).arg(br * bh + bh - 1).arg(bc * bw).arg(bc * bw + bw - 1);
+    const int show_rows = std::min(bh, 4);
+    for (int r = 0; r < show_rows; ++r) {
+      t += "\n ";
+      const int rr = br * bh + r;
+      if (rr >= maps_.R) break;
+      for (int c = 0; c < std::min(bw, 32); ++c) {
+        const int cc = bc * bw + c;
+        if (cc >= maps_.C) break;
+        t += QString(" %1").arg(maps_.codes[(size_t(g) * size_t(maps_.R) + size_t(rr)) * size_t(maps_.C) + size_t(cc)], 2, 16, QChar('0'));
+      }
+    }
+    if (bh > show_rows) t += QString("\n  ... (%1 more rows)").arg(bh - show_rows);
+  }
+  return t;
+}
+
+void QuantView::drawHist() {
+  hist_->clearPlottables();
+  hist_text_->setVisible(false);
+  const QuantStep::Entry* e = step_ok_ ? step_.find(sel_layer_, sel_op_) : nullptr;
+  TraceDocument* d = st_->primary();
+  const LayerMeta* lm = d && d->state() == TraceDocument::State::Ready ? d->meta().layer(sel_layer_) : nullptr;
+  const int oi = sel_op_ == "w" ? 0 : sel_op_ == "x" ? 1 : 2;
+  const bool fp32 = lm && lm->blocks[size_t(oi)].scale.startsWith("FP32");
+  set_title(hist_, QString("Block scale exponents of %1.%2 at step %3").arg(sel_layer_, sel_op_).arg(sel_step_));
+  hist_->xAxis->setLabel(fp32 ? "floor(log2 scale_inv)" : "scale exponent (E8M0 byte - 127)");
+  hist_->yAxis->setLabel("blocks");
+  if (!e || e->hist.size() != 256) {
+    set_plot_note(hist_, !step_err_.isEmpty()   ? "Cannot read: " + step_err_
+                         : lm && !lm->quantized ? QString("%1 is not quantized (recipe %2): no statistics").arg(sel_layer_, lm->recipe)
+                         : step_ok_             ? QString("No scale statistics for %1.%2 in this trace").arg(sel_layer_, sel_op_)
+                                                : QString("loading..."));
+    return;
+  }
+  auto* bars = new QCPBars(hist_->xAxis, hist_->yAxis);
+  QVector<double> x, y;
+  int lo = 999, hi = -999;
+  double total = 0;
+  for (int b = 0; b < 255; ++b) {
+    if (e->hist[size_t(b)] == 0) continue;
+    x << (b - 127);
+    y << e->hist[size_t(b)];
+    lo = std::min(lo, b - 127);
+    hi = std::max(hi, b - 127);
+    total += e->hist[size_t(b)];
+  }
+  const double nan = e->hist[kNanBin];
+  bars->setData(x, y, true);
+  bars->setWidth(0.8);
+  bars->setPen(QPen(palette_color(0).darker(130)));
+  bars->setBrush(palette_color(0));
+  bars->setName("blocks per exponent");
+  if (lo > hi) {
+    lo = -1;
+    hi = 1;
+  }
+  hist_->xAxis->setRange(lo - 1.5, hi + 1.5);
+  hist_->yAxis->setRange(0, (y.isEmpty() ? 1 : *std::max_element(y.begin(), y.end())) * 1.75);  // room for the counts
+  const double cnt = e->count > 0 ? e->count : 1;
+  set_plot_note(hist_, "");
+  hist_text_->setVisible(true);
+  auto* txt = hist_text_;
+  txt->setText(QString("blocks: %1   NaN scales: %2\nelements: %3\nunderflow (nonzero -> 0): %4 (%5 %)\nsaturated (clamped to max): %6 (%7 %)")
+                   .arg(total + nan, 0, 'f', 0)
+                   .arg(nan, 0, 'f', 0)
+                   .arg(e->count, 0, 'f', 0)
+                   .arg(e->underflow, 0, 'f', 0)
+                   .arg(100.0 * e->underflow / cnt, 0, 'g', 3)
+                   .arg(e->saturated, 0, 'f', 0)
+                   .arg(100.0 * e->saturated / cnt, 0, 'g', 3));
+}
+
+void QuantView::drawCurves() {
+  TraceDocument* d = st_->primary();
+  const std::string l = sel_layer_.toStdString(), op = sel_op_.toStdString();
+  auto get = [&](const char* stat) -> const SeriesData* {
+    auto it = curves_.find(names::quant(l, op, stat));
+    return it == curves_.end() ? nullptr : &it->second;
+  };
+  const double marker = d && d->state() == TraceDocument::State::Ready ? double(d->meta().global(uint64_t(sel_step_))) : 0;
+  auto xs = [&](const SeriesData& s) {
+    QVector<double> x(int(s.v.size()));
+    for (int i = 0; i < x.size(); ++i) x[i] = double(d->meta().global(uint64_t(i)));
+    return x;
+  };
+  // SQNR (left axis) and MSE (right axis, log)
+  err_curve_->clearGraphs();
+  set_title(err_curve_, QString("Quantization error of %1.%2 over steps (micro-batch 0)").arg(sel_layer_, sel_op_));
+  err_curve_->xAxis->setLabel("optimizer step");
+  err_curve_->yAxis->setLabel("SQNR (dB)");
+  err_curve_->yAxis2->setVisible(true);
+  err_curve_->yAxis2->setLabel("MSE");
+  err_curve_->yAxis2->setScaleType(QCPAxis::stLogarithmic);
+  err_curve_->yAxis2->setTicker(QSharedPointer<QCPAxisTickerLog>(new QCPAxisTickerLog));
+  err_curve_->legend->setVisible(true);
+  const SeriesData *sq = get("sqnr_db"), *ms = get("mse");
+  if (sq && ms) {
+    auto* g1 = err_curve_->addGraph(err_curve_->xAxis, err_curve_->yAxis);
+    g1->setData(xs(*sq), QVector<double>(sq->v.begin(), sq->v.end()), true);
+    g1->setPen(QPen(palette_color(0), 1.4));
+    g1->setName("SQNR (dB, left)");
+    auto* g2 = err_curve_->addGraph(err_curve_->xAxis, err_curve_->yAxis2);
+    g2->setData(xs(*ms), QVector<double>(ms->v.begin(), ms->v.end()), true);
+    g2->setPen(QPen(palette_color(1), 1.2));
+    g2->setName("MSE (right, log)");
+    g1->rescaleAxes();
+    g2->rescaleAxes();
+    set_step_marker(err_curve_, marker);
+    set_plot_note(err_curve_, "");
+  } else {
+    set_plot_note(err_curve_, d ? QString("No error statistics for %1.%2").arg(sel_layer_, sel_op_) : QString());
+  }
+  // underflow and saturation as % of elements
+  uf_curve_->clearGraphs();
+  set_title(uf_curve_, QString("Underflow and saturation of %1.%2 over steps").arg(sel_layer_, sel_op_));
+  uf_curve_->xAxis->setLabel("optimizer step");
+  uf_curve_->yAxis->setLabel("share of elements (%)");
+  uf_curve_->legend->setVisible(true);
+  const SeriesData *uf = get("underflow"), *sa = get("saturated"), *cn = get("count");
+  if (uf && sa && cn) {
+    auto pct = [&](const SeriesData& s) {
+      QVector<double> y(int(s.v.size()));
+      for (int i = 0; i < y.size(); ++i) y[i] = cn->v[size_t(i)] > 0 ? 100.0 * s.v[size_t(i)] / cn->v[size_t(i)] : 0;
+      return y;
+    };
+    auto* g1 = uf_curve_->addGraph();
+    g1->setData(xs(*uf), pct(*uf), true);
+    g1->setPen(QPen(palette_color(2), 1.4));
+    g1->setName("underflow: nonzero -> 0");
+    auto* g2 = uf_curve_->addGraph();
+    g2->setData(xs(*sa), pct(*sa), true);
+    g2->setPen(QPen(palette_color(3), 1.4));
+    g2->setName("saturated: |x| clamped to max");
+    uf_curve_->rescaleAxes();
+    const QCPRange r = uf_curve_->yAxis->range();
+    uf_curve_->yAxis->setRange(0, std::max(r.upper * 1.15, 1e-3));
+    set_step_marker(uf_curve_, marker);
+    set_plot_note(uf_curve_, "");
+  } else {
+    set_plot_note(uf_curve_, d ? QString("No underflow/saturation counts for %1.%2").arg(sel_layer_, sel_op_) : QString());
+  }
+}
+
+void QuantView::fillSummary() {
+  summary_.setHeaders({"layer", "tensor", "format, block", "elements", "MSE", "SQNR (dB)", "underflow", "underflow %",
+                       "saturated", "saturated %", "NaN scales", "scale exp min", "scale exp max"});
+  std::vector<std::vector<QVariant>> rows;
+  TraceDocument* d = st_->primary();
+  if (step_ok_ && d) {
+    for (const auto& e : step_.e) {
+      const LayerMeta* lm = d->meta().layer(e.layer);
+      const int oi = e.op == "w" ? 0 : e.op == "x" ? 1 : 2;
+      const QString fmt = lm && !lm->blocks[size_t(oi)].format.isEmpty()
+                              ? lm->blocks[size_t(oi)].format.toUpper() + " " + lm->blocks[size_t(oi)].text()
+                              : lm ? lm->recipe : QString();
+      int lo = 999, hi = -999;
+      double nan = 0;
+      for (size_t b = 0; b < e.hist.size(); ++b) {
+        if (e.hist[b] == 0) continue;
+        if (int(b) == kNanBin) {
+          nan = e.hist[b];
+          continue;
+        }
+        lo = std::min(lo, int(b) - 127);
+        hi = std::max(hi, int(b) - 127);
+      }
+      const double c = e.count > 0 ? e.count : 1;
+      auto count = [](double v) { return std::isfinite(v) ? QVariant(qint64(v)) : QVariant("-"); };
+      auto pct = [&](double v) { return std::isfinite(v) && e.count > 0 ? QVariant(100 * v / c) : QVariant("-"); };
+      rows.push_back({e.layer, e.op, fmt, count(e.count), e.mse, e.sqnr_db, count(e.underflow), pct(e.underflow),
+                      count(e.saturated), pct(e.saturated), e.hist.empty() ? QVariant("-") : QVariant(qint64(nan)),
+                      lo <= hi ? QVariant(lo) : QVariant("-"), lo <= hi ? QVariant(hi) : QVariant("-")});
+    }
+  }
+  summary_.setRows(std::move(rows));
+  for (int r = 0; r < summary_.rowCount(); ++r)
+    if (summary_.rows()[size_t(r)][0].toString() == sel_layer_ && summary_.rows()[size_t(r)][1].toString() == sel_op_)
+      table_->selectRow(r);
+  table_->resizeColumnsToContents();
+  (void)op_label;
+}
+
+void QuantView::writeCsv(QTextStream& out) const {
+  // the per-tensor summary at the step, then the histogram and (when present) the block map
+  out << "section,layer,tensor,step,key,value\n";
+  const auto* e = step_ok_ ? step_.find(sel_layer_, sel_op_) : nullptr;
+  for (const auto& x : step_.e) {
+    if (!step_ok_) break;
+    for (auto [k, v] : {std::pair<const char*, double>{"mse", x.mse}, {"sqnr_db", x.sqnr_db}, {"underflow", x.underflow},
+                        {"saturated", x.saturated}, {"count", x.count}})
+      out << "summary," << x.layer << ',' << x.op << ',' << sel_step_ << ',' << k << ',' << csv_num(v) << '\n';
+  }
+  if (e)
+    for (size_t b = 0; b < e->hist.size(); ++b)
+      if (e->hist[b] != 0)
+        out << "scale_exp_hist," << sel_layer_ << ',' << sel_op_ << ',' << sel_step_ << ','
+            << (int(b) == kNanBin ? QString("nan") : QString::number(int(b) - 127)) << ',' << csv_num(e->hist[b]) << '\n';
+  if (hist_steps_ok_ && hist_steps_.elems == 256)
+    for (uint64_t r = 0; r < hist_steps_.rows; ++r)
+      for (int b = 0; b < 256; ++b)
+        if (const double c = hist_steps_.v[r * 256 + uint64_t(b)]; c != 0)
+          out << "scale_exp_hist_over_steps," << sel_layer_ << ',' << sel_op_ << ',' << r << ','
+              << (b == kNanBin ? QString("nan") : QString::number(b - 127)) << ',' << csv_num(c) << '\n';
+  if (maps_ok_)
+    for (int g = 0; g < maps_.G; ++g)
+      for (int br = 0; br < maps_.BR; ++br)
+        for (int bc = 0; bc < maps_.BC; ++bc) {
+          const size_t i = (size_t(g) * size_t(maps_.BR) + size_t(br)) * size_t(maps_.BC) + size_t(bc);
+          out << "block," << sel_layer_ << ',' << sel_op_ << ',' << sel_step_ << ','
+              << QString("g%1_r%2_c%3_sqnr_db").arg(g).arg(br).arg(bc) << ',' << csv_num(maps_.sqnr_db[i]) << '\n';
+          out << "block," << sel_layer_ << ',' << sel_op_ << ',' << sel_step_ << ','
+              << QString("g%1_r%2_c%3_mse").arg(g).arg(br).arg(bc) << ',' << csv_num(maps_.mse[i]) << '\n';
+        }
+}
+
+}  // namespace mxsim::inspector

@@ -1,0 +1,91 @@
+// Quantization error of one layer's operand: the per-block error map at the
+// selected step (SQNR or MSE over the recipe's block grid; hover shows a
+// block's scale byte, amax, error and element codes), the histogram of block
+// scale exponents with underflow / saturation / NaN counts, the same
+// statistics as curves over steps, and a per-tensor summary table of every
+// quantized operand at the step.
+#pragma once
+#include <QComboBox>
+#include <QTableView>
+
+#include "models.hpp"
+#include "plot_util.hpp"
+#include "view.hpp"
+
+namespace mxsim::inspector {
+
+/// Per-tensor statistics of every quantized (layer, operand) at one step.
+struct QuantStep {
+  struct Entry {
+    QString layer, op;
+    double mse = 0, sqnr_db = 0;
+    double underflow = 0, saturated = 0, count = 0;
+    std::vector<double> hist;  ///< 256 bins, E8M0 byte order; bin 255 = NaN scales
+  };
+  std::vector<Entry> e;
+  size_t bytes() const { return e.size() * (sizeof(Entry) + 256 * 8); }
+  const Entry* find(const QString& l, const QString& op) const;
+};
+
+/// Per-block maps of one operand at one snapshot step (schema::block_map).
+struct BlockMaps {
+  int G = 0, BR = 0, BC = 0;  ///< block grid per group
+  int R = 0, C = 0;           ///< logical rows, cols per group
+  std::vector<float> mse, sqnr_db, amax;
+  std::vector<double> scale;  ///< E8M0 byte (0..255) or FP32 scale_inv
+  bool e8m0 = true;
+  std::vector<uint8_t> codes;  ///< [G, R, C], empty when absent
+  size_t bytes() const { return (mse.size() + sqnr_db.size() + amax.size()) * 4 + scale.size() * 8 + codes.size(); }
+};
+
+class QuantView : public View {
+  Q_OBJECT
+ public:
+  explicit QuantView(InspectorState* st, QWidget* parent = nullptr);
+  QString id() const override { return "quant"; }
+  QString title() const override { return "Quantization error"; }
+  void writeCsv(QTextStream& out) const override;
+
+  /// The left map: per-block SQNR or MSE at the step, or the scale-exponent histogram over all steps.
+  enum class Metric { Sqnr, Mse, ExpOverSteps };
+  void setMetric(Metric m);
+  /// What the views show now (tests).
+  const QuantStep* stepData() const { return step_ok_ ? &step_ : nullptr; }
+  const TableModel& summary() const { return summary_; }
+  QCustomPlot* histogramPlot() const { return hist_; }
+  /// Tooltip text of block (group g, block row br, block col bc); "" without maps.
+  QString blockInfo(int g, int br, int bc) const;
+
+ protected:
+  void refresh() override;
+  void present() override;
+
+ private:
+  void drawMap();
+  void drawHist();
+  void drawCurves();
+  void fillSummary();
+
+  QComboBox* metric_pick_ = nullptr;
+  QCustomPlot *map_ = nullptr, *hist_ = nullptr, *err_curve_ = nullptr, *uf_curve_ = nullptr;
+  Heatmap heat_;
+  QCPItemText* hist_text_ = nullptr;
+  QTableView* table_ = nullptr;
+  TableModel summary_;
+  Metric metric_ = Metric::Sqnr;
+  bool user_metric_ = false;
+  SeriesData hist_steps_;
+  bool hist_steps_ok_ = false;
+
+  QuantStep step_;
+  bool step_ok_ = false;
+  QString step_err_;
+  BlockMaps maps_;
+  bool maps_ok_ = false;
+  QString maps_note_;
+  std::map<std::string, SeriesData> curves_;
+  QString sel_layer_, sel_op_, curves_key_;
+  qint64 sel_step_ = -1;
+};
+
+}  // namespace mxsim::inspector

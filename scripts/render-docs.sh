@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Renders every view of mxsim-inspector on real default-run traces into
+# docs/images/ (PNG, 1280x800) under Xvfb with Qt's xcb platform.
+#
+#   scripts/render-docs.sh            # writes the traces below if missing, then renders
+#
+# Traces (kept in build/docs/, reused when present):
+#   default.h5   the default run (examples/default.toml, 702 steps) with fc1 snapshots at
+#                every global step from 280 to 320 (trace rows 279-319; a de-oscillation
+#                window ends at step 300)
+#   short_a.h5   the default config for 30 steps; short_b.h5 the same without the wgrad
+#                Hadamard transform (the pair the Compare view shows)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=build/cli/mxsim
+INSPECTOR=build/gui/mxsim-inspector
+[ -x "$BIN" ] && [ -x "$INSPECTOR" ] || cmake --build build --target mxsim mxsim-inspector
+mkdir -p build/docs docs/images
+THREADS=${THREADS:-2}
+DEFAULT=${DEFAULT_TRACE:-build/docs/default.h5}
+STEPS="[$(seq -s ', ' 280 320)]"
+[ -f "$DEFAULT" ] || "$BIN" train --threads "$THREADS" --trace "$DEFAULT" --set "trace.snapshot_steps=$STEPS"
+[ -f build/docs/short_a.h5 ] || "$BIN" train --threads "$THREADS" --trace build/docs/short_a.h5 --set run.max_steps=30
+[ -f build/docs/short_b.h5 ] || "$BIN" train --threads "$THREADS" --trace build/docs/short_b.h5 --set run.max_steps=30 \
+  --set recipe.mxfp4_hadamard_wgrad=false
+OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
+render() { xvfb-run -a -s "-screen 0 1280x800x24" env QT_QPA_PLATFORM=xcb "$INSPECTOR" --render "$@" -o "$OUT"; }
+render "$DEFAULT" --views curves,quant,data --step 300 --layer fc1 --tensor w --dataset /train/tokens_per_expert
+render "$DEFAULT" --views osc,accum --step 300 --layer fc1 --expert 2
+render build/docs/short_a.h5 build/docs/short_b.h5 --views compare --step 1 --layer fc1 --expert 6 \
+  --dataset /snap/fc1/master
+for v in curves quant osc accum compare data; do cp "$OUT/$v.png" "docs/images/inspector-$v.png"; done
+echo "docs/images/inspector-{curves,quant,osc,accum,compare,data}.png written"

@@ -1,0 +1,146 @@
+// The views that read the element and block maps of docs/trace-format.md
+// ("Element and block maps"), on a trace written here with closed-form values
+// under those schema names: the per-block SQNR/MSE map and its hover text
+// (scale byte, amax, codes), the per-element flip map, and an element's
+// timeline with its block scale (the grid) and snap events.
+#include <QTest>
+#include <cmath>
+
+#include "gui_test_util.hpp"
+#include "mxsim/trace/schema.hpp"
+#include "mxsim/trace/writer.hpp"
+#include "state.hpp"
+#include "view_osc.hpp"
+#include "view_quant.hpp"
+
+using namespace mxsim::inspector;
+namespace schema = mxsim::trace::schema;
+
+namespace {
+constexpr uint64_t G = 2, N = 64, K = 64, BR = 2, BC = 2;  // W [2, 64, 64] in 32x32 tiles
+const std::vector<int64_t> kSteps = {0, 1, 2, 3};
+
+float sqnr(int64_t s, uint64_t b) { return 10.0f + float(s) + 0.5f * float(b); }
+uint8_t scale_byte(int64_t s, uint64_t b) { return uint8_t(124 + (b % 3) + (s >= 2 ? 1 : 0)); }
+float master(int64_t s, uint64_t i) { return 0.01f * float(i % 97) + 0.001f * float(s); }
+uint32_t flips(int64_t s, uint64_t i) { return uint32_t((i * 7 + uint64_t(s)) % 5); }
+uint32_t snaps(int64_t s, uint64_t i) { return uint32_t(s >= 2 && i % 2 == 0 ? 1 : 0); }
+
+/// A fc1 layer (mxfp4 in the default config text) with every map at rows 0..3.
+void write_trace(const QString& path) {
+  using mxsim::trace::DType;
+  mxsim::trace::Writer w(path.toStdString(), mxsim::sim::default_config_text(), mxsim::trace::make_provenance("emu", 1));
+  w.declare_series(schema::kTrainStep, DType::i64, {});
+  w.declare_series(schema::kTrainLoss, DType::f64, {});
+  w.declare_series(schema::quant("fc1", "w", "mse"), DType::f64, {});
+  w.declare_snapshot(schema::snapshot("fc1", "master"), DType::f32, {G, N, K}, kSteps);
+  w.declare_snapshot(schema::snapshot("fc1", "weight_q"), DType::f32, {G, N, K}, kSteps);
+  w.declare_snapshot(schema::block_map("fc1", "w", "block_sqnr_db"), DType::f32, {G, BR, BC}, kSteps);
+  w.declare_snapshot(schema::block_map("fc1", "w", "block_mse"), DType::f32, {G, BR, BC}, kSteps);
+  w.declare_snapshot(schema::block_map("fc1", "w", "block_amax"), DType::f32, {G, BR, BC}, kSteps);
+  w.declare_snapshot(schema::block_map("fc1", "w", "scale"), DType::u8, {G, BR, BC}, kSteps);
+  w.declare_snapshot(schema::block_map("fc1", "w", "codes"), DType::u8, {G, N, K}, kSteps);
+  for (const char* m : {"flips", "snaps"}) w.declare_snapshot(schema::element_map("fc1", m), DType::u32, {G, N, K}, kSteps);
+  w.start_swmr();
+  const uint64_t ne = G * N * K, nb = G * BR * BC;
+  for (int64_t s = 0; s < 4; ++s) {
+    w.append(schema::kTrainStep, s + 1);
+    w.append(schema::kTrainLoss, 1.0 / double(s + 1));
+    w.append(schema::quant("fc1", "w", "mse"), 0.5);
+    std::vector<float> m(ne), q(ne), sq(nb), mse(nb), amax(nb);
+    std::vector<uint8_t> sc(nb), codes(ne);
+    std::vector<uint32_t> fl(ne), sn(ne);
+    for (uint64_t i = 0; i < ne; ++i) {
+      m[i] = master(s, i);
+      q[i] = std::round(m[i] * 8.0f) / 8.0f;
+      codes[i] = uint8_t(i % 16);
+      fl[i] = flips(s, i);
+      sn[i] = snaps(s, i);
+    }
+    for (uint64_t b = 0; b < nb; ++b) {
+      sq[b] = sqnr(s, b);
+      mse[b] = 1.0f / sq[b];
+      amax[b] = 0.25f * float(b + 1);
+      sc[b] = scale_byte(s, b);
+    }
+    w.write_snapshot(schema::snapshot("fc1", "master"), m.data());
+    w.write_snapshot(schema::snapshot("fc1", "weight_q"), q.data());
+    w.write_snapshot(schema::block_map("fc1", "w", "block_sqnr_db"), sq.data());
+    w.write_snapshot(schema::block_map("fc1", "w", "block_mse"), mse.data());
+    w.write_snapshot(schema::block_map("fc1", "w", "block_amax"), amax.data());
+    w.write_snapshot(schema::block_map("fc1", "w", "scale"), sc.data());
+    w.write_snapshot(schema::block_map("fc1", "w", "codes"), codes.data());
+    w.write_snapshot(schema::element_map("fc1", "flips"), fl.data());
+    w.write_snapshot(schema::element_map("fc1", "snaps"), sn.data());
+    w.end_step();
+  }
+  w.close();
+}
+}  // namespace
+
+class GuiMaps : public QObject {
+  Q_OBJECT
+  QTemporaryDir dir_;
+  InspectorState* st_ = nullptr;
+
+ private slots:
+  void initTestCase() {
+    const QString p = dir_.filePath("maps.h5");
+    write_trace(p);
+    st_ = new InspectorState(this);
+    TraceDocument* d = st_->traces()->add(p);
+    QTRY_VERIFY_WITH_TIMEOUT(d->state() == TraceDocument::State::Ready, 20000);
+    st_->setPrimary(d);
+    st_->setLayer("fc1");
+    st_->setOperand("w");
+  }
+
+  void blockMapAndHover() {
+    QuantView v(st_);
+    v.resize(1100, 750);
+    v.show();
+    v.setMetric(QuantView::Metric::Sqnr);
+    st_->setStep(2);
+    QVERIFY(guitest::wait_view(&v));
+    // group 1, block (1, 0) = flat block 1 * 4 + 1 * 2 + 0 = 6
+    const QString t = v.blockInfo(1, 1, 0);
+    QVERIFY2(t.contains(QString("scale byte 0x%1 = 2^%2").arg(scale_byte(2, 6), 2, 16, QChar('0')).arg(int(scale_byte(2, 6)) - 127)),
+             qPrintable(t));
+    QVERIFY2(t.contains("amax 1.75"), qPrintable(t));
+    QVERIFY2(t.contains(QString("SQNR %1 dB").arg(double(sqnr(2, 6)))), qPrintable(t));
+    // codes of the block's first row: element (g 1, row 32, cols 0..31) -> flat (1*64 + 32)*64 + c, code = flat % 16
+    QVERIFY2(t.contains("element codes (rows 32-63, cols 0-31)"), qPrintable(t));
+    QVERIFY2(t.contains("\n  00 01 02 03"), qPrintable(t));
+    QVERIFY(v.blockInfo(2, 0, 0).isEmpty());  // outside the grid
+  }
+
+  void flipMapAndTimelineWithGrid() {
+    OscView v(st_);
+    v.resize(1100, 750);
+    v.show();
+    st_->setStep(3);
+    st_->setExpert(1);
+    st_->setElement(40, 10);
+    v.setMetric(0);
+    QVERIFY(guitest::wait_view(&v));
+    const ElementMap* m = v.map();
+    QVERIFY(m);
+    QCOMPARE(m->N, 64);
+    QCOMPARE(m->K, 64);
+    for (uint64_t n : {0u, 40u, 63u})
+      for (uint64_t k : {0u, 10u, 63u}) QCOMPARE(m->v[n * 64 + k], double(flips(3, (64 + n) * 64 + k)));
+    const ElementTimeline* t = v.timeline();
+    QVERIFY(t);
+    const uint64_t flat = (64 + 40) * 64 + 10, block = 1 * 4 + 1 * 2 + 0;
+    QCOMPARE(t->steps, (std::vector<double>{0, 1, 2, 3}));
+    QVERIFY(t->e8m0);
+    for (size_t i = 0; i < 4; ++i) {
+      QCOMPARE(t->master[i], double(master(int64_t(i), flat)));
+      QCOMPARE(t->scale[i], double(scale_byte(int64_t(i), block)));
+      QCOMPARE(t->snaps[i], double(snaps(int64_t(i), flat)));
+    }
+  }
+};
+
+QTEST_MAIN(GuiMaps)
+#include "test_gui_maps.moc"

@@ -1,0 +1,335 @@
+// The inspector's models and views on real traces written by the simulator in
+// this test: metadata, curves, quantization statistics per step, the
+// accumulation check, element timelines, raw rows, comparison (ULP) and
+// PNG/CSV export. Expected values come from the trainer's own result, the
+// model configuration, or the trace library's reader (another read path).
+#include <QFile>
+#include <QImage>
+#include <QTest>
+#include <cmath>
+#include <cstring>
+
+#include "gui_test_util.hpp"
+#include "mxsim/trace/reader.hpp"
+#include "mxsim/trace/writer.hpp"
+#include "plot_util.hpp"
+#include "render.hpp"
+#include "state.hpp"
+#include "view_accum.hpp"
+#include "view_compare.hpp"
+#include "view_curves.hpp"
+#include "view_data.hpp"
+#include "view_osc.hpp"
+#include "view_quant.hpp"
+
+using namespace mxsim::inspector;
+
+class GuiViews : public QObject {
+  Q_OBJECT
+  QTemporaryDir dir_;
+  QString trace_;
+  mxsim::sim::TrainResult res_;
+  InspectorState* st_ = nullptr;
+  TraceDocument* doc_ = nullptr;
+
+  static bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+ private slots:
+  void initTestCase() {
+    QVERIFY(dir_.isValid());
+    trace_ = dir_.filePath("tiny.h5");
+    res_ = guitest::write_trace(guitest::tiny(), trace_);
+    QCOMPARE(res_.steps, 6);
+    st_ = new InspectorState(this);
+    doc_ = st_->traces()->add(trace_);
+    QTRY_VERIFY_WITH_TIMEOUT(doc_->state() != TraceDocument::State::Opening, 20000);
+    QCOMPARE(doc_->state(), TraceDocument::State::Ready);
+    st_->setPrimary(doc_);
+    st_->setLayer("fc1");
+  }
+
+  void metadataFromTheTrace() {
+    const TraceMeta& m = doc_->meta();
+    QCOMPARE(m.steps, uint64_t(6));
+    QCOMPARE(m.num_microbatches, 4);
+    QCOMPARE(m.experts, 4);
+    const LayerMeta* fc1 = m.layer("fc1");
+    QVERIFY(fc1);
+    QVERIFY(fc1->quantized);
+    QCOMPARE(fc1->recipe, QString("mxfp4"));
+    QCOMPARE(fc1->shape[0], uint64_t(4));   // experts
+    QCOMPARE(fc1->shape[1], uint64_t(64));  // d_ff
+    QCOMPARE(fc1->shape[2], uint64_t(32));  // d_model
+    QCOMPARE(fc1->blocks[0].text(), QString("32x32"));  // MXFP4 weights: 32x32 tiles
+    QCOMPARE(fc1->blocks[1].text(), QString("1x32"));   // activations: 1x32 along K
+    QVERIFY(!m.layer("embed")->quantized);
+    QCOMPARE(m.global(0), int64_t(1));
+    QCOMPARE(fc1->snapshot_steps, (std::vector<int64_t>{1, 3}));
+  }
+
+  void curvesEqualTheTrainersLosses() {
+    CurvesView v(st_);
+    v.resize(1000, 700);
+    v.show();
+    QVERIFY(guitest::wait_view(&v));
+    const QVector<double> loss = v.values(doc_, "/train/loss");
+    QCOMPARE(loss.size(), int(res_.losses.size()));
+    for (int i = 0; i < loss.size(); ++i) QVERIFY2(same_bits(loss[i], res_.losses[size_t(i)]), qPrintable(QString::number(i)));
+  }
+
+  void quantStatisticsFollowTheStep() {
+    QuantView v(st_);
+    v.resize(1100, 750);
+    v.show();
+    mxsim::trace::Reader r(trace_.toStdString());
+    for (qint64 s : {0, 5, 2}) {
+      st_->setStep(s);
+      QVERIFY(guitest::wait_view(&v));
+      const QuantStep* q = v.stepData();
+      QVERIFY(q);
+      QCOMPARE(int(q->e.size()), 6);  // fc1, fc2 x {w, x, dy}
+      const QuantStep::Entry* e = q->find("fc1", "w");
+      QVERIFY(e);
+      // fc1 W is [4, 64, 32]: 8192 elements in 4 * 2 * 1 = 8 tiles of 32x32
+      QCOMPARE(e->count, 8192.0);
+      double blocks = 0;
+      for (double c : e->hist) blocks += c;
+      QCOMPARE(blocks, 8.0);
+      const auto hist = r.read_series<uint64_t>("/layers/fc1/quant/w/scale_exp_hist", uint64_t(s), 1);
+      for (size_t b = 0; b < 256; ++b) QCOMPARE(e->hist[b], double(hist[b]));
+      QVERIFY(same_bits(e->mse, r.read_series<double>("/layers/fc1/quant/w/mse", uint64_t(s), 1).at(0)));
+      QCOMPARE(v.summary().rowCount(), 6);
+    }
+    // the summary's SQNR cell of fc1.x at step 2 is the trace's
+    const double sq = r.read_series<double>("/layers/fc1/quant/x/sqnr_db", 2, 1).at(0);
+    bool found = false;
+    for (const auto& row : v.summary().rows())
+      if (row[0].toString() == "fc1" && row[1].toString() == "x") {
+        QVERIFY(same_bits(row[5].toDouble(), sq));
+        found = true;
+      }
+    QVERIFY(found);
+  }
+
+  void accumulationEqualsMainGradBitForBit() {
+    AccumView v(st_);
+    v.resize(1100, 750);
+    v.show();
+    st_->setStep(1);  // a snapshot step
+    for (int e = 0; e < 4; ++e) {
+      st_->setExpert(e);
+      st_->setElement(5, 7);
+      QVERIFY(guitest::wait_view(&v));
+      const AccumPoint* p = v.point();
+      QVERIFY(p);
+      QCOMPARE(int(p->contrib.size()), 4);
+      QVERIFY2(p->bit_equal, "fl32 running sum of the wgrad_mb contributions != stored main_grad");
+    }
+    v.setBlockMode(true);
+    QVERIFY(guitest::wait_view(&v));
+    QVERIFY(v.point());
+    QCOMPARE(v.point()->mismatched, int64_t(0));
+    // every micro-batch routes 32 tokens to top-2 experts: 64 assignments per row
+    const auto& t = v.tokens();
+    QCOMPARE(int(t.size()), 16);
+    for (int mb = 0; mb < 4; ++mb) {
+      double s = 0;
+      for (int e = 0; e < 4; ++e) s += t[size_t(mb * 4 + e)];
+      QCOMPARE(s, 64.0);
+    }
+    // a step without snapshots says so
+    st_->setStep(2);
+    QVERIFY(guitest::wait_view(&v));
+    QVERIFY(!v.point());
+    st_->setExpert(0);
+    v.setBlockMode(false);
+  }
+
+  void elementTimelineMatchesTheSnapshots() {
+    OscView v(st_);
+    v.resize(1100, 750);
+    v.show();
+    st_->setStep(3);
+    st_->setExpert(2);
+    st_->setElement(10, 20);
+    QVERIFY(guitest::wait_view(&v));
+    const ElementTimeline* t = v.timeline();
+    QVERIFY(t);
+    QCOMPARE(t->steps, (std::vector<double>{1, 3}));
+    mxsim::trace::Reader r(trace_.toStdString());
+    const size_t flat = (2 * 64 + 10) * 32 + 20;
+    for (size_t i = 0; i < 2; ++i) {
+      const auto m = r.read_snapshot<float>("/snap/fc1/master", int64_t(t->steps[i]));
+      const auto q = r.read_snapshot<float>("/snap/fc1/weight_q", int64_t(t->steps[i]));
+      QVERIFY(same_bits(t->master[i], double(m[flat])));
+      QVERIFY(same_bits(t->wq[i], double(q[flat])));
+    }
+    // the residual map at a snapshot step is |master - weight_q| of the expert
+    v.setMetric(3);
+    QVERIFY(guitest::wait_view(&v));
+    QVERIFY(v.map());
+    const auto m = r.read_snapshot<float>("/snap/fc1/master", 3), q = r.read_snapshot<float>("/snap/fc1/weight_q", 3);
+    QCOMPARE(v.map()->v[10 * 32 + 20], std::fabs(double(m[flat]) - double(q[flat])));
+    st_->setExpert(0);
+  }
+
+  void rawDataShowsTheRow() {
+    DataView v(st_);
+    v.resize(1000, 700);
+    v.show();
+    st_->setStep(4);
+    v.setDataset("/train/tokens_per_expert");
+    QVERIFY(guitest::wait_view(&v));
+    QCOMPARE(v.array().rowCount(), 4);
+    QCOMPARE(v.array().columnCount(), 4);
+    mxsim::trace::Reader r(trace_.toStdString());
+    const auto row = r.read_series<int64_t>("/train/tokens_per_expert", 4, 1);
+    for (size_t i = 0; i < 16; ++i) QCOMPARE(v.array().text(i / 4, i % 4), QString::number(row[i]));
+  }
+
+  void exportWritesPngAndCsv() {
+    QuantView v(st_);
+    v.resize(1000, 700);
+    v.show();
+    st_->setStep(5);
+    QVERIFY(guitest::wait_view(&v));
+    const QString png = dir_.filePath("quant.png");
+    QVERIFY(v.exportPng(png));
+    QImage img(png);
+    QCOMPARE(img.size(), QSize(1000, 700));
+    // the tallest bar of the scale histogram is drawn in the first palette colour
+    const QuantStep::Entry* e = v.stepData()->find("fc1", "w");
+    int best = 0;
+    for (int b = 0; b < 255; ++b)
+      if (e->hist[size_t(b)] > e->hist[size_t(best)]) best = b;
+    QCustomPlot* h = v.histogramPlot();
+    const QPoint inplot(int(h->xAxis->coordToPixel(best - 127)), int(h->yAxis->coordToPixel(e->hist[size_t(best)] / 2)));
+    const QPoint p = h->mapTo(&v, inplot);
+    QCOMPARE(img.pixelColor(p).rgb(), palette_color(0).rgb());
+    // the plot background above the bars is white
+    const QPoint bg = h->mapTo(&v, QPoint(int(h->xAxis->coordToPixel(best - 127)), int(h->yAxis->coordToPixel(e->hist[size_t(best)] * 1.2))));
+    QCOMPARE(img.pixelColor(bg).rgb(), QColor(Qt::white).rgb());
+    // CSV: the curves' values are the trace's, digit for digit
+    CurvesView c(st_);
+    c.resize(1000, 700);
+    c.show();
+    QVERIFY(guitest::wait_view(&c));
+    const QString csv = dir_.filePath("curves.csv");
+    QVERIFY(c.exportCsv(csv));
+    QFile f(csv);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QStringList lines = QString::fromUtf8(f.readAll()).split('\n', Qt::SkipEmptyParts);
+    QCOMPARE(lines.front(), QString("trace,dataset,row,step,value,smoothed"));
+    int n = 0;
+    for (const QString& l : lines) {
+      const QStringList c = l.split(',');
+      if (c.size() < 6 || c[1] != "/train/loss") continue;
+      const int row = c[2].toInt();
+      QCOMPARE(c[3].toLongLong(), qint64(row + 1));  // global step
+      QVERIFY(same_bits(c[4].toDouble(), res_.losses[size_t(row)]));
+      ++n;
+    }
+    QCOMPARE(n, 6);
+  }
+
+  void ulpDistanceOfKnownValues() {
+    using mxsim::trace::DType;
+    auto f32 = [](float a, float b) {
+      bool nm = false;
+      unsigned char x[4], y[4];
+      std::memcpy(x, &a, 4);
+      std::memcpy(y, &b, 4);
+      return ulp_distance(DType::f32, x, y, &nm);
+    };
+    QCOMPARE(f32(1.0f, 1.0f), 0.0);
+    QCOMPARE(f32(1.0f, std::nextafter(1.0f, 2.0f)), 1.0);
+    QCOMPARE(f32(0.0f, -0.0f), 1.0);
+    QCOMPARE(f32(-1.0f, 1.0f), double(2u * 0x3f800000u + 1u));  // through both zeros
+    QCOMPARE(f32(std::numeric_limits<float>::denorm_min(), -std::numeric_limits<float>::denorm_min()), 3.0);
+    bool nm = false;
+    {
+      const float n = NAN, one = 1.0f;
+      unsigned char x[4], y[4];
+      std::memcpy(x, &n, 4);
+      std::memcpy(y, &one, 4);
+      QCOMPARE(ulp_distance(DType::f32, x, y, &nm), -1.0);  // NaN on one side only
+      QVERIFY(nm);
+    }
+    const double a = 1.0, b = std::nextafter(std::nextafter(1.0, 2.0), 2.0);
+    unsigned char x[8], y[8];
+    std::memcpy(x, &a, 8);
+    std::memcpy(y, &b, 8);
+    QCOMPARE(ulp_distance(DType::f64, x, y, &nm), 2.0);
+    const uint64_t u = 5, w = 2;
+    std::memcpy(x, &u, 8);
+    std::memcpy(y, &w, 8);
+    QCOMPARE(ulp_distance(DType::u64, x, y, &nm), 3.0);
+  }
+
+  void compareFindsTheFirstDifferenceAndItsUlpMap() {
+    using mxsim::trace::DType;
+    const QString pa = dir_.filePath("a.h5"), pb = dir_.filePath("b.h5");
+    const float three_up = std::nextafter(std::nextafter(std::nextafter(1.0f, 2.0f), 2.0f), 2.0f);
+    for (int which = 0; which < 2; ++which) {
+      mxsim::trace::Writer w((which ? pb : pa).toStdString(), "", mxsim::trace::make_provenance("emu", 1));
+      w.declare_series("/train/step", DType::i64, {});
+      w.declare_series("/x", DType::f32, {4});
+      w.start_swmr();
+      for (int64_t s = 0; s < 3; ++s) {
+        w.append("/train/step", s + 1);
+        float row[4] = {1.0f, -0.0f, 1.0f, 2.0f};
+        if (which && s == 1) {
+          row[0] = three_up;
+          row[1] = 0.0f;
+          row[3] = NAN;
+        }
+        w.append("/x", row);
+        w.end_step();
+      }
+      w.close();
+    }
+    InspectorState st;
+    TraceDocument* a = st.traces()->add(pa);
+    TraceDocument* b = st.traces()->add(pb);
+    QTRY_VERIFY_WITH_TIMEOUT(a->state() == TraceDocument::State::Ready && b->state() == TraceDocument::State::Ready, 20000);
+    st.setPrimary(a);
+    st.setOther(b);
+    CompareView v(&st);
+    v.resize(1000, 700);
+    v.show();
+    QVERIFY(guitest::wait_view(&v));
+    QVERIFY(v.result());
+    QCOMPARE(v.result()->first_step, int64_t(1));
+    QCOMPARE(v.result()->first_dataset, QString("/x"));
+    QVERIFY(!v.result()->identical);
+    st.setStep(1);
+    v.setDataset("/x");
+    QVERIFY(guitest::wait_view(&v));
+    QVERIFY(v.ulp());
+    QCOMPARE(v.ulp()->ulp, (std::vector<double>{3, 1, 0, -1}));
+    QCOMPARE(v.ulp()->differing, uint64_t(3));
+    QCOMPARE(v.ulp()->nan_mismatch, uint64_t(1));
+    st.setStep(2);
+    QVERIFY(guitest::wait_view(&v));
+    QCOMPARE(v.ulp()->differing, uint64_t(0));
+  }
+
+  void headlessRenderWritesEveryView() {
+    RenderOptions o;
+    o.traces = {trace_};
+    o.out_dir = dir_.filePath("render");
+    o.step = 3;
+    o.size = QSize(1280, 800);
+    QCOMPARE(render(o), 0);
+    for (const char* id : {"curves", "quant", "osc", "accum", "compare", "data"}) {
+      const QImage img(o.out_dir + "/" + id + ".png");
+      QCOMPARE(img.size(), QSize(1280, 800));
+      QVERIFY(QFile::exists(o.out_dir + "/" + id + ".csv"));
+    }
+  }
+
+  void cleanupTestCase() { delete st_; }
+};
+
+QTEST_MAIN(GuiViews)
+#include "test_gui_views.moc"
