@@ -5,8 +5,8 @@
 # MXSIM_FUZZ_SECONDS (default 60) from a copy of its seed corpus. Any sanitizer report, failing
 # test, or harness finding fails the script; a harness's failing input is left in
 # build-asan/fuzz-findings/ (add it to fuzz/regress/<harness>/ once fixed: it is then replayed
-# by the test suite). CI runs this after the normal suite (scripts/test.sh with
-# MXSIM_SANITIZE=1). Extra arguments go to ctest.
+# by the test suite). `MXSIM_SANITIZE=1 scripts/test.sh` runs this after the normal suite.
+# Extra arguments go to ctest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${MXSIM_FUZZ_SECONDS:-60}"

@@ -5,7 +5,7 @@ cd "$(dirname "$0")/.."
 scripts/deps.sh
 scripts/build.sh
 ctest --test-dir build --output-on-failure -j"$(nproc)" "$@"
-# CI (.ci/run) also runs the sanitizer suite and bounded fuzzing (scripts/sanitize.sh).
+# With MXSIM_SANITIZE=1 it also runs the sanitizer suite and bounded fuzzing (scripts/sanitize.sh).
 if [ "${MXSIM_SANITIZE:-0}" = 1 ]; then
   scripts/sanitize.sh
 fi

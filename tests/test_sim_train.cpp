@@ -132,6 +132,37 @@ TEST(SimConfig, DefaultsEqualTheDefaultText) {
   EXPECT_EQ(to_toml(parse_config("")), to_toml(parse_config(default_config_text())));
 }
 
+// Deep dotted keys (which toml++ does not bound) are refused before parsing,
+// in a --config text and in a --set override, naming the source; the default
+// config's depth (3) and a depth of exactly 64 pass the bound.
+TEST(SimConfig, DeepTomlNestingRefusedBeforeParsing) {
+  std::string deep = "[run]\nseed = 1\n";
+  std::string key;
+  for (int i = 0; i < 100000; ++i) key += "a.";
+  deep += key + "b = 1\n";
+  try {
+    parse_config(deep, {}, "deep.toml");
+    FAIL() << "deep nesting accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("deep.toml: line 3: TOML nesting deeper than 64"), std::string::npos) << e.what();
+  }
+  try {
+    parse_config(default_config_text(), {"run." + key + "b=1"}, "cfg");
+    FAIL() << "deep --set accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("--set 'run.a.a"), std::string::npos) << std::string(e.what()).substr(0, 200);
+    EXPECT_NE(std::string(e.what()).find("TOML nesting deeper than 64"), std::string::npos);
+  }
+  std::string k64 = "run";
+  for (int i = 0; i < 63; ++i) k64 += ".a";  // 64 keys deep: exactly the bound
+  try {  // passes the bound and reaches the config's own unknown-key check
+    parse_config(default_config_text(), {k64 + "=1"}, "cfg");
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()).find("TOML nesting"), std::string::npos) << std::string(e.what()).substr(0, 200);
+  }
+}
+
 TEST(SimConfig, BadKeysNamed) {
   auto msg = [](std::vector<std::string> s) {
     try {

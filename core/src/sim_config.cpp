@@ -10,6 +10,9 @@
 
 #include <toml++/toml.h>
 
+#include "mxsim/io/tensor_file.hpp"
+#include "mxsim/io/toml_nesting.hpp"
+
 namespace mxsim::sim {
 
 // Kept identical to examples/default.toml by SimConfig.DefaultTextMatchesExample
@@ -264,6 +267,16 @@ void validate(const Config& c, const std::string& s) {
 Config parse_config(const std::string& text, const std::vector<std::string>& overrides, const std::string& source) {
   Config c;
   auto m = setters(c);
+  // toml++ bounds nested arrays and inline tables but not dotted keys or
+  // headers; a deep one would exhaust the stack, so the text is bounded first.
+  const auto bound_nesting = [](std::string_view t, const std::string& label) {
+    try {
+      io::check_toml_nesting(t, label);
+    } catch (const io::IoError& e) {
+      throw std::invalid_argument(e.what());
+    }
+  };
+  bound_nesting(text, source);
   try {
     toml::table t = toml::parse(text, source);
     apply(t, m, source);
@@ -277,6 +290,7 @@ Config parse_config(const std::string& text, const std::vector<std::string>& ove
     if (eq == std::string::npos || eq == 0) throw std::invalid_argument("--set '" + o + "': expected section.key=value");
     const std::string key = o.substr(0, eq), val = o.substr(eq + 1);
     if (key.find('.') == std::string::npos) throw std::invalid_argument("--set '" + o + "': expected section.key=value");
+    bound_nesting(key + " = " + val, "--set '" + (key.size() > 40 ? key.substr(0, 40) + "..." : key) + "'");
     toml::table t;
     try {
       t = toml::parse(std::string_view(key + " = " + val), std::string_view("--set"));
