@@ -8,8 +8,9 @@
 #   default.h5   the default run (examples/default.toml, 702 steps) with fc1 snapshots at
 #                every global step from 280 to 320 (trace rows 279-319; a de-oscillation
 #                window ends at step 300)
-#   short_a.h5   the default config for 30 steps; short_b.h5 the same without the wgrad
-#                Hadamard transform (the pair the Compare view shows)
+#   short_a.h5   the default config for 30 steps (fc1 snapshot at step 2, trace row 1);
+#                short_b.h5 the same without the wgrad Hadamard transform (the pair the
+#                Compare view shows)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=build/cli/mxsim
@@ -20,8 +21,9 @@ THREADS=${THREADS:-2}
 DEFAULT=${DEFAULT_TRACE:-build/docs/default.h5}
 STEPS="[$(seq -s ', ' 280 320)]"
 [ -f "$DEFAULT" ] || "$BIN" train --threads "$THREADS" --trace "$DEFAULT" --set "trace.snapshot_steps=$STEPS"
-[ -f build/docs/short_a.h5 ] || "$BIN" train --threads "$THREADS" --trace build/docs/short_a.h5 --set run.max_steps=30
-[ -f build/docs/short_b.h5 ] || "$BIN" train --threads "$THREADS" --trace build/docs/short_b.h5 --set run.max_steps=30 \
+SHORT=(--set run.max_steps=30 --set "trace.snapshot_steps=[2]")
+[ -f build/docs/short_a.h5 ] || "$BIN" train --threads "$THREADS" --trace build/docs/short_a.h5 "${SHORT[@]}"
+[ -f build/docs/short_b.h5 ] || "$BIN" train --threads "$THREADS" --trace build/docs/short_b.h5 "${SHORT[@]}" \
   --set recipe.mxfp4_hadamard_wgrad=false
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT

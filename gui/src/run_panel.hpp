@@ -25,7 +25,6 @@ class RunPanel : public QWidget {
   /// Fills the form (tests, command line).
   void setSettings(const RunSettings& s);
   RunSettings settings() const;
-  bool busy() const { return false; }  ///< a run never blocks rendering
 
  signals:
   void traceStarted(const QString& path);

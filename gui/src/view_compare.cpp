@@ -114,6 +114,7 @@ CompareView::CompareView(InspectorState* st, QWidget* parent) : View(st, parent)
   table_->setModel(&rows_);
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->setSelectionMode(QAbstractItemView::SingleSelection);
+  table_->setTextElideMode(Qt::ElideMiddle);  // dataset paths differ at their ends
   table_->verticalHeader()->setVisible(false);
   table_->verticalHeader()->setDefaultSectionSize(20);
   table_->horizontalHeader()->setStretchLastSection(true);

@@ -224,10 +224,7 @@ bool CurvesView::eventFilter(QObject* o, QEvent* e) {
     int target = int(panels_.size());
     for (size_t i = 0; i < panels_.size(); ++i)
       if (panels_[i].plot == o) target = int(i);
-    for (const QString& n : ns) {
-      addSeries(target, n);
-      if (target == int(panels_.size()) - 1 && o == drop_hint_) target = int(panels_.size()) - 1;
-    }
+    for (const QString& n : ns) addSeries(target, n);  // several names dropped below: one new panel
     de->acceptProposedAction();
     return true;
   }
