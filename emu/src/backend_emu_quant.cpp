@@ -48,27 +48,7 @@ QuantStats EmuBackend::quant_stats(const Tensor& x, const QTensor& qh) {
 }
 
 ScaleExpCounts EmuBackend::scale_exp_histogram(const QTensor& qh) {
-  // The scale exponent of numerics.md §4.6 (block_stats' scale_exp), binned
-  // as trace::ScaleExpHistogram does: clamped to [-127, 127] at bin e + 127,
-  // NaN scales in bin 255. Blocks in storage order (the counts do not depend on it).
-  const QuantizedTensor& q = host(qh, "scale_exp_histogram", "q");
-  ScaleExpCounts h{};
-  auto add = [&](int e) { ++h[e == INT_MIN ? 255 : size_t(std::clamp(e, -127, 127) + 127)]; };
-  auto from_scale_inv = [&](float si) {
-    add((std::isfinite(si) && si > 0) ? f32_floor_log2(f32_bits(si)) : INT_MIN);
-  };
-  switch (q.spec.scale_kind) {
-    case ScaleKind::E8M0:
-      for (uint8_t b : q.scale_bytes) add(b == kE8M0Nan ? INT_MIN : int(b) - 127);
-      break;
-    case ScaleKind::FP32:
-      for (float si : q.scale_inv) from_scale_inv(si);
-      break;
-    case ScaleKind::UE4M3:
-      for (uint8_t b : q.scale_bytes) from_scale_inv(decode(Format::E4M3, b) * q.tensor_scale_inv);
-      break;
-  }
-  return h;
+  return scale_exp_counts(host(qh, "scale_exp_histogram", "q"));
 }
 
 float EmuBackend::amax(const Tensor& x) {

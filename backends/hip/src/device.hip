@@ -2,7 +2,11 @@
 // discovery, owned device memory, synchronization, each runtime call checked.
 #include "check.hpp"
 
+#include <cstdlib>
+#include <map>
+#include <mutex>
 #include <string>
+#include <vector>
 
 namespace mxsim::hip {
 
@@ -41,9 +45,62 @@ DeviceInfo device_info() {
   return d;
 }
 
+// ---- the cached allocator behind DeviceBuffer --------------------------------
+// hipMalloc costs microseconds and hipFree synchronises the whole device, so a
+// training step that allocates and frees its temporaries would be bound by the
+// allocator (PyTorch's caching allocator exists for the same reason). Freed
+// blocks are kept per size class and handed out again. Reuse is safe because
+// every launch of this library runs in order on one stream or on the legacy
+// default stream, which orders itself with the blocking streams we create:
+// work that still reads a freed block is queued before any work that reuses
+// it. MXSIM_GPU_CACHE=0 turns the cache off (each buffer its own hipMalloc).
+namespace {
+
+struct BlockCache {
+  std::mutex mu;
+  std::map<size_t, std::vector<void*>> free_blocks;  // size class -> blocks
+  bool enabled = [] {
+    const char* e = std::getenv("MXSIM_GPU_CACHE");
+    return !(e && std::string(e) == "0");
+  }();
+  // Size classes: multiples of 512 bytes up to 1 MiB, then of 1 MiB.
+  static size_t round_up(size_t bytes) {
+    const size_t q = bytes <= (size_t(1) << 20) ? 512 : (size_t(1) << 20);
+    return (bytes + q - 1) / q * q;
+  }
+  void release_all() {
+    std::lock_guard<std::mutex> g(mu);
+    for (auto& [size, v] : free_blocks)
+      for (void* p : v) (void)hipFree(p);
+    free_blocks.clear();
+  }
+};
+BlockCache& cache() {
+  static BlockCache* c = new BlockCache;  // never destroyed: buffers may outlive static destruction
+  return *c;
+}
+
+}  // namespace
+
 DeviceBuffer::DeviceBuffer(size_t bytes, std::string_view what) : n_(bytes), what_(what) {
   if (!bytes) return;
-  const hipError_t e = hipMalloc(&p_, bytes);
+  BlockCache& c = cache();
+  const size_t cls = c.enabled ? BlockCache::round_up(bytes) : bytes;
+  if (c.enabled) {
+    std::lock_guard<std::mutex> g(c.mu);
+    auto it = c.free_blocks.find(cls);
+    if (it != c.free_blocks.end() && !it->second.empty()) {
+      p_ = it->second.back();
+      it->second.pop_back();
+      return;
+    }
+  }
+  hipError_t e = hipMalloc(&p_, cls);
+  if (e == hipErrorOutOfMemory && c.enabled) {  // give the cached blocks back and try once more
+    (void)hipGetLastError();
+    c.release_all();
+    e = hipMalloc(&p_, cls);
+  }
   if (e == hipErrorOutOfMemory) {
     (void)hipGetLastError();
     p_ = nullptr;
@@ -56,16 +113,29 @@ DeviceBuffer::DeviceBuffer(size_t bytes, std::string_view what) : n_(bytes), wha
     detail::fail(e, ("hipMalloc of " + std::to_string(bytes) + " bytes for " + what_).c_str(), __FILE__, __LINE__);
   }
 }
-DeviceBuffer::~DeviceBuffer() {
-  if (p_) (void)hipFree(p_);
+void DeviceBuffer::release() noexcept {
+  if (!p_) return;
+  BlockCache& c = cache();
+  if (c.enabled) {
+    try {
+      std::lock_guard<std::mutex> g(c.mu);
+      c.free_blocks[BlockCache::round_up(n_)].push_back(p_);
+      p_ = nullptr;
+      return;
+    } catch (...) {  // no memory for the free list: really free it
+    }
+  }
+  (void)hipFree(p_);
+  p_ = nullptr;
 }
+DeviceBuffer::~DeviceBuffer() { release(); }
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept : p_(o.p_), n_(o.n_), what_(std::move(o.what_)) {
   o.p_ = nullptr;
   o.n_ = 0;
 }
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   if (this != &o) {
-    if (p_) (void)hipFree(p_);
+    release();
     p_ = o.p_;
     n_ = o.n_;
     what_ = std::move(o.what_);

@@ -34,4 +34,10 @@ struct QuantStats {
 /// trace::ScaleExpHistogram (OCP MX v1.0 E8M0: bias 127, 0xFF = NaN).
 using ScaleExpCounts = std::array<uint64_t, 256>;
 
+struct QuantizedTensor;
+/// The ScaleExpCounts of q's block scales (reads only spec, scale_bytes /
+/// scale_inv and tensor_scale_inv). One definition for every backend: the
+/// GPU backend downloads the scales and calls this.
+ScaleExpCounts scale_exp_counts(const QuantizedTensor& q);
+
 }  // namespace mxsim

@@ -204,6 +204,27 @@ MXSIM_HD constexpr QuantLayout quant_layout(const QuantSpec& s, size_t groups, s
   return l;
 }
 
+/// The exact value of one stored element (numerics.md §2.4, §3.3): its
+/// decoded code `e` times its block's scale: 2^(byte - 127) for E8M0 (0xFF:
+/// NaN), scale_inv for FP32 scales, UE4M3 byte value times the tensor's
+/// S_dec for NVFP4. The arguments a kind does not use are ignored.
+MXSIM_HD inline float dequant_value(ScaleKind kind, float e, uint8_t scale_byte, float scale_inv,
+                                    float tensor_scale_inv) {
+  switch (kind) {
+    case ScaleKind::E8M0: return scale_byte == kE8M0Nan ? __builtin_nanf("") : e * pow2f(int(scale_byte) - 127);
+    case ScaleKind::FP32: return e * scale_inv;
+    case ScaleKind::UE4M3: return (e * decode(spec_of(Format::E4M3), scale_byte)) * tensor_scale_inv;
+  }
+  return __builtin_nanf("");
+}
+
+/// Largest magnitude a block can represent (saturation in numerics.md §4.6):
+/// dequant_value of the element format's largest finite value.
+MXSIM_HD inline float block_max_value(ScaleKind kind, float elem_max_value, uint8_t scale_byte, float scale_inv,
+                                      float tensor_scale_inv) {
+  return dequant_value(kind, elem_max_value, scale_byte, scale_inv, tensor_scale_inv);
+}
+
 /// The 16-point Walsh-Hadamard transform scaled by 1/4, in place
 /// (numerics.md §2.6): butterfly stages h = 1, 2, 4, 8, each pair
 /// (a + b, a - b) in FP32, then every value times 0.25 (exact).

@@ -49,7 +49,9 @@ struct DeviceInfo {
 /// Properties of the current device. Throws Error when there is none.
 DeviceInfo device_info();
 
-/// Owning device allocation (hipMalloc / hipFree), move-only. `what` names
+/// Owning device allocation, move-only. Blocks come from a cache of freed
+/// blocks when one of the size class is free, else from hipMalloc
+/// (MXSIM_GPU_CACHE=0: always hipMalloc / hipFree); see device.hip. `what` names
 /// the tensor for error messages (kept by value).
 class DeviceBuffer {
  public:
@@ -72,6 +74,7 @@ class DeviceBuffer {
   void fill(uint8_t byte);
 
  private:
+  void release() noexcept;  ///< back to the block cache (or hipFree)
   void* p_ = nullptr;
   size_t n_ = 0;
   std::string what_;

@@ -1,0 +1,162 @@
+// mxsim::Backend on the GPU (include/mxsim/hip/backend_hip.hpp): memory,
+// handles, host <-> device transfers, the factory.
+#include "backend_hip_impl.hpp"
+
+#include "mxsim/hip/backend_hip.hpp"
+
+namespace mxsim::hip {
+
+namespace {
+std::string where(const char* op, const char* what) { return std::string(op) + ": " + what; }
+
+// Names device buffers after their shape so an out-of-memory error says what was asked for.
+std::string label(DType dtype, const Shape& shape) { return std::string(name_of(dtype)) + " tensor " + shape.str(); }
+}  // namespace
+
+HipBackend::HipBackend() {
+  std::string why;
+  if (!available(&why)) throw Error("mxsim::hip: no usable GPU: " + why);
+  MXSIM_HIP_CHECK(hipStreamCreate(&stream_));
+}
+HipBackend::~HipBackend() {
+  if (stream_) {
+    (void)hipStreamSynchronize(stream_);
+    (void)hipStreamDestroy(stream_);
+  }
+}
+
+void HipBackend::sync() {
+  MXSIM_HIP_CHECK(hipStreamSynchronize(stream_));
+  MXSIM_HIP_CHECK(hipGetLastError());
+}
+
+void HipBackend::fetch(void* dst, const void* d_src, size_t bytes) {
+  if (bytes) MXSIM_HIP_CHECK(hipMemcpyAsync(dst, d_src, bytes, hipMemcpyDeviceToHost, stream_));
+  sync();
+}
+
+Tensor HipBackend::alloc(DType dtype, Shape shape) {
+  if (shape.rank < 1 || shape.rank > 3) throw std::invalid_argument("alloc: rank must be 1 to 3");
+  auto b = std::make_shared<HipBuffer>(this, shape.numel() * dtype_size(dtype), label(dtype, shape));
+  return Tensor(std::move(b), dtype, shape);
+}
+
+void* HipBackend::raw(const Tensor& t, const char* op, const char* what) const {
+  if (t.empty()) throw std::invalid_argument(where(op, what) + " is an empty tensor handle");
+  if (t.buffer()->owner() != this) throw std::invalid_argument(where(op, what) + " belongs to another backend");
+  return static_cast<HipBuffer&>(*t.buffer()).mem.get();
+}
+float* HipBackend::mat(const Tensor& t, const char* op, const char* what) const {
+  if (t.rank() != 2) throw std::invalid_argument(where(op, what) + " must have rank 2, has shape " + t.shape().str());
+  return f32(t, op, what);
+}
+const DeviceQuantized& HipBackend::dev(const QTensor& q, const char* op, const char* what) const {
+  if (q.empty()) throw std::invalid_argument(where(op, what) + " is an empty quantized tensor handle");
+  if (q.buffer()->owner() != this) throw std::invalid_argument(where(op, what) + " belongs to another backend");
+  return static_cast<HipQBuffer&>(*q.buffer()).q;
+}
+const std::vector<DeviceQuantized>& HipBackend::dev(const GroupedQTensor& q, const char* op, const char* what) const {
+  if (q.empty()) throw std::invalid_argument(where(op, what) + " is an empty grouped quantized tensor handle");
+  if (q.buffer()->owner() != this) throw std::invalid_argument(where(op, what) + " belongs to another backend");
+  return static_cast<HipGroupedQBuffer&>(*q.buffer()).q;
+}
+void HipBackend::expect_shape(const Tensor& t, const Shape& shape, const char* op, const char* what) {
+  if (!(t.shape() == shape))
+    throw std::invalid_argument(where(op, what) + " has shape " + t.shape().str() + ", expected " + shape.str());
+}
+void HipBackend::dtype_error(const Tensor& t, DType want, const char* op, const char* what) {
+  throw std::invalid_argument(where(op, what) + " is " + name_of(t.dtype()) + ", expected " + name_of(want));
+}
+
+void HipBackend::upload(Tensor& t, const void* src, size_t bytes) {
+  if (bytes != t.bytes())
+    throw std::invalid_argument("upload: " + std::to_string(bytes) + " bytes for a tensor of " + std::to_string(t.bytes()));
+  void* d = raw(t, "upload", "tensor");
+  // Synchronous: the caller may reuse `src` as soon as this returns.
+  if (bytes) MXSIM_HIP_CHECK(hipMemcpyAsync(d, src, bytes, hipMemcpyHostToDevice, stream_));
+  sync();
+}
+void HipBackend::download(const Tensor& t, void* dst, size_t bytes) {
+  if (bytes != t.bytes())
+    throw std::invalid_argument("download: " + std::to_string(bytes) + " bytes for a tensor of " + std::to_string(t.bytes()));
+  fetch(dst, raw(t, "download", "tensor"), bytes);
+}
+void HipBackend::copy(const Tensor& src, Tensor& dst) {
+  if (src.dtype() != dst.dtype() || src.numel() != dst.numel())
+    throw std::invalid_argument("copy: source " + std::string(name_of(src.dtype())) + " " + src.shape().str() +
+                                " and destination " + name_of(dst.dtype()) + " " + dst.shape().str() + " differ");
+  if (src.bytes())
+    MXSIM_HIP_CHECK(hipMemcpyAsync(raw(dst, "copy", "dst"), raw(src, "copy", "src"), src.bytes(),
+                                   hipMemcpyDeviceToDevice, stream_));
+}
+void HipBackend::copy_into(const Tensor& src, Tensor& dst, size_t offset) {
+  if (src.dtype() != dst.dtype() || offset + src.numel() > dst.numel())
+    throw std::invalid_argument("copy_into: source " + std::string(name_of(src.dtype())) + " " + src.shape().str() +
+                                " does not fit destination " + name_of(dst.dtype()) + " " + dst.shape().str() +
+                                " at element " + std::to_string(offset));
+  if (src.bytes())
+    MXSIM_HIP_CHECK(hipMemcpyAsync(static_cast<std::byte*>(raw(dst, "copy_into", "dst")) + offset * dtype_size(dst.dtype()),
+                                   raw(src, "copy_into", "src"), src.bytes(), hipMemcpyDeviceToDevice, stream_));
+}
+void HipBackend::fill_zero(Tensor& t) {
+  if (t.bytes()) MXSIM_HIP_CHECK(hipMemsetAsync(raw(t, "fill_zero", "tensor"), 0, t.bytes(), stream_));
+}
+
+// ---- quantized handles: the host QuantizedTensor <-> its device storage, byte for byte
+
+namespace {
+
+Axis axis_of(const QuantizedTensor& q) { return q.transposed ? Axis::Rows : Axis::Cols; }
+
+QuantizedTensor to_host(HipBackend& be, const DeviceQuantized& d) {
+  const hd::QuantLayout& L = d.t.layout;
+  QuantizedTensor q;
+  q.spec = d.t.spec;
+  q.groups = L.groups;
+  q.rows = L.rows;
+  q.cols = L.cols;
+  q.transposed = L.transposed;
+  q.data = Bytes3::from_shape({L.groups, L.srows, L.rbytes});
+  be.fetch(q.data.data(), d.t.data, L.data_bytes());
+  if (d.t.spec.scale_kind == ScaleKind::FP32) {
+    q.scale_inv = Tensor3f::from_shape({L.groups, L.nbr, L.nbc});
+    be.fetch(q.scale_inv.data(), d.t.scale_inv, L.scale_count() * sizeof(float));
+  } else {
+    q.scale_bytes = Bytes3::from_shape({L.groups, L.nbr, L.nbc});
+    be.fetch(q.scale_bytes.data(), d.t.scale_bytes, L.scale_count());
+  }
+  be.fetch(&q.tensor_scale_inv, d.t.tensor_scale_inv, sizeof(float));
+  return q;
+}
+
+}  // namespace
+
+QuantizedTensor HipBackend::download(const QTensor& q) { return to_host(*this, dev(q, "download", "quantized tensor")); }
+
+QTensor HipBackend::upload(const QuantizedTensor& q) {
+  DeviceQuantized d = alloc_quantized(q.spec, q.groups, q.rows, q.cols, axis_of(q), "uploaded quantized tensor");
+  const hd::QuantLayout& L = d.t.layout;
+  if (q.data.size() != L.data_bytes() || L.transposed != q.transposed)
+    throw std::invalid_argument("upload: quantized tensor storage does not match its spec and shape");
+  copy_to_device(d.t.data, q.data.data(), L.data_bytes());
+  if (q.spec.scale_kind == ScaleKind::FP32) {
+    if (q.scale_inv.size() != L.scale_count()) throw std::invalid_argument("upload: scale_inv does not match the spec");
+    copy_to_device(d.t.scale_inv, q.scale_inv.data(), L.scale_count() * sizeof(float));
+  } else {
+    if (q.scale_bytes.size() != L.scale_count()) throw std::invalid_argument("upload: scale bytes do not match the spec");
+    copy_to_device(d.t.scale_bytes, q.scale_bytes.data(), L.scale_count());
+  }
+  copy_to_device(d.t.tensor_scale_inv, &q.tensor_scale_inv, sizeof(float));
+  const size_t G = q.groups, R = q.rows, C = q.cols;
+  return QTensor(std::make_shared<HipQBuffer>(this, std::move(d)), q.spec, G, R, C, q.transposed);
+}
+
+std::vector<QuantizedTensor> HipBackend::download(const GroupedQTensor& q) {
+  std::vector<QuantizedTensor> out;
+  for (const DeviceQuantized& d : dev(q, "download", "grouped quantized tensor")) out.push_back(to_host(*this, d));
+  return out;
+}
+
+std::unique_ptr<Backend> make_backend() { return std::make_unique<HipBackend>(); }
+
+}  // namespace mxsim::hip

@@ -1,0 +1,247 @@
+// HIP Backend ops: quantization (the kernels of quantize.hpp), dequantization,
+// error statistics, scale-exponent histogram, amax, BF16 rounding
+// (docs/numerics.md §2-§4, §6). Element arithmetic: hd/quant_block.hpp,
+// hd/elementwise.hpp; sums: the fixed tree of tree_sum.hpp.
+#include "tree_sum.hpp"
+
+#include <climits>
+#include <cmath>
+
+#include "mxsim/hd/elementwise.hpp"
+#include "mxsim/hd/quant_block.hpp"
+#include "mxsim/quantized_tensor.hpp"
+#include "mxsim/rounding.hpp"
+
+namespace mxsim::hip {
+
+using detail::grid_for;
+using hd::QuantLayout;
+
+namespace {
+
+constexpr unsigned kThreads = 256;
+
+// Logical [groups, rows, cols] of a dense source tensor: rank 2 is one group.
+struct Dims3 {
+  size_t g, r, c;
+};
+Dims3 dims3(const Tensor& x, const char* op) {
+  if (x.rank() == 3) return {x.dim(0), x.dim(1), x.dim(2)};
+  if (x.rank() == 2) return {1, x.dim(0), x.dim(1)};
+  throw std::invalid_argument(std::string(op) + ": x must have rank 2 or 3, has shape " + x.shape().str());
+}
+
+// Storage coordinates of logical element i of q.
+struct StorageAt {
+  size_t g, r, c;
+};
+__device__ inline StorageAt storage_at(const QuantLayout& L, size_t i) {
+  const size_t g = i / (L.rows * L.cols), lr = (i / L.cols) % L.rows, lc = i % L.cols;
+  return L.transposed ? StorageAt{g, lc, lr} : StorageAt{g, lr, lc};
+}
+__device__ inline uint32_t code_at(const DeviceQTensor& q, const StorageAt& s) {
+  const QuantLayout& L = q.layout;
+  const bool e2m1 = q.spec.elem == Format::E2M1;
+  const uint8_t b = q.data[(s.g * L.srows + s.r) * L.rbytes + (e2m1 ? s.c / 2 : s.c)];
+  return e2m1 ? ((s.c & 1) ? b >> 4 : b & 0xFu) : b;
+}
+__device__ inline size_t block_at(const QuantLayout& L, const StorageAt& s) {
+  return (s.g * L.nbr + s.r / L.br) * L.nbc + s.c / L.bc;
+}
+// Value (exact) and representable maximum of logical element i.
+__device__ inline float dequant_at(const DeviceQTensor& q, const StorageAt& s, float e) {
+  const size_t b = block_at(q.layout, s);
+  return hd::dequant_value(q.spec.scale_kind, e, q.scale_bytes ? q.scale_bytes[b] : uint8_t(0),
+                           q.scale_inv ? q.scale_inv[b] : 0.0f, *q.tensor_scale_inv);
+}
+__device__ inline float block_max_at(const DeviceQTensor& q, const StorageAt& s, float emax) {
+  const size_t b = block_at(q.layout, s);
+  return hd::block_max_value(q.spec.scale_kind, emax, q.scale_bytes ? q.scale_bytes[b] : uint8_t(0),
+                             q.scale_inv ? q.scale_inv[b] : 0.0f, *q.tensor_scale_inv);
+}
+
+__global__ void dequantize_kernel(DeviceQTensor q, float* __restrict__ out) {
+  const QuantLayout& L = q.layout;
+  const size_t n = L.groups * L.rows * L.cols;
+  const FormatSpec ef = spec_of(q.spec.elem);
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const StorageAt s = storage_at(L, i);
+    out[i] = dequant_at(q, s, decode(ef, code_at(q, s)));
+  }
+}
+
+// H x along the storage rows in runs of 16 (the reference of a hadamard16
+// spec's statistics, numerics.md §2.6): one thread per run.
+__global__ void hadamard_source_kernel(const float* __restrict__ x, QuantLayout L, float* __restrict__ h) {
+  const size_t runs = L.groups * L.srows * (L.scols / 16);
+  for (size_t u = size_t(blockIdx.x) * blockDim.x + threadIdx.x; u < runs; u += size_t(gridDim.x) * blockDim.x) {
+    const size_t per_row = L.scols / 16, g = u / (L.srows * per_row), r = (u / per_row) % L.srows,
+                 c0 = (u % per_row) * 16;
+    float v[16];
+    auto at = [&](size_t k) { return L.transposed ? (g * L.rows + c0 + k) * L.cols + r : (g * L.rows + r) * L.cols + c0 + k; };
+    for (size_t k = 0; k < 16; ++k) v[k] = x[at(k)];
+    hd::hadamard16(v);
+    for (size_t k = 0; k < 16; ++k) h[at(k)] = v[k];
+  }
+}
+
+// The statistics of numerics.md §4.6 as one tree reduction: components
+// 0 sum e^2, 1 sum x^2 (tree sums), 2 max |e| (max), 3 pairs compared,
+// 4 nonfinite_in, 5 nan_out, 6 underflow, 7 saturated (exact counts).
+struct StatsFold {
+  const float* x;
+  DeviceQTensor q;
+  float emax;
+  __device__ void operator()(size_t i, double* acc) const {
+    const StorageAt s = storage_at(q.layout, i);
+    const float xv = x[i];
+    const float dv = dequant_at(q, s, decode(spec_of(q.spec.elem), code_at(q, s)));
+    const bool finite = isfinite(xv);
+    if (!finite) acc[4] = acc[4] + 1.0;
+    if (isnan(dv)) acc[5] = acc[5] + 1.0;
+    if (finite && xv != 0.0f && dv == 0.0f) acc[6] = acc[6] + 1.0;
+    if (finite && fabsf(xv) > block_max_at(q, s, emax)) acc[7] = acc[7] + 1.0;
+    if (finite && !isnan(dv)) {
+      const double e = double(xv) - double(dv);
+      acc[0] = acc[0] + e * e;
+      acc[1] = acc[1] + double(xv) * double(xv);
+      const double ae = fabs(e);
+      acc[2] = acc[2] < ae ? ae : acc[2];
+      acc[3] = acc[3] + 1.0;
+    }
+  }
+};
+
+// amax (hd::amax_step's fold, numerics.md §6): component 0 max |x| over the
+// non-NaN elements, 1 the index of the first NaN (min).
+struct AmaxFold {
+  const float* x;
+  __device__ void operator()(size_t i, double* acc) const {
+    const float v = x[i];
+    if (isnan(v)) {
+      acc[1] = double(i) < acc[1] ? double(i) : acc[1];
+    } else {
+      const double a = double(fabsf(v));
+      acc[0] = acc[0] < a ? a : acc[0];
+    }
+  }
+};
+
+__global__ void round_bf16_kernel(const float* __restrict__ src, float* __restrict__ dst, size_t n) {
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    dst[i] = round_bf16(src[i]);
+}
+
+}  // namespace
+
+QTensor HipBackend::quantize(const Tensor& x, const QuantSpec& spec, Axis axis) {
+  const Dims3 d = dims3(x, "quantize");
+  const float* px = f32(x, "quantize", "x");
+  DeviceQuantized q = alloc_quantized(spec, d.g, d.r, d.c, axis, "quantized " + x.shape().str());
+  quantize_device(px, q.t, stream_ptr());
+  const bool tr = q.t.layout.transposed;
+  return QTensor(std::make_shared<HipQBuffer>(this, std::move(q)), spec, d.g, d.r, d.c, tr);
+}
+
+GroupedQTensor HipBackend::quantize_grouped_colwise(const Tensor& x, std::span<const int64_t> ms,
+                                                    const QuantSpec& spec) {
+  const float* px = mat(x, "quantize_grouped_colwise", "x");
+  const size_t M = x.dim(0), C = x.dim(1);
+  std::vector<DeviceQuantized> qs = alloc_grouped_colwise(spec, C, ms, "wgrad operand");
+  std::vector<DeviceQTensor> views;
+  for (const DeviceQuantized& q : qs) views.push_back(q.t);
+  quantize_grouped_colwise_device(px, M, C, ms, views, stream_ptr());
+  return GroupedQTensor(std::make_shared<HipGroupedQBuffer>(this, std::move(qs)), spec,
+                        std::vector<int64_t>(ms.begin(), ms.end()), C);
+}
+
+void HipBackend::dequantize(const QTensor& qh, Tensor& out) {
+  const DeviceQuantized& q = dev(qh, "dequantize", "q");
+  const QuantLayout& L = q.t.layout;
+  if (out.rank() == 3) expect_shape(out, {L.groups, L.rows, L.cols}, "dequantize", "out");
+  else expect_shape(out, {L.rows, L.cols}, "dequantize", "out");
+  if (out.rank() != 3 && L.groups != 1)
+    throw std::invalid_argument("dequantize: tensor has " + std::to_string(L.groups) + " groups; out must have rank 3");
+  const size_t n = out.numel();
+  float* po = f32(out, "dequantize", "out");
+  if (n == 0) return;
+  dequantize_kernel<<<grid_for(n, kThreads), kThreads, 0, stream_>>>(q.t, po);
+  MXSIM_HIP_CHECK_LAUNCH("dequantize_kernel");
+}
+
+QuantStats HipBackend::quant_stats(const Tensor& x, const QTensor& qh) {
+  const DeviceQuantized& q = dev(qh, "quant_stats", "q");
+  const QuantLayout& L = q.t.layout;
+  const Dims3 d = dims3(x, "quant_stats");
+  if (d.g != L.groups || d.r != L.rows || d.c != L.cols)
+    throw std::invalid_argument("quant_stats: source and quantized shapes differ");
+  const float* px = f32(x, "quant_stats", "x");
+  const size_t n = x.numel();
+  DeviceBuffer h;
+  if (q.t.spec.hadamard16 && n) {  // the statistics' reference is H x (numerics.md §2.6)
+    h = DeviceBuffer(n * sizeof(float), "Hadamard statistics source");
+    MXSIM_HIP_CHECK(hipMemcpyAsync(h.get(), px, n * sizeof(float), hipMemcpyDeviceToDevice, stream_));
+    const size_t runs = L.groups * L.srows * (L.scols / 16);
+    if (runs) {
+      hadamard_source_kernel<<<grid_for(runs, kThreads), kThreads, 0, stream_>>>(px, L, h.as<float>());
+      MXSIM_HIP_CHECK_LAUNCH("hadamard_source_kernel");
+    }
+    px = h.as<float>();
+  }
+  const StatsFold fold{px, q.t, hd::elem_max(spec_of(q.t.spec.elem))};
+  const auto r = detail::tree_reduce<8>(*this, fold, n, detail::TreeOps{1u << 2, 0});
+  QuantStats s;
+  s.count = n;
+  s.nonfinite_in = size_t(r[4]);
+  s.nan_out = size_t(r[5]);
+  s.underflow = size_t(r[6]);
+  s.saturated = size_t(r[7]);
+  const double se = r[0], sx = r[1], pairs = r[3];
+  if (pairs == 0) {  // nothing to compare: undefined, not "exact" (numerics.md §4.6)
+    s.mse = s.max_abs_err = s.signal_power = s.sqnr_db = NAN;
+    return s;
+  }
+  s.max_abs_err = r[2];
+  s.mse = se / pairs;
+  s.signal_power = sx / pairs;
+  s.sqnr_db = se == 0 ? INFINITY : 10.0 * std::log10(sx / se);
+  return s;
+}
+
+ScaleExpCounts HipBackend::scale_exp_histogram(const QTensor& qh) {
+  const DeviceQuantized& d = dev(qh, "scale_exp_histogram", "q");
+  const QuantLayout& L = d.t.layout;
+  QuantizedTensor q;  // the scales only: all scale_exp_counts reads
+  q.spec = d.t.spec;
+  if (d.t.spec.scale_kind == ScaleKind::FP32) {
+    q.scale_inv = Tensor3f::from_shape({L.groups, L.nbr, L.nbc});
+    fetch(q.scale_inv.data(), d.t.scale_inv, L.scale_count() * sizeof(float));
+  } else {
+    q.scale_bytes = Bytes3::from_shape({L.groups, L.nbr, L.nbc});
+    fetch(q.scale_bytes.data(), d.t.scale_bytes, L.scale_count());
+  }
+  fetch(&q.tensor_scale_inv, d.t.tensor_scale_inv, sizeof(float));
+  return scale_exp_counts(q);
+}
+
+float HipBackend::amax(const Tensor& x) {
+  const float* px = f32(x, "amax", "x");
+  const auto r = detail::tree_reduce<2>(*this, AmaxFold{px}, x.numel(), detail::TreeOps{1u << 0, 1u << 1});
+  if (std::isinf(r[1])) return float(r[0]);  // exact: r[0] is an FP32 magnitude
+  float v;  // the first NaN, its bits kept
+  fetch(&v, px + size_t(r[1]), sizeof v);
+  return v;
+}
+
+void HipBackend::round_bf16(Tensor& x) { round_bf16(x, x); }
+void HipBackend::round_bf16(const Tensor& src, Tensor& dst) {
+  if (src.numel() != dst.numel()) expect_shape(dst, src.shape(), "round_bf16", "dst");
+  const float* s = f32(src, "round_bf16", "src");
+  float* d = f32(dst, "round_bf16", "dst");
+  const size_t n = src.numel();
+  if (n == 0) return;
+  round_bf16_kernel<<<grid_for(n, kThreads), kThreads, 0, stream_>>>(s, d, n);
+  MXSIM_HIP_CHECK_LAUNCH("round_bf16_kernel");
+}
+
+}  // namespace mxsim::hip
