@@ -1,10 +1,12 @@
 // emu Backend ops: loss and metrics, AdamW, weight de-oscillation and
 // oscillation metrics. Element arithmetic: core/include/mxsim/hd/elementwise.hpp;
-// every reduction folds in ascending flat index (docs/numerics.md §6).
+// every whole-tensor FP64 sum is hd::tree_sum (hd/reduce.hpp), other
+// reductions fold in ascending flat index (docs/numerics.md §6).
 #include <cmath>
 
 #include "backend_emu_impl.hpp"
 #include "mxsim/hd/elementwise.hpp"
+#include "mxsim/hd/reduce.hpp"
 
 namespace mxsim::emu {
 
@@ -15,12 +17,12 @@ double EmuBackend::cross_entropy(const Tensor& logits, const Tensor& labels, flo
   const size_t T = l.shape(0), C = l.shape(1);
   expect_shape(labels, {T}, "cross_entropy", "labels");
   const uint8_t* y = data<uint8_t>(labels, "cross_entropy", "labels");
-  double sum = 0;
+  hd::TreeSum sum;
   for (size_t t = 0; t < T; ++t) {
     if (y[t] >= C) throw std::invalid_argument("cross_entropy: label " + std::to_string(y[t]) + " outside the classes");
-    sum += hd::cross_entropy_row(&l(t, 0), C, y[t], grad_scale, &dl(t, 0));
+    sum.add(hd::cross_entropy_row(&l(t, 0), C, y[t], grad_scale, &dl(t, 0)));
   }
-  return sum;
+  return sum.result();
 }
 
 void EmuBackend::argmax_rows(const Tensor& logits, Tensor& pred) {
@@ -41,9 +43,7 @@ int64_t EmuBackend::count_correct(const Tensor& logits, const Tensor& labels) {
 
 double EmuBackend::l2_norm(const Tensor& x) {
   const float* p = f32(x, "l2_norm", "x");
-  double s = 0;
-  for (size_t i = 0, n = x.numel(); i < n; ++i) s = hd::sumsq_step(s, p[i]);
-  return std::sqrt(s);
+  return std::sqrt(hd::tree_sum([p](size_t i) { return hd::sq_f64(p[i]); }, x.numel()));
 }
 
 void EmuBackend::adamw(Tensor& master, Tensor& m, Tensor& v, const Tensor& grad, const AdamW& h, Tensor& model) {
@@ -89,18 +89,16 @@ Backend::OscStep EmuBackend::osc_update(const Tensor& w, const Tensor& q, OscSta
   uint32_t* flips = data<uint32_t>(s.flips, "osc_update", "flips");
   const size_t n = w.numel();
   uint64_t fl = 0, tot = 0, above = 0, moved = 0;
-  double ema_sum = 0, ratio_sum = 0;
+  hd::TreeSum ema_sum, ratio_sum;  // an unmoved element's ratio term is +0.0
   for (size_t i = 0; i < n; ++i) {
     const hd::OscElem e =
         hd::osc_update(pw[i], pq[i], prev_w[i], prev_q[i], last_dir[i], flips[i], ema[i], dist_w[i], dist_q[i], momentum);
     fl += e.flip;
-    ema_sum += e.ema;
+    ema_sum.add(e.ema);
     above += e.ema > 0.01f;
     tot += e.flips;
-    if (e.moved) {
-      ratio_sum += e.ratio;
-      ++moved;
-    }
+    ratio_sum.add(e.moved ? e.ratio : 0.0);
+    moved += e.moved;
   }
   std::copy_n(pw, n, prev_w);
   std::copy_n(pq, n, prev_q);
@@ -111,9 +109,9 @@ Backend::OscStep EmuBackend::osc_update(const Tensor& w, const Tensor& q, OscSta
   OscStep r;
   r.flips = fl;
   r.flips_total = tot;
-  r.ema_mean = ema_sum / double(n);
+  r.ema_mean = ema_sum.result() / double(n);
   r.ema_frac_above = double(above) / double(n);
-  r.dist_ratio_mean = moved ? ratio_sum / double(moved) : 0.0;
+  r.dist_ratio_mean = moved ? ratio_sum.result() / double(moved) : 0.0;
   return r;
 }
 

@@ -13,6 +13,7 @@
 
 #include "mxsim/bits.hpp"
 #include "mxsim/hd/quant_block.hpp"
+#include "mxsim/hd/reduce.hpp"
 #include "mxsim/rounding.hpp"
 #include "mxsim/scale_rule.hpp"
 #include "quantize_fast.hpp"  // fast-path dispatch hook (qspeed)
@@ -231,7 +232,9 @@ QuantStats quant_stats(const Tensor3f& x_in, const QuantizedTensor& q) {
   const float elem_max = decode(spec_of(q.spec.elem), spec_of(q.spec.elem).max_code());
   QuantStats s;
   s.count = x.size();
-  double se = 0, sx = 0;
+  // Whole-tensor sums: hd::tree_sum in flat index order; an excluded pair's
+  // terms are +0.0 (every term is >= 0, so this is skipping it).
+  hd::TreeSum se_sum, sx_sum;
   size_t n = 0;
   for (size_t g = 0; g < q.groups; ++g)
     for (size_t r = 0; r < q.rows; ++r)
@@ -246,10 +249,13 @@ QuantStats quant_stats(const Tensor3f& x_in, const QuantizedTensor& q) {
         // §2.4) counts with an infinite error: dropping it would hide it.
         if (std::isfinite(xv) && !std::isnan(dv)) {
           const double e = double(xv) - double(dv);
-          se += e * e;
-          sx += double(xv) * double(xv);
+          se_sum.add(e * e);
+          sx_sum.add(double(xv) * double(xv));
           s.max_abs_err = std::max(s.max_abs_err, std::fabs(e));
           ++n;
+        } else {
+          se_sum.add(0.0);
+          sx_sum.add(0.0);
         }
       }
   if (n == 0) {
@@ -258,6 +264,7 @@ QuantStats quant_stats(const Tensor3f& x_in, const QuantizedTensor& q) {
     s.mse = s.max_abs_err = s.signal_power = s.sqnr_db = NAN;
     return s;
   }
+  const double se = se_sum.result(), sx = sx_sum.result();
   s.mse = se / double(n);
   s.signal_power = sx / double(n);
   s.sqnr_db = se == 0 ? INFINITY : 10.0 * std::log10(sx / se);

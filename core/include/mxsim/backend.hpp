@@ -178,13 +178,13 @@ class Backend {
   // ------------------------------------------------------------ loss, metrics
   /// Cross-entropy of logits [T, C] against labels [T] u8 (hd::cross_entropy_row):
   /// writes dlogits [T, C] = (softmax - onehot) * grad_scale, returns the sum
-  /// over rows (ascending) of the FP32 row losses, in FP64.
+  /// over rows of the FP32 row losses, in FP64 (hd::tree_sum, row order).
   virtual double cross_entropy(const Tensor& logits, const Tensor& labels, float grad_scale, Tensor& dlogits) = 0;
   /// pred [T] i32 = hd::argmax_row of each row of logits [T, C].
   virtual void argmax_rows(const Tensor& logits, Tensor& pred) = 0;
   /// Number of rows whose hd::argmax_row equals the label (labels [T] u8).
   virtual int64_t count_correct(const Tensor& logits, const Tensor& labels) = 0;
-  /// sqrt of the FP64 sum of squares over all elements (ascending index, hd::sumsq_step).
+  /// sqrt of the FP64 sum of squares over all elements (hd::tree_sum of hd::sq_f64, flat index order).
   virtual double l2_norm(const Tensor& x) = 0;
 
   // ------------------------------------------------------------ optimizer
@@ -210,7 +210,7 @@ class Backend {
     Tensor prev_w, prev_q, dist_w, dist_q, ema, last_dir, flips;
   };
   /// One step's oscillation metrics of a weight (hd::osc_update per element,
-  /// sums FP64 in ascending index).
+  /// FP64 sums hd::tree_sum in flat index order, integer counts).
   struct OscStep {
     uint64_t flips = 0, flips_total = 0;
     double ema_mean = 0, ema_frac_above = 0, dist_ratio_mean = 0;

@@ -9,7 +9,8 @@
 
 namespace mxsim {
 
-/// Sums are accumulated in FP64 in row-major logical order. For a spec with
+/// Sums are FP64 hd::tree_sum (hd/reduce.hpp) over the row-major logical
+/// order (numerics.md §4.6). For a spec with
 /// hadamard16 the reference is the transformed source H x (dequantize does
 /// not undo H).
 struct QuantStats {

@@ -12,9 +12,10 @@
 //
 // Granularity: a function per output element or per row, taking raw pointers
 // and sizes, so that a kernel can give one thread (or one row) to each call.
-// Reductions that span a whole tensor (amax, norms, counts, the oscillation
-// sums) are given as their per-element step and the fold order the backends
-// must keep: ascending flat (row-major) index.
+// Reductions that span a whole tensor are given as their per-element step or
+// term: amax and counts fold in ascending flat (row-major) index; the FP64
+// sums (norms, the oscillation sums) are hd::tree_sum (hd/reduce.hpp) over
+// the terms in that index order.
 #pragma once
 #include <cmath>
 #include <cstddef>
@@ -207,8 +208,8 @@ MXSIM_HD inline float amax_step(float acc, float x) {
   if (std::isnan(x)) return x;
   return max_f32(acc, std::fabs(x));
 }
-/// Sum-of-squares fold for L2 norms: FP64, ascending index, start 0.
-MXSIM_HD inline double sumsq_step(double acc, float x) { return acc + double(x) * double(x); }
+/// Term of the L2 norm's sum of squares: double(x)^2, summed by hd::tree_sum (hd/reduce.hpp).
+MXSIM_HD inline double sq_f64(float x) { return double(x) * double(x); }
 
 // ---------------------------------------------------------------- de-oscillation
 

@@ -49,7 +49,7 @@ void hadamard16_inplace(float* v);
 
 /// Error statistics of a quantized tensor against its source (docs/numerics.md
 /// §4.6; the type is core's mxsim::QuantStats, quant_stats.hpp). Sums are
-/// accumulated in FP64 in row-major logical order. For a spec with hadamard16
+/// FP64 hd::tree_sum (hd/reduce.hpp) over the row-major logical order. For a spec with hadamard16
 /// the reference is the transformed source H x (dequantize does not undo H).
 /// Throws std::invalid_argument when x's shape differs from q's.
 using QuantStats = ::mxsim::QuantStats;
