@@ -1,65 +1,123 @@
 #!/usr/bin/env bash
-# Runs on the device machine (NVIDIA H200) over binaries built here with
-# `cmake --preset gpu-sm90a` and packed by scripts/gpu-pack.sh into
-# .gpu-build/dev (carried by the run tool). Writes logs, the per-class GEMM
-# tally and the timing table to $OUT (default ./out). See docs/gpu.md.
-#   GEMM_SHARDS (default 8): test_gpu_gemm runs as that many gtest shards at
-#   once (its emulator reference is single-threaded CPU work).
-#   SKIP_BENCH=1 skips mxsim_gpu_bench.
+# Runs on the GPU machine over the bundle scripts/gpu-pack.sh made here
+# (carry .gpu-build/dev.tar.xz and .gpu-build/data). Checks the GPU backend
+# against the emulator and times it beside the PyTorch peer, in one call:
+#   tests   the GPU GoogleTest suites (test_gpu_gemm only with GEMM_TESTS=1)
+#   verify  mxsim verify --backend hip (every op on seeded adversarial inputs)
+#   runs    whole training runs on both backends, compared by mxsim compare:
+#           the default config (all its steps, unless DEFAULT_STEPS is set), each
+#           recipe for RECIPE_STEPS steps, and checkpoints crossing backends
+#   peers   bench/peers/moe_step_peer.py (PyTorch eager, BF16 _grouped_mm)
+# STAGES (default "tests verify runs peers") picks stages. Writes to $OUT
+# (default ./out): summary.md (the table), tests.txt, verify.txt, runs.txt,
+# peers.csv, env.txt. Exit status: non-zero when any check failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-out}"
 mkdir -p "$OUT"
-dev=.gpu-build/dev
-export LD_LIBRARY_PATH="$PWD/$dev/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-{
-  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
-  for t in test_gpu_codec test_gpu_quantize test_gpu_gemm test_gpu_math; do echo "== ldd $t"; ldd "$dev/$t"; done
-  cuobjdump --list-elf "$dev/test_gpu_gemm" 2>&1 | head -8
-} >"$OUT/env.txt" 2>&1
-head -3 "$OUT/env.txt"
+STAGES="${STAGES:-tests verify runs peers}"
+RECIPE_STEPS="${RECIPE_STEPS:-100}"
+dev=/tmp/mxsim-dev
+rm -rf "$dev" && mkdir -p "$dev" && tar -C "$dev" -xJf .gpu-build/dev.tar.xz
+export LD_LIBRARY_PATH="$dev/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export NCCL_NVLS_ENABLE=0
+mx="$dev/bin/mxsim"
+data="--set 'run.data_dir=\"$PWD/.gpu-build/data\"'"
+work=/tmp/mxsim-runs && rm -rf "$work" && mkdir -p "$work"
+summary="$OUT/summary.md"
 rc=0
-for t in test_gpu_codec test_gpu_quantize test_gpu_math; do
-  timeout 300 "$dev/$t" --gtest_color=no >"$OUT/$t.txt" 2>&1
+has() { [[ " $STAGES " == *" $1 "* ]]; }
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+  lscpu | grep -E 'Model name|^CPU\(s\)'
+  "$mx" --version; "$mx" info | head -20
+  ldd "$mx"
+} >"$OUT/env.txt" 2>&1
+echo "# mxsim GPU backend on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(date -u +%F)" >"$summary"
+
+if has tests; then
+  echo -e "\n## GPU test suites\n\n| suite | result |\n|---|---|" >>"$summary"
+  suites=(test_gpu_codec test_gpu_quantize test_gpu_math test_gpu_backend)
+  [ -n "${GEMM_TESTS:-}" ] && suites+=(test_gpu_gemm)
+  for t in "${suites[@]}"; do
+    timeout 300 "$dev/bin/$t" --gtest_color=no >"$work/$t.txt" 2>&1
+    r=$?; rc=$((rc | r))
+    cat "$work/$t.txt" >>"$OUT/tests.txt"
+    echo "| $t | exit $r: $(grep -E '^\[  (PASSED|FAILED) ' "$work/$t.txt" | tr '\n' ' ') |" >>"$summary"
+  done
+fi
+
+if has verify; then
+  timeout 300 "$mx" verify --backend hip --cases "${VERIFY_CASES:-20}" --seed "${VERIFY_SEED:-1}" >"$OUT/verify.txt" 2>&1
   r=$?; rc=$((rc | r))
-  echo "$t exit $r: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/$t.txt" | tr '\n' ' ')"
-  grep -E '^\[gpu\]' "$OUT/$t.txt"
-done
-# test_gpu_gemm in parallel shards; each writes its own log.
-n=${GEMM_SHARDS:-8}
-pids=()
-for ((i = 0; i < n; ++i)); do
-  GTEST_TOTAL_SHARDS=$n GTEST_SHARD_INDEX=$i timeout 400 "$dev/test_gpu_gemm" --gtest_color=no >"$OUT/gemm_shard$i.txt" 2>&1 &
-  pids+=($!)
-done
-for p in "${pids[@]}"; do wait "$p"; r=$?; rc=$((rc | r)); done
-cat "$OUT"/gemm_shard*.txt >"$OUT/test_gpu_gemm.txt"
-rm -f "$OUT"/gemm_shard*.txt
-echo "test_gpu_gemm: $(grep -c '^\[       OK \]' "$OUT/test_gpu_gemm.txt") ok, $(grep -c '^\[  FAILED  \] .*(' "$OUT/test_gpu_gemm.txt") failed, $(grep -c '^\[  SKIPPED \] .*(' "$OUT/test_gpu_gemm.txt") skipped"
-awk '/^\[gpu-tally\]/ { for (i = 2; i <= NF; ++i) { split($i, kv, "="); v[kv[1]] = kv[2] }
-       e[v["class"]] += v["elements"]; m[v["class"]] += v["mismatches"]; r[v["class"]] += v["runs"] }
-     END { for (c in e) printf "gemm %-13s %5d runs %11d elements compared %d mismatches\n", c, r[c], e[c], m[c] }' \
-  "$OUT/test_gpu_gemm.txt" | sort | tee "$OUT/gemm_tally.txt"
-grep -E '^\[  FAILED  \]|Failure' "$OUT/test_gpu_gemm.txt" | head -20
-if command -v compute-sanitizer >/dev/null; then
-  f='GpuMxQuantize.*:GpuCodec.DecodeEvery*:GpuCodec.PublishedValues'
-  timeout 150 compute-sanitizer --tool memcheck --error-exitcode 3 "$dev/test_gpu_codec" --gtest_color=no \
-    --gtest_filter="$f" >"$OUT/memcheck.txt" 2>&1
-  m1=$?
-  timeout 200 compute-sanitizer --tool memcheck --error-exitcode 3 "$dev/test_gpu_quantize" --gtest_color=no \
-    --gtest_filter='GpuQuantize.GroupedColwise*:GpuQuantize.BothOrientations*:GpuQuantize.Errors*' >>"$OUT/memcheck.txt" 2>&1
-  m2=$?
-  g=$(seq -s: -f 'AllPairs/GpuGemmPairs.EveryFormAndModeMatchesEmulatorReference/%g' 0 5 74)  # trial 0 of each pair
-  timeout 300 compute-sanitizer --tool memcheck --error-exitcode 3 "$dev/test_gpu_gemm" --gtest_color=no \
-    --gtest_filter="GpuGemm.*:$g" >>"$OUT/memcheck.txt" 2>&1
-  m3=$?
-  echo "compute-sanitizer memcheck exit: codec $m1 quantize $m2 gemm $m3"
-  grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED) ' "$OUT/memcheck.txt"
-  rc=$((rc | m1 | m2 | m3))
+  echo -e "\n## mxsim verify --backend hip --cases ${VERIFY_CASES:-20} (exit $r)\n\n\`\`\`" >>"$summary"
+  tail -1 "$OUT/verify.txt" >>"$summary"
+  echo '```' >>"$summary"
 fi
-if [ -z "${SKIP_BENCH:-}" ]; then
-  timeout 200 "$dev/mxsim_gpu_bench" "${BENCH_N:-268435456}" 30 "$OUT/gpu_bench.md" >"$OUT/bench.txt" 2>&1
-  r=$?; rc=$((rc | r)); echo "bench exit $r"
+
+# train NAME BACKEND ARGS...: one run, its trace, log and wall time.
+train() {
+  local name=$1 be=$2; shift 2
+  local t0=$(date +%s.%N)
+  eval "\"$mx\" train --backend $be $data $* --trace \"$work/$name.$be.h5\"" >"$work/$name.$be.log" 2>&1
+  local r=$?
+  echo "$name $be exit $r wall $(awk "BEGIN {printf \"%.1f\", $(date +%s.%N) - $t0}") s" >>"$work/times.txt"
+  return $r
+}
+compare() {  # compare NAME: emu vs hip traces of one run
+  "$mx" compare "$work/$1.emu.h5" "$work/$1.hip.h5" >"$work/$1.compare.txt" 2>&1
+  local r=$?
+  echo "| $1 | $(grep -m1 -E 'identical|differ' "$work/$1.compare.txt" | cut -c1-150) | $r |" >>"$summary"
+  return $r
+}
+
+if has runs; then
+  steps_default=""
+  [ -n "${DEFAULT_STEPS:-}" ] && steps_default="--set run.max_steps=$DEFAULT_STEPS"
+  S="--set run.max_steps=$RECIPE_STEPS"
+  declare -A args=(
+    [default]="$steps_default"
+    [bf16]="$S --set recipe.fc1=bf16 --set recipe.fc2=bf16"
+    [mxfp8]="$S --set recipe.fc1=mxfp8 --set recipe.fc2=mxfp8"
+    [fp8_current]="$S --set recipe.fc1=fp8_current --set recipe.fc2=fp8_current"
+    [fp8_delayed]="$S --set recipe.fc1=fp8_delayed --set recipe.fc2=fp8_delayed"
+    [fp8_block]="$S --set recipe.fc1=fp8_block --set recipe.fc2=fp8_block"
+    [mxfp4_nohad]="$S --set recipe.mxfp4_hadamard_wgrad=false"
+    [mxfp4_sr]="$S --set recipe.mxfp4_sr_grad=true"
+    [deosc_gelu]="$S --set model.activation=gelu --set deosc.start_step=10 --set deosc.period=10 --set 'trace.snapshot_steps=[1,50,100]' --set 'trace.snapshot_layers=[\"fc1\",\"fc2\"]'"
+    [silu]="$S --set model.activation=silu"
+  )
+  names=(default bf16 mxfp8 fp8_current fp8_delayed fp8_block mxfp4_nohad mxfp4_sr deosc_gelu silu)
+  # Emulator runs in the background, two threads each, while the GPU runs one after another.
+  for n in "${names[@]}"; do train "$n" emu --threads 2 ${args[$n]} & done
+  for n in "${names[@]}"; do train "$n" hip ${args[$n]}; done
+  wait
+  # Checkpoints across backends: half a run on one, the rest on the other.
+  C="--set run.max_steps=$RECIPE_STEPS --set recipe.fc2=fp8_delayed --set deosc.start_step=10 --set deosc.period=10"
+  half=$((RECIPE_STEPS / 2))
+  train ck_full emu --threads 8 "$C" &
+  train ck_half hip "--set run.max_steps=$half --set recipe.fc2=fp8_delayed --set deosc.start_step=10 --set deosc.period=10 --checkpoint $work/ck_hip.h5"
+  train ck_half emu --threads 8 "--set run.max_steps=$half --set recipe.fc2=fp8_delayed --set deosc.start_step=10 --set deosc.period=10 --checkpoint $work/ck_emu.h5"
+  wait
+  train ck_hip_then_emu emu --threads 8 "$C --resume $work/ck_hip.h5"
+  train ck_emu_then_hip hip "$C --resume $work/ck_emu.h5"
+  echo -e "\n## Whole runs: mxsim compare of --backend emu and --backend hip traces\n\n| run | mxsim compare | exit |\n|---|---|---|" >>"$summary"
+  for n in "${names[@]}" ck_half; do compare "$n"; rc=$((rc | $?)); done
+  for n in ck_hip_then_emu ck_emu_then_hip; do
+    be=${n##*_then_}
+    "$mx" compare "$work/ck_full.emu.h5" "$work/$n.$be.h5" >"$work/$n.compare.txt" 2>&1
+    r=$?; rc=$((rc | r))
+    echo "| $n (resumed run vs uninterrupted emu run) | $(grep -m1 -E 'identical|differ' "$work/$n.compare.txt" | cut -c1-150) | $r |" >>"$summary"
+  done
+  echo -e "\n## Wall time per run\n\n\`\`\`" >>"$summary"; sort "$work/times.txt" >>"$summary"; echo '```' >>"$summary"
+  for f in "$work"/*.log "$work"/*.compare.txt; do echo "==== $f"; tail -30 "$f"; done >"$OUT/runs.txt"
+  grep -h "steps/s" "$work/default.hip.log" "$work/default.emu.log" | tail -2 >>"$summary"
 fi
-echo "gpu-device-run: exit $rc"
+
+if has peers; then
+  PYTHONUNBUFFERED=1 timeout 300 python3 bench/peers/moe_step_peer.py --config default --mode bf16 --steps 50 >"$OUT/peers.csv" 2>&1
+  echo -e "\n## PyTorch eager peer (bench/peers/moe_step_peer.py)\n\n\`\`\`" >>"$summary"; cat "$OUT/peers.csv" >>"$summary"; echo '```' >>"$summary"
+fi
+echo "gpu-device-run: exit $rc" | tee -a "$summary"
+cat "$summary"
 exit $rc

@@ -1,26 +1,40 @@
 #!/usr/bin/env bash
-# Packs the GPU tests and benchmark from .gpu-build (cmake --preset gpu-sm90a)
-# into .gpu-build/dev for the device machine, with the few shared libraries
-# they need that a bare CUDA image lacks (ldd decides; glibc, libstdc++,
-# libgcc and the driver's libcuda are left to the machine). Fails if a GPU
-# test needs toml++, HDF5 or Boost (they must stay free of them).
+# Builds the GPU binaries here (cmake --preset gpu-sm90a: sm_90a + sm_80, CUDA
+# runtime static) and packs them for the device machine into
+#   .gpu-build/dev.tar.xz   bin/ (mxsim, the GPU tests, mxsim_gpu_bench) and
+#                           lib/ (the shared libraries a bare CUDA image lacks:
+#                           ldd decides; glibc, libstdc++, libgcc and the
+#                           driver's libcuda stay the machine's)
+#   .gpu-build/data/        the Fashion-MNIST files of run.data_dir (already gzip)
+# Carry both (run tool: carry [".gpu-build/dev.tar.xz", ".gpu-build/data"]) and
+# run scripts/gpu-device-run.sh there. Fails if a GPU test links toml++, HDF5
+# or Boost (the kernel tests must stay free of them; mxsim itself needs them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tests=(test_gpu_codec test_gpu_quantize test_gpu_gemm test_gpu_math)
-cmake --build .gpu-build -j2 --target "${tests[@]}" mxsim_gpu_bench
-dev=.gpu-build/dev
-rm -rf "$dev" && mkdir -p "$dev/lib"
-for t in "${tests[@]}"; do cp ".gpu-build/tests/$t" "$dev/"; done
-cp .gpu-build/backends/hip/mxsim_gpu_bench "$dev/"
-for b in "${tests[@]/#/$dev/}" "$dev"/mxsim_gpu_bench; do
-  if ldd "$b" | grep -Eq 'libtomlplusplus|libhdf5|libboost'; then
-    echo "gpu-pack: $b needs toml++/HDF5/Boost:" >&2; ldd "$b" >&2; exit 1
-  fi
+tests=(test_gpu_codec test_gpu_quantize test_gpu_gemm test_gpu_math test_gpu_backend)
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD/..}"
+[ -f .gpu-build/CMakeCache.txt ] || cmake --preset gpu-sm90a
+cmake --build .gpu-build -j"${JOBS:-2}" --target "${tests[@]}" mxsim mxsim_gpu_bench
+stage=.gpu-build/dev
+rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/lib"
+for t in "${tests[@]}"; do cp ".gpu-build/tests/$t" "$stage/bin/"; done
+cp .gpu-build/cli/mxsim .gpu-build/backends/hip/mxsim_gpu_bench "$stage/bin/"
+for b in "$stage"/bin/*; do
+  case "$(basename "$b")" in
+    test_gpu_codec|test_gpu_quantize|test_gpu_gemm|test_gpu_math)
+      if ldd "$b" | grep -Eq 'libtomlplusplus|libhdf5|libboost'; then
+        echo "gpu-pack: $b needs toml++/HDF5/Boost:" >&2; ldd "$b" >&2; exit 1
+      fi ;;
+  esac
   ldd "$b" | awk '/=> \// {print $3}' | while read -r lib; do
     case "$(basename "$lib")" in
       libc.so*|libm.so*|libstdc++.so*|libgcc_s.so*|libdl.so*|libpthread.so*|librt.so*|libcuda.so*) ;;
-      *) cp -L "$lib" "$dev/lib/" ;;
+      *) cp -Ln "$lib" "$stage/lib/" ;;
     esac
   done
 done
-du -sh "$dev"; ls "$dev" "$dev/lib"
+tar -C "$stage" -cJf .gpu-build/dev.tar.xz bin lib
+data_dir="${MXSIM_DATA_DIR:-/usr/share/datasets/fashion-mnist}"
+mkdir -p .gpu-build/data
+cp -u "$data_dir"/*.gz .gpu-build/data/
+du -sh .gpu-build/dev.tar.xz .gpu-build/data
