@@ -19,7 +19,9 @@ export LD_LIBRARY_PATH="$PWD/$dev/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 } >"$OUT/env.txt" 2>&1
 head -3 "$OUT/env.txt"
 rc=0
-for t in test_gpu_codec test_gpu_quantize test_gpu_math; do
+gpu_tests=(test_gpu_codec test_gpu_quantize test_gpu_math)
+[ -x "$dev/test_gpu_backend" ] && gpu_tests+=(test_gpu_backend)  # verify_backends(emu, hip), when packed
+for t in "${gpu_tests[@]}"; do
   timeout 300 "$dev/$t" --gtest_color=no >"$OUT/$t.txt" 2>&1
   r=$?; rc=$((rc | r))
   echo "$t exit $r: $(grep -E '^\[  (PASSED|FAILED) ' "$OUT/$t.txt" | tr '\n' ' ')"

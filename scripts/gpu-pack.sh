@@ -7,6 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tests=(test_gpu_codec test_gpu_quantize test_gpu_gemm test_gpu_math)
+# emu against the GPU's mxsim::Backend: a target only once that backend exists
+# (MXSIM_HAVE_HIP_BACKEND, cmake/gpu.cmake).
+if cmake --build .gpu-build --target help | grep -q '^test_gpu_backend:'; then tests+=(test_gpu_backend); fi
 cmake --build .gpu-build -j2 --target "${tests[@]}" mxsim_gpu_bench
 dev=.gpu-build/dev
 rm -rf "$dev" && mkdir -p "$dev/lib"
