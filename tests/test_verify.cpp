@@ -194,6 +194,7 @@ TEST(Verify, EmuAgreesWithEmuOnEveryOp) {
 
 TEST(Verify, SameSeedSameRowsAndOpFilterReproducesThem) {
   auto a = emu::make_emu_backend(), b = emu::make_emu_backend();
+  a->set_threads(1);
   VerifyOptions o;
   o.cases = 2;
   o.seed = 7;
@@ -220,6 +221,7 @@ TEST(Verify, SameSeedSameRowsAndOpFilterReproducesThem) {
 
 TEST(Verify, OneFlippedBitIsFoundInExactlyThatOp) {
   auto ref = emu::make_emu_backend();
+  ref->set_threads(1);
   OneBitOff bad;
   VerifyOptions o;
   o.cases = 2;
