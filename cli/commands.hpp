@@ -15,5 +15,6 @@ int cmd_quantize(const Args& args);
 int cmd_train(const Args& args);
 int cmd_dequantize(const Args& args);
 int cmd_cast(const Args& args);
+int cmd_verify(const Args& args);
 
 }  // namespace mxsim::cli

@@ -6,12 +6,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "commands.hpp"
+#include "mxsim/backend.hpp"
 
 namespace mxsim::cli {
 
@@ -87,6 +89,12 @@ nlohmann::ordered_json json_number(double v);
 std::string csv_row(const std::vector<std::string>& fields);
 /// A double for CSV and text tables: "%.9g", or inf / -inf / nan.
 std::string num(double v, const char* fmt = "%.9g");
+
+/// A fresh backend by name: "emu" (the CPU emulator, never fails) or "hip"
+/// (the GPU's mxsim::Backend). nullptr with `why` set when the backend cannot
+/// be had: an unknown name, a build without the GPU backend, or a GPU the
+/// runtime cannot use (the runtime's reason).
+std::unique_ptr<Backend> make_backend(const std::string& name, std::string* why);
 
 /// "mxsim 0.1.0 (commit <build commit>)".
 std::string version_line();

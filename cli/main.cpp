@@ -23,6 +23,7 @@ const std::map<std::string, Command>& commands() {
       {"info", {mxsim::cli::cmd_info, "version, build options, backends present"}},
       {"quantize", {mxsim::cli::cmd_quantize, "quantize .npy/.safetensors tensors or checkpoints, print error statistics"}},
       {"train", {mxsim::cli::cmd_train, "train the MoE classifier on Fashion-MNIST, write an HDF5 trace"}},
+      {"verify", {mxsim::cli::cmd_verify, "check a backend (the GPU) against the emulator op by op, bit for bit"}},
   };
   return c;
 }

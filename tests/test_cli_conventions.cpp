@@ -16,7 +16,7 @@ using mxsim::test::npy_bytes;
 
 namespace {
 // The commands of this CLI whose --help follows the common format.
-const char* kCommands[] = {"cast", "compare", "dequantize", "gemm", "info", "quantize"};
+const char* kCommands[] = {"cast", "compare", "dequantize", "gemm", "info", "quantize", "verify"};
 
 std::string row32() {
   std::vector<float> v(32);

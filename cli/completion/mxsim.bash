@@ -25,6 +25,8 @@ _mxsim() {
     --layout) COMPREPLY=($(compgen -W "auto mxsim torchao te" -- "${cur}")); return ;;
     --model) COMPREPLY=($(compgen -W "contract hopper blackwell" -- "${cur}")); return ;;
     --dtype) COMPREPLY=($(compgen -W "fp32 bf16" -- "${cur}")); return ;;
+    --backend) COMPREPLY=($(compgen -W "auto emu hip" -- "${cur}")); return ;;
+    --op) COMPREPLY=($(compgen -W "$("${COMP_WORDS[0]}" verify --help 2>/dev/null | sed -n 's/^ops: //p' | tr -d ',')" -- "${cur}")); return ;;
   esac
   if [[ "${cur}" == -* ]]; then
     local opts
