@@ -100,16 +100,24 @@ int cmd_train(const Args& args) {
         }
       }
   }
-  // The backend by name. "auto" is emu: the HIP backend (backends/hip)
-  // implements kernels only, not the training ops of mxsim::Backend.
+  // The backend by name. "auto": the GPU when one is usable, else the
+  // emulator; the first line of the log says which and why.
   std::unique_ptr<Backend> be;
-  if (backend == "emu" || backend == "auto") {
-    be = emu::make_emu_backend();
-  } else if (backend == "hip") {
-    std::fprintf(stderr,
-                 "mxsim train: --backend hip: no HIP training backend is available (the HIP backend implements "
-                 "kernels only, not the training ops of mxsim::Backend); use --backend emu or auto\n");
-    return 2;
+  std::string why, chosen_because;
+  if (backend == "auto") {
+    be = make_backend("hip", &why);
+    if (be) {
+      chosen_because = "--backend auto found a usable GPU";
+    } else {
+      chosen_because = "--backend auto: no usable GPU: " + why;
+      be = make_backend("emu", &why);
+    }
+  } else if (backend == "emu" || backend == "hip") {
+    be = make_backend(backend, &why);
+    if (!be) {
+      std::fprintf(stderr, "mxsim train: --backend %s: %s\n", backend.c_str(), why.c_str());
+      return 1;
+    }
   } else {
     std::fprintf(stderr, "mxsim train: unknown --backend '%s' (expected auto, emu or hip)\n", backend.c_str());
     return 2;
@@ -126,7 +134,8 @@ int cmd_train(const Args& args) {
   opt.resume_path = resume;
   opt.checkpoint_path = ckpt;
   opt.threads = threads;
-  std::fprintf(log, "mxsim train: backend %s, %d threads, recipes", be->name().c_str(), threads);
+  std::fprintf(log, "mxsim train: backend %s (%s%s%s), %d threads, recipes", be->name().c_str(), be->device().c_str(),
+               chosen_because.empty() ? "" : "; ", chosen_because.c_str(), threads);
   for (sim::Layer l : sim::kLayers) std::fprintf(log, " %s=%s", sim::name_of(l), cfg.recipe.of(l).c_str());
   std::fprintf(log, ", %d micro-batches\n", cfg.num_microbatches);
   double mean_sps = 0;  // mean steps/s over the run so far (wall clock)

@@ -202,7 +202,12 @@ std::unique_ptr<Backend> make_backend(const std::string& name, std::string* why)
       *why = r;
       return nullptr;
     }
-    return mxsim::hip::make_backend();
+    try {  // a runtime failure while setting up (stream creation, ...) is a reason, not a crash
+      return mxsim::hip::make_backend();
+    } catch (const std::exception& e) {
+      *why = e.what();
+      return nullptr;
+    }
 #else
     *why = "this mxsim was built without a GPU backend";
     return nullptr;

@@ -6,12 +6,21 @@
 #include <algorithm>
 
 #include "backend_emu_impl.hpp"
+#include "mxsim/emu/cpu_path.hpp"
 
 namespace mxsim::emu {
 
 namespace {
 std::string where(const char* op, const char* what) { return std::string(op) + ": " + what; }
 }  // namespace
+
+std::string EmuBackend::device() const {
+  try {
+    return std::string("CPU, ") + cpu_path_name(cpu_path()) + " kernels";
+  } catch (const std::invalid_argument&) {  // a bad MXSIM_CPU_PATH: the first kernel call reports it
+    return "CPU";
+  }
+}
 
 void EmuBackend::set_threads(int n) { omp_set_num_threads(std::max(1, n)); }
 

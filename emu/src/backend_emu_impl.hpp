@@ -38,6 +38,7 @@ struct EmuGroupedQBuffer final : BackendBuffer {
 class EmuBackend final : public Backend {
  public:
   std::string name() const override { return "emu"; }
+  std::string device() const override;
   void set_threads(int n) override;
   bool supports(Op) const override { return true; }
 

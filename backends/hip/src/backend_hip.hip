@@ -17,6 +17,9 @@ HipBackend::HipBackend() {
   std::string why;
   if (!available(&why)) throw Error("mxsim::hip: no usable GPU: " + why);
   MXSIM_HIP_CHECK(hipStreamCreate(&stream_));
+  const DeviceInfo d = device_info();
+  device_ = d.name + " (" + platform() + " " + std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor) + ", " +
+            std::to_string(d.multiprocessors) + (std::string(platform()) == "amd" ? " CUs)" : " SMs)");
 }
 HipBackend::~HipBackend() {
   if (stream_) {

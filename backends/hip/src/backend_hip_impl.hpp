@@ -50,6 +50,7 @@ class HipBackend final : public Backend {
   HipBackend& operator=(const HipBackend&) = delete;
 
   std::string name() const override { return "hip"; }
+  std::string device() const override { return device_; }
   void set_threads(int) override {}  // the device decides its parallelism; results never depend on it
   bool supports(Op) const override { return true; }
 
@@ -140,6 +141,7 @@ class HipBackend final : public Backend {
 
  private:
   hipStream_t stream_ = nullptr;
+  std::string device_;
 };
 
 }  // namespace mxsim::hip

@@ -17,10 +17,12 @@
 #include <array>
 #include <cstdint>
 
+#include "mxsim/hd/reduce.hpp"
+
 namespace mxsim::hip::detail {
 
-/// Terms per chunk: hd::kTreeSumChunk (docs/numerics.md §6, "Fixed-order sums").
-constexpr size_t kTreeChunk = 256;
+/// Terms per chunk of the contract's tree (hd/reduce.hpp).
+constexpr size_t kTreeChunk = hd::kTreeSumChunk;
 
 /// Component kinds of a reduction record.
 struct TreeOps {

@@ -46,6 +46,9 @@ class Backend {
   virtual ~Backend() = default;
   /// "emu", "hip".
   virtual std::string name() const = 0;
+  /// What the ops run on, for the first line of a run's log: e.g. "NVIDIA
+  /// H200 (sm_90, 132 SMs)" or "CPU, avx512 kernels".
+  virtual std::string device() const { return name(); }
   /// Worker threads for ops that parallelise (results never depend on it).
   virtual void set_threads(int n) = 0;
 
