@@ -77,11 +77,13 @@ __global__ void hadamard_source_kernel(const float* __restrict__ x, QuantLayout 
   for (size_t u = size_t(blockIdx.x) * blockDim.x + threadIdx.x; u < runs; u += size_t(gridDim.x) * blockDim.x) {
     const size_t per_row = L.scols / 16, g = u / (L.srows * per_row), r = (u / per_row) % L.srows,
                  c0 = (u % per_row) * 16;
+    // Run element k sits at base + k * step of the logical array.
+    const size_t base = L.transposed ? (g * L.rows + c0) * L.cols + r : (g * L.rows + r) * L.cols + c0;
+    const size_t step = L.transposed ? L.cols : 1;
     float v[16];
-    auto at = [&](size_t k) { return L.transposed ? (g * L.rows + c0 + k) * L.cols + r : (g * L.rows + r) * L.cols + c0 + k; };
-    for (size_t k = 0; k < 16; ++k) v[k] = x[at(k)];
+    for (int k = 0; k < 16; ++k) v[k] = x[base + size_t(k) * step];
     hd::hadamard16(v);
-    for (size_t k = 0; k < 16; ++k) h[at(k)] = v[k];
+    for (int k = 0; k < 16; ++k) h[base + size_t(k) * step] = v[k];
   }
 }
 
