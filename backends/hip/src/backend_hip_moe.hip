@@ -25,7 +25,8 @@ constexpr unsigned kThreads = 256;
 
 // ---------------------------------------------------------------- router
 
-__global__ void softmax_rows_kernel(const float* __restrict__ l, float* __restrict__ p, size_t T, size_t E) {
+// (no __restrict__: p may be logits, in place, as on the emulator)
+__global__ void softmax_rows_kernel(const float* l, float* p, size_t T, size_t E) {
   MXSIM_GRID_STRIDE(t, T) hd::softmax_row(l + t * E, p + t * E, E);
 }
 
@@ -35,12 +36,15 @@ __global__ void topk_rows_kernel(const float* __restrict__ p, size_t T, size_t E
 
 // ---------------------------------------------------------------- routing
 
-// One block. status[0] = 1 and status[1] = the index when an entry is outside
-// [0, E) (the first in index order: the emulator's message names it); else
-// counts [E] and row_of [n] as the emulator's loops give them: each thread
-// owns experts e = tid, tid + blockDim, ...; it counts its experts' entries
-// scanning all n in index order, thread 0 lays out the padded rows, then
-// every thread gives its experts' entries consecutive rows in index order.
+// One block of kRouteThreads. Each thread owns experts e = tid, tid +
+// blockDim, ...; `top` is staged through shared memory in chunks. Pass 1: each
+// thread counts its experts' entries in index order (an entry outside [0, E)
+// matches no expert) and notes the first entry outside [0, E) among those it
+// staged. When there is one, status = {1, that entry's value} (the first in
+// index order: the emulator's message names it) and nothing else is written.
+// Else status = {0, 0}, thread 0 lays out the padded rows (fill[e], e
+// ascending), and pass 2 gives every expert's entries consecutive rows in
+// index order: the emulator's counts and row_of.
 constexpr unsigned kRouteThreads = 256;
 constexpr size_t kRouteChunk = 4096;  // entries of `top` staged in shared memory per pass
 
@@ -48,27 +52,19 @@ __global__ void moe_route_kernel(const int* __restrict__ top, size_t n, size_t E
                                  int64_t* __restrict__ counts, int64_t* __restrict__ fill, int64_t* __restrict__ row_of,
                                  int64_t* __restrict__ status) {
   __shared__ int chunk[kRouteChunk];
-  __shared__ int bad;
+  __shared__ size_t first_bad[kRouteThreads];
   const size_t tid = threadIdx.x, nt = blockDim.x;
-  if (tid == 0) {
-    bad = 0;
-    status[0] = 0;
-    status[1] = 0;
-    for (size_t i = 0; i < n; ++i)
-      if (top[i] < 0 || size_t(top[i]) >= E) {
-        status[0] = 1;
-        status[1] = top[i];
-        bad = 1;
-        break;
-      }
-  }
-  __syncthreads();
-  if (bad) return;
+  const size_t none = ~size_t(0);
+  size_t my_bad = none;
   for (size_t e = tid; e < E; e += nt) counts[e] = 0;
   for (size_t c0 = 0; c0 < n; c0 += kRouteChunk) {
     const size_t c1 = c0 + kRouteChunk < n ? c0 + kRouteChunk : n;
     __syncthreads();
-    for (size_t i = c0 + tid; i < c1; i += nt) chunk[i - c0] = top[i];
+    for (size_t i = c0 + tid; i < c1; i += nt) {
+      const int v = top[i];
+      chunk[i - c0] = v;
+      if ((v < 0 || size_t(v) >= E) && i < my_bad) my_bad = i;
+    }
     __syncthreads();
     for (size_t e = tid; e < E; e += nt) {
       int64_t c = counts[e];
@@ -76,15 +72,24 @@ __global__ void moe_route_kernel(const int* __restrict__ top, size_t n, size_t E
       counts[e] = c;
     }
   }
+  first_bad[tid] = my_bad;
   __syncthreads();
   if (tid == 0) {
-    int64_t M = 0;
-    for (size_t e = 0; e < E; ++e) {
-      fill[e] = M;
-      M += hd::padded_rows(counts[e], pad);
+    size_t b = none;
+    for (size_t u = 0; u < nt; ++u) b = first_bad[u] < b ? first_bad[u] : b;
+    status[0] = b == none ? 0 : 1;
+    status[1] = b == none ? 0 : int64_t(top[b]);
+    first_bad[0] = b;
+    if (b == none) {
+      int64_t M = 0;
+      for (size_t e = 0; e < E; ++e) {
+        fill[e] = M;
+        M += hd::padded_rows(counts[e], pad);
+      }
     }
   }
   __syncthreads();
+  if (first_bad[0] != none) return;
   for (size_t c0 = 0; c0 < n; c0 += kRouteChunk) {
     const size_t c1 = c0 + kRouteChunk < n ? c0 + kRouteChunk : n;
     __syncthreads();
