@@ -1,4 +1,390 @@
 // HIP Backend ops: router softmax / top-k, MoE routing, permutation, combine
 // and their backward, auxiliary loss, activations (docs/numerics.md §6).
-// PLACEHOLDER: being written (see backend_hip_impl.hpp for the family layout).
+// The arithmetic is hd/elementwise.hpp, called with the pointers and strides
+// of the emulator's loops (emu/src/backend_emu_moe.cpp): one thread per row
+// for the row functions, one per output element for the elementwise ones.
+// Validation and its messages are the emulator's; index checks the emulator
+// makes on the host (moe_route, permute_rows) are made on the device and
+// fetched, and throw the same message.
 #include "backend_hip_impl.hpp"
+
+#include <cstdint>
+
+#include "mxsim/hd/elementwise.hpp"
+
+namespace mxsim::hip {
+
+using detail::grid_for;
+
+namespace {
+
+constexpr unsigned kThreads = 256;
+
+#define MXSIM_GRID_STRIDE(i, n) \
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); i += size_t(gridDim.x) * blockDim.x)
+
+// ---------------------------------------------------------------- router
+
+// (no __restrict__: p may be logits, in place, as on the emulator)
+__global__ void softmax_rows_kernel(const float* l, float* p, size_t T, size_t E) {
+  MXSIM_GRID_STRIDE(t, T) hd::softmax_row(l + t * E, p + t * E, E);
+}
+
+__global__ void topk_rows_kernel(const float* __restrict__ p, size_t T, size_t E, int k, int* __restrict__ idx) {
+  MXSIM_GRID_STRIDE(t, T) hd::topk_row(p + t * E, E, k, idx + t * size_t(k));
+}
+
+// ---------------------------------------------------------------- routing
+
+// One block of kRouteThreads. Each thread owns experts e = tid, tid +
+// blockDim, ...; `top` is staged through shared memory in chunks. Pass 1: each
+// thread counts its experts' entries in index order (an entry outside [0, E)
+// matches no expert) and notes the first entry outside [0, E) among those it
+// staged. When there is one, status = {1, that entry's value} (the first in
+// index order: the emulator's message names it) and nothing else is written.
+// Else status = {0, 0}, thread 0 lays out the padded rows (fill[e], e
+// ascending), and pass 2 gives every expert's entries consecutive rows in
+// index order: the emulator's counts and row_of.
+constexpr unsigned kRouteThreads = 256;
+constexpr size_t kRouteChunk = 4096;  // entries of `top` staged in shared memory per pass
+
+__global__ void moe_route_kernel(const int* __restrict__ top, size_t n, size_t E, int64_t pad,
+                                 int64_t* __restrict__ counts, int64_t* __restrict__ fill, int64_t* __restrict__ row_of,
+                                 int64_t* __restrict__ status) {
+  __shared__ int chunk[kRouteChunk];
+  __shared__ size_t first_bad[kRouteThreads];
+  const size_t tid = threadIdx.x, nt = blockDim.x;
+  const size_t none = ~size_t(0);
+  size_t my_bad = none;
+  for (size_t e = tid; e < E; e += nt) counts[e] = 0;
+  for (size_t c0 = 0; c0 < n; c0 += kRouteChunk) {
+    const size_t c1 = c0 + kRouteChunk < n ? c0 + kRouteChunk : n;
+    __syncthreads();
+    for (size_t i = c0 + tid; i < c1; i += nt) {
+      const int v = top[i];
+      chunk[i - c0] = v;
+      if ((v < 0 || size_t(v) >= E) && i < my_bad) my_bad = i;
+    }
+    __syncthreads();
+    for (size_t e = tid; e < E; e += nt) {
+      int64_t c = counts[e];
+      for (size_t i = c0; i < c1; ++i) c += size_t(chunk[i - c0]) == e ? 1 : 0;
+      counts[e] = c;
+    }
+  }
+  first_bad[tid] = my_bad;
+  __syncthreads();
+  if (tid == 0) {
+    size_t b = none;
+    for (size_t u = 0; u < nt; ++u) b = first_bad[u] < b ? first_bad[u] : b;
+    status[0] = b == none ? 0 : 1;
+    status[1] = b == none ? 0 : int64_t(top[b]);
+    first_bad[0] = b;
+    if (b == none) {
+      int64_t M = 0;
+      for (size_t e = 0; e < E; ++e) {
+        fill[e] = M;
+        M += hd::padded_rows(counts[e], pad);
+      }
+    }
+  }
+  __syncthreads();
+  if (first_bad[0] != none) return;
+  for (size_t c0 = 0; c0 < n; c0 += kRouteChunk) {
+    const size_t c1 = c0 + kRouteChunk < n ? c0 + kRouteChunk : n;
+    __syncthreads();
+    for (size_t i = c0 + tid; i < c1; i += nt) chunk[i - c0] = top[i];
+    __syncthreads();
+    for (size_t e = tid; e < E; e += nt) {
+      int64_t r = fill[e];
+      for (size_t i = c0; i < c1; ++i)
+        if (size_t(chunk[i - c0]) == e) row_of[i] = r++;
+      fill[e] = r;
+    }
+  }
+}
+
+// dst (zero-filled before) row row_of[i] = src row i / k: one thread per
+// element, `wc` = max(w, 1) cells per entry so that entries of width-0 rows
+// are still checked; *bad = 1 where an entry is outside [0, M) (that row is
+// skipped).
+__global__ void permute_rows_kernel(const float* __restrict__ src, const int64_t* __restrict__ row_of, size_t rows,
+                                    size_t k, size_t w, size_t wc, size_t M, float* __restrict__ dst,
+                                    int* __restrict__ bad) {
+  MXSIM_GRID_STRIDE(x, rows * wc) {
+    const size_t i = x / wc, j = x % wc;
+    const int64_t r = row_of[i];
+    if (r < 0 || size_t(r) >= M) {
+      *bad = 1;  // every writer stores the same value: no atomic needed
+      continue;
+    }
+    if (j < w) dst[size_t(r) * w + j] = src[(i / k) * w + j];
+  }
+}
+
+// ---------------------------------------------------------------- combine
+
+// Per assignment i = t k + s: its gate p[t, top[i]] and the address of its
+// permuted row (the emulator's gate[] / rows[] of token t, laid out for all t).
+__global__ void gather_slots_kernel(const float* __restrict__ p, size_t pw, const int* __restrict__ top,
+                                    const int64_t* __restrict__ row_of, const float* rows_base, size_t rw, size_t k,
+                                    size_t n, float* __restrict__ gate, const float** __restrict__ rows) {
+  MXSIM_GRID_STRIDE(i, n) {
+    if (gate) gate[i] = p[(i / k) * pw + size_t(top[i])];
+    rows[i] = rows_base + size_t(row_of[i]) * rw;
+  }
+}
+
+__global__ void combine_kernel(const float* __restrict__ h0, const float* __restrict__ gate, const float* const* rows,
+                               size_t B, size_t d, size_t k, float* __restrict__ h1) {
+  MXSIM_GRID_STRIDE(x, B * d) {
+    const size_t t = x / d, j = x % d;
+    h1[x] = hd::combine(h0[x], gate + t * k, rows + t * k, k, j);
+  }
+}
+
+// One thread per (t, s): dyp's row of the slot and dgate[t k + s].
+__global__ void combine_backward_kernel(const float* __restrict__ dh1, size_t d, const float* __restrict__ yp,
+                                        size_t yw, const float* __restrict__ p, size_t pw, const int* __restrict__ top,
+                                        const int64_t* __restrict__ row_of, size_t k, size_t n,
+                                        float* __restrict__ dyp, float* __restrict__ dgate) {
+  MXSIM_GRID_STRIDE(i, n) {
+    const size_t t = i / k, r = size_t(row_of[i]);
+    dgate[i] = hd::combine_backward_slot(dh1 + t * d, yp + r * yw, p[t * pw + size_t(top[i])], d, dyp + r * yw);
+  }
+}
+
+// ---------------------------------------------------------------- auxiliary loss, router backward
+
+// One block: f[e] and P[e] per expert (threads over e, t ascending), then
+// thread 0 sums the FP64 terms over e ascending into *aux.
+__global__ void aux_loss_kernel(const float* __restrict__ p, const int64_t* __restrict__ counts, size_t T, size_t E,
+                                size_t k, float* __restrict__ f, float* __restrict__ P, double* __restrict__ aux) {
+  for (size_t e = threadIdx.x; e < E; e += blockDim.x) {
+    f[e] = hd::aux_share(counts[e], T * k);
+    float s = 0.0f;
+    for (size_t t = 0; t < T; ++t) s = s + p[t * E + e];
+    P[e] = s;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double a = 0;
+    for (size_t e = 0; e < E; ++e) a += hd::aux_term(f[e], P[e], T);
+    *aux = a;
+  }
+}
+
+__global__ void router_backward_kernel(const float* __restrict__ p, const int* __restrict__ top,
+                                       const float* __restrict__ dgate, const float* __restrict__ f, float aux_g,
+                                       size_t B, size_t E, size_t k, float* __restrict__ dp, float* __restrict__ dl) {
+  MXSIM_GRID_STRIDE(t, B)
+  hd::router_backward_row(p + t * E, top + t * k, dgate + t * k, f, aux_g, E, k, dp + t * E, dl + t * E);
+}
+
+__global__ void embed_grad_kernel(const float* __restrict__ dh1, const float* __restrict__ dh0r, size_t rw,
+                                  const float* const* rows, size_t B, size_t d, size_t k, float* __restrict__ dh0) {
+  MXSIM_GRID_STRIDE(x, B * d) {
+    const size_t t = x / d, j = x % d;
+    dh0[x] = hd::embed_grad(dh1[x], dh0r[t * rw + j], rows + t * k, k, j);
+  }
+}
+
+// ---------------------------------------------------------------- activations
+
+__global__ void activation_kernel(Activation kind, const float* __restrict__ x, float* __restrict__ y, size_t n) {
+  MXSIM_GRID_STRIDE(i, n) y[i] = hd::activation(kind, x[i]);
+}
+__global__ void activation_grad_kernel(Activation kind, const float* __restrict__ x, const float* __restrict__ g,
+                                       float* __restrict__ y, size_t n) {
+  MXSIM_GRID_STRIDE(i, n) y[i] = hd::activation_grad(kind, x[i], g[i]);
+}
+
+#undef MXSIM_GRID_STRIDE
+
+}  // namespace
+
+void HipBackend::softmax_rows(const Tensor& logits, Tensor& p) {
+  expect_shape(p, logits.shape(), "softmax_rows", "p");
+  const float* l = mat(logits, "softmax_rows", "logits");
+  float* o = mat(p, "softmax_rows", "p");
+  const size_t T = logits.dim(0), E = logits.dim(1);
+  if (T == 0) return;
+  softmax_rows_kernel<<<grid_for(T, kThreads), kThreads, 0, stream_>>>(l, o, T, E);
+  MXSIM_HIP_CHECK_LAUNCH("softmax_rows_kernel");
+}
+
+void HipBackend::topk_rows(const Tensor& p, int k, Tensor& top) {
+  const float* pm = mat(p, "topk_rows", "p");
+  const size_t T = p.dim(0), E = p.dim(1);
+  if (k < 1 || size_t(k) > E)
+    throw std::invalid_argument("topk_rows: k = " + std::to_string(k) + " outside [1, " + std::to_string(E) + "]");
+  expect_shape(top, {T, size_t(k)}, "topk_rows", "top");
+  int* idx = data<int32_t>(top, "topk_rows", "top");
+  if (T == 0) return;
+  topk_rows_kernel<<<grid_for(T, kThreads), kThreads, 0, stream_>>>(pm, T, E, k, idx);
+  MXSIM_HIP_CHECK_LAUNCH("topk_rows_kernel");
+}
+
+void HipBackend::moe_route(const Tensor& top, size_t E, int64_t pad, Tensor& counts, Tensor& row_of) {
+  const size_t n = top.numel();
+  expect_shape(counts, {E}, "moe_route", "counts");
+  expect_shape(row_of, {n}, "moe_route", "row_of");
+  const int* t = data<int32_t>(top, "moe_route", "top");
+  int64_t* c = data<int64_t>(counts, "moe_route", "counts");
+  int64_t* r = data<int64_t>(row_of, "moe_route", "row_of");
+  if (n == 0 && E == 0) return;
+  DeviceBuffer fill(E * sizeof(int64_t), "moe_route expert fill");
+  DeviceBuffer status(2 * sizeof(int64_t), "moe_route status");
+  moe_route_kernel<<<1, kRouteThreads, 0, stream_>>>(t, n, E, pad, c, fill.as<int64_t>(), r, status.as<int64_t>());
+  MXSIM_HIP_CHECK_LAUNCH("moe_route_kernel");
+  int64_t st[2] = {0, 0};
+  fetch(st, status.get(), sizeof st);
+  if (st[0])
+    throw std::invalid_argument("moe_route: expert index " + std::to_string(int32_t(st[1])) + " outside [0, " +
+                                std::to_string(E) + ")");
+}
+
+void HipBackend::permute_rows(const Tensor& src, const Tensor& row_of, size_t k, Tensor& dst) {
+  const float* s = mat(src, "permute_rows", "src");
+  float* d = mat(dst, "permute_rows", "dst");
+  const size_t w = src.dim(1), M = dst.dim(0);
+  if (dst.dim(1) != w || row_of.numel() != src.dim(0) * k)
+    throw std::invalid_argument("permute_rows: src " + src.shape().str() + ", row_of " + row_of.shape().str() +
+                                " and dst " + dst.shape().str() + " do not fit k = " + std::to_string(k));
+  const int64_t* r = data<int64_t>(row_of, "permute_rows", "row_of");
+  if (dst.bytes()) MXSIM_HIP_CHECK(hipMemsetAsync(d, 0, dst.bytes(), stream_));
+  const size_t rows = row_of.numel();
+  if (rows == 0) return;
+  DeviceBuffer bad(sizeof(int), "permute_rows status");
+  MXSIM_HIP_CHECK(hipMemsetAsync(bad.get(), 0, sizeof(int), stream_));
+  const size_t wc = w ? w : 1;
+  permute_rows_kernel<<<grid_for(rows * wc, kThreads), kThreads, 0, stream_>>>(s, r, rows, k, w, wc, M, d, bad.as<int>());
+  MXSIM_HIP_CHECK_LAUNCH("permute_rows_kernel");
+  int b = 0;
+  fetch(&b, bad.get(), sizeof b);
+  if (b) throw std::invalid_argument("permute_rows: row_of entry outside dst");
+}
+
+void HipBackend::unpermute_combine(const Tensor& ypt, const Tensor& h0t, const Tensor& pt, const Tensor& topt,
+                                   const Tensor& rowt, size_t k, Tensor& h1t) {
+  const float* yp = mat(ypt, "unpermute_combine", "yp");
+  const float* h0 = mat(h0t, "unpermute_combine", "h0");
+  const float* p = mat(pt, "unpermute_combine", "p");
+  expect_shape(h1t, h0t.shape(), "unpermute_combine", "h1");
+  float* h1 = mat(h1t, "unpermute_combine", "h1");
+  const int* top = data<int32_t>(topt, "unpermute_combine", "top");
+  const int64_t* row_of = data<int64_t>(rowt, "unpermute_combine", "row_of");
+  const size_t B = h0t.dim(0), d = h0t.dim(1);
+  if (B * d == 0) return;
+  const size_t n = B * k;
+  DeviceBuffer gate(n * sizeof(float), "unpermute_combine gates");
+  DeviceBuffer rows(n * sizeof(const float*), "unpermute_combine row addresses");
+  if (n) {
+    gather_slots_kernel<<<grid_for(n, kThreads), kThreads, 0, stream_>>>(p, pt.dim(1), top, row_of, yp, ypt.dim(1), k,
+                                                                         n, gate.as<float>(), rows.as<const float*>());
+    MXSIM_HIP_CHECK_LAUNCH("gather_slots_kernel");
+  }
+  combine_kernel<<<grid_for(B * d, kThreads), kThreads, 0, stream_>>>(h0, gate.as<float>(), rows.as<const float*>(), B,
+                                                                      d, k, h1);
+  MXSIM_HIP_CHECK_LAUNCH("combine_kernel");
+}
+
+void HipBackend::combine_backward(const Tensor& dh1t, const Tensor& ypt, const Tensor& pt, const Tensor& topt,
+                                  const Tensor& rowt, size_t k, Tensor& dypt, Tensor& dgatet) {
+  const float* dh1 = mat(dh1t, "combine_backward", "dh1");
+  const float* yp = mat(ypt, "combine_backward", "yp");
+  const float* p = mat(pt, "combine_backward", "p");
+  expect_shape(dypt, ypt.shape(), "combine_backward", "dyp");
+  float* dyp = mat(dypt, "combine_backward", "dyp");
+  const size_t B = dh1t.dim(0), d = dh1t.dim(1);
+  expect_shape(dgatet, {B * k}, "combine_backward", "dgate");
+  float* dgate = data<float>(dgatet, "combine_backward", "dgate");
+  const int* top = data<int32_t>(topt, "combine_backward", "top");
+  const int64_t* row_of = data<int64_t>(rowt, "combine_backward", "row_of");
+  if (dypt.bytes()) MXSIM_HIP_CHECK(hipMemsetAsync(dyp, 0, dypt.bytes(), stream_));
+  const size_t n = B * k;
+  if (n == 0) return;
+  combine_backward_kernel<<<grid_for(n, kThreads), kThreads, 0, stream_>>>(dh1, d, yp, ypt.dim(1), p, pt.dim(1), top,
+                                                                           row_of, k, n, dyp, dgate);
+  MXSIM_HIP_CHECK_LAUNCH("combine_backward_kernel");
+}
+
+double HipBackend::aux_loss(const Tensor& pt, const Tensor& countst, size_t k, float coeff, Tensor& ft) {
+  const float* p = mat(pt, "aux_loss", "p");
+  const size_t T = pt.dim(0), E = pt.dim(1);
+  expect_shape(countst, {E}, "aux_loss", "counts");
+  expect_shape(ft, {E}, "aux_loss", "f");
+  const int64_t* counts = data<int64_t>(countst, "aux_loss", "counts");
+  float* f = data<float>(ft, "aux_loss", "f");
+  double aux = 0;
+  if (E) {
+    DeviceBuffer P(E * sizeof(float), "aux_loss expert probability sums");
+    DeviceBuffer out(sizeof(double), "aux_loss sum");
+    aux_loss_kernel<<<1, kThreads, 0, stream_>>>(p, counts, T, E, k, f, P.as<float>(), out.as<double>());
+    MXSIM_HIP_CHECK_LAUNCH("aux_loss_kernel");
+    fetch(&aux, out.get(), sizeof aux);
+  }
+  return double(coeff) * double(E) * aux;
+}
+
+void HipBackend::router_backward(const Tensor& pt, const Tensor& topt, const Tensor& dgatet, const Tensor& ft,
+                                 float aux_g, size_t k, Tensor& dlt) {
+  const float* p = mat(pt, "router_backward", "p");
+  expect_shape(dlt, pt.shape(), "router_backward", "dlogits");
+  float* dl = mat(dlt, "router_backward", "dlogits");
+  const size_t B = pt.dim(0), E = pt.dim(1);
+  const int* top = data<int32_t>(topt, "router_backward", "top");
+  const float* dgate = data<float>(dgatet, "router_backward", "dgate");
+  const float* f = data<float>(ft, "router_backward", "f");
+  if (B == 0) return;
+  DeviceBuffer dp(B * E * sizeof(float), "router_backward dp scratch");
+  router_backward_kernel<<<grid_for(B, kThreads), kThreads, 0, stream_>>>(p, top, dgate, f, aux_g, B, E, k,
+                                                                          dp.as<float>(), dl);
+  MXSIM_HIP_CHECK_LAUNCH("router_backward_kernel");
+}
+
+void HipBackend::embed_grad_sum(const Tensor& dh1t, const Tensor& dh0rt, const Tensor& dxpt, const Tensor& rowt,
+                                size_t k, Tensor& dh0t) {
+  const float* dh1 = mat(dh1t, "embed_grad_sum", "dh1");
+  const float* dh0r = mat(dh0rt, "embed_grad_sum", "dh0_router");
+  const float* dxp = mat(dxpt, "embed_grad_sum", "dxp");
+  expect_shape(dh0t, dh1t.shape(), "embed_grad_sum", "dh0");
+  float* dh0 = mat(dh0t, "embed_grad_sum", "dh0");
+  const int64_t* row_of = data<int64_t>(rowt, "embed_grad_sum", "row_of");
+  const size_t B = dh1t.dim(0), d = dh1t.dim(1);
+  if (B * d == 0) return;
+  const size_t n = B * k;
+  DeviceBuffer rows(n * sizeof(const float*), "embed_grad_sum row addresses");
+  if (n) {
+    gather_slots_kernel<<<grid_for(n, kThreads), kThreads, 0, stream_>>>(nullptr, 0, nullptr, row_of, dxp, dxpt.dim(1),
+                                                                         k, n, nullptr, rows.as<const float*>());
+    MXSIM_HIP_CHECK_LAUNCH("gather_slots_kernel");
+  }
+  embed_grad_kernel<<<grid_for(B * d, kThreads), kThreads, 0, stream_>>>(dh1, dh0r, dh0rt.dim(1),
+                                                                         rows.as<const float*>(), B, d, k, dh0);
+  MXSIM_HIP_CHECK_LAUNCH("embed_grad_kernel");
+}
+
+void HipBackend::activation(Activation kind, const Tensor& u, Tensor& a) {
+  expect_shape(a, u.shape(), "activation", "a");
+  const float* x = f32(u, "activation", "u");
+  float* y = f32(a, "activation", "a");
+  const size_t n = u.numel();
+  if (n == 0) return;
+  activation_kernel<<<grid_for(n, kThreads), kThreads, 0, stream_>>>(kind, x, y, n);
+  MXSIM_HIP_CHECK_LAUNCH("activation_kernel");
+}
+
+void HipBackend::activation_grad(Activation kind, const Tensor& u, const Tensor& da, Tensor& du) {
+  expect_shape(da, u.shape(), "activation_grad", "da");
+  expect_shape(du, u.shape(), "activation_grad", "du");
+  const float* x = f32(u, "activation_grad", "u");
+  const float* g = f32(da, "activation_grad", "da");
+  float* y = f32(du, "activation_grad", "du");
+  const size_t n = u.numel();
+  if (n == 0) return;
+  activation_grad_kernel<<<grid_for(n, kThreads), kThreads, 0, stream_>>>(kind, x, g, y, n);
+  MXSIM_HIP_CHECK_LAUNCH("activation_grad_kernel");
+}
+
+}  // namespace mxsim::hip

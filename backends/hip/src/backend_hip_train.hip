@@ -1,4 +1,275 @@
 // HIP Backend ops: loss and metrics, l2 norm, AdamW, de-oscillation,
-// oscillation metrics (docs/numerics.md §6).
-// PLACEHOLDER: being written (see backend_hip_impl.hpp for the family layout).
-#include "backend_hip_impl.hpp"
+// oscillation metrics (docs/numerics.md §6). Element arithmetic:
+// hd/elementwise.hpp, called as the emulator's loops call it
+// (emu/src/backend_emu_train.cpp); every sum with a host result is the fixed
+// tree of tree_sum.hpp (chunks of 256 from +0.0, then the chunk sums the same
+// way), counts as exact FP64 sums. State updates run once per element in a
+// kernel of their own; the reductions only read.
+#include "tree_sum.hpp"
+
+#include <cmath>
+#include <initializer_list>
+
+#include "mxsim/hd/elementwise.hpp"
+
+namespace mxsim::hip {
+
+using detail::grid_for;
+
+namespace {
+
+constexpr unsigned kThreads = 256;
+
+#define MXSIM_GRID_STRIDE(i, n) \
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); i += size_t(gridDim.x) * blockDim.x)
+
+// ---------------------------------------------------------------- loss, metrics
+
+// Row t's FP32 loss into loss[t] and its dlogits row; a label outside the
+// classes leaves the row alone (the host throws, see CrossEntropyFold).
+__global__ void cross_entropy_kernel(const float* __restrict__ l, const uint8_t* __restrict__ y, size_t T, size_t C,
+                                     float grad_scale, float* __restrict__ dl, float* __restrict__ loss) {
+  MXSIM_GRID_STRIDE(t, T) {
+    if (y[t] >= C) {
+      loss[t] = 0.0f;
+      continue;
+    }
+    loss[t] = hd::cross_entropy_row(l + t * C, C, y[t], grad_scale, dl + t * C);
+  }
+}
+// Component 0: the sum of the row losses (FP64); 1: the first row whose label
+// is outside the classes (min).
+struct CrossEntropyFold {
+  const float* loss;
+  const uint8_t* y;
+  size_t C;
+  __device__ void operator()(size_t i, double* acc) const {
+    if (y[i] >= C) acc[1] = double(i) < acc[1] ? double(i) : acc[1];
+    else acc[0] = acc[0] + double(loss[i]);
+  }
+};
+
+__global__ void argmax_rows_kernel(const float* __restrict__ l, size_t T, size_t C, int32_t* __restrict__ o) {
+  MXSIM_GRID_STRIDE(t, T) o[t] = int32_t(hd::argmax_row(l + t * C, C));
+}
+__global__ void argmax_index_kernel(const float* __restrict__ l, size_t T, size_t C, uint64_t* __restrict__ o) {
+  MXSIM_GRID_STRIDE(t, T) o[t] = uint64_t(hd::argmax_row(l + t * C, C));
+}
+// The number of rows whose argmax (computed per row before) equals the label.
+struct CorrectFold {
+  const uint64_t* am;
+  const uint8_t* y;
+  __device__ void operator()(size_t i, double* acc) const { acc[0] = acc[0] + (am[i] == uint64_t(y[i]) ? 1.0 : 0.0); }
+};
+
+struct SumSqFold {
+  const float* x;
+  __device__ void operator()(size_t i, double* acc) const { acc[0] = hd::sumsq_step(acc[0], x[i]); }
+};
+
+// ---------------------------------------------------------------- optimizer
+
+__global__ void adamw_kernel(float* __restrict__ pw, float* __restrict__ pm, float* __restrict__ pv,
+                             const float* __restrict__ pg, hd::AdamWCoeffs c, float* __restrict__ pmod, size_t n) {
+  MXSIM_GRID_STRIDE(i, n) pmod[i] = hd::adamw(pw[i], pm[i], pv[i], pg[i], c);
+}
+
+// ---------------------------------------------------------------- de-oscillation
+
+// The observation; at a window end then the element's window-end step (the
+// emulator's second pass: each element depends on its own state only), its
+// snap (0/1) into snapped[i].
+__global__ void deosc_kernel(float* __restrict__ pw, const float* __restrict__ pq, float* __restrict__ pp,
+                             float* __restrict__ ppq, float* __restrict__ dw, float* __restrict__ dq, size_t n,
+                             bool window_end, float ratio, uint8_t* __restrict__ snapped) {
+  MXSIM_GRID_STRIDE(i, n) {
+    hd::deosc_observe(pw[i], pq[i], pp[i], ppq[i], dw[i], dq[i]);
+    if (window_end) snapped[i] = hd::deosc_window_end(pw[i], pq[i], pp[i], dw[i], dq[i], ratio) ? 1 : 0;
+  }
+}
+struct CountFold {
+  const uint8_t* v;
+  __device__ void operator()(size_t i, double* acc) const { acc[0] = acc[0] + double(v[i]); }
+};
+
+// ---------------------------------------------------------------- oscillation metrics
+
+// One element's record of hd::osc_update's OscElem (the reduction's input).
+struct OscRecord {
+  double ratio;    ///< OscElem::ratio (0 unless moved)
+  float ema;       ///< OscElem::ema
+  uint32_t flips;  ///< OscElem::flips
+  uint8_t flip, above, moved;
+};
+
+// hd::osc_update per element (state updated once, here), its record, then
+// prev_w = w, prev_q = q and, at a window end, dist_w = dist_q = 0: the
+// emulator does these after its sums, which here read the records only, so
+// doing them in the same pass gives the same state and the same sums.
+__global__ void osc_update_kernel(const float* __restrict__ pw, const float* __restrict__ pq, float* __restrict__ prev_w,
+                                  float* __restrict__ prev_q, int8_t* __restrict__ last_dir,
+                                  uint32_t* __restrict__ flips, float* __restrict__ ema, float* __restrict__ dist_w,
+                                  float* __restrict__ dist_q, float momentum, bool window_end, size_t n,
+                                  OscRecord* __restrict__ rec) {
+  MXSIM_GRID_STRIDE(i, n) {
+    const hd::OscElem e = hd::osc_update(pw[i], pq[i], prev_w[i], prev_q[i], last_dir[i], flips[i], ema[i], dist_w[i],
+                                         dist_q[i], momentum);
+    OscRecord r;
+    r.ratio = e.moved ? e.ratio : 0.0;
+    r.ema = e.ema;
+    r.flips = e.flips;
+    r.flip = e.flip ? 1 : 0;
+    r.above = e.ema > 0.01f ? 1 : 0;
+    r.moved = e.moved ? 1 : 0;
+    rec[i] = r;
+    prev_w[i] = pw[i];
+    prev_q[i] = pq[i];
+    if (window_end) {
+      dist_w[i] = 0.0f;
+      dist_q[i] = 0.0f;
+    }
+  }
+}
+// Components: 0 flips this step, 1 flips_total, 2 ema sum, 3 count of ema >
+// 0.01, 4 ratio sum over moved elements, 5 moved count.
+struct OscFold {
+  const OscRecord* rec;
+  __device__ void operator()(size_t i, double* acc) const {
+    const OscRecord r = rec[i];
+    acc[0] = acc[0] + double(r.flip);
+    acc[1] = acc[1] + double(r.flips);
+    acc[2] = acc[2] + double(r.ema);
+    acc[3] = acc[3] + double(r.above);
+    if (r.moved) {
+      acc[4] = acc[4] + r.ratio;
+      acc[5] = acc[5] + 1.0;
+    }
+  }
+};
+
+#undef MXSIM_GRID_STRIDE
+
+}  // namespace
+
+double HipBackend::cross_entropy(const Tensor& logits, const Tensor& labels, float grad_scale, Tensor& dlogits) {
+  const float* l = mat(logits, "cross_entropy", "logits");
+  expect_shape(dlogits, logits.shape(), "cross_entropy", "dlogits");
+  float* dl = mat(dlogits, "cross_entropy", "dlogits");
+  const size_t T = logits.dim(0), C = logits.dim(1);
+  expect_shape(labels, {T}, "cross_entropy", "labels");
+  const uint8_t* y = data<uint8_t>(labels, "cross_entropy", "labels");
+  if (T == 0) return 0;
+  DeviceBuffer loss(T * sizeof(float), "cross_entropy row losses");
+  cross_entropy_kernel<<<grid_for(T, kThreads), kThreads, 0, stream_>>>(l, y, T, C, grad_scale, dl, loss.as<float>());
+  MXSIM_HIP_CHECK_LAUNCH("cross_entropy_kernel");
+  const auto r = detail::tree_reduce<2>(*this, CrossEntropyFold{loss.as<float>(), y, C}, T, detail::TreeOps{0, 1u << 1});
+  if (!std::isinf(r[1])) {  // the first row with a bad label: the emulator's message
+    uint8_t bad = 0;
+    fetch(&bad, y + size_t(r[1]), 1);
+    throw std::invalid_argument("cross_entropy: label " + std::to_string(bad) + " outside the classes");
+  }
+  return r[0];
+}
+
+void HipBackend::argmax_rows(const Tensor& logits, Tensor& pred) {
+  const float* l = mat(logits, "argmax_rows", "logits");
+  const size_t T = logits.dim(0), C = logits.dim(1);
+  expect_shape(pred, {T}, "argmax_rows", "pred");
+  int32_t* o = data<int32_t>(pred, "argmax_rows", "pred");
+  if (T == 0) return;
+  argmax_rows_kernel<<<grid_for(T, kThreads), kThreads, 0, stream_>>>(l, T, C, o);
+  MXSIM_HIP_CHECK_LAUNCH("argmax_rows_kernel");
+}
+
+int64_t HipBackend::count_correct(const Tensor& logits, const Tensor& labels) {
+  const float* l = mat(logits, "count_correct", "logits");
+  const size_t T = logits.dim(0), C = logits.dim(1);
+  expect_shape(labels, {T}, "count_correct", "labels");
+  const uint8_t* y = data<uint8_t>(labels, "count_correct", "labels");
+  if (T == 0) return 0;
+  DeviceBuffer am(T * sizeof(uint64_t), "count_correct row argmax");
+  argmax_index_kernel<<<grid_for(T, kThreads), kThreads, 0, stream_>>>(l, T, C, am.as<uint64_t>());
+  MXSIM_HIP_CHECK_LAUNCH("argmax_index_kernel");
+  const auto r = detail::tree_reduce<1>(*this, CorrectFold{am.as<uint64_t>(), y}, T);
+  return int64_t(r[0]);
+}
+
+double HipBackend::l2_norm(const Tensor& x) {
+  const float* p = f32(x, "l2_norm", "x");
+  const auto r = detail::tree_reduce<1>(*this, SumSqFold{p}, x.numel());
+  return std::sqrt(r[0]);
+}
+
+void HipBackend::adamw(Tensor& master, Tensor& m, Tensor& v, const Tensor& grad, const AdamW& h, Tensor& model) {
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&m, &v, &grad, &model})
+    expect_shape(*t, master.shape(), "adamw", "state");
+  const hd::AdamWCoeffs c = hd::adamw_coeffs(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.t);
+  float* pw = f32(master, "adamw", "master");
+  float* pm = f32(m, "adamw", "m");
+  float* pv = f32(v, "adamw", "v");
+  float* pmod = f32(model, "adamw", "model");
+  const float* pg = f32(grad, "adamw", "grad");
+  const size_t n = master.numel();
+  if (n == 0) return;
+  adamw_kernel<<<grid_for(n, kThreads), kThreads, 0, stream_>>>(pw, pm, pv, pg, c, pmod, n);
+  MXSIM_HIP_CHECK_LAUNCH("adamw_kernel");
+}
+
+int64_t HipBackend::deosc_update(Tensor& w, const Tensor& q, Tensor& prev, Tensor& prev_q, Tensor& dist_w,
+                                 Tensor& dist_q, bool window_end, float ratio) {
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&q, &prev, &prev_q, &dist_w, &dist_q})
+    expect_shape(*t, w.shape(), "deosc_update", "state");
+  float* pw = f32(w, "deosc_update", "w");
+  const float* pq = f32(q, "deosc_update", "q");
+  float* pp = f32(prev, "deosc_update", "prev");
+  float* ppq = f32(prev_q, "deosc_update", "prev_q");
+  float* dw = f32(dist_w, "deosc_update", "dist_w");
+  float* dq = f32(dist_q, "deosc_update", "dist_q");
+  const size_t n = w.numel();
+  if (n == 0) return 0;
+  DeviceBuffer snapped(window_end ? n : 0, "deosc_update snap flags");
+  deosc_kernel<<<grid_for(n, kThreads), kThreads, 0, stream_>>>(pw, pq, pp, ppq, dw, dq, n, window_end, ratio,
+                                                                 snapped.as<uint8_t>());
+  MXSIM_HIP_CHECK_LAUNCH("deosc_kernel");
+  if (!window_end) return 0;
+  const auto r = detail::tree_reduce<1>(*this, CountFold{snapped.as<uint8_t>()}, n);
+  return int64_t(r[0]);
+}
+
+Backend::OscStep HipBackend::osc_update(const Tensor& w, const Tensor& q, OscState& s, float momentum,
+                                        bool window_end) {
+  for (const Tensor* t : std::initializer_list<const Tensor*>{&q, &s.prev_w, &s.prev_q, &s.dist_w, &s.dist_q, &s.ema,
+                                                              &s.last_dir, &s.flips})
+    if (t->numel() != w.numel()) expect_shape(*t, w.shape(), "osc_update", "state");
+  const float* pw = f32(w, "osc_update", "w");
+  const float* pq = f32(q, "osc_update", "q");
+  float* prev_w = f32(s.prev_w, "osc_update", "prev_w");
+  float* prev_q = f32(s.prev_q, "osc_update", "prev_q");
+  float* dist_w = f32(s.dist_w, "osc_update", "dist_w");
+  float* dist_q = f32(s.dist_q, "osc_update", "dist_q");
+  float* ema = f32(s.ema, "osc_update", "ema");
+  int8_t* last_dir = reinterpret_cast<int8_t*>(data<uint8_t>(s.last_dir, "osc_update", "last_dir"));
+  uint32_t* flips = data<uint32_t>(s.flips, "osc_update", "flips");
+  const size_t n = w.numel();
+  std::array<double, 6> sums{};
+  if (n) {
+    DeviceBuffer rec(n * sizeof(OscRecord), "osc_update element records");
+    osc_update_kernel<<<grid_for(n, kThreads), kThreads, 0, stream_>>>(pw, pq, prev_w, prev_q, last_dir, flips, ema,
+                                                                      dist_w, dist_q, momentum, window_end, n,
+                                                                      rec.as<OscRecord>());
+    MXSIM_HIP_CHECK_LAUNCH("osc_update_kernel");
+    sums = detail::tree_reduce<6>(*this, OscFold{rec.as<OscRecord>()}, n);
+  }
+  const uint64_t fl = uint64_t(sums[0]), tot = uint64_t(sums[1]), above = uint64_t(sums[3]),
+                 moved = uint64_t(sums[5]);
+  const double ema_sum = sums[2], ratio_sum = sums[4];
+  OscStep r;
+  r.flips = fl;
+  r.flips_total = tot;
+  r.ema_mean = ema_sum / double(n);
+  r.ema_frac_above = double(above) / double(n);
+  r.dist_ratio_mean = moved ? ratio_sum / double(moved) : 0.0;
+  return r;
+}
+
+}  // namespace mxsim::hip
