@@ -64,7 +64,7 @@ struct CorrectFold {
 
 struct SumSqFold {
   const float* x;
-  __device__ void operator()(size_t i, double* acc) const { acc[0] = hd::sumsq_step(acc[0], x[i]); }
+  __device__ void operator()(size_t i, double* acc) const { acc[0] = acc[0] + hd::sq_f64(x[i]); }
 };
 
 // ---------------------------------------------------------------- optimizer
