@@ -6,7 +6,7 @@
 # test needs toml++, HDF5 or Boost (they must stay free of them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tests=(test_gpu_codec test_gpu_quantize test_gpu_gemm test_gpu_math)
+tests=(test_gpu_codec test_gpu_quantize test_gpu_gemm test_gpu_math test_gpu_ops)
 cmake --build .gpu-build -j2 --target "${tests[@]}" mxsim_gpu_bench
 dev=.gpu-build/dev
 rm -rf "$dev" && mkdir -p "$dev/lib"
