@@ -37,7 +37,7 @@ echo "# mxsim GPU backend on $(nvidia-smi --query-gpu=name --format=csv,noheader
 
 if has tests; then
   echo -e "\n## GPU test suites\n\n| suite | result |\n|---|---|" >>"$summary"
-  suites=(test_gpu_codec test_gpu_quantize test_gpu_math test_gpu_backend)
+  suites=(test_gpu_codec test_gpu_quantize test_gpu_math test_gpu_backend test_gpu_ops)
   [ -n "${GEMM_TESTS:-}" ] && suites+=(test_gpu_gemm)
   for t in "${suites[@]}"; do
     timeout 300 "$dev/bin/$t" --gtest_color=no >"$work/$t.txt" 2>&1

@@ -49,9 +49,11 @@ void* HipBackend::raw(const Tensor& t, const char* op, const char* what) const {
   if (t.buffer()->owner() != this) throw std::invalid_argument(where(op, what) + " belongs to another backend");
   return static_cast<HipBuffer&>(*t.buffer()).mem.get();
 }
+// The emulator's order of checks (dtype, rank, handle), so a bad operand gets its message.
 float* HipBackend::mat(const Tensor& t, const char* op, const char* what) const {
+  if (t.dtype() != DType::f32) dtype_error(t, DType::f32, op, what);
   if (t.rank() != 2) throw std::invalid_argument(where(op, what) + " must have rank 2, has shape " + t.shape().str());
-  return f32(t, op, what);
+  return static_cast<float*>(raw(t, op, what));
 }
 const DeviceQuantized& HipBackend::dev(const QTensor& q, const char* op, const char* what) const {
   if (q.empty()) throw std::invalid_argument(where(op, what) + " is an empty quantized tensor handle");

@@ -1,0 +1,489 @@
+// The HIP backend's MoE and training-step ops (backends/hip/src/
+// backend_hip_moe.hip, backend_hip_train.hip) against the emulator's
+// (emu/src/backend_emu_moe.cpp, backend_emu_train.cpp), bit for bit: every
+// output tensor byte, every returned value's bits, and the text of the
+// std::invalid_argument both throw for bad indices. Both sides call
+// hd/elementwise.hpp; inputs are seeded, with ties, signed zeros, NaN, Inf,
+// subnormals and BF16 values where the ops meet them.
+//
+// Sums with a host result (l2_norm, cross_entropy's loss sum, count_correct,
+// deosc_update's count, osc_update's sums) follow the fixed tree of
+// docs/numerics.md §6 (chunks of 256, tree_sum.hpp). For n <= 256 that is
+// the sequential sum; the GpuOpsTree.* cases (n > 256) need an emulator whose
+// sums are the same tree.
+//
+// Skips, with the runtime's reason, without a GPU.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gpu_test_util.hpp"
+#include "mxsim/backend.hpp"
+#include "mxsim/emu/backend_emu.hpp"
+#include "mxsim/rounding.hpp"
+
+#ifdef MXSIM_HAVE_GPU
+#include "mxsim/hip/backend_hip.hpp"
+#endif
+
+namespace {
+using namespace mxsim;
+
+#ifndef MXSIM_HAVE_GPU
+TEST(GpuOps, SkippedWithoutBackend) { GTEST_SKIP() << "built without the GPU backend"; }
+#else
+
+/// One tensor on both backends.
+struct Both {
+  Tensor e, g;
+};
+
+struct Backends {
+  std::unique_ptr<Backend> e = emu::make_emu_backend();
+  std::unique_ptr<Backend> g = hip::make_backend();
+
+  template <class T>
+  Both up(DType dt, Shape s, const std::vector<T>& v) {
+    Both b{e->alloc(dt, s), g->alloc(dt, s)};
+    EXPECT_EQ(v.size() * sizeof(T), b.e.bytes());
+    e->upload(b.e, v.data(), v.size() * sizeof(T));
+    g->upload(b.g, v.data(), v.size() * sizeof(T));
+    return b;
+  }
+  Both f32(Shape s, const std::vector<float>& v) { return up(DType::f32, s, v); }
+  /// Outputs: both poisoned with 0xFF bytes, so an element the GPU leaves unwritten shows.
+  Both out(DType dt, Shape s) {
+    Both b{e->alloc(dt, s), g->alloc(dt, s)};
+    std::vector<uint8_t> poison(b.e.bytes(), 0xFF);
+    e->upload(b.e, poison.data(), poison.size());
+    g->upload(b.g, poison.data(), poison.size());
+    return b;
+  }
+  /// Every byte of the two copies equal.
+  void same(const Both& b, const std::string& what) {
+    std::vector<uint8_t> x(b.e.bytes()), y(b.g.bytes());
+    ASSERT_EQ(x.size(), y.size()) << what;
+    e->download(b.e, x.data(), x.size());
+    g->download(b.g, y.data(), y.size());
+    const size_t w = dtype_size(b.e.dtype());
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < x.size(); i += w)
+      if (std::memcmp(&x[i], &y[i], w) != 0) {
+        if (!bad) first = i / w;
+        ++bad;
+      }
+    EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << x.size() / w << " elements differ, first at " << first
+                       << dump(b, first);
+  }
+  std::string dump(const Both& b, size_t i) {
+    if (b.e.dtype() != DType::f32 || i >= b.e.numel()) return "";
+    const std::vector<float> x = e->download<float>(b.e), y = g->download<float>(b.g);
+    char s[160];
+    std::snprintf(s, sizeof s, " (emu %a 0x%08x, gpu %a 0x%08x)", double(x[i]), std::bit_cast<uint32_t>(x[i]),
+                  double(y[i]), std::bit_cast<uint32_t>(y[i]));
+    return s;
+  }
+};
+
+template <class F>
+std::string thrown(F&& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& x) {
+    return x.what();
+  }
+  return "(nothing thrown)";
+}
+
+uint64_t bits(double d) { return std::bit_cast<uint64_t>(d); }
+
+/// Seeded values with the special cases mixed in (rate 1/16).
+std::vector<float> values(std::mt19937& rng, size_t n, float scale, bool specials, bool bf16 = false) {
+  std::normal_distribution<float> nd(0.0f, scale);
+  std::uniform_int_distribution<int> pick(0, 15), kind(0, 7);
+  std::vector<float> v(n);
+  for (float& x : v) {
+    x = nd(rng);
+    if (specials && pick(rng) == 0) {
+      switch (kind(rng)) {
+        case 0: x = 0.0f; break;
+        case 1: x = -0.0f; break;
+        case 2: x = std::numeric_limits<float>::denorm_min() * 37; break;
+        case 3: x = -1e-39f; break;
+        case 4: x = 88.5f; break;
+        case 5: x = -100.0f; break;
+        case 6: x = std::round(x); break;  // ties
+        default: x = 1e30f; break;
+      }
+    }
+    if (bf16) x = round_bf16(x);
+  }
+  return v;
+}
+
+/// Router probabilities with ties (quantized logits) and, optionally, NaN / -inf entries.
+std::vector<float> router_logits(std::mt19937& rng, size_t T, size_t E, bool nan) {
+  std::uniform_int_distribution<int> q(-8, 8), pick(0, 31);
+  std::vector<float> v(T * E);
+  for (float& x : v) {
+    x = float(q(rng)) * 0.25f;
+    if (nan && pick(rng) == 0) x = std::numeric_limits<float>::quiet_NaN();
+    else if (nan && pick(rng) == 0) x = -INFINITY;
+  }
+  return v;
+}
+
+/// A top [T, k] of distinct experts per row.
+std::vector<int32_t> random_top(std::mt19937& rng, size_t T, size_t E, size_t k) {
+  std::vector<int32_t> top(T * k);
+  std::vector<int32_t> perm(E);
+  for (size_t t = 0; t < T; ++t) {
+    for (size_t e = 0; e < E; ++e) perm[e] = int32_t(e);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    for (size_t s = 0; s < k; ++s) top[t * k + s] = perm[s];
+  }
+  return top;
+}
+
+// ---------------------------------------------------------------- router
+
+TEST(GpuOps, SoftmaxAndTopk) {
+  REQUIRE_GPU();
+  Backends b;
+  std::mt19937 rng(11);
+  for (size_t T : {1u, 37u, 300u})
+    for (size_t E : {1u, 8u, 64u, 257u})
+      for (bool nan : {false, true}) {
+        const std::string what = "T " + std::to_string(T) + " E " + std::to_string(E) + (nan ? " nan" : "");
+        const Both l = b.f32({T, E}, router_logits(rng, T, E, nan));
+        Both p = b.out(DType::f32, {T, E});
+        b.e->softmax_rows(l.e, p.e);
+        b.g->softmax_rows(l.g, p.g);
+        b.same(p, "softmax_rows " + what);
+        // top-k on the same probabilities, NaNs and ties included
+        const Both pin = b.f32({T, E}, b.e->download<float>(p.e));
+        const Both praw = b.f32({T, E}, router_logits(rng, T, E, nan));
+        for (int k : {1, 2, 8})
+          if (size_t(k) <= E)
+            for (const Both* src : {&pin, &praw}) {
+              Both top = b.out(DType::i32, {T, size_t(k)});
+              b.e->topk_rows(src->e, k, top.e);
+              b.g->topk_rows(src->g, k, top.g);
+              b.same(top, "topk_rows k " + std::to_string(k) + " " + what);
+            }
+      }
+  const Both l = b.f32({2, 3}, std::vector<float>(6, 0.0f));
+  Both bad = b.out(DType::f32, {3, 2});
+  EXPECT_EQ(thrown([&] { b.e->softmax_rows(l.e, bad.e); }), thrown([&] { b.g->softmax_rows(l.g, bad.g); }));
+  Both top = b.out(DType::i32, {2, 4});
+  EXPECT_EQ(thrown([&] { b.e->topk_rows(l.e, 4, top.e); }), thrown([&] { b.g->topk_rows(l.g, 4, top.g); }));
+}
+
+// ---------------------------------------------------------------- dispatch
+
+TEST(GpuOps, MoeRoutePermuteCombineAndBackward) {
+  REQUIRE_GPU();
+  Backends b;
+  std::mt19937 rng(12);
+  struct Case {
+    size_t T, E, k, d;
+    int64_t pad;
+  };
+  for (const Case c : {Case{1, 1, 1, 1, 16}, Case{5, 4, 2, 3, 16}, Case{64, 8, 2, 40, 16}, Case{300, 16, 4, 17, 16},
+                       Case{4096, 64, 8, 8, 16}, Case{2000, 300, 2, 5, 1}, Case{33, 7, 7, 64, 4}}) {
+    const std::string what = "T " + std::to_string(c.T) + " E " + std::to_string(c.E) + " k " + std::to_string(c.k) +
+                             " d " + std::to_string(c.d);
+    const Both top = b.up(DType::i32, {c.T, c.k}, random_top(rng, c.T, c.E, c.k));
+    Both counts = b.out(DType::i64, {c.E}), row_of = b.out(DType::i64, {c.T * c.k});
+    b.e->moe_route(top.e, c.E, c.pad, counts.e, row_of.e);
+    b.g->moe_route(top.g, c.E, c.pad, counts.g, row_of.g);
+    b.same(counts, "moe_route counts " + what);
+    b.same(row_of, "moe_route row_of " + what);
+    size_t M = 0;
+    for (int64_t n : b.e->download<int64_t>(counts.e)) M += size_t((n + c.pad - 1) / c.pad * c.pad);
+    M += 3;  // rows no assignment uses stay zero
+
+    const Both h0 = b.f32({c.T, c.d}, values(rng, c.T * c.d, 1.0f, true, true));
+    Both xp = b.out(DType::f32, {M, c.d});
+    b.e->permute_rows(h0.e, row_of.e, c.k, xp.e);
+    b.g->permute_rows(h0.g, row_of.g, c.k, xp.g);
+    b.same(xp, "permute_rows " + what);
+
+    const Both p = b.f32({c.T, c.E}, values(rng, c.T * c.E, 0.3f, false));
+    const Both yp = b.f32({M, c.d}, values(rng, M * c.d, 2.0f, true, true));
+    Both h1 = b.out(DType::f32, {c.T, c.d});
+    b.e->unpermute_combine(yp.e, h0.e, p.e, top.e, row_of.e, c.k, h1.e);
+    b.g->unpermute_combine(yp.g, h0.g, p.g, top.g, row_of.g, c.k, h1.g);
+    b.same(h1, "unpermute_combine " + what);
+
+    const Both dh1 = b.f32({c.T, c.d}, values(rng, c.T * c.d, 1e-3f, true, true));
+    Both dyp = b.out(DType::f32, {M, c.d}), dgate = b.out(DType::f32, {c.T * c.k});
+    b.e->combine_backward(dh1.e, yp.e, p.e, top.e, row_of.e, c.k, dyp.e, dgate.e);
+    b.g->combine_backward(dh1.g, yp.g, p.g, top.g, row_of.g, c.k, dyp.g, dgate.g);
+    b.same(dyp, "combine_backward dyp " + what);
+    b.same(dgate, "combine_backward dgate " + what);
+
+    Both f = b.out(DType::f32, {c.E});
+    for (float coeff : {0.01f, 1.0f}) {
+      const double ae = b.e->aux_loss(p.e, counts.e, c.k, coeff, f.e);
+      const double ag = b.g->aux_loss(p.g, counts.g, c.k, coeff, f.g);
+      EXPECT_EQ(bits(ae), bits(ag)) << "aux_loss " << what << ": emu " << ae << ", gpu " << ag;
+      b.same(f, "aux_loss f " + what);
+    }
+
+    const Both dg = b.f32({c.T * c.k}, values(rng, c.T * c.k, 0.1f, true));
+    Both dl = b.out(DType::f32, {c.T, c.E});
+    b.e->router_backward(p.e, top.e, dg.e, f.e, 0.02f, c.k, dl.e);
+    b.g->router_backward(p.g, top.g, dg.g, f.g, 0.02f, c.k, dl.g);
+    b.same(dl, "router_backward " + what);
+
+    const Both dh0r = b.f32({c.T, c.d}, values(rng, c.T * c.d, 1e-2f, true, true));
+    const Both dxp = b.f32({M, c.d}, values(rng, M * c.d, 1e-2f, true, true));
+    Both dh0 = b.out(DType::f32, {c.T, c.d});
+    b.e->embed_grad_sum(dh1.e, dh0r.e, dxp.e, row_of.e, c.k, dh0.e);
+    b.g->embed_grad_sum(dh1.g, dh0r.g, dxp.g, row_of.g, c.k, dh0.g);
+    b.same(dh0, "embed_grad_sum " + what);
+  }
+}
+
+TEST(GpuOps, DispatchErrors) {
+  REQUIRE_GPU();
+  Backends b;
+  // moe_route: the first entry outside [0, E) is named (here the second bad one is larger)
+  for (const std::vector<int32_t>& v : {std::vector<int32_t>{0, 1, 7, 2, -1, 9}, std::vector<int32_t>{-3, 0, 0, 0},
+                                        std::vector<int32_t>(5000, 2)}) {
+    std::vector<int32_t> t = v;
+    if (t.size() == 5000) t[4321] = 4;
+    const Both top = b.up(DType::i32, {t.size()}, t);
+    Both counts = b.out(DType::i64, {4}), row_of = b.out(DType::i64, {t.size()});
+    const std::string me = thrown([&] { b.e->moe_route(top.e, 4, 16, counts.e, row_of.e); });
+    EXPECT_EQ(me, thrown([&] { b.g->moe_route(top.g, 4, 16, counts.g, row_of.g); }));
+    EXPECT_NE(me.find("moe_route: expert index"), std::string::npos) << me;
+  }
+  // permute_rows: an entry outside dst; a row_of that does not fit k
+  const Both src = b.f32({2, 3}, std::vector<float>(6, 1.0f));
+  const Both r = b.up(DType::i64, {4}, std::vector<int64_t>{0, 1, 2, 16});
+  Both dst = b.out(DType::f32, {16, 3});
+  EXPECT_EQ(thrown([&] { b.e->permute_rows(src.e, r.e, 2, dst.e); }),
+            thrown([&] { b.g->permute_rows(src.g, r.g, 2, dst.g); }));
+  EXPECT_EQ(thrown([&] { b.e->permute_rows(src.e, r.e, 3, dst.e); }),
+            thrown([&] { b.g->permute_rows(src.g, r.g, 3, dst.g); }));
+  // empty routing
+  const Both none = b.up(DType::i32, {0}, std::vector<int32_t>{});
+  Both counts = b.out(DType::i64, {5}), row_of = b.out(DType::i64, {0});
+  b.e->moe_route(none.e, 5, 16, counts.e, row_of.e);
+  b.g->moe_route(none.g, 5, 16, counts.g, row_of.g);
+  b.same(counts, "moe_route of nothing");
+}
+
+// ---------------------------------------------------------------- activations
+
+TEST(GpuOps, ActivationAndGradient) {
+  REQUIRE_GPU();
+  Backends b;
+  std::mt19937 rng(13);
+  for (size_t n : {1u, 1000u, 100003u}) {
+    std::vector<float> u = values(rng, n, 4.0f, true, true);
+    if (n > 8) {
+      u[0] = INFINITY, u[1] = -INFINITY, u[2] = std::numeric_limits<float>::quiet_NaN(), u[3] = -0.0f;
+      u[4] = 1e-45f, u[5] = -20.0f, u[6] = 20.0f, u[7] = 3.4e38f;
+    }
+    const Both ub = b.f32({n}, u), da = b.f32({n}, values(rng, n, 1e-3f, true, true));
+    for (Activation k : {Activation::Relu, Activation::Gelu, Activation::Silu}) {
+      Both a = b.out(DType::f32, {n}), du = b.out(DType::f32, {n});
+      b.e->activation(k, ub.e, a.e);
+      b.g->activation(k, ub.g, a.g);
+      b.same(a, std::string("activation ") + name_of(k) + " n " + std::to_string(n));
+      b.e->activation_grad(k, ub.e, da.e, du.e);
+      b.g->activation_grad(k, ub.g, da.g, du.g);
+      b.same(du, std::string("activation_grad ") + name_of(k) + " n " + std::to_string(n));
+    }
+  }
+}
+
+// ---------------------------------------------------------------- loss, metrics, norms
+
+void loss_and_metrics(size_t T, size_t C, uint32_t seed) {
+  Backends b;
+  std::mt19937 rng(seed);
+  const std::string what = "T " + std::to_string(T) + " C " + std::to_string(C);
+  std::vector<float> l = values(rng, T * C, 3.0f, false);
+  std::uniform_int_distribution<int> q(-2, 2), pick(0, 63);
+  for (size_t i = 0; i < l.size(); i += 3) l[i] = float(q(rng));  // ties for the argmax
+  std::vector<uint8_t> y(T);
+  std::uniform_int_distribution<int> cls(0, int(C) - 1);
+  for (uint8_t& v : y) v = uint8_t(cls(rng));
+  const Both lb = b.f32({T, C}, l), yb = b.up(DType::u8, {T}, y);
+  Both dl = b.out(DType::f32, {T, C});
+  const double se = b.e->cross_entropy(lb.e, yb.e, 1.0f / float(T), dl.e);
+  const double sg = b.g->cross_entropy(lb.g, yb.g, 1.0f / float(T), dl.g);
+  EXPECT_EQ(bits(se), bits(sg)) << "cross_entropy " << what << ": emu " << se << ", gpu " << sg;
+  b.same(dl, "cross_entropy dlogits " + what);
+  // NaN rows for the argmax
+  for (size_t i = 0; i < l.size(); ++i)
+    if (pick(rng) == 0) l[i] = std::numeric_limits<float>::quiet_NaN();
+  const Both ln = b.f32({T, C}, l);
+  Both pred = b.out(DType::i32, {T});
+  b.e->argmax_rows(ln.e, pred.e);
+  b.g->argmax_rows(ln.g, pred.g);
+  b.same(pred, "argmax_rows " + what);
+  EXPECT_EQ(b.e->count_correct(ln.e, yb.e), b.g->count_correct(ln.g, yb.g)) << "count_correct " << what;
+  EXPECT_EQ(b.e->count_correct(lb.e, yb.e), b.g->count_correct(lb.g, yb.g)) << "count_correct " << what;
+}
+
+double l2_case(Backends& b, const std::vector<float>& x, const std::string& what) {
+  const Both xb = b.f32({x.size()}, x);
+  const double ne = b.e->l2_norm(xb.e), ng = b.g->l2_norm(xb.g);
+  EXPECT_EQ(bits(ne), bits(ng)) << "l2_norm " << what << ": emu " << ne << ", gpu " << ng;
+  return ng;
+}
+
+TEST(GpuOps, LossMetricsNormSmall) {
+  REQUIRE_GPU();
+  for (size_t T : {1u, 7u, 256u}) loss_and_metrics(T, 10, 14 + uint32_t(T));
+  loss_and_metrics(100, 1, 15);
+  Backends b;
+  std::mt19937 rng(16);
+  for (size_t n : {0u, 1u, 100u, 256u}) l2_case(b, values(rng, n, 1.0f, true), "n " + std::to_string(n));
+  // a bad label: the emulator's message
+  const Both l = b.f32({3, 4}, std::vector<float>(12, 0.0f)), y = b.up(DType::u8, {3}, std::vector<uint8_t>{1, 4, 9});
+  Both dl = b.out(DType::f32, {3, 4});
+  const std::string m = thrown([&] { b.e->cross_entropy(l.e, y.e, 1.0f, dl.e); });
+  EXPECT_EQ(m, thrown([&] { b.g->cross_entropy(l.g, y.g, 1.0f, dl.g); }));
+  EXPECT_NE(m.find("label 4"), std::string::npos) << m;
+}
+
+TEST(GpuOpsTree, LossMetricsNormLarge) {
+  REQUIRE_GPU();
+  for (size_t T : {257u, 1000u, 70000u}) loss_and_metrics(T, 10, 17 + uint32_t(T));
+  Backends b;
+  std::mt19937 rng(18);
+  for (size_t n : {257u, 65536u, 65537u, 3000001u}) l2_case(b, values(rng, n, 1.0f, true), "n " + std::to_string(n));
+}
+
+// ---------------------------------------------------------------- optimizer
+
+TEST(GpuOps, AdamW) {
+  REQUIRE_GPU();
+  Backends b;
+  std::mt19937 rng(19);
+  const size_t n = 50001;
+  Both w = b.f32({n}, values(rng, n, 0.05f, true)), m = b.f32({n}, values(rng, n, 1e-3f, true));
+  std::vector<float> v0 = values(rng, n, 1e-6f, true);
+  for (float& x : v0) x = std::fabs(x);
+  Both v = b.f32({n}, v0);
+  Both model = b.out(DType::f32, {n});
+  for (int64_t t : {1, 2, 10, 1000}) {
+    const Both g = b.f32({n}, values(rng, n, 1e-2f, true));
+    const Backend::AdamW h{3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, t};
+    b.e->adamw(w.e, m.e, v.e, g.e, h, model.e);
+    b.g->adamw(w.g, m.g, v.g, g.g, h, model.g);
+    const std::string what = "step " + std::to_string(t);
+    b.same(w, "adamw master " + what);
+    b.same(m, "adamw m " + what);
+    b.same(v, "adamw v " + what);
+    b.same(model, "adamw model " + what);
+  }
+}
+
+// ---------------------------------------------------------------- de-oscillation, oscillation metrics
+
+/// A master weight that moves a little and a "quantized" value on a coarse grid, so q oscillates.
+struct Walk {
+  std::vector<float> w, q;
+  void step(std::mt19937& rng, float grid) {
+    std::normal_distribution<float> nd(0.0f, grid * 0.3f);
+    for (size_t i = 0; i < w.size(); ++i) {
+      w[i] = w[i] + nd(rng);
+      q[i] = std::round(w[i] / grid) * grid;
+    }
+  }
+};
+
+void deosc_case(size_t n, uint32_t seed) {
+  Backends b;
+  std::mt19937 rng(seed);
+  Walk wk{values(rng, n, 0.1f, false), std::vector<float>(n)};
+  wk.step(rng, 1.0f / 64);
+  Both w = b.f32({n}, wk.w), prev = b.f32({n}, wk.w), prev_q = b.f32({n}, wk.q);
+  Both dw = b.f32({n}, std::vector<float>(n, 0.0f)), dq = b.f32({n}, std::vector<float>(n, 0.0f));
+  for (int s = 0; s < 12; ++s) {
+    std::vector<float> cur = b.e->download<float>(w.e);
+    wk.w = cur;
+    wk.step(rng, 1.0f / 64);
+    const Both wn = b.f32({n}, wk.w), q = b.f32({n}, wk.q);
+    b.e->copy(wn.e, w.e);
+    b.g->copy(wn.g, w.g);
+    const bool end = s % 4 == 3;
+    const int64_t ce = b.e->deosc_update(w.e, q.e, prev.e, prev_q.e, dw.e, dq.e, end, 0.5f);
+    const int64_t cg = b.g->deosc_update(w.g, q.g, prev.g, prev_q.g, dw.g, dq.g, end, 0.5f);
+    const std::string what = "n " + std::to_string(n) + " step " + std::to_string(s);
+    EXPECT_EQ(ce, cg) << "deosc_update count " << what;
+    b.same(w, "deosc_update w " + what);
+    b.same(prev, "deosc_update prev " + what);
+    b.same(prev_q, "deosc_update prev_q " + what);
+    b.same(dw, "deosc_update dist_w " + what);
+    b.same(dq, "deosc_update dist_q " + what);
+  }
+}
+
+void osc_case(size_t n, uint32_t seed) {
+  Backends b;
+  std::mt19937 rng(seed);
+  Walk wk{values(rng, n, 0.1f, false), std::vector<float>(n)};
+  wk.step(rng, 1.0f / 32);
+  const Shape s{1, 2, n / 2};  // n even
+  const std::vector<float> zero(n, 0.0f);
+  Both prev_w = b.f32(s, wk.w), prev_q = b.f32(s, wk.q), dist_w = b.f32(s, zero), dist_q = b.f32(s, zero),
+       ema = b.f32(s, zero);
+  Both last_dir = b.up(DType::u8, s, std::vector<uint8_t>(n, 0)), flips = b.up(DType::u32, s, std::vector<uint32_t>(n, 0));
+  Backend::OscState se{prev_w.e, prev_q.e, dist_w.e, dist_q.e, ema.e, last_dir.e, flips.e};
+  Backend::OscState sg{prev_w.g, prev_q.g, dist_w.g, dist_q.g, ema.g, last_dir.g, flips.g};
+  for (int st = 0; st < 10; ++st) {
+    wk.step(rng, 1.0f / 32);
+    const Both w = b.f32(s, wk.w), q = b.f32(s, wk.q);
+    const bool end = st % 3 == 2;
+    const Backend::OscStep re = b.e->osc_update(w.e, q.e, se, 0.1f, end);
+    const Backend::OscStep rg = b.g->osc_update(w.g, q.g, sg, 0.1f, end);
+    const std::string what = "n " + std::to_string(n) + " step " + std::to_string(st);
+    EXPECT_EQ(re.flips, rg.flips) << "osc_update flips " << what;
+    EXPECT_EQ(re.flips_total, rg.flips_total) << "osc_update flips_total " << what;
+    EXPECT_EQ(bits(re.ema_mean), bits(rg.ema_mean)) << "osc_update ema_mean " << what;
+    EXPECT_EQ(bits(re.ema_frac_above), bits(rg.ema_frac_above)) << "osc_update ema_frac_above " << what;
+    EXPECT_EQ(bits(re.dist_ratio_mean), bits(rg.dist_ratio_mean)) << "osc_update dist_ratio_mean " << what;
+    for (auto [t, name] : std::initializer_list<std::pair<Both*, const char*>>{
+             {&prev_w, "prev_w"}, {&prev_q, "prev_q"}, {&dist_w, "dist_w"}, {&dist_q, "dist_q"}, {&ema, "ema"},
+             {&last_dir, "last_dir"}, {&flips, "flips"}})
+      b.same(*t, std::string("osc_update ") + name + " " + what);
+  }
+}
+
+TEST(GpuOps, DeOscAndOscSmall) {
+  REQUIRE_GPU();
+  for (size_t n : {2u, 64u, 256u}) {
+    deosc_case(n, 20 + uint32_t(n));
+    osc_case(n, 21 + uint32_t(n));
+  }
+}
+
+TEST(GpuOpsTree, DeOscAndOscLarge) {
+  REQUIRE_GPU();
+  for (size_t n : {258u, 100000u}) {
+    deosc_case(n, 22 + uint32_t(n));
+    osc_case(n, 23 + uint32_t(n));
+  }
+}
+
+#endif  // MXSIM_HAVE_GPU
+}  // namespace
