@@ -27,6 +27,7 @@ int cmd_train(const Args& args) {
   std::string config, trace, resume, ckpt, backend = "auto";
   std::vector<std::string> sets;
   int threads = 0;
+  int64_t stop_after = 0;
   bool print_config = false, json = false;
   d.add_options()("help,h", "this help")
       ("config", po::value(&config), "TOML config (default: the embedded examples/default.toml)")
@@ -36,6 +37,9 @@ int cmd_train(const Args& args) {
       ("resume", po::value(&resume), "resume from this checkpoint")
       ("checkpoint", po::value(&ckpt), "write a checkpoint here (at the end / every trace.checkpoint_every)")
       ("threads", po::value(&threads)->default_value(0), "worker threads (0 = all cores)")
+      ("stop-after", po::value(&stop_after)->default_value(0),
+       "stop once this many optimizer steps are done (global, 1-based; 0 = run the whole schedule); with "
+       "--checkpoint the checkpoint is written there, so --resume continues the same run")
       ("print-config", po::bool_switch(&print_config), "print the resolved config and exit")
       ("json", po::bool_switch(&json), "print the summary as one JSON object on stdout (progress goes to stderr)");
   po::variables_map vm;
@@ -134,6 +138,11 @@ int cmd_train(const Args& args) {
   opt.resume_path = resume;
   opt.checkpoint_path = ckpt;
   opt.threads = threads;
+  if (stop_after < 0) {
+    std::fprintf(stderr, "mxsim train: --stop-after %lld: must be >= 0\n", static_cast<long long>(stop_after));
+    return 2;
+  }
+  opt.stop_after = stop_after;
   std::fprintf(log, "mxsim train: backend %s (%s%s%s), %d threads, recipes", be->name().c_str(), be->device().c_str(),
                chosen_because.empty() ? "" : "; ", chosen_because.c_str(), threads);
   for (sim::Layer l : sim::kLayers) std::fprintf(log, " %s=%s", sim::name_of(l), cfg.recipe.of(l).c_str());

@@ -67,7 +67,7 @@ train() {
 compare() {  # compare NAME: emu vs hip traces of one run
   "$mx" compare "$work/$1.emu.h5" "$work/$1.hip.h5" >"$work/$1.compare.txt" 2>&1
   local r=$?
-  echo "| $1 | $(grep -m1 -E 'identical|differ' "$work/$1.compare.txt" | cut -c1-150) | $r |" >>"$summary"
+  echo "| $1 | $(grep -m1 -E '^compared ' "$work/$1.compare.txt" | cut -c1-150) | $r |" >>"$summary"
   return $r
 }
 
@@ -92,22 +92,24 @@ if has runs; then
   for n in "${names[@]}"; do train "$n" emu --threads 2 ${args[$n]} & done
   for n in "${names[@]}"; do train "$n" hip ${args[$n]}; done
   wait
-  # Checkpoints across backends: half a run on one, the rest on the other.
+  # Checkpoints across backends: the first half of a run on one backend
+  # (--stop-after writes the checkpoint there), the rest on the other.
   C="--set run.max_steps=$RECIPE_STEPS --set recipe.fc2=fp8_delayed --set deosc.start_step=10 --set deosc.period=10"
   half=$((RECIPE_STEPS / 2))
   train ck_full emu --threads 8 "$C" &
-  train ck_half hip "--set run.max_steps=$half --set recipe.fc2=fp8_delayed --set deosc.start_step=10 --set deosc.period=10 --checkpoint $work/ck_hip.h5"
-  train ck_half emu --threads 8 "--set run.max_steps=$half --set recipe.fc2=fp8_delayed --set deosc.start_step=10 --set deosc.period=10 --checkpoint $work/ck_emu.h5"
+  train ck_half hip "$C --stop-after $half --checkpoint $work/ck_hip.h5"
+  train ck_half emu --threads 8 "$C --stop-after $half --checkpoint $work/ck_emu.h5"
   wait
-  train ck_hip_then_emu emu --threads 8 "$C --resume $work/ck_hip.h5"
+  train ck_hip_then_emu emu --threads 8 "$C --resume $work/ck_hip.h5" &
   train ck_emu_then_hip hip "$C --resume $work/ck_emu.h5"
+  wait
   echo -e "\n## Whole runs: mxsim compare of --backend emu and --backend hip traces\n\n| run | mxsim compare | exit |\n|---|---|---|" >>"$summary"
   for n in "${names[@]}" ck_half; do compare "$n"; rc=$((rc | $?)); done
   for n in ck_hip_then_emu ck_emu_then_hip; do
     be=${n##*_then_}
     "$mx" compare "$work/ck_full.emu.h5" "$work/$n.$be.h5" >"$work/$n.compare.txt" 2>&1
     r=$?; rc=$((rc | r))
-    echo "| $n (resumed run vs uninterrupted emu run) | $(grep -m1 -E 'identical|differ' "$work/$n.compare.txt" | cut -c1-150) | $r |" >>"$summary"
+    echo "| $n (resumed run vs uninterrupted emu run) | $(grep -m1 -E '^compared ' "$work/$n.compare.txt" | cut -c1-150) | $r |" >>"$summary"
   done
   echo -e "\n## Wall time per run\n\n\`\`\`" >>"$summary"; sort "$work/times.txt" >>"$summary"; echo '```' >>"$summary"
   for f in "$work"/*.log "$work"/*.compare.txt; do echo "==== $f"; tail -30 "$f"; done >"$OUT/runs.txt"

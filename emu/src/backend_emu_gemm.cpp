@@ -3,6 +3,7 @@
 // (docs/numerics.md §5, bit-exact, independent of the thread count); this
 // file adds no GEMM of its own.
 #include "backend_emu_impl.hpp"
+#include "mxsim/bits.hpp"
 #include "mxsim/emu/grouped_gemm.hpp"
 
 namespace mxsim::emu {
@@ -58,7 +59,7 @@ void EmuBackend::accumulate_groups(Tensor& acc, const Tensor& x, std::span<const
     if (ms[g] == 0) continue;
     float* ag = a + g * per;
     const float* bg = b + g * per;
-    for (size_t i = 0; i < per; ++i) ag[i] = ag[i] + bg[i];
+    for (size_t i = 0; i < per; ++i) ag[i] = canonical_nan(ag[i] + bg[i]);
   }
 }
 

@@ -118,7 +118,7 @@ double EmuBackend::aux_loss(const Tensor& pt, const Tensor& countst, size_t k, f
     for (size_t e = 0; e < E; ++e) P[e] = P[e] + p(t, e);
   double aux = 0;
   for (size_t e = 0; e < E; ++e) aux += hd::aux_term(f[e], P[e], T);
-  return double(coeff) * double(E) * aux;
+  return canonical_nan(double(coeff) * double(E) * aux);
 }
 
 void EmuBackend::router_backward(const Tensor& pt, const Tensor& topt, const Tensor& dgatet, const Tensor& ft,

@@ -22,7 +22,7 @@ double EmuBackend::cross_entropy(const Tensor& logits, const Tensor& labels, flo
     if (y[t] >= C) throw std::invalid_argument("cross_entropy: label " + std::to_string(y[t]) + " outside the classes");
     sum.add(hd::cross_entropy_row(&l(t, 0), C, y[t], grad_scale, &dl(t, 0)));
   }
-  return sum.result();
+  return canonical_nan(sum.result());
 }
 
 void EmuBackend::argmax_rows(const Tensor& logits, Tensor& pred) {
@@ -43,7 +43,7 @@ int64_t EmuBackend::count_correct(const Tensor& logits, const Tensor& labels) {
 
 double EmuBackend::l2_norm(const Tensor& x) {
   const float* p = f32(x, "l2_norm", "x");
-  return std::sqrt(hd::tree_sum([p](size_t i) { return hd::sq_f64(p[i]); }, x.numel()));
+  return canonical_nan(std::sqrt(hd::tree_sum([p](size_t i) { return hd::sq_f64(p[i]); }, x.numel())));
 }
 
 void EmuBackend::adamw(Tensor& master, Tensor& m, Tensor& v, const Tensor& grad, const AdamW& h, Tensor& model) {
@@ -109,9 +109,9 @@ Backend::OscStep EmuBackend::osc_update(const Tensor& w, const Tensor& q, OscSta
   OscStep r;
   r.flips = fl;
   r.flips_total = tot;
-  r.ema_mean = ema_sum.result() / double(n);
+  r.ema_mean = canonical_nan(ema_sum.result() / double(n));
   r.ema_frac_above = double(above) / double(n);
-  r.dist_ratio_mean = moved ? ratio_sum.result() / double(moved) : 0.0;
+  r.dist_ratio_mean = moved ? canonical_nan(ratio_sum.result() / double(moved)) : 0.0;
   return r;
 }
 

@@ -102,7 +102,6 @@ QuantizedTensor quantize(const Tensor2f& x, const QuantSpec& spec, Axis axis) {
 Tensor3f dequantize3(const QuantizedTensor& q) {
   Tensor3f out = Tensor3f::from_shape({q.groups, q.rows, q.cols});
   const FormatSpec ef = spec_of(q.spec.elem);
-  const FormatSpec e4m3 = spec_of(Format::E4M3);
   const size_t br = q.block_rows(), bc = q.block_cols();
   // Element values from a code table (formats of at most 8 bits): the same
   // decode() values, computed once instead of per element.
@@ -116,17 +115,10 @@ Tensor3f dequantize3(const QuantizedTensor& q) {
         const size_t bi = r / br, bj = c / bc;
         const uint32_t code = q.code(g, r, c);
         const float e = use_lut ? lut[code & 0xFFu] : decode(ef, code);
-        float v;
-        switch (q.spec.scale_kind) {
-          case ScaleKind::E8M0: {
-            const uint8_t byte = q.scale_bytes(g, bi, bj);
-            v = byte == kE8M0Nan ? NAN : e * pow2f(int(byte) - 127);  // exact (numerics.md §2.4)
-            break;
-          }
-          case ScaleKind::FP32: v = e * q.scale_inv(g, bi, bj); break;
-          case ScaleKind::UE4M3: v = (e * decode(e4m3, q.scale_bytes(g, bi, bj))) * q.tensor_scale_inv; break;
-          default: v = NAN;
-        }
+        const float v = hd::dequant_value(q.spec.scale_kind, e,
+                                          q.spec.scale_kind == ScaleKind::FP32 ? 0 : q.scale_bytes(g, bi, bj),
+                                          q.spec.scale_kind == ScaleKind::FP32 ? q.scale_inv(g, bi, bj) : 0.0f,
+                                          q.tensor_scale_inv);
         if (q.transposed) out(g, c, r) = v; else out(g, r, c) = v;
       }
     }

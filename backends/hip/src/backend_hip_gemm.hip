@@ -3,6 +3,7 @@
 // no GEMM arithmetic of its own: it turns handles into GemmOperands.
 #include "backend_hip_impl.hpp"
 
+#include "mxsim/bits.hpp"
 #include "mxsim/hip/gemm.hpp"
 
 namespace mxsim::hip {
@@ -37,7 +38,7 @@ struct Bf16Operand {
 
 __global__ void accumulate_group_kernel(float* __restrict__ acc, const float* __restrict__ x, size_t n) {
   for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
-    acc[i] = acc[i] + x[i];
+    acc[i] = canonical_nan(acc[i] + x[i]);  // numerics.md §1 rule 6
 }
 
 }  // namespace

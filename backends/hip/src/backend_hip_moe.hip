@@ -324,7 +324,7 @@ double HipBackend::aux_loss(const Tensor& pt, const Tensor& countst, size_t k, f
     MXSIM_HIP_CHECK_LAUNCH("aux_loss_kernel");
     fetch(&aux, out.get(), sizeof aux);
   }
-  return double(coeff) * double(E) * aux;
+  return canonical_nan(double(coeff) * double(E) * aux);
 }
 
 void HipBackend::router_backward(const Tensor& pt, const Tensor& topt, const Tensor& dgatet, const Tensor& ft,

@@ -168,7 +168,7 @@ double HipBackend::cross_entropy(const Tensor& logits, const Tensor& labels, flo
     fetch(&bad, y + size_t(r[1]), 1);
     throw std::invalid_argument("cross_entropy: label " + std::to_string(bad) + " outside the classes");
   }
-  return r[0];
+  return canonical_nan(r[0]);
 }
 
 void HipBackend::argmax_rows(const Tensor& logits, Tensor& pred) {
@@ -197,7 +197,7 @@ int64_t HipBackend::count_correct(const Tensor& logits, const Tensor& labels) {
 double HipBackend::l2_norm(const Tensor& x) {
   const float* p = f32(x, "l2_norm", "x");
   const auto r = detail::tree_reduce<1>(*this, SumSqFold{p}, x.numel());
-  return std::sqrt(r[0]);
+  return canonical_nan(std::sqrt(r[0]));
 }
 
 void HipBackend::adamw(Tensor& master, Tensor& m, Tensor& v, const Tensor& grad, const AdamW& h, Tensor& model) {
@@ -266,9 +266,9 @@ Backend::OscStep HipBackend::osc_update(const Tensor& w, const Tensor& q, OscSta
   OscStep r;
   r.flips = fl;
   r.flips_total = tot;
-  r.ema_mean = ema_sum / double(n);
+  r.ema_mean = canonical_nan(ema_sum / double(n));
   r.ema_frac_above = double(above) / double(n);
-  r.dist_ratio_mean = moved ? ratio_sum / double(moved) : 0.0;
+  r.dist_ratio_mean = moved ? canonical_nan(ratio_sum / double(moved)) : 0.0;
   return r;
 }
 

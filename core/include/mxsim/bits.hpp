@@ -24,6 +24,31 @@ MXSIM_HD inline float f32_from_bits(uint32_t b) {
 #endif
 }
 
+/// Bit pattern of an FP64 value and back (no conversion).
+MXSIM_HD inline uint64_t f64_bits(double x) {
+#if defined(MXSIM_DEVICE_CODE) && defined(__CUDA_ARCH__)
+  return uint64_t(__double_as_longlong(x));
+#else
+  return __builtin_bit_cast(uint64_t, x);
+#endif
+}
+MXSIM_HD inline double f64_from_bits(uint64_t b) {
+#if defined(MXSIM_DEVICE_CODE) && defined(__CUDA_ARCH__)
+  return __longlong_as_double(static_cast<long long>(b));
+#else
+  return __builtin_bit_cast(double, b);
+#endif
+}
+
+/// x, or the canonical quiet NaN (FP32 0x7FC00000, FP64 0x7FF8000000000000)
+/// when x is any NaN. The bits of a NaN that an IEEE operation produces are
+/// the hardware's choice (x86 SSE: 0xFFC00000 for an invalid operation, else
+/// the first NaN operand's payload, quieted; NVIDIA GPUs: 0x7FFFFFFF), so
+/// every value a training-step op computes is stored through this and the CPU
+/// and a GPU agree bit for bit on NaNs too (docs/numerics.md §1, rule 6).
+MXSIM_HD inline float canonical_nan(float x) { return x != x ? f32_from_bits(0x7FC00000u) : x; }
+MXSIM_HD inline double canonical_nan(double x) { return x != x ? f64_from_bits(0x7FF8000000000000ull) : x; }
+
 /// Exact 2^e as FP32: normal for -126 <= e <= 127, subnormal down to 2^-149,
 /// +0 below that, +Inf above 127. Built from bits, never by shifting a biased
 /// exponent into the field alone (which would turn 2^-127 into 0; see

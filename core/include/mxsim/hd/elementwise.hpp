@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "mxsim/activation.hpp"
+#include "mxsim/bits.hpp"
 #include "mxsim/hd.hpp"
 #include "mxsim/hd/libm.hpp"
 #include "mxsim/rounding.hpp"
@@ -43,7 +44,7 @@ MXSIM_HD inline void softmax_row(const float* l, float* p, size_t n) {
     p[j] = exp_f32(l[j] - mx);
     s = s + p[j];
   }
-  for (size_t j = 0; j < n; ++j) p[j] = p[j] / s;
+  for (size_t j = 0; j < n; ++j) p[j] = canonical_nan(p[j] / s);
 }
 
 /// "a ranks above b" for top-k: larger probability first; NaN below every
@@ -92,8 +93,8 @@ MXSIM_HD inline float cross_entropy_row(const float* l, size_t C, size_t label, 
   float s = 0;
   for (size_t j = 0; j < C; ++j) s = s + exp_f32(l[j] - mx);
   const float loss = log_f32(s) + mx - l[label];
-  for (size_t j = 0; j < C; ++j) dl[j] = (dl[j] - (j == label ? 1.0f : 0.0f)) * grad_scale;
-  return loss;
+  for (size_t j = 0; j < C; ++j) dl[j] = canonical_nan((dl[j] - (j == label ? 1.0f : 0.0f)) * grad_scale);
+  return canonical_nan(loss);
 }
 
 /// Predicted class of one row: the first index of the maximum (a later equal
@@ -132,9 +133,11 @@ MXSIM_HD inline float act_grad(Activation a, float x) {
   return s * (1.0f + x * (1.0f - s));
 }
 /// Forward output bf16(act(u)).
-MXSIM_HD inline float activation(Activation a, float u) { return round_bf16(act(a, u)); }
+MXSIM_HD inline float activation(Activation a, float u) { return canonical_nan(round_bf16(act(a, u))); }
 /// Backward output bf16(da * act'(u)).
-MXSIM_HD inline float activation_grad(Activation a, float u, float da) { return round_bf16(da * act_grad(a, u)); }
+MXSIM_HD inline float activation_grad(Activation a, float u, float da) {
+  return canonical_nan(round_bf16(da * act_grad(a, u)));
+}
 
 // ---------------------------------------------------------------- MoE combine
 
@@ -144,7 +147,7 @@ MXSIM_HD inline float activation_grad(Activation a, float u, float da) { return 
 MXSIM_HD inline float combine(float h0, const float* gate, const float* const* yp_rows, size_t k, size_t j) {
   float m = 0;
   for (size_t s = 0; s < k; ++s) m = m + gate[s] * yp_rows[s][j];
-  return round_bf16(h0 + round_bf16(m));
+  return canonical_nan(round_bf16(h0 + round_bf16(m)));
 }
 /// Backward of the combine for token t, slot s: dyp[row, j] = bf16(gate * dh1[t, j])
 /// for j < d; returns dgate = sum_j dh1[t, j] * yp[row, j] (FP32, j ascending).
@@ -152,10 +155,10 @@ MXSIM_HD inline float combine_backward_slot(const float* dh1, const float* yp_ro
                                             float* dyp_row) {
   float dg = 0;
   for (size_t j = 0; j < d; ++j) {
-    dyp_row[j] = round_bf16(gate * dh1[j]);
+    dyp_row[j] = canonical_nan(round_bf16(gate * dh1[j]));
     dg = dg + dh1[j] * yp_row[j];
   }
-  return dg;
+  return canonical_nan(dg);
 }
 /// Router softmax backward of token t with the auxiliary loss: dp_e = aux_g *
 /// f_e, then dp[top_s] += dgate_s (s ascending); dot = sum_e p_e dp_e;
@@ -166,13 +169,13 @@ MXSIM_HD inline void router_backward_row(const float* p, const int* top, const f
   for (size_t s = 0; s < k; ++s) dp[size_t(top[s])] = dp[size_t(top[s])] + dgate[s];
   float dot = 0;
   for (size_t e = 0; e < E; ++e) dot = dot + p[e] * dp[e];
-  for (size_t e = 0; e < E; ++e) dl[e] = round_bf16(p[e] * (dp[e] - dot));
+  for (size_t e = 0; e < E; ++e) dl[e] = canonical_nan(round_bf16(p[e] * (dp[e] - dot)));
 }
 /// dh0[t, j] = bf16(dh1 + dh0_router + sum over slots s ascending of dxp[row_s, j]).
 MXSIM_HD inline float embed_grad(float dh1, float dh0_router, const float* const* dxp_rows, size_t k, size_t j) {
   float v = dh1 + dh0_router;
   for (size_t s = 0; s < k; ++s) v = v + dxp_rows[s][j];
-  return round_bf16(v);
+  return canonical_nan(round_bf16(v));
 }
 
 // ---------------------------------------------------------------- optimizer
@@ -195,8 +198,10 @@ MXSIM_HD inline float adamw(float& w, float& m, float& v, float g, const AdamWCo
   m = c.beta1 * m + (1.0f - c.beta1) * g;
   v = c.beta2 * v + (1.0f - c.beta2) * g * g;
   const float denom = std::sqrt(v) / c.sbc2 + c.eps;
-  w = w - c.step * (m / denom);
-  return round_bf16(w);
+  w = canonical_nan(w - c.step * (m / denom));
+  m = canonical_nan(m);
+  v = canonical_nan(v);
+  return canonical_nan(round_bf16(w));
 }
 
 // ---------------------------------------------------------------- reductions
@@ -217,8 +222,8 @@ MXSIM_HD inline double sq_f64(float x) { return double(x) * double(x); }
 /// one observation: movement sums dist_w += |w - prev|, dist_q += |q - prev_q|,
 /// then prev = w, prev_q = q.
 MXSIM_HD inline void deosc_observe(float w, float q, float& prev, float& prev_q, float& dist_w, float& dist_q) {
-  dist_w = dist_w + std::fabs(w - prev);
-  dist_q = dist_q + std::fabs(q - prev_q);
+  dist_w = canonical_nan(dist_w + std::fabs(w - prev));
+  dist_q = canonical_nan(dist_q + std::fabs(q - prev_q));
   prev = w;
   prev_q = q;
 }
@@ -251,7 +256,7 @@ struct OscElem {
 /// for an element that moved, dist_w > 0).
 MXSIM_HD inline double osc_dist_ratio(float dist_q, float dist_w) {
   const double dw = double(dist_w);
-  return double(dist_q) / (dw < 1e-12 ? 1e-12 : dw);
+  return canonical_nan(double(dist_q) / (dw < 1e-12 ? 1e-12 : dw));
 }
 
 /// Direction of the quantized value's change dq = q - prev_q (its sign; 0 no
@@ -273,11 +278,11 @@ MXSIM_HD inline OscElem osc_update(float w, float q, float prev_w, float prev_q,
     }
     last_dir = dir;
   }
-  ema = momentum * ind + (1.0f - momentum) * ema;
+  ema = canonical_nan(momentum * ind + (1.0f - momentum) * ema);
   r.ema = ema;
   r.flips = flips;
-  dist_w = dist_w + std::fabs(w - prev_w);
-  dist_q = dist_q + std::fabs(dq);
+  dist_w = canonical_nan(dist_w + std::fabs(w - prev_w));
+  dist_q = canonical_nan(dist_q + std::fabs(dq));
   if (dist_w > 0) {
     r.moved = true;
     r.ratio = osc_dist_ratio(dist_q, dist_w);

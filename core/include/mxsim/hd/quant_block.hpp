@@ -207,15 +207,17 @@ MXSIM_HD constexpr QuantLayout quant_layout(const QuantSpec& s, size_t groups, s
 /// The exact value of one stored element (numerics.md §2.4, §3.3): its
 /// decoded code `e` times its block's scale: 2^(byte - 127) for E8M0 (0xFF:
 /// NaN), scale_inv for FP32 scales, UE4M3 byte value times the tensor's
-/// S_dec for NVFP4. The arguments a kind does not use are ignored.
+/// S_dec for NVFP4; a NaN is the canonical 0x7FC00000 (bits.hpp canonical_nan).
+/// The arguments a kind does not use are ignored.
 MXSIM_HD inline float dequant_value(ScaleKind kind, float e, uint8_t scale_byte, float scale_inv,
                                     float tensor_scale_inv) {
   switch (kind) {
-    case ScaleKind::E8M0: return scale_byte == kE8M0Nan ? __builtin_nanf("") : e * pow2f(int(scale_byte) - 127);
-    case ScaleKind::FP32: return e * scale_inv;
-    case ScaleKind::UE4M3: return (e * decode(spec_of(Format::E4M3), scale_byte)) * tensor_scale_inv;
+    case ScaleKind::E8M0:
+      return scale_byte == kE8M0Nan ? canonical_nan(__builtin_nanf("")) : canonical_nan(e * pow2f(int(scale_byte) - 127));
+    case ScaleKind::FP32: return canonical_nan(e * scale_inv);
+    case ScaleKind::UE4M3: return canonical_nan((e * decode(spec_of(Format::E4M3), scale_byte)) * tensor_scale_inv);
   }
-  return __builtin_nanf("");
+  return canonical_nan(__builtin_nanf(""));
 }
 
 /// Largest magnitude a block can represent (saturation in numerics.md §4.6):
