@@ -14,6 +14,7 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "mxsim/backend.hpp"
+#include "mxsim/backend_profile.hpp"
 #include "mxsim/emu/backend_emu.hpp"
 #include "mxsim/sim/config.hpp"
 #include "mxsim/sim/trainer.hpp"
@@ -28,7 +29,7 @@ int cmd_train(const Args& args) {
   std::vector<std::string> sets;
   int threads = 0;
   int64_t stop_after = 0;
-  bool print_config = false, json = false;
+  bool print_config = false, json = false, profile = false;
   d.add_options()("help,h", "this help")
       ("config", po::value(&config), "TOML config (default: the embedded examples/default.toml)")
       ("set", po::value(&sets)->composing(), "override: section.key=value (repeatable)")
@@ -41,6 +42,9 @@ int cmd_train(const Args& args) {
        "stop once this many optimizer steps are done (global, 1-based; 0 = run the whole schedule); with "
        "--checkpoint the checkpoint is written there, so --resume continues the same run")
       ("print-config", po::bool_switch(&print_config), "print the resolved config and exit")
+      ("profile", po::bool_switch(&profile),
+       "time every backend op (the backend is synchronised after each op) and print the table after the summary "
+       "(stderr with --json)")
       ("json", po::bool_switch(&json), "print the summary as one JSON object on stdout (progress goes to stderr)");
   po::variables_map vm;
   try {
@@ -126,6 +130,12 @@ int cmd_train(const Args& args) {
     std::fprintf(stderr, "mxsim train: unknown --backend '%s' (expected auto, emu or hip)\n", backend.c_str());
     return 2;
   }
+  ProfilingBackend* profiler = nullptr;
+  if (profile) {
+    auto p = std::make_unique<ProfilingBackend>(std::move(be));
+    profiler = p.get();
+    be = std::move(p);
+  }
   if (!be->supports_training()) {  // per-op capability (Backend::supports)
     std::fprintf(stderr, "mxsim train: backend %s does not implement every training-step op\n", be->name().c_str());
     return 2;
@@ -187,6 +197,7 @@ int cmd_train(const Args& args) {
                              {"snaps", l.deosc_eligible && cfg.deosc ? nlohmann::ordered_json(l.snaps_total) : nlohmann::ordered_json()}});
     j["trace"] = trace.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(trace);
     print_json(j);
+    if (profiler) std::fprintf(stderr, "\nbackend ops (--profile):\n%s", profiler->report().c_str());
     return 0;
   }
   std::printf("\nsummary: %lld steps in %.1f s, final loss %.4f, train acc %.4f, test accuracy %.4f\n",
@@ -197,6 +208,9 @@ int cmd_train(const Args& args) {
                 (unsigned long long)l.flips_total,
                 l.deosc_eligible && cfg.deosc ? std::to_string(l.snaps_total).c_str() : "-");
   if (!trace.empty()) std::printf("trace: %s\n", trace.c_str());
+  if (profiler)
+    std::printf("\nbackend ops (--profile; %.1f s of the run's %.1f s):\n%s", profiler->total_seconds(), r.seconds,
+                profiler->report().c_str());
   return 0;
 }
 

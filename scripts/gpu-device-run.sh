@@ -38,7 +38,17 @@ echo "# mxsim GPU backend on $(nvidia-smi --query-gpu=name --format=csv,noheader
 if has tests; then
   echo -e "\n## GPU test suites\n\n| suite | result |\n|---|---|" >>"$summary"
   suites=(test_gpu_codec test_gpu_quantize test_gpu_math test_gpu_backend test_gpu_ops)
-  [ -n "${GEMM_TESTS:-}" ] && suites+=(test_gpu_gemm)
+  if [ -n "${GEMM_TESTS:-}" ]; then
+    # test_gpu_gemm in 8 gtest shards at once (its emulator reference is single-threaded CPU work).
+    pids=()
+    for ((i = 0; i < 8; ++i)); do
+      GTEST_TOTAL_SHARDS=8 GTEST_SHARD_INDEX=$i timeout 400 "$dev/bin/test_gpu_gemm" --gtest_color=no >"$work/gemm$i.txt" 2>&1 &
+      pids+=($!)
+    done
+    g=0; for p in "${pids[@]}"; do wait "$p" || g=1; done; rc=$((rc | g))
+    cat "$work"/gemm?.txt >>"$OUT/tests.txt"
+    echo "| test_gpu_gemm (8 shards) | exit $g: $(cat "$work"/gemm?.txt | grep -c '^\[       OK \]') ok, $(cat "$work"/gemm?.txt | grep -c '^\[  FAILED  \] .*(') failed |" >>"$summary"
+  fi
   for t in "${suites[@]}"; do
     timeout 300 "$dev/bin/$t" --gtest_color=no >"$work/$t.txt" 2>&1
     r=$?; rc=$((rc | r))
@@ -114,6 +124,19 @@ if has runs; then
   echo -e "\n## Wall time per run\n\n\`\`\`" >>"$summary"; sort "$work/times.txt" >>"$summary"; echo '```' >>"$summary"
   for f in "$work"/*.log "$work"/*.compare.txt; do echo "==== $f"; tail -30 "$f"; done >"$OUT/runs.txt"
   grep -h "steps/s" "$work/default.hip.log" "$work/default.emu.log" | tail -2 >>"$summary"
+fi
+
+# profile: the default config on the GPU with the per-op table (every op then
+# synchronises), and its steps/s with and without the trace.
+if has profile; then
+  P="--set run.max_steps=${PROFILE_STEPS:-200}"
+  eval "\"$mx\" train --backend hip $data $P --profile" >"$work/profile.log" 2>&1
+  eval "\"$mx\" train --backend hip $data $P" >"$work/notrace.log" 2>&1
+  eval "\"$mx\" train --backend hip $data $P --trace \"$work/p.h5\"" >"$work/withtrace.log" 2>&1
+  echo -e "\n## Profile (${PROFILE_STEPS:-200} steps of the default config)\n\n\`\`\`" >>"$summary"
+  for f in notrace withtrace; do echo "$f: $(grep -m1 '^summary' "$work/$f.log")"; done >>"$summary"
+  sed -n '/^backend ops/,$p' "$work/profile.log" | head -45 >>"$summary"
+  echo '```' >>"$summary"
 fi
 
 if has peers; then

@@ -52,6 +52,7 @@ class HipBackend final : public Backend {
   std::string name() const override { return "hip"; }
   std::string device() const override { return device_; }
   void set_threads(int) override {}  // the device decides its parallelism; results never depend on it
+  void synchronize() override { sync(); }
   bool supports(Op) const override { return true; }
 
   Tensor alloc(DType dtype, Shape shape) override;

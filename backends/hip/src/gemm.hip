@@ -1,8 +1,8 @@
 // Grouped GEMM entry points (include/mxsim/hip/gemm.hpp): validation of
 // shapes, m_splits, operand axes and recipe pairs (the emulator's rules and
-// messages, emu/src/gemm_api.cpp), then one launch per non-empty group of the
-// block-dot class's kernel (gemm_<class>.hip). Everything is validated before
-// anything is launched.
+// messages, emu/src/gemm_api.cpp), then the block-dot class's kernel
+// (gemm_<class>.hip) over the non-empty groups, up to 16 groups per kernel
+// launch. Everything is validated before anything is launched.
 #include "gemm_panel.hpp"
 
 #include <string>
@@ -119,12 +119,23 @@ size_t check_splits(std::span<const int64_t> m_splits, size_t M, const std::stri
   return m_splits.size();
 }
 
-void run(hd::GemmClass c, const Launch& L, hipStream_t s) {
+/// Launches of one class whose groups share the element pair (every group of
+/// a grouped GEMM does: its specs are one tensor's, or the same per group).
+void run(hd::GemmClass c, const Launch* L, size_t n, hipStream_t s) {
   switch (c) {
-    case hd::GemmClass::MxExact: gemm::launch_mx_exact(L, s); break;
-    case hd::GemmClass::MxF13: gemm::launch_mx_f13(L, s); break;
-    case hd::GemmClass::Fp8Chunk128: gemm::launch_fp8_chunk128(L, s); break;
-    case hd::GemmClass::Bf16F25: gemm::launch_bf16_f25(L, s); break;
+    case hd::GemmClass::MxExact: gemm::launch_mx_exact(L, n, s); break;
+    case hd::GemmClass::MxF13: gemm::launch_mx_f13(L, n, s); break;
+    case hd::GemmClass::Fp8Chunk128: gemm::launch_fp8_chunk128(L, n, s); break;
+    case hd::GemmClass::Bf16F25: gemm::launch_bf16_f25(L, n, s); break;
+  }
+}
+/// Consecutive launches with the same class and element pair go out together.
+void run_all(const std::vector<hd::GemmClass>& cls, const std::vector<Launch>& ls, hipStream_t s) {
+  for (size_t a = 0; a < ls.size();) {
+    size_t b = a + 1;
+    while (b < ls.size() && cls[b] == cls[a] && ls[b].A.elem == ls[a].A.elem && ls[b].B.elem == ls[a].B.elem) ++b;
+    run(cls[a], ls.data() + a, b - a, s);
+    a = b;
   }
 }
 
@@ -162,7 +173,7 @@ void token_gemm(const std::string& gemm, const GemmOperand& a, const GemmOperand
     }
     m0 += mg;
   }
-  for (const Launch& L : launches) run(cls, L, stream_of(stream));
+  run_all(std::vector<hd::GemmClass>(launches.size(), cls), launches, stream_of(stream));
 }
 
 }  // namespace
@@ -217,14 +228,18 @@ void grouped_wgrad(std::span<const GemmOperand> dy, std::span<const GemmOperand>
     L.out_bf16 = p.out_bf16;
   }
   const hipStream_t s = stream_of(stream);
+  if (N * K == 0) return;
+  std::vector<hd::GemmClass> run_cls;
+  std::vector<Launch> run_ls;
   for (size_t g = 0; g < G; ++g) {
-    if (N * K == 0) break;
     if (m_splits[g] == 0) {  // the sum over no tokens: +0, or dW[g] unchanged when accumulating
       if (!p.accumulate) MXSIM_HIP_CHECK(hipMemsetAsync(d_dw + g * N * K, 0, N * K * sizeof(float), s));
       continue;
     }
-    run(cls[g], launches[g], s);
+    run_cls.push_back(cls[g]);
+    run_ls.push_back(launches[g]);
   }
+  run_all(run_cls, run_ls, s);
 }
 
 namespace {

@@ -1,6 +1,6 @@
 // Internal: how the grouped-GEMM kernels of every block-dot class read their
-// operands, and the one kernel skeleton they share (one thread per output
-// element, 16 x 16 per thread block, K walked by the class's hd walk).
+// operands, and the one kernel skeleton they share (one warp per output
+// element, its lanes splitting each block of the class's K walk).
 //
 // An operand panel is one group's operand seen as [R rows, K contraction]:
 // C[i][j] (+)= sum_k A[i][k] B[j][k] (numerics.md §5.1). Element (r, k) sits
@@ -12,6 +12,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 #include "mxsim/hd/gemm_block.hpp"
 
@@ -66,34 +68,127 @@ struct Launch {
   bool accumulate = false, out_bf16 = false;
 };
 
-constexpr unsigned kTile = 16;
+// ---- one warp per output element -------------------------------------------
+// The contract walks K in order per output element: each block's (or
+// group's) rounding feeds the next, so the walk stays sequential. Inside one
+// block the work is order-free: mx-exact's block dot is an exact integer sum;
+// a fused group (numerics.md §5.3) needs the maximum alignment exponent and
+// the exact integer sum of the truncated terms. So 32 lanes take one element
+// of the block each and combine by shuffles; every lane then holds the same
+// accumulator. The steps are hd/gemm_block.hpp's; only the two order-free
+// folds are spread over lanes. (Warps are 32 lanes on NVIDIA; on AMD the
+// shuffles have width 32, half a CDNA wavefront.)
 
+__device__ inline int32_t warp_sum_i32(int32_t v) {
+  for (int m = 16; m >= 1; m >>= 1) v += MXSIM_SHFL_XOR32(v, m);
+  return v;
+}
+// Exact: int64 addition is associative (modulo 2^64 as well).
+__device__ inline int64_t warp_sum_i64(int64_t v) {
+  for (int m = 16; m >= 1; m >>= 1) {
+    const uint32_t lo = MXSIM_SHFL_XOR32(uint32_t(uint64_t(v)), m), hi = MXSIM_SHFL_XOR32(uint32_t(uint64_t(v) >> 32), m);
+    v = int64_t(uint64_t(v) + ((uint64_t(hi) << 32) | lo));
+  }
+  return v;
+}
+__device__ inline int warp_max_i32(int v) {
+  for (int m = 16; m >= 1; m >>= 1) {
+    const int o = MXSIM_SHFL_XOR32(v, m);
+    v = o > v ? o : v;
+  }
+  return v;
+}
+__device__ inline uint32_t warp_or_u32(uint32_t v) {
+  for (int m = 16; m >= 1; m >>= 1) v |= MXSIM_SHFL_XOR32(v, m);
+  return v;
+}
+
+/// hd::fused_group with its products spread over the lanes: lane l holds the
+/// term of product l when `has`. Same specials, E, truncation and rounding.
+__device__ inline float fused_group_lanes(bool has, const hd::Term& t, float c, int F, bool e8m13) {
+  const hd::ExactVal cx = hd::exact_of_float(c);
+  uint32_t kinds = 0;
+  if (has) kinds = t.v.kind == hd::ExKind::NaN ? 1u : t.v.kind == hd::ExKind::PosInf ? 2u : t.v.kind == hd::ExKind::NegInf ? 4u : 0u;
+  kinds = warp_or_u32(kinds);
+  const bool nan = cx.kind == hd::ExKind::NaN || (kinds & 1u), pinf = cx.kind == hd::ExKind::PosInf || (kinds & 2u),
+             ninf = cx.kind == hd::ExKind::NegInf || (kinds & 4u);
+  int ek = -2147483647 - 1;  // no term: below every exponent (c may be subnormal, below -126)
+  if (has && t.v.kind == hd::ExKind::Finite) ek = t.v.sig != 0 ? t.align : -126;
+  const int ec = cx.kind == hd::ExKind::Finite ? hd::exact_log2(cx) : -126;
+  const int et = warp_max_i32(ek);
+  const int E = et > ec ? et : ec;
+  if (nan || (pinf && ninf)) return f32_from_bits(0x7FC00000u);
+  if (pinf) return f32_from_bits(0x7F800000u);
+  if (ninf) return f32_from_bits(0xFF800000u);
+  const int lsb = E - F;
+  const int64_t S = hd::trunc_units(cx, lsb) + warp_sum_i64(has ? hd::trunc_units(t.v, lsb) : 0);
+  return hd::rz_to_frac(S, lsb, e8m13 ? 13 : 23);
+}
+
+/// The product term of contraction index k of rows a and b.
+__device__ inline hd::Term term_at(const FormatSpec& fa, const FormatSpec& fb, const Row& a, const Row& b, size_t k) {
+  return hd::product_term(hd::exact_elem(fa, a.code(k)), hd::exact_elem(fb, b.code(k)));
+}
+
+constexpr unsigned kWarpsPerBlock = 8;
+
+/// Up to kMaxBatch groups' launches in one kernel launch (blockIdx.y picks
+/// the group), passed by value: the groups run side by side instead of one
+/// after another, and no launch table goes through memory.
+constexpr int kMaxBatch = 16;
+struct LaunchBatch {
+  Launch g[kMaxBatch];
+};
+static_assert(sizeof(LaunchBatch) <= 4000, "kernel parameters are limited to 4 KiB");
+
+/// Output element w = i * RB + j of group blockIdx.y per warp; a Dot is
+///   __device__ float operator()(float acc, const Row& a, const Row& b, size_t K, unsigned lane) const
+/// returning the accumulator (the same in every lane).
 template <class Dot>
-__global__ void gemm_kernel(Launch L, Dot dot) {
-  const size_t i = size_t(blockIdx.x) * kTile + threadIdx.y, j = size_t(blockIdx.y) * kTile + threadIdx.x;
-  if (i >= L.RA || j >= L.RB) return;
+__global__ void gemm_kernel(LaunchBatch batch, Dot dot) {
+  const Launch& L = batch.g[blockIdx.y];
+  const size_t w = (size_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const unsigned lane = threadIdx.x & 31u;
+  if (w >= L.RA * L.RB) return;  // whole warps leave together
+  const size_t i = w / L.RB, j = w % L.RB;
   float* o = L.out + i * L.ld + j;
   const float acc0 = L.accumulate ? *o : 0.0f;
-  *o = hd::gemm_output(dot(acc0, Row{L.A, i}, Row{L.B, j}, L.K), L.out_bf16);
+  const float acc = dot(acc0, Row{L.A, i}, Row{L.B, j}, L.K, lane);
+  if (lane == 0) *o = hd::gemm_output(acc, L.out_bf16);
 }
 
+/// Launches the non-empty launches of `ls` (all of one class and element
+/// pair, so one Dot serves them), kMaxBatch groups per kernel launch.
 template <class Dot>
-void launch(const Launch& L, Dot dot, hipStream_t s, const char* name) {
-  if (L.RA == 0 || L.RB == 0) return;
-  const size_t gy = (L.RB + kTile - 1) / kTile;
-  if (gy > 65535)
-    throw std::invalid_argument(std::string(name) + ": " + std::to_string(L.RB) + " output columns exceed the grid (" +
-                                std::to_string(65535 * kTile) + ")");
-  const dim3 grid(unsigned((L.RA + kTile - 1) / kTile), unsigned(gy)), block(kTile, kTile);
-  gemm_kernel<Dot><<<grid, block, 0, s>>>(L, dot);
-  const hipError_t e = hipGetLastError();
-  if (e != hipSuccess) detail::fail(e, name, __FILE__, __LINE__);
+void launch(const Launch* ls, size_t n, Dot dot, hipStream_t s, const char* name) {
+  LaunchBatch batch{};
+  int nb = 0;
+  size_t blocks = 0;
+  auto flush = [&] {
+    if (nb == 0) return;
+    if (blocks > 0x7FFFFFFFu) throw std::invalid_argument(std::string(name) + ": output exceeds the grid");
+    gemm_kernel<Dot><<<dim3(unsigned(blocks), unsigned(nb)), kWarpsPerBlock * 32, 0, s>>>(batch, dot);
+    const hipError_t e = hipGetLastError();
+    if (e != hipSuccess) detail::fail(e, name, __FILE__, __LINE__);
+    nb = 0;
+    blocks = 0;
+  };
+  for (size_t k = 0; k < n; ++k) {
+    const Launch& L = ls[k];
+    if (L.RA == 0 || L.RB == 0) continue;
+    batch.g[nb++] = L;
+    const size_t b = (L.RA * L.RB + kWarpsPerBlock - 1) / kWarpsPerBlock;
+    blocks = b > blocks ? b : blocks;
+    if (nb == kMaxBatch) flush();
+  }
+  flush();
 }
 
-// One entry point per block-dot class (gemm_<class>.hip).
-void launch_mx_exact(const Launch& L, hipStream_t s);
-void launch_mx_f13(const Launch& L, hipStream_t s);
-void launch_fp8_chunk128(const Launch& L, hipStream_t s);
-void launch_bf16_f25(const Launch& L, hipStream_t s);
+// One entry point per block-dot class (gemm_<class>.hip): n launches of
+// groups of one element pair.
+void launch_mx_exact(const Launch* L, size_t n, hipStream_t s);
+void launch_mx_f13(const Launch* L, size_t n, hipStream_t s);
+void launch_fp8_chunk128(const Launch* L, size_t n, hipStream_t s);
+void launch_bf16_f25(const Launch* L, size_t n, hipStream_t s);
 
 }  // namespace mxsim::hip::gemm

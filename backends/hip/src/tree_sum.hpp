@@ -4,10 +4,13 @@
 //
 // A reduction produces D FP64 components per element (an op's "fold"). Each
 // component is a sum or, where the mask says so, a max or a min (exact in any
-// order). Level 0: thread j folds elements [j C, (j + 1) C) in ascending
-// order from +0.0 (C = kTreeChunk); every further level folds C consecutive
-// partial records the same way, until one record is left: exactly the tree
-// of the contract. Integer counts travel as FP64 sums: exact below 2^53.
+// order). Level 0 folds elements [j C, (j + 1) C) in ascending order from
+// +0.0 (C = kTreeChunk), as two passes: every element's own record in
+// parallel, then per chunk one thread per component adding the records in
+// order (staged in shared memory); every
+// further level folds C consecutive partial records the same way, until one
+// record is left: exactly the tree of the contract. Integer counts travel as
+// FP64 sums: exact below 2^53.
 //
 // A Fold is a trivially copyable functor with
 //   __device__ void operator()(size_t i, double* acc) const   // folds element i into acc[0..D)
@@ -35,35 +38,50 @@ __device__ inline void tree_init(double* acc, TreeOps ops) {
   for (int d = 0; d < D; ++d) acc[d] = (ops.min_mask >> d & 1u) ? __longlong_as_double(0x7FF0000000000000LL) : 0.0;
 }
 
+// Level 0 in two passes, so that the (often costly) per-element fold runs
+// on every element in parallel: records[i] = fold of element i alone from the
+// initial values, then tree_level_kernel folds each chunk of C records in
+// order. Equal to folding the chunk's elements in order: 0 + (0 + t) = 0 + t
+// for sums, and max / min are order-free.
 template <int D, class Fold>
-__global__ void tree_level0_kernel(Fold fold, size_t n, TreeOps ops, double* __restrict__ out) {
-  const size_t m = (n + kTreeChunk - 1) / kTreeChunk;
-  for (size_t j = size_t(blockIdx.x) * blockDim.x + threadIdx.x; j < m; j += size_t(gridDim.x) * blockDim.x) {
+__global__ void tree_terms_kernel(Fold fold, size_t i0, size_t n, TreeOps ops, double* __restrict__ rec) {
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     double acc[D];
     tree_init<D>(acc, ops);
-    const size_t e = (j + 1) * kTreeChunk < n ? (j + 1) * kTreeChunk : n;
-    for (size_t i = j * kTreeChunk; i < e; ++i) fold(i, acc);
-    for (int d = 0; d < D; ++d) out[j * D + d] = acc[d];
+    fold(i0 + i, acc);
+    for (int d = 0; d < D; ++d) rec[i * D + d] = acc[d];
   }
 }
 
+// One thread block (kTreeChunk threads) per chunk of C records: the records
+// are staged in shared memory by all threads (coalesced), then thread d folds
+// component d over them in order.
 template <int D>
 __global__ void tree_level_kernel(const double* __restrict__ in, size_t n, TreeOps ops, double* __restrict__ out) {
+  __shared__ double sh[kTreeChunk * D];
   const size_t m = (n + kTreeChunk - 1) / kTreeChunk;
-  for (size_t j = size_t(blockIdx.x) * blockDim.x + threadIdx.x; j < m; j += size_t(gridDim.x) * blockDim.x) {
-    double acc[D];
-    tree_init<D>(acc, ops);
-    const size_t e = (j + 1) * kTreeChunk < n ? (j + 1) * kTreeChunk : n;
-    for (size_t i = j * kTreeChunk; i < e; ++i)
-      for (int d = 0; d < D; ++d) {
-        const double v = in[i * D + d];
-        if (ops.max_mask >> d & 1u) acc[d] = acc[d] < v ? v : acc[d];
-        else if (ops.min_mask >> d & 1u) acc[d] = v < acc[d] ? v : acc[d];
-        else acc[d] = acc[d] + v;
+  for (size_t j = blockIdx.x; j < m; j += gridDim.x) {
+    const size_t base = j * kTreeChunk, cnt = n - base < kTreeChunk ? n - base : kTreeChunk;
+    for (size_t t = threadIdx.x; t < cnt * D; t += blockDim.x) sh[t] = in[base * D + t];
+    __syncthreads();
+    if (threadIdx.x < unsigned(D)) {
+      const int d = int(threadIdx.x);
+      const bool is_max = ops.max_mask >> d & 1u, is_min = ops.min_mask >> d & 1u;
+      double acc = is_min ? __longlong_as_double(0x7FF0000000000000LL) : 0.0;
+      for (size_t i = 0; i < cnt; ++i) {
+        const double v = sh[i * D + size_t(d)];
+        if (is_max) acc = acc < v ? v : acc;
+        else if (is_min) acc = v < acc ? v : acc;
+        else acc = acc + v;
       }
-    for (int d = 0; d < D; ++d) out[j * D + d] = acc[d];
+      out[j * D + size_t(d)] = acc;
+    }
+    __syncthreads();  // sh is reused by the next chunk
   }
 }
+
+/// Grid of a level over m chunks (the kernels loop over the rest).
+inline unsigned tree_grid(size_t m) { return unsigned(m < (size_t(1) << 20) ? (m ? m : 1) : (size_t(1) << 20)); }
 
 /// The D components over elements 0..n-1 (synchronises the backend's stream).
 /// n = 0 gives the initial values (0, or +inf for min components).
@@ -72,17 +90,29 @@ std::array<double, D> tree_reduce(HipBackend& be, const Fold& fold, size_t n, Tr
   std::array<double, D> r{};
   for (int d = 0; d < D; ++d) r[size_t(d)] = (ops.min_mask >> d & 1u) ? __builtin_inf() : 0.0;
   if (n == 0) return r;
-  constexpr unsigned kThreads = 128;
+  constexpr unsigned kThreads = 256;
+  // Element records go through a bounded buffer, a slab at a time (slabs are
+  // whole chunks, so no chunk straddles two).
+  constexpr size_t kSlab = kTreeChunk << 14;  // 4 Mi elements
   size_t m = (n + kTreeChunk - 1) / kTreeChunk;
+  const size_t slab = n < kSlab ? n : kSlab;
+  DeviceBuffer rec(slab * D * sizeof(double), "tree reduction element records");
   DeviceBuffer a(m * D * sizeof(double), "tree reduction partials");
   DeviceBuffer b(((m + kTreeChunk - 1) / kTreeChunk) * D * sizeof(double), "tree reduction partials");
-  tree_level0_kernel<D><<<grid_for(m, kThreads), kThreads, 0, be.stream()>>>(fold, n, ops, a.as<double>());
-  MXSIM_HIP_CHECK_LAUNCH("tree_level0_kernel");
+  for (size_t i0 = 0; i0 < n; i0 += kSlab) {
+    const size_t cnt = n - i0 < kSlab ? n - i0 : kSlab;
+    tree_terms_kernel<D><<<grid_for(cnt, kThreads), kThreads, 0, be.stream()>>>(fold, i0, cnt, ops, rec.as<double>());
+    MXSIM_HIP_CHECK_LAUNCH("tree_terms_kernel");
+    const size_t chunks = (cnt + kTreeChunk - 1) / kTreeChunk;
+    tree_level_kernel<D><<<tree_grid(chunks), unsigned(kTreeChunk), 0, be.stream()>>>(
+        rec.as<double>(), cnt, ops, a.as<double>() + (i0 / kTreeChunk) * D);
+    MXSIM_HIP_CHECK_LAUNCH("tree_level_kernel");
+  }
   double* cur = a.as<double>();
   double* nxt = b.as<double>();
   while (m > 1) {
     const size_t next = (m + kTreeChunk - 1) / kTreeChunk;
-    tree_level_kernel<D><<<grid_for(next, kThreads), kThreads, 0, be.stream()>>>(cur, m, ops, nxt);
+    tree_level_kernel<D><<<tree_grid(next), unsigned(kTreeChunk), 0, be.stream()>>>(cur, m, ops, nxt);
     MXSIM_HIP_CHECK_LAUNCH("tree_level_kernel");
     std::swap(cur, nxt);
     m = next;

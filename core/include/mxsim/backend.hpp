@@ -51,6 +51,9 @@ class Backend {
   virtual std::string device() const { return name(); }
   /// Worker threads for ops that parallelise (results never depend on it).
   virtual void set_threads(int n) = 0;
+  /// Returns once every op queued so far has finished (a GPU backend waits for
+  /// its stream; the emulator's ops are synchronous). For timing (ProfilingBackend).
+  virtual void synchronize() {}
 
   /// The operations below, for per-op capability queries (a GPU backend may
   /// offer some before all).
