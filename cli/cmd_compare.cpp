@@ -13,6 +13,13 @@ namespace mxsim::cli {
 namespace {
 
 std::string opt_num(const std::optional<double>& v) { return v ? num(*v) : "-"; }
+
+/// "first-last" of a range of steps or rows.
+std::string range(int64_t first, int64_t last) { return std::to_string(first) + "-" + std::to_string(last); }
+/// A trace's global steps ("-" where its /train/step is not usable or it has no complete step).
+std::string global_range(int64_t first, uint64_t steps) {
+  return first < 0 || steps == 0 ? "-" : range(first, first + int64_t(steps) - 1);
+}
 nlohmann::ordered_json opt_json(const std::optional<double>& v) { return v ? json_number(*v) : nlohmann::ordered_json(); }
 
 /// A two-column table whose first column is as wide as its longest entry, so long
@@ -46,9 +53,13 @@ int run(const Args& args) {
       "compare", "A.h5 B.h5 [--json|--csv]",
       "Compares two mxsim traces (live files too: opened with SWMR read): final value of every scalar\n"
       "series, config differences, the first step and dataset whose bits differ, and for every common\n"
-      "dataset its first differing step and largest difference (up to the shorter run's complete steps).",
-      "CSV: one row per common dataset (dataset, first_step, element, steps_differing, max_abs_diff;\n"
-      "first_step -1 = bit-identical).",
+      "dataset its first differing step and largest difference. Rows are paired by global step\n"
+      "(/train/step): a run resumed from a checkpoint is compared over the global steps both traces\n"
+      "cover, and steps are reported as global steps; traces without a consecutive /train/step are\n"
+      "paired row by row (steps are then trace rows, 0-based).",
+      "CSV: one row per common dataset (dataset, first_step, element, steps_differing, max_abs_diff,\n"
+      "compared_first_step, compared_last_step; first_step -1 = bit-identical; the compared range is\n"
+      "empty where rows are paired by index or no step is common).",
       "0 identical, 1 different (or a runtime / data error: a missing or unreadable trace), 2 usage error"};
   const Parsed p = parse(args, opts, "A.h5 B.h5");
   if (p.has("help")) {
@@ -63,19 +74,43 @@ int run(const Args& args) {
   const auto pa = trace::Reader(fa).provenance();
   const auto pb = trace::Reader(fb).provenance();
   const int rc = r.identical() ? kExitOk : kExitError;
+  const auto& al = r.alignment;
+  const bool have_range = al.by_global_step && r.steps_compared > 0;
+  const int64_t lo = have_range ? r.step_of(0) : -1, hi = have_range ? r.step_of(r.steps_compared - 1) : -1;
 
   if (out == OutputFormat::Json) {
     nlohmann::ordered_json j;
     j["command"] = "compare";
     j["identical"] = r.identical();
-    auto side = [](const std::string& f, uint64_t steps, const trace::Provenance& pr) {
-      return nlohmann::ordered_json{{"file", f},           {"complete_steps", steps}, {"backend", pr.backend},
-                                    {"seed", pr.seed},     {"version", pr.version},   {"commit", pr.git_describe},
-                                    {"date", pr.date},     {"host", pr.host}};
+    auto side = [](const std::string& f, uint64_t steps, int64_t first, const trace::Provenance& pr) {
+      const bool known = first >= 0 && steps > 0;
+      return nlohmann::ordered_json{{"file", f},
+                                    {"complete_steps", steps},
+                                    {"first_step", known ? nlohmann::ordered_json(first) : nlohmann::ordered_json()},
+                                    {"last_step", known ? nlohmann::ordered_json(first + int64_t(steps) - 1)
+                                                        : nlohmann::ordered_json()},
+                                    {"backend", pr.backend},
+                                    {"seed", pr.seed},
+                                    {"version", pr.version},
+                                    {"commit", pr.git_describe},
+                                    {"date", pr.date},
+                                    {"host", pr.host}};
     };
-    j["a"] = side(fa, r.steps_a, pa);
-    j["b"] = side(fb, r.steps_b, pb);
+    j["a"] = side(fa, r.steps_a, al.first_step_a, pa);
+    j["b"] = side(fb, r.steps_b, al.first_step_b, pb);
     j["steps_compared"] = r.steps_compared;
+    {
+      auto rows = [&](uint64_t first) {
+        return r.steps_compared == 0 ? nlohmann::ordered_json()
+                                     : nlohmann::ordered_json::array({first, first + r.steps_compared - 1});
+      };
+      j["compared"] = {{"pairing", al.by_global_step ? "global_step" : "index"},
+                       {"first_step", have_range ? nlohmann::ordered_json(lo) : nlohmann::ordered_json()},
+                       {"last_step", have_range ? nlohmann::ordered_json(hi) : nlohmann::ordered_json()},
+                       {"a_rows", rows(al.row_a)},
+                       {"b_rows", rows(al.row_b)},
+                       {"note", al.note.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(al.note)}};
+    }
     j["config_differences"] = nlohmann::ordered_json::array();
     for (const auto& d : r.config_diffs)
       j["config_differences"].push_back({{"key", d.key},
@@ -86,10 +121,14 @@ int run(const Args& args) {
     j["only_a"] = r.only_a;
     j["only_b"] = r.only_b;
     j["mismatched"] = r.mismatched;
+    j["only_a_outside"] = r.only_a_outside;
+    j["only_b_outside"] = r.only_b_outside;
     if (r.first_difference)
       j["first_difference"] = {{"step", r.first_difference->step},
                                {"dataset", r.first_difference->dataset},
-                               {"element", r.first_difference->element}};
+                               {"element", r.first_difference->element},
+                               {"a_row", r.first_difference->row_a},
+                               {"b_row", r.first_difference->row_b}};
     else
       j["first_difference"] = nullptr;
     j["datasets"] = nlohmann::ordered_json::array();
@@ -108,10 +147,13 @@ int run(const Args& args) {
     return rc;
   }
   if (out == OutputFormat::Csv) {
-    std::printf("%s", csv_row({"dataset", "first_step", "element", "steps_differing", "max_abs_diff"}).c_str());
+    std::printf("%s", csv_row({"dataset", "first_step", "element", "steps_differing", "max_abs_diff",
+                               "compared_first_step", "compared_last_step"})
+                          .c_str());
+    const std::string cf = have_range ? std::to_string(lo) : "", cl = have_range ? std::to_string(hi) : "";
     for (const auto& d : r.per_dataset)
       std::printf("%s", csv_row({d.dataset, std::to_string(d.first_step), std::to_string(d.first_step < 0 ? 0 : d.element),
-                                 std::to_string(d.steps_differing), num(d.max_abs_diff)})
+                                 std::to_string(d.steps_differing), num(d.max_abs_diff), cf, cl})
                             .c_str());
     return rc;
   }
@@ -120,6 +162,7 @@ int run(const Args& args) {
   head.rows = {{"", "A", "B"},
                {"file", fa, fb},
                {"complete steps", std::to_string(r.steps_a), std::to_string(r.steps_b)},
+               {"global steps", global_range(al.first_step_a, r.steps_a), global_range(al.first_step_b, r.steps_b)},
                {"backend", pa.backend, pb.backend},
                {"seed", std::to_string(pa.seed), std::to_string(pb.seed)},
                {"version", pa.version, pb.version},
@@ -139,6 +182,8 @@ int run(const Args& args) {
   for (const auto& n : r.only_a) std::printf("only in A: %s\n", n.c_str());
   for (const auto& n : r.only_b) std::printf("only in B: %s\n", n.c_str());
   for (const auto& n : r.mismatched) std::printf("dtype/shape differ: %s\n", n.c_str());
+  for (const auto& n : r.only_a_outside) std::printf("only in A, no snapshot in the compared steps: %s\n", n.c_str());
+  for (const auto& n : r.only_b_outside) std::printf("only in B, no snapshot in the compared steps: %s\n", n.c_str());
   size_t differing = 0;
   for (const auto& d : r.per_dataset) differing += d.first_step >= 0;
   if (differing) {
@@ -159,12 +204,31 @@ int run(const Args& args) {
     s.print();
     if (r.per_step.size() > kShown) std::printf("  ... %zu more steps (--json lists all)\n", r.per_step.size() - kShown);
   }
-  std::printf("\ncompared %zu common datasets over %llu steps: ", r.common.size(), (unsigned long long)r.steps_compared);
-  if (r.first_difference)
-    std::printf("first difference at step %lld in %s (element %llu)\n", (long long)r.first_difference->step,
-                r.first_difference->dataset.c_str(), (unsigned long long)r.first_difference->element);
-  else
-    std::printf("bit-identical\n");
+  // Rows paired with an offset (a resumed run): name the global steps and the rows of each file.
+  const bool offset = al.by_global_step && al.first_step_a != al.first_step_b;
+  if (!al.note.empty()) std::printf("\nnote: %s\n", al.note.c_str());
+  if (offset && r.steps_compared == 0) {
+    std::printf("\ncompared %zu common datasets over no common global steps (A %s, B %s): nothing compared\n",
+                r.common.size(), global_range(al.first_step_a, r.steps_a).c_str(),
+                global_range(al.first_step_b, r.steps_b).c_str());
+  } else {
+    if (offset)
+      std::printf("\ncompared %zu common datasets over global steps %s (A rows %s, B rows %s): ", r.common.size(),
+                  range(lo, hi).c_str(), range(int64_t(al.row_a), int64_t(al.row_a + r.steps_compared - 1)).c_str(),
+                  range(int64_t(al.row_b), int64_t(al.row_b + r.steps_compared - 1)).c_str());
+    else
+      std::printf("\ncompared %zu common datasets over %llu steps: ", r.common.size(), (unsigned long long)r.steps_compared);
+    if (r.first_difference) {
+      std::printf("first difference at step %lld in %s (element %llu)", (long long)r.first_difference->step,
+                  r.first_difference->dataset.c_str(), (unsigned long long)r.first_difference->element);
+      if (offset)
+        std::printf(" (A row %llu, B row %llu)", (unsigned long long)r.first_difference->row_a,
+                    (unsigned long long)r.first_difference->row_b);
+      std::printf("\n");
+    } else {
+      std::printf("bit-identical\n");
+    }
+  }
   std::printf("result: %s\n", r.identical() ? "identical" : "different");
   return rc;
 }

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli_test_util.hpp"
 #include "mxsim/trace/writer.hpp"
 #include "test_util.hpp"
 
@@ -97,6 +98,12 @@ TEST(CliCompare, JsonReportsPerDatasetAndPerStepDifferences) {
   }
   EXPECT_TRUE(j["config_differences"].empty());
   EXPECT_TRUE(j["only_a"].empty());
+  // These traces hold no /train/step: rows paired by index, steps are rows.
+  EXPECT_EQ(j["compared"]["pairing"], "index");
+  EXPECT_TRUE(j["compared"]["first_step"].is_null());
+  EXPECT_EQ(j["compared"]["a_rows"], nlohmann::json::array({0, 5}));
+  EXPECT_NE(j["compared"]["note"].get<std::string>().find("no /train/step in A and B"), std::string::npos);
+  EXPECT_TRUE(j["a"]["first_step"].is_null());
 
   // Identical traces: exit 0, identical true, no steps listed.
   out.clear();
@@ -119,9 +126,10 @@ TEST(CliCompare, CsvAndTextKeepLongNamesOnOneLine) {
   std::vector<std::string> lines;
   while (std::getline(in, line)) lines.push_back(line);
   ASSERT_EQ(lines.size(), 4u) << csv;
-  EXPECT_EQ(lines[0], "dataset,first_step,element,steps_differing,max_abs_diff");
-  EXPECT_EQ(lines[1], kLong + ",-1,0,0,0");
-  EXPECT_EQ(lines[2], "/snap,3,1,1,10");
+  EXPECT_EQ(lines[0], "dataset,first_step,element,steps_differing,max_abs_diff,compared_first_step,compared_last_step");
+  // No /train/step: rows paired by index, no global step range.
+  EXPECT_EQ(lines[1], kLong + ",-1,0,0,0,,");
+  EXPECT_EQ(lines[2], "/snap,3,1,1,10,,");
   std::string text;
   ASSERT_EQ(run(ab, text), 1);
   bool found = false;
@@ -146,4 +154,58 @@ TEST(CliCompare, UsageAndDataErrorsUseTheCommonExitCodes) {
   out.clear();
   EXPECT_EQ(run("--help", out), 0);
   EXPECT_NE(out.find("usage: mxsim compare"), std::string::npos) << out;
+}
+
+// A run split with --stop-after 3 and --resume against the uninterrupted 6-step run: rows are
+// paired by global step (the resumed trace's row 0 is step 4), snapshots of step 5 (row 4 in
+// one trace, row 1 in the other) included, and the resumed run continues it bit for bit.
+TEST(CliCompare, ResumedRunAgainstUninterruptedRunByGlobalStep) {
+  mxsim::test::CliSandbox s;
+  const std::string cfg =
+      "train --threads 2 --set run.train_limit=512 --set run.test_limit=256 --set run.max_steps=6 "
+      "--set 'trace.snapshot_steps=[2,5]' ";
+  auto t = s.mxsim(cfg + "--trace full.h5");
+  ASSERT_EQ(t.rc, 0) << t.err;
+  t = s.mxsim(cfg + "--stop-after 3 --checkpoint ck.h5 --trace first.h5");
+  ASSERT_EQ(t.rc, 0) << t.err;
+  t = s.mxsim(cfg + "--resume ck.h5 --trace rest.h5");
+  ASSERT_EQ(t.rc, 0) << t.err;
+
+  auto r = s.mxsim("compare full.h5 rest.h5");
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("over global steps 4-6 (A rows 3-5, B rows 0-2): bit-identical\nresult: identical"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("global steps    1-6"), std::string::npos) << r.out;
+  r = s.mxsim("compare --json rest.h5 full.h5");
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["identical"], true);
+  EXPECT_EQ(j["a"]["first_step"], 4);
+  EXPECT_EQ(j["a"]["last_step"], 6);
+  EXPECT_EQ(j["b"]["first_step"], 1);
+  EXPECT_EQ(j["steps_compared"], 3);
+  EXPECT_EQ(j["compared"]["pairing"], "global_step");
+  EXPECT_EQ(j["compared"]["first_step"], 4);
+  EXPECT_EQ(j["compared"]["last_step"], 6);
+  EXPECT_EQ(j["compared"]["a_rows"], nlohmann::json::array({0, 2}));
+  EXPECT_EQ(j["compared"]["b_rows"], nlohmann::json::array({3, 5}));
+  EXPECT_TRUE(j["compared"]["note"].is_null());
+  EXPECT_TRUE(j["mismatched"].empty());
+  EXPECT_TRUE(j["only_a"].empty() && j["only_b"].empty());
+  bool snap = false;
+  for (const auto& d : j["datasets"]) snap = snap || d["dataset"] == "/snap/fc1/master";
+  EXPECT_TRUE(snap) << "the snapshots of step 5 are compared";
+  r = s.mxsim("compare --csv full.h5 rest.h5");
+  EXPECT_EQ(r.rc, 0);
+  EXPECT_NE(r.out.find("\n/train/loss,-1,0,0,0,4,6\n"), std::string::npos) << r.out;
+  // The first part (steps 1-3) against the whole run: both from step 1, index pairing as before;
+  // the common steps are identical, the run lengths differ.
+  r = s.mxsim("compare first.h5 full.h5");
+  EXPECT_EQ(r.rc, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("over 3 steps: bit-identical\nresult: different"), std::string::npos) << r.out;
+  // The two parts share no step.
+  r = s.mxsim("compare first.h5 rest.h5");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.out.find("over no common global steps (A 1-3, B 4-6): nothing compared"), std::string::npos) << r.out;
 }

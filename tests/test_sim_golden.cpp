@@ -58,7 +58,7 @@ TEST(SimGolden, SmallRunMatchesCheckedInTrace) {
   EXPECT_EQ(r.steps_b, 12u);
   EXPECT_GT(r.common.size(), 100u);  // every series and snapshot of the run was compared
   EXPECT_TRUE(r.only_a.empty() && r.only_b.empty() && r.mismatched.empty());
-  ASSERT_FALSE(r.first_difference) << "first difference at trace row " << r.first_difference->step << ", "
+  ASSERT_FALSE(r.first_difference) << "first difference at trace row " << r.first_difference->row_a << ", "
                                    << r.first_difference->dataset << " element " << r.first_difference->element
                                    << " (regenerate only for an intended change: tests/golden/sim/README.md)";
   EXPECT_TRUE(r.identical());

@@ -40,6 +40,7 @@ double abs_diff(double a, double b) {
 
 void fill_difference_details(const Reader& a, const Reader& b, CompareResult& r) {
   const uint64_t n = r.steps_compared;
+  const uint64_t row_a = r.alignment.row_a, row_b = r.alignment.row_b;
   std::map<int64_t, StepDifference> steps;
   auto note_row = [&](DatasetDifference& d, int64_t step, const unsigned char* x, const unsigned char* y,
                       uint64_t elems, DType t) {
@@ -72,16 +73,18 @@ void fill_difference_details(const Reader& a, const Reader& b, CompareResult& r)
       const uint64_t block = std::max<uint64_t>(1, kBlockBytes / std::max<uint64_t>(1, row_bytes));
       for (uint64_t r0 = 0; r0 < n; r0 += block) {
         const uint64_t cnt = std::min(block, n - r0);
-        const auto x = a.read_raw(name, in.dtype, r0, cnt), y = b.read_raw(name, in.dtype, r0, cnt);
+        const auto x = a.read_raw(name, in.dtype, row_a + r0, cnt), y = b.read_raw(name, in.dtype, row_b + r0, cnt);
         if (x == y) continue;
         for (uint64_t q = 0; q < cnt; ++q)
-          note_row(d, int64_t(r0 + q), x.data() + q * row_bytes, y.data() + q * row_bytes, elems, in.dtype);
+          note_row(d, r.step_of(r0 + q), x.data() + q * row_bytes, y.data() + q * row_bytes, elems, in.dtype);
       }
     } else {
-      for (int64_t s : in.snapshot_steps) {
-        if (s < 0 || uint64_t(s) >= n) continue;
-        const auto x = a.read_snapshot_raw(name, in.dtype, s), y = b.read_snapshot_raw(name, in.dtype, s);
-        if (x.size() == y.size()) note_row(d, s, x.data(), y.data(), x.size() / dtype_size(in.dtype), in.dtype);
+      for (int64_t s : in.snapshot_steps) {  // trace rows of A; B's row holds the same step
+        if (s < int64_t(row_a) || uint64_t(s) - row_a >= n) continue;
+        const uint64_t i = uint64_t(s) - row_a;
+        const auto x = a.read_snapshot_raw(name, in.dtype, s), y = b.read_snapshot_raw(name, in.dtype, int64_t(row_b + i));
+        if (x.size() == y.size())
+          note_row(d, r.step_of(i), x.data(), y.data(), x.size() / dtype_size(in.dtype), in.dtype);
       }
     }
     r.per_dataset.push_back(std::move(d));

@@ -6,7 +6,8 @@
 namespace mxsim::trace {
 
 /// Fills r.per_dataset and r.per_step from the common datasets (r.common) over
-/// the first r.steps_compared steps, reading each dataset in blocks of rows.
+/// the compared rows (r.alignment, r.steps_compared), reading each dataset in blocks of rows;
+/// steps are named by r.step_of.
 void fill_difference_details(const Reader& a, const Reader& b, CompareResult& r);
 
 }  // namespace mxsim::trace

@@ -173,7 +173,7 @@ void CompareView::refresh() {
         d.compared = c.steps_compared;
         d.identical = c.identical();
         if (c.first_difference) {
-          d.first_step = c.first_difference->step;
+          d.first_step = int64_t(c.first_difference->row_a);  // this view works in A's trace rows
           d.first_dataset = QString::fromStdString(c.first_difference->dataset);
           d.first_element = c.first_difference->element;
         }

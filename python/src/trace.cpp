@@ -95,13 +95,29 @@ only complete steps are seen). docs/trace-format.md is the layout.)")
     d["steps_a"] = r.steps_a;
     d["steps_b"] = r.steps_b;
     d["steps_compared"] = r.steps_compared;
+    {
+      const auto& al = r.alignment;
+      const bool range = al.by_global_step && r.steps_compared > 0;
+      pyb::dict c;
+      c["pairing"] = al.by_global_step ? "global_step" : "index";
+      c["first_step"] = range ? pyb::object(pyb::int_(r.step_of(0))) : pyb::object(pyb::none());
+      c["last_step"] = range ? pyb::object(pyb::int_(r.step_of(r.steps_compared - 1))) : pyb::object(pyb::none());
+      c["a_first_row"] = al.row_a;
+      c["b_first_row"] = al.row_b;
+      c["note"] = al.note.empty() ? pyb::object(pyb::none()) : pyb::object(pyb::str(al.note));
+      d["compared"] = c;
+    }
     d["only_a"] = r.only_a;
     d["only_b"] = r.only_b;
     d["mismatched"] = r.mismatched;
+    d["only_a_outside"] = r.only_a_outside;
+    d["only_b_outside"] = r.only_b_outside;
     if (r.first_difference)
       d["first_difference"] = pyb::dict(pyb::arg("step") = r.first_difference->step,
                                         pyb::arg("dataset") = r.first_difference->dataset,
-                                        pyb::arg("element") = r.first_difference->element);
+                                        pyb::arg("element") = r.first_difference->element,
+                                        pyb::arg("a_row") = r.first_difference->row_a,
+                                        pyb::arg("b_row") = r.first_difference->row_b);
     else
       d["first_difference"] = pyb::none();
     pyb::list ds;

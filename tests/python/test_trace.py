@@ -30,3 +30,5 @@ def test_trace_reader_equals_h5py(tmp):
     assert t.provenance["commit"] == mxsim.build_commit
     r = mxsim.compare_traces(path, path)
     assert r["identical"] and r["first_difference"] is None
+    assert r["compared"]["a_first_row"] == 0 and r["compared"]["b_first_row"] == 0
+    assert r["compared"]["pairing"] in ("global_step", "index")
