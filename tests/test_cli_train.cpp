@@ -3,6 +3,10 @@
 // option, unreadable config, global batch larger than the data) giving an
 // error that names the key, a non-zero exit and no trace file.
 #include <gtest/gtest.h>
+
+#if MXSIM_HAVE_GPU
+#include "mxsim/hip/device.hpp"
+#endif
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -94,7 +98,6 @@ TEST(CliTrain, BadInputNamedNonZeroNoTrace) {
       {"--config /nonexistent/x.toml", 2, {"/nonexistent/x.toml"}},
       {"--bogus", 2, {"--bogus"}},
       {"--backend nope", 2, {"--backend 'nope'", "expected auto, emu or hip"}},
-      {"--backend hip", 2, {"--backend hip", "use --backend emu or auto"}},
   };
   for (const Case& c : cases) {
     const CliRun r = mxsim_train(std::string(kSmall) + c.args + " --trace '" + trace + "'");
@@ -105,6 +108,25 @@ TEST(CliTrain, BadInputNamedNonZeroNoTrace) {
     std::filesystem::remove(trace);
   }
   std::filesystem::remove(cfg);
+}
+
+// --backend hip where no GPU is usable: exit 1 (a runtime condition, not a
+// usage error) with the runtime's reason, and nothing written. --backend auto
+// then falls back to the emulator and says why in its first line.
+TEST(CliTrain, BackendHipWithoutGpuExitsOneWithTheReason) {
+#if MXSIM_HAVE_GPU
+  if (mxsim::hip::available()) GTEST_SKIP() << "a GPU is usable here: --backend hip runs";
+#endif
+  const std::string trace = tmp("nogpu.h5");
+  const CliRun r = mxsim_train(std::string(kSmall) + " --backend hip --trace '" + trace + "'");
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_TRUE(has(r.out, "mxsim train: --backend hip: ")) << r.out;
+  EXPECT_FALSE(has(r.out, "summary:"));
+  EXPECT_FALSE(std::filesystem::exists(trace));
+  const CliRun a = mxsim_train(std::string(kSmall) + " --set run.max_steps=1 --backend auto");
+  EXPECT_EQ(a.rc, 0) << a.out;
+  EXPECT_TRUE(has(a.out, "mxsim train: backend emu (")) << a.out;
+  EXPECT_TRUE(has(a.out, "--backend auto: no usable GPU: ")) << a.out;
 }
 
 // A trace written over the checkpoint being resumed (or a checkpoint written

@@ -1,13 +1,16 @@
 // Grouped GEMM, class bf16-f25 (numerics.md §5.2.4): unscaled BF16 operands.
 // K in groups of 16, each a truncated fused group (F = 25) whose C is the
 // running accumulator, RZ to FP32 (hd::bf16_f25_dot; the Hopper wgmma bf16
-// group). Portable kernel: one warp per output element (gemm_panel.hpp).
+// group). Portable kernel: one warp (or, for short contractions, one thread) per output element (gemm_panel.hpp).
 #include "gemm_panel.hpp"
 
 namespace mxsim::hip::gemm {
 namespace {
 // hd::bf16_f25_dot with lane l < 16 taking product l of each 16-group.
 struct Bf16F25Dot {
+  __device__ float operator()(float acc, const Row& a, const Row& b, size_t K) const {
+    return hd::bf16_f25_dot(acc, K, a, b);
+  }
   __device__ float operator()(float acc, const Row& a, const Row& b, size_t K, unsigned lane) const {
     const FormatSpec f = spec_of(Format::BF16);
     for (size_t q = 0; q < K; q += 16) {

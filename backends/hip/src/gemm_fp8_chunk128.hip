@@ -2,7 +2,7 @@
 // (per tensor, per row, 1x128, 128x128). K in chunks of 128, each four chained
 // k32 fused groups (F = 13, RZ e8m13), promoted as
 // acc = fmaf(chunk, fl32(sa * sb), acc) (hd::fp8_chunk128_dot; DeepGEMM's
-// promotion). Portable kernel: one warp per output element (gemm_panel.hpp).
+// promotion). Portable kernel: one warp (or, for short contractions, one thread) per output element (gemm_panel.hpp).
 #include "gemm_panel.hpp"
 
 namespace mxsim::hip::gemm {
@@ -11,6 +11,9 @@ namespace {
 // groups of a chunk chain through C as there.
 struct Fp8Chunk128Dot {
   Format ea, eb;
+  __device__ float operator()(float acc, const Row& a, const Row& b, size_t K) const {
+    return hd::fp8_chunk128_dot(acc, K, spec_of(ea), spec_of(eb), a, b);
+  }
   __device__ float operator()(float acc, const Row& a, const Row& b, size_t K, unsigned lane) const {
     const FormatSpec fa = spec_of(ea), fb = spec_of(eb);
     for (size_t c0 = 0; c0 < K; c0 += 128) {

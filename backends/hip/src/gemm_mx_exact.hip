@@ -1,7 +1,7 @@
 // Grouped GEMM, class mx-exact (numerics.md §5.2.1): E8M0-scaled E2M1/E2M3
 // operands. Per 32-block an exact integer dot of the int_shift images, then
 // acc = RNE(acc + dot * 2^(sa + sb - 254 - shift)) (hd::mx_exact_dot).
-// Portable kernel: one warp per output element (gemm_panel.hpp). A fast int8 IMMA / MFMA path
+// Portable kernel: one warp (or, for short contractions, one thread) per output element (gemm_panel.hpp). A fast int8 IMMA / MFMA path
 // (exact, order independent) is to come behind launch_mx_exact.
 #include "gemm_panel.hpp"
 
@@ -10,6 +10,9 @@ namespace {
 // hd::mx_exact_dot with lane l taking element l of each 32-block.
 struct MxExactDot {
   Format ea, eb;
+  __device__ float operator()(float acc, const Row& a, const Row& b, size_t K) const {
+    return hd::mx_exact_dot(acc, K, spec_of(ea), spec_of(eb), hd::int_shift(ea), hd::int_shift(eb), a, b);
+  }
   __device__ float operator()(float acc, const Row& a, const Row& b, size_t K, unsigned lane) const {
     const FormatSpec fa = spec_of(ea), fb = spec_of(eb);
     const int sha = hd::int_shift(ea), shb = hd::int_shift(eb);

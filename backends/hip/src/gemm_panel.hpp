@@ -141,11 +141,19 @@ struct LaunchBatch {
 };
 static_assert(sizeof(LaunchBatch) <= 4000, "kernel parameters are limited to 4 KiB");
 
-/// Output element w = i * RB + j of group blockIdx.y per warp; a Dot is
-///   __device__ float operator()(float acc, const Row& a, const Row& b, size_t K, unsigned lane) const
-/// returning the accumulator (the same in every lane).
+/// Contractions up to this length take one thread per output element (the
+/// hd walk as the emulator runs it); longer ones one warp per element. Short
+/// contractions (wgrad over a few tokens per expert) would leave most lanes
+/// of a warp idle; long ones need the lanes to reach full occupancy on small
+/// outputs. Both give the contract's bits.
+constexpr size_t kThreadMaxK = 64;
+
+/// A Dot has both walks:
+///   __device__ float operator()(float acc, const Row& a, const Row& b, size_t K) const                 // sequential
+///   __device__ float operator()(float acc, const Row& a, const Row& b, size_t K, unsigned lane) const  // lanes
+/// each returning the accumulator before gemm_output (the lane form: the same in every lane).
 template <class Dot>
-__global__ void gemm_kernel(LaunchBatch batch, Dot dot) {
+__global__ void gemm_warp_kernel(LaunchBatch batch, Dot dot) {
   const Launch& L = batch.g[blockIdx.y];
   const size_t w = (size_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const unsigned lane = threadIdx.x & 31u;
@@ -156,32 +164,52 @@ __global__ void gemm_kernel(LaunchBatch batch, Dot dot) {
   const float acc = dot(acc0, Row{L.A, i}, Row{L.B, j}, L.K, lane);
   if (lane == 0) *o = hd::gemm_output(acc, L.out_bf16);
 }
+template <class Dot>
+__global__ void gemm_thread_kernel(LaunchBatch batch, Dot dot) {
+  const Launch& L = batch.g[blockIdx.y];
+  const size_t w = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (w >= L.RA * L.RB) return;
+  const size_t i = w / L.RB, j = w % L.RB;
+  float* o = L.out + i * L.ld + j;
+  const float acc0 = L.accumulate ? *o : 0.0f;
+  *o = hd::gemm_output(dot(acc0, Row{L.A, i}, Row{L.B, j}, L.K), L.out_bf16);
+}
 
 /// Launches the non-empty launches of `ls` (all of one class and element
-/// pair, so one Dot serves them), kMaxBatch groups per kernel launch.
+/// pair, so one Dot serves them), kMaxBatch groups per kernel launch, each
+/// group on the kernel its contraction length picks.
 template <class Dot>
 void launch(const Launch* ls, size_t n, Dot dot, hipStream_t s, const char* name) {
-  LaunchBatch batch{};
-  int nb = 0;
-  size_t blocks = 0;
-  auto flush = [&] {
-    if (nb == 0) return;
-    if (blocks > 0x7FFFFFFFu) throw std::invalid_argument(std::string(name) + ": output exceeds the grid");
-    gemm_kernel<Dot><<<dim3(unsigned(blocks), unsigned(nb)), kWarpsPerBlock * 32, 0, s>>>(batch, dot);
+  constexpr unsigned kThreads = kWarpsPerBlock * 32;
+  struct Pending {
+    LaunchBatch batch{};
+    int nb = 0;
+    size_t blocks = 0;
+  } warp, thread;
+  auto flush = [&](Pending& p, bool lanes) {
+    if (p.nb == 0) return;
+    if (p.blocks > 0x7FFFFFFFu) throw std::invalid_argument(std::string(name) + ": output exceeds the grid");
+    const dim3 grid(unsigned(p.blocks), unsigned(p.nb));
+    if (lanes) gemm_warp_kernel<Dot><<<grid, kThreads, 0, s>>>(p.batch, dot);
+    else gemm_thread_kernel<Dot><<<grid, kThreads, 0, s>>>(p.batch, dot);
     const hipError_t e = hipGetLastError();
     if (e != hipSuccess) detail::fail(e, name, __FILE__, __LINE__);
-    nb = 0;
-    blocks = 0;
+    p.nb = 0;
+    p.blocks = 0;
   };
   for (size_t k = 0; k < n; ++k) {
     const Launch& L = ls[k];
     if (L.RA == 0 || L.RB == 0) continue;
-    batch.g[nb++] = L;
-    const size_t b = (L.RA * L.RB + kWarpsPerBlock - 1) / kWarpsPerBlock;
-    blocks = b > blocks ? b : blocks;
-    if (nb == kMaxBatch) flush();
+    const bool lanes = L.K > kThreadMaxK;
+    Pending& p = lanes ? warp : thread;
+    p.batch.g[p.nb++] = L;
+    const size_t per_block = lanes ? kWarpsPerBlock : kThreads;
+    const size_t b = (L.RA * L.RB + per_block - 1) / per_block;
+    p.blocks = b > p.blocks ? b : p.blocks;
+    if (p.nb == kMaxBatch) flush(p, lanes);
   }
-  flush();
+  flush(warp, true);
+  flush(thread, false);
 }
 
 // One entry point per block-dot class (gemm_<class>.hip): n launches of
