@@ -1,0 +1,38 @@
+// ProfilingBackend: forwards every op unchanged (same bits as the wrapped
+// backend) and counts calls per op in its report.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "mxsim/backend_profile.hpp"
+#include "mxsim/emu/backend_emu.hpp"
+
+namespace mxsim {
+namespace {
+
+TEST(ProfilingBackend, ForwardsBitForBitAndCountsCalls) {
+  ProfilingBackend prof(emu::make_emu_backend());
+  auto plain = emu::make_emu_backend();
+  const std::vector<float> l = {0.5f, -1.25f, 3.0f, 0.0f, 1e-3f, -7.0f};
+  std::vector<float> got[2];
+  Backend* bes[2] = {&prof, plain.get()};
+  for (int b = 0; b < 2; ++b) {
+    Tensor x = bes[b]->alloc(DType::f32, {2, 3}), p = bes[b]->alloc(DType::f32, {2, 3});
+    bes[b]->upload(x, std::span<const float>(l));
+    bes[b]->softmax_rows(x, p);
+    bes[b]->softmax_rows(p, p);
+    got[b] = bes[b]->download<float>(p);
+  }
+  ASSERT_EQ(got[0].size(), got[1].size());
+  EXPECT_EQ(std::memcmp(got[0].data(), got[1].data(), got[0].size() * sizeof(float)), 0);
+  const std::string r = prof.report();
+  EXPECT_NE(r.find("softmax_rows                          2"), std::string::npos) << r;
+  EXPECT_NE(r.find("upload                                1"), std::string::npos) << r;
+  EXPECT_EQ(r.find("adamw"), std::string::npos) << "ops never called are not listed\n" << r;
+  EXPECT_EQ(prof.name(), "emu");
+  EXPECT_GE(prof.total_seconds(), 0.0);
+}
+
+}  // namespace
+}  // namespace mxsim
