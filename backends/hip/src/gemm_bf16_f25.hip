@@ -6,17 +6,19 @@
 
 namespace mxsim::hip::gemm {
 namespace {
-// hd::bf16_f25_dot with lane l < 16 taking product l of each 16-group.
+// hd::bf16_f25_dot with lane l of 16 taking product l of each 16-group (two
+// output elements per warp).
 struct Bf16F25Dot {
+  static constexpr unsigned kLanes = 16;
   __device__ float operator()(float acc, const Row& a, const Row& b, size_t K) const {
     return hd::bf16_f25_dot(acc, K, a, b);
   }
   __device__ float operator()(float acc, const Row& a, const Row& b, size_t K, unsigned lane) const {
     const FormatSpec f = spec_of(Format::BF16);
     for (size_t q = 0; q < K; q += 16) {
-      const bool has = lane < 16 && q + lane < K;
+      const bool has = q + lane < K;
       const hd::Term t = has ? term_at(f, f, a, b, q + lane) : hd::Term{};
-      acc = fused_group_lanes(has, t, acc, 25, false);
+      acc = fused_group_lanes<16>(has, t, acc, 25, false);
     }
     return acc;
   }

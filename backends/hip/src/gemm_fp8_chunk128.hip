@@ -10,6 +10,7 @@ namespace {
 // hd::fp8_chunk128_dot with lane l taking product l of each k32 group; the
 // groups of a chunk chain through C as there.
 struct Fp8Chunk128Dot {
+  static constexpr unsigned kLanes = 32;
   Format ea, eb;
   __device__ float operator()(float acc, const Row& a, const Row& b, size_t K) const {
     return hd::fp8_chunk128_dot(acc, K, spec_of(ea), spec_of(eb), a, b);

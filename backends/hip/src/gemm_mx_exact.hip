@@ -9,6 +9,7 @@ namespace mxsim::hip::gemm {
 namespace {
 // hd::mx_exact_dot with lane l taking element l of each 32-block.
 struct MxExactDot {
+  static constexpr unsigned kLanes = 32;
   Format ea, eb;
   __device__ float operator()(float acc, const Row& a, const Row& b, size_t K) const {
     return hd::mx_exact_dot(acc, K, spec_of(ea), spec_of(eb), hd::int_shift(ea), hd::int_shift(eb), a, b);

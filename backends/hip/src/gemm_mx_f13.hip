@@ -9,6 +9,7 @@ namespace mxsim::hip::gemm {
 namespace {
 // hd::mx_f13_dot with lane l taking product l of each 32-block's fused group.
 struct MxF13Dot {
+  static constexpr unsigned kLanes = 32;
   Format ea, eb;
   __device__ float operator()(float acc, const Row& a, const Row& b, size_t K) const {
     return hd::mx_f13_dot(acc, K, spec_of(ea), spec_of(eb), a, b);

@@ -79,49 +79,56 @@ struct Launch {
 // folds are spread over lanes. (Warps are 32 lanes on NVIDIA; on AMD the
 // shuffles have width 32, half a CDNA wavefront.)
 
+// W: lanes per output element (32, or 16 for BF16's 16-groups): the xor
+// shuffles below stay inside each aligned group of W lanes.
+template <int W = 32>
 __device__ inline int32_t warp_sum_i32(int32_t v) {
-  for (int m = 16; m >= 1; m >>= 1) v += MXSIM_SHFL_XOR32(v, m);
+  for (int m = W / 2; m >= 1; m >>= 1) v += MXSIM_SHFL_XOR32(v, m);
   return v;
 }
 // Exact: int64 addition is associative (modulo 2^64 as well).
+template <int W = 32>
 __device__ inline int64_t warp_sum_i64(int64_t v) {
-  for (int m = 16; m >= 1; m >>= 1) {
+  for (int m = W / 2; m >= 1; m >>= 1) {
     const uint32_t lo = MXSIM_SHFL_XOR32(uint32_t(uint64_t(v)), m), hi = MXSIM_SHFL_XOR32(uint32_t(uint64_t(v) >> 32), m);
     v = int64_t(uint64_t(v) + ((uint64_t(hi) << 32) | lo));
   }
   return v;
 }
+template <int W = 32>
 __device__ inline int warp_max_i32(int v) {
-  for (int m = 16; m >= 1; m >>= 1) {
+  for (int m = W / 2; m >= 1; m >>= 1) {
     const int o = MXSIM_SHFL_XOR32(v, m);
     v = o > v ? o : v;
   }
   return v;
 }
+template <int W = 32>
 __device__ inline uint32_t warp_or_u32(uint32_t v) {
-  for (int m = 16; m >= 1; m >>= 1) v |= MXSIM_SHFL_XOR32(v, m);
+  for (int m = W / 2; m >= 1; m >>= 1) v |= MXSIM_SHFL_XOR32(v, m);
   return v;
 }
 
 /// hd::fused_group with its products spread over the lanes: lane l holds the
 /// term of product l when `has`. Same specials, E, truncation and rounding.
+template <int W = 32>
 __device__ inline float fused_group_lanes(bool has, const hd::Term& t, float c, int F, bool e8m13) {
   const hd::ExactVal cx = hd::exact_of_float(c);
   uint32_t kinds = 0;
   if (has) kinds = t.v.kind == hd::ExKind::NaN ? 1u : t.v.kind == hd::ExKind::PosInf ? 2u : t.v.kind == hd::ExKind::NegInf ? 4u : 0u;
-  kinds = warp_or_u32(kinds);
+  kinds = warp_or_u32<W>(kinds);
   const bool nan = cx.kind == hd::ExKind::NaN || (kinds & 1u), pinf = cx.kind == hd::ExKind::PosInf || (kinds & 2u),
              ninf = cx.kind == hd::ExKind::NegInf || (kinds & 4u);
   int ek = -2147483647 - 1;  // no term: below every exponent (c may be subnormal, below -126)
   if (has && t.v.kind == hd::ExKind::Finite) ek = t.v.sig != 0 ? t.align : -126;
   const int ec = cx.kind == hd::ExKind::Finite ? hd::exact_log2(cx) : -126;
-  const int et = warp_max_i32(ek);
+  const int et = warp_max_i32<W>(ek);
   const int E = et > ec ? et : ec;
   if (nan || (pinf && ninf)) return f32_from_bits(0x7FC00000u);
   if (pinf) return f32_from_bits(0x7F800000u);
   if (ninf) return f32_from_bits(0xFF800000u);
   const int lsb = E - F;
-  const int64_t S = hd::trunc_units(cx, lsb) + warp_sum_i64(has ? hd::trunc_units(t.v, lsb) : 0);
+  const int64_t S = hd::trunc_units(cx, lsb) + warp_sum_i64<W>(has ? hd::trunc_units(t.v, lsb) : 0);
   return hd::rz_to_frac(S, lsb, e8m13 ? 13 : 23);
 }
 
@@ -151,18 +158,23 @@ constexpr size_t kThreadMaxK = 64;
 /// A Dot has both walks:
 ///   __device__ float operator()(float acc, const Row& a, const Row& b, size_t K) const                 // sequential
 ///   __device__ float operator()(float acc, const Row& a, const Row& b, size_t K, unsigned lane) const  // lanes
-/// each returning the accumulator before gemm_output (the lane form: the same in every lane).
+/// each returning the accumulator before gemm_output (the lane form: the same in every lane), and
+///   static constexpr unsigned kLanes   // lanes per output element in the lane form: 32 or 16
 template <class Dot>
 __global__ void gemm_warp_kernel(LaunchBatch batch, Dot dot) {
+  constexpr unsigned W = Dot::kLanes;  // lanes per output element: 32, or 16 (two elements per warp)
   const Launch& L = batch.g[blockIdx.y];
-  const size_t w = (size_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  const unsigned lane = threadIdx.x & 31u;
-  if (w >= L.RA * L.RB) return;  // whole warps leave together
-  const size_t i = w / L.RB, j = w % L.RB;
+  const size_t n = L.RA * L.RB;
+  const size_t w = (size_t(blockIdx.x) * blockDim.x + threadIdx.x) / W;
+  const unsigned lane = threadIdx.x % W;
+  if ((w - w % (32 / W)) >= n) return;  // whole warps leave together; shuffles need every lane
+  const bool active = w < n;            // a warp's last element slot may be past the end
+  const size_t e = active ? w : n - 1;
+  const size_t i = e / L.RB, j = e % L.RB;
   float* o = L.out + i * L.ld + j;
   const float acc0 = L.accumulate ? *o : 0.0f;
   const float acc = dot(acc0, Row{L.A, i}, Row{L.B, j}, L.K, lane);
-  if (lane == 0) *o = hd::gemm_output(acc, L.out_bf16);
+  if (active && lane == 0) *o = hd::gemm_output(acc, L.out_bf16);
 }
 template <class Dot>
 __global__ void gemm_thread_kernel(LaunchBatch batch, Dot dot) {
@@ -189,7 +201,7 @@ void launch(const Launch* ls, size_t n, Dot dot, hipStream_t s, const char* name
   auto flush = [&](Pending& p, bool lanes) {
     if (p.nb == 0) return;
     if (p.blocks > 0x7FFFFFFFu) throw std::invalid_argument(std::string(name) + ": output exceeds the grid");
-    const dim3 grid(unsigned(p.blocks), unsigned(p.nb));
+    const dim3 grid{unsigned(p.blocks), unsigned(p.nb)};
     if (lanes) gemm_warp_kernel<Dot><<<grid, kThreads, 0, s>>>(p.batch, dot);
     else gemm_thread_kernel<Dot><<<grid, kThreads, 0, s>>>(p.batch, dot);
     const hipError_t e = hipGetLastError();
@@ -203,7 +215,7 @@ void launch(const Launch* ls, size_t n, Dot dot, hipStream_t s, const char* name
     const bool lanes = L.K > kThreadMaxK;
     Pending& p = lanes ? warp : thread;
     p.batch.g[p.nb++] = L;
-    const size_t per_block = lanes ? kWarpsPerBlock : kThreads;
+    const size_t per_block = lanes ? kWarpsPerBlock * (32 / Dot::kLanes) : kThreads;
     const size_t b = (L.RA * L.RB + per_block - 1) / per_block;
     p.blocks = b > p.blocks ? b : p.blocks;
     if (p.nb == kMaxBatch) flush(p, lanes);

@@ -55,8 +55,9 @@ __device__ inline void load_unit(const float* __restrict__ x, const QuantLayout&
   }
 }
 
+// Every block of q, blockIdx.x striding over them (the body of both kernels below).
 template <int U>
-__global__ void quantize_blocks_kernel(const float* __restrict__ x, DeviceQTensor q, const uint32_t* gamax) {
+__device__ inline void quantize_blocks(const float* __restrict__ x, const DeviceQTensor& q, const uint32_t* gamax) {
   __shared__ uint32_t red[kMaxThreads / 32];
   const QuantLayout& L = q.layout;
   const FormatSpec ef = spec_of(q.spec.elem);
@@ -107,6 +108,27 @@ __global__ void quantize_blocks_kernel(const float* __restrict__ x, DeviceQTenso
       }
     }
   }
+}
+
+template <int U>
+__global__ void quantize_blocks_kernel(const float* __restrict__ x, DeviceQTensor q, const uint32_t* gamax) {
+  quantize_blocks<U>(x, q, gamax);
+}
+
+/// Up to kMaxGroupBatch per-group tensors of one spec quantized by one
+/// launch (blockIdx.y picks the group): the wgrad operands of all experts
+/// side by side instead of one launch each. Not for NVFP4 (its tensor scale
+/// needs each group's amax first).
+constexpr int kMaxGroupBatch = 16;
+struct GroupBatch {
+  DeviceQTensor q[kMaxGroupBatch];
+  size_t x_offset[kMaxGroupBatch];  ///< first element of group g in the source
+};
+static_assert(sizeof(GroupBatch) <= 4000, "kernel parameters are limited to 4 KiB");
+
+template <int U>
+__global__ void quantize_group_batch_kernel(const float* __restrict__ x, GroupBatch b) {
+  quantize_blocks<U>(x + b.x_offset[blockIdx.y], b.q[blockIdx.y], nullptr);
 }
 
 // ---- tensor amax (NVFP4's S_enc) -------------------------------------------
@@ -332,12 +354,47 @@ void check_grouped(const char* who, size_t M, size_t C, std::span<const int64_t>
 void quantize_grouped_colwise_device(const float* d_x, size_t M, size_t C, std::span<const int64_t> m_splits,
                                      std::span<const DeviceQTensor> out, void* stream) {
   check_grouped("quantize_grouped_colwise_device", M, C, m_splits, out, nullptr);
+  const hipStream_t s = stream_of(stream);
   size_t m0 = 0;
+  GroupBatch batch{};
+  int nb = 0, U = 1;
+  size_t grid = 0;
+  unsigned threads = 32;
+  auto flush = [&] {
+    if (nb == 0) return;
+    const dim3 g{unsigned(grid), unsigned(nb)};
+    switch (U) {
+      case 16: quantize_group_batch_kernel<16><<<g, threads, 0, s>>>(d_x, batch); break;
+      case 2: quantize_group_batch_kernel<2><<<g, threads, 0, s>>>(d_x, batch); break;
+      default: quantize_group_batch_kernel<1><<<g, threads, 0, s>>>(d_x, batch); break;
+    }
+    MXSIM_HIP_CHECK_LAUNCH("quantize_group_batch_kernel");
+    nb = 0;
+    grid = 0;
+  };
   for (size_t g = 0; g < m_splits.size(); ++g) {
-    if (m_splits[g] > 0) quantize_device(d_x + m0 * C, out[g], stream);
-    else set_unit_scale(out[g], stream_of(stream));
-    m0 += size_t(m_splits[g]);
+    const DeviceQTensor& q = out[g];
+    const size_t mg = size_t(m_splits[g]);
+    if (mg == 0 || q.layout.scale_count() == 0) {
+      if (mg > 0) quantize_device(d_x + m0 * C, q, stream);  // no blocks: the tensor scale only
+      else set_unit_scale(q, s);
+    } else if (q.spec.scale_kind == ScaleKind::UE4M3) {
+      quantize_device(d_x + m0 * C, q, stream);  // NVFP4: its own amax pass first
+    } else {
+      check_target(q, "quantize_grouped_colwise_device");
+      const QuantLayout& L = q.layout;
+      U = q.spec.hadamard16 ? 16 : (q.spec.elem == Format::E2M1 ? 2 : 1);
+      const size_t units = L.br * ((L.bc + U - 1) / U);
+      threads = unsigned(std::min<size_t>(kMaxThreads, std::max<size_t>(32, (units + 31) / 32 * 32)));
+      batch.q[nb] = q;
+      batch.x_offset[nb] = m0 * C;
+      ++nb;
+      grid = std::max(grid, std::min<size_t>(L.scale_count(), size_t(1) << 20));
+      if (nb == kMaxGroupBatch) flush();
+    }
+    m0 += mg;
   }
+  flush();
 }
 
 void quantize_both_device(const float* d_x, size_t M, size_t C, std::span<const int64_t> m_splits,
