@@ -26,8 +26,8 @@ int cmd_train(const Args& args) {
   po::options_description d("mxsim train [options]");
   std::string config, trace, resume, ckpt, backend = "auto";
   std::vector<std::string> sets;
-  int threads = 0;
-  bool print_config = false, json = false;
+  int64_t threads = 0;
+  bool print_config = false, json = false, force_threads = false;
   d.add_options()("help,h", "this help")
       ("config", po::value(&config), "TOML config (default: the embedded examples/default.toml)")
       ("set", po::value(&sets)->composing(), "override: section.key=value (repeatable)")
@@ -35,7 +35,8 @@ int cmd_train(const Args& args) {
       ("trace", po::value(&trace), "write an HDF5 trace here")
       ("resume", po::value(&resume), "resume from this checkpoint")
       ("checkpoint", po::value(&ckpt), "write a checkpoint here (at the end / every trace.checkpoint_every)")
-      ("threads", po::value(&threads)->default_value(0), "worker threads (0 = all cores)")
+      ("threads", po::value(&threads)->default_value(0), "worker threads, 1 to the online cores (0 = all cores)")
+      ("force-threads", po::bool_switch(&force_threads), "allow --threads above the online cores (up to 1024)")
       ("print-config", po::bool_switch(&print_config), "print the resolved config and exit")
       ("json", po::bool_switch(&json), "print the summary as one JSON object on stdout (progress goes to stderr)");
   po::variables_map vm;
@@ -50,6 +51,24 @@ int cmd_train(const Args& args) {
     std::cout << d;
     return 0;
   }
+  // Worker threads: at most the online cores (more only oversubscribe them; 20000 threads
+  // drove the load average to ~1900) unless --force-threads, and never above kMaxThreads
+  // (libgomp allocates per-thread state up front: 2^31 threads ran it out of memory).
+  constexpr int64_t kMaxThreads = 1024;
+  const int64_t cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  if (threads < 0 || threads > kMaxThreads || (threads > cores && !force_threads)) {
+    if (force_threads || threads < 0 || threads > kMaxThreads)
+      std::fprintf(stderr, "mxsim train: --threads %lld: expected 0 (all cores) or 1 to %lld (%s)\n", (long long)threads,
+                   (long long)(force_threads ? kMaxThreads : cores),
+                   force_threads ? "the bound with --force-threads" : "the online cores");
+    else
+      std::fprintf(stderr,
+                   "mxsim train: --threads %lld: more than the %lld online cores (expected 0 = all cores, or 1 to "
+                   "%lld); --force-threads allows up to %lld\n",
+                   (long long)threads, (long long)cores, (long long)cores, (long long)kMaxThreads);
+    return 2;
+  }
+  if (threads == 0) threads = cores;
   std::string text = sim::default_config_text(), source = "default config";
   if (!config.empty()) {
     std::ifstream f(config);
@@ -126,16 +145,15 @@ int cmd_train(const Args& args) {
     std::fprintf(stderr, "mxsim train: backend %s does not implement every training-step op\n", be->name().c_str());
     return 2;
   }
-  if (threads <= 0) threads = int(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   std::FILE* log = json ? stderr : stdout;  // --json: stdout holds the JSON summary only
   const bool tty = isatty(fileno(log));
   sim::TrainOptions opt;
   opt.trace_path = trace;
   opt.resume_path = resume;
   opt.checkpoint_path = ckpt;
-  opt.threads = threads;
-  std::fprintf(log, "mxsim train: backend %s (%s%s%s), %d threads, recipes", be->name().c_str(), be->device().c_str(),
-               chosen_because.empty() ? "" : "; ", chosen_because.c_str(), threads);
+  opt.threads = int(threads);
+  std::fprintf(log, "mxsim train: backend %s (%s%s%s), %lld threads, recipes", be->name().c_str(), be->device().c_str(),
+               chosen_because.empty() ? "" : "; ", chosen_because.c_str(), (long long)threads);
   for (sim::Layer l : sim::kLayers) std::fprintf(log, " %s=%s", sim::name_of(l), cfg.recipe.of(l).c_str());
   std::fprintf(log, ", %d micro-batches\n", cfg.num_microbatches);
   double mean_sps = 0;  // mean steps/s over the run so far (wall clock)
