@@ -198,8 +198,11 @@ int cmd_train(const Args& args) {
     print_json(j);
     return 0;
   }
-  std::printf("\nsummary: %lld steps in %.1f s, final loss %.4f, train acc %.4f, test accuracy %.4f\n",
-              (long long)r.steps, r.seconds, r.final_loss, r.final_train_acc, r.test_accuracy);
+  // test_accuracy < 0: no evaluation ran (a run stopped before its last step)
+  char test_acc[32] = "n/a (not evaluated)";
+  if (r.test_accuracy >= 0) std::snprintf(test_acc, sizeof test_acc, "%.4f", r.test_accuracy);
+  std::printf("\nsummary: %lld steps in %.1f s, final loss %.4f, train acc %.4f, test accuracy %s\n",
+              (long long)r.steps, r.seconds, r.final_loss, r.final_train_acc, test_acc);
   std::printf("%-8s %-12s %12s %10s %12s %8s\n", "layer", "recipe", "w_mse", "w_sqnr_dB", "osc_flips", "snaps");
   for (const auto& l : r.layers)
     std::printf("%-8s %-12s %12.4e %10.2f %12llu %8s\n", l.name.c_str(), l.recipe.c_str(), l.w_mse, l.w_sqnr_db,

@@ -131,7 +131,15 @@ class Trainer {
 
   TrainResult run() {
     Step done(0);
-    if (!opt_.resume_path.empty()) done = load_checkpoint(opt_.resume_path, be_, cfg_text_, total_, state());
+    if (!opt_.resume_path.empty()) {
+      done = load_checkpoint(opt_.resume_path, be_, cfg_text_, total_, state());
+      // Nothing left to run (the config, and so the step count, is the checkpoint's own): say so
+      // instead of a zero-step run with no loss and no evaluation, before any trace is created.
+      if (done.n() >= total_)
+        throw std::runtime_error(opt_.resume_path + ": checkpoint is at step " + std::to_string(done.n()) +
+                                 ", the last of this run's " + std::to_string(total_) +
+                                 " steps: the run is complete, nothing to resume");
+    }
     const Step last(opt_.stop_after > 0 ? std::min(total_, opt_.stop_after) : total_);
     if (!opt_.trace_path.empty())
       rec_ = std::make_unique<TraceRecorder>(opt_.trace_path, cfg_text_, be_.name(), cfg_, ws_, done.next(), last);
