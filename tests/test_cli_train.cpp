@@ -108,7 +108,8 @@ TEST(CliTrain, BadInputNamedNonZeroNoTrace) {
       {"--config /nonexistent/x.toml", 2, {"/nonexistent/x.toml"}},
       {"--bogus", 2, {"--bogus"}},
       {"--backend nope", 2, {"--backend 'nope'", "expected auto, emu or hip"}},
-      {"--backend hip", 2, {"--backend hip", "use --backend emu or auto"}},
+      // no usable GPU in a CPU-only build: exit 1 with the runtime's reason (cmd_train.cpp)
+      {"--backend hip", 1, {"mxsim train: --backend hip: ", "without a GPU backend"}},
   };
   for (const Case& c : cases) {
     const CliRun r = mxsim_train(std::string(kSmall) + c.args + " --trace '" + trace + "'");
