@@ -57,7 +57,7 @@ int cmd_train(const Args& args) {
   constexpr int64_t kMaxThreads = 1024;
   const int64_t cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
   if (threads < 0 || threads > kMaxThreads || (threads > cores && !force_threads)) {
-    if (force_threads || threads < 0 || threads > kMaxThreads)
+    if (force_threads || threads < 0)
       std::fprintf(stderr, "mxsim train: --threads %lld: expected 0 (all cores) or 1 to %lld (%s)\n", (long long)threads,
                    (long long)(force_threads ? kMaxThreads : cores),
                    force_threads ? "the bound with --force-threads" : "the online cores");
