@@ -171,7 +171,7 @@ TEST(IoAtomicOutputs, StaleTemporariesOfKilledCommandsAreRemoved) {
   out.commit();
   EXPECT_FALSE(fs::exists(d.p / (".mxsim-" + dead + "-0.tmp")));
   EXPECT_FALSE(fs::exists(d.p / (".mxsim-" + dead + "-17.tmp")));
-  for (const std::string n : {".mxsim-" + dead + "-1.tmp", std::string(".mxsim-1-0.tmp"), ".mxsim-" + dead + "-0.tmp.keep",
+  for (const std::string& n : {".mxsim-" + dead + "-1.tmp", std::string(".mxsim-1-0.tmp"), ".mxsim-" + dead + "-0.tmp.keep",
                               ".mxsim-" + dead + ".tmp", "mxsim-" + dead + "-0.tmp", std::string("target"), std::string("new.bin")})
     EXPECT_TRUE(fs::exists(d.p / n)) << n;
   EXPECT_TRUE(fs::is_symlink(d.p / (".mxsim-" + dead + "-2.tmp")));
