@@ -92,6 +92,11 @@ std::string num(double v) {
   const auto r = std::to_chars(b, b + sizeof b, v);
   return std::string(b, r.ptr);
 }
+std::string num(float v) {  // the shortest digits of the float, not of its double
+  char b[32];
+  const auto r = std::to_chars(b, b + sizeof b, v);
+  return std::string(b, r.ptr);
+}
 
 /// (node, key, source): source names where the value came from (file or --set).
 using Setter = std::function<void(const toml::node&, const std::string&, const std::string&)>;
@@ -122,9 +127,9 @@ Setter float_setter(float& dst, double lo, bool strict) {
     // The simulator computes in FP32: validate the value it will use, not the TOML double.
     const float f = float(*v);
     if (!std::isfinite(f))
-      bad(src, key, num(*v) + " overflows FP32 (the simulator's type; largest finite " + num(FLT_MAX) + ")");
+      bad(src, key, num(*v) + " overflows FP32 (the simulator's type; largest finite " + num(float(FLT_MAX)) + ")");
     if (f == 0.0f && *v != 0.0)
-      bad(src, key, num(*v) + " becomes 0 in FP32 (the simulator's type; smallest positive " + num(FLT_TRUE_MIN) + ")");
+      bad(src, key, num(*v) + " becomes 0 in FP32 (the simulator's type; smallest positive " + num(float(FLT_TRUE_MIN)) + ")");
     if (strict ? !(f > float(lo)) : !(f >= float(lo)))
       bad(src, key, num(*v) + " becomes " + num(f) + " in FP32 (the simulator's type); expected a number " + range);
     dst = f;
