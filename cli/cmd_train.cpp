@@ -27,9 +27,9 @@ int cmd_train(const Args& args) {
   po::options_description d("mxsim train [options]");
   std::string config, trace, resume, ckpt, backend = "auto";
   std::vector<std::string> sets;
-  int threads = 0;
+  int64_t threads = 0;
   int64_t stop_after = 0;
-  bool print_config = false, json = false, profile = false;
+  bool print_config = false, json = false, force_threads = false, profile = false;
   d.add_options()("help,h", "this help")
       ("config", po::value(&config), "TOML config (default: the embedded examples/default.toml)")
       ("set", po::value(&sets)->composing(), "override: section.key=value (repeatable)")
@@ -37,7 +37,8 @@ int cmd_train(const Args& args) {
       ("trace", po::value(&trace), "write an HDF5 trace here")
       ("resume", po::value(&resume), "resume from this checkpoint")
       ("checkpoint", po::value(&ckpt), "write a checkpoint here (at the end / every trace.checkpoint_every)")
-      ("threads", po::value(&threads)->default_value(0), "worker threads (0 = all cores)")
+      ("threads", po::value(&threads)->default_value(0), "worker threads, 1 to the online cores (0 = all cores)")
+      ("force-threads", po::bool_switch(&force_threads), "allow --threads above the online cores (up to 1024)")
       ("stop-after", po::value(&stop_after)->default_value(0),
        "stop once this many optimizer steps are done (global, 1-based; 0 = run the whole schedule); with "
        "--checkpoint the checkpoint is written there, so --resume continues the same run")
@@ -58,6 +59,24 @@ int cmd_train(const Args& args) {
     std::cout << d;
     return 0;
   }
+  // Worker threads: at most the online cores (more only oversubscribe them; 20000 threads
+  // drove the load average to ~1900) unless --force-threads, and never above kMaxThreads
+  // (libgomp allocates per-thread state up front: 2^31 threads ran it out of memory).
+  constexpr int64_t kMaxThreads = 1024;
+  const int64_t cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  if (threads < 0 || threads > kMaxThreads || (threads > cores && !force_threads)) {
+    if (force_threads || threads < 0)
+      std::fprintf(stderr, "mxsim train: --threads %lld: expected 0 (all cores) or 1 to %lld (%s)\n", (long long)threads,
+                   (long long)(force_threads ? kMaxThreads : cores),
+                   force_threads ? "the bound with --force-threads" : "the online cores");
+    else
+      std::fprintf(stderr,
+                   "mxsim train: --threads %lld: more than the %lld online cores (expected 0 = all cores, or 1 to "
+                   "%lld); --force-threads allows up to %lld\n",
+                   (long long)threads, (long long)cores, (long long)cores, (long long)kMaxThreads);
+    return 2;
+  }
+  if (threads == 0) threads = cores;
   std::string text = sim::default_config_text(), source = "default config";
   if (!config.empty()) {
     std::ifstream f(config);
@@ -140,21 +159,20 @@ int cmd_train(const Args& args) {
     std::fprintf(stderr, "mxsim train: backend %s does not implement every training-step op\n", be->name().c_str());
     return 2;
   }
-  if (threads <= 0) threads = int(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   std::FILE* log = json ? stderr : stdout;  // --json: stdout holds the JSON summary only
   const bool tty = isatty(fileno(log));
   sim::TrainOptions opt;
   opt.trace_path = trace;
   opt.resume_path = resume;
   opt.checkpoint_path = ckpt;
-  opt.threads = threads;
+  opt.threads = int(threads);
   if (stop_after < 0) {
     std::fprintf(stderr, "mxsim train: --stop-after %lld: must be >= 0\n", static_cast<long long>(stop_after));
     return 2;
   }
   opt.stop_after = stop_after;
-  std::fprintf(log, "mxsim train: backend %s (%s%s%s), %d threads, recipes", be->name().c_str(), be->device().c_str(),
-               chosen_because.empty() ? "" : "; ", chosen_because.c_str(), threads);
+  std::fprintf(log, "mxsim train: backend %s (%s%s%s), %lld threads, recipes", be->name().c_str(), be->device().c_str(),
+               chosen_because.empty() ? "" : "; ", chosen_because.c_str(), (long long)threads);
   for (sim::Layer l : sim::kLayers) std::fprintf(log, " %s=%s", sim::name_of(l), cfg.recipe.of(l).c_str());
   std::fprintf(log, ", %d micro-batches\n", cfg.num_microbatches);
   double mean_sps = 0;  // mean steps/s over the run so far (wall clock)
@@ -200,8 +218,11 @@ int cmd_train(const Args& args) {
     if (profiler) std::fprintf(stderr, "\nbackend ops (--profile):\n%s", profiler->report().c_str());
     return 0;
   }
-  std::printf("\nsummary: %lld steps in %.1f s, final loss %.4f, train acc %.4f, test accuracy %.4f\n",
-              (long long)r.steps, r.seconds, r.final_loss, r.final_train_acc, r.test_accuracy);
+  // test_accuracy < 0: no evaluation ran (a run stopped before its last step)
+  char test_acc[32] = "n/a (not evaluated)";
+  if (r.test_accuracy >= 0) std::snprintf(test_acc, sizeof test_acc, "%.4f", r.test_accuracy);
+  std::printf("\nsummary: %lld steps in %.1f s, final loss %.4f, train acc %.4f, test accuracy %s\n",
+              (long long)r.steps, r.seconds, r.final_loss, r.final_train_acc, test_acc);
   std::printf("%-8s %-12s %12s %10s %12s %8s\n", "layer", "recipe", "w_mse", "w_sqnr_dB", "osc_flips", "snaps");
   for (const auto& l : r.layers)
     std::printf("%-8s %-12s %12.4e %10.2f %12llu %8s\n", l.name.c_str(), l.recipe.c_str(), l.w_mse, l.w_sqnr_db,

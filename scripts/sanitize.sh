@@ -26,14 +26,14 @@ echo "sanitize: asan build $((t1 - t0)) s"
 
 # Exhaustive sweeps (every BF16/FP16/FP32-tie encode, every exponent of every scale rule, the
 # 65536-pattern quantizer blocks): pure arithmetic the normal suite checks bit for bit; under
-# the sanitizers they would take most of the budget. Everything else runs.
-# Also excluded until their fixes land (undefined behaviour UBSan reports, in files other work
-# is changing): GemmKernels.EmptyContractionEveryClass (gemm_fused_avx512.cpp packs a K = 0
-# panel through a null pointer plus an offset) and QuantizeEdges.Bf16ShapeOverflowIsRejected
-# (quantize_fast.cpp's make_result gives xtensor a [0, 2^32, 2^32] shape whose strides overflow
-# a signed long). Remove them from this list when fixed.
+# the sanitizers they would take most of the budget. Also Install.DownstreamFindPackage: it
+# installs this build and compiles a consumer with the default compiler and flags, which cannot
+# link sanitizer-instrumented libraries (a packaging check, no parser; the normal suite runs
+# it). The asan preset builds no Python module (an instrumented extension needs the ASan runtime
+# preloaded into an uninstrumented python; the C++ under it is what the suites here cover).
+# Everything else runs.
 exclude='^(FormatsExhaustive\.|QuantizeFast\.EveryBf16PatternInBlocks|ScaleRules\.EveryRuleEveryFormatEveryExponent'
-exclude+='|GemmKernels\.EmptyContractionEveryClass|QuantizeEdges\.Bf16ShapeOverflowIsRejected)'
+exclude+='|Install\.DownstreamFindPackage)'
 ctest --test-dir build-asan --output-on-failure -j"$jobs" -E "$exclude" "$@"
 t2=$SECONDS
 echo "sanitize: suite under ASan + UBSan $((t2 - t1)) s"

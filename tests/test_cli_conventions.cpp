@@ -155,7 +155,7 @@ TEST(CliConventions, NonUtf8FileNameIsNoRawException) {
 TEST(CliConventions, TrainJsonSummaryParsesBack) {
   // One step on a few samples: the summary is JSON on stdout, progress on stderr.
   CliSandbox s;
-  const auto r = s.mxsim("train --set run.max_steps=1 --set run.train_limit=256 --set run.test_limit=64 --threads 2 --json");
+  const auto r = s.mxsim("train --set run.max_steps=1 --set run.train_limit=256 --set run.test_limit=64 --threads 2 --force-threads --json");
   ASSERT_EQ(r.rc, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["command"], "train");

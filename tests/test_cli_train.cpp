@@ -10,10 +10,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -81,7 +83,7 @@ TEST(CliTrain, BadInputNamedNonZeroNoTrace) {
     int rc;
     std::vector<std::string> want;
   };
-  const std::vector<Case> cases = {
+  std::vector<Case> cases = {
       {"--set model.nope=1", 2, {"'model.nope'", "unknown key", "model.d_model"}},      // unknown key, known ones listed
       {"--set nosection.x=1", 2, {"'nosection.x'", "unknown section"}},
       {"--set model.d_model=abc", 2, {"'model.d_model'", "expected an integer, got string", "--set"}},  // wrong type
@@ -90,8 +92,20 @@ TEST(CliTrain, BadInputNamedNonZeroNoTrace) {
       {"--set recipe.fc1=fp3", 2, {"'recipe.fc1'", "expected one of"}},
       {"--config '" + cfg + "'", 2, {cfg, "'model.d_model'", "expected an integer, got array"}},
       {"--set model.d_model=0", 2, {"'model.d_model'", ">= 1"}},                         // impossible sizes
-      {"--set model.d_ff=4000000000", 2, {"'model.d_ff'", "<= 2147483647"}},
-      {"--set model.d_ff=400000000", 2, {"'model.d_ff'", "impossible size"}},
+      {"--set model.d_ff=4000000000", 2, {"'model.d_ff'", "<= 65536 (the documented bound"}},
+      {"--set model.d_ff=65536 --set model.experts=1024", 2, {"'model.d_ff'", "impossible size"}},
+      // documented bounds (docs/simulator.md "Limits")
+      {"--set recipe.fp8_amax_history=2147483647", 2, {"'recipe.fp8_amax_history'", "<= 65536"}},
+      {"--set model.d_model=65535", 2, {"'model.d_model'", "<= 16384"}},
+      {"--set model.experts=100000", 2, {"'model.experts'", "<= 1024"}},
+      {"--set batch.global_batch=1000000", 2, {"'batch.global_batch'", "<= 65536"}},
+      // values that change meaning in FP32
+      {"--set optim.eps=1e-50", 2, {"'optim.eps'", "1e-50 becomes 0 in FP32"}},
+      {"--set optim.lr=inf", 2, {"'optim.lr'", "expected a finite number"}},
+      // the run's memory, estimated before anything is allocated (terabytes: refused anywhere)
+      {"--set model.experts=1024 --set model.top_k=1024 --set model.d_ff=2048 --set model.d_model=128 "
+       "--set batch.global_batch=65536 --set batch.num_microbatches=1",
+       1, {"mxsim train: error: the run needs about ", "the machine has ", "GiB"}},
       {"--set model.top_k=9", 2, {"'model.top_k'", "model.experts"}},
       {"--set batch.num_microbatches=3", 2, {"'batch.num_microbatches'", "divisor"}},
       {"--set batch.global_batch=1024 --set run.train_limit=512", 1, {"batch.global_batch", "larger than the training set"}},
@@ -99,6 +113,10 @@ TEST(CliTrain, BadInputNamedNonZeroNoTrace) {
       {"--bogus", 2, {"--bogus"}},
       {"--backend nope", 2, {"--backend 'nope'", "expected auto, emu or hip"}},
   };
+#ifndef MXSIM_HAVE_GPU
+  // A CPU-only build has no GPU backend: exit 1 with the runtime's reason (cmd_train.cpp).
+  cases.push_back({"--backend hip", 1, {"mxsim train: --backend hip: ", "without a GPU backend"}});
+#endif
   for (const Case& c : cases) {
     const CliRun r = mxsim_train(std::string(kSmall) + c.args + " --trace '" + trace + "'");
     EXPECT_EQ(r.rc, c.rc) << c.args << "\n" << r.out;
@@ -127,6 +145,39 @@ TEST(CliTrain, BackendHipWithoutGpuExitsOneWithTheReason) {
   EXPECT_EQ(a.rc, 0) << a.out;
   EXPECT_TRUE(has(a.out, "mxsim train: backend emu (")) << a.out;
   EXPECT_TRUE(has(a.out, "--backend auto: no usable GPU: ")) << a.out;
+}
+
+// Worker threads: at most the online cores (20000 drove the load average to ~1900) unless
+// --force-threads, and never above 1024 (2^31 ran libgomp out of memory); refused before
+// anything runs. Forced, more threads than cores run (results never depend on the count).
+TEST(CliTrain, ThreadsBoundedByCores) {
+  const std::string small =
+      "--set run.max_steps=1 --set run.train_limit=256 --set run.test_limit=64 --set model.d_model=32 "
+      "--set model.d_ff=64 --set model.experts=4 --set batch.global_batch=128 ";
+  const long cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+  struct Case {
+    std::string args;
+    std::vector<std::string> want;
+  };
+  const std::string over = std::to_string(cores + 1);
+  const std::vector<Case> cases = {
+      {"--threads 20000", {"--threads 20000: more than the " + std::to_string(cores) + " online cores",
+                           "--force-threads allows up to 1024"}},
+      {"--threads " + over, {"--threads " + over + ": more than the"}},
+      {"--threads 2147483647 --force-threads", {"--threads 2147483647", "1 to 1024"}},
+      {"--threads 1025 --force-threads", {"--threads 1025", "1 to 1024"}},
+      {"--threads -1", {"--threads -1", "expected 0 (all cores) or 1 to"}},
+  };
+  for (const Case& c : cases) {
+    const CliRun r = mxsim_train(small + c.args);
+    EXPECT_EQ(r.rc, 2) << c.args << "\n" << r.out;
+    for (const auto& w : c.want) EXPECT_TRUE(has(r.out, w)) << c.args << ": wants '" << w << "'\n" << r.out;
+    EXPECT_FALSE(has(r.out, "mxsim train: backend")) << c.args << ": started\n" << r.out;
+  }
+  const CliRun forced = mxsim_train(small + "--threads " + over + " --force-threads");
+  EXPECT_EQ(forced.rc, 0) << forced.out;
+  EXPECT_TRUE(has(forced.out, over + " threads")) << forced.out;
+  EXPECT_TRUE(has(forced.out, "summary: 1 steps")) << forced.out;
 }
 
 // A trace written over the checkpoint being resumed (or a checkpoint written

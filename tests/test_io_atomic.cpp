@@ -2,6 +2,10 @@
 // all-or-nothing replacement, no temporaries left behind.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -135,4 +139,43 @@ TEST(IoFileStem, EncodesEveryUnsafeByteOneToOne) {
   EXPECT_NE(error_of([] { (void)file_stem(std::string(300, 'n')); }).find("write a .safetensors output instead"),
             std::string::npos);
   EXPECT_EQ(file_stem(std::string(kMaxFileStem, 'n')).size(), kMaxFileStem);
+}
+
+// A temporary a killed command left (".mxsim-<pid>-<n>.tmp" of a process that no longer exists,
+// untouched for an hour) is removed by the next command writing into that folder; a live
+// process's temporary, a recent one, a link of that name and look-alike names are kept.
+TEST(IoAtomicOutputs, StaleTemporariesOfKilledCommandsAreRemoved) {
+  TempDir d("io_atomic");
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  int st = 0;
+  ASSERT_EQ(::waitpid(child, &st, 0), child);  // `child` is now a pid with no process
+  const std::string dead = std::to_string(child);
+  const auto old = fs::file_time_type::clock::now() - std::chrono::hours(2);
+  const auto put_old = [&](const std::string& n) {
+    d.put(n, "partial");
+    fs::last_write_time(d.p / n, old);
+  };
+  put_old(".mxsim-" + dead + "-0.tmp");    // stale: removed
+  put_old(".mxsim-" + dead + "-17.tmp");   // stale: removed
+  d.put(".mxsim-" + dead + "-1.tmp", "x");  // recent (its writer may be a process we cannot see)
+  put_old(".mxsim-1-0.tmp");                // pid 1 exists
+  put_old(".mxsim-" + dead + "-0.tmp.keep");
+  put_old(".mxsim-" + dead + ".tmp");
+  put_old("mxsim-" + dead + "-0.tmp");
+  d.put("target", "keep me");
+  fs::create_symlink(d.p / "target", d.p / (".mxsim-" + dead + "-2.tmp"));
+  AtomicOutputs out;
+  write_file(out.add(d.p / "new.bin"), std::string("new"));
+  out.commit();
+  EXPECT_FALSE(fs::exists(d.p / (".mxsim-" + dead + "-0.tmp")));
+  EXPECT_FALSE(fs::exists(d.p / (".mxsim-" + dead + "-17.tmp")));
+  for (const std::string& n : {".mxsim-" + dead + "-1.tmp", std::string(".mxsim-1-0.tmp"), ".mxsim-" + dead + "-0.tmp.keep",
+                              ".mxsim-" + dead + ".tmp", "mxsim-" + dead + "-0.tmp", std::string("target"), std::string("new.bin")})
+    EXPECT_TRUE(fs::exists(d.p / n)) << n;
+  EXPECT_TRUE(fs::is_symlink(d.p / (".mxsim-" + dead + "-2.tmp")));
+  EXPECT_EQ(read_bytes(d.p / "target"), "keep me");
+  // Called directly: nothing more to remove.
+  EXPECT_EQ(remove_stale_temporaries(d.p), 0u);
 }

@@ -2,7 +2,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cerrno>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <system_error>
@@ -48,6 +51,34 @@ void sync_fs(const fs::path& dir) {
 
 }  // namespace
 
+size_t remove_stale_temporaries(const fs::path& dir, std::chrono::seconds min_age) {
+  size_t removed = 0;
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec), end;
+  if (ec) return 0;
+  const auto now = fs::file_time_type::clock::now();
+  for (; it != end; it.increment(ec)) {
+    if (ec) break;
+    const std::string n = it->path().filename().string();
+    // exactly ".mxsim-<pid>-<n>.tmp", pid and n decimal
+    if (n.rfind(".mxsim-", 0) != 0 || n.size() < 13 || n.compare(n.size() - 4, 4, ".tmp") != 0) continue;
+    const std::string mid = n.substr(7, n.size() - 11);
+    const size_t dash = mid.find('-');
+    if (dash == std::string::npos || dash == 0 || dash + 1 == mid.size() || mid.size() > 40) continue;
+    if (mid.find_first_not_of("0123456789-") != std::string::npos || mid.find('-', dash + 1) != std::string::npos) continue;
+    const long pid = std::strtol(mid.substr(0, dash).c_str(), nullptr, 10);
+    if (pid <= 0 || pid == long(::getpid())) continue;
+    if (::kill(pid_t(pid), 0) == 0 || errno != ESRCH) continue;  // its writer may still be running
+    struct stat st{};
+    if (::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;  // never a link or a folder
+    std::error_code e2;
+    const auto mtime = fs::last_write_time(it->path(), e2);
+    if (e2 || now - mtime < min_age) continue;
+    if (fs::remove(it->path(), e2) && !e2) ++removed;
+  }
+  return removed;
+}
+
 AtomicOutputs::~AtomicOutputs() {
   for (auto& e : entries_) {
     if (e.done) continue;
@@ -63,6 +94,8 @@ fs::path AtomicOutputs::add(const fs::path& final_path) {
   const fs::path dir = folder_of(final_path);
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) throw IoError(final_path.string() + ": folder '" + dir.string() + "' does not exist");
+  // Temporaries a killed command left here (their process is gone; an hour untouched).
+  if (cleaned_.insert(fs::absolute(dir, ec).lexically_normal().string()).second) remove_stale_temporaries(dir);
   static unsigned counter = 0;
   const fs::path tmp = dir / (".mxsim-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".tmp");
   entries_.push_back({tmp, final_path, false});

@@ -3,9 +3,13 @@
 // "Checkpoints"; names: trace/schema.hpp (ckpt::).
 #include "sim_checkpoint.hpp"
 
+#include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 
+#include "mxsim/sim/config.hpp"
 #include "mxsim/sim/state_io.hpp"
 #include "mxsim/trace/checkpoint.hpp"
 #include "mxsim/trace/schema.hpp"
@@ -27,7 +31,17 @@ void visit_state(StateIO& io, const std::string& config_toml, int64_t total_step
                  CheckpointedState s) {
   std::string cfg = config_toml;
   io.text(ck::kConfig, cfg);
-  if (io.loading() && cfg != config_toml) {
+  // A checkpoint written before the canonical text came from toml++'s writer holds the same
+  // config in the older layout: compare the configs then, not the texts.
+  const auto same_config = [&] {
+    if (cfg == config_toml) return true;
+    try {
+      return to_toml(parse_config(cfg, {}, io.path() + ": entry 'config'")) == config_toml;
+    } catch (const std::exception&) {
+      return false;
+    }
+  };
+  if (io.loading() && !same_config()) {
     std::istringstream a(cfg), b(config_toml);
     std::string la, lb;
     while (std::getline(a, la) && std::getline(b, lb) && la == lb) {
@@ -36,7 +50,7 @@ void visit_state(StateIO& io, const std::string& config_toml, int64_t total_step
                              "', this run has '" + lb + "')");
   }
   io.u64(ck::kStep, step);
-  if (io.loading() && int64_t(step) > total_steps)
+  if (io.loading() && step > uint64_t(total_steps))  // unsigned: 2^63 and above are past too
     throw std::runtime_error(io.path() + ": checkpoint step " + std::to_string(step) + " is past this run's " +
                              std::to_string(total_steps) + " steps");
   const std::vector<Weight*> ws = s.model.weights();
@@ -65,18 +79,28 @@ void visit_state(StateIO& io, const std::string& config_toml, int64_t total_step
   // keeps the global step it saw last for readers of the file.
   int64_t deosc_step = int64_t(step);
   io.i64(ck::deosc("global_step"), deosc_step);
+  check_range(io, ck::deosc("global_step"), deosc_step, int64_t(step), int64_t(step));
   s.deosc.visit(io, be, ws);
   s.osc.visit(io, be, ws);
   for (Weight* w : ws)
-    if (io.present(ck::snaps_total(w->name), s.snaps_total.count(w->name) != 0))
-      io.i64(ck::snaps_total(w->name), s.snaps_total[w->name]);
+    if (io.present(ck::snaps_group(w->name), s.snaps_total.count(w->name) != 0)) {
+      int64_t& n = s.snaps_total[w->name];
+      io.i64(ck::snaps_total(w->name), n);
+      // at most every element once per window, at most one window per step
+      const uint64_t most = uint64_t(w->G * w->N * w->K) * step;
+      check_range(io, ck::snaps_total(w->name), n, 0,
+                  int64_t(std::min<uint64_t>(most, uint64_t(std::numeric_limits<int64_t>::max()))));
+    }
 }
 
 class Saver final : public StateIO {
  public:
   Saver(const std::string& path, Backend& be) : path_(path), be_(be) {}
   bool loading() const override { return false; }
-  bool present(const std::string&, bool now) override { return now; }
+  bool present(const std::string& group, bool now) override {
+    o.put_u64(ck::present(group), now ? 1 : 0);
+    return now;
+  }
   void tensor(const std::string& n, Tensor& t) override {
     switch (t.dtype()) {
       case DType::f32: {
@@ -116,7 +140,11 @@ class Loader final : public StateIO {
  public:
   Loader(const std::string& path, Backend& be) : path_(path), be_(be), in_(path) {}
   bool loading() const override { return true; }
-  bool present(const std::string& probe, bool) override { return in_.has(probe); }
+  bool present(const std::string& group, bool) override {
+    bool v = false;
+    flag(ck::present(group), v);
+    return v;
+  }
   void tensor(const std::string& n, Tensor& t) override {
     auto size_error = [&] {
       throw std::runtime_error(path_ + ": checkpoint entry '" + n + "' has a different shape than this config's tensor");
@@ -137,6 +165,10 @@ class Loader final : public StateIO {
       case DType::u32: {
         const auto a = in_.get_u64_array(n);
         if (a.data.size() != t.numel()) size_error();
+        for (size_t i = 0; i < a.data.size(); ++i)  // u32 counters widened to u64 on save
+          if (a.data[i] > UINT32_MAX)
+            throw std::runtime_error(path_ + ": checkpoint entry '" + n + "' element " + std::to_string(i) + " is " +
+                                     std::to_string(a.data[i]) + ", above the 32-bit counter's range");
         const std::vector<uint32_t> v(a.data.begin(), a.data.end());
         be_.upload(t, std::span<const uint32_t>(v));
         return;
@@ -146,7 +178,12 @@ class Loader final : public StateIO {
   }
   void u64(const std::string& n, uint64_t& v) override { v = in_.get_u64(n); }
   void i64(const std::string& n, int64_t& v) override { v = in_.get_i64(n); }
-  void flag(const std::string& n, bool& v) override { v = in_.get_u64(n) != 0; }
+  void flag(const std::string& n, bool& v) override {
+    const uint64_t x = in_.get_u64(n);
+    if (x > 1)
+      throw std::runtime_error(path_ + ": checkpoint entry '" + n + "' is " + std::to_string(x) + ", expected 0 or 1");
+    v = x != 0;
+  }
   void f32(const std::string& n, float& v) override { v = in_.get_f32_scalar(n); }
   void f32s(const std::string& n, std::vector<float>& v) override { v = in_.get_f32(n).data; }
   void text(const std::string& n, std::string& v) override { v = in_.get_string(n); }

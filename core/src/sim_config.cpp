@@ -2,6 +2,9 @@
 #include "mxsim/sim/config.hpp"
 #include "mxsim/sim/recipe.hpp"
 
+#include <cfloat>
+#include <charconv>
+#include <cmath>
 #include <functional>
 #include <limits>
 #include <map>
@@ -83,17 +86,34 @@ namespace {
   throw std::invalid_argument(src + ": key '" + key + "': " + what);
 }
 
+/// A number as the message shows it: shortest round-trip digits.
+std::string num(double v) {
+  char b[32];
+  const auto r = std::to_chars(b, b + sizeof b, v);
+  return std::string(b, r.ptr);
+}
+std::string num(float v) {  // the shortest digits of the float, not of its double
+  char b[32];
+  const auto r = std::to_chars(b, b + sizeof b, v);
+  return std::string(b, r.ptr);
+}
+
 /// (node, key, source): source names where the value came from (file or --set).
 using Setter = std::function<void(const toml::node&, const std::string&, const std::string&)>;
 
+/// An integer key in [lo, hi]; hi defaults to the largest value of the simulator's type. A
+/// documented bound (config.hpp kMax*, docs/simulator.md "Limits") is named as such.
 template <class T>
-Setter int_setter(T& dst, int64_t lo) {
-  return [&dst, lo](const toml::node& n, const std::string& key, const std::string& src) {
+Setter int_setter(T& dst, int64_t lo, uint64_t hi = uint64_t(std::numeric_limits<T>::max())) {
+  const bool documented = hi < uint64_t(std::numeric_limits<T>::max());
+  return [&dst, lo, hi, documented](const toml::node& n, const std::string& key, const std::string& src) {
     auto v = n.value_exact<int64_t>();
     if (!v) bad(src, key, std::string("expected an integer, got ") + std::string(toml::impl::node_type_friendly_names[size_t(n.type())]));
     if (*v < lo) bad(src, key, "expected an integer >= " + std::to_string(lo) + ", got " + std::to_string(*v));
-    if (uint64_t(*v) > uint64_t(std::numeric_limits<T>::max()))
-      bad(src, key, "expected an integer <= " + std::to_string(std::numeric_limits<T>::max()) + ", got " + std::to_string(*v));
+    if (uint64_t(*v) > hi)
+      bad(src, key, "expected an integer <= " + std::to_string(hi) +
+                        (documented ? " (the documented bound, docs/simulator.md \"Limits\")" : "") + ", got " +
+                        std::to_string(*v));
     dst = T(*v);
   };
 }
@@ -101,9 +121,18 @@ Setter float_setter(float& dst, double lo, bool strict) {
   return [&dst, lo, strict](const toml::node& n, const std::string& key, const std::string& src) {
     auto v = n.value<double>();  // integers are accepted as numbers
     if (!v || n.is_boolean() || n.is_string()) bad(src, key, "expected a number");
-    if (strict ? !(*v > lo) : !(*v >= lo))
-      bad(src, key, std::string("expected a number ") + (strict ? "> " : ">= ") + std::to_string(lo));
-    dst = float(*v);
+    const std::string range = std::string(strict ? "> " : ">= ") + num(lo);
+    if (!std::isfinite(*v)) bad(src, key, "expected a finite number " + range + ", got " + num(*v));
+    if (strict ? !(*v > lo) : !(*v >= lo)) bad(src, key, "expected a number " + range + ", got " + num(*v));
+    // The simulator computes in FP32: validate the value it will use, not the TOML double.
+    const float f = float(*v);
+    if (!std::isfinite(f))
+      bad(src, key, num(*v) + " overflows FP32 (the simulator's type; largest finite " + num(float(FLT_MAX)) + ")");
+    if (f == 0.0f && *v != 0.0)
+      bad(src, key, num(*v) + " becomes 0 in FP32 (the simulator's type; smallest positive " + num(float(FLT_TRUE_MIN)) + ")");
+    if (strict ? !(f > float(lo)) : !(f >= float(lo)))
+      bad(src, key, num(*v) + " becomes " + num(f) + " in FP32 (the simulator's type); expected a number " + range);
+    dst = f;
   };
 }
 Setter bool_setter(bool& dst) {
@@ -186,14 +215,14 @@ std::map<std::string, Setter> setters(Config& c) {
   m["run.train_limit"] = int_setter(c.train_limit, 0);
   m["run.test_limit"] = int_setter(c.test_limit, 0);
   m["run.data_dir"] = string_setter(c.data_dir, {});
-  m["model.d_model"] = int_setter(c.d_model, 1);
-  m["model.d_ff"] = int_setter(c.d_ff, 1);
-  m["model.experts"] = int_setter(c.experts, 1);
+  m["model.d_model"] = int_setter(c.d_model, 1, kMaxDModel);
+  m["model.d_ff"] = int_setter(c.d_ff, 1, kMaxDFf);
+  m["model.experts"] = int_setter(c.experts, 1, kMaxExperts);
   m["model.top_k"] = int_setter(c.top_k, 1);
   m["model.activation"] = activation_setter(c.activation);
   m["model.aux_loss_coeff"] = float_setter(c.aux_loss_coeff, 0, false);
-  m["batch.global_batch"] = int_setter(c.global_batch, 1);
-  m["batch.num_microbatches"] = int_setter(c.num_microbatches, 1);
+  m["batch.global_batch"] = int_setter(c.global_batch, 1, kMaxGlobalBatch);
+  m["batch.num_microbatches"] = int_setter(c.num_microbatches, 1, kMaxGlobalBatch);
   m["optim.lr"] = float_setter(c.lr, 0, true);
   m["optim.min_lr"] = float_setter(c.min_lr, 0, false);
   m["optim.beta1"] = float_setter(c.beta1, 0, false);
@@ -205,7 +234,7 @@ std::map<std::string, Setter> setters(Config& c) {
   for (Layer l : kLayers) m[std::string("recipe.") + name_of(l)] = string_setter(c.recipe.of(l), recipes);
   m["recipe.mxfp4_hadamard_wgrad"] = bool_setter(c.recipe.mxfp4_hadamard_wgrad);
   m["recipe.mxfp4_sr_grad"] = bool_setter(c.recipe.mxfp4_sr_grad);
-  m["recipe.fp8_amax_history"] = int_setter(c.recipe.fp8_amax_history, 1);
+  m["recipe.fp8_amax_history"] = int_setter(c.recipe.fp8_amax_history, 1, kMaxAmaxHistory);
   m["recipe.fp8_margin"] = int_setter(c.recipe.fp8_margin, 0);
   m["deosc.enable"] = bool_setter(c.deosc);
   m["deosc.period"] = int_setter(c.deosc_period, 1);
@@ -308,36 +337,58 @@ Config parse_config(const std::string& text, const std::vector<std::string>& ove
 }
 
 std::string to_toml(const Config& c) {
+  // Written by toml++'s own formatter, so every string is escaped as TOML requires (a data_dir
+  // holding '"' or a newline reads back as itself) and the text parses back to the same config
+  // (SimConfig.PrintedConfigParsesBackToTheSameConfig). Sections and keys come out in toml++'s
+  // order (alphabetical); strings as basic strings, never literal or multi-line.
+  const auto fl = [](float v) {  // the shortest decimal that reads back as this float
+    char b[64];
+    const auto r = std::to_chars(b, b + sizeof b, v);
+    double d = 0;
+    std::from_chars(b, r.ptr, d);
+    return d;
+  };
+  toml::array layers, steps;
+  for (Layer l : c.snapshot_layers) layers.push_back(std::string(name_of(l)));
+  for (int64_t n : c.snapshot_steps) steps.push_back(n);
+  toml::table recipe{{"mxfp4_hadamard_wgrad", c.recipe.mxfp4_hadamard_wgrad},
+                     {"mxfp4_sr_grad", c.recipe.mxfp4_sr_grad},
+                     {"fp8_amax_history", int64_t(c.recipe.fp8_amax_history)},
+                     {"fp8_margin", int64_t(c.recipe.fp8_margin)}};
+  for (Layer l : kLayers) recipe.insert(name_of(l), c.recipe.of(l));
+  const toml::table t{
+      {"run", toml::table{{"seed", int64_t(c.seed)},
+                          {"epochs", int64_t(c.epochs)},
+                          {"max_steps", c.max_steps},
+                          {"train_limit", c.train_limit},
+                          {"test_limit", c.test_limit},
+                          {"data_dir", c.data_dir}}},
+      {"model", toml::table{{"d_model", int64_t(c.d_model)},
+                            {"d_ff", int64_t(c.d_ff)},
+                            {"experts", int64_t(c.experts)},
+                            {"top_k", int64_t(c.top_k)},
+                            {"activation", std::string(name_of(c.activation))},
+                            {"aux_loss_coeff", fl(c.aux_loss_coeff)}}},
+      {"batch", toml::table{{"global_batch", int64_t(c.global_batch)}, {"num_microbatches", int64_t(c.num_microbatches)}}},
+      {"optim", toml::table{{"lr", fl(c.lr)},
+                            {"min_lr", fl(c.min_lr)},
+                            {"beta1", fl(c.beta1)},
+                            {"beta2", fl(c.beta2)},
+                            {"eps", fl(c.eps)},
+                            {"weight_decay", fl(c.weight_decay)},
+                            {"warmup_steps", c.warmup_steps},
+                            {"init_std", fl(c.init_std)}}},
+      {"recipe", recipe},
+      {"deosc", toml::table{{"enable", c.deosc},
+                            {"period", c.deosc_period},
+                            {"ratio", fl(c.deosc_ratio)},
+                            {"start_step", c.deosc_start_step}}},
+      {"metrics", toml::table{{"osc_ema_momentum", fl(c.osc_ema_momentum)}}},
+      {"trace", toml::table{{"snapshot_layers", layers}, {"snapshot_steps", steps}, {"checkpoint_every", c.checkpoint_every}}},
+  };
   std::ostringstream o;
-  auto list_s = [](const std::vector<Layer>& v) {
-    std::string r = "[";
-    for (size_t i = 0; i < v.size(); ++i) r += (i ? ", \"" : "\"") + std::string(name_of(v[i])) + "\"";
-    return r + "]";
-  };
-  auto list_i = [](const std::vector<int64_t>& v) {
-    std::string r = "[";
-    for (size_t i = 0; i < v.size(); ++i) r += (i ? ", " : "") + std::to_string(v[i]);
-    return r + "]";
-  };
-  o.precision(9);
-  o << "[run]\nseed = " << c.seed << "\nepochs = " << c.epochs << "\nmax_steps = " << c.max_steps
-    << "\ntrain_limit = " << c.train_limit << "\ntest_limit = " << c.test_limit << "\ndata_dir = \"" << c.data_dir
-    << "\"\n\n[model]\nd_model = " << c.d_model << "\nd_ff = " << c.d_ff << "\nexperts = " << c.experts
-    << "\ntop_k = " << c.top_k << "\nactivation = \"" << name_of(c.activation) << "\"\naux_loss_coeff = " << c.aux_loss_coeff
-    << "\n\n[batch]\nglobal_batch = " << c.global_batch << "\nnum_microbatches = " << c.num_microbatches
-    << "\n\n[optim]\nlr = " << c.lr << "\nmin_lr = " << c.min_lr << "\nbeta1 = " << c.beta1 << "\nbeta2 = " << c.beta2
-    << "\neps = " << c.eps << "\nweight_decay = " << c.weight_decay << "\nwarmup_steps = " << c.warmup_steps
-    << "\ninit_std = " << c.init_std << "\n\n[recipe]\n";
-  for (Layer l : kLayers) o << name_of(l) << " = \"" << c.recipe.of(l) << "\"\n";
-  o << "mxfp4_hadamard_wgrad = " << (c.recipe.mxfp4_hadamard_wgrad ? "true" : "false")
-    << "\nmxfp4_sr_grad = " << (c.recipe.mxfp4_sr_grad ? "true" : "false")
-    << "\nfp8_amax_history = " << c.recipe.fp8_amax_history << "\nfp8_margin = " << c.recipe.fp8_margin
-    << "\n\n[deosc]\nenable = " << (c.deosc ? "true" : "false") << "\nperiod = " << c.deosc_period
-    << "\nratio = " << c.deosc_ratio << "\nstart_step = " << c.deosc_start_step
-    << "\n\n[metrics]\nosc_ema_momentum = " << c.osc_ema_momentum << "\n\n[trace]\nsnapshot_layers = "
-    << list_s(c.snapshot_layers) << "\nsnapshot_steps = " << list_i(c.snapshot_steps)
-    << "\ncheckpoint_every = " << c.checkpoint_every << "\n";
-  return o.str();
+  o << toml::toml_formatter(t, toml::format_flags::allow_unicode_strings);
+  return o.str() + "\n";
 }
 
 }  // namespace mxsim::sim

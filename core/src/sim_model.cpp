@@ -473,7 +473,7 @@ void DeOsc::visit(StateIO& io, Backend& be, const std::vector<Weight*>& ws) {
   }
   for (Weight* w : ws) {
     const auto it = state_.find(w->name);
-    if (!io.present(ck::deosc_state(w->name, "prev"), it != state_.end())) continue;
+    if (!io.present(ck::deosc_group(w->name), it != state_.end())) continue;
     State& s = state_[w->name];
     for (Tensor* t : {&s.prev, &s.prev_q, &s.dist_w, &s.dist_q})
       if (io.loading()) *t = be.alloc(DType::f32, w->shape());
@@ -482,6 +482,7 @@ void DeOsc::visit(StateIO& io, Backend& be, const std::vector<Weight*>& ws) {
     io.tensor(ck::deosc_state(w->name, "dist_w"), s.dist_w);
     io.tensor(ck::deosc_state(w->name, "dist_q"), s.dist_q);
     io.i64(ck::deosc_state(w->name, "step"), s.step);
+    check_range(io, ck::deosc_state(w->name, "step"), s.step, 0, period_ - 1);  // the window position
     io.flag(ck::deosc_state(w->name, "seeded"), s.seeded);
   }
 }
@@ -525,7 +526,7 @@ void OscMetrics::visit(StateIO& io, Backend& be, const std::vector<Weight*>& ws)
   namespace ck = trace::schema::ckpt;
   for (Weight* w : ws) {
     const auto it = state_.find(w->name);
-    if (!io.present(ck::osc(w->name, "prev_w"), it != state_.end())) continue;
+    if (!io.present(ck::osc_group(w->name), it != state_.end())) continue;
     if (io.loading()) state_[w->name] = make_state(be, w->shape());
     State& s = state_[w->name];
     io.tensor(ck::osc(w->name, "prev_w"), s.t.prev_w);
@@ -536,6 +537,7 @@ void OscMetrics::visit(StateIO& io, Backend& be, const std::vector<Weight*>& ws)
     io.tensor(ck::osc(w->name, "last_dir"), s.t.last_dir);  // int8 directions as their bytes
     io.tensor(ck::osc(w->name, "flips"), s.t.flips);
     io.i64(ck::osc(w->name, "window"), s.window);
+    check_range(io, ck::osc(w->name, "window"), s.window, 0, period_ - 1);
     io.flag(ck::osc(w->name, "seeded"), s.seeded);
   }
 }

@@ -4,12 +4,16 @@
 // list (sim_checkpoint.cpp).
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <cmath>
 #include <limits>
 #include <span>
 #include <stdexcept>
+
+#include <unistd.h>
 
 #include "mxsim/data/fashion_mnist.hpp"
 #include "mxsim/philox.hpp"
@@ -127,7 +131,15 @@ class Trainer {
 
   TrainResult run() {
     Step done(0);
-    if (!opt_.resume_path.empty()) done = load_checkpoint(opt_.resume_path, be_, cfg_text_, total_, state());
+    if (!opt_.resume_path.empty()) {
+      done = load_checkpoint(opt_.resume_path, be_, cfg_text_, total_, state());
+      // Nothing left to run (the config, and so the step count, is the checkpoint's own): say so
+      // instead of a zero-step run with no loss and no evaluation, before any trace is created.
+      if (done.n() >= total_)
+        throw std::runtime_error(opt_.resume_path + ": checkpoint is at step " + std::to_string(done.n()) +
+                                 ", the last of this run's " + std::to_string(total_) +
+                                 " steps: the run is complete, nothing to resume");
+    }
     const Step last(opt_.stop_after > 0 ? std::min(total_, opt_.stop_after) : total_);
     if (!opt_.trace_path.empty())
       rec_ = std::make_unique<TraceRecorder>(opt_.trace_path, cfg_text_, be_.name(), cfg_, ws_, done.next(), last);
@@ -345,7 +357,75 @@ class Trainer {
 
 }  // namespace
 
+MemoryEstimate estimate_run_memory(const Config& c) {
+  // Double arithmetic: the bounded keys (config.hpp kMax*) keep every product far inside its
+  // range, and an estimate needs no exact integer.
+  const double d = c.d_model, f = c.d_ff, E = c.experts, k = c.top_k;
+  MemoryEstimate m;
+  // Per weight element: master, Adam m and v, the BF16 model copy, main_grad and the unfused
+  // recipes' per-micro-batch dW (FP32 each, 24 B); quantized recipes add the fprop QDQ and the
+  // quantized cache (8 B) and the oscillation metrics' state (5 FP32, a u8, a u32: 25 B);
+  // MXFP4 weights with de-oscillation on its prev, prev_q, dist_w, dist_q (16 B).
+  const struct {
+    Layer l;
+    double elems;
+  } ls[] = {{Layer::Embed, 784 * d}, {Layer::Router, E * d}, {Layer::Fc1, E * f * d}, {Layer::Fc2, E * d * f},
+            {Layer::Head, 10 * d}};
+  double w = 0;
+  for (const auto& l : ls) {
+    const std::string& r = c.recipe.of(l.l);
+    double per = 24;
+    if (r != "bf16") per += 8 + 25;
+    if (r == "mxfp4" && c.deosc) per += 16;
+    w += per * l.elems;
+  }
+  // Activations, FP32: per token the input, embed output, router logits and probabilities, the
+  // residual and head tensors with their gradients; per routed row (top_k per token, plus up to
+  // 32 rows of padding per expert) fc1's output and activation and fc2's input and output with
+  // their gradients (4 x d_ff + 4 x d_model), and the quantized operand copies (~2 B each).
+  const double b = double(c.global_batch) / c.num_microbatches;
+  const auto act = [&](double tokens, double fwd_bwd) {
+    const double rows = tokens * k + E * 32;
+    return fwd_bwd * (4 * tokens * (2 * 784 + 6 * d + 4 * E + 32) + 4 * rows * (4 * f + 4 * d) + 2 * rows * (f + d));
+  };
+  const double a = act(b, 1.0) + act(1000, 0.5);  // training micro-batch; evaluation chunk (forward only)
+  const double n_train = c.train_limit > 0 ? std::min<double>(double(c.train_limit), 60000) : 60000;
+  const double n_test = c.test_limit > 0 ? std::min<double>(double(c.test_limit), 10000) : 10000;
+  m.weights = uint64_t(w);
+  m.activations = uint64_t(a);
+  m.data = uint64_t((n_train + n_test) * (784 * 4 + 1));
+  return m;
+}
+
+uint64_t machine_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  uint64_t bytes = pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : std::numeric_limits<uint64_t>::max();
+  // cgroup v2 limit ("max" when none) and v1's
+  for (const char* f : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    std::ifstream in(f);
+    uint64_t lim = 0;
+    if (in >> lim && lim > 0) bytes = std::min(bytes, lim);
+  }
+  return bytes;
+}
+
+void check_run_memory(const Config& cfg, uint64_t machine_bytes) {
+  const MemoryEstimate e = estimate_run_memory(cfg);
+  if (e.total() <= machine_bytes) return;
+  const auto gib = [](double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.1f GiB", v / double(uint64_t(1) << 30));
+    return std::string(b);
+  };
+  throw std::runtime_error("the run needs about " + gib(double(e.total())) + " (weights and their state " +
+                           gib(double(e.weights)) + ", activations of one micro-batch " + gib(double(e.activations)) +
+                           ", images " + gib(double(e.data)) + "); the machine has " + gib(double(machine_bytes)) +
+                           ": reduce model.d_model, model.d_ff, model.experts, model.top_k or batch.global_batch, or "
+                           "raise batch.num_microbatches");
+}
+
 TrainResult train(const Config& cfg, Backend& be, const TrainOptions& opt) {
+  check_run_memory(cfg, machine_memory_bytes());  // before anything is allocated
   be.set_threads(opt.threads);
   return Trainer(cfg, be, opt).run();
 }

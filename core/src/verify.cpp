@@ -1013,7 +1013,8 @@ const std::pair<Activation, const char*> kActivations[] = {
     {Activation::Relu, "relu"}, {Activation::Gelu, "gelu"}, {Activation::Silu, "silu"}};
 
 void verify_activation(Ctx& c, Rng& r, int k) {
-  for (const auto& [kind, name] : kActivations) {
+  for (const auto& [kind_b, name] : kActivations) {
+    const Activation kind = kind_b;  // a lambda may not capture a structured binding before Clang 16
     const std::vector<size_t> dm = random_dims(r, 1500, false);
     const std::vector<float> u = values(r, numel(dm), 32, std::min(spread_of(k), 8), special_pct(k));
     run_case(c, Op::Activation, dims_str(dm), name, [&](Backend& be) {
@@ -1025,7 +1026,8 @@ void verify_activation(Ctx& c, Rng& r, int k) {
 }
 
 void verify_activation_grad(Ctx& c, Rng& r, int k) {
-  for (const auto& [kind, name] : kActivations) {
+  for (const auto& [kind_b, name] : kActivations) {
+    const Activation kind = kind_b;  // a lambda may not capture a structured binding before Clang 16
     const std::vector<size_t> dm = random_dims(r, 1500, false);
     const std::vector<float> u = values(r, numel(dm), 32, std::min(spread_of(k), 8), special_pct(k)),
                              da = to_bf16(values(r, numel(dm), 32, std::min(spread_of(k), 20), special_pct(k)));

@@ -127,19 +127,19 @@ MXSIM_AVX2 void tile(const Packed& P, size_t i0, size_t p, int h, Out out, size_
                      std::vector<std::pair<uint32_t, uint32_t>>& badv) {
   const size_t Kp = P.Kp;
   const __m256i cm = _mm256_cmpgt_epi32(_mm256_set1_epi32(int32_t(ncols)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-  const float* a = P.av.data() + i0 * Kp;
+  const float* a = at(P.av, i0 * Kp);
   constexpr size_t esz = KIND == Kind::Bf16 ? 2 : 1, kpd = KIND == Kind::Bf16 ? 2 : 4;
-  const int32_t* ae = P.ae.data() + i0 * (Kp / kpd);
-  const float* b = P.bv.data() + p * Kp * 16 + h * 8;
-  const int8_t* be = P.be.data() + p * Kp * 16 * esz + h * 32;
+  const int32_t* ae = at(P.ae, i0 * (Kp / kpd));
+  const float* b = at(P.bv, p * Kp * 16 + h * 8);
+  const int8_t* be = at(P.be, p * Kp * 16 * esz + h * 32);
   const size_t c0 = p * 16 + h * 8;
   float* o = out.p + i0 * out.ld + c0;
   __m256 acc[MR];
   __m256i bad[MR];
-  const __m256i blo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(P.blo.data() + c0));
-  const __m256i bhi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(P.bhi.data() + c0));
+  const __m256i blo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at(P.blo, c0)));
+  const __m256i bhi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at(P.bhi, c0)));
   const __m256i bsp = _mm256_xor_si256(
-      _mm256_cmpeq_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(P.bsp.data() + c0)), _mm256_setzero_si256()),
+      _mm256_cmpeq_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at(P.bsp, c0))), _mm256_setzero_si256()),
       _mm256_set1_epi32(-1));
   for (int r = 0; r < MR; ++r) {
     const RowInfo& ri = P.ai[i0 + r];
@@ -158,8 +158,8 @@ MXSIM_AVX2 void tile(const Packed& P, size_t i0, size_t p, int h, Out out, size_
     }
   } else if constexpr (KIND == Kind::MxF13) {
     const size_t KB = P.KB;
-    const float* as = P.as.data() + i0 * KB;
-    const float* bs = P.bs.data() + p * KB * 16 + h * 8;
+    const float* as = at(P.as, i0 * KB);
+    const float* bs = at(P.bs, p * KB * 16 + h * 8);
     for (size_t kb = 0; kb < KB; ++kb) {
       __m256 R[MR];
       fused_group<32, 13, true, MR>(a + kb * 32, ae + kb * 8, Kp, b + kb * 512, be + kb * 512, nullptr, true, R, bad);
@@ -169,8 +169,8 @@ MXSIM_AVX2 void tile(const Packed& P, size_t i0, size_t p, int h, Out out, size_
     }
   } else {
     const size_t KC = P.KC;
-    const float* as = P.as.data() + i0 * KC;
-    const float* bs = P.bs.data() + p * KC * 16 + h * 8;
+    const float* as = at(P.as, i0 * KC);
+    const float* bs = at(P.bs, p * KC * 16 + h * 8);
     for (size_t c = 0; c < KC; ++c) {
       __m256 ch[MR];
       for (int r = 0; r < MR; ++r) ch[r] = _mm256_setzero_ps();

@@ -136,16 +136,16 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void tile(const Pa
                                                                         std::vector<std::pair<uint32_t, uint32_t>>& badv) {
   const size_t Kp = P.Kp;
   const __mmask16 cm = ncols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << ncols) - 1);
-  const float* a = P.av.data() + i0 * Kp;
+  const float* a = at(P.av, i0 * Kp);
   constexpr size_t esz = KIND == Kind::Bf16 ? 2 : 1, kpd = KIND == Kind::Bf16 ? 2 : 4;
-  const int32_t* ae = P.ae.data() + i0 * (Kp / kpd);
-  const float* b = P.bv.data() + p * Kp * 16;
-  const int8_t* be = P.be.data() + p * Kp * 16 * esz;
+  const int32_t* ae = at(P.ae, i0 * (Kp / kpd));
+  const float* b = at(P.bv, p * Kp * 16);
+  const int8_t* be = at(P.be, p * Kp * 16 * esz);
   float* o = out.p + i0 * out.ld + p * 16;
   __m512 acc[MR];
   __mmask16 bad[MR];
-  const __m512i blo = _mm512_loadu_si512(P.blo.data() + p * 16), bhi = _mm512_loadu_si512(P.bhi.data() + p * 16);
-  const __mmask16 bsp = _mm512_test_epi32_mask(_mm512_loadu_si512(P.bsp.data() + p * 16), _mm512_set1_epi32(-1));
+  const __m512i blo = _mm512_loadu_si512(at(P.blo, p * 16)), bhi = _mm512_loadu_si512(at(P.bhi, p * 16));
+  const __mmask16 bsp = _mm512_test_epi32_mask(_mm512_loadu_si512(at(P.bsp, p * 16)), _mm512_set1_epi32(-1));
   for (int r = 0; r < MR; ++r) {
     const RowInfo& ri = P.ai[i0 + r];
     acc[r] = accumulate ? _mm512_maskz_loadu_ps(cm, o + r * out.ld) : _mm512_setzero_ps();
@@ -163,8 +163,8 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void tile(const Pa
     }
   } else if constexpr (KIND == Kind::MxF13) {
     const size_t KB = P.KB;
-    const float* as = P.as.data() + i0 * KB;
-    const float* bs = P.bs.data() + p * KB * 16;
+    const float* as = at(P.as, i0 * KB);
+    const float* bs = at(P.bs, p * KB * 16);
     for (size_t kb = 0; kb < KB; ++kb) {
       __m512 R[MR];
       fused_group<32, 13, true, MR>(a + kb * 32, ae + kb * 8, Kp, b + kb * 512, be + kb * 512, nullptr, true, R, bad);
@@ -174,8 +174,8 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void tile(const Pa
     }
   } else {
     const size_t KC = P.KC;
-    const float* as = P.as.data() + i0 * KC;
-    const float* bs = P.bs.data() + p * KC * 16;
+    const float* as = at(P.as, i0 * KC);
+    const float* bs = at(P.bs, p * KC * 16);
     for (size_t c = 0; c < KC; ++c) {
       __m512 ch[MR];
       for (int r = 0; r < MR; ++r) ch[r] = _mm512_setzero_ps();

@@ -111,9 +111,9 @@ Packed pack(Kind kind, const Panel& A, const Panel& B) {
     for (size_t i = 0; i < I; ++i) {
       RowInfo ri;
       const uint32_t* c = A.code.data() + i * K;
-      float* v = P.av.data() + i * Kp;
-      int16_t* e16 = reinterpret_cast<int16_t*>(P.ae.data() + i * Kp / kpd);
-      int8_t* e8 = reinterpret_cast<int8_t*>(P.ae.data() + i * Kp / kpd);
+      float* v = at(P.av, i * Kp);
+      int16_t* e16 = reinterpret_cast<int16_t*>(at(P.ae, i * Kp / kpd));
+      int8_t* e8 = reinterpret_cast<int8_t*>(at(P.ae, i * Kp / kpd));
       for (size_t k = 0; k < K; ++k) {
         bool sp;
         int32_t e;
@@ -142,9 +142,9 @@ Packed pack(Kind kind, const Panel& A, const Panel& B) {
       const size_t p = j / 16, jj = j % 16;
       RowInfo ri;
       const uint32_t* c = B.code.data() + j * K;
-      float* v = P.bv.data() + p * Kp * 16 + jj;
-      int16_t* e16 = reinterpret_cast<int16_t*>(P.be.data()) + p * Kp * 16 + jj * 2;
-      int8_t* e8 = P.be.data() + p * Kp * 16 + jj * 4;
+      float* v = at(P.bv, p * Kp * 16 + jj);
+      int16_t* e16 = reinterpret_cast<int16_t*>(at(P.be, 2 * (p * Kp * 16 + jj * 2)));
+      int8_t* e8 = at(P.be, p * Kp * 16 + jj * 4);
       for (size_t k = 0; k < K; ++k) {
         bool sp;
         int32_t e;

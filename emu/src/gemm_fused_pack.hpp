@@ -41,6 +41,18 @@ struct Packed {
   std::vector<float> as, bs;           // MX: 2^(s-127) [I][KB], [NP][KB][16]; chunk: sinv [I][KC], [NP][KC][16]
 };
 
+/// `v.data() + off` into a packed buffer that may be empty (K = 0: the loops read nothing
+/// through the pointer). An empty vector's data() may be null, and a null pointer plus a
+/// non-zero offset is undefined behaviour, so an empty buffer gives its data() unchanged.
+template <class T>
+T* at(std::vector<T>& v, size_t off) {
+  return v.empty() ? v.data() : v.data() + off;
+}
+template <class T>
+const T* at(const std::vector<T>& v, size_t off) {
+  return v.empty() ? v.data() : v.data() + off;
+}
+
 /// Packs A and B for `kind` (not MxExact); L = 16 (BF16) or 32 elements per group.
 Packed pack(Kind kind, const Panel& A, const Panel& B);
 

@@ -380,9 +380,24 @@ std::optional<QuantizedTensor> try_quantize(const Tensor3f& x, const QuantSpec& 
 
 QuantizedTensor quantize_bf16(const uint16_t* data, size_t groups, size_t rows, size_t cols, const QuantSpec& spec,
                               Axis axis) {
-  if ((rows != 0 && groups > SIZE_MAX / rows) || (cols != 0 && groups * rows > SIZE_MAX / cols))
-    throw std::invalid_argument("quantize_bf16: shape [" + std::to_string(groups) + ", " + std::to_string(rows) + ", " +
-                                std::to_string(cols) + "] overflows size_t");
+  // The tensors built for this shape (the FP32 copy of the reference path, the codes and
+  // scales) index with signed strides: the product of the extents, zero extents counted as 1
+  // (an empty [0, R, C] still gets the strides R * C and C), must fit, in bytes of FP32, in a
+  // ptrdiff_t. Anything larger is no tensor a machine can hold; reject it before building.
+  {
+    constexpr uint64_t kMaxElems = uint64_t(PTRDIFF_MAX) / sizeof(float);
+    uint64_t prod = 1;
+    bool over = false;
+    for (const size_t e : {groups, rows, cols}) {
+      const uint64_t f = e == 0 ? 1 : uint64_t(e);
+      if (f > kMaxElems / prod) over = true;
+      else prod *= f;
+    }
+    if (over)
+      throw std::invalid_argument("quantize_bf16: shape [" + std::to_string(groups) + ", " + std::to_string(rows) +
+                                  ", " + std::to_string(cols) +
+                                  "] overflows: its extents (zeros counted as 1) multiply to more than 2^61 elements");
+  }
   const size_t n = groups * rows * cols;
   if (data == nullptr && n != 0) throw std::invalid_argument("quantize_bf16: null data for a non-empty tensor");
   if (fast::takes(spec, axis)) {

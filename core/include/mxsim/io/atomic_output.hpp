@@ -11,7 +11,10 @@
 // failed command. The destructor removes every temporary that was not
 // committed (on an exception or an early return). A process killed by a
 // signal can leave a temporary behind; it never leaves a half-written file
-// under a final name.
+// under a final name. Such leftovers are removed by the next command that
+// writes into the same folder (remove_stale_temporaries: a regular file named
+// exactly ".mxsim-<pid>-<n>.tmp" whose process no longer exists and which has
+// not been modified for an hour).
 //
 // A rename only ever targets a registered final path, and a final path is
 // refused when it holds a NUL byte (the system call would see a shorter,
@@ -19,6 +22,8 @@
 // folder, /dev/null or another device, a FIFO, a socket): replacing one of
 // those would destroy something the command did not create.
 #pragma once
+#include <chrono>
+#include <cstddef>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -57,8 +62,16 @@ class AtomicOutputs {
   };
   std::vector<Entry> entries_;
   std::unordered_set<std::string> registered_;  ///< final paths, for the "written twice" check
+  std::unordered_set<std::string> cleaned_;     ///< folders whose stale temporaries were removed
   bool committed_ = false;
 };
+
+/// Removes from `dir` the temporaries killed commands left: regular files named exactly
+/// ".mxsim-<pid>-<n>.tmp" whose process <pid> no longer exists (kill(pid, 0) fails with ESRCH)
+/// and which were last modified at least `min_age` ago. Returns how many were removed; errors
+/// (an unreadable folder, a file that vanished) remove nothing and are not reported.
+size_t remove_stale_temporaries(const std::filesystem::path& dir,
+                                std::chrono::seconds min_age = std::chrono::seconds(3600));
 
 /// Longest file name (bytes) a file_stem() result may have, so that the stem
 /// plus the longest suffix the commands append (".tensor_scale_inv.npy", 21

@@ -29,6 +29,15 @@ struct RecipeConfig {
   std::array<std::string*, 5> fields() { return {&embed, &router, &fc1, &fc2, &head}; }
 };
 
+/// Documented upper bounds of the config's sizes (docs/simulator.md "Limits"); a larger value
+/// is refused naming the key. Memory is bounded further by the run's estimate
+/// (estimate_run_memory, sim/trainer.hpp), checked against the machine before allocating.
+inline constexpr int kMaxDModel = 16384;       ///< model.d_model
+inline constexpr int kMaxDFf = 65536;          ///< model.d_ff
+inline constexpr int kMaxExperts = 1024;       ///< model.experts (top_k <= experts)
+inline constexpr int kMaxGlobalBatch = 65536;  ///< batch.global_batch (num_microbatches divides it)
+inline constexpr int kMaxAmaxHistory = 65536;  ///< recipe.fp8_amax_history (TE's default is 1024)
+
 struct Config {
   // [run]
   uint64_t seed = 1234;

@@ -59,7 +59,22 @@ struct TrainResult {
   std::vector<std::vector<float>> final_masters;  ///< per layer, for bit-exact checks
 };
 
-/// Runs training. Throws std::invalid_argument / std::runtime_error with a
+/// The memory a run of a config needs, estimated from the config alone before anything is
+/// allocated (docs/simulator.md "Limits"): the weights with their optimizer, gradient,
+/// de-oscillation and metric state; one micro-batch's activations and gradients (training)
+/// and one 1000-image chunk's (evaluation); the decoded images. Bytes.
+struct MemoryEstimate {
+  uint64_t weights = 0, activations = 0, data = 0;
+  uint64_t total() const { return weights + activations + data; }
+};
+MemoryEstimate estimate_run_memory(const Config& cfg);
+/// This machine's physical memory, or the cgroup's memory limit where that is lower (bytes).
+uint64_t machine_memory_bytes();
+/// Throws std::runtime_error ("the run needs about N GiB (...); the machine has M GiB", naming
+/// the keys that size it) when estimate_run_memory(cfg) exceeds machine_bytes.
+void check_run_memory(const Config& cfg, uint64_t machine_bytes);
+
+/// Runs training (check_run_memory first, against machine_memory_bytes()). Throws std::invalid_argument / std::runtime_error with a
 /// message naming the problem (bad data dir, resume file of another config).
 TrainResult train(const Config& cfg, Backend& be, const TrainOptions& opt);
 

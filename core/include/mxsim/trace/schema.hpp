@@ -121,6 +121,14 @@ inline std::string osc(std::string_view l, std::string_view what) {
   return "osc/" + std::string(l) + "/" + std::string(what);
 }
 inline std::string snaps_total(std::string_view l) { return "snaps_total/" + std::string(l); }
+/// Group names of the state that exists only once the run created it (de-oscillation after
+/// deosc.start_step, the oscillation metrics after a quantized layer's first step, a layer's
+/// snap count after its first window): each such group has a required u64 entry
+/// present/<group> (0 or 1), so a file that lost a group is refused, never re-seeded.
+inline std::string deosc_group(std::string_view l) { return "deosc/state/" + std::string(l); }
+inline std::string osc_group(std::string_view l) { return "osc/" + std::string(l); }
+inline std::string snaps_group(std::string_view l) { return snaps_total(l); }
+inline std::string present(std::string_view group) { return "present/" + std::string(group); }
 }  // namespace ckpt
 
 }  // namespace mxsim::trace::schema
