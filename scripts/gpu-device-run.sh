@@ -139,8 +139,19 @@ if has profile; then
   echo '```' >>"$summary"
 fi
 
+# large: examples/large.toml (a real-size expert layer, MXFP4 experts) on the
+# GPU for LARGE_STEPS steps with the per-op table, beside the PyTorch peer.
+if has large; then
+  eval "timeout ${LARGE_TIMEOUT:-240} \"$mx\" train --backend hip $data --config examples/large.toml --set run.max_steps=${LARGE_STEPS:-2} --profile" >"$work/large.log" 2>&1
+  echo -e "\n## examples/large.toml on the GPU (${LARGE_STEPS:-2} steps, exit $?)\n\n\`\`\`" >>"$summary"
+  grep -m1 '^summary' "$work/large.log" >>"$summary"
+  sed -n '/^backend ops/,$p' "$work/large.log" | head -16 >>"$summary"
+  echo '```' >>"$summary"
+  PYTHONUNBUFFERED=1 timeout 200 python3 bench/peers/moe_step_peer.py --config large --mode both --steps 10 >>"$OUT/peers.csv" 2>&1
+fi
+
 if has peers; then
-  PYTHONUNBUFFERED=1 timeout 300 python3 bench/peers/moe_step_peer.py --config default --mode bf16 --steps 50 >"$OUT/peers.csv" 2>&1
+  PYTHONUNBUFFERED=1 timeout 300 python3 bench/peers/moe_step_peer.py --config default --mode bf16 --steps 50 >>"$OUT/peers.csv" 2>&1
   echo -e "\n## PyTorch eager peer (bench/peers/moe_step_peer.py)\n\n\`\`\`" >>"$summary"; cat "$OUT/peers.csv" >>"$summary"; echo '```' >>"$summary"
 fi
 echo "gpu-device-run: exit $rc" | tee -a "$summary"
