@@ -135,17 +135,11 @@ Tensor2f dequantize(const QuantizedTensor& q) {
 Tensor2f qdq(const Tensor2f& x, const QuantSpec& spec, Axis axis) { return dequantize(quantize(x, spec, axis)); }
 
 namespace {
-/// Largest magnitude block (g, bi, bj) can represent.
+/// Largest magnitude block (g, bi, bj) can represent (hd::block_max_value).
 float block_max(const QuantizedTensor& q, size_t g, size_t bi, size_t bj, float elem_max) {
-  switch (q.spec.scale_kind) {
-    case ScaleKind::E8M0: {
-      const uint8_t b = q.scale_bytes(g, bi, bj);
-      return b == kE8M0Nan ? NAN : elem_max * pow2f(int(b) - 127);
-    }
-    case ScaleKind::FP32: return elem_max * q.scale_inv(g, bi, bj);
-    case ScaleKind::UE4M3: return (elem_max * decode(spec_of(Format::E4M3), q.scale_bytes(g, bi, bj))) * q.tensor_scale_inv;
-  }
-  return NAN;
+  const bool fp32 = q.spec.scale_kind == ScaleKind::FP32;
+  return hd::block_max_value(q.spec.scale_kind, elem_max, fp32 ? uint8_t(0) : q.scale_bytes(g, bi, bj),
+                             fp32 ? q.scale_inv(g, bi, bj) : 0.0f, q.tensor_scale_inv);
 }
 }  // namespace
 
