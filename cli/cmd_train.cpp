@@ -204,7 +204,7 @@ int cmd_train(const Args& args) {
                              {"threads", threads},         {"steps", r.steps},
                              {"seconds", r.seconds},       {"final_loss", json_number(r.final_loss)},
                              {"train_accuracy", json_number(r.final_train_acc)},
-                             {"test_accuracy", json_number(r.test_accuracy)}};
+                             {"test_accuracy", r.test_accuracy >= 0 ? json_number(r.test_accuracy) : nlohmann::ordered_json()}};
     j["layers"] = nlohmann::ordered_json::array();
     for (const auto& l : r.layers)
       j["layers"].push_back({{"name", l.name},

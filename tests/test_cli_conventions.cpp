@@ -164,7 +164,15 @@ TEST(CliConventions, TrainJsonSummaryParsesBack) {
   EXPECT_TRUE(j["trace"].is_null());
   ASSERT_FALSE(j["layers"].empty());
   EXPECT_TRUE(j["layers"][0]["osc_flips"].is_number_unsigned());
+  EXPECT_TRUE(j["test_accuracy"].is_number()) << r.out;  // the run's last step evaluates
   EXPECT_NE(r.err.find("mxsim train: backend"), std::string::npos) << r.err;
+  // Stopped before an epoch end (4 steps per epoch): no evaluation ran, so test_accuracy is null (not -1).
+  const auto st = s.mxsim("train --set run.max_steps=3 --stop-after 1 --set run.train_limit=1024 --set run.test_limit=64 "
+                          "--threads 2 --force-threads --json");
+  ASSERT_EQ(st.rc, 0) << st.err;
+  const auto js = nlohmann::json::parse(st.out);
+  EXPECT_EQ(js["steps"], 1);
+  EXPECT_TRUE(js["test_accuracy"].is_null()) << st.out;
 }
 
 TEST(CliConventions, MissingDataDirectoryNamesTheRealOption) {
