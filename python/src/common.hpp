@@ -15,6 +15,16 @@
 namespace mxsim::py {
 
 namespace pyb = pybind11;
+
+/// mxsim.QuantizedTensor: a QuantizedTensor plus the rank of the array it came
+/// from, so results keep the caller's shape (1-D in, 1-D codes out; 3-D
+/// [G, N, K] in, [G, ...] out). Shared by quantize.cpp (which makes them) and
+/// gemm.cpp (which multiplies given ones).
+struct PyQuantized {
+  QuantizedTensor q;
+  size_t rank = 2;
+  std::vector<size_t> shape;  ///< the source array's shape
+};
 using F32Array = pyb::array_t<float, pyb::array::c_style | pyb::array::forcecast>;
 
 /// An array's shape as size_t.

@@ -66,9 +66,64 @@ pyb::array_t<float> wgrad(const pyb::array& dy, const pyb::array& x, const std::
   return to_numpy(dw.data(), {dw.shape()[0], dw.shape()[1], dw.shape()[2]});
 }
 
+// ---- on given quantized operands (codes and scales made by mxsim.quantize or
+// read from torchao / TE arrays by mxsim.from_*): one GEMM reproduced from a dump.
+
+pyb::array_t<float> fprop_q(const PyQuantized& x, const PyQuantized& w, const std::vector<int64_t>& m_splits,
+                            const std::string& out_dtype, const std::string& impl) {
+  Tensor2f y;
+  {
+    pyb::gil_scoped_release nogil;
+    emu::grouped_fprop(x.q, w.q, m_splits, y, options(out_dtype, impl, false));
+  }
+  return to_numpy(y.data(), {y.shape()[0], y.shape()[1]});
+}
+
+pyb::array_t<float> dgrad_q(const PyQuantized& dy, const PyQuantized& w, const std::vector<int64_t>& m_splits,
+                            const std::string& out_dtype, const std::string& impl) {
+  Tensor2f dx;
+  {
+    pyb::gil_scoped_release nogil;
+    emu::grouped_dgrad(dy.q, w.q, m_splits, dx, options(out_dtype, impl, false));
+  }
+  return to_numpy(dx.data(), {dx.shape()[0], dx.shape()[1]});
+}
+
+pyb::array_t<float> wgrad_q(const std::vector<PyQuantized>& dy, const std::vector<PyQuantized>& x,
+                            const std::vector<int64_t>& m_splits, const std::string& out_dtype, const std::string& impl,
+                            const std::optional<pyb::array>& main_grad) {
+  std::vector<QuantizedTensor> a, b;
+  for (const PyQuantized& q : dy) a.push_back(q.q);
+  for (const PyQuantized& q : x) b.push_back(q.q);
+  Tensor3f dw;
+  if (main_grad) {
+    if (main_grad->dtype().kind() != 'f' || main_grad->itemsize() != 4)
+      throw std::invalid_argument("grouped_wgrad: main_grad must be float32 (it is accumulated into exactly)");
+    dw = to_tensor3(*main_grad, "grouped_wgrad: main_grad");
+  }
+  {
+    pyb::gil_scoped_release nogil;
+    emu::grouped_wgrad(a, b, m_splits, dw, options(out_dtype, impl, main_grad.has_value()));
+  }
+  return to_numpy(dw.data(), {dw.shape()[0], dw.shape()[1], dw.shape()[2]});
+}
+
 }  // namespace
 
 void init_gemm(pyb::module_& m) {
+  // Quantized-operand forms first: pybind tries overloads in order, and a
+  // QuantizedTensor is no array.
+  m.def("grouped_fprop", &fprop_q, pyb::arg("x"), pyb::arg("w"), pyb::arg("m_splits"), pyb::kw_only(),
+        pyb::arg("out_dtype") = "float32", pyb::arg("impl") = "fast",
+        "grouped_fprop on given QuantizedTensors: x [M, K] quantized along K (axis='cols'), w [G, N, K] along K "
+        "(or 2-D tiles); their specs decide the block-dot class. Same contract and errors as the array form.");
+  m.def("grouped_dgrad", &dgrad_q, pyb::arg("dy"), pyb::arg("w"), pyb::arg("m_splits"), pyb::kw_only(),
+        pyb::arg("out_dtype") = "float32", pyb::arg("impl") = "fast",
+        "grouped_dgrad on given QuantizedTensors: dy [M, N] along N, w [G, N, K] along N (axis='rows', or 2-D tiles).");
+  m.def("grouped_wgrad", &wgrad_q, pyb::arg("dy"), pyb::arg("x"), pyb::arg("m_splits"), pyb::kw_only(),
+        pyb::arg("out_dtype") = "float32", pyb::arg("impl") = "fast", pyb::arg("main_grad") = pyb::none(),
+        "grouped_wgrad on given per-group QuantizedTensors: lists dy[g] [M_g, N] and x[g] [M_g, K], each quantized "
+        "along M (axis='rows'); main_grad as in the array form.");
   m.def("grouped_fprop", &fprop, pyb::arg("x"), pyb::arg("w"), pyb::arg("m_splits"), pyb::arg("x_spec") = "mxfp8",
         pyb::arg("w_spec") = pyb::none(), pyb::arg("out_dtype") = "float32", pyb::arg("impl") = "fast",
         R"(Y[M, N] = X[M, K] . W[g][N, K]^T for the rows of each group (m_splits[g] consecutive rows,

@@ -12,14 +12,6 @@
 namespace mxsim::py {
 namespace {
 
-/// A QuantizedTensor plus the rank of the array it came from, so results keep
-/// the caller's shape (1-D in, 1-D codes out; 3-D [G, N, K] in, [G, ...] out).
-struct PyQuantized {
-  QuantizedTensor q;
-  size_t rank = 2;
-  std::vector<size_t> shape;  ///< the source array's shape
-};
-
 std::vector<size_t> out_dims(const PyQuantized& p, size_t a, size_t b) {
   if (p.rank == 3) return {p.q.groups, a, b};
   if (p.rank == 1 && a == 1) return {b};

@@ -91,3 +91,46 @@ def test_mx_exact_fprop_equals_rational_oracle():
                 sc = Fraction(2) ** (int(qx.scale[i, b]) + int(qw.scale[j, b]) - 254)
                 acc = round_fp32(Fraction(float(acc)) + dot * sc)
             assert y[i, j].tobytes() == acc.tobytes(), (i, j, y[i, j], acc)
+
+
+def test_gemm_on_given_quantized_operands_equals_rational_oracle():
+    # A user's own codes and scales (torchao MXTensor layout: packed E2M1 qdata, E8M0 scale
+    # bytes), multiplied as given: the same exact rational oracle as above, computed from the
+    # hand-made codes, not from anything mxsim quantized.
+    rng = np.random.default_rng(5)
+    M, N, K = 3, 2, 64
+    cx = rng.integers(0, 16, size=(M, K), dtype=np.uint8)
+    cw = rng.integers(0, 16, size=(N, K), dtype=np.uint8)
+    sx = rng.integers(120, 135, size=(M, K // 32), dtype=np.uint8)
+    sw = rng.integers(120, 135, size=(N, K // 32), dtype=np.uint8)
+    pack = lambda c: (c[:, 0::2] | (c[:, 1::2] << 4)).astype(np.uint8)
+    qx = mxsim.from_torchao(pack(cx), sx, "float4_e2m1fn_x2", 32)
+    qw = mxsim.from_torchao(pack(cw)[None], sw[None], "float4_e2m1fn_x2", 32)
+    y = mxsim.grouped_fprop(qx, qw, [M])
+    vx, vw = mxsim.decode(cx, "e2m1"), mxsim.decode(cw, "e2m1")
+    for i in range(M):
+        for j in range(N):
+            acc = np.float32(0)
+            for b in range(K // 32):
+                dot = sum(Fraction(float(vx[i, k])) * Fraction(float(vw[j, k])) for k in range(32 * b, 32 * b + 32))
+                acc = round_fp32(Fraction(float(acc)) + dot * Fraction(2) ** (int(sx[i, b]) + int(sw[j, b]) - 254))
+            assert y[i, j].tobytes() == acc.tobytes(), (i, j, y[i, j], acc)
+
+
+@pytest.mark.parametrize("spec", ["mxfp4", "mxfp8", "fp8_block"])
+def test_gemm_on_quantized_operands_equals_the_array_form(spec):
+    # Operands quantized by mxsim.quantize and passed as QuantizedTensors give the bits of the
+    # array form, which quantizes the same arrays with the same spec on the way in.
+    splits = [32, 0, 96]
+    x, w, dy = operands(128, 64, 256, 3, seed=3)
+    y = mxsim.grouped_fprop(mxsim.quantize(x, spec), mxsim.quantize(w, spec), splits)
+    np.testing.assert_array_equal(y.view(np.uint32), mxsim.grouped_fprop(x, w, splits, spec).view(np.uint32))
+    dx = mxsim.grouped_dgrad(mxsim.quantize(dy, spec), mxsim.quantize(w, spec, axis="rows"), splits,
+                             out_dtype="bfloat16")
+    np.testing.assert_array_equal(dx.view(np.uint32),
+                                  mxsim.grouped_dgrad(dy, w, splits, spec, out_dtype="bfloat16").view(np.uint32))
+    ends = np.cumsum([0] + splits)
+    per_group = lambda a: [mxsim.quantize(a[ends[g]:ends[g + 1]], spec, axis="rows") for g in range(len(splits))]
+    g = np.random.default_rng(1).standard_normal((3, 64, 256)).astype(np.float32)
+    dw = mxsim.grouped_wgrad(per_group(dy), per_group(x), splits, main_grad=g)
+    np.testing.assert_array_equal(dw.view(np.uint32), mxsim.grouped_wgrad(dy, x, splits, spec, main_grad=g).view(np.uint32))
