@@ -8,6 +8,8 @@
 #           the default config (all its steps, unless DEFAULT_STEPS is set), each
 #           recipe for RECIPE_STEPS steps, and checkpoints crossing backends
 #   peers   bench/peers/moe_step_peer.py (PyTorch eager, BF16 _grouped_mm)
+# Also: memcheck (compute-sanitizer over kernel suites and the Backend suite),
+# bench (mxsim_gpu_bench), profile, large (see below).
 # STAGES (default "tests verify runs peers") picks stages. Writes to $OUT
 # (default ./out): summary.md (the table), tests.txt, verify.txt, runs.txt,
 # peers.csv, env.txt. Exit status: non-zero when any check failed.
@@ -55,6 +57,26 @@ if has tests; then
     cat "$work/$t.txt" >>"$OUT/tests.txt"
     echo "| $t | exit $r: $(grep -E '^\[  (PASSED|FAILED) ' "$work/$t.txt" | tr '\n' ' ') |" >>"$summary"
   done
+fi
+
+# memcheck: a subset of the kernel suites under compute-sanitizer (slow: not in the default STAGES).
+if has memcheck && command -v compute-sanitizer >/dev/null; then
+  m=0
+  timeout 150 compute-sanitizer --tool memcheck --error-exitcode 3 "$dev/bin/test_gpu_codec" --gtest_color=no \
+    --gtest_filter='GpuMxQuantize.*:GpuCodec.DecodeEvery*:GpuCodec.PublishedValues' >"$work/memcheck.txt" 2>&1 || m=1
+  timeout 200 compute-sanitizer --tool memcheck --error-exitcode 3 "$dev/bin/test_gpu_quantize" --gtest_color=no \
+    --gtest_filter='GpuQuantize.GroupedColwise*:GpuQuantize.BothOrientations*:GpuQuantize.Errors*' >>"$work/memcheck.txt" 2>&1 || m=1
+  timeout 300 compute-sanitizer --tool memcheck --error-exitcode 3 "$dev/bin/test_gpu_backend" --gtest_color=no \
+    >>"$work/memcheck.txt" 2>&1 || m=1
+  rc=$((rc | m))
+  echo -e "\n## compute-sanitizer memcheck (exit $m)\n\n\`\`\`" >>"$summary"
+  grep -E 'ERROR SUMMARY' "$work/memcheck.txt" >>"$summary"; echo '```' >>"$summary"
+  cat "$work/memcheck.txt" >>"$OUT/tests.txt"
+fi
+
+# bench: the codec kernels beside a device-to-device copy (mxsim_gpu_bench).
+if has bench; then
+  timeout 200 "$dev/bin/mxsim_gpu_bench" "${BENCH_N:-268435456}" 30 "$OUT/gpu_bench.md" >"$work/bench.txt" 2>&1 || rc=1
 fi
 
 if has verify; then
