@@ -59,6 +59,10 @@ int cmd_train(const Args& args) {
     std::cout << d;
     return 0;
   }
+  if (stop_after < 0) {  // before anything starts (a GPU backend included)
+    std::fprintf(stderr, "mxsim train: --stop-after %lld: must be >= 0\n", static_cast<long long>(stop_after));
+    return 2;
+  }
   // Worker threads: at most the online cores (more only oversubscribe them; 20000 threads
   // drove the load average to ~1900) unless --force-threads, and never above kMaxThreads
   // (libgomp allocates per-thread state up front: 2^31 threads ran it out of memory).
@@ -166,10 +170,6 @@ int cmd_train(const Args& args) {
   opt.resume_path = resume;
   opt.checkpoint_path = ckpt;
   opt.threads = int(threads);
-  if (stop_after < 0) {
-    std::fprintf(stderr, "mxsim train: --stop-after %lld: must be >= 0\n", static_cast<long long>(stop_after));
-    return 2;
-  }
   opt.stop_after = stop_after;
   std::fprintf(log, "mxsim train: backend %s (%s%s%s), %lld threads, recipes", be->name().c_str(), be->device().c_str(),
                chosen_because.empty() ? "" : "; ", chosen_because.c_str(), (long long)threads);

@@ -67,4 +67,21 @@ Tensor3f Backend::download3(const Tensor& t) {
   return h;
 }
 
+void check_routing_shapes(const char* op, size_t T, size_t k, const Tensor* top, const Tensor* row_of,
+                          const Tensor* p, const Tensor* dgate, const Tensor* f) {
+  auto need = [&](const Tensor* t, const char* what, size_t n) {
+    if (t && t->numel() != n)
+      throw std::invalid_argument(std::string(op) + ": " + what + " has " + std::to_string(t->numel()) +
+                                  " elements, expected " + std::to_string(n) + " (" + std::to_string(T) + " tokens x k = " +
+                                  std::to_string(k) + ")");
+  };
+  need(top, "top", T * k);
+  need(row_of, "row_of", T * k);
+  need(dgate, "dgate", T * k);
+  if (p && (p->rank() != 2 || p->dim(0) != T))
+    throw std::invalid_argument(std::string(op) + ": p has shape " + p->shape().str() + ", expected " +
+                                std::to_string(T) + " rows");
+  if (f && p) need(f, "f", p->dim(1));
+}
+
 }  // namespace mxsim

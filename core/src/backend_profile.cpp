@@ -39,6 +39,7 @@ const char* ProfilingBackend::slot_name(Slot s) {
       "softmax_rows", "topk_rows", "moe_route", "permute_rows", "unpermute_combine", "combine_backward", "aux_loss",
       "router_backward", "embed_grad_sum", "activation", "activation_grad", "cross_entropy", "argmax_rows",
       "count_correct", "l2_norm", "adamw", "deosc_update", "osc_update"};
+  static_assert(sizeof(names) / sizeof(names[0]) == kSlots && sizeof("osc_update") > 1, "one name per slot");
   return names[s];
 }
 

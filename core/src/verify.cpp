@@ -551,8 +551,8 @@ void verify_quantize_grouped(Ctx& c, Rng& r, int k) {
     for (const NamedSpec& s : all)
       if (s.name == n) specs.push_back(s);
   for (const NamedSpec& ns : specs) {
-    const size_t G = 1 + r.below(5);
-    std::vector<int64_t> ms = random_splits(r, G, 90, ns.spec.hadamard16 ? 16 : 1);
+    const size_t G = r.chance(15) ? 17 + r.below(8) : 1 + r.below(5);  // > 16: several GPU launches
+    std::vector<int64_t> ms = random_splits(r, G, G > 5 ? 24 : 90, ns.spec.hadamard16 ? 16 : 1);
     if (k % 5 == 4) std::fill(ms.begin(), ms.end(), 0);  // every group empty
     const size_t M = total(ms), C = 1 + r.below(90);
     const std::vector<float> x = values(r, M * C, C, spread_of(k), special_pct(k));
@@ -711,8 +711,9 @@ struct GemmShape {
 };
 GemmShape gemm_shape(Rng& r, bool fp8, int64_t multiple) {
   GemmShape s;
-  s.G = 1 + r.below(4);
-  s.ms = random_splits(r, s.G, 40, multiple);
+  // Now and then more groups than one GPU launch takes (16): the batching across launches.
+  s.G = r.chance(15) ? 17 + r.below(20) : 1 + r.below(4);
+  s.ms = random_splits(r, s.G, s.G > 4 ? 12 : 40, multiple);
   s.M = total(s.ms);
   // Small enough that a case takes milliseconds on one CPU core; K crosses
   // several blocks of 32 / chunks of 128 / groups of 16 and is ragged.

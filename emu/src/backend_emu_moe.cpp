@@ -74,6 +74,7 @@ void EmuBackend::unpermute_combine(const Tensor& ypt, const Tensor& h0t, const T
   const int* top = data<int32_t>(topt, "unpermute_combine", "top");
   const int64_t* row_of = data<int64_t>(rowt, "unpermute_combine", "row_of");
   const size_t B = h0.shape(0), d = h0.shape(1);
+  check_routing_shapes("unpermute_combine", B, k, &topt, &rowt, &pt, nullptr, nullptr);
   std::vector<float> gate(k);
   std::vector<const float*> rows(k);
   for (size_t t = 0; t < B; ++t) {
@@ -93,6 +94,7 @@ void EmuBackend::combine_backward(const Tensor& dh1t, const Tensor& ypt, const T
   expect_shape(dypt, ypt.shape(), "combine_backward", "dyp");
   Tensor2f& dyp = mat(dypt, "combine_backward", "dyp");
   const size_t B = dh1.shape(0), d = dh1.shape(1);
+  check_routing_shapes("combine_backward", B, k, &topt, &rowt, &pt, &dgatet, nullptr);
   expect_shape(dgatet, {B * k}, "combine_backward", "dgate");
   float* dgate = data<float>(dgatet, "combine_backward", "dgate");
   const int* top = data<int32_t>(topt, "combine_backward", "top");
@@ -127,6 +129,7 @@ void EmuBackend::router_backward(const Tensor& pt, const Tensor& topt, const Ten
   expect_shape(dlt, pt.shape(), "router_backward", "dlogits");
   Tensor2f& dl = mat(dlt, "router_backward", "dlogits");
   const size_t B = p.shape(0), E = p.shape(1);
+  check_routing_shapes("router_backward", B, k, &topt, nullptr, &pt, &dgatet, &ft);
   const int* top = data<int32_t>(topt, "router_backward", "top");
   const float* dgate = data<float>(dgatet, "router_backward", "dgate");
   const float* f = data<float>(ft, "router_backward", "f");
@@ -144,6 +147,7 @@ void EmuBackend::embed_grad_sum(const Tensor& dh1t, const Tensor& dh0rt, const T
   Tensor2f& dh0 = mat(dh0t, "embed_grad_sum", "dh0");
   const int64_t* row_of = data<int64_t>(rowt, "embed_grad_sum", "row_of");
   const size_t B = dh1.shape(0), d = dh1.shape(1);
+  check_routing_shapes("embed_grad_sum", B, k, nullptr, &rowt, nullptr, nullptr, nullptr);
   std::vector<const float*> rows(k);
   for (size_t t = 0; t < B; ++t) {
     for (size_t s = 0; s < k; ++s) rows[s] = &dxp(size_t(row_of[t * k + s]), 0);

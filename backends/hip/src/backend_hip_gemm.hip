@@ -80,10 +80,10 @@ void HipBackend::grouped_wgrad(const GroupedQTensor& dy, const GroupedQTensor& x
 }
 void HipBackend::grouped_wgrad(const Tensor& dy, const Tensor& x, std::span<const int64_t> ms, Tensor& dw,
                                const GemmOptions& o) {
+  if (dy.rank() != 2 || x.rank() != 2) throw std::invalid_argument("grouped_wgrad: dy and x must have rank 2");
   expect_shape(dw, {ms.size(), dy.dim(1), x.dim(1)}, "grouped_wgrad", "dw");
   // Per group g the row slice [m0, m0 + M_g) of dy and x, as BF16 operands
   // contracted along M (the emulator's BF16 wgrad, grouped_gemm.hpp).
-  if (dy.rank() != 2 || x.rank() != 2) throw std::invalid_argument("grouped_wgrad: dy and x must have rank 2");
   int64_t total = 0;
   for (size_t g = 0; g < ms.size(); ++g) {
     if (ms[g] < 0)

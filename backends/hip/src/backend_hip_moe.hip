@@ -275,6 +275,7 @@ void HipBackend::unpermute_combine(const Tensor& ypt, const Tensor& h0t, const T
   const int* top = data<int32_t>(topt, "unpermute_combine", "top");
   const int64_t* row_of = data<int64_t>(rowt, "unpermute_combine", "row_of");
   const size_t B = h0t.dim(0), d = h0t.dim(1);
+  check_routing_shapes("unpermute_combine", B, k, &topt, &rowt, &pt, nullptr, nullptr);
   if (B * d == 0) return;
   const size_t n = B * k;
   DeviceBuffer gate(n * sizeof(float), "unpermute_combine gates");
@@ -297,6 +298,7 @@ void HipBackend::combine_backward(const Tensor& dh1t, const Tensor& ypt, const T
   expect_shape(dypt, ypt.shape(), "combine_backward", "dyp");
   float* dyp = mat(dypt, "combine_backward", "dyp");
   const size_t B = dh1t.dim(0), d = dh1t.dim(1);
+  check_routing_shapes("combine_backward", B, k, &topt, &rowt, &pt, &dgatet, nullptr);
   expect_shape(dgatet, {B * k}, "combine_backward", "dgate");
   float* dgate = data<float>(dgatet, "combine_backward", "dgate");
   const int* top = data<int32_t>(topt, "combine_backward", "top");
@@ -333,6 +335,7 @@ void HipBackend::router_backward(const Tensor& pt, const Tensor& topt, const Ten
   expect_shape(dlt, pt.shape(), "router_backward", "dlogits");
   float* dl = mat(dlt, "router_backward", "dlogits");
   const size_t B = pt.dim(0), E = pt.dim(1);
+  check_routing_shapes("router_backward", B, k, &topt, nullptr, &pt, &dgatet, &ft);
   const int* top = data<int32_t>(topt, "router_backward", "top");
   const float* dgate = data<float>(dgatet, "router_backward", "dgate");
   const float* f = data<float>(ft, "router_backward", "f");
@@ -352,6 +355,7 @@ void HipBackend::embed_grad_sum(const Tensor& dh1t, const Tensor& dh0rt, const T
   float* dh0 = mat(dh0t, "embed_grad_sum", "dh0");
   const int64_t* row_of = data<int64_t>(rowt, "embed_grad_sum", "row_of");
   const size_t B = dh1t.dim(0), d = dh1t.dim(1);
+  check_routing_shapes("embed_grad_sum", B, k, nullptr, &rowt, nullptr, nullptr, nullptr);
   if (B * d == 0) return;
   const size_t n = B * k;
   DeviceBuffer rows(n * sizeof(const float*), "embed_grad_sum row addresses");

@@ -124,7 +124,7 @@ __device__ inline float fused_group_lanes(bool has, const hd::Term& t, float c, 
   const int ec = cx.kind == hd::ExKind::Finite ? hd::exact_log2(cx) : -126;
   const int et = warp_max_i32<W>(ek);
   const int E = et > ec ? et : ec;
-  if (nan || (pinf && ninf)) return f32_from_bits(0x7FC00000u);
+  if (nan || (pinf && ninf)) return f32_from_bits(kCanonicalNan32);
   if (pinf) return f32_from_bits(0x7F800000u);
   if (ninf) return f32_from_bits(0xFF800000u);
   const int lsb = E - F;

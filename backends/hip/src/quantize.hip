@@ -383,9 +383,12 @@ void quantize_grouped_colwise_device(const float* d_x, size_t M, size_t C, std::
     } else {
       check_target(q, "quantize_grouped_colwise_device");
       const QuantLayout& L = q.layout;
-      U = q.spec.hadamard16 ? 16 : (q.spec.elem == Format::E2M1 ? 2 : 1);
-      const size_t units = L.br * ((L.bc + U - 1) / U);
-      threads = unsigned(std::min<size_t>(kMaxThreads, std::max<size_t>(32, (units + 31) / 32 * 32)));
+      const int u = q.spec.hadamard16 ? 16 : (q.spec.elem == Format::E2M1 ? 2 : 1);
+      const size_t units = L.br * ((L.bc + u - 1) / u);
+      const unsigned th = unsigned(std::min<size_t>(kMaxThreads, std::max<size_t>(32, (units + 31) / 32 * 32)));
+      if (nb > 0 && (u != U || th != threads)) flush();  // one launch takes one unit size and block shape
+      U = u;
+      threads = th;
       batch.q[nb] = q;
       batch.x_offset[nb] = m0 * C;
       ++nb;

@@ -93,7 +93,7 @@ std::array<double, D> tree_reduce(HipBackend& be, const Fold& fold, size_t n, Tr
   constexpr unsigned kThreads = 256;
   // Element records go through a bounded buffer, a slab at a time (slabs are
   // whole chunks, so no chunk straddles two).
-  constexpr size_t kSlab = kTreeChunk << 14;  // 4 Mi elements
+  constexpr size_t kSlab = kTreeChunk << 12;  // 1 Mi elements: D x 8 MiB of records at most
   size_t m = (n + kTreeChunk - 1) / kTreeChunk;
   const size_t slab = n < kSlab ? n : kSlab;
   DeviceBuffer rec(slab * D * sizeof(double), "tree reduction element records");

@@ -227,6 +227,15 @@ class Backend {
   virtual OscStep osc_update(const Tensor& w, const Tensor& q, OscState& s, float momentum, bool window_end) = 0;
 };
 
+/// For the backends' combine, router and embedding ops: throws
+/// std::invalid_argument naming `op` unless the routing operands of T tokens
+/// with k slots each fit one another: top T x k elements, row_of and dgate
+/// T k, p T rows, f as many elements as p has columns (a null pointer: not an
+/// operand of the op). The kernels index with these, so a size that does not
+/// fit would read or write past a buffer.
+void check_routing_shapes(const char* op, size_t T, size_t k, const Tensor* top, const Tensor* row_of,
+                          const Tensor* p, const Tensor* dgate, const Tensor* f);
+
 template <class T>
 void Backend::upload(Tensor& t, std::span<const T> src) {
   if (t.dtype() != dtype_of<T>() || src.size() != t.numel())

@@ -44,10 +44,14 @@ MXSIM_HD inline double f64_from_bits(uint64_t b) {
 /// when x is any NaN. The bits of a NaN that an IEEE operation produces are
 /// the hardware's choice (x86 SSE: 0xFFC00000 for an invalid operation, else
 /// the first NaN operand's payload, quieted; NVIDIA GPUs: 0x7FFFFFFF), so
-/// every value a training-step op computes is stored through this and the CPU
-/// and a GPU agree bit for bit on NaNs too (docs/numerics.md §1, rule 6).
-MXSIM_HD inline float canonical_nan(float x) { return x != x ? f32_from_bits(0x7FC00000u) : x; }
-MXSIM_HD inline double canonical_nan(double x) { return x != x ? f64_from_bits(0x7FF8000000000000ull) : x; }
+/// every value a training-step op computes arithmetically is stored through
+/// this and the CPU and a GPU agree bit for bit on NaNs too (docs/numerics.md
+/// §1, rule 6, which also names the values copied rather than computed:
+/// amax's first NaN, round_bf16's and the element encoders' own NaN codes).
+inline constexpr uint32_t kCanonicalNan32 = 0x7FC00000u;
+inline constexpr uint64_t kCanonicalNan64 = 0x7FF8000000000000ull;
+MXSIM_HD inline float canonical_nan(float x) { return x != x ? f32_from_bits(kCanonicalNan32) : x; }
+MXSIM_HD inline double canonical_nan(double x) { return x != x ? f64_from_bits(kCanonicalNan64) : x; }
 
 /// Exact 2^e as FP32: normal for -126 <= e <= 127, subnormal down to 2^-149,
 /// +0 below that, +Inf above 127. Built from bits, never by shifting a biased

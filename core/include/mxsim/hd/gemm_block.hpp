@@ -234,7 +234,7 @@ MXSIM_HD inline float fused_group(int n, const TermAt& term_at, float c, int F, 
     const int ek = t.v.sig != 0 ? t.align : -126;  // a zero product counts as -126 too
     if (t.v.kind == ExKind::Finite && ek > E) E = ek;
   }
-  if (nan || (pinf && ninf)) return f32_from_bits(0x7FC00000u);
+  if (nan || (pinf && ninf)) return f32_from_bits(kCanonicalNan32);
   if (pinf) return f32_from_bits(0x7F800000u);
   if (ninf) return f32_from_bits(0xFF800000u);
   const int lsb = E - F;
@@ -264,7 +264,7 @@ MXSIM_HD inline float add_scaled_rne(float acc, int64_t m, int e) {
 /// one RNE; dot is the block's integer sum of int_shift-scaled products, shift
 /// the sum of the two operands' int_shift. A NaN scale (0xFF) gives NaN.
 MXSIM_HD inline float mx_exact_block(float acc, int32_t dot, uint8_t sa, uint8_t sb, int shift) {
-  if (sa == 0xFF || sb == 0xFF) return f32_from_bits(0x7FC00000u);
+  if (sa == 0xFF || sb == 0xFF) return f32_from_bits(kCanonicalNan32);
   return add_scaled_rne(acc, dot, int(sa) + int(sb) - 254 - shift);
 }
 
@@ -272,7 +272,7 @@ MXSIM_HD inline float mx_exact_block(float acc, int32_t dot, uint8_t sa, uint8_t
 /// d the block's e8m13 fused-group value. NaN scale gives NaN; a non-finite d
 /// adds as IEEE arithmetic does (Inf, or NaN against the opposite Inf).
 MXSIM_HD inline float mx_f13_block(float acc, float d, uint8_t sa, uint8_t sb) {
-  if (sa == 0xFF || sb == 0xFF) return f32_from_bits(0x7FC00000u);
+  if (sa == 0xFF || sb == 0xFF) return f32_from_bits(kCanonicalNan32);
   const ExactVal v = exact_of_float(d);
   if (v.kind != ExKind::Finite) return acc + d;
   return add_scaled_rne(acc, v.sig, v.exp + int(sa) + int(sb) - 254);
@@ -289,7 +289,7 @@ MXSIM_HD inline float fp8_chunk_promote(float acc, float chunk, float sa, float 
 /// NaN becomes the canonical 0x7FC00000.
 MXSIM_HD inline float gemm_output(float acc, bool bf16) {
   if (bf16) acc = round_bf16(acc);
-  return f32_is_nan(acc) ? f32_from_bits(0x7FC00000u) : acc;
+  return f32_is_nan(acc) ? f32_from_bits(kCanonicalNan32) : acc;
 }
 
 // ---- per-output-element walks ----------------------------------------------

@@ -65,7 +65,7 @@ MXSIM_HD inline Nvfp4TensorScale nvfp4_tensor_scale(uint32_t global_amax_bits) {
   Nvfp4TensorScale t;
   if (amax_nonfinite(global_amax_bits)) {
     t.nonfinite = true;
-    t.s_dec = f32_from_bits(0x7FC00000u);
+    t.s_dec = f32_from_bits(kCanonicalNan32);
     return t;
   }
   const float gamax = f32_from_bits(global_amax_bits);
@@ -119,7 +119,7 @@ MXSIM_HD inline BlockQuant block_quant(const QuantSpec& s, const FormatSpec& ef,
     case ScaleKind::FP32:
       q.e8m0 = false;
       if (nonfinite) {
-        q.scale_inv = f32_from_bits(0x7FC00000u);
+        q.scale_inv = f32_from_bits(kCanonicalNan32);
         q.zero_codes = true;
         break;
       }

@@ -12,8 +12,10 @@
 // bit-identical to the emulator's whatever the thread count or launch shape,
 // because the tree is fixed by n alone. For n <= 256 it is the sequential sum.
 //
-// chunk_sum is MXSIM_HD (a kernel calls it per chunk); tree_sum and TreeSum
-// are host code (they hold the partials in a std::vector).
+// chunk_sum is MXSIM_HD; tree_sum and TreeSum are host code (they hold the
+// partials in a std::vector). The GPU's tree_reduce
+// (backends/hip/src/tree_sum.hpp) folds the same chunks in its own kernels:
+// records staged in shared memory, several components at once.
 #pragma once
 #include <cstddef>
 #include <type_traits>

@@ -10,9 +10,9 @@
 //
 // The arithmetic of every op is the emulator's: the kernels call the same
 // MXSIM_HD sources (core/include/mxsim/hd/*.hpp), and every reduction has the
-// fixed order of docs/numerics.md (hd/reduce.hpp's tree sum, max of bit
-// patterns, sequential folds inside one row), never one that depends on the
-// launch shape or on atomics. `mxsim verify` and tests/test_gpu_backend.cpp
+// fixed order of docs/numerics.md (hd/reduce.hpp's tree sum; order-free
+// maxima, minima and exact integer counts; sequential folds inside one row),
+// never one that depends on the launch shape or on atomics. `mxsim verify` and tests/test_gpu_backend.cpp
 // compare each op with the emulator bit for bit.
 //
 // Plain C++ (no vendor runtime types), so host code compiled by g++ includes it.
