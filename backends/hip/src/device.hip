@@ -14,7 +14,12 @@ bool available(std::string* reason) {
   int n = 0;
   const hipError_t e = hipGetDeviceCount(&n);
   if (e != hipSuccess) {
-    if (reason) *reason = std::string("hipGetDeviceCount: ") + hipGetErrorName(e) + ": " + hipGetErrorString(e);
+    if (reason) {
+      *reason = std::string("hipGetDeviceCount: ") + hipGetErrorName(e) + ": " + hipGetErrorString(e);
+      // The runtime says "insufficient driver" also when there is no driver at all (a machine
+      // without a GPU): say both, so a new user is not sent to upgrade a driver they lack.
+      if (e == hipErrorInsufficientDriver) *reason += " (no GPU driver on this machine, or one too old for this runtime)";
+    }
     (void)hipGetLastError();  // clear the (non-sticky) error state
     return false;
   }
