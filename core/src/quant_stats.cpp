@@ -12,6 +12,17 @@
 
 namespace mxsim {
 
+void set_error_stats(QuantStats& s, size_t pairs, double se, double sx, double max_abs_err) {
+  if (pairs == 0) {
+    s.mse = s.max_abs_err = s.signal_power = s.sqnr_db = NAN;
+    return;
+  }
+  s.max_abs_err = max_abs_err;
+  s.mse = se / double(pairs);
+  s.signal_power = sx / double(pairs);
+  s.sqnr_db = se == 0 ? INFINITY : 10.0 * std::log10(sx / se);
+}
+
 ScaleExpCounts scale_exp_counts(const QuantizedTensor& q) {
   // The scale exponent of numerics.md §4.6 (block_stats' scale_exp), binned
   // as trace::ScaleExpHistogram does: clamped to [-127, 127] at bin e + 127,

@@ -244,16 +244,9 @@ QuantStats quant_stats(const Tensor3f& x_in, const QuantizedTensor& q) {
           sx_sum.add(0.0);
         }
       }
-  if (n == 0) {
-    // No pair to compare (all NaN, a NaN-scaled per-tensor FP8 / NVFP4
-    // tensor, or an empty tensor): undefined, not "exact".
-    s.mse = s.max_abs_err = s.signal_power = s.sqnr_db = NAN;
-    return s;
-  }
-  const double se = se_sum.result(), sx = sx_sum.result();
-  s.mse = se / double(n);
-  s.signal_power = sx / double(n);
-  s.sqnr_db = se == 0 ? INFINITY : 10.0 * std::log10(sx / se);
+  // No pair to compare (all NaN, a NaN-scaled per-tensor FP8 / NVFP4 tensor,
+  // or an empty tensor) leaves the four NaN.
+  set_error_stats(s, n, se_sum.result(), sx_sum.result(), s.max_abs_err);
   return s;
 }
 

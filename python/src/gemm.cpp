@@ -19,6 +19,14 @@ emu::GemmOptions options(const std::string& out_dtype, const std::string& impl, 
   return o;
 }
 
+/// The FP32 accumulator wgrad starts from (accumulate into main_grad): float32 only,
+/// since a conversion would change what is accumulated into.
+Tensor3f main_grad_arg(const pyb::array& g) {
+  if (g.dtype().kind() != 'f' || g.itemsize() != 4)
+    throw std::invalid_argument("grouped_wgrad: main_grad must be float32 (it is accumulated into exactly)");
+  return to_tensor3(g, "grouped_wgrad: main_grad");
+}
+
 pyb::array_t<float> fprop(const pyb::array& x, const pyb::array& w, const std::vector<int64_t>& m_splits,
                           const pyb::object& x_spec, const pyb::object& w_spec, const std::string& out_dtype,
                           const std::string& impl) {
@@ -54,11 +62,7 @@ pyb::array_t<float> wgrad(const pyb::array& dy, const pyb::array& x, const std::
   const Tensor2f X = to_tensor2(x, "grouped_wgrad: x");
   const QuantSpec sd = spec_arg(dy_spec), sx = spec_arg(x_spec.is_none() ? dy_spec : x_spec);
   Tensor3f dw;
-  if (main_grad) {
-    if (main_grad->dtype().kind() != 'f' || main_grad->itemsize() != 4)
-      throw std::invalid_argument("grouped_wgrad: main_grad must be float32 (it is accumulated into exactly)");
-    dw = to_tensor3(*main_grad, "grouped_wgrad: main_grad");
-  }
+  if (main_grad) dw = main_grad_arg(*main_grad);
   {
     pyb::gil_scoped_release nogil;
     emu::grouped_wgrad(DY, sd, X, sx, m_splits, dw, options(out_dtype, impl, main_grad.has_value()));
@@ -96,11 +100,7 @@ pyb::array_t<float> wgrad_q(const std::vector<PyQuantized>& dy, const std::vecto
   for (const PyQuantized& q : dy) a.push_back(q.q);
   for (const PyQuantized& q : x) b.push_back(q.q);
   Tensor3f dw;
-  if (main_grad) {
-    if (main_grad->dtype().kind() != 'f' || main_grad->itemsize() != 4)
-      throw std::invalid_argument("grouped_wgrad: main_grad must be float32 (it is accumulated into exactly)");
-    dw = to_tensor3(*main_grad, "grouped_wgrad: main_grad");
-  }
+  if (main_grad) dw = main_grad_arg(*main_grad);
   {
     pyb::gil_scoped_release nogil;
     emu::grouped_wgrad(a, b, m_splits, dw, options(out_dtype, impl, main_grad.has_value()));

@@ -198,15 +198,7 @@ QuantStats HipBackend::quant_stats(const Tensor& x, const QTensor& qh) {
   s.nan_out = size_t(r[5]);
   s.underflow = size_t(r[6]);
   s.saturated = size_t(r[7]);
-  const double se = r[0], sx = r[1], pairs = r[3];
-  if (pairs == 0) {  // nothing to compare: undefined, not "exact" (numerics.md §4.6)
-    s.mse = s.max_abs_err = s.signal_power = s.sqnr_db = NAN;
-    return s;
-  }
-  s.max_abs_err = r[2];
-  s.mse = se / pairs;
-  s.signal_power = sx / pairs;
-  s.sqnr_db = se == 0 ? INFINITY : 10.0 * std::log10(sx / se);
+  set_error_stats(s, size_t(r[3]), r[0], r[1], r[2]);  // r[3]: pairs compared (exact count)
   return s;
 }
 

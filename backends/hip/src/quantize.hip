@@ -222,6 +222,18 @@ __global__ void quantize_both_kernel(const float* __restrict__ x, size_t C, size
 
 // ---- host side --------------------------------------------------------------
 
+/// Elements one thread handles as a unit (1 per byte, 2 per E2M1 byte, 16 per
+/// Hadamard run) and the threads a quantization block of layout L gets.
+struct BlockLaunch {
+  int unit;
+  unsigned threads;
+};
+BlockLaunch block_launch(const QuantSpec& spec, const QuantLayout& L) {
+  const int U = spec.hadamard16 ? 16 : (spec.elem == Format::E2M1 ? 2 : 1);
+  const size_t units = L.br * ((L.bc + U - 1) / U);
+  return {U, unsigned(std::min<size_t>(kMaxThreads, std::max<size_t>(32, (units + 31) / 32 * 32)))};
+}
+
 [[noreturn]] void bad(const char* who, const std::string& msg) {
   throw std::invalid_argument(std::string(who) + ": " + msg);
 }
@@ -306,9 +318,7 @@ void quantize_device(const float* d_x, const DeviceQTensor& q, void* stream) {
     // No blocks: only the tensor scale (NVFP4 of an empty tensor: S_dec = 1).
     set_unit_scale(q, s);
   } else {
-    const int U = q.spec.hadamard16 ? 16 : (q.spec.elem == Format::E2M1 ? 2 : 1);
-    const size_t units = L.br * ((L.bc + U - 1) / U);
-    const unsigned threads = unsigned(std::min<size_t>(kMaxThreads, std::max<size_t>(32, (units + 31) / 32 * 32)));
+    const auto [U, threads] = block_launch(q.spec, L);
     const unsigned grid = unsigned(std::min<size_t>(nblk, size_t(1) << 20));
     switch (U) {
       case 16: quantize_blocks_kernel<16><<<grid, threads, 0, s>>>(d_x, q, gamax); break;
@@ -383,9 +393,7 @@ void quantize_grouped_colwise_device(const float* d_x, size_t M, size_t C, std::
     } else {
       check_target(q, "quantize_grouped_colwise_device");
       const QuantLayout& L = q.layout;
-      const int u = q.spec.hadamard16 ? 16 : (q.spec.elem == Format::E2M1 ? 2 : 1);
-      const size_t units = L.br * ((L.bc + u - 1) / u);
-      const unsigned th = unsigned(std::min<size_t>(kMaxThreads, std::max<size_t>(32, (units + 31) / 32 * 32)));
+      const auto [u, th] = block_launch(q.spec, L);
       if (nb > 0 && (u != U || th != threads)) flush();  // one launch takes one unit size and block shape
       U = u;
       threads = th;

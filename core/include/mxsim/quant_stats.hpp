@@ -35,6 +35,13 @@ struct QuantStats {
 /// trace::ScaleExpHistogram (OCP MX v1.0 E8M0: bias 127, 0xFF = NaN).
 using ScaleExpCounts = std::array<uint64_t, 256>;
 
+/// Sets s's four error statistics from their sums over the `pairs` elements
+/// compared (numerics.md §4.6): mse = se / pairs, signal_power = sx / pairs,
+/// sqnr_db = 10 log10(sx / se) (+inf when se = 0), max_abs_err as given; all
+/// four NaN when pairs = 0 (nothing to compare is undefined, not "exact").
+/// One definition for every backend: they differ only in how they sum.
+void set_error_stats(QuantStats& s, size_t pairs, double se, double sx, double max_abs_err);
+
 struct QuantizedTensor;
 /// The ScaleExpCounts of q's block scales (reads only spec, scale_bytes /
 /// scale_inv and tensor_scale_inv). One definition for every backend: the
