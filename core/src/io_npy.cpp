@@ -216,30 +216,16 @@ RawTensor read_npy(const std::filesystem::path& file) {
 }
 
 RawTensor read_npy_header(const std::filesystem::path& file) {
-  const std::string label = file.string();
-  std::error_code ec;
-  if (std::filesystem::is_directory(file, ec)) throw IoError(label + ": is a directory, not a file");
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw IoError(label + ": cannot open: " + std::strerror(errno));
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  if (size < 0) throw IoError(label + ": cannot read its size");
-  in.seekg(0);
-  std::vector<uint8_t> head(size_t(std::min<std::streamoff>(size, 12)));
-  if (!head.empty() && !in.read(reinterpret_cast<char*>(head.data()), std::streamsize(head.size())))
-    throw IoError(label + ": read error");
+  uint64_t size = 0;
+  std::vector<uint8_t> head = read_prefix(file, 12, &size);
   if (head.size() >= 10 && std::memcmp(head.data(), "\x93NUMPY", 6) == 0) {
     const int len_bytes = head[6] == 1 ? 2 : 4;
     if (head.size() >= size_t(8 + len_bytes)) {
-      const size_t want = 8 + size_t(len_bytes) + le(head.data() + 8, len_bytes);
-      if (want <= size_t(size)) {
-        head.resize(want);
-        in.seekg(0);
-        if (!in.read(reinterpret_cast<char*>(head.data()), std::streamsize(want))) throw IoError(label + ": read error");
-      }
+      const uint64_t want = 8 + uint64_t(len_bytes) + le(head.data() + 8, len_bytes);
+      if (want <= size) head = read_prefix(file, want, &size);
     }
   }
-  return parse_impl(head, size_t(size), label, false);
+  return parse_impl(head, size_t(size), file.string(), false);
 }
 
 std::vector<uint8_t> encode_npy(const RawTensor& t) {

@@ -197,27 +197,14 @@ SafetensorsFile read_safetensors(const std::filesystem::path& file) {
 }
 
 SafetensorsFile read_safetensors_header(const std::filesystem::path& file) {
-  const std::string label = file.string();
-  std::error_code ec;
-  if (std::filesystem::is_directory(file, ec)) throw IoError(label + ": is a directory, not a file");
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw IoError(label + ": cannot open: " + std::strerror(errno));
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  if (size < 0) throw IoError(label + ": cannot read its size");
-  in.seekg(0);
-  std::vector<uint8_t> head(size_t(std::min<std::streamoff>(size, 8)));
-  if (!head.empty() && !in.read(reinterpret_cast<char*>(head.data()), std::streamsize(head.size())))
-    throw IoError(label + ": read error");
+  uint64_t size = 0;
+  std::vector<uint8_t> head = read_prefix(file, 8, &size);
   if (head.size() == 8) {
     uint64_t n = 0;
     for (int k = 0; k < 8; ++k) n |= uint64_t(head[size_t(k)]) << (8 * k);
-    if (n <= kMaxHeader && n <= uint64_t(size) - 8) {
-      head.resize(8 + size_t(n));
-      if (n && !in.read(reinterpret_cast<char*>(head.data()) + 8, std::streamsize(n))) throw IoError(label + ": read error");
-    }
+    if (n <= kMaxHeader && n <= size - 8) head = read_prefix(file, 8 + n, &size);
   }
-  return parse_impl(head, size_t(size), label, false);
+  return parse_impl(head, size_t(size), file.string(), false);
 }
 
 std::vector<uint8_t> encode_safetensors(const std::vector<RawTensor>& tensors,

@@ -154,7 +154,7 @@ RawTensor from_u8(std::string name, std::vector<size_t> shape, const uint8_t* v)
   return t;
 }
 
-std::vector<uint8_t> read_all(const std::filesystem::path& file) {
+std::vector<uint8_t> read_prefix(const std::filesystem::path& file, uint64_t n, uint64_t* size_out) {
   std::error_code ec;
   if (std::filesystem::is_directory(file, ec)) throw IoError(file.string() + ": is a directory, not a file");
   std::ifstream in(file, std::ios::binary);
@@ -163,14 +163,21 @@ std::vector<uint8_t> read_all(const std::filesystem::path& file) {
   const std::streamoff size = in.tellg();
   if (size < 0) throw IoError(file.string() + ": cannot read its size");
   in.seekg(0);
+  if (size_out) *size_out = uint64_t(size);
+  const uint64_t want = std::min<uint64_t>(n, uint64_t(size));
   std::vector<uint8_t> b;
   try {
-    b.resize(static_cast<size_t>(size));
+    b.resize(static_cast<size_t>(want));
   } catch (const std::bad_alloc&) {
-    throw out_of_memory(file.string(), uint64_t(size));
+    throw out_of_memory(file.string(), want);
   }
-  if (size > 0 && !in.read(reinterpret_cast<char*>(b.data()), size)) throw IoError(file.string() + ": read error");
+  if (want > 0 && !in.read(reinterpret_cast<char*>(b.data()), std::streamsize(want)))
+    throw IoError(file.string() + ": read error");
   return b;
+}
+
+std::vector<uint8_t> read_all(const std::filesystem::path& file) {
+  return read_prefix(file, UINT64_MAX, nullptr);
 }
 
 void write_file(const std::filesystem::path& file, const void* data, size_t size, bool durable) {

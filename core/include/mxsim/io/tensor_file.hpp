@@ -106,6 +106,9 @@ IoError out_of_memory(const std::string& what, uint64_t bytes);
 /// Whole file into memory; IoError "<file>: cannot open: <reason>" on failure,
 /// "<file>: needs N GiB of memory" when it does not fit.
 std::vector<uint8_t> read_all(const std::filesystem::path& file);
+/// The first min(n, file size) bytes of `file`, and its size in *size: for
+/// parsers that read a header only. The same IoErrors as read_all.
+std::vector<uint8_t> read_prefix(const std::filesystem::path& file, uint64_t n, uint64_t* size);
 
 /// Create or truncate `file` and write `size` bytes from `data` (POSIX
 /// open/write/close). With `durable`, fsync(2) the file before closing, so the
