@@ -9,7 +9,7 @@
 #           recipe for RECIPE_STEPS steps, and checkpoints crossing backends
 #   peers   bench/peers/moe_step_peer.py (PyTorch eager, BF16 _grouped_mm)
 # Also: memcheck (compute-sanitizer over kernel suites and the Backend suite),
-# bench (mxsim_gpu_bench), profile, large (see below).
+# bench (mxsim_gpu_bench), profile, kernels, large (see below).
 # STAGES (default "tests verify runs peers") picks stages. Writes to $OUT
 # (default ./out): summary.md (the table), tests.txt, verify.txt, runs.txt,
 # peers.csv, env.txt. Exit status: non-zero when any check failed.
@@ -170,6 +170,19 @@ if has large; then
   sed -n '/^backend ops/,$p' "$work/large.log" | head -16 >>"$summary"
   echo '```' >>"$summary"
   PYTHONUNBUFFERED=1 timeout 200 python3 bench/peers/moe_step_peer.py --config large --mode both --steps 10 >>"$OUT/peers.csv" 2>&1
+fi
+
+# kernels: Nsight Compute's duration of every kernel of KERNEL_STEPS steps of
+# the default config, summed per kernel name and grid (no other metric: one
+# replay per kernel), most time first (scripts/ncu-kernel-table.py);
+# KERNEL_ARGS adds train options (e.g. a smaller run.test_limit).
+if has kernels && command -v ncu >/dev/null; then
+  eval "timeout 300 ncu --clock-control none --metrics gpu__time_duration.sum --csv --print-units base \
+    \"$mx\" train --backend hip $data --set run.max_steps=${KERNEL_STEPS:-2} ${KERNEL_ARGS:-}" >"$work/ncu.csv" 2>"$work/ncu.err"
+  echo -e "\n## Kernel time (ncu, ${KERNEL_STEPS:-2} steps, exit $?)\n\n\`\`\`" >>"$summary"
+  python3 scripts/ncu-kernel-table.py "$work/ncu.csv" "${KERNEL_STEPS:-2}" 2>&1 | head -60 >>"$summary"
+  echo '```' >>"$summary"
+  tail -5 "$work/ncu.err" >>"$OUT/tests.txt"
 fi
 
 if has peers; then

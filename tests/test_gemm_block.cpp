@@ -16,6 +16,7 @@
 
 #include "../emu/src/gemm_exact.hpp"
 #include "mxsim/hd/gemm_block.hpp"
+#include "mxsim/hd/gemm_packed.hpp"
 
 using namespace mxsim;
 using namespace mxsim::emu::gemm;
@@ -237,6 +238,74 @@ TEST(GemmBlock, Fp8ChunkPromotionMatchesExactRounding) {
 // F = 13 group beside 2^16 a term 8 survives and a term 4 is truncated away
 // (matrix-units-and-gpu.md §2, MMA-Sim); 2 x E2M1 and 8 x E2M3 images are the
 // integers OCP MX v1.0 Table 1 gives (6.0 -> 12, 7.5 -> 60).
+// Every code of every GEMM element format packs into hd::PackedVal with its
+// exact value (or its special kind) and a significand below 2^15: the
+// precondition of the tiled GPU kernels' staging.
+TEST(GemmPacked, EveryElementCodePacksExactly) {
+  const Format fmts[] = {Format::E4M3, Format::E5M2, Format::E3M2, Format::E2M3, Format::E2M1, Format::BF16};
+  size_t codes = 0;
+  for (Format f : fmts) {
+    const FormatSpec fs = spec_of(f);
+    for (uint32_t c = 0; c < (1u << fs.bits); ++c, ++codes) {
+      const float v = decode(fs, c);
+      const hd::PackedVal p = hd::pack_value(hd::exact_elem(fs, c));
+      const hd::ExactVal u = hd::unpack_value(p);
+      if (std::isnan(v)) {
+        ASSERT_EQ(u.kind, hd::ExKind::NaN) << short_name(f) << " code " << c;
+      } else if (std::isinf(v)) {
+        ASSERT_EQ(u.kind, v > 0 ? hd::ExKind::PosInf : hd::ExKind::NegInf) << short_name(f) << " code " << c;
+      } else {
+        ASSERT_EQ(u.kind, hd::ExKind::Finite);
+        ASSERT_LT(std::abs(int(p.sig)), 1 << 15);
+        ASSERT_EQ(std::ldexp(double(u.sig), u.exp), double(v)) << short_name(f) << " code " << c;
+      }
+    }
+  }
+  EXPECT_EQ(codes, 2u * 256 + 2 * 64 + 16 + 65536);  // E4M3, E5M2; E3M2, E2M3; E2M1; BF16
+}
+
+// hd::fused_group_packed (the tiled GPU kernels' group) against the exact
+// oracle on the same adversarial groups as above: every format pair, 0-32
+// products, zeros, specials, C from the adversarial set, F = 13 / 25.
+TEST(GemmPacked, FusedGroupMatchesExactArithmetic) {
+  std::mt19937 g(77);
+  const Format fmts[] = {Format::E4M3, Format::E5M2, Format::E3M2, Format::E2M3, Format::E2M1, Format::BF16};
+  size_t cases = 0, bad = 0, special_groups = 0;
+  for (int trial = 0; trial < 60000; ++trial) {
+    const Format fa = fmts[g() % 6], fb = fa == Format::BF16 ? Format::BF16 : fmts[g() % 5];
+    const FormatSpec sa = spec_of(fa), sb = spec_of(fb);
+    const int n = int(g() % 33);
+    const bool specials = g() % 8 == 0;
+    std::vector<uint32_t> ca(n), cb(n);
+    std::vector<Term> t;
+    for (int k = 0; k < n; ++k) {
+      ca[k] = g() & ((1u << sa.bits) - 1);
+      cb[k] = g() & ((1u << sb.bits) - 1);
+      if (!specials) {
+        if (!std::isfinite(decode(sa, ca[k]))) ca[k] = 0;
+        if (!std::isfinite(decode(sb, cb[k]))) cb[k] = 0;
+      }
+      if (g() % 5 == 0) ca[k] = 0;
+      t.push_back(exact_term(fa, ca[k], fb, cb[k], 0));
+    }
+    float c = g() % 3 == 0 ? 0.0f : adversarial_float(g);
+    if (!specials && !std::isfinite(c)) c = -2.5f;
+    special_groups += specials;
+    const int F = fa == Format::BF16 ? 25 : (g() % 4 == 0 ? 25 : 13);
+    const bool e8m13 = F == 13 && g() % 4 != 0;
+    const float want = oracle_fused_group(t, c, F, e8m13);
+    const float got = hd::fused_group_packed(
+        n, [&](int k) { return hd::pack_value(hd::exact_elem(sa, ca[k])); },
+        [&](int k) { return hd::pack_value(hd::exact_elem(sb, cb[k])); }, c, F, e8m13);
+    if (!same_bits(want, got) && bad++ < 10)
+      ADD_FAILURE() << short_name(fa) << "x" << short_name(fb) << " n=" << n << " F=" << F << " e8m13=" << e8m13
+                    << " c=" << std::hexfloat << c << " want " << want << " got " << got;
+    ++cases;
+  }
+  EXPECT_EQ(bad, 0u) << "of " << cases;
+  EXPECT_GT(special_groups, 5000u);
+}
+
 TEST(GemmBlock, PublishedValues) {
   const FormatSpec e4m3 = spec_of(Format::E4M3);
   auto code = [&](float v) { return encode(e4m3, std::bit_cast<uint32_t>(v)); };

@@ -192,8 +192,11 @@ void run_pair(const Pair& p, std::mt19937& g, int trial, bool specials) {
           hip::GemmParams gp;
           gp.accumulate = acc;
           gp.out_bf16 = ob;
-          check_gpu(cname, init, ob ? ref16.data() : ref32.data(), n, acc, what + (ob ? " bf16-out" : " fp32-out"),
-                    [&](float* out) { run_gpu(out, gp); });
+          // Each trial runs every kernel over its four (output type, specials) cases.
+          gp.kernel = hip::GemmKernel((trial + 2 * ob + (specials ? 1 : 0)) % 4);
+          static const char* const kKernel[] = {" auto", " large-tile", " small-tile", " lanes"};
+          check_gpu(cname, init, ob ? ref16.data() : ref32.data(), n, acc,
+                    what + (ob ? " bf16-out" : " fp32-out") + kKernel[int(gp.kernel)], [&](float* out) { run_gpu(out, gp); });
         }
       };
       if (form < 2) {

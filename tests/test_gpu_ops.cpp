@@ -260,25 +260,28 @@ TEST(GpuOps, MoeRoutePermuteCombineAndBackward) {
 TEST(GpuOps, DispatchErrors) {
   REQUIRE_GPU();
   Backends b;
-  // moe_route: the first entry outside [0, E) is named (here the second bad one is larger)
+  // moe_route: the first entry outside [0, E) is named (here the second bad one is larger).
+  // A GPU reports bad device-resident indices at its next synchronisation
+  // (Backend: the download of counts that follows a moe_route), hence the
+  // synchronize() in each call below.
   for (const std::vector<int32_t>& v : {std::vector<int32_t>{0, 1, 7, 2, -1, 9}, std::vector<int32_t>{-3, 0, 0, 0},
                                         std::vector<int32_t>(5000, 2)}) {
     std::vector<int32_t> t = v;
     if (t.size() == 5000) t[4321] = 4;
     const Both top = b.up(DType::i32, {t.size()}, t);
     Both counts = b.out(DType::i64, {4}), row_of = b.out(DType::i64, {t.size()});
-    const std::string me = thrown([&] { b.e->moe_route(top.e, 4, 16, counts.e, row_of.e); });
-    EXPECT_EQ(me, thrown([&] { b.g->moe_route(top.g, 4, 16, counts.g, row_of.g); }));
+    const std::string me = thrown([&] { b.e->moe_route(top.e, 4, 16, counts.e, row_of.e); b.e->synchronize(); });
+    EXPECT_EQ(me, thrown([&] { b.g->moe_route(top.g, 4, 16, counts.g, row_of.g); b.g->synchronize(); }));
     EXPECT_NE(me.find("moe_route: expert index"), std::string::npos) << me;
   }
   // permute_rows: an entry outside dst; a row_of that does not fit k
   const Both src = b.f32({2, 3}, std::vector<float>(6, 1.0f));
   const Both r = b.up(DType::i64, {4}, std::vector<int64_t>{0, 1, 2, 16});
   Both dst = b.out(DType::f32, {16, 3});
-  EXPECT_EQ(thrown([&] { b.e->permute_rows(src.e, r.e, 2, dst.e); }),
-            thrown([&] { b.g->permute_rows(src.g, r.g, 2, dst.g); }));
-  EXPECT_EQ(thrown([&] { b.e->permute_rows(src.e, r.e, 3, dst.e); }),
-            thrown([&] { b.g->permute_rows(src.g, r.g, 3, dst.g); }));
+  EXPECT_EQ(thrown([&] { b.e->permute_rows(src.e, r.e, 2, dst.e); b.e->synchronize(); }),
+            thrown([&] { b.g->permute_rows(src.g, r.g, 2, dst.g); b.g->synchronize(); }));
+  EXPECT_EQ(thrown([&] { b.e->permute_rows(src.e, r.e, 3, dst.e); b.e->synchronize(); }),
+            thrown([&] { b.g->permute_rows(src.g, r.g, 3, dst.g); b.g->synchronize(); }));
   // empty routing
   const Both none = b.up(DType::i32, {0}, std::vector<int32_t>{});
   Both counts = b.out(DType::i64, {5}), row_of = b.out(DType::i64, {0});

@@ -183,4 +183,28 @@ Backend::OscStep ProfilingBackend::osc_update(const Tensor& w, const Tensor& q, 
   return timed(kOsc, [&] { return inner_->osc_update(w, q, s, momentum, window_end); });
 }
 
+
+// Deferred forms: timed in the immediate op's slot (the synchronisation after
+// each op delivers the value at once, so the time is the op's).
+void ProfilingBackend::l2_norm_deferred(const Tensor& x, double* dst) {
+  timed(kL2Norm, [&] { inner_->l2_norm_deferred(x, dst); });
+}
+void ProfilingBackend::quant_stats_deferred(const Tensor& x, const QTensor& q, QuantStats* dst) {
+  timed(kQuantStats, [&] { inner_->quant_stats_deferred(x, q, dst); });
+}
+void ProfilingBackend::scale_exp_histogram_deferred(const QTensor& q, ScaleExpCounts* dst) {
+  timed(kScaleHist, [&] { inner_->scale_exp_histogram_deferred(q, dst); });
+}
+void ProfilingBackend::cross_entropy_deferred(const Tensor& l, const Tensor& y, float gs, Tensor& dl, double* dst) {
+  timed(kCrossEntropy, [&] { inner_->cross_entropy_deferred(l, y, gs, dl, dst); });
+}
+void ProfilingBackend::count_correct_deferred(const Tensor& l, const Tensor& y, int64_t* dst) {
+  timed(kCountCorrect, [&] { inner_->count_correct_deferred(l, y, dst); });
+}
+void ProfilingBackend::aux_loss_deferred(const Tensor& p, const Tensor& c, size_t k, float coeff, Tensor& f,
+                                         double* dst) {
+  timed(kAuxLoss, [&] { inner_->aux_loss_deferred(p, c, k, coeff, f, dst); });
+}
+void ProfilingBackend::resolve_deferred() { inner_->resolve_deferred(); }
+
 }  // namespace mxsim

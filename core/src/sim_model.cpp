@@ -233,6 +233,12 @@ Weight& Model::weight(const std::string& n) {
   return weight(l);
 }
 
+void Model::queue_stats(Layer l, Role r, const Tensor& x, const QTensor& q) {
+  OperandStats& o = stats_[size_t(l)][size_t(r)];  // a member: alive until the step resolves
+  be_.quant_stats_deferred(x, q, &o.q);
+  be_.scale_exp_histogram_deferred(q, &o.scale_exp_hist);
+}
+
 void Model::linear_forward(Weight& w, const Tensor& x, std::span<const int64_t> ms, Tensor& y, int mb, int num_mb,
                            bool st, LinearCtx& ctx) {
   ctx.x = x;
@@ -249,8 +255,8 @@ void Model::linear_forward(Weight& w, const Tensor& x, std::span<const int64_t> 
   const QTensor& wq = weight_for_fprop(be_, w, mb, num_mb, scratch);
   be_.grouped_fprop(xq, wq, ms, y, out);
   if (st) {
-    stats_[size_t(w.layer)][size_t(Role::W)] = {be_.quant_stats(w.model, wq), be_.scale_exp_histogram(wq)};
-    stats_[size_t(w.layer)][size_t(Role::X)] = {be_.quant_stats(x, xq), be_.scale_exp_histogram(xq)};
+    queue_stats(w.layer, Role::W, w.model, wq);
+    queue_stats(w.layer, Role::X, x, xq);
   }
 }
 
@@ -272,7 +278,7 @@ void Model::linear_backward(Weight& w, const Tensor& dy, std::span<const int64_t
       QTensor scratch;
       const QTensor& wq = weight_for_dgrad(be_, w, mb, num_mb, scratch);
       be_.grouped_dgrad(dyq, wq, ms, *dx, {Format::BF16, false});
-      if (st) stats_[size_t(w.layer)][size_t(Role::Dy)] = {be_.quant_stats(dy, dyq), be_.scale_exp_histogram(dyq)};
+      if (st) queue_stats(w.layer, Role::Dy, dy, dyq);
     }
   }
   // wgrad: the grad_added_to_main_grad guard, per (micro-batch, group); an
@@ -323,9 +329,20 @@ Model::Routing Model::route(Workspace& ws, const Tensor& h0, size_t B) {
 
 Model::MbResult Model::train_microbatch(const Tensor& xin, const Tensor& labels, int mb, int num_mb, Step step,
                                         float grad_scale, bool st, bool rec_w, MicroRecord* rec) {
+  MbResult res;
+  {
+    const DeferredScope guard(be_);
+    train_microbatch(xin, labels, mb, num_mb, step, grad_scale, st, rec_w, rec, res);
+  }
+  be_.resolve_deferred();
+  return res;
+}
+
+void Model::train_microbatch(const Tensor& xin, const Tensor& labels, int mb, int num_mb, Step step, float grad_scale,
+                             bool st, bool rec_w, MicroRecord* rec, MbResult& res) {
   Workspace& ws = *ws_;
   const size_t B = xin.dim(0), E = size_t(cfg_.experts), k = size_t(cfg_.top_k);
-  MbResult res;
+  res = MbResult{};
   auto record = [&](Layer l) -> Tensor* {
     if (!rec_w || !rec ||
         std::find(cfg_.snapshot_layers.begin(), cfg_.snapshot_layers.end(), l) == cfg_.snapshot_layers.end())
@@ -348,12 +365,12 @@ Model::MbResult Model::train_microbatch(const Tensor& xin, const Tensor& labels,
   linear_forward(W2, ws.a, rt.ms, ws.yp, mb, num_mb, st, c_fc2);
   be_.unpermute_combine(ws.yp, ws.h0, ws.p, ws.top, ws.row_of, k, ensure(be_, ws.h1, ws.h0.shape()));
   linear_forward(Wh, ws.h1, one, ws.logits, mb, num_mb, st, c_head);
-  res.loss_sum = be_.cross_entropy(ws.logits, labels, grad_scale, ensure(be_, ws.dlog, ws.logits.shape()));
+  be_.cross_entropy_deferred(ws.logits, labels, grad_scale, ensure(be_, ws.dlog, ws.logits.shape()), &res.loss_sum);
   be_.round_bf16(ws.dlog);
-  res.correct = be_.count_correct(ws.logits, labels);
+  be_.count_correct_deferred(ws.logits, labels, &res.correct);
   // auxiliary load-balancing loss (Switch Transformer eq. 4 / GShard):
   // aux = coeff * E * sum_e f_e * P_e, f_e = share of assignments, P_e = mean prob.
-  res.aux = be_.aux_loss(ws.p, ws.counts, k, cfg_.aux_loss_coeff, ensure(be_, ws.f, {E}));
+  be_.aux_loss_deferred(ws.p, ws.counts, k, cfg_.aux_loss_coeff, ensure(be_, ws.f, {E}), &res.aux);
   res.tokens_per_expert = rt.counts;
 
   // ---- backward
@@ -374,7 +391,6 @@ Model::MbResult Model::train_microbatch(const Tensor& xin, const Tensor& labels,
   be_.embed_grad_sum(ws.dh1, ws.dh0_r, ws.dxp, ws.row_of, k, ensure(be_, ws.dh0, ws.h0.shape()));
   linear_backward(We, ws.dh0, one, nullptr, mb, num_mb, step, st, c_embed, record(Layer::Embed),
                   ws.wgrad_tmp[size_t(Layer::Embed)]);
-  return res;
 }
 
 void Model::forward_eval(const Tensor& xin, Tensor& logits) {

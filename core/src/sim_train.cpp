@@ -186,28 +186,50 @@ class Trainer {
     StepRecord r;
     r.step = n.n();
     for (Weight* w : ws_) w->zero_grad(be_);
+    // The micro-batches' losses, counts and main_grad norms arrive deferred
+    // (Backend::*_deferred): one synchronisation for all of them after the
+    // last micro-batch, or after each one when a control hook wants the
+    // running loss.
+    std::vector<Model::MbResult> mbs(NMB);
+    for (Weight* w : ws_) r.layers[size_t(w->layer)].main_grad_norm.assign(NMB, 0.0);
+    const DeferredScope guard(be_);  // an exception below leaves no value pending for mbs or r
+    auto resolve = [&] {
+      try {
+        be_.resolve_deferred();
+      } catch (const std::runtime_error& e) {
+        throw std::runtime_error("step " + std::to_string(n.n()) + ": " + e.what());
+      }
+    };
     double loss_sum = 0, aux_sum = 0;
     int64_t correct = 0;
     for (size_t mb = 0; mb < NMB; ++mb) {
       data_.load_microbatch(n, mb);
       MicroRecord mrec;
-      Model::MbResult m;
+      Model::MbResult& m = mbs[mb];
       try {
-        m = model_.train_microbatch(data_.x, data_.y, int(mb), int(NMB), n, 1.0f / float(B), mb == 0, snap, &mrec);
+        model_.train_microbatch(data_.x, data_.y, int(mb), int(NMB), n, 1.0f / float(B), mb == 0, snap, &mrec, m);
       } catch (const std::runtime_error& e) {  // numeric failure (e.g. a non-finite amax): name the step
         throw std::runtime_error("step " + std::to_string(n.n()) + ", micro-batch " + std::to_string(mb) + ": " +
                                  e.what());
       }
+      r.tokens_per_expert.insert(r.tokens_per_expert.end(), m.tokens_per_expert.begin(), m.tokens_per_expert.end());
+      for (Weight* w : ws_) be_.l2_norm_deferred(w->main_grad, &r.layers[size_t(w->layer)].main_grad_norm[mb]);
+      if (snap) stage_wgrad(mrec, mb);
+      if (opt_.control) {
+        resolve();
+        double running = 0;
+        for (size_t i = 0; i <= mb; ++i) running += mbs[i].loss_sum;
+        if (!opt_.control({n.n(), total_, int(mb), int(NMB), running / double((mb + 1) * (B / NMB))})) {
+          halted_ = true;
+          return r;
+        }
+      }
+    }
+    resolve();
+    for (const Model::MbResult& m : mbs) {  // micro-batch order, as before
       loss_sum += m.loss_sum;
       aux_sum += m.aux;
       correct += m.correct;
-      r.tokens_per_expert.insert(r.tokens_per_expert.end(), m.tokens_per_expert.begin(), m.tokens_per_expert.end());
-      for (Weight* w : ws_) r.layers[size_t(w->layer)].main_grad_norm.push_back(be_.l2_norm(w->main_grad));
-      if (snap) stage_wgrad(mrec, mb);
-      if (opt_.control && !opt_.control({n.n(), total_, int(mb), int(NMB), loss_sum / double((mb + 1) * (B / NMB))})) {
-        halted_ = true;
-        return r;
-      }
     }
     r.loss = loss_sum / double(B) + aux_sum / double(NMB);
     r.aux_loss = aux_sum / double(NMB);

@@ -2,6 +2,9 @@
 // handles, host <-> device transfers, the factory.
 #include "backend_hip_impl.hpp"
 
+#include <algorithm>
+#include <exception>
+
 #include "mxsim/hip/backend_hip.hpp"
 
 namespace mxsim::hip {
@@ -26,11 +29,59 @@ HipBackend::~HipBackend() {
     (void)hipStreamSynchronize(stream_);
     (void)hipStreamDestroy(stream_);
   }
+  for (const PinnedChunk& c : pinned_) (void)hipHostFree(c.p);
 }
 
 void HipBackend::sync() {
-  MXSIM_HIP_CHECK(hipStreamSynchronize(stream_));
-  MXSIM_HIP_CHECK(hipGetLastError());
+  try {
+    MXSIM_HIP_CHECK(hipStreamSynchronize(stream_));
+    MXSIM_HIP_CHECK(hipGetLastError());
+  } catch (...) {
+    later_.clear();  // the device failed: nothing queued will be delivered
+    throw;
+  }
+  drain();
+}
+
+std::byte* HipBackend::pinned_bytes(size_t bytes) {
+  bytes = (bytes + 15) / 16 * 16;
+  for (PinnedChunk& c : pinned_)
+    if (c.size - c.used >= bytes) {
+      std::byte* p = c.p + c.used;
+      c.used += bytes;
+      return p;
+    }
+  PinnedChunk c;
+  c.size = std::max<size_t>(bytes, size_t(1) << 20);
+  void* p = nullptr;
+  MXSIM_HIP_CHECK(hipHostMalloc(&p, c.size, 0));
+  c.p = static_cast<std::byte*>(p);
+  c.used = bytes;
+  pinned_.push_back(c);
+  return c.p;
+}
+
+void HipBackend::fetch_later(const void* d_src, size_t bytes, std::function<void(const std::byte*)> done) {
+  std::byte* h = pinned_bytes(bytes ? bytes : 1);
+  if (bytes) MXSIM_HIP_CHECK(hipMemcpyAsync(h, d_src, bytes, hipMemcpyDeviceToHost, stream_));
+  later_.push_back({h, std::move(done)});
+}
+
+void HipBackend::drain() {
+  if (later_.empty()) return;
+  std::vector<Later> ready;
+  ready.swap(later_);  // a callback that synchronises again finds an empty queue
+  std::exception_ptr first;
+  for (Later& l : ready) {
+    try {
+      l.done(l.host);
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (later_.empty())  // nothing new was queued by a callback: the staging is free again
+    for (PinnedChunk& c : pinned_) c.used = 0;
+  if (first) std::rethrow_exception(first);
 }
 
 void HipBackend::fetch(void* dst, const void* d_src, size_t bytes) {

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -116,11 +117,28 @@ class HipBackend final : public Backend {
                        bool window_end, float ratio) override;
   OscStep osc_update(const Tensor& w, const Tensor& q, OscState& s, float momentum, bool window_end) override;
 
+  void l2_norm_deferred(const Tensor& x, double* dst) override;
+  void quant_stats_deferred(const Tensor& x, const QTensor& q, QuantStats* dst) override;
+  void scale_exp_histogram_deferred(const QTensor& q, ScaleExpCounts* dst) override;
+  void cross_entropy_deferred(const Tensor& logits, const Tensor& labels, float grad_scale, Tensor& dlogits,
+                              double* dst) override;
+  void count_correct_deferred(const Tensor& logits, const Tensor& labels, int64_t* dst) override;
+  void aux_loss_deferred(const Tensor& p, const Tensor& counts, size_t k, float coeff, Tensor& f, double* dst) override;
+  void resolve_deferred() override { sync(); }
+
   // ---- for the op files ------------------------------------------------
   hipStream_t stream() const { return stream_; }
   void* stream_ptr() const { return static_cast<void*>(stream_); }
   /// Waits for the stream; a failed kernel surfaces here (mxsim::hip::Error).
+  /// Then runs the fetch_later callbacks queued so far, in order (an
+  /// exception from one is rethrown once all have run).
   void sync();
+  /// Queues a stream-ordered copy of `bytes` device bytes into page-locked
+  /// staging memory, and done(host bytes) to run on them at the next sync()
+  /// (any synchronising call): a host value without a synchronisation now.
+  /// d_src may be freed (returned to the block cache) once this returns: the
+  /// copy runs before any later work of the stream.
+  void fetch_later(const void* d_src, size_t bytes, std::function<void(const std::byte*)> done);
   /// Device pointer of a dense tensor (checks the handle: not empty, ours).
   void* raw(const Tensor& t, const char* op, const char* what) const;
   /// Typed device pointer (checks the dtype too).
@@ -143,6 +161,19 @@ class HipBackend final : public Backend {
  private:
   hipStream_t stream_ = nullptr;
   std::string device_;
+  // fetch_later: page-locked chunks handed out in order, reset once drained.
+  struct PinnedChunk {
+    std::byte* p = nullptr;
+    size_t size = 0, used = 0;
+  };
+  struct Later {
+    const std::byte* host;
+    std::function<void(const std::byte*)> done;
+  };
+  std::vector<PinnedChunk> pinned_;
+  std::vector<Later> later_;
+  std::byte* pinned_bytes(size_t bytes);
+  void drain();
 };
 
 }  // namespace mxsim::hip

@@ -143,14 +143,33 @@ __global__ void combine_kernel(const float* __restrict__ h0, const float* __rest
   }
 }
 
-// One thread per (t, s): dyp's row of the slot and dgate[t k + s].
+// One block per slot i = (t, s), blockIdx.x striding: the threads write dyp's
+// row of the slot (hd::combine_backward_dyp) and stage dh1[t] and yp[row] in
+// shared memory, chunk by chunk, where thread 0 runs the sequential gate
+// gradient sum (hd::combine_backward_dgate, j ascending, chained across chunks).
+constexpr unsigned kCombineChunk = 1024;
 __global__ void combine_backward_kernel(const float* __restrict__ dh1, size_t d, const float* __restrict__ yp,
                                         size_t yw, const float* __restrict__ p, size_t pw, const int* __restrict__ top,
                                         const int64_t* __restrict__ row_of, size_t k, size_t n,
                                         float* __restrict__ dyp, float* __restrict__ dgate) {
-  MXSIM_GRID_STRIDE(i, n) {
+  __shared__ float sh[kCombineChunk], sy[kCombineChunk];
+  for (size_t i = blockIdx.x; i < n; i += gridDim.x) {
     const size_t t = i / k, r = size_t(row_of[i]);
-    dgate[i] = hd::combine_backward_slot(dh1 + t * d, yp + r * yw, p[t * pw + size_t(top[i])], d, dyp + r * yw);
+    const float gate = p[t * pw + size_t(top[i])];
+    float dg = 0.0f;
+    for (size_t j0 = 0; j0 < d; j0 += kCombineChunk) {
+      const size_t m = d - j0 < kCombineChunk ? d - j0 : kCombineChunk;
+      __syncthreads();  // thread 0 is done with the previous chunk
+      for (size_t j = threadIdx.x; j < m; j += blockDim.x) {
+        const float h = dh1[t * d + j0 + j];
+        sh[j] = h;
+        sy[j] = yp[r * yw + j0 + j];
+        dyp[r * yw + j0 + j] = hd::combine_backward_dyp(gate, h);
+      }
+      __syncthreads();
+      if (threadIdx.x == 0) dg = hd::combine_backward_dgate_acc(dg, sh, sy, m);  // chained: one walk over d
+    }
+    if (threadIdx.x == 0) dgate[i] = canonical_nan(dg);
   }
 }
 
@@ -158,13 +177,34 @@ __global__ void combine_backward_kernel(const float* __restrict__ dh1, size_t d,
 
 // One block: f[e] and P[e] per expert (threads over e, t ascending), then
 // thread 0 sums the FP64 terms over e ascending into *aux.
+// p's rows go through shared memory a chunk at a time (coalesced reads; the
+// per-expert sums then walk shared memory), unless one row does not fit.
+constexpr size_t kAuxChunk = 4096;
 __global__ void aux_loss_kernel(const float* __restrict__ p, const int64_t* __restrict__ counts, size_t T, size_t E,
                                 size_t k, float* __restrict__ f, float* __restrict__ P, double* __restrict__ aux) {
+  __shared__ float sp[kAuxChunk];
   for (size_t e = threadIdx.x; e < E; e += blockDim.x) {
     f[e] = hd::aux_share(counts[e], T * k);
-    float s = 0.0f;
-    for (size_t t = 0; t < T; ++t) s = s + p[t * E + e];
-    P[e] = s;
+    P[e] = 0.0f;
+  }
+  const size_t R = E <= kAuxChunk ? kAuxChunk / E : 0;  // rows per chunk
+  if (R == 0) {
+    for (size_t e = threadIdx.x; e < E; e += blockDim.x) {
+      float s = 0.0f;
+      for (size_t t = 0; t < T; ++t) s = s + p[t * E + e];
+      P[e] = s;
+    }
+  }
+  for (size_t t0 = 0; R && t0 < T; t0 += R) {
+    const size_t rows = T - t0 < R ? T - t0 : R;
+    __syncthreads();
+    for (size_t x = threadIdx.x; x < rows * E; x += blockDim.x) sp[x] = p[t0 * E + x];
+    __syncthreads();
+    for (size_t e = threadIdx.x; e < E; e += blockDim.x) {  // t ascending, chained across chunks
+      float s = P[e];
+      for (size_t t = 0; t < rows; ++t) s = s + sp[t * E + e];
+      P[e] = s;
+    }
   }
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -237,11 +277,15 @@ void HipBackend::moe_route(const Tensor& top, size_t E, int64_t pad, Tensor& cou
   DeviceBuffer status(2 * sizeof(int64_t), "moe_route status");
   moe_route_kernel<<<1, kRouteThreads, 0, stream_>>>(t, n, E, pad, c, fill.as<int64_t>(), r, status.as<int64_t>());
   MXSIM_HIP_CHECK_LAUNCH("moe_route_kernel");
-  int64_t st[2] = {0, 0};
-  fetch(st, status.get(), sizeof st);
-  if (st[0])
-    throw std::invalid_argument("moe_route: expert index " + std::to_string(int32_t(st[1])) + " outside [0, " +
-                                std::to_string(E) + ")");
+  // Checked at the next synchronisation (the download of counts that every
+  // caller makes next), not with one of its own.
+  fetch_later(status.get(), 2 * sizeof(int64_t), [E](const std::byte* h) {
+    int64_t st[2];
+    std::memcpy(st, h, sizeof st);
+    if (st[0])
+      throw std::invalid_argument("moe_route: expert index " + std::to_string(int32_t(st[1])) + " outside [0, " +
+                                  std::to_string(E) + ")");
+  });
 }
 
 void HipBackend::permute_rows(const Tensor& src, const Tensor& row_of, size_t k, Tensor& dst) {
@@ -260,9 +304,12 @@ void HipBackend::permute_rows(const Tensor& src, const Tensor& row_of, size_t k,
   const size_t wc = w ? w : 1;
   permute_rows_kernel<<<grid_for(rows * wc, kThreads), kThreads, 0, stream_>>>(s, r, rows, k, w, wc, M, d, bad.as<int>());
   MXSIM_HIP_CHECK_LAUNCH("permute_rows_kernel");
-  int b = 0;
-  fetch(&b, bad.get(), sizeof b);
-  if (b) throw std::invalid_argument("permute_rows: row_of entry outside dst");
+  // Entries outside dst were skipped; the error is reported at the next synchronisation.
+  fetch_later(bad.get(), sizeof(int), [](const std::byte* h) {
+    int b;
+    std::memcpy(&b, h, sizeof b);
+    if (b) throw std::invalid_argument("permute_rows: row_of entry outside dst");
+  });
 }
 
 void HipBackend::unpermute_combine(const Tensor& ypt, const Tensor& h0t, const Tensor& pt, const Tensor& topt,
@@ -306,27 +353,39 @@ void HipBackend::combine_backward(const Tensor& dh1t, const Tensor& ypt, const T
   if (dypt.bytes()) MXSIM_HIP_CHECK(hipMemsetAsync(dyp, 0, dypt.bytes(), stream_));
   const size_t n = B * k;
   if (n == 0) return;
-  combine_backward_kernel<<<grid_for(n, kThreads), kThreads, 0, stream_>>>(dh1, d, yp, ypt.dim(1), p, pt.dim(1), top,
-                                                                           row_of, k, n, dyp, dgate);
+  const unsigned blocks = unsigned(n < 65535 ? n : 65535);
+  combine_backward_kernel<<<blocks, kThreads, 0, stream_>>>(dh1, d, yp, ypt.dim(1), p, pt.dim(1), top, row_of, k, n,
+                                                           dyp, dgate);
   MXSIM_HIP_CHECK_LAUNCH("combine_backward_kernel");
 }
 
-double HipBackend::aux_loss(const Tensor& pt, const Tensor& countst, size_t k, float coeff, Tensor& ft) {
+void HipBackend::aux_loss_deferred(const Tensor& pt, const Tensor& countst, size_t k, float coeff, Tensor& ft,
+                                   double* dst) {
   const float* p = mat(pt, "aux_loss", "p");
   const size_t T = pt.dim(0), E = pt.dim(1);
   expect_shape(countst, {E}, "aux_loss", "counts");
   expect_shape(ft, {E}, "aux_loss", "f");
   const int64_t* counts = data<int64_t>(countst, "aux_loss", "counts");
   float* f = data<float>(ft, "aux_loss", "f");
-  double aux = 0;
-  if (E) {
-    DeviceBuffer P(E * sizeof(float), "aux_loss expert probability sums");
-    DeviceBuffer out(sizeof(double), "aux_loss sum");
-    aux_loss_kernel<<<1, kThreads, 0, stream_>>>(p, counts, T, E, k, f, P.as<float>(), out.as<double>());
-    MXSIM_HIP_CHECK_LAUNCH("aux_loss_kernel");
-    fetch(&aux, out.get(), sizeof aux);
+  if (E == 0) {
+    *dst = canonical_nan(double(coeff) * double(E) * 0.0);
+    return;
   }
-  return canonical_nan(double(coeff) * double(E) * aux);
+  DeviceBuffer P(E * sizeof(float), "aux_loss expert probability sums");
+  DeviceBuffer out(sizeof(double), "aux_loss sum");
+  aux_loss_kernel<<<1, kThreads, 0, stream_>>>(p, counts, T, E, k, f, P.as<float>(), out.as<double>());
+  MXSIM_HIP_CHECK_LAUNCH("aux_loss_kernel");
+  fetch_later(out.get(), sizeof(double), [dst, coeff, E](const std::byte* h) {
+    double aux;
+    std::memcpy(&aux, h, sizeof aux);
+    *dst = canonical_nan(double(coeff) * double(E) * aux);
+  });
+}
+double HipBackend::aux_loss(const Tensor& p, const Tensor& counts, size_t k, float coeff, Tensor& f) {
+  double v = 0;
+  aux_loss_deferred(p, counts, k, coeff, f, &v);
+  sync();
+  return v;
 }
 
 void HipBackend::router_backward(const Tensor& pt, const Tensor& topt, const Tensor& dgatet, const Tensor& ft,

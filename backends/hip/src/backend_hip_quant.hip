@@ -171,7 +171,7 @@ void HipBackend::dequantize(const QTensor& qh, Tensor& out) {
   MXSIM_HIP_CHECK_LAUNCH("dequantize_kernel");
 }
 
-QuantStats HipBackend::quant_stats(const Tensor& x, const QTensor& qh) {
+void HipBackend::quant_stats_deferred(const Tensor& x, const QTensor& qh, QuantStats* dst) {
   const DeviceQuantized& q = dev(qh, "quant_stats", "q");
   const QuantLayout& L = q.t.layout;
   const Dims3 d = dims3(x, "quant_stats");
@@ -191,31 +191,50 @@ QuantStats HipBackend::quant_stats(const Tensor& x, const QTensor& qh) {
     px = h.as<float>();
   }
   const StatsFold fold{px, q.t, hd::elem_max(spec_of(q.t.spec.elem))};
-  const auto r = detail::tree_reduce<8>(*this, fold, n, detail::TreeOps{1u << 2, 0});
+  detail::tree_reduce_later<8>(*this, fold, n, detail::TreeOps{1u << 2, 0}, [dst, n](const std::array<double, 8>& r) {
+    QuantStats s;
+    s.count = n;
+    s.nonfinite_in = size_t(r[4]);
+    s.nan_out = size_t(r[5]);
+    s.underflow = size_t(r[6]);
+    s.saturated = size_t(r[7]);
+    set_error_stats(s, size_t(r[3]), r[0], r[1], r[2]);  // r[3]: pairs compared (exact count)
+    *dst = s;
+  });
+}
+QuantStats HipBackend::quant_stats(const Tensor& x, const QTensor& q) {
   QuantStats s;
-  s.count = n;
-  s.nonfinite_in = size_t(r[4]);
-  s.nan_out = size_t(r[5]);
-  s.underflow = size_t(r[6]);
-  s.saturated = size_t(r[7]);
-  set_error_stats(s, size_t(r[3]), r[0], r[1], r[2]);  // r[3]: pairs compared (exact count)
+  quant_stats_deferred(x, q, &s);
+  sync();
   return s;
 }
 
-ScaleExpCounts HipBackend::scale_exp_histogram(const QTensor& qh) {
+
+
+void HipBackend::scale_exp_histogram_deferred(const QTensor& qh, ScaleExpCounts* dst) {
   const DeviceQuantized& d = dev(qh, "scale_exp_histogram", "q");
   const QuantLayout& L = d.t.layout;
-  QuantizedTensor q;  // the scales only: all scale_exp_counts reads
-  q.spec = d.t.spec;
+  auto q = std::make_shared<QuantizedTensor>();  // the scales only: all scale_exp_counts reads
+  q->spec = d.t.spec;
   if (d.t.spec.scale_kind == ScaleKind::FP32) {
-    q.scale_inv = Tensor3f::from_shape({L.groups, L.nbr, L.nbc});
-    fetch(q.scale_inv.data(), d.t.scale_inv, L.scale_count() * sizeof(float));
+    q->scale_inv = Tensor3f::from_shape({L.groups, L.nbr, L.nbc});
+    fetch_later(d.t.scale_inv, L.scale_count() * sizeof(float),
+                [q](const std::byte* h) { std::memcpy(q->scale_inv.data(), h, q->scale_inv.size() * sizeof(float)); });
   } else {
-    q.scale_bytes = Bytes3::from_shape({L.groups, L.nbr, L.nbc});
-    fetch(q.scale_bytes.data(), d.t.scale_bytes, L.scale_count());
+    q->scale_bytes = Bytes3::from_shape({L.groups, L.nbr, L.nbc});
+    fetch_later(d.t.scale_bytes, L.scale_count(),
+                [q](const std::byte* h) { std::memcpy(q->scale_bytes.data(), h, q->scale_bytes.size()); });
   }
-  fetch(&q.tensor_scale_inv, d.t.tensor_scale_inv, sizeof(float));
-  return scale_exp_counts(q);
+  fetch_later(d.t.tensor_scale_inv, sizeof(float), [q, dst](const std::byte* h) {
+    std::memcpy(&q->tensor_scale_inv, h, sizeof(float));
+    *dst = scale_exp_counts(*q);
+  });
+}
+ScaleExpCounts HipBackend::scale_exp_histogram(const QTensor& q) {
+  ScaleExpCounts c{};
+  scale_exp_histogram_deferred(q, &c);
+  sync();
+  return c;
 }
 
 float HipBackend::amax(const Tensor& x) {

@@ -38,13 +38,15 @@ __global__ void cross_entropy_kernel(const float* __restrict__ l, const uint8_t*
   }
 }
 // Component 0: the sum of the row losses (FP64); 1: the first row whose label
-// is outside the classes (min).
+// is outside the classes, as min of 256 i + label (exact in FP64 for any row
+// count a device holds), so the message needs no second read.
 struct CrossEntropyFold {
   const float* loss;
   const uint8_t* y;
   size_t C;
   __device__ void operator()(size_t i, double* acc) const {
-    if (y[i] >= C) acc[1] = double(i) < acc[1] ? double(i) : acc[1];
+    const double bad = double(i) * 256.0 + double(y[i]);
+    if (y[i] >= C) acc[1] = bad < acc[1] ? bad : acc[1];
     else acc[0] = acc[0] + double(loss[i]);
   }
 };
@@ -151,24 +153,35 @@ struct OscFold {
 
 }  // namespace
 
-double HipBackend::cross_entropy(const Tensor& logits, const Tensor& labels, float grad_scale, Tensor& dlogits) {
+void HipBackend::cross_entropy_deferred(const Tensor& logits, const Tensor& labels, float grad_scale, Tensor& dlogits,
+                                        double* dst) {
   const float* l = mat(logits, "cross_entropy", "logits");
   expect_shape(dlogits, logits.shape(), "cross_entropy", "dlogits");
   float* dl = mat(dlogits, "cross_entropy", "dlogits");
   const size_t T = logits.dim(0), C = logits.dim(1);
   expect_shape(labels, {T}, "cross_entropy", "labels");
   const uint8_t* y = data<uint8_t>(labels, "cross_entropy", "labels");
-  if (T == 0) return 0;
+  if (T == 0) {
+    *dst = 0;
+    return;
+  }
   DeviceBuffer loss(T * sizeof(float), "cross_entropy row losses");
   cross_entropy_kernel<<<grid_for(T, kThreads), kThreads, 0, stream_>>>(l, y, T, C, grad_scale, dl, loss.as<float>());
   MXSIM_HIP_CHECK_LAUNCH("cross_entropy_kernel");
-  const auto r = detail::tree_reduce<2>(*this, CrossEntropyFold{loss.as<float>(), y, C}, T, detail::TreeOps{0, 1u << 1});
-  if (!std::isinf(r[1])) {  // the first row with a bad label: the emulator's message
-    uint8_t bad = 0;
-    fetch(&bad, y + size_t(r[1]), 1);
-    throw std::invalid_argument("cross_entropy: label " + std::to_string(bad) + " outside the classes");
-  }
-  return canonical_nan(r[0]);
+  detail::tree_reduce_later<2>(*this, CrossEntropyFold{loss.as<float>(), y, C}, T, detail::TreeOps{0, 1u << 1},
+                               [dst](const std::array<double, 2>& r) {
+                                 if (!std::isinf(r[1]))  // the first row with a bad label: the emulator's message
+                                   throw std::invalid_argument("cross_entropy: label " +
+                                                               std::to_string(int(std::fmod(r[1], 256.0))) +
+                                                               " outside the classes");
+                                 *dst = canonical_nan(r[0]);
+                               });
+}
+double HipBackend::cross_entropy(const Tensor& logits, const Tensor& labels, float grad_scale, Tensor& dlogits) {
+  double v = 0;
+  cross_entropy_deferred(logits, labels, grad_scale, dlogits, &v);
+  sync();
+  return v;
 }
 
 void HipBackend::argmax_rows(const Tensor& logits, Tensor& pred) {
@@ -181,23 +194,38 @@ void HipBackend::argmax_rows(const Tensor& logits, Tensor& pred) {
   MXSIM_HIP_CHECK_LAUNCH("argmax_rows_kernel");
 }
 
-int64_t HipBackend::count_correct(const Tensor& logits, const Tensor& labels) {
+void HipBackend::count_correct_deferred(const Tensor& logits, const Tensor& labels, int64_t* dst) {
   const float* l = mat(logits, "count_correct", "logits");
   const size_t T = logits.dim(0), C = logits.dim(1);
   expect_shape(labels, {T}, "count_correct", "labels");
   const uint8_t* y = data<uint8_t>(labels, "count_correct", "labels");
-  if (T == 0) return 0;
+  if (T == 0) {
+    *dst = 0;
+    return;
+  }
   DeviceBuffer am(T * sizeof(uint64_t), "count_correct row argmax");
   argmax_index_kernel<<<grid_for(T, kThreads), kThreads, 0, stream_>>>(l, T, C, am.as<uint64_t>());
   MXSIM_HIP_CHECK_LAUNCH("argmax_index_kernel");
-  const auto r = detail::tree_reduce<1>(*this, CorrectFold{am.as<uint64_t>(), y}, T);
-  return int64_t(r[0]);
+  detail::tree_reduce_later<1>(*this, CorrectFold{am.as<uint64_t>(), y}, T, {},
+                               [dst](const std::array<double, 1>& r) { *dst = int64_t(r[0]); });
+}
+int64_t HipBackend::count_correct(const Tensor& logits, const Tensor& labels) {
+  int64_t v = 0;
+  count_correct_deferred(logits, labels, &v);
+  sync();
+  return v;
 }
 
-double HipBackend::l2_norm(const Tensor& x) {
+void HipBackend::l2_norm_deferred(const Tensor& x, double* dst) {
   const float* p = f32(x, "l2_norm", "x");
-  const auto r = detail::tree_reduce<1>(*this, SumSqFold{p}, x.numel());
-  return canonical_nan(std::sqrt(r[0]));
+  detail::tree_reduce_later<1>(*this, SumSqFold{p}, x.numel(), {},
+                               [dst](const std::array<double, 1>& r) { *dst = canonical_nan(std::sqrt(r[0])); });
+}
+double HipBackend::l2_norm(const Tensor& x) {
+  double v = 0;
+  l2_norm_deferred(x, &v);
+  sync();
+  return v;
 }
 
 void HipBackend::adamw(Tensor& master, Tensor& m, Tensor& v, const Tensor& grad, const AdamW& h, Tensor& model) {

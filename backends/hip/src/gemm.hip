@@ -169,6 +169,7 @@ void token_gemm(const std::string& gemm, const GemmOperand& a, const GemmOperand
       L.ld = J;
       L.accumulate = p.accumulate;
       L.out_bf16 = p.out_bf16;
+      L.kernel = p.kernel;
       launches.push_back(L);
     }
     m0 += mg;
@@ -226,6 +227,7 @@ void grouped_wgrad(std::span<const GemmOperand> dy, std::span<const GemmOperand>
     L.ld = K;
     L.accumulate = p.accumulate;
     L.out_bf16 = p.out_bf16;
+    L.kernel = p.kernel;
   }
   const hipStream_t s = stream_of(stream);
   if (N * K == 0) return;

@@ -1,26 +1,64 @@
 // Grouped GEMM, class mx-exact (numerics.md §5.2.1): E8M0-scaled E2M1/E2M3
 // operands. Per 32-block an exact integer dot of the int_shift images, then
-// acc = RNE(acc + dot * 2^(sa + sb - 254 - shift)) (hd::mx_exact_dot).
-// Portable kernel: one warp (or, for short contractions, one thread) per output element (gemm_panel.hpp). A fast int8 IMMA / MFMA path
-// (exact, order independent) is to come behind launch_mx_exact.
+// acc = RNE(acc + dot * 2^(sa + sb - 254 - shift)) (hd::mx_exact_block, the
+// step of hd::mx_exact_dot).
+// Portable tiled kernel (gemm_panel.hpp): the slab holds each element's
+// integer image as an int8, four along K per 32-bit word, so a block's dot is
+// eight 4-way integer multiply-adds (exact, order free). An int8 IMMA / MFMA
+// path (also exact) is to come behind launch_mx_exact.
 #include "gemm_panel.hpp"
 
 namespace mxsim::hip::gemm {
 namespace {
-// hd::mx_exact_dot with lane l taking element l of each 32-block.
-struct MxExactDot {
-  static constexpr unsigned kLanes = 32;
+
+/// sum of the four int8 products of words a and b, plus c (exact).
+__device__ inline int32_t dot4_i8(int32_t a, int32_t b, int32_t c) {
+#if defined(__CUDA_ARCH__)
+  return __dp4a(a, b, c);
+#else
+  for (int i = 0; i < 4; ++i) c += int32_t(int8_t(a >> (8 * i))) * int32_t(int8_t(b >> (8 * i)));
+  return c;
+#endif
+}
+
+struct MxExactTile {
+  struct Slab {
+    int32_t w[kSlab / 4][kSlabStride];  // element (r, k): byte k % 4 of w[k / 4][r]
+    uint8_t e8m0[kSlab / 32][kTile];
+  };
+  static constexpr unsigned kLanes = 0;  // a block's dot is eight dp4a: no lanes needed
   Format ea, eb;
-  __device__ float operator()(float acc, const Row& a, const Row& b, size_t K) const {
-    return hd::mx_exact_dot(acc, K, spec_of(ea), spec_of(eb), hd::int_shift(ea), hd::int_shift(eb), a, b);
+  int sha, shb;
+
+  __device__ void stage(Slab& s, const PanelView& p, Format f, int sh, size_t r0, size_t R, unsigned rows, size_t k0,
+                        unsigned ks) const {
+    const FormatSpec fs = spec_of(f);
+    int8_t* bytes = reinterpret_cast<int8_t*>(&s.w[0][0]);
+    const auto at = [&](unsigned rl, unsigned kl) -> int8_t& { return bytes[((kl / 4) * kSlabStride + rl) * 4 + kl % 4]; };
+    const unsigned fill = (ks + 31) / 32 * 32;  // a block's missing tail adds zero products
+    stage_elements(
+        p, r0, R, rows, k0, ks, fill,
+        [&](unsigned rl, unsigned kl, const Row& row, size_t k) { at(rl, kl) = int8_t(hd::mx_int_value(fs, sh, row.code(k))); },
+        [&](unsigned rl, unsigned kl) { at(rl, kl) = 0; });
+    for (unsigned idx = threadIdx.x; idx < rows * (fill / 32); idx += kTileThreads) {
+      const unsigned rl = idx % rows, b = idx / rows;
+      s.e8m0[b][rl] = r0 + rl < R ? Row{p, r0 + rl}.e8m0(k0 / 32 + b) : uint8_t(127);
+    }
   }
-  __device__ float operator()(float acc, const Row& a, const Row& b, size_t K, unsigned lane) const {
-    const FormatSpec fa = spec_of(ea), fb = spec_of(eb);
-    const int sha = hd::int_shift(ea), shb = hd::int_shift(eb);
-    for (size_t k0 = 0; k0 < K; k0 += 32) {
-      const size_t k = k0 + lane;
-      const int32_t v = k < K ? hd::mx_int_value(fa, sha, a.code(k)) * hd::mx_int_value(fb, shb, b.code(k)) : 0;
-      acc = hd::mx_exact_block(acc, warp_sum_i32(v), a.e8m0(k0 / 32), b.e8m0(k0 / 32), sha + shb);
+  __device__ void stage_a(Slab& s, const PanelView& p, size_t r0, size_t R, unsigned rows, size_t k0,
+               unsigned ks) const {
+    stage(s, p, ea, sha, r0, R, rows, k0, ks);
+  }
+  __device__ void stage_b(Slab& s, const PanelView& p, size_t r0, size_t R, unsigned rows, size_t k0,
+               unsigned ks) const {
+    stage(s, p, eb, shb, r0, R, rows, k0, ks);
+  }
+  __device__ float walk(float acc, const Slab& a, unsigned ia, const Slab& b, unsigned jb, unsigned ks) const {
+    for (unsigned blk = 0; blk * 32 < ks; ++blk) {
+      int32_t d = 0;
+#pragma unroll
+      for (unsigned w = 0; w < 8; ++w) d = dot4_i8(a.w[blk * 8 + w][ia], b.w[blk * 8 + w][jb], d);
+      acc = hd::mx_exact_block(acc, d, a.e8m0[blk][ia], b.e8m0[blk][jb], sha + shb);
     }
     return acc;
   }
@@ -28,7 +66,9 @@ struct MxExactDot {
 }  // namespace
 
 void launch_mx_exact(const Launch* L, size_t n, hipStream_t s) {
-  if (n) launch(L, n, MxExactDot{L[0].A.elem, L[0].B.elem}, s, "launch of gemm_kernel<mx-exact>");
+  if (n == 0) return;
+  const Format ea = L[0].A.elem, eb = L[0].B.elem;
+  launch(L, n, MxExactTile{ea, eb, hd::int_shift(ea), hd::int_shift(eb)}, s, "launch of gemm_tile_kernel<mx-exact>");
 }
 
 }  // namespace mxsim::hip::gemm

@@ -1,6 +1,6 @@
 // Internal: how the grouped-GEMM kernels of every block-dot class read their
-// operands, and the one kernel skeleton they share (one warp per output
-// element, its lanes splitting each block of the class's K walk).
+// operands, and the one tiled kernel skeleton they share (one thread per
+// output element's K walk, operands staged per tile in shared memory).
 //
 // An operand panel is one group's operand seen as [R rows, K contraction]:
 // C[i][j] (+)= sum_k A[i][k] B[j][k] (numerics.md §5.1). Element (r, k) sits
@@ -16,6 +16,8 @@
 #include <string>
 
 #include "mxsim/hd/gemm_block.hpp"
+#include "mxsim/hd/gemm_packed.hpp"
+#include "mxsim/hip/gemm.hpp"
 
 namespace mxsim::hip::gemm {
 
@@ -66,80 +68,31 @@ struct Launch {
   float* out = nullptr;
   size_t ld = 0;
   bool accumulate = false, out_bf16 = false;
+  GemmKernel kernel = GemmKernel::Auto;  // GemmParams::kernel
 };
 
-// ---- one warp per output element -------------------------------------------
+// ---- the tiled kernel -------------------------------------------------------
 // The contract walks K in order per output element: each block's (or
-// group's) rounding feeds the next, so the walk stays sequential. Inside one
-// block the work is order-free: mx-exact's block dot is an exact integer sum;
-// a fused group (numerics.md §5.3) needs the maximum alignment exponent and
-// the exact integer sum of the truncated terms. So 32 lanes take one element
-// of the block each and combine by shuffles; every lane then holds the same
-// accumulator. The steps are hd/gemm_block.hpp's; only the two order-free
-// folds are spread over lanes. (Warps are 32 lanes on NVIDIA; on AMD the
-// shuffles have width 32, half a CDNA wavefront.)
+// group's) rounding feeds the next, so an element's walk stays sequential and
+// one thread runs it. What a tile shares is the operands: a block of
+// kTileThreads threads computes kTile x kTile outputs (kPerThread per thread)
+// and walks K in slabs of kSlab, staging each slab's kTile rows of A and of B
+// in shared memory in a form decoded once per element (Cls::Elem: integer
+// images for mx-exact, hd::PackedVal for the fused-group classes) with their
+// scales. Every element's walk is then the hd steps over shared memory.
+//
+// kSlab is a multiple of every class's K unit (16, 32, 128): a slab ends on a
+// block, group and chunk boundary, so only the FP32 accumulator carries from
+// one slab to the next.
 
-// W: lanes per output element (32, or 16 for BF16's 16-groups): the xor
-// shuffles below stay inside each aligned group of W lanes.
-template <int W = 32>
-__device__ inline int32_t warp_sum_i32(int32_t v) {
-  for (int m = W / 2; m >= 1; m >>= 1) v += MXSIM_SHFL_XOR32(v, m);
-  return v;
-}
-// Exact: int64 addition is associative (modulo 2^64 as well).
-template <int W = 32>
-__device__ inline int64_t warp_sum_i64(int64_t v) {
-  for (int m = W / 2; m >= 1; m >>= 1) {
-    const uint32_t lo = MXSIM_SHFL_XOR32(uint32_t(uint64_t(v)), m), hi = MXSIM_SHFL_XOR32(uint32_t(uint64_t(v) >> 32), m);
-    v = int64_t(uint64_t(v) + ((uint64_t(hi) << 32) | lo));
-  }
-  return v;
-}
-template <int W = 32>
-__device__ inline int warp_max_i32(int v) {
-  for (int m = W / 2; m >= 1; m >>= 1) {
-    const int o = MXSIM_SHFL_XOR32(v, m);
-    v = o > v ? o : v;
-  }
-  return v;
-}
-template <int W = 32>
-__device__ inline uint32_t warp_or_u32(uint32_t v) {
-  for (int m = W / 2; m >= 1; m >>= 1) v |= MXSIM_SHFL_XOR32(v, m);
-  return v;
-}
+constexpr unsigned kTile = 32;          // rows of B per block, and the most rows of A
+constexpr unsigned kTileThreads = 256;  // thread t: B row t % kTile, A rows t / kTile + 8 q
+constexpr unsigned kSlab = 128;
+/// Words per k of a slab: one more than kTile, so that threads writing
+/// neighbouring k (staging along K) hit different shared-memory banks.
+constexpr unsigned kSlabStride = kTile + 1;
 
-/// hd::fused_group with its products spread over the lanes: lane l holds the
-/// term of product l when `has`. Same specials, E, truncation and rounding.
-template <int W = 32>
-__device__ inline float fused_group_lanes(bool has, const hd::Term& t, float c, int F, bool e8m13) {
-  const hd::ExactVal cx = hd::exact_of_float(c);
-  uint32_t kinds = 0;
-  if (has) kinds = t.v.kind == hd::ExKind::NaN ? 1u : t.v.kind == hd::ExKind::PosInf ? 2u : t.v.kind == hd::ExKind::NegInf ? 4u : 0u;
-  kinds = warp_or_u32<W>(kinds);
-  const bool nan = cx.kind == hd::ExKind::NaN || (kinds & 1u), pinf = cx.kind == hd::ExKind::PosInf || (kinds & 2u),
-             ninf = cx.kind == hd::ExKind::NegInf || (kinds & 4u);
-  int ek = -2147483647 - 1;  // no term: below every exponent (c may be subnormal, below -126)
-  if (has && t.v.kind == hd::ExKind::Finite) ek = t.v.sig != 0 ? t.align : -126;
-  const int ec = cx.kind == hd::ExKind::Finite ? hd::exact_log2(cx) : -126;
-  const int et = warp_max_i32<W>(ek);
-  const int E = et > ec ? et : ec;
-  if (nan || (pinf && ninf)) return f32_from_bits(kCanonicalNan32);
-  if (pinf) return f32_from_bits(0x7F800000u);
-  if (ninf) return f32_from_bits(0xFF800000u);
-  const int lsb = E - F;
-  const int64_t S = hd::trunc_units(cx, lsb) + warp_sum_i64<W>(has ? hd::trunc_units(t.v, lsb) : 0);
-  return hd::rz_to_frac(S, lsb, e8m13 ? 13 : 23);
-}
-
-/// The product term of contraction index k of rows a and b.
-__device__ inline hd::Term term_at(const FormatSpec& fa, const FormatSpec& fb, const Row& a, const Row& b, size_t k) {
-  return hd::product_term(hd::exact_elem(fa, a.code(k)), hd::exact_elem(fb, b.code(k)));
-}
-
-constexpr unsigned kWarpsPerBlock = 8;
-
-/// Up to kMaxBatch groups' launches in one kernel launch (blockIdx.y picks
+/// Up to kMaxBatch groups' launches in one kernel launch (blockIdx.z picks
 /// the group), passed by value: the groups run side by side instead of one
 /// after another, and no launch table goes through memory.
 constexpr int kMaxBatch = 16;
@@ -148,80 +101,241 @@ struct LaunchBatch {
 };
 static_assert(sizeof(LaunchBatch) <= 4000, "kernel parameters are limited to 4 KiB");
 
-/// Contractions up to this length take one thread per output element (the
-/// hd walk as the emulator runs it); longer ones one warp per element. Short
-/// contractions (wgrad over a few tokens per expert) would leave most lanes
-/// of a warp idle; long ones need the lanes to reach full occupancy on small
-/// outputs. Both give the contract's bits.
-constexpr size_t kThreadMaxK = 64;
-
-/// A Dot has both walks:
-///   __device__ float operator()(float acc, const Row& a, const Row& b, size_t K) const                 // sequential
-///   __device__ float operator()(float acc, const Row& a, const Row& b, size_t K, unsigned lane) const  // lanes
-/// each returning the accumulator before gemm_output (the lane form: the same in every lane), and
-///   static constexpr unsigned kLanes   // lanes per output element in the lane form: 32 or 16
-template <class Dot>
-__global__ void gemm_warp_kernel(LaunchBatch batch, Dot dot) {
-  constexpr unsigned W = Dot::kLanes;  // lanes per output element: 32, or 16 (two elements per warp)
-  const Launch& L = batch.g[blockIdx.y];
-  const size_t n = L.RA * L.RB;
-  const size_t w = (size_t(blockIdx.x) * blockDim.x + threadIdx.x) / W;
-  const unsigned lane = threadIdx.x % W;
-  if ((w - w % (32 / W)) >= n) return;  // whole warps leave together; shuffles need every lane
-  const bool active = w < n;            // a warp's last element slot may be past the end
-  const size_t e = active ? w : n - 1;
-  const size_t i = e / L.RB, j = e % L.RB;
-  float* o = L.out + i * L.ld + j;
-  const float acc0 = L.accumulate ? *o : 0.0f;
-  const float acc = dot(acc0, Row{L.A, i}, Row{L.B, j}, L.K, lane);
-  if (active && lane == 0) *o = hd::gemm_output(acc, L.out_bf16);
+/// Calls f(rl, kl, row, k) for the elements of rows r0 + rl (rl < rows, r0 + rl <
+/// R) and contraction indices k0 + kl (kl < ks) of panel p, spread over the
+/// block's threads so that neighbouring threads read neighbouring bytes;
+/// z(rl, kl) for rows past R and for kl in [ks, ks_fill) (zero padding).
+template <class F, class Z>
+__device__ inline void stage_elements(const PanelView& p, size_t r0, size_t R, unsigned rows, size_t k0, unsigned ks,
+                                      unsigned ks_fill, F&& f, Z&& z) {
+  const unsigned n = rows * ks_fill;
+  for (unsigned idx = threadIdx.x; idx < n; idx += kTileThreads) {
+    unsigned rl, kl;
+    if (p.along_scols) rl = idx / ks_fill, kl = idx % ks_fill;  // k runs along storage rows
+    else kl = idx / rows, rl = idx % rows;                      // rows run along storage rows
+    const size_t r = r0 + rl;
+    if (r < R && kl < ks) f(rl, kl, Row{p, r}, k0 + kl);
+    else z(rl, kl);
+  }
 }
-template <class Dot>
-__global__ void gemm_thread_kernel(LaunchBatch batch, Dot dot) {
-  const Launch& L = batch.g[blockIdx.y];
-  const size_t w = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (w >= L.RA * L.RB) return;
-  const size_t i = w / L.RB, j = w % L.RB;
-  float* o = L.out + i * L.ld + j;
-  const float acc0 = L.accumulate ? *o : 0.0f;
-  *o = hd::gemm_output(dot(acc0, Row{L.A, i}, Row{L.B, j}, L.K), L.out_bf16);
+
+/// A class policy Cls has
+///   struct Slab;                                      shared memory of one operand's slab (kTile rows)
+///   __device__ void stage_a(Slab&, const PanelView&, size_t r0, size_t R, unsigned rows, size_t k0, unsigned ks) const;
+///   (and stage_b) staging rows r0 .. r0 + rows - 1 of the panel (those below R),
+///   __device__ float walk(float acc, const Slab& a, unsigned ia, const Slab& b, unsigned jb, unsigned ks) const;
+/// walk runs the class's hd steps over the slab's ks contraction indices for
+/// the output of A row ia and B row jb (tile-local) and returns the accumulator.
+/// TA: rows of A per block (kTile: four outputs per thread; 8: one, for
+/// launches too small to fill the GPU with the larger tile).
+template <class Cls, unsigned TA>
+__global__ void __launch_bounds__(kTileThreads) gemm_tile_kernel(LaunchBatch batch, Cls cls) {
+  constexpr unsigned kPerThread = TA * kTile / kTileThreads, kRowStep = kTileThreads / kTile;
+  static_assert(TA <= kTile && kPerThread >= 1, "a block covers TA x kTile outputs");
+  const Launch& L = batch.g[blockIdx.z];
+  const size_t jb0 = size_t(blockIdx.x) * kTile;
+  if (jb0 >= L.RB) return;  // the whole block leaves together, before any barrier
+  __shared__ typename Cls::Slab sa, sb;
+  const unsigned jl = threadIdx.x % kTile, il0 = threadIdx.x / kTile;
+  const size_t j = jb0 + jl;
+  for (size_t ia0 = size_t(blockIdx.y) * TA; ia0 < L.RA; ia0 += size_t(gridDim.y) * TA) {
+    float acc[kPerThread];
+#pragma unroll
+    for (unsigned q = 0; q < kPerThread; ++q) {
+      const size_t i = ia0 + il0 + q * kRowStep;
+      acc[q] = L.accumulate && i < L.RA && j < L.RB ? L.out[i * L.ld + j] : 0.0f;
+    }
+    for (size_t k0 = 0; k0 < L.K; k0 += kSlab) {
+      const unsigned ks = unsigned(L.K - k0 < kSlab ? L.K - k0 : kSlab);
+      __syncthreads();  // the previous slab's walks are done with sa, sb
+      cls.stage_a(sa, L.A, ia0, L.RA, TA, k0, ks);
+      cls.stage_b(sb, L.B, jb0, L.RB, kTile, k0, ks);
+      __syncthreads();
+#pragma unroll
+      for (unsigned q = 0; q < kPerThread; ++q) acc[q] = cls.walk(acc[q], sa, il0 + q * kRowStep, sb, jl, ks);
+    }
+#pragma unroll
+    for (unsigned q = 0; q < kPerThread; ++q) {
+      const size_t i = ia0 + il0 + q * kRowStep;
+      if (i < L.RA && j < L.RB) L.out[i * L.ld + j] = hd::gemm_output(acc[q], L.out_bf16);
+    }
+  }
+}
+
+// ---- lanes per output, for long contractions of few outputs ------------------
+// A launch with few outputs and a long K (the embedding's fprop: 64 x 128
+// outputs over K = 784) leaves a thread-per-output kernel a handful of blocks
+// with long sequential walks. There W lanes (the class's group length) share
+// one output's walk: lane l takes product l of each fused group, and the
+// group's order-free parts (any special, the largest alignment exponent, the
+// exact sum of the truncated terms) are lane reductions. The walk stays the
+// contract's.
+
+/// Reductions over aligned groups of W lanes (xor shuffles stay inside them).
+template <unsigned W>
+__device__ inline int lanes_max_i32(int v) {
+  for (unsigned m = W / 2; m >= 1; m >>= 1) {
+    const int o = MXSIM_SHFL_XOR32(v, m);
+    v = o > v ? o : v;
+  }
+  return v;
+}
+template <unsigned W>
+__device__ inline int32_t lanes_sum_i32(int32_t v) {
+  for (unsigned m = W / 2; m >= 1; m >>= 1) v += MXSIM_SHFL_XOR32(v, m);
+  return v;
+}
+
+/// hd::fused_group_packed(n, a, b, c, F, e8m13) with lane l < n holding
+/// product l. Terms truncated to 2^(E - F) are below 2^(F + 2) <= 2^27
+/// (gemm_block.hpp), so W <= 16 of them (F = 25) or 32 (F = 13) sum exactly
+/// in int32. A group with a special anywhere in the warp takes the
+/// sequential form in every lane (the same value in all of them), so the
+/// shuffles below always see all 32 lanes.
+template <unsigned W, class A, class B>
+__device__ inline float fused_group_packed_lanes(int n, unsigned lane, const A& a, const B& b, float c, int F,
+                                                 bool e8m13) {
+  static_assert(W == 16 || W == 32, "a group is 16 or 32 products");
+  const bool has = int(lane) < n;
+  const hd::PackedVal pa = has ? a(int(lane)) : hd::PackedVal{0, 0}, pb = has ? b(int(lane)) : hd::PackedVal{0, 0};
+  const hd::ExactVal cx = hd::exact_of_float(c);
+  const bool special =
+      cx.kind != hd::ExKind::Finite || (has && (pa.exp == hd::kPackedSpecial || pb.exp == hd::kPackedSpecial));
+  if (lanes_max_i32<32>(special ? 1 : 0)) return hd::fused_group_packed(n, a, b, c, F, e8m13);
+  const int32_t prod = int32_t(pa.sig) * int32_t(pb.sig);
+  const int ek = has ? hd::packed_align(pa, pb, prod) : -2147483647 - 1;
+  const int et = lanes_max_i32<W>(ek), ec = hd::exact_log2(cx);
+  const int lsb = (et > ec ? et : ec) - F;
+  const int32_t u = has ? int32_t(hd::packed_trunc(prod, pa.exp + pb.exp, lsb)) : 0;
+  return hd::rz_to_frac(hd::trunc_units(cx, lsb) + lanes_sum_i32<W>(u), lsb, e8m13 ? 13 : 23);
+}
+
+/// Cls::kLanes lanes per output (a class policy with kLanes > 0 also has
+///   __device__ float walk_lanes(float acc, const Slab& a, unsigned ia, const Slab& b, unsigned jb,
+///                               unsigned ks, unsigned lane) const;
+/// returning the same accumulator in every lane). A block covers TA x 4
+/// outputs, one per group of kLanes lanes.
+template <class Cls>
+__global__ void __launch_bounds__(kTileThreads) gemm_lanes_kernel(LaunchBatch batch, Cls cls) {
+  constexpr unsigned W = Cls::kLanes, TB = 4, TA = kTileThreads / W / TB;
+  const Launch& L = batch.g[blockIdx.z];
+  const size_t jb0 = size_t(blockIdx.x) * TB;
+  if (jb0 >= L.RB) return;  // the whole block leaves together, before any barrier
+  __shared__ typename Cls::Slab sa, sb;
+  const unsigned o = threadIdx.x / W, lane = threadIdx.x % W, il = o / TB, jl = o % TB;
+  const size_t j = jb0 + jl;
+  for (size_t ia0 = size_t(blockIdx.y) * TA; ia0 < L.RA; ia0 += size_t(gridDim.y) * TA) {
+    const size_t i = ia0 + il;
+    const bool mine = i < L.RA && j < L.RB;
+    float acc = L.accumulate && mine ? L.out[i * L.ld + j] : 0.0f;
+    for (size_t k0 = 0; k0 < L.K; k0 += kSlab) {
+      const unsigned ks = unsigned(L.K - k0 < kSlab ? L.K - k0 : kSlab);
+      __syncthreads();
+      cls.stage_a(sa, L.A, ia0, L.RA, TA, k0, ks);
+      cls.stage_b(sb, L.B, jb0, L.RB, TB, k0, ks);
+      __syncthreads();
+      acc = cls.walk_lanes(acc, sa, il, sb, jl, ks, lane);
+    }
+    if (mine && lane == 0) L.out[i * L.ld + j] = hd::gemm_output(acc, L.out_bf16);
+  }
+}
+
+/// Outputs of a launch below which it takes the small tile (one output per
+/// thread): about two blocks of the large tile per multiprocessor of an H200
+/// (132) or an MI250X GCD (110).
+constexpr size_t kSmallLaunchOutputs = 256 * kTile * kTile;
+/// Contractions from this length take lanes per output when the launch is small.
+constexpr size_t kLanesMinK = 256;
+
+/// The kernel a launch takes (L.kernel, or by its size).
+enum class TileKind { Large, Small, Lanes };
+
+template <class Cls>
+inline TileKind tile_kind(const Launch& L) {
+  switch (L.kernel) {
+    case GemmKernel::LargeTile: return TileKind::Large;
+    case GemmKernel::SmallTile: return TileKind::Small;
+    case GemmKernel::Lanes: return Cls::kLanes > 0 ? TileKind::Lanes : TileKind::Small;
+    case GemmKernel::Auto: break;
+  }
+  if (L.RA * L.RB >= kSmallLaunchOutputs) return TileKind::Large;
+  if constexpr (Cls::kLanes > 0)
+    if (L.K >= kLanesMinK) return TileKind::Lanes;
+  return TileKind::Small;
 }
 
 /// Launches the non-empty launches of `ls` (all of one class and element
-/// pair, so one Dot serves them), kMaxBatch groups per kernel launch, each
-/// group on the kernel its contraction length picks.
-template <class Dot>
-void launch(const Launch* ls, size_t n, Dot dot, hipStream_t s, const char* name) {
-  constexpr unsigned kThreads = kWarpsPerBlock * 32;
+/// pair, so one Cls serves them), up to kMaxBatch groups of one kernel kind
+/// per kernel launch.
+template <class Cls>
+void launch(const Launch* ls, size_t n, Cls cls, hipStream_t s, const char* name) {
   struct Pending {
     LaunchBatch batch{};
     int nb = 0;
-    size_t blocks = 0;
-  } warp, thread;
-  auto flush = [&](Pending& p, bool lanes) {
+    size_t rows_a = 0, rows_b = 0;
+  } pend[3];
+  constexpr unsigned kLanesTA = Cls::kLanes ? kTileThreads / 4 / Cls::kLanes : 1;
+  auto flush = [&](TileKind kind) {
+    Pending& p = pend[int(kind)];
     if (p.nb == 0) return;
-    if (p.blocks > 0x7FFFFFFFu) throw std::invalid_argument(std::string(name) + ": output exceeds the grid");
-    const dim3 grid{unsigned(p.blocks), unsigned(p.nb)};
-    if (lanes) gemm_warp_kernel<Dot><<<grid, kThreads, 0, s>>>(p.batch, dot);
-    else gemm_thread_kernel<Dot><<<grid, kThreads, 0, s>>>(p.batch, dot);
+    const unsigned ta = kind == TileKind::Large ? kTile : kind == TileKind::Small ? 8 : kLanesTA;
+    const unsigned tb = kind == TileKind::Lanes ? 4 : kTile;
+    const size_t tiles_a = (p.rows_a + ta - 1) / ta, tiles_b = (p.rows_b + tb - 1) / tb;
+    if (tiles_b > 0x7FFFFFFFu) throw std::invalid_argument(std::string(name) + ": output exceeds the grid");
+    // Rows of A beyond 65535 tiles are walked by the blocks' own loop.
+    const dim3 grid{unsigned(tiles_b), unsigned(tiles_a < 65535 ? tiles_a : 65535), unsigned(p.nb)};
+    switch (kind) {
+      case TileKind::Large: gemm_tile_kernel<Cls, kTile><<<grid, kTileThreads, 0, s>>>(p.batch, cls); break;
+      case TileKind::Small: gemm_tile_kernel<Cls, 8><<<grid, kTileThreads, 0, s>>>(p.batch, cls); break;
+      case TileKind::Lanes:
+        if constexpr (Cls::kLanes > 0) gemm_lanes_kernel<Cls><<<grid, kTileThreads, 0, s>>>(p.batch, cls);
+        break;
+    }
     const hipError_t e = hipGetLastError();
     if (e != hipSuccess) detail::fail(e, name, __FILE__, __LINE__);
     p.nb = 0;
-    p.blocks = 0;
+    p.rows_a = p.rows_b = 0;
   };
   for (size_t k = 0; k < n; ++k) {
     const Launch& L = ls[k];
     if (L.RA == 0 || L.RB == 0) continue;
-    const bool lanes = L.K > kThreadMaxK;
-    Pending& p = lanes ? warp : thread;
+    const TileKind kind = tile_kind<Cls>(L);
+    Pending& p = pend[int(kind)];
     p.batch.g[p.nb++] = L;
-    const size_t per_block = lanes ? kWarpsPerBlock * (32 / Dot::kLanes) : kThreads;
-    const size_t b = (L.RA * L.RB + per_block - 1) / per_block;
-    p.blocks = b > p.blocks ? b : p.blocks;
-    if (p.nb == kMaxBatch) flush(p, lanes);
+    p.rows_a = L.RA > p.rows_a ? L.RA : p.rows_a;
+    p.rows_b = L.RB > p.rows_b ? L.RB : p.rows_b;
+    if (p.nb == kMaxBatch) flush(kind);
   }
-  flush(warp, true);
-  flush(thread, false);
+  for (TileKind kind : {TileKind::Large, TileKind::Small, TileKind::Lanes}) flush(kind);
+}
+
+/// The fused-group classes' slab: every element as hd::PackedVal, k-major
+/// (element (r, k) at v[k][r]: the tile's threads read neighbouring words),
+/// with the E8M0 scale of each 32-block (mx-f13) or the FP32 scale_inv of the
+/// slab's 128-chunk (fp8-chunk128).
+struct PackedSlab {
+  hd::PackedVal v[kSlab][kSlabStride];
+  uint8_t e8m0[kSlab / 32][kTile];
+  float sinv[kTile];
+};
+
+/// Stages panel p's slab as packed exact values of format f (Row::code is the
+/// storage's code; BF16 panels hold 16-bit patterns).
+__device__ inline void stage_packed(PackedSlab& s, const PanelView& p, Format f, size_t r0, size_t R, unsigned rows,
+                                    size_t k0, unsigned ks, bool e8m0, bool sinv) {
+  const FormatSpec fs = spec_of(f);
+  stage_elements(
+      p, r0, R, rows, k0, ks, ks, [&](unsigned rl, unsigned kl, const Row& row, size_t k) { s.v[kl][rl] = hd::pack_value(hd::exact_elem(fs, row.code(k))); },
+      [&](unsigned rl, unsigned kl) { s.v[kl][rl] = hd::PackedVal{0, 0}; });
+  const unsigned nb = (ks + 31) / 32;
+  if (e8m0)
+    for (unsigned idx = threadIdx.x; idx < rows * nb; idx += kTileThreads) {
+      const unsigned rl = idx % rows, b = idx / rows;
+      s.e8m0[b][rl] = r0 + rl < R ? Row{p, r0 + rl}.e8m0(k0 / 32 + b) : uint8_t(127);
+    }
+  if (sinv)
+    for (unsigned rl = threadIdx.x; rl < rows; rl += kTileThreads)
+      s.sinv[rl] = r0 + rl < R ? Row{p, r0 + rl}.sinv(k0 / 128) : 1.0f;
 }
 
 // One entry point per block-dot class (gemm_<class>.hip): n launches of

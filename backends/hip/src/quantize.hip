@@ -55,9 +55,21 @@ __device__ inline void load_unit(const float* __restrict__ x, const QuantLayout&
   }
 }
 
-// Every block of q, blockIdx.x striding over them (the body of both kernels below).
+// max over each aligned group of `lanes` lanes (a power of two <= 32; all 32 lanes call).
+__device__ inline uint32_t lanes_amax(uint32_t v, unsigned lanes) {
+  for (unsigned m = lanes / 2; m >= 1; m >>= 1) v = hd::amax_step(v, MXSIM_SHFL_XOR32(v, m));
+  return v;
+}
+
+// Every block of q, blockIdx.x striding over them (the body of both kernels
+// below). `lanes` threads take one quantization block: the whole thread block
+// (lanes == blockDim.x), or, for blocks of at most 16 units in a 32-thread
+// block, an aligned group of lanes (a power of two) so that one warp
+// quantizes 32 / lanes blocks at once (the Hadamard wgrad operands: 2 units
+// of 16 per block).
 template <int U>
-__device__ inline void quantize_blocks(const float* __restrict__ x, const DeviceQTensor& q, const uint32_t* gamax) {
+__device__ inline void quantize_blocks(const float* __restrict__ x, const DeviceQTensor& q, const uint32_t* gamax,
+                                       unsigned lanes) {
   __shared__ uint32_t red[kMaxThreads / 32];
   const QuantLayout& L = q.layout;
   const FormatSpec ef = spec_of(q.spec.elem);
@@ -66,27 +78,31 @@ __device__ inline void quantize_blocks(const float* __restrict__ x, const Device
   if (q.spec.scale_kind == ScaleKind::UE4M3) ts = hd::nvfp4_tensor_scale(*gamax);
   if (blockIdx.x == 0 && threadIdx.x == 0 && q.tensor_scale_inv) *q.tensor_scale_inv = ts.s_dec;
   const size_t per_group = L.nbr * L.nbc, nblk = L.groups * per_group;
-  for (size_t blk = blockIdx.x; blk < nblk; blk += gridDim.x) {
-    const size_t g = blk / per_group, bi = (blk % per_group) / L.nbc, bj = blk % L.nbc;
+  const unsigned per = blockDim.x / lanes, sub = threadIdx.x / lanes, sl = threadIdx.x % lanes;
+  for (size_t base = size_t(blockIdx.x) * per; base < nblk; base += size_t(gridDim.x) * per) {
+    const size_t blk = base + sub;
+    const bool live = blk < nblk;  // always, when per == 1
+    const size_t g = live ? blk / per_group : 0, bi = live ? (blk % per_group) / L.nbc : 0, bj = live ? blk % L.nbc : 0;
     const size_t r0 = bi * L.br, r1 = r0 + L.br < L.srows ? r0 + L.br : L.srows;
     const size_t c0 = bj * L.bc, c1 = c0 + L.bc < L.scols ? c0 + L.bc : L.scols;
-    const size_t nu = (c1 - c0 + U - 1) / U, units = (r1 - r0) * nu;
+    const size_t nu = (c1 - c0 + U - 1) / U, units = live ? (r1 - r0) * nu : 0;
     uint32_t amax = 0;
-    for (size_t u = threadIdx.x; u < units; u += blockDim.x) {
+    for (size_t u = sl; u < units; u += lanes) {
       const size_t r = r0 + u / nu, c = c0 + (u % nu) * U;
       float v[U];
       load_unit<U>(x, L, q.spec.hadamard16, g, r, c, c1, v);
       for (int k = 0; k < U; ++k)
         if (c + k < c1) amax = hd::amax_step(amax, f32_bits(v[k]));
     }
-    amax = block_max(amax, red);
+    amax = per == 1 ? block_max(amax, red) : lanes_amax(amax, lanes);
+    if (!live) continue;
     const hd::BlockQuant bq = hd::block_quant(q.spec, ef, amax, ts);  // every thread: same inputs, same result
-    if (threadIdx.x == 0) {
+    if (sl == 0) {
       const size_t si = (g * L.nbr + bi) * L.nbc + bj;
       if (q.spec.scale_kind == ScaleKind::FP32) q.scale_inv[si] = bq.scale_inv;
       else q.scale_bytes[si] = bq.scale_byte;
     }
-    for (size_t u = threadIdx.x; u < units; u += blockDim.x) {
+    for (size_t u = sl; u < units; u += lanes) {
       const size_t r = r0 + u / nu, c = c0 + (u % nu) * U;
       float v[U];
       load_unit<U>(x, L, q.spec.hadamard16, g, r, c, c1, v);
@@ -111,8 +127,9 @@ __device__ inline void quantize_blocks(const float* __restrict__ x, const Device
 }
 
 template <int U>
-__global__ void quantize_blocks_kernel(const float* __restrict__ x, DeviceQTensor q, const uint32_t* gamax) {
-  quantize_blocks<U>(x, q, gamax);
+__global__ void quantize_blocks_kernel(const float* __restrict__ x, DeviceQTensor q, const uint32_t* gamax,
+                                       unsigned lanes) {
+  quantize_blocks<U>(x, q, gamax, lanes);
 }
 
 /// Up to kMaxGroupBatch per-group tensors of one spec quantized by one
@@ -127,8 +144,8 @@ struct GroupBatch {
 static_assert(sizeof(GroupBatch) <= 4000, "kernel parameters are limited to 4 KiB");
 
 template <int U>
-__global__ void quantize_group_batch_kernel(const float* __restrict__ x, GroupBatch b) {
-  quantize_blocks<U>(x + b.x_offset[blockIdx.y], b.q[blockIdx.y], nullptr);
+__global__ void quantize_group_batch_kernel(const float* __restrict__ x, GroupBatch b, unsigned lanes) {
+  quantize_blocks<U>(x + b.x_offset[blockIdx.y], b.q[blockIdx.y], nullptr, lanes);
 }
 
 // ---- tensor amax (NVFP4's S_enc) -------------------------------------------
@@ -227,11 +244,23 @@ __global__ void quantize_both_kernel(const float* __restrict__ x, size_t C, size
 struct BlockLaunch {
   int unit;
   unsigned threads;
+  unsigned lanes;  ///< threads per quantization block (quantize_blocks)
+  /// Thread blocks for nblk quantization blocks (the kernels stride over more).
+  unsigned grid(size_t nblk) const {
+    const size_t per = threads / lanes;
+    return unsigned(std::min<size_t>((nblk + per - 1) / per, size_t(1) << 20));
+  }
 };
 BlockLaunch block_launch(const QuantSpec& spec, const QuantLayout& L) {
   const int U = spec.hadamard16 ? 16 : (spec.elem == Format::E2M1 ? 2 : 1);
   const size_t units = L.br * ((L.bc + U - 1) / U);
-  return {U, unsigned(std::min<size_t>(kMaxThreads, std::max<size_t>(32, (units + 31) / 32 * 32)))};
+  const unsigned threads = unsigned(std::min<size_t>(kMaxThreads, std::max<size_t>(32, (units + 31) / 32 * 32)));
+  unsigned lanes = threads;
+  if (threads == 32 && units <= 16) {
+    lanes = 1;
+    while (lanes < units) lanes *= 2;
+  }
+  return {U, threads, lanes};
 }
 
 [[noreturn]] void bad(const char* who, const std::string& msg) {
@@ -318,12 +347,12 @@ void quantize_device(const float* d_x, const DeviceQTensor& q, void* stream) {
     // No blocks: only the tensor scale (NVFP4 of an empty tensor: S_dec = 1).
     set_unit_scale(q, s);
   } else {
-    const auto [U, threads] = block_launch(q.spec, L);
-    const unsigned grid = unsigned(std::min<size_t>(nblk, size_t(1) << 20));
-    switch (U) {
-      case 16: quantize_blocks_kernel<16><<<grid, threads, 0, s>>>(d_x, q, gamax); break;
-      case 2: quantize_blocks_kernel<2><<<grid, threads, 0, s>>>(d_x, q, gamax); break;
-      default: quantize_blocks_kernel<1><<<grid, threads, 0, s>>>(d_x, q, gamax); break;
+    const BlockLaunch bl = block_launch(q.spec, L);
+    const unsigned grid = bl.grid(nblk), threads = bl.threads, lanes = bl.lanes;
+    switch (bl.unit) {
+      case 16: quantize_blocks_kernel<16><<<grid, threads, 0, s>>>(d_x, q, gamax, lanes); break;
+      case 2: quantize_blocks_kernel<2><<<grid, threads, 0, s>>>(d_x, q, gamax, lanes); break;
+      default: quantize_blocks_kernel<1><<<grid, threads, 0, s>>>(d_x, q, gamax, lanes); break;
     }
     MXSIM_HIP_CHECK_LAUNCH("quantize_blocks_kernel");
   }
@@ -367,16 +396,17 @@ void quantize_grouped_colwise_device(const float* d_x, size_t M, size_t C, std::
   const hipStream_t s = stream_of(stream);
   size_t m0 = 0;
   GroupBatch batch{};
-  int nb = 0, U = 1;
+  int nb = 0;
+  BlockLaunch launch{1, 32, 32};
   size_t grid = 0;
-  unsigned threads = 32;
   auto flush = [&] {
     if (nb == 0) return;
     const dim3 g{unsigned(grid), unsigned(nb)};
-    switch (U) {
-      case 16: quantize_group_batch_kernel<16><<<g, threads, 0, s>>>(d_x, batch); break;
-      case 2: quantize_group_batch_kernel<2><<<g, threads, 0, s>>>(d_x, batch); break;
-      default: quantize_group_batch_kernel<1><<<g, threads, 0, s>>>(d_x, batch); break;
+    const unsigned threads = launch.threads, lanes = launch.lanes;
+    switch (launch.unit) {
+      case 16: quantize_group_batch_kernel<16><<<g, threads, 0, s>>>(d_x, batch, lanes); break;
+      case 2: quantize_group_batch_kernel<2><<<g, threads, 0, s>>>(d_x, batch, lanes); break;
+      default: quantize_group_batch_kernel<1><<<g, threads, 0, s>>>(d_x, batch, lanes); break;
     }
     MXSIM_HIP_CHECK_LAUNCH("quantize_group_batch_kernel");
     nb = 0;
@@ -393,14 +423,14 @@ void quantize_grouped_colwise_device(const float* d_x, size_t M, size_t C, std::
     } else {
       check_target(q, "quantize_grouped_colwise_device");
       const QuantLayout& L = q.layout;
-      const auto [u, th] = block_launch(q.spec, L);
-      if (nb > 0 && (u != U || th != threads)) flush();  // one launch takes one unit size and block shape
-      U = u;
-      threads = th;
+      const BlockLaunch bl = block_launch(q.spec, L);
+      // One launch takes one unit size, block shape and lanes per block.
+      if (nb > 0 && (bl.unit != launch.unit || bl.threads != launch.threads || bl.lanes != launch.lanes)) flush();
+      launch = bl;
       batch.q[nb] = q;
       batch.x_offset[nb] = m0 * C;
       ++nb;
-      grid = std::max(grid, std::min<size_t>(L.scale_count(), size_t(1) << 20));
+      grid = std::max<size_t>(grid, bl.grid(L.scale_count()));
       if (nb == kMaxGroupBatch) flush();
     }
     m0 += mg;

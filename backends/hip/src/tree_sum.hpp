@@ -83,13 +83,17 @@ __global__ void tree_level_kernel(const double* __restrict__ in, size_t n, TreeO
 /// Grid of a level over m chunks (the kernels loop over the rest).
 inline unsigned tree_grid(size_t m) { return unsigned(m < (size_t(1) << 20) ? (m ? m : 1) : (size_t(1) << 20)); }
 
-/// The D components over elements 0..n-1 (synchronises the backend's stream).
-/// n = 0 gives the initial values (0, or +inf for min components).
-template <int D, class Fold>
-std::array<double, D> tree_reduce(HipBackend& be, const Fold& fold, size_t n, TreeOps ops = {}) {
+/// The D components over elements 0..n-1, delivered to done(result) at the
+/// backend's next synchronisation (HipBackend::fetch_later). n = 0 gives the
+/// initial values (0, or +inf for min components) at once.
+template <int D, class Fold, class Done>
+void tree_reduce_later(HipBackend& be, const Fold& fold, size_t n, TreeOps ops, Done done) {
   std::array<double, D> r{};
   for (int d = 0; d < D; ++d) r[size_t(d)] = (ops.min_mask >> d & 1u) ? __builtin_inf() : 0.0;
-  if (n == 0) return r;
+  if (n == 0) {
+    done(r);
+    return;
+  }
   constexpr unsigned kThreads = 256;
   // Element records go through a bounded buffer, a slab at a time (slabs are
   // whole chunks, so no chunk straddles two).
@@ -117,7 +121,19 @@ std::array<double, D> tree_reduce(HipBackend& be, const Fold& fold, size_t n, Tr
     std::swap(cur, nxt);
     m = next;
   }
-  be.fetch(r.data(), cur, D * sizeof(double));
+  be.fetch_later(cur, D * sizeof(double), [done = std::move(done)](const std::byte* h) {
+    std::array<double, D> v;
+    std::memcpy(v.data(), h, D * sizeof(double));
+    done(v);
+  });
+}
+
+/// The same, now (synchronises the backend's stream).
+template <int D, class Fold>
+std::array<double, D> tree_reduce(HipBackend& be, const Fold& fold, size_t n, TreeOps ops = {}) {
+  std::array<double, D> r{};
+  tree_reduce_later<D>(be, fold, n, ops, [&r](const std::array<double, D>& v) { r = v; });
+  be.sync();
   return r;
 }
 

@@ -45,6 +45,9 @@
 #define hipMemcpyHostToDevice cudaMemcpyHostToDevice
 #define hipMemcpyDeviceToHost cudaMemcpyDeviceToHost
 #define hipMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
+// Page-locked host memory (asynchronous device-to-host copies need it).
+#define hipHostMalloc(p, n, flags) cudaMallocHost((p), (n))
+#define hipHostFree cudaFreeHost
 
 // Streams and events
 #define hipStream_t cudaStream_t

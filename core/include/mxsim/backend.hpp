@@ -24,6 +24,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <span>
 #include <stdexcept>
@@ -157,8 +158,12 @@ class Backend {
   /// at t * k + s, in stable (expert, token, slot) order with each expert's
   /// rows padded to a multiple of `pad` (hd::padded_rows). The host derives
   /// m_splits from the downloaded counts.
+  /// An expert index outside [0, E) throws std::invalid_argument naming it;
+  /// a GPU backend finds it on the device and throws at its next
+  /// synchronisation (the download of counts), the same message.
   virtual void moe_route(const Tensor& top, size_t E, int64_t pad, Tensor& counts, Tensor& row_of) = 0;
   /// dst [M, d] = 0, then dst[row_of[t k + s]] = src[t] for every t, s.
+  /// A row_of entry outside dst is skipped and reported as moe_route's errors are.
   virtual void permute_rows(const Tensor& src, const Tensor& row_of, size_t k, Tensor& dst) = 0;
   /// h1 [T, d] = hd::combine of yp's rows with the gates p[t, top] and the residual h0.
   virtual void unpermute_combine(const Tensor& yp, const Tensor& h0, const Tensor& p, const Tensor& top,
@@ -225,6 +230,52 @@ class Backend {
   /// prev_w = w, prev_q = q; at a window end dist_w and dist_q restart at 0
   /// (after the step's sums). EMA threshold for ema_frac_above: 0.01.
   virtual OscStep osc_update(const Tensor& w, const Tensor& q, OscState& s, float momentum, bool window_end) = 0;
+
+  // ------------------------------------------------------------ deferred host values
+  // The ops above that return a host value, with the value delivered later:
+  // *dst holds it once resolve_deferred() (or any call that synchronises the
+  // backend, such as download) has returned, and must stay valid until then.
+  // A GPU backend queues the device work and a copy of the few result bytes,
+  // so a training step synchronises once for all its statistics instead of
+  // once per op. Values are the same bits as the immediate ops'; an error the
+  // immediate op would throw (a label outside the classes) is thrown by the
+  // call that resolves it. These defaults (the emulator's) compute at once.
+  virtual void l2_norm_deferred(const Tensor& x, double* dst) { *dst = l2_norm(x); }
+  virtual void quant_stats_deferred(const Tensor& x, const QTensor& q, QuantStats* dst) { *dst = quant_stats(x, q); }
+  virtual void scale_exp_histogram_deferred(const QTensor& q, ScaleExpCounts* dst) { *dst = scale_exp_histogram(q); }
+  virtual void cross_entropy_deferred(const Tensor& logits, const Tensor& labels, float grad_scale, Tensor& dlogits,
+                                      double* dst) {
+    *dst = cross_entropy(logits, labels, grad_scale, dlogits);
+  }
+  virtual void count_correct_deferred(const Tensor& logits, const Tensor& labels, int64_t* dst) {
+    *dst = count_correct(logits, labels);
+  }
+  virtual void aux_loss_deferred(const Tensor& p, const Tensor& counts, size_t k, float coeff, Tensor& f, double* dst) {
+    *dst = aux_loss(p, counts, k, coeff, f);
+  }
+  /// Delivers every deferred value queued so far (a synchronisation point).
+  virtual void resolve_deferred() {}
+};
+
+/// Resolves a backend's deferred values if the scope it guards is left by an
+/// exception, so that no value is delivered later into a destination that no
+/// longer exists (errors while resolving are dropped: the first one is
+/// already on its way).
+class DeferredScope {
+ public:
+  explicit DeferredScope(Backend& be) : be_(be), live_(std::uncaught_exceptions()) {}
+  DeferredScope(const DeferredScope&) = delete;
+  DeferredScope& operator=(const DeferredScope&) = delete;
+  ~DeferredScope() {
+    if (std::uncaught_exceptions() > live_) try {
+        be_.resolve_deferred();
+      } catch (...) {
+      }
+  }
+
+ private:
+  Backend& be_;
+  int live_;
 };
 
 /// For the backends' combine, router and embedding ops: throws

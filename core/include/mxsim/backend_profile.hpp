@@ -94,6 +94,14 @@ class ProfilingBackend final : public Backend {
   int64_t deosc_update(Tensor& w, const Tensor& q, Tensor& prev, Tensor& prev_q, Tensor& dist_w, Tensor& dist_q,
                        bool window_end, float ratio) override;
   OscStep osc_update(const Tensor& w, const Tensor& q, OscState& s, float momentum, bool window_end) override;
+  void l2_norm_deferred(const Tensor& x, double* dst) override;
+  void quant_stats_deferred(const Tensor& x, const QTensor& q, QuantStats* dst) override;
+  void scale_exp_histogram_deferred(const QTensor& q, ScaleExpCounts* dst) override;
+  void cross_entropy_deferred(const Tensor& logits, const Tensor& labels, float grad_scale, Tensor& dlogits,
+                              double* dst) override;
+  void count_correct_deferred(const Tensor& logits, const Tensor& labels, int64_t* dst) override;
+  void aux_loss_deferred(const Tensor& p, const Tensor& counts, size_t k, float coeff, Tensor& f, double* dst) override;
+  void resolve_deferred() override;
 
  private:
   // Timed slots: the ops of Backend::Op, with the GEMM and transfer forms apart.

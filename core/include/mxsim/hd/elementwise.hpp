@@ -151,14 +151,22 @@ MXSIM_HD inline float combine(float h0, const float* gate, const float* const* y
 }
 /// Backward of the combine for token t, slot s: dyp[row, j] = bf16(gate * dh1[t, j])
 /// for j < d; returns dgate = sum_j dh1[t, j] * yp[row, j] (FP32, j ascending).
+MXSIM_HD inline float combine_backward_dyp(float gate, float dh1) { return canonical_nan(round_bf16(gate * dh1)); }
+/// The gate gradient's running sum continued over d more elements:
+/// dg + dh1[0] * yp_row[0] + ... (FP32, unfused, j ascending). A walk cut
+/// into pieces and chained through dg is the same walk.
+MXSIM_HD inline float combine_backward_dgate_acc(float dg, const float* dh1, const float* yp_row, size_t d) {
+  for (size_t j = 0; j < d; ++j) dg = dg + dh1[j] * yp_row[j];
+  return dg;
+}
+/// The gate gradient of a slot: sum over j ascending of dh1[j] * yp_row[j].
+MXSIM_HD inline float combine_backward_dgate(const float* dh1, const float* yp_row, size_t d) {
+  return canonical_nan(combine_backward_dgate_acc(0.0f, dh1, yp_row, d));
+}
 MXSIM_HD inline float combine_backward_slot(const float* dh1, const float* yp_row, float gate, size_t d,
                                             float* dyp_row) {
-  float dg = 0;
-  for (size_t j = 0; j < d; ++j) {
-    dyp_row[j] = canonical_nan(round_bf16(gate * dh1[j]));
-    dg = dg + dh1[j] * yp_row[j];
-  }
-  return canonical_nan(dg);
+  for (size_t j = 0; j < d; ++j) dyp_row[j] = combine_backward_dyp(gate, dh1[j]);
+  return combine_backward_dgate(dh1, yp_row, d);
 }
 /// Router softmax backward of token t with the auxiliary loss: dp_e = aux_g *
 /// f_e, then dp[top_s] += dgate_s (s ascending); dot = sum_e p_e dp_e;

@@ -161,6 +161,12 @@ class Model {
   };
   MbResult train_microbatch(const Tensor& x, const Tensor& labels, int mb, int num_mb, Step step, float grad_scale,
                             bool record_stats, bool record_wgrad, MicroRecord* rec);
+  /// The same into `out`, with out.loss_sum, out.aux, out.correct and the
+  /// operand statistics (record_stats) delivered deferred: they hold their
+  /// values once the backend's resolve_deferred() has returned, and `out`
+  /// must live until then (Backend, "deferred host values").
+  void train_microbatch(const Tensor& x, const Tensor& labels, int mb, int num_mb, Step step, float grad_scale,
+                        bool record_stats, bool record_wgrad, MicroRecord* rec, MbResult& out);
   /// Forward only (evaluation), BF16 weights quantized per recipe on the fly;
   /// writes logits [B, 10] f32.
   void forward_eval(const Tensor& x, Tensor& logits);
@@ -175,6 +181,8 @@ class Model {
   Backend& be_;
   std::vector<std::unique_ptr<Weight>> w_;
   std::array<std::array<OperandStats, 3>, 5> stats_{};
+  /// stats_[l][r] = x's quantization statistics against q (deferred).
+  void queue_stats(Layer l, Role r, const Tensor& x, const QTensor& q);
   struct LinearCtx;
   struct Workspace;
   std::unique_ptr<Workspace> ws_, eval_ws_;

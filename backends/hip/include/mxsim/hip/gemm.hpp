@@ -63,9 +63,17 @@ struct GemmOperand {
   static GemmOperand from_bf16(const uint16_t* codes, size_t groups, size_t rows, size_t cols);
 };
 
+/// Which kernel computes a group (gemm_panel.hpp). Every one gives the
+/// contract's bits; Auto picks by the group's size (the large 32 x 32 tile,
+/// the small 8 x 32 tile, or lanes sharing one output for long contractions
+/// of few outputs). The others force one, for tests and benchmarks (Lanes
+/// falls back to the small tile for mx-exact, which has no lane form).
+enum class GemmKernel : uint8_t { Auto, LargeTile, SmallTile, Lanes };
+
 struct GemmParams {
   bool accumulate = false;  ///< add into the existing output
   bool out_bf16 = false;    ///< round the FP32 accumulator to BF16 (RNE) once
+  GemmKernel kernel = GemmKernel::Auto;
 };
 
 /// fprop: x logical [1, M, K], w [G, N, K]; y [M, N].
