@@ -367,6 +367,45 @@ TEST(GpuOps, LossMetricsNormSmall) {
   EXPECT_NE(m.find("label 4"), std::string::npos) << m;
 }
 
+// Deferred host values: several queued, one resolve delivers them all with
+// the emulator's bits; a bad label found by a deferred op is thrown by the
+// resolve, after the other values were delivered.
+TEST(GpuOps, DeferredValuesResolveTogether) {
+  REQUIRE_GPU();
+  Backends b;
+  std::mt19937 rng(61);
+  const size_t T = 300, C = 10;
+  const std::vector<float> l = values(rng, T * C, 3.0f, false);
+  std::vector<uint8_t> y(T);
+  for (uint8_t& v : y) v = uint8_t(rng() % C);
+  const Both lb = b.f32({T, C}, l), yb = b.up(DType::u8, {T}, y);
+  const Both x1 = b.f32({1000}, values(rng, 1000, 1.0f, true)), x2 = b.f32({70001}, values(rng, 70001, 0.1f, true));
+  Both dle = b.out(DType::f32, {T, C}), dlg = b.out(DType::f32, {T, C});
+  double n1 = -1, n2 = -1, ce = -1;
+  int64_t correct = -1;
+  b.g->l2_norm_deferred(x1.g, &n1);
+  b.g->cross_entropy_deferred(lb.g, yb.g, 0.5f, dlg.g, &ce);
+  b.g->count_correct_deferred(lb.g, yb.g, &correct);
+  b.g->l2_norm_deferred(x2.g, &n2);
+  b.g->resolve_deferred();
+  EXPECT_EQ(bits(n1), bits(b.e->l2_norm(x1.e)));
+  EXPECT_EQ(bits(n2), bits(b.e->l2_norm(x2.e)));
+  EXPECT_EQ(bits(ce), bits(b.e->cross_entropy(lb.e, yb.e, 0.5f, dle.e)));
+  EXPECT_EQ(correct, b.e->count_correct(lb.e, yb.e));
+  // an error: delivered by the resolve; the value queued after it still arrives
+  std::vector<uint8_t> bad = y;
+  bad[7] = 12;
+  bad[9] = 200;
+  const Both yb2 = b.up(DType::u8, {T}, bad);
+  double after = -1;
+  b.g->cross_entropy_deferred(lb.g, yb2.g, 0.5f, dlg.g, &ce);
+  b.g->l2_norm_deferred(x1.g, &after);
+  const std::string m = thrown([&] { b.g->resolve_deferred(); });
+  EXPECT_EQ(m, thrown([&] { b.e->cross_entropy(lb.e, yb2.e, 0.5f, dle.e); }));
+  EXPECT_NE(m.find("label 12"), std::string::npos) << m;
+  EXPECT_EQ(bits(after), bits(n1));
+}
+
 TEST(GpuOpsTree, LossMetricsNormLarge) {
   REQUIRE_GPU();
   for (size_t T : {257u, 1000u, 70000u}) loss_and_metrics(T, 10, 17 + uint32_t(T));
