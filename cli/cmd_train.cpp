@@ -29,7 +29,7 @@ int cmd_train(const Args& args) {
   std::vector<std::string> sets;
   int64_t threads = 0;
   int64_t stop_after = 0;
-  bool print_config = false, json = false, force_threads = false, profile = false;
+  bool print_config = false, json = false, force_threads = false, profile = false, profile_host = false;
   d.add_options()("help,h", "this help")
       ("config", po::value(&config), "TOML config (default: the embedded examples/default.toml)")
       ("set", po::value(&sets)->composing(), "override: section.key=value (repeatable)")
@@ -46,6 +46,9 @@ int cmd_train(const Args& args) {
       ("profile", po::bool_switch(&profile),
        "time every backend op (the backend is synchronised after each op) and print the table after the summary "
        "(stderr with --json)")
+      ("profile-host", po::bool_switch(&profile_host),
+       "as --profile, timing only the host side of every op (validation, allocation, launches; no synchronisation "
+       "added): how much of a GPU run the host spends driving the device")
       ("json", po::bool_switch(&json), "print the summary as one JSON object on stdout (progress goes to stderr)");
   po::variables_map vm;
   try {
@@ -154,8 +157,9 @@ int cmd_train(const Args& args) {
     return 2;
   }
   ProfilingBackend* profiler = nullptr;
-  if (profile) {
-    auto p = std::make_unique<ProfilingBackend>(std::move(be));
+  if (profile || profile_host) {
+    auto p = std::make_unique<ProfilingBackend>(std::move(be), profile_host ? ProfilingBackend::Mode::Host
+                                                                            : ProfilingBackend::Mode::Device);
     profiler = p.get();
     be = std::move(p);
   }
@@ -215,7 +219,9 @@ int cmd_train(const Args& args) {
                              {"snaps", l.deosc_eligible && cfg.deosc ? nlohmann::ordered_json(l.snaps_total) : nlohmann::ordered_json()}});
     j["trace"] = trace.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(trace);
     print_json(j);
-    if (profiler) std::fprintf(stderr, "\nbackend ops (--profile):\n%s", profiler->report().c_str());
+    if (profiler)
+      std::fprintf(stderr, "\nbackend ops (%s):\n%s", profile_host ? "--profile-host" : "--profile",
+                   profiler->report().c_str());
     return 0;
   }
   // test_accuracy < 0: no evaluation ran (a run stopped before its last step)
@@ -230,8 +236,8 @@ int cmd_train(const Args& args) {
                 l.deosc_eligible && cfg.deosc ? std::to_string(l.snaps_total).c_str() : "-");
   if (!trace.empty()) std::printf("trace: %s\n", trace.c_str());
   if (profiler)
-    std::printf("\nbackend ops (--profile; %.1f s of the run's %.1f s):\n%s", profiler->total_seconds(), r.seconds,
-                profiler->report().c_str());
+    std::printf("\nbackend ops (%s; %.1f s of the run's %.1f s):\n%s", profile_host ? "--profile-host" : "--profile",
+                profiler->total_seconds(), r.seconds, profiler->report().c_str());
   return 0;
 }
 

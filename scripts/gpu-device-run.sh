@@ -44,7 +44,7 @@ if has tests; then
     # test_gpu_gemm in 8 gtest shards at once (its emulator reference is single-threaded CPU work).
     pids=()
     for ((i = 0; i < 8; ++i)); do
-      GTEST_TOTAL_SHARDS=8 GTEST_SHARD_INDEX=$i timeout 400 "$dev/bin/test_gpu_gemm" --gtest_color=no >"$work/gemm$i.txt" 2>&1 &
+      GTEST_TOTAL_SHARDS=8 GTEST_SHARD_INDEX=$i timeout 200 "$dev/bin/test_gpu_gemm" --gtest_color=no >"$work/gemm$i.txt" 2>&1 &
       pids+=($!)
     done
     g=0; for p in "${pids[@]}"; do wait "$p" || g=1; done; rc=$((rc | g))
@@ -153,11 +153,14 @@ fi
 if has profile; then
   P="--set run.max_steps=${PROFILE_STEPS:-200}"
   eval "\"$mx\" train --backend hip $data $P --profile" >"$work/profile.log" 2>&1
+  eval "\"$mx\" train --backend hip $data $P --profile-host" >"$work/profile_host.log" 2>&1
   eval "\"$mx\" train --backend hip $data $P" >"$work/notrace.log" 2>&1
   eval "\"$mx\" train --backend hip $data $P --trace \"$work/p.h5\"" >"$work/withtrace.log" 2>&1
   echo -e "\n## Profile (${PROFILE_STEPS:-200} steps of the default config)\n\n\`\`\`" >>"$summary"
   for f in notrace withtrace; do echo "$f: $(grep -m1 '^summary' "$work/$f.log")"; done >>"$summary"
   sed -n '/^backend ops/,$p' "$work/profile.log" | head -45 >>"$summary"
+  echo >>"$summary"
+  sed -n '/^backend ops/,$p' "$work/profile_host.log" | head -20 >>"$summary"
   echo '```' >>"$summary"
 fi
 

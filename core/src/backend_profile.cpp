@@ -9,14 +9,14 @@
 
 namespace mxsim {
 
-ProfilingBackend::ProfilingBackend(std::unique_ptr<Backend> inner) : inner_(std::move(inner)) {}
+ProfilingBackend::ProfilingBackend(std::unique_ptr<Backend> inner, Mode mode) : mode_(mode), inner_(std::move(inner)) {}
 
 template <class F>
 decltype(auto) ProfilingBackend::timed(Slot s, F&& f) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   auto charge = [&] {
-    inner_->synchronize();
+    if (mode_ == Mode::Device) inner_->synchronize();
     stats_[s].seconds += std::chrono::duration<double>(clock::now() - t0).count();
     ++stats_[s].calls;
   };

@@ -1,8 +1,9 @@
 // ProfilingBackend: a Backend that forwards every op to another one and
-// measures it: calls and wall time per op, the backend synchronised after
-// each op so that a GPU's asynchronous work is charged to the op that queued
-// it. Results are the wrapped backend's, bit for bit; only the timing of the
-// run changes (every op becomes a synchronisation point).
+// measures it: calls and wall time per op, by default with the backend
+// synchronised after each op so that a GPU's asynchronous work is charged to
+// the op that queued it (Mode::Host times the calls alone). Results are the
+// wrapped backend's, bit for bit; only the timing of the run changes (in
+// Device mode every op becomes a synchronisation point).
 //
 //   auto be = std::make_unique<ProfilingBackend>(emu::make_emu_backend());
 //   ... train with *be ...
@@ -21,7 +22,13 @@ namespace mxsim {
 
 class ProfilingBackend final : public Backend {
  public:
-  explicit ProfilingBackend(std::unique_ptr<Backend> inner);
+  /// What an op's time is: Device = until its work is done (the backend is
+  /// synchronised after every op, so a GPU's queued work is charged to the
+  /// op that queued it); Host = the call itself (validation, allocation,
+  /// launches, and any wait the op makes of its own accord), nothing added:
+  /// the host-side cost of driving the backend.
+  enum class Mode : uint8_t { Device, Host };
+  explicit ProfilingBackend(std::unique_ptr<Backend> inner, Mode mode = Mode::Device);
 
   /// Per op: calls, total and mean wall time (ms), share of the total; rows
   /// with at least one call, most time first.
@@ -122,6 +129,7 @@ class ProfilingBackend final : public Backend {
   decltype(auto) timed(Slot s, F&& f);
   static const char* slot_name(Slot s);
 
+  Mode mode_;
   std::unique_ptr<Backend> inner_;
   std::array<Stat, kSlots> stats_{};
 };
