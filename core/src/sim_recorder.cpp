@@ -50,7 +50,7 @@ TraceRecorder::TraceRecorder(const std::string& path, const std::string& config_
       add(schema::osc(L, "flips"), DType::u64, {}, [osc](const StepRecord& r) { return &osc(r).flips; });
       add(schema::osc(L, "flips_total"), DType::u64, {}, [osc](const StepRecord& r) { return &osc(r).flips_total; });
       add(schema::osc(L, "ema_mean"), DType::f64, {}, [osc](const StepRecord& r) { return &osc(r).ema_mean; });
-      add(schema::osc(L, "ema_frac_above_0.01"), DType::f64, {}, [osc](const StepRecord& r) { return &osc(r).ema_frac_above; });
+      add(schema::osc(L, "ema_frac_above"), DType::f64, {}, [osc](const StepRecord& r) { return &osc(r).ema_frac_above; });
       add(schema::osc(L, "dist_ratio_mean"), DType::f64, {}, [osc](const StepRecord& r) { return &osc(r).dist_ratio_mean; });
     }
     if (cfg.deosc && deosc_eligible(w->recipe))

@@ -95,7 +95,7 @@ Backend::OscStep EmuBackend::osc_update(const Tensor& w, const Tensor& q, OscSta
         hd::osc_update(pw[i], pq[i], prev_w[i], prev_q[i], last_dir[i], flips[i], ema[i], dist_w[i], dist_q[i], momentum);
     fl += e.flip;
     ema_sum.add(e.ema);
-    above += e.ema > 0.01f;
+    above += e.ema > hd::kOscEmaThreshold;
     tot += e.flips;
     ratio_sum.add(e.moved ? e.ratio : 0.0);
     moved += e.moved;

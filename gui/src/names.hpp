@@ -32,7 +32,7 @@ inline std::string main_grad_norm(const std::string& l) { return schema::main_gr
 inline std::string quant(const std::string& l, const std::string& op, const std::string& stat) {
   return schema::quant(l, op, stat);
 }
-/// stat: flips, flips_total, ema_mean, ema_frac_above_0.01, dist_ratio_mean.
+/// stat: one of trace::schema::kOscSeries (flips, flips_total, ema_mean, ema_frac_above, dist_ratio_mean).
 inline std::string osc(const std::string& l, const std::string& stat) { return schema::osc(l, stat); }
 inline std::string deosc_snapped(const std::string& l) { return schema::deosc_snapped(l); }
 /// Snapshots: master, weight_q, main_grad, wgrad_mb.

@@ -102,7 +102,8 @@ void OscView::refresh() {
   const uint64_t k = m.steps;
   // layer curves
   std::vector<std::string> cs;
-  for (const char* s : {"flips", "flips_total", "ema_mean", "ema_frac_above_0.01", "dist_ratio_mean"}) cs.push_back(names::osc(l, s));
+  for (const auto& s : trace::schema::kOscSeries) cs.push_back(names::osc(l, s.name));
+  cs.push_back(names::osc(l, trace::schema::kOscEmaFracAboveV2));  // traces of format <= 2
   cs.push_back(names::deosc_snapped(l));
   for (const auto& n : cs) {
     if (!m.dataset(n)) continue;
@@ -466,8 +467,9 @@ void OscView::drawCurves() {
   freq_plot_->yAxis2->setVisible(true);
   freq_plot_->yAxis2->setLabel("mean DistRatio");
   freq_plot_->legend->setVisible(true);
-  const SeriesData *em = get(names::osc(l, "ema_mean")), *ef = get(names::osc(l, "ema_frac_above_0.01")),
-                   *dr = get(names::osc(l, "dist_ratio_mean"));
+  const SeriesData* ef = get(names::osc(l, "ema_frac_above"));
+  if (!ef) ef = get(names::osc(l, trace::schema::kOscEmaFracAboveV2));  // traces of format <= 2
+  const SeriesData *em = get(names::osc(l, "ema_mean")), *dr = get(names::osc(l, "dist_ratio_mean"));
   if (em && ef) {
     auto* a = freq_plot_->addGraph();
     a->setData(xs(*em), ys(*em), true);

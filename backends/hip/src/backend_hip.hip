@@ -38,6 +38,7 @@ void HipBackend::sync() {
     MXSIM_HIP_CHECK(hipGetLastError());
   } catch (...) {
     later_.clear();  // the device failed: nothing queued will be delivered
+    for (PinnedChunk& c : pinned_) c.used = 0;
     throw;
   }
   drain();

@@ -121,7 +121,7 @@ __global__ void osc_update_kernel(const float* __restrict__ pw, const float* __r
     r.ema = e.ema;
     r.flips = e.flips;
     r.flip = e.flip ? 1 : 0;
-    r.above = e.ema > 0.01f ? 1 : 0;
+    r.above = e.ema > hd::kOscEmaThreshold ? 1 : 0;
     r.moved = e.moved ? 1 : 0;
     rec[i] = r;
     prev_w[i] = pw[i];

@@ -253,6 +253,9 @@ MXSIM_HD inline bool deosc_window_end(float& w, float q, float& prev, float& dis
 
 /// One element's contributions to a step's oscillation metrics (Nagel et al.
 /// 2022, arXiv:2203.11086).
+/// The EMA flip frequency above which an element counts in the oscillation
+/// metrics' ema_frac_above (Backend::OscStep).
+constexpr float kOscEmaThreshold = 0.01f;
 struct OscElem {
   bool flip;        ///< an oscillation at this step
   float ema;        ///< the updated EMA frequency

@@ -20,8 +20,9 @@ namespace mxsim::trace::schema {
 /// Root attribute holding the integer schema version; a file without it is
 /// not an mxsim trace. Readers refuse versions newer than kFormatVersion.
 /// 2: format 1 plus the block and element maps of the snapshot layers (block_map, element_map).
+/// 3: no dots in dataset names (osc/ema_frac_above, formerly osc/ema_frac_above_0.01).
 inline constexpr const char* kFormatAttr = "mxsim_trace_format";
-inline constexpr int kFormatVersion = 2;
+inline constexpr int kFormatVersion = 3;
 /// The completion counter: row i holds i (the trace row), written after
 /// every series of that row; a reader trusts len(/steps) rows.
 inline constexpr const char* kSteps = "/steps";
@@ -63,11 +64,15 @@ inline constexpr std::array<SeriesName, 6> kQuantStats{{{"mse", DType::f64},
                                                         {"scale_exp_hist", DType::u64}}};
 inline constexpr std::size_t kScaleExpBins = 256;
 /// The oscillation metrics of one quantized weight, in declaration order.
+/// ema_frac_above: the share of elements whose EMA flip frequency exceeds
+/// hd::kOscEmaThreshold = 0.01 (Backend::osc_update).
 inline constexpr std::array<SeriesName, 5> kOscSeries{{{"flips", DType::u64},
                                                        {"flips_total", DType::u64},
                                                        {"ema_mean", DType::f64},
-                                                       {"ema_frac_above_0.01", DType::f64},
+                                                       {"ema_frac_above", DType::f64},
                                                        {"dist_ratio_mean", DType::f64}}};
+/// The name ema_frac_above had in formats 1 and 2 (readers of older traces try it).
+inline constexpr const char* kOscEmaFracAboveV2 = "ema_frac_above_0.01";
 
 // --- snapshots of chosen layers at chosen steps ---
 /// Snapshot kinds: master [G, N, K] (FP32 master after the step), weight_q
