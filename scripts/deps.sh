@@ -8,7 +8,7 @@ MXSIM_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libboost-dev libboost-program-options-dev libboost-iostreams-dev
   libxtensor-dev libxsimd-dev libtomlplusplus-dev nlohmann-json3-dev
-  libhdf5-dev librandom123-dev libopenblas-dev libomp-dev libmpfr-dev zlib1g-dev
+  libhdf5-dev hdf5-tools librandom123-dev libopenblas-dev libomp-dev libmpfr-dev zlib1g-dev
   dataset-fashion-mnist
   qt6-base-dev libqcustomplot-dev xvfb xauth fonts-dejavu-core
   python3 python3-h5py python3-numpy python3-dev python3-pytest pybind11-dev

@@ -6,8 +6,13 @@
 // previous row's flips_total and the EMA map averages to its ema_mean.
 #include <gtest/gtest.h>
 
+#include <hdf5.h>
+#include <hdf5_hl.h>
+
 #include <cmath>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "mxsim/emu/backend_emu.hpp"
 #include "mxsim/format.hpp"
@@ -82,7 +87,7 @@ void expect_block_stats(const trace::Reader& r, const std::string& l, int64_t ro
 
 }  // namespace
 
-TEST(SimTraceMaps, TraceIsFormat2WithTheMaps) {
+TEST(SimTraceMaps, TraceHasTheCurrentFormatAndTheMaps) {
   const trace::Reader r(run().trace);
   EXPECT_EQ(r.format_version(), 3);
   for (const char* l : {"fc1", "fc2"}) {
@@ -145,4 +150,64 @@ TEST(SimTraceMaps, ElementMapsAgreeWithTheSeries) {
     EXPECT_EQ(sum, row == 0 ? 0u : flips_total[size_t(row - 1)]) << "row " << row;
     EXPECT_EQ(es / double(ema.size()), row == 0 ? 0.0 : ema_mean[size_t(row - 1)]) << "row " << row;
   }
+}
+
+// The trace reads without the docs: every dataset carries `units` and a
+// `description` (trace::schema::describe), every per-step series the row
+// convention (`rows`) and /train/step as the dimension scale of its row axis.
+TEST(SimTraceMaps, EveryDatasetSaysWhatItHolds) {
+  const hid_t f = H5Fopen(run().trace.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  std::vector<std::string> names;
+  H5Lvisit(
+      f, H5_INDEX_NAME, H5_ITER_INC,
+      [](hid_t g, const char* name, const H5L_info_t*, void* out) -> herr_t {
+        const hid_t o = H5Oopen(g, name, H5P_DEFAULT);
+        if (o >= 0 && H5Iget_type(o) == H5I_DATASET) static_cast<std::vector<std::string>*>(out)->push_back("/" + std::string(name));
+        if (o >= 0) H5Oclose(o);
+        return 0;
+      },
+      &names);
+  ASSERT_GT(names.size(), 50u);
+  auto attr = [](hid_t d, const char* a) -> std::string {
+    if (H5Aexists(d, a) <= 0) return "";
+    const hid_t at = H5Aopen(d, a, H5P_DEFAULT), ty = H5Aget_type(at);
+    std::string v;
+    if (H5Tis_variable_str(ty) > 0) {
+      char* p = nullptr;
+      H5Aread(at, ty, &p);
+      v = p ? p : "";
+      H5free_memory(p);
+    } else {
+      v.resize(H5Tget_size(ty));
+      H5Aread(at, ty, v.data());
+      v.resize(std::strlen(v.c_str()));
+    }
+    H5Tclose(ty);
+    H5Aclose(at);
+    return v;
+  };
+  const hid_t step = H5Dopen(f, schema::kTrainStep, H5P_DEFAULT);
+  ASSERT_GE(step, 0);
+  EXPECT_GT(H5DSis_scale(step), 0);
+  size_t series = 0;
+  for (const std::string& n : names) {
+    if (n == schema::kSteps) continue;  // the completion counter
+    const hid_t d = H5Dopen(f, n.c_str(), H5P_DEFAULT);
+    ASSERT_GE(d, 0) << n;
+    EXPECT_FALSE(attr(d, "units").empty()) << n;
+    EXPECT_FALSE(attr(d, "description").empty()) << n;
+    if (n.rfind("/snap/", 0) != 0) {
+      ++series;
+      EXPECT_EQ(attr(d, "rows"), schema::kRowConvention) << n;
+      if (n != schema::kTrainStep) EXPECT_GT(H5DSis_attached(d, step, 0), 0) << n;
+    }
+    H5Dclose(d);
+  }
+  EXPECT_GT(series, 30u);
+  char label[64] = {};
+  H5DSget_scale_name(step, label, sizeof label);
+  EXPECT_STREQ(label, schema::kStepScaleName);
+  H5Dclose(step);
+  H5Fclose(f);
 }

@@ -5,6 +5,8 @@
 #include <map>
 #include <system_error>
 
+#include <hdf5_hl.h>
+
 #include "mxsim/trace/schema.hpp"
 #include "trace_h5util.hpp"
 
@@ -56,6 +58,12 @@ struct Writer::Impl {
     if (name.empty() || name[0] != '/' || name.back() == '/') throw TraceError(fname + ": " + name + ": dataset name must be an absolute HDF5 path like /train/loss");
     if (name == kSteps) throw TraceError(fname + ": /steps is reserved for the completion counter");
     if (dsets.count(name)) throw TraceError(fname + ": " + name + ": declared twice");
+  }
+  /// The units and description attributes of a dataset the schema knows.
+  void document(hid_t d, const std::string& name) {
+    const schema::DatasetDoc doc = schema::describe(name);
+    if (!doc.units.empty()) detail::write_string_attr(d, "units", doc.units, fname);
+    if (!doc.description.empty()) detail::write_string_attr(d, "description", doc.description, fname);
   }
   Hid make(const std::string& name, DType dtype, const std::vector<hsize_t>& dims, const std::vector<hsize_t>& maxdims,
            const std::vector<hsize_t>& chunk, const char* kind) {
@@ -152,6 +160,8 @@ void Writer::declare_series(const std::string& name, DType dtype, const std::vec
       chunk.push_back(s);
     }
     d.id = m.make(name, dtype, dims, maxd, chunk, "series");
+    m.document(d.id, name);
+    detail::write_string_attr(d.id, "rows", schema::kRowConvention, m.fname);
     m.dsets.emplace(name, std::move(d));
   } catch (...) {
     m.discard();
@@ -182,6 +192,7 @@ void Writer::declare_snapshot(const std::string& name, DType dtype, const std::v
       chunk.push_back(s);
     }
     d.id = m.make(name, dtype, dims, dims, chunk, "snapshot");
+    m.document(d.id, name);
     detail::write_i64_attr(d.id, "steps", steps, m.fname);
     m.dsets.emplace(name, std::move(d));
   } catch (...) {
@@ -195,6 +206,15 @@ void Writer::start_swmr() {
   if (m.closed) throw TraceError(m.fname + ": writer is closed");
   if (m.swmr) return;
   try {
+    // /train/step as the dimension scale of every series' row axis (H5DS),
+    // so generic HDF5 tools label rows by the optimizer step. Attributes
+    // cannot be written in SWMR mode: now or never.
+    if (auto st = m.dsets.find(schema::kTrainStep); st != m.dsets.end() && !st->second.snapshot) {
+      if (H5DSset_scale(st->second.id, schema::kStepScaleName) < 0) fail(m.fname, "cannot make /train/step a dimension scale");
+      for (auto& [name, d] : m.dsets)
+        if (!d.snapshot && name != schema::kTrainStep && H5DSattach_scale(d.id, st->second.id, 0) < 0)
+          fail(m.fname, name + ": cannot attach the /train/step dimension scale");
+    }
     if (H5Fstart_swmr_write(m.file) < 0) fail(m.fname, "H5Fstart_swmr_write failed");
     std::error_code ec;
     std::filesystem::rename(m.partial_path, m.final_path, ec);

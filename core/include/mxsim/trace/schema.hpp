@@ -34,7 +34,7 @@ inline constexpr const char* kTrainAuxLoss = "/train/aux_loss";         ///< f64
 inline constexpr const char* kTrainAccuracy = "/train/accuracy";        ///< f64, fraction correct
 inline constexpr const char* kTrainLr = "/train/lr";                    ///< f32, learning rate used
 inline constexpr const char* kTokensPerExpert = "/train/tokens_per_expert";  ///< i64 [micro-batches, experts]
-inline constexpr const char* kTestAccuracy = "/eval/test_accuracy";     ///< f64, -1 where not evaluated
+inline constexpr const char* kTestAccuracy = "/eval/test_accuracy";     ///< f64, NaN where not evaluated
 
 // --- per-layer series ---
 inline std::string layer(std::string_view l) { return "/layers/" + std::string(l); }
@@ -105,6 +105,21 @@ inline std::string element_map(std::string_view l, std::string_view what) {
   return "/snap/" + std::string(l) + "/osc/" + std::string(what);
 }
 inline constexpr std::array<const char*, 4> kElementMaps{"flips", "ema", "dist_ratio", "snaps"};
+
+// --- what each dataset holds (its attributes; docs/trace-format.md says the same) ---
+/// Units ("1" for a share or ratio, "count", "dB", "step", ...) and a one-line
+/// description of a dataset this schema names, written as the dataset's
+/// `units` and `description` attributes so that a trace reads without the
+/// docs (h5dump -A, HDFView). Empty strings for a name the schema does not know.
+struct DatasetDoc {
+  std::string units, description;
+};
+DatasetDoc describe(std::string_view name);
+/// The `rows` attribute of every per-step series: the row convention.
+inline constexpr const char* kRowConvention =
+    "one row per optimizer step of this run: row i holds global step /train/step[i] (1-based)";
+/// The name of /train/step as an HDF5 dimension scale (H5DS), attached to dimension 0 of every series.
+inline constexpr const char* kStepScaleName = "optimizer step";
 
 // --- checkpoint entries (relative names inside a checkpoint file) ---
 namespace ckpt {

@@ -1,0 +1,77 @@
+// What each dataset of a trace holds (trace/schema.hpp describe): the words of
+// docs/trace-format.md's tables, kept beside the names so the writer can store
+// them as attributes.
+#include <utility>
+
+#include "mxsim/trace/schema.hpp"
+
+namespace mxsim::trace::schema {
+
+namespace {
+
+bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+bool ends_with(std::string_view s, std::string_view p) {
+  return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
+}
+
+struct Entry {
+  const char* suffix;  // matched against the end of the name, after a '/'
+  const char* units;
+  const char* description;
+};
+
+// Per-step series, by the end of their name.
+constexpr Entry kSeries[] = {
+    {"/train/step", "step", "global optimizer step, 1-based (a resumed run continues the count)"},
+    {"/train/loss", "nat", "mean cross-entropy over the global batch plus the mean auxiliary loss over micro-batches"},
+    {"/train/aux_loss", "nat", "load-balancing loss (Switch Transformer eq. 4), mean over micro-batches"},
+    {"/train/accuracy", "1", "share of the global batch classified correctly"},
+    {"/train/lr", "1", "learning rate of this step's AdamW update"},
+    {"/train/tokens_per_expert", "count", "[micro-batch, expert] token assignments per expert, before padding"},
+    {"/eval/test_accuracy", "1", "test-set accuracy at epoch ends and at the last step, NaN elsewhere"},
+    {"/main_grad_norm", "1", "[micro-batch] L2 norm of main_grad after each micro-batch's add (FP64 fixed tree)"},
+    {"/mse", "1", "mean squared quantization error of the operand (micro-batch 0 of the step)"},
+    {"/sqnr_db", "dB", "signal-to-quantization-noise ratio of the operand, 10 log10(sum x^2 / sum e^2)"},
+    {"/underflow", "count", "non-zero finite inputs quantized to zero"},
+    {"/saturated", "count", "finite inputs above the block's largest representable value"},
+    {"/count", "count", "elements of the operand"},
+    {"/scale_exp_hist", "count", "[256] block scales per E8M0 byte (FP32 scales: floor(log2 scale_inv) + 127, clamped)"},
+    {"/osc/flips", "count", "oscillations of the quantized weight at this step (Nagel et al. 2022)"},
+    {"/osc/flips_total", "count", "cumulative oscillations over all elements"},
+    {"/osc/ema_mean", "1", "mean EMA oscillation frequency (momentum metrics.osc_ema_momentum)"},
+    {"/osc/ema_frac_above", "1", "share of elements whose EMA oscillation frequency exceeds 0.01"},
+    {"/osc/dist_ratio_mean", "1", "mean sum|dQ| / sum|dW| over elements that moved in the current window"},
+    {"/deosc/snapped", "count", "elements snapped by de-oscillation at this step (0 unless a window ended)"},
+};
+
+// Snapshots (/snap/<layer>/...), by the end of their name.
+constexpr Entry kSnapshots[] = {
+    {"/master", "1", "[G, N, K] FP32 master weight after the last micro-batch, before the optimizer step"},
+    {"/weight_q", "1", "[G, N, K] dequantized fprop weight (the BF16 copy for bf16 layers)"},
+    {"/main_grad", "1", "[G, N, K] FP32 main_grad after all micro-batches"},
+    {"/wgrad_mb", "1", "[micro-batch, G, N, K] each micro-batch's contribution to main_grad"},
+    {"/quant/w/block_mse", "1", "[G, BR, BC] mean squared quantization error per block of W"},
+    {"/quant/w/block_sqnr_db", "dB", "[G, BR, BC] signal-to-quantization-noise ratio per block of W (+inf when exact)"},
+    {"/quant/w/block_amax", "1", "[G, BR, BC] max |input| per block of W (the BF16 model copy)"},
+    {"/quant/w/scale", "1", "[G, BR, BC] block scale: E8M0 byte (value 2^(byte - 127)) or FP32 scale_inv"},
+    {"/quant/w/codes", "code", "[G, N, K] element codes of W, one per byte (E2M1 unpacked)"},
+    {"/osc/flips", "count", "[G, N, K] cumulative oscillations of each element"},
+    {"/osc/ema", "1", "[G, N, K] EMA oscillation frequency of each element"},
+    {"/osc/dist_ratio", "1", "[G, N, K] dist_q / max(dist_w, 1e-12) of the current window (0 where dist_w = 0)"},
+    {"/osc/snaps", "count", "[G, N, K] cumulative de-oscillation snaps of each element"},
+};
+
+DatasetDoc find(std::string_view name, const Entry* begin, const Entry* end) {
+  for (const Entry* e = begin; e != end; ++e)
+    if (ends_with(name, e->suffix)) return {e->units, e->description};
+  return {};
+}
+
+}  // namespace
+
+DatasetDoc describe(std::string_view name) {
+  if (starts_with(name, "/snap/")) return find(name, std::begin(kSnapshots), std::end(kSnapshots));
+  return find(name, std::begin(kSeries), std::end(kSeries));
+}
+
+}  // namespace mxsim::trace::schema
