@@ -24,7 +24,7 @@ namespace po = boost::program_options;
 namespace mxsim::cli {
 
 int cmd_train(const Args& args) {
-  po::options_description d("mxsim train [options]");
+  po::options_description d("options");
   std::string config, trace, resume, ckpt, backend = "auto";
   std::vector<std::string> sets;
   int64_t threads = 0;
@@ -50,17 +50,18 @@ int cmd_train(const Args& args) {
        "as --profile, timing only the host side of every op (validation, allocation, launches; no synchronisation "
        "added): how much of a GPU run the host spends driving the device")
       ("json", po::bool_switch(&json), "print the summary as one JSON object on stdout (progress goes to stderr)");
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(d).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::fprintf(stderr, "mxsim train: %s\n", e.what());
-    return 2;
-  }
+  const CommandHelp help{
+      "train", "[--config FILE] [--set section.key=value]... [--trace OUT.h5] [--backend auto|emu|hip] [options]",
+      "Trains the Mixture-of-Experts classifier on Fashion-MNIST with the recipes of the config (default: the\n"
+      "embedded examples/default.toml) and writes an HDF5 trace of every step (docs/simulator.md,\n"
+      "docs/trace-format.md). Progress lines go to stdout (stderr with --json), then a summary.",
+      "Config keys: docs/config.md (mxsim train --print-config shows the resolved config).",
+      ""};
+  const Parsed p = parse(args, d);  // stray positional arguments are usage errors
+  const po::variables_map& vm = p.vm;
   if (vm.count("help")) {
-    std::cout << d;
-    return 0;
+    print_help(stdout, help, d);
+    return kExitOk;
   }
   if (stop_after < 0) {  // before anything starts (a GPU backend included)
     std::fprintf(stderr, "mxsim train: --stop-after %lld: must be >= 0\n", static_cast<long long>(stop_after));

@@ -4,9 +4,12 @@
 // (toml++'s writer) parsing back to the same config, strings with quotes and escapes included.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -190,4 +193,24 @@ TEST(SimConfigValues, PrintedConfigParsesBackToTheSameConfig) {
   EXPECT_EQ(other.data_dir, "it's");
   expect_same(parse_config(to_toml(other)), other);
   EXPECT_EQ(to_toml(parse_config(to_toml(other))), to_toml(other));
+}
+
+// docs/config.md is the config reference: every key the parser accepts has a
+// row there ("| `section.key` |"), and every key row there is one the parser
+// accepts.
+TEST(SimConfig, ReferencePageListsEveryKey) {
+  std::ifstream f(std::string(MXSIM_SOURCE_DIR) + "/docs/config.md");
+  ASSERT_TRUE(f) << "docs/config.md is missing";
+  const std::string doc((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const std::vector<std::string> keys = config_keys();
+  ASSERT_GT(keys.size(), 30u);
+  for (const std::string& k : keys) EXPECT_NE(doc.find("| `" + k + "` |"), std::string::npos) << k << " is not in docs/config.md";
+  size_t rows = 0;
+  for (size_t at = doc.find("\n| `"); at != std::string::npos; at = doc.find("\n| `", at + 1)) {
+    const size_t b = at + 4, e = doc.find('`', b);
+    const std::string k = doc.substr(b, e - b);
+    EXPECT_TRUE(std::find(keys.begin(), keys.end(), k) != keys.end()) << "docs/config.md lists '" << k << "', not a key";
+    ++rows;
+  }
+  EXPECT_EQ(rows, keys.size());
 }

@@ -200,7 +200,9 @@ TEST(SimTraceMaps, EveryDatasetSaysWhatItHolds) {
     if (n.rfind("/snap/", 0) != 0) {
       ++series;
       EXPECT_EQ(attr(d, "rows"), schema::kRowConvention) << n;
-      if (n != schema::kTrainStep) EXPECT_GT(H5DSis_attached(d, step, 0), 0) << n;
+      if (n != schema::kTrainStep) {
+        EXPECT_GT(H5DSis_attached(d, step, 0), 0) << n;
+      }
     }
     H5Dclose(d);
   }

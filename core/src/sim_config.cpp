@@ -293,6 +293,13 @@ void validate(const Config& c, const std::string& s) {
 
 }  // namespace
 
+std::vector<std::string> config_keys() {
+  Config c;
+  std::vector<std::string> keys;
+  for (const auto& [k, f] : setters(c)) keys.push_back(k);  // a std::map: sorted
+  return keys;
+}
+
 Config parse_config(const std::string& text, const std::vector<std::string>& overrides, const std::string& source) {
   Config c;
   auto m = setters(c);

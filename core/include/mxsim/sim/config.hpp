@@ -85,5 +85,7 @@ Config parse_config(const std::string& toml_text, const std::vector<std::string>
                     const std::string& source = "config");
 /// Canonical TOML of a config (stored in the trace and checkpoints).
 std::string to_toml(const Config& c);
+/// Every key parse_config accepts, "section.key", sorted (docs/config.md lists them).
+std::vector<std::string> config_keys();
 
 }  // namespace mxsim::sim
