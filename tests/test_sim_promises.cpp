@@ -1,0 +1,158 @@
+// Promises of docs/simulator.md and docs/numerics.md §6 that no other test pins, each with
+// values derived by hand from the rule as the docs state it (transcendental constants are the
+// FP32 roundings of 200-bit evaluations, each noted with the exact value's distance from it in
+// ulps, so each lies well away from an FP32 rounding boundary):
+//   - softmax on unequal logits; gelu and silu (and their gradients) away from x = 0;
+#include <gtest/gtest.h>
+
+#include <array>
+#include <bit>
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "mxsim/activation.hpp"
+#include "mxsim/backend.hpp"
+#include "mxsim/backend_profile.hpp"
+#include "mxsim/emu/backend_emu.hpp"
+#include "mxsim/emu/quantize.hpp"
+#include "mxsim/hd/math.hpp"
+#include "mxsim/rounding.hpp"
+#include "mxsim/sim/config.hpp"
+#include "mxsim/sim/model.hpp"
+#include "mxsim/sim/recipe.hpp"
+#include "mxsim/sim/trainer.hpp"
+
+using namespace mxsim;
+using namespace mxsim::sim;
+
+namespace {
+
+uint32_t bits(float f) { return std::bit_cast<uint32_t>(f); }
+
+Tensor row(Backend& be, std::vector<float> v) {
+  Tensor t = be.alloc(DType::f32, {1, v.size()});
+  be.upload(t, std::span<const float>(v));
+  return t;
+}
+
+Config tiny(std::vector<std::string> extra = {}) {
+  std::vector<std::string> s = {"run.epochs=1",           "run.max_steps=12",        "run.train_limit=2048",
+                                "run.test_limit=500",     "model.d_model=32",        "model.d_ff=64",
+                                "model.experts=4",        "model.top_k=2",           "batch.global_batch=128",
+                                "batch.num_microbatches=4", "optim.warmup_steps=2",  "deosc.period=3",
+                                "deosc.start_step=2",     "deosc.ratio=1.0",         "trace.snapshot_steps=[]"};
+  s.insert(s.end(), extra.begin(), extra.end());
+  return parse_config(default_config_text(), s, "tiny");
+}
+
+std::string tmp(const std::string& n) {
+  return (std::filesystem::temp_directory_path() / ("mxsim_simp_" + std::to_string(::getpid()) + "_" + n)).string();
+}
+
+}  // namespace
+
+// softmax_rows (numerics §6): mx = max l; e_j = exp_f32(l_j - mx); s = sum e_j (j ascending,
+// FP32); p_j = fl32(e_j / s). Logits {3, 2, 4, 2}: mx = 4, differences {-1, -2, 0, -2} (exact).
+// exp_f32(-1) = fl32(0.36787944117144232..) = 0x1.78b564p-2 (0.31 ulp from it),
+// exp_f32(-2) = fl32(0.13533528323661269..) = 0x1.152aaap-3 (0.12 ulp); then FP32:
+// s = ((e1 + e2) + 1) + e2 = 0x1.a37804p+0, p = {0x1.cbcea4p-3, 0x1.524ea6p-4, 0x1.3878acp-1,
+// 0x1.524ea6p-4}. (Constants: 200-bit evaluation rounded to FP32; distance from it in ulps.)
+TEST(SimPromises, SoftmaxOnUnequalLogits) {
+  auto be = emu::make_emu_backend();
+  Tensor p = be->alloc(DType::f32, {1, 4});
+  be->softmax_rows(row(*be, {3, 2, 4, 2}), p);
+  const std::vector<float> got = be->download<float>(p);
+  const std::vector<float> want = {0x1.cbcea4p-3f, 0x1.524ea6p-4f, 0x1.3878acp-1f, 0x1.524ea6p-4f};
+  ASSERT_EQ(got.size(), 4u);
+  for (size_t j = 0; j < 4; ++j) EXPECT_EQ(bits(got[j]), bits(want[j])) << j << ": " << got[j];
+  // The same values shifted by a constant (mx subtracted first): the same bits.
+  be->softmax_rows(row(*be, {103, 102, 104, 102}), p);
+  EXPECT_EQ(be->download<float>(p), got);
+  // Logits {4, 3, 3, 1}, where the summation order shows: e = {1, e1, e1, exp_f32(-3)},
+  // exp(-3) = fl32(0.04978706836786394..) = 0x1.97db0cp-5 (0.40 ulp); ((1 + e1) + e1) + e3 =
+  // 0x1.c91988p+0 (the reverse order gives 0x1.c9198ap+0); p = {0x1.1ebf3ep-1, 0x1.a5f412p-3,
+  // 0x1.a5f412p-3, 0x1.c8d768p-6} (p_j = e_j * fl32(1 / s) would differ in the last three).
+  be->softmax_rows(row(*be, {4, 3, 3, 1}), p);
+  const std::vector<float> got2 = be->download<float>(p);
+  const std::vector<float> want2 = {0x1.1ebf3ep-1f, 0x1.a5f412p-3f, 0x1.a5f412p-3f, 0x1.c8d768p-6f};
+  for (size_t j = 0; j < 4; ++j) EXPECT_EQ(bits(got2[j]), bits(want2[j])) << j << ": " << std::hexfloat << got2[j];
+}
+
+// activation / activation_grad (numerics §6), FP32 in the code's order, then bf16 (RNE):
+//   gelu(x) = (0.5 x)(1 + erf_f32(x c)), c = 0.70710678f = 0x1.6a09e6p-1;
+//   gelu'(x) = 0.5 (1 + erf_f32(x c)) + x (k exp_f32((-0.5 x) x)), k = 0.39894228f;
+//   silu(x) = x / (1 + exp_f32(-x)); silu'(x) = s (1 + x (1 - s)), s = 1 / (1 + exp_f32(-x)).
+// Correctly rounded FP32 constants (200-bit evaluation; distance of the exact value from the
+// FP32 one, in ulps, so each is far from a rounding boundary):
+//   erf(c) = 0x1.5d897ap-1 (0.07)   erf(2c) = 0x1.e8b43p-1 (0.18)   erf(fl32(3c)) = 0x1.fe9e22p-1 (0.08)
+//   erf(fl32(0.75c)) = 0x1.17efp-1 (0.43)
+//   exp(-0.5) = 0x1.368b3p-1 (0.11)  exp(-2) = 0x1.152aaap-3 (0.12)  exp(-4.5) = 0x1.6c0504p-7 (0.21)
+//   exp(-0.28125) = 0x1.827a56p-1 (0.05)  exp(-1) = 0x1.78b564p-2 (0.31)  exp(2) = 0x1.d8e64cp+2 (0.22)
+//   exp(-3) = 0x1.97db0cp-5 (0.40)  exp(0.75) = 0x1.0ef9dcp+1 (0.36)
+// FP32 results -> bf16, at x = 1, -2, 3, -0.75:
+//   gelu   0x1.aec4bcp-1 -> 0x1.aep-1;  -0x1.74bdp-5 -> -0x1.74p-5;  0x1.7f7b4cp+1 -> 0x1.8p+1;
+//          -0x1.5c198p-3 -> -0x1.5cp-3
+//   gelu'  0x1.15542ap+0 -> 0x1.16p+0;  -0x1.5d1c04p-4 -> -0x1.5ep-4; 0x1.030edep+0 -> 0x1.04p+0;
+//          0x1.95fp-11 -> 0x1.96p-11 (cdf and x pdf nearly cancel)
+//   silu   0x1.764d5p-1 -> 0x1.76p-1;   -0x1.e84152p-3 -> -0x1.e8p-3; 0x1.6dc9dap+1 -> 0x1.6ep+1;
+//          -0x1.ecc81p-3 -> -0x1.ecp-3
+//   silu'  0x1.daf7a2p-1 -> 0x1.dap-1;  -0x1.73da3p-4 -> -0x1.74p-4;  0x1.168dfep+0 -> 0x1.16p+0;
+//          0x1.425af4p-3 -> 0x1.42p-3
+// (da = 1, so the gradient is bf16(act'(u)).)
+TEST(SimPromises, GeluAndSiluAwayFromZero) {
+  auto be = emu::make_emu_backend();
+  struct Case {
+    Activation k;
+    std::vector<float> act, grad;
+  };
+  const std::vector<float> u = {1.0f, -2.0f, 3.0f, -0.75f};
+  const Case cases[] = {
+      {Activation::Gelu, {0x1.aep-1f, -0x1.74p-5f, 0x1.8p+1f, -0x1.5cp-3f}, {0x1.16p+0f, -0x1.5ep-4f, 0x1.04p+0f, 0x1.96p-11f}},
+      {Activation::Silu, {0x1.76p-1f, -0x1.e8p-3f, 0x1.6ep+1f, -0x1.ecp-3f}, {0x1.dap-1f, -0x1.74p-4f, 0x1.16p+0f, 0x1.42p-3f}},
+  };
+  for (const Case& c : cases) {
+    Tensor a = be->alloc(DType::f32, {1, u.size()}), du = be->alloc(DType::f32, {1, u.size()});
+    be->activation(c.k, row(*be, u), a);
+    be->activation_grad(c.k, row(*be, u), row(*be, std::vector<float>(u.size(), 1.0f)), du);
+    const auto av = be->download<float>(a), dv = be->download<float>(du);
+    for (size_t i = 0; i < u.size(); ++i) {
+      EXPECT_EQ(bits(av[i]), bits(c.act[i])) << name_of(c.k) << "(" << u[i] << ") = " << std::hexfloat << av[i];
+      EXPECT_EQ(bits(dv[i]), bits(c.grad[i])) << name_of(c.k) << "'(" << u[i] << ") = " << std::hexfloat << dv[i];
+    }
+  }
+  // A sweep over x = j / 64, |x| <= 8, against the formulas above written out here with
+  // exp_f32 / erf_f32 (correctly rounded on every FP32 input: test_hd_math, hd_math_exhaustive)
+  // and RNE to BF16. The hand values above pin the constants; this pins the composition where
+  // the BF16 output is near a rounding boundary.
+  std::vector<float> xs, ones;
+  for (int j = -512; j <= 512; ++j) xs.push_back(float(j) / 64.0f);
+  ones.assign(xs.size(), 1.0f);
+  auto bf = [](float v) { return std::bit_cast<float>(round_bf16_code(bits(v)) << 16); };
+  for (Activation k : {Activation::Gelu, Activation::Silu}) {
+    Tensor a = be->alloc(DType::f32, {1, xs.size()}), du = be->alloc(DType::f32, {1, xs.size()});
+    be->activation(k, row(*be, xs), a);
+    be->activation_grad(k, row(*be, xs), row(*be, ones), du);
+    const auto av = be->download<float>(a), dv = be->download<float>(du);
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const float x = xs[i];
+      float act, grad;
+      if (k == Activation::Gelu) {
+        const float one_plus_erf = 1.0f + erf_f32(x * 0.70710678f);
+        act = (0.5f * x) * one_plus_erf;
+        grad = 0.5f * one_plus_erf + x * (0.39894228f * exp_f32((-0.5f * x) * x));
+      } else {
+        const float d = 1.0f + exp_f32(-x);
+        act = x / d;
+        const float s = 1.0f / d;
+        grad = s * (1.0f + x * (1.0f - s));
+      }
+      ASSERT_EQ(bits(av[i]), bits(bf(act))) << name_of(k) << "(" << x << ")";
+      ASSERT_EQ(bits(dv[i]), bits(bf(grad))) << name_of(k) << "'(" << x << ")";
+    }
+  }
+}
+
