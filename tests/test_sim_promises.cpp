@@ -3,6 +3,7 @@
 // FP32 roundings of 200-bit evaluations, each noted with the exact value's distance from it in
 // ulps, so each lies well away from an FP32 rounding boundary):
 //   - softmax on unequal logits; gelu and silu (and their gradients) away from x = 0;
+//   - the LR schedule: linear warm-up, then cosine from lr to min_lr;
 #include <gtest/gtest.h>
 
 #include <array>
@@ -154,5 +155,24 @@ TEST(SimPromises, GeluAndSiluAwayFromZero) {
       ASSERT_EQ(bits(dv[i]), bits(bf(grad))) << name_of(k) << "'(" << x << ")";
     }
   }
+}
+
+// LR at step t of T (docs/simulator.md "Optimizer"): t <= W: lr * t / W; after it
+// min_lr + (lr - min_lr) (1 + cos(pi (t - W) / (T - W))) / 2, reaching min_lr at T and staying
+// there. lr 2, min_lr 0.5, W 4, T 12: t = 1, 3, 4 -> 0.5, 1.5, 2 (exact); t = 8 (half way,
+// cos = 0) -> 1.25; t = 12 and 13 -> 0.5; t = 6 and 10 (cos = +-sqrt(2)/2): 0.5 + 0.75 (1 +-
+// 0.70710678118654752..) = 1.78033008588991064.. and 0.71966991411008935.., whose FP32 values
+// are 0x1.c7c3b6p+0 and 0x1.707894p-1 (0.20 and 0.40 ulp from them, so 0.30 and 0.10 ulp from
+// a rounding boundary: far beyond an FP64 evaluation's error). No warm-up: t = 1 is already on
+// the cosine, prog = 1 / T.
+TEST(SimPromises, LrWarmUpThenCosineToMinLr) {
+  const Config c = parse_config(default_config_text(), {"optim.lr=2", "optim.min_lr=0.5", "optim.warmup_steps=4"});
+  const std::pair<int64_t, float> want[] = {{1, 0.5f},   {2, 1.0f},          {3, 1.5f},  {4, 2.0f},
+                                            {6, 0x1.c7c3b6p+0f}, {8, 1.25f}, {10, 0x1.707894p-1f},
+                                            {12, 0.5f},  {13, 0.5f}};
+  for (auto [t, lr] : want) EXPECT_EQ(bits(lr_at(c, t, 12)), bits(lr)) << "t=" << t << " got " << lr_at(c, t, 12);
+  const Config n = parse_config(default_config_text(), {"optim.lr=2", "optim.min_lr=0.5", "optim.warmup_steps=0"});
+  EXPECT_EQ(bits(lr_at(n, 2, 4)), bits(1.25f));  // prog 2/4
+  EXPECT_EQ(bits(lr_at(n, 4, 4)), bits(0.5f));
 }
 
