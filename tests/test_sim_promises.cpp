@@ -4,6 +4,9 @@
 // ulps, so each lies well away from an FP32 rounding boundary):
 //   - softmax on unequal logits; gelu and silu (and their gradients) away from x = 0;
 //   - the LR schedule: linear warm-up, then cosine from lr to min_lr;
+//   - the simulator recipes' operand specs: scale rules (read off bytes that tell the rules
+//     apart), the amax epsilons (1e-12 per tensor, 1e-4 per block) and general FP32 block scales;
+//   - current scaling: dgrad's W re-derived from the current BF16 weight, never a cached copy;
 #include <gtest/gtest.h>
 
 #include <array>
@@ -174,5 +177,139 @@ TEST(SimPromises, LrWarmUpThenCosineToMinLr) {
   const Config n = parse_config(default_config_text(), {"optim.lr=2", "optim.min_lr=0.5", "optim.warmup_steps=0"});
   EXPECT_EQ(bits(lr_at(n, 2, 4)), bits(1.25f));  // prog 2/4
   EXPECT_EQ(bits(lr_at(n, 4, 4)), bits(0.5f));
+}
+
+// ---- The simulator recipes' operand specs (docs/simulator.md "Recipes per linear").
+namespace {
+/// Scale bytes of three 1x32 blocks / 32x32 tiles with amax m * 2^emax for m = 1.125, m2, 1.96875
+/// (numerics §3.1, as in QuantizePromises.NamedMxRecipeDefaultsTellTheScaleRulesApart): FLOOR
+/// reads (127,127,127), EVEN (127,127,128), RCEIL (127,128,128), CEIL (128,128,128).
+/// E2M1: emax 2, m2 1.625; E4M3: emax 8, m2 1.8125.
+std::array<int, 3> rule_bytes(QuantSpec s) {
+  s.hadamard16 = false;  // the rule is read off the amax of the values themselves
+  s.round = RoundMode::RNE;
+  const int emax = s.elem == Format::E2M1 ? 2 : 8;
+  const float m2 = s.elem == Format::E2M1 ? 1.625f : 1.8125f;
+  Tensor3f x = Tensor3f::from_shape({1, 32, 96});
+  x.fill(0.0f);
+  const float m[3] = {1.125f, m2, 1.96875f};
+  for (int k = 0; k < 3; ++k) x(0, 0, size_t(32 * k)) = std::ldexp(m[k], emax);
+  const QuantizedTensor q = emu::quantize(x, s);
+  return {q.scale_bytes(0, 0, 0), q.scale_bytes(0, 0, 1), q.scale_bytes(0, 0, 2)};
+}
+constexpr std::array<int, 3> kEven{127, 127, 128};
+
+/// scale_inv of the first block of an all-`v` tensor of shape {1, rows, cols} under s.
+float first_scale_inv(const QuantSpec& s, size_t rows, size_t cols, float v) {
+  Tensor3f x = Tensor3f::from_shape({1, rows, cols});
+  x.fill(v);
+  return emu::quantize(x, s).scale_inv(0, 0, 0);
+}
+}  // namespace
+
+TEST(SimPromises, MxRecipesUseEvenOnEveryOperand) {
+  // mxfp4: E2M1, 1x32 activations / gradients, 32x32 weight tiles, EVEN everywhere; Hadamard on
+  // both wgrad operands by default; SR only on dy and only with mxfp4_sr_grad.
+  RecipeConfig rc;
+  const OperandSpecs m4 = operand_specs(make_recipe("mxfp4", rc));
+  for (const QuantSpec* s : {&m4.x_fprop, &m4.w, &m4.dy_dgrad, &m4.dy_wgrad, &m4.x_wgrad}) {
+    EXPECT_EQ(s->elem, Format::E2M1);
+    EXPECT_EQ(s->block_cols, 32u);
+    EXPECT_EQ(s->block_rows, s == &m4.w ? 32u : 1u);
+    EXPECT_EQ(rule_bytes(*s), kEven);
+    EXPECT_EQ(s->round, RoundMode::RNE);
+  }
+  EXPECT_TRUE(m4.dy_wgrad.hadamard16 && m4.x_wgrad.hadamard16);
+  EXPECT_FALSE(m4.x_fprop.hadamard16 || m4.w.hadamard16 || m4.dy_dgrad.hadamard16);
+  rc.mxfp4_sr_grad = true;
+  const OperandSpecs sr = operand_specs(make_recipe("mxfp4", rc));
+  EXPECT_EQ(sr.dy_dgrad.round, RoundMode::Stochastic);
+  EXPECT_EQ(sr.dy_wgrad.round, RoundMode::Stochastic);
+  EXPECT_EQ(sr.x_fprop.round, RoundMode::RNE);
+  EXPECT_EQ(sr.x_wgrad.round, RoundMode::RNE);
+  EXPECT_EQ(sr.w.round, RoundMode::RNE);
+  // mxfp8: E4M3 with Primus's EVEN, not the named mxfp8 spec's RCEIL (which reads 127,128,128).
+  const OperandSpecs m8 = operand_specs(make_recipe("mxfp8", {}));
+  for (const QuantSpec* s : {&m8.x_fprop, &m8.w, &m8.dy_dgrad, &m8.dy_wgrad, &m8.x_wgrad}) {
+    EXPECT_EQ(s->elem, Format::E4M3);
+    EXPECT_EQ(s->block_rows, s == &m8.w ? 32u : 1u);
+    EXPECT_EQ(rule_bytes(*s), kEven);
+    EXPECT_FALSE(s->hadamard16);
+    EXPECT_EQ(s->round, RoundMode::RNE);
+  }
+}
+
+// Current scaling (numerics §3.3): a = max(amax, eps), scale = fl32(fp8_max / a), scale_inv =
+// fl32(1 / scale). fp8_current: eps 1e-12 on every operand, E4M3 (448) forward and for x in
+// wgrad, E5M2 (57344) for dy. A tensor of amax 1e-13 < eps takes eps. fp8_delayed: no epsilon
+// (TE's delayed scaling has none), the same element formats.
+TEST(SimPromises, Fp8CurrentAmaxEpsilonAndFormats) {
+  const OperandSpecs c = operand_specs(make_recipe("fp8_current", {}));
+  const OperandSpecs d = operand_specs(make_recipe("fp8_delayed", {}));
+  const float a = 1e-13f, eps = 1e-12f;
+  for (const QuantSpec* s : {&c.x_fprop, &c.w, &c.x_wgrad, &c.dy_dgrad, &c.dy_wgrad}) {
+    const bool dy = s == &c.dy_dgrad || s == &c.dy_wgrad;
+    EXPECT_EQ(s->elem, dy ? Format::E5M2 : Format::E4M3);
+    EXPECT_EQ(s->scale_kind, ScaleKind::FP32);
+    const float fmax = dy ? 57344.0f : 448.0f;
+    EXPECT_EQ(bits(first_scale_inv(*s, 3, 40, a)), bits(1.0f / (fmax / eps))) << (dy ? "dy" : "x/w");
+    EXPECT_NE(bits(1.0f / (fmax / eps)), bits(1.0f / (fmax / a)));  // the epsilon is visible
+  }
+  for (const QuantSpec* s : {&d.x_fprop, &d.w, &d.x_wgrad, &d.dy_dgrad, &d.dy_wgrad}) {
+    const bool dy = s == &d.dy_dgrad || s == &d.dy_wgrad;
+    EXPECT_EQ(s->elem, dy ? Format::E5M2 : Format::E4M3);
+    EXPECT_EQ(bits(s->amax_epsilon), bits(0.0f));
+  }
+}
+
+// fp8_block (Primus-Turbo BLOCKWISE): E4M3, 1x128 activations / gradients, 128x128 weights,
+// eps 1e-4, general (not power-of-two) FP32 scales. Block amax 1e-6 < eps: scale_inv =
+// fl32(1 / fl32(448 / 1e-4)); amax 3: fl32(1 / fl32(448 / 3)) (448 / 3 = 149.33..; a power-of-two
+// scale would be 128).
+TEST(SimPromises, Fp8BlockEpsilonAndGeneralScales) {
+  const OperandSpecs b = operand_specs(make_recipe("fp8_block", {}));
+  for (const QuantSpec* s : {&b.x_fprop, &b.w, &b.dy_dgrad, &b.dy_wgrad, &b.x_wgrad}) {
+    const bool w = s == &b.w;
+    EXPECT_EQ(s->elem, Format::E4M3);
+    EXPECT_EQ(s->block_rows, w ? 128u : 1u);
+    EXPECT_EQ(s->block_cols, 128u);
+    const size_t rows = w ? 128 : 1;
+    EXPECT_EQ(bits(first_scale_inv(*s, rows, 128, 1e-6f)), bits(1.0f / (448.0f / 1e-4f))) << (w ? "w" : "x/dy");
+    EXPECT_EQ(bits(first_scale_inv(*s, rows, 128, 3.0f)), bits(1.0f / (448.0f / 3.0f))) << (w ? "w" : "x/dy");
+  }
+}
+
+// Current scaling's dgrad W is re-derived from the weight at every use, never the cached fprop
+// copy (Primus PR #891): after the weight changes (new version) the dgrad operand of a later
+// micro-batch has the new weight's per-tensor scale, while the fprop cache still holds the old
+// one. W = all 2, then all 3 (eps 1e-12 below both): scale_inv fl32(1 / fl32(448 / 2)) = 1/224,
+// then fl32(1 / fl32(448 / 3)); 3 * fl32(448 / 3) = 447.99998.. rounds to E4M3 448 (code 0x7E).
+// A recipe with a transposed cache (mxfp8) refuses the stale cache instead.
+TEST(SimPromises, CurrentScalingDgradWeightReDerivedEachUse) {
+  auto be = emu::make_emu_backend();
+  Weight w;
+  w.name = "fc1";
+  w.G = 1;
+  w.N = 32;
+  w.K = 32;
+  w.recipe = make_recipe("fp8_current", {});
+  Tensor3f two = Tensor3f::from_shape({1, 32, 32}), three = two;
+  two.fill(2.0f);
+  three.fill(3.0f);
+  w.model = be->upload(two);
+  QTensor scratch;
+  const QuantizedTensor f0 = be->download(weight_for_fprop(*be, w, 0, 4, scratch));
+  EXPECT_EQ(bits(f0.scale_inv(0, 0, 0)), bits(1.0f / 224.0f));
+  w.invalidate();  // the optimizer step: new version
+  w.model = be->upload(three);
+  const QuantizedTensor d1 = be->download(weight_for_dgrad(*be, w, 1, 4, scratch));
+  EXPECT_EQ(bits(d1.scale_inv(0, 0, 0)), bits(1.0f / (448.0f / 3.0f)));
+  EXPECT_EQ(d1.code(0, 0, 0), 0x7Eu);
+  EXPECT_EQ(bits(be->download(w.cache.q).scale_inv(0, 0, 0)), bits(1.0f / 224.0f)) << "the fprop cache is untouched";
+  Weight m = w;
+  m.recipe = make_recipe("mxfp8", {});
+  m.cache.valid = true;
+  m.cache.version = m.version - 1;
+  EXPECT_THROW(weight_for_dgrad(*be, m, 1, 4, scratch), MechanicsError);
 }
 
