@@ -7,6 +7,9 @@
 //   - the simulator recipes' operand specs: scale rules (read off bytes that tell the rules
 //     apart), the amax epsilons (1e-12 per tensor, 1e-4 per block) and general FP32 block scales;
 //   - current scaling: dgrad's W re-derived from the current BF16 weight, never a cached copy;
+//   - divergence: no optimizer update of the diverging step reaches the weights;
+//   - with recipe.mxfp4_sr_grad on, the stochastic-rounding words and the data order are keyed by
+//     the global step and the epoch: a run resumed across an epoch boundary is bit-identical.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -313,3 +316,63 @@ TEST(SimPromises, CurrentScalingDgradWeightReDerivedEachUse) {
   EXPECT_THROW(weight_for_dgrad(*be, m, 1, 4, scratch), MechanicsError);
 }
 
+// A non-finite step loss stops the run before the step's optimizer update (docs/simulator.md
+// "Divergence"): counted through ProfilingBackend, the run made exactly one AdamW update per
+// weight (embed, router, fc1, fc2, head) for each step before the diverging one, none for it;
+// de-oscillation (the other writer of the masters) is off.
+TEST(SimPromises, DivergenceLeavesTheWeightsUntouched) {
+  const Config c = tiny({"optim.lr=1e30", "optim.warmup_steps=0", "deosc.enable=false"});
+  ProfilingBackend prof(emu::make_emu_backend());
+  TrainOptions o;
+  o.threads = 1;
+  o.evaluate = false;
+  int bad = -1;
+  try {
+    train(c, prof, o);
+  } catch (const std::runtime_error& e) {
+    const std::string m = e.what();
+    const auto at = m.find("loss is");
+    ASSERT_NE(at, std::string::npos) << m;
+    bad = std::stoi(m.substr(m.find("at step ") + 8));
+  }
+  ASSERT_GT(bad, 1);
+  std::istringstream rep(prof.report());
+  std::string line;
+  long long adamw = -1;
+  while (std::getline(rep, line)) {
+    std::istringstream ls(line);
+    std::string op;
+    long long calls = 0;
+    if (ls >> op >> calls && op == "adamw") adamw = calls;
+  }
+  EXPECT_EQ(adamw, 5LL * (bad - 1)) << prof.report();
+}
+
+// Stochastic rounding of dy is keyed by (seed, layer/operand, (n - 1) x micro-batches +
+// micro-batch) and the data order by (seed, epoch) (docs/simulator.md "Determinism"): neither
+// holds state, so a run with mxfp4_sr_grad on, stopped at step 14 and resumed, crosses the epoch
+// boundary at step 16 (2048 examples / 128) and ends on the uninterrupted run's bits. SR must be
+// in effect: the same run with SR off ends elsewhere.
+TEST(SimPromises, SrGradRunResumedAcrossAnEpochIsBitExact) {
+  const Config c = tiny({"run.epochs=2", "run.max_steps=20", "recipe.mxfp4_sr_grad=true"});
+  auto be = emu::make_emu_backend();
+  TrainOptions full;
+  full.threads = 1;
+  full.evaluate = false;
+  const TrainResult a = train(c, *be, full);
+  ASSERT_EQ(a.steps, 20);
+  TrainOptions first = full;
+  first.checkpoint_path = tmp("srck.h5");
+  first.stop_after = 14;
+  train(c, *be, first);
+  TrainOptions second = full;
+  second.resume_path = first.checkpoint_path;
+  const TrainResult b = train(c, *be, second);
+  std::filesystem::remove(first.checkpoint_path);
+  ASSERT_EQ(b.steps, 6);
+  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(a.losses[14 + i], b.losses[i]) << "step " << 15 + i;
+  ASSERT_EQ(a.final_masters.size(), b.final_masters.size());
+  for (size_t l = 0; l < a.final_masters.size(); ++l) EXPECT_EQ(a.final_masters[l], b.final_masters[l]) << l;
+  const TrainResult off = train(tiny({"run.epochs=2", "run.max_steps=20", "recipe.mxfp4_sr_grad=false"}), *be, full);
+  EXPECT_NE(off.final_masters, a.final_masters) << "stochastic rounding changed nothing";
+}
