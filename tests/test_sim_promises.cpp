@@ -10,6 +10,7 @@
 //   - divergence: no optimizer update of the diverging step reaches the weights;
 //   - with recipe.mxfp4_sr_grad on, the stochastic-rounding words and the data order are keyed by
 //     the global step and the epoch: a run resumed across an epoch boundary is bit-identical.
+//   - the oscillation metrics over a hand sequence of steps.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -375,4 +376,44 @@ TEST(SimPromises, SrGradRunResumedAcrossAnEpochIsBitExact) {
   for (size_t l = 0; l < a.final_masters.size(); ++l) EXPECT_EQ(a.final_masters[l], b.final_masters[l]) << l;
   const TrainResult off = train(tiny({"run.epochs=2", "run.max_steps=20", "recipe.mxfp4_sr_grad=false"}), *be, full);
   EXPECT_NE(off.final_masters, a.final_masters) << "stochastic rounding changed nothing";
+}
+
+// The oscillation metrics (numerics §6 osc_update; Nagel et al. 2022) over a hand sequence of
+// four steps, momentum 0.5, window end at step 4. Element A: w 0 -> 0.5 -> 0.75 -> 0.5 -> 0.75,
+// q 0 -> 1 -> 1 -> 0 -> 1; element B never moves. A's changes dq = +1, 0, -1, +1:
+//   step 1: first direction (+1), no earlier one: no flip; ema 0; dist_w 0.5, dist_q 1;
+//   step 2: dq = 0: nothing, the last direction stays +1; ema 0; dist_w 0.75, dist_q 1;
+//   step 3: -1 against +1: a flip; ema 0.5 * 1 + 0.5 * 0 = 0.5; dist_w 1, dist_q 2;
+//   step 4: +1 against -1: a flip; ema 0.5 + 0.5 * 0.5 = 0.75; dist_w 1.25, dist_q 3.
+// Per step over n = 2: flips, flips_total (A's running count), ema_mean = ema_A / 2,
+// ema_frac_above = [ema_A > 0.01] / 2, dist_ratio_mean = dist_q / dist_w of A alone (B has
+// dist_w = 0): 2, 1 / 0.75, 2, 2.4. After the window end both distance sums are 0.
+TEST(SimPromises, OscillationMetricsOnAHandSequence) {
+  auto be = emu::make_emu_backend();
+  auto v = [&](std::vector<float> x) {
+    Tensor t = be->alloc(DType::f32, {2});
+    be->upload(t, std::span<const float>(x));
+    return t;
+  };
+  Tensor last = be->alloc(DType::u8, {2}), flips = be->alloc(DType::u32, {2});
+  be->upload(last, std::span<const uint8_t>(std::vector<uint8_t>{0, 0}));
+  be->upload(flips, std::span<const uint32_t>(std::vector<uint32_t>{0, 0}));
+  Backend::OscState s{v({0, 7}), v({0, 7}), v({0, 0}), v({0, 0}), v({0, 0}), last, flips};
+  const float w[4] = {0.5f, 0.75f, 0.5f, 0.75f}, q[4] = {1, 1, 0, 1};
+  const uint64_t want_flips[4] = {0, 0, 1, 1}, want_total[4] = {0, 0, 1, 2};
+  const double want_ema[4] = {0, 0, 0.25, 0.375}, want_frac[4] = {0, 0, 0.5, 0.5};
+  const double want_ratio[4] = {2.0, 1.0 / 0.75, 2.0, 3.0 / 1.25};
+  for (int t = 0; t < 4; ++t) {
+    const Backend::OscStep r = be->osc_update(v({w[t], 7}), v({q[t], 7}), s, 0.5f, t == 3);
+    EXPECT_EQ(r.flips, want_flips[t]) << "step " << t + 1;
+    EXPECT_EQ(r.flips_total, want_total[t]) << "step " << t + 1;
+    EXPECT_EQ(r.ema_mean, want_ema[t]) << "step " << t + 1;
+    EXPECT_EQ(r.ema_frac_above, want_frac[t]) << "step " << t + 1;
+    EXPECT_EQ(r.dist_ratio_mean, want_ratio[t]) << "step " << t + 1;
+  }
+  EXPECT_EQ(be->download<float>(s.ema), (std::vector<float>{0.75f, 0}));
+  EXPECT_EQ(be->download<uint32_t>(s.flips), (std::vector<uint32_t>{2, 0}));
+  EXPECT_EQ(be->download<uint8_t>(s.last_dir), (std::vector<uint8_t>{1, 0}));
+  EXPECT_EQ(be->download<float>(s.dist_w), (std::vector<float>{0, 0}));
+  EXPECT_EQ(be->download<float>(s.dist_q), (std::vector<float>{0, 0}));
 }
