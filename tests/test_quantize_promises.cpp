@@ -4,10 +4,12 @@
 //   §3.3  NVFP4: S_enc is taken over the whole tensor (every group); a NaN anywhere makes the
 //         whole tensor NaN; a tiny global amax clamps S_enc at FLT_MAX.
 //   §3.3  FP8 current scaling: amax_epsilon raises a small (or zero) amax before the scale.
+//   §4.2  the scale rule of every named MX recipe.
 #include <gtest/gtest.h>
 
 #include <bit>
 #include <cfloat>
+#include <array>
 #include <cmath>
 
 #include "mxsim/emu/quantize.hpp"
@@ -122,4 +124,93 @@ TEST(QuantizePromises, Fp8AmaxEpsilonRaisesSmallAmax) {
   const QuantizedTensor z = emu::quantize(x, s);
   EXPECT_EQ(bits(z.scale_inv(0, 2, 0)), bits(1.0f)) << "a = 0 gives scale 1";
   EXPECT_EQ(bits(z.scale_inv(0, 0, 0)), bits(1.0f / (448.0f / 1e-6f)));
+}
+
+// The scale rule of every named MX recipe (numerics §4.2), read off the scale bytes of three
+// blocks whose amaxes make the four rules (§3.1) disagree. With emax the element format's
+// largest binade exponent and amax = m * 2^emax (so E = emax, and byte = 127 + s - 0):
+//   m = 1.125:  FLOOR 0; CEIL 1 (amax > 2^emax); RCEIL 0 (amax / maxe = 1.125 / m_max <= 1, > 1/2);
+//               EVEN 0 (m rounded to the element's mantissa bits stays below 2).
+//   m = m2, just above maxe's m_max but below EVEN's bump at 2 - 2^-(m_elem + 1):
+//               FLOOR 0, EVEN 0, RCEIL 1 (amax > maxe), CEIL 1.
+//   m = 1.96875 (above every format's bump): FLOOR 0, EVEN 1, RCEIL 1, CEIL 1.
+// So the bytes read FLOOR (127,127,127), EVEN (127,127,128), RCEIL (127,128,128), CEIL
+// (128,128,128). m2: E2M1 1.625 (maxe 6 = 1.5 * 4, bump 1.75), E2M3 1.90625 (7.5 = 1.875 * 4,
+// bump 1.9375), E3M2 / E4M3 / E5M2 1.8125 (28, 448, 57344 = 1.75 * 2^emax; bumps 1.875, 1.9375,
+// 1.875).
+namespace {
+struct RuleCase {
+  int emax;
+  float m2;
+};
+RuleCase rule_case(Format f) {
+  switch (f) {
+    case Format::E2M1: return {2, 1.625f};
+    case Format::E2M3: return {2, 1.90625f};
+    case Format::E3M2: return {4, 1.8125f};
+    case Format::E4M3: return {8, 1.8125f};
+    case Format::E5M2: return {15, 1.8125f};
+    default: ADD_FAILURE() << "no case for " << spec_of(f).name; return {0, 0};
+  }
+}
+std::array<int, 3> signature(ScaleRule r) {
+  switch (r) {
+    case ScaleRule::Floor: return {127, 127, 127};
+    case ScaleRule::Even: return {127, 127, 128};
+    case ScaleRule::Rceil: return {127, 128, 128};
+    case ScaleRule::Ceil: return {128, 128, 128};
+  }
+  return {};
+}
+/// The scale bytes of the three blocks (one amax each, in row 0 at columns 0, 32, 64; zeros
+/// elsewhere) quantized by s: 1x32 blocks and 32x32 tiles alike have them at scale (0, 0, k).
+std::array<int, 3> bytes_of(const QuantSpec& s) {
+  const RuleCase c = rule_case(s.elem);
+  Tensor3f x = Tensor3f::from_shape({1, 32, 96});
+  x.fill(0.0f);
+  const float m[3] = {1.125f, c.m2, 1.96875f};
+  for (int k = 0; k < 3; ++k) x(0, 0, size_t(32 * k)) = std::ldexp(m[k], c.emax) * (k == 1 ? -1.0f : 1.0f);
+  const QuantizedTensor q = emu::quantize(x, s);
+  return {q.scale_bytes(0, 0, 0), q.scale_bytes(0, 0, 1), q.scale_bytes(0, 0, 2)};
+}
+}  // namespace
+
+TEST(QuantizePromises, NamedMxRecipeDefaultsTellTheScaleRulesApart) {
+  // The signature table itself must separate the rules, or a wrong default could pass.
+  for (ScaleRule a : {ScaleRule::Floor, ScaleRule::Even, ScaleRule::Rceil, ScaleRule::Ceil})
+    for (ScaleRule b : {ScaleRule::Floor, ScaleRule::Even, ScaleRule::Rceil, ScaleRule::Ceil}) {
+      if (a == b) continue;
+      for (Format f : {Format::E2M1, Format::E2M3, Format::E3M2, Format::E4M3, Format::E5M2}) {
+        QuantSpec s = tensor_recipe("mxfp8");
+        s.elem = f;
+        s.rule = a;
+        QuantSpec t = s;
+        t.rule = b;
+        EXPECT_NE(bytes_of(s), bytes_of(t)) << spec_of(f).name << " " << name_of(a) << " vs " << name_of(b);
+        EXPECT_EQ(bytes_of(s), signature(a)) << spec_of(f).name << " " << name_of(a);
+      }
+    }
+  // numerics §4.2: name, elements, block rows x cols, rule.
+  struct Want {
+    const char* name;
+    Format elem;
+    size_t br, bc;
+    ScaleRule rule;
+  };
+  const Want want[] = {
+      {"mxfp4", Format::E2M1, 1, 32, ScaleRule::Even},       {"mxfp4_2d", Format::E2M1, 32, 32, ScaleRule::Even},
+      {"mxfp4_ocp", Format::E2M1, 1, 32, ScaleRule::Floor},  {"mxfp6_e2m3", Format::E2M3, 1, 32, ScaleRule::Rceil},
+      {"mxfp6_e3m2", Format::E3M2, 1, 32, ScaleRule::Rceil}, {"mxfp8", Format::E4M3, 1, 32, ScaleRule::Rceil},
+      {"mxfp8_e5m2", Format::E5M2, 1, 32, ScaleRule::Rceil}, {"mxfp8_2d", Format::E4M3, 32, 32, ScaleRule::Rceil},
+  };
+  for (const Want& w : want) {
+    const QuantSpec s = tensor_recipe(w.name);
+    EXPECT_EQ(s.elem, w.elem) << w.name;
+    EXPECT_EQ(s.scale_kind, ScaleKind::E8M0) << w.name;
+    EXPECT_EQ(s.block_rows, w.br) << w.name;
+    EXPECT_EQ(s.block_cols, w.bc) << w.name;
+    EXPECT_EQ(s.round, RoundMode::RNE) << w.name;
+    EXPECT_FALSE(s.hadamard16) << w.name;
+    EXPECT_EQ(bytes_of(s), signature(w.rule)) << w.name << " should use " << name_of(w.rule);
+  }
 }
