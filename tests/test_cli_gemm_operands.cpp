@@ -17,6 +17,7 @@
 #include "mxsim/emu/grouped_gemm.hpp"
 #include "mxsim/emu/quantize.hpp"
 #include "mxsim/io/npy.hpp"
+#include "mxsim/io/safetensors.hpp"
 #include "mxsim/quant_spec.hpp"
 
 using mxsim::test::CliSandbox;
@@ -120,6 +121,25 @@ TEST(CliGemmOperands, MxF13FusedGroupTruncatesTeAgainstTorchao) {
     EXPECT_EQ(j["class"], "mx-f13");
     EXPECT_EQ(j["a"]["layout"], "te-rowwise");
   }
+  // Both operands in one safetensors file (a TE state dump, F8_E4M3 data: no --elem-dtype),
+  // picked by name; B as TE rowwise too (scale_inv padded to [128, 4]).
+  using mxsim::io::DType;
+  const mxsim::io::RawTensor ts[] = {
+      {"inp._rowwise_data", DType::F8_E4M3, {1, 32}, a},
+      {"inp._rowwise_scale_inv", DType::U8, {128, 4}, a_scale},
+      {"weight._rowwise_data", DType::F8_E4M3, {2, 32}, b},
+      {"weight._rowwise_scale_inv", DType::U8, {128, 4}, a_scale}};
+  mxsim::io::write_safetensors(s.p / "te.safetensors", {std::begin(ts), std::end(ts)});
+  auto r = s.mxsim("gemm --a te.safetensors --b te.safetensors -o y.npy");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("A: the files hold several quantized tensors (inp, weight); pick one with --a-tensor"),
+            std::string::npos) << r.err;
+  r = s.mxsim("gemm --a te.safetensors --a-tensor inp --b te.safetensors --b-tensor weight -o y2.npy");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto y = read_f32(s.p / "y2.npy");
+  ASSERT_EQ(y.size(), 2u);
+  EXPECT_EQ(bits(y[0]), bits(256.03125f));
+  EXPECT_EQ(bits(y[1]), bits(256.0f));
 }
 
 // fp8-chunk128 (§5.2 class 3) on TE Float8Tensors: a = b = [256, 1, 1, ...] (E4M3 0x78 = 256,
