@@ -1,11 +1,13 @@
 // mxsim gemm: run a random problem through the GEMM contract and a matrix-unit
-// model, print the ULP-distance histogram of the model from the contract.
+// model, print the ULP-distance histogram of the model from the contract; with
+// --a / --b, one GEMM on given operands instead (cmd_gemm_operands.cpp).
 #include <cmath>
 #include <cstdio>
 #include <random>
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "gemm_operands.hpp"
 #include "mxsim/emu/grouped_gemm.hpp"
 #include "mxsim/emu/mma_model.hpp"
 #include "mxsim/emu/quantize.hpp"
@@ -37,16 +39,33 @@ int run(const Args& args) {
        ("values are N(0,1) * 2^U[-spread, spread], spread 0 to " + std::to_string(kMaxSpread) + " (default 4)").c_str())
       ("seed", po::value<std::string>(), "random seed, 0 to 4294967295 (default 1)");
   add_format_options(opts, true, "the result");
-  const CommandHelp help{"gemm", "[--m M] [--n N] [--k K] [--recipe-a NAME] [--recipe-b NAME] [--model M] [--spread S] [--seed N] [--json|--csv]",
-                         "ULP distance of a matrix-unit model from the GEMM contract (docs/numerics.md section 5) on a\n"
-                         "random problem A[m, k] . B[n, k]^T; it measures a model's deviation, it times nothing.",
-                         "CSV: one row per non-empty bucket (bucket, lo_ulp, hi_ulp, count).\n"
-                         "Each of A, B and the output may hold at most 2^26 elements.", ""};
+  add_operand_options(opts);
+  const CommandHelp help{
+      "gemm",
+      "[--m M] [--n N] [--k K] [--recipe-a NAME] [--recipe-b NAME] [--model M] [--spread S] [--seed N] [--json|--csv]\n"
+      "       mxsim gemm --a FILE [--a FILE].. --b FILE [--b FILE].. [-o OUT.npy] [--m-splits LIST] [--accumulate C.npy] [--out-dtype fp32|bf16] [--json]",
+      "Random-problem mode: ULP distance of a matrix-unit model from the GEMM contract (docs/numerics.md\n"
+      "section 5) on a random problem A[m, k] . B[n, k]^T; it measures a model's deviation, it times nothing.\n"
+      "Operand mode (--a, --b): one GEMM Y[M, N] = A[M, K] . B[g][N, K]^T on given operands, exactly as the\n"
+      "contract defines it (emu::grouped_fprop), written as .npy. Operand files are read as `mxsim dequantize`\n"
+      "reads them (--layout mxsim | torchao | te, codes + scales along K), or one float array taken as BF16\n"
+      "(every value must be a BF16 value; nothing is rounded).",
+      "CSV: one row per non-empty bucket (bucket, lo_ulp, hi_ulp, count).\n"
+      "Random mode: each of A, B and the output may hold at most 2^26 elements.\n"
+      "Operand mode: B [G, N, K] needs --m-splits with G sizes summing to M; the operand pair picks the class\n"
+      "(mx-exact, mx-f13, fp8-chunk128, bf16-f25), pairs the contract does not define are errors.",
+      ""};
   const Parsed p = parse(args, opts);
   if (p.has("help")) {
     print_help(stdout, help, opts);
     return kExitOk;
   }
+  if (operand_mode(p)) return run_gemm_operands(p);
+  for (const char* o : {"a-tensor", "b-tensor", "elem-dtype", "a-elem-dtype", "b-elem-dtype", "block-size", "m-splits",
+                        "accumulate", "output"})
+    if (p.has(o)) throw UsageError(std::string("--") + o + " belongs to the operand mode (--a FILE --b FILE)");
+  for (const char* o : {"layout", "out-dtype", "impl"})
+    if (!p.vm[o].defaulted()) throw UsageError(std::string("--") + o + " belongs to the operand mode (--a FILE --b FILE)");
   const OutputFormat out = output_format(p, true);
   const int64_t m = int_option(p, "m", 1, kMaxMN, 64), n = int_option(p, "n", 1, kMaxMN, 64);
   const int64_t k = int_option(p, "k", 1, kMaxK, 1024);

@@ -19,7 +19,7 @@ const std::map<std::string, Command>& commands() {
       {"cast", {mxsim::cli::cmd_cast, "convert single values to any format: code, decoded value, rounding, overflow"}},
       {"compare", {mxsim::cli::cmd_compare, "compare two HDF5 traces: final metrics, config, first differing bits"}},
       {"dequantize", {mxsim::cli::cmd_dequantize, "codes + scales (mxsim, torchao or TE layout) back to FP32 / BF16"}},
-      {"gemm", {mxsim::cli::cmd_gemm, "ULP histogram of a matrix-unit model vs the GEMM contract"}},
+      {"gemm", {mxsim::cli::cmd_gemm, "one GEMM on given operands (--a, --b), or a model's ULP histogram vs the contract"}},
       {"info", {mxsim::cli::cmd_info, "version, build options, backends present"}},
       {"quantize", {mxsim::cli::cmd_quantize, "quantize .npy/.safetensors tensors or checkpoints, print error statistics"}},
       {"train", {mxsim::cli::cmd_train, "train the MoE classifier on Fashion-MNIST, write an HDF5 trace"}},

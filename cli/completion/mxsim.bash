@@ -15,7 +15,7 @@ _mxsim() {
     --recipe|-r|--recipe-a|--recipe-b)
       COMPREPLY=($(compgen -W "$("${COMP_WORDS[0]}" info --json 2>/dev/null | sed -n 's/.*"name": "\(m[a-z0-9_]*\|fp8[a-z0-9_]*\|nvfp4[a-z0-9_]*\)".*/\1/p')" -- "${cur}"))
       return ;;
-    --to|--from|--elem-dtype)
+    --to|--from|--elem-dtype|--a-elem-dtype|--b-elem-dtype)
       COMPREPLY=($(compgen -W "fp32 bf16 fp16 e4m3 e5m2 e4m3fnuz e5m2fnuz e3m2 e2m3 e2m1 e8m0" -- "${cur}"))
       return ;;
     --scale-rule) COMPREPLY=($(compgen -W "floor rceil even ceil" -- "${cur}")); return ;;
@@ -24,7 +24,8 @@ _mxsim() {
     --overflow) COMPREPLY=($(compgen -W "saturate ieee" -- "${cur}")); return ;;
     --layout) COMPREPLY=($(compgen -W "auto mxsim torchao te" -- "${cur}")); return ;;
     --model) COMPREPLY=($(compgen -W "contract hopper blackwell" -- "${cur}")); return ;;
-    --dtype) COMPREPLY=($(compgen -W "fp32 bf16" -- "${cur}")); return ;;
+    --dtype|--out-dtype) COMPREPLY=($(compgen -W "fp32 bf16" -- "${cur}")); return ;;
+    --impl) COMPREPLY=($(compgen -W "fast reference" -- "${cur}")); return ;;
     --backend) COMPREPLY=($(compgen -W "auto emu hip" -- "${cur}")); return ;;
     --op) COMPREPLY=($(compgen -W "$("${COMP_WORDS[0]}" verify --help 2>/dev/null | sed -n 's/^ops: //p' | tr -d ',')" -- "${cur}")); return ;;
   esac
