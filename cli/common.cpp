@@ -9,10 +9,6 @@
 
 #include "mxsim/build_info.hpp"
 #include "mxsim/emu/backend_emu.hpp"
-#if MXSIM_HAVE_HIP_BACKEND
-#include "mxsim/hip/backend_hip.hpp"
-#include "mxsim/hip/device.hpp"
-#endif
 
 namespace mxsim::cli {
 
@@ -191,30 +187,6 @@ std::string num(double v, const char* fmt) {
   char b[64];
   std::snprintf(b, sizeof b, fmt, v);
   return b;
-}
-
-std::unique_ptr<Backend> make_backend(const std::string& name, std::string* why) {
-  if (name == "emu") return emu::make_emu_backend();
-  if (name == "hip") {
-#if MXSIM_HAVE_HIP_BACKEND
-    std::string r;
-    if (!mxsim::hip::available(&r)) {
-      *why = r;
-      return nullptr;
-    }
-    try {  // a runtime failure while setting up (stream creation, ...) is a reason, not a crash
-      return mxsim::hip::make_backend();
-    } catch (const std::exception& e) {
-      *why = e.what();
-      return nullptr;
-    }
-#else
-    *why = "this mxsim was built without a GPU backend";
-    return nullptr;
-#endif
-  }
-  *why = "unknown backend '" + name + "' (expected emu or hip)";
-  return nullptr;
 }
 
 std::string version_line() {

@@ -14,6 +14,7 @@
 
 #include "commands.hpp"
 #include "mxsim/backend.hpp"
+#include "mxsim/backend_select.hpp"
 
 namespace mxsim::cli {
 
@@ -90,11 +91,9 @@ std::string csv_row(const std::vector<std::string>& fields);
 /// A double for CSV and text tables: "%.9g", or inf / -inf / nan.
 std::string num(double v, const char* fmt = "%.9g");
 
-/// A fresh backend by name: "emu" (the CPU emulator, never fails) or "hip"
-/// (the GPU's mxsim::Backend). nullptr with `why` set when the backend cannot
-/// be had: an unknown name, a build without the GPU backend, or a GPU the
-/// runtime cannot use (the runtime's reason).
-std::unique_ptr<Backend> make_backend(const std::string& name, std::string* why);
+/// make_backend(name, why): mxsim/backend_select.hpp (one place for the CLI and the inspector).
+using mxsim::make_backend;
+
 
 /// "mxsim 0.1.0 (commit <build commit>)".
 std::string version_line();

@@ -3,18 +3,19 @@
 #include <QFile>
 #include <QFileInfo>
 #include <exception>
+#include <memory>
+#include <stdexcept>
 
-#include "mxsim/emu/backend_emu.hpp"
+#include "mxsim/backend_select.hpp"
 #include "mxsim/sim/config.hpp"
 #include "mxsim/sim/trainer.hpp"
 
 namespace mxsim::inspector {
 
 QStringList available_train_backends(QString* why_not_gpu) {
-  // The HIP backend implements kernels only, not the training ops of mxsim::Backend
-  // (docs/simulator.md); `mxsim train --backend hip` refuses for the same reason.
-  if (why_not_gpu)
-    *why_not_gpu = "no GPU training backend: backends/hip implements kernels, not the training ops of mxsim::Backend";
+  std::string why;
+  if (gpu_backend_usable(&why)) return {"emu", "hip"};
+  if (why_not_gpu) *why_not_gpu = QString::fromStdString("no usable GPU: " + why);
   return {"emu"};
 }
 
@@ -47,7 +48,10 @@ bool RunController::start(const RunSettings& s) {
     return false;
   };
   QString why;
-  if (!available_train_backends(&why).contains(s.backend)) return fail(QString("backend '%1': %2").arg(s.backend, why));
+  const QStringList usable = available_train_backends(&why);
+  if (!usable.contains(s.backend))
+    return fail(s.backend == "hip" ? QString("backend 'hip': %1").arg(why)
+                                   : QString("backend '%1': unknown (usable here: %2)").arg(s.backend, usable.join(", ")));
   if (s.trace_path.isEmpty()) return fail("a trace path is needed (the views follow the trace)");
   std::string text = sim::default_config_text(), source = "default config";
   if (!s.config_path.isEmpty()) {
@@ -80,7 +84,9 @@ bool RunController::start(const RunSettings& s) {
     RunStatus::State end = RunStatus::State::Finished;
     QString msg;
     try {
-      auto be = emu::make_emu_backend();
+      std::string why;
+      std::unique_ptr<Backend> be = make_backend(s.backend.toStdString(), &why);
+      if (!be) throw std::runtime_error("backend '" + s.backend.toStdString() + "': " + why);
       sim::TrainOptions o;
       o.trace_path = path.toStdString();
       o.threads = std::max(1, s.threads);

@@ -32,7 +32,8 @@ struct RunStatus {
   QString message;  ///< error text (Failed) or a summary (Finished)
 };
 
-/// Backends that can run training here ("emu"; "hip" when a HIP training backend exists).
+/// Backends that can run training here: "emu", and "hip" when this build has the GPU
+/// backend and a usable GPU is present (else *why_not_gpu says why: the runtime's reason).
 QStringList available_train_backends(QString* why_not_gpu = nullptr);
 
 class RunController : public QObject {

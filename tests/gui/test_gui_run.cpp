@@ -78,8 +78,15 @@ class GuiRun : public QObject {
     QVERIFY2(rc.status().message.contains("top_k"), qPrintable(rc.status().message));
     s.overrides = {};
     s.backend = "hip";
+    QString why;
+    if (!available_train_backends(&why).contains("hip")) {  // no usable GPU here: refused with the reason
+      QVERIFY(!rc.start(s));
+      QVERIFY2(rc.status().message.contains("no usable GPU"), qPrintable(rc.status().message));
+      QVERIFY2(rc.status().message.contains(why.mid(QString("no usable GPU: ").size())), qPrintable(rc.status().message));
+    }
+    s.backend = "cpu";  // not a backend at all
     QVERIFY(!rc.start(s));
-    QVERIFY2(rc.status().message.contains("no GPU training backend"), qPrintable(rc.status().message));
+    QVERIFY2(rc.status().message.contains("backend 'cpu'"), qPrintable(rc.status().message));
   }
 
   void runToTheEnd() {
