@@ -194,9 +194,12 @@ void run_pair(const Pair& p, std::mt19937& g, int trial, bool specials) {
           gp.out_bf16 = ob;
           // Each trial runs every kernel over its four (output type, specials) cases.
           gp.kernel = hip::GemmKernel((trial + 2 * ob + (specials ? 1 : 0)) % 4);
+          // (mx-exact has no lane form: Lanes runs its small tile.)
+          const bool lanes_to_small = gp.kernel == hip::GemmKernel::Lanes && cls == hd::GemmClass::MxExact;
           static const char* const kKernel[] = {" auto", " large-tile", " small-tile", " lanes"};
           check_gpu(cname, init, ob ? ref16.data() : ref32.data(), n, acc,
-                    what + (ob ? " bf16-out" : " fp32-out") + kKernel[int(gp.kernel)], [&](float* out) { run_gpu(out, gp); });
+                    what + (ob ? " bf16-out" : " fp32-out") + (lanes_to_small ? " small-tile" : kKernel[int(gp.kernel)]),
+                    [&](float* out) { run_gpu(out, gp); });
         }
       };
       if (form < 2) {

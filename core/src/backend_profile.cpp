@@ -38,8 +38,8 @@ const char* ProfilingBackend::slot_name(Slot s) {
       "grouped_wgrad (quantized)", "grouped_wgrad (bf16)", "accumulate_groups",
       "softmax_rows", "topk_rows", "moe_route", "permute_rows", "unpermute_combine", "combine_backward", "aux_loss",
       "router_backward", "embed_grad_sum", "activation", "activation_grad", "cross_entropy", "argmax_rows",
-      "count_correct", "l2_norm", "adamw", "deosc_update", "osc_update"};
-  static_assert(sizeof(names) / sizeof(names[0]) == kSlots && sizeof("osc_update") > 1, "one name per slot");
+      "count_correct", "l2_norm", "adamw", "deosc_update", "osc_update", "resolve_deferred"};
+  static_assert(sizeof(names) / sizeof(names[0]) == kSlots, "one name per slot");
   return names[s];
 }
 
@@ -205,6 +205,7 @@ void ProfilingBackend::aux_loss_deferred(const Tensor& p, const Tensor& c, size_
                                          double* dst) {
   timed(kAuxLoss, [&] { inner_->aux_loss_deferred(p, c, k, coeff, f, dst); });
 }
-void ProfilingBackend::resolve_deferred() { inner_->resolve_deferred(); }
+// In Host mode the step's one wait for its deferred values shows here.
+void ProfilingBackend::resolve_deferred() { timed(kResolve, [&] { inner_->resolve_deferred(); }); }
 
 }  // namespace mxsim

@@ -38,7 +38,8 @@ void HipBackend::sync() {
     MXSIM_HIP_CHECK(hipGetLastError());
   } catch (...) {
     later_.clear();  // the device failed: nothing queued will be delivered
-    for (PinnedChunk& c : pinned_) c.used = 0;
+    if (draining_ == 0)
+      for (PinnedChunk& c : pinned_) c.used = 0;
     throw;
   }
   drain();
@@ -71,8 +72,9 @@ void HipBackend::fetch_later(const void* d_src, size_t bytes, std::function<void
 void HipBackend::drain() {
   if (later_.empty()) return;
   std::vector<Later> ready;
-  ready.swap(later_);  // a callback that synchronises again finds an empty queue
+  ready.swap(later_);  // a callback that synchronises again drains only what it queued
   std::exception_ptr first;
+  ++draining_;
   for (Later& l : ready) {
     try {
       l.done(l.host);
@@ -80,7 +82,10 @@ void HipBackend::drain() {
       if (!first) first = std::current_exception();
     }
   }
-  if (later_.empty())  // nothing new was queued by a callback: the staging is free again
+  --draining_;
+  // The staging is free again once no callback of an outer drain still has
+  // bytes to read in it and nothing new waits.
+  if (draining_ == 0 && later_.empty())
     for (PinnedChunk& c : pinned_) c.used = 0;
   if (first) std::rethrow_exception(first);
 }

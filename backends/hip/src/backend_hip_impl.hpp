@@ -172,6 +172,7 @@ class HipBackend final : public Backend {
   };
   std::vector<PinnedChunk> pinned_;
   std::vector<Later> later_;
+  int draining_ = 0;  // callbacks running (a callback may synchronise: drain nests)
   std::byte* pinned_bytes(size_t bytes);
   void drain();
 };

@@ -30,8 +30,8 @@ struct Bf16F25Tile {
                               unsigned lane) const {
     for (unsigned q = 0; q < ks; q += 16) {
       const int n = int(ks - q < 16 ? ks - q : 16);
-      acc = fused_group_packed_lanes<16>(
-          n, lane, [&](int t) { return a.v[q + t][ia]; }, [&](int t) { return b.v[q + t][jb]; }, acc, 25, false);
+      acc = fused_group_packed_lanes<16, 25>(
+          n, lane, [&](int t) { return a.v[q + t][ia]; }, [&](int t) { return b.v[q + t][jb]; }, acc, false);
     }
     return acc;
   }

@@ -35,8 +35,8 @@ struct Fp8Chunk128Tile {
     float chunk = 0.0f;
     for (unsigned q = 0; q < ks; q += 32) {
       const int n = int(ks - q < 32 ? ks - q : 32);
-      chunk = fused_group_packed_lanes<32>(
-          n, lane, [&](int t) { return a.v[q + t][ia]; }, [&](int t) { return b.v[q + t][jb]; }, chunk, 13, true);
+      chunk = fused_group_packed_lanes<32, 13>(
+          n, lane, [&](int t) { return a.v[q + t][ia]; }, [&](int t) { return b.v[q + t][jb]; }, chunk, true);
     }
     return hd::fp8_chunk_promote(acc, chunk, a.sinv[ia], b.sinv[jb]);
   }

@@ -33,8 +33,8 @@ struct MxF13Tile {
                               unsigned lane) const {
     for (unsigned q = 0; q < ks; q += 32) {
       const int n = int(ks - q < 32 ? ks - q : 32);
-      const float d = fused_group_packed_lanes<32>(
-          n, lane, [&](int t) { return a.v[q + t][ia]; }, [&](int t) { return b.v[q + t][jb]; }, 0.0f, 13, true);
+      const float d = fused_group_packed_lanes<32, 13>(
+          n, lane, [&](int t) { return a.v[q + t][ia]; }, [&](int t) { return b.v[q + t][jb]; }, 0.0f, true);
       acc = hd::mx_f13_block(acc, d, a.e8m0[q / 32][ia], b.e8m0[q / 32][jb]);
     }
     return acc;

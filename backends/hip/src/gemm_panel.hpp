@@ -87,6 +87,8 @@ struct Launch {
 
 constexpr unsigned kTile = 32;          // rows of B per block, and the most rows of A
 constexpr unsigned kTileThreads = 256;  // thread t: B row t % kTile, A rows t / kTile + 8 q
+constexpr unsigned kSmallTA = 8;        // rows of A of the small tile: one output per thread
+constexpr unsigned kLanesTB = 4;        // rows of B of a lanes block (x 256 / W / 4 rows of A)
 constexpr unsigned kSlab = 128;
 /// Words per k of a slab: one more than kTile, so that threads writing
 /// neighbouring k (staging along K) hit different shared-memory banks.
@@ -131,7 +133,7 @@ __device__ inline void stage_elements(const PanelView& p, size_t r0, size_t R, u
 template <class Cls, unsigned TA>
 __global__ void __launch_bounds__(kTileThreads) gemm_tile_kernel(LaunchBatch batch, Cls cls) {
   constexpr unsigned kPerThread = TA * kTile / kTileThreads, kRowStep = kTileThreads / kTile;
-  static_assert(TA <= kTile && kPerThread >= 1, "a block covers TA x kTile outputs");
+  static_assert(TA <= kTile && kPerThread >= 1 && TA % kRowStep == 0, "a block covers TA x kTile outputs, all of them");
   const Launch& L = batch.g[blockIdx.z];
   const size_t jb0 = size_t(blockIdx.x) * kTile;
   if (jb0 >= L.RB) return;  // the whole block leaves together, before any barrier
@@ -192,10 +194,10 @@ __device__ inline int32_t lanes_sum_i32(int32_t v) {
 /// in int32. A group with a special anywhere in the warp takes the
 /// sequential form in every lane (the same value in all of them), so the
 /// shuffles below always see all 32 lanes.
-template <unsigned W, class A, class B>
-__device__ inline float fused_group_packed_lanes(int n, unsigned lane, const A& a, const B& b, float c, int F,
-                                                 bool e8m13) {
+template <unsigned W, int F, class A, class B>
+__device__ inline float fused_group_packed_lanes(int n, unsigned lane, const A& a, const B& b, float c, bool e8m13) {
   static_assert(W == 16 || W == 32, "a group is 16 or 32 products");
+  static_assert((uint64_t(W) << (F + 2)) <= (uint64_t(1) << 31), "W terms below 2^(F + 2) must sum in int32");
   const bool has = int(lane) < n;
   const hd::PackedVal pa = has ? a(int(lane)) : hd::PackedVal{0, 0}, pb = has ? b(int(lane)) : hd::PackedVal{0, 0};
   const hd::ExactVal cx = hd::exact_of_float(c);
@@ -217,7 +219,8 @@ __device__ inline float fused_group_packed_lanes(int n, unsigned lane, const A& 
 /// outputs, one per group of kLanes lanes.
 template <class Cls>
 __global__ void __launch_bounds__(kTileThreads) gemm_lanes_kernel(LaunchBatch batch, Cls cls) {
-  constexpr unsigned W = Cls::kLanes, TB = 4, TA = kTileThreads / W / TB;
+  constexpr unsigned W = Cls::kLanes, TB = kLanesTB, TA = kTileThreads / W / TB;
+  static_assert(TA * TB * W == kTileThreads && TA >= 1, "one group of W lanes per output of the block");
   const Launch& L = batch.g[blockIdx.z];
   const size_t jb0 = size_t(blockIdx.x) * TB;
   if (jb0 >= L.RB) return;  // the whole block leaves together, before any barrier
@@ -274,19 +277,19 @@ void launch(const Launch* ls, size_t n, Cls cls, hipStream_t s, const char* name
     int nb = 0;
     size_t rows_a = 0, rows_b = 0;
   } pend[3];
-  constexpr unsigned kLanesTA = Cls::kLanes ? kTileThreads / 4 / Cls::kLanes : 1;
+  constexpr unsigned kLanesTA = Cls::kLanes ? kTileThreads / kLanesTB / Cls::kLanes : 1;
   auto flush = [&](TileKind kind) {
     Pending& p = pend[int(kind)];
     if (p.nb == 0) return;
-    const unsigned ta = kind == TileKind::Large ? kTile : kind == TileKind::Small ? 8 : kLanesTA;
-    const unsigned tb = kind == TileKind::Lanes ? 4 : kTile;
+    const unsigned ta = kind == TileKind::Large ? kTile : kind == TileKind::Small ? kSmallTA : kLanesTA;
+    const unsigned tb = kind == TileKind::Lanes ? kLanesTB : kTile;
     const size_t tiles_a = (p.rows_a + ta - 1) / ta, tiles_b = (p.rows_b + tb - 1) / tb;
     if (tiles_b > 0x7FFFFFFFu) throw std::invalid_argument(std::string(name) + ": output exceeds the grid");
     // Rows of A beyond 65535 tiles are walked by the blocks' own loop.
     const dim3 grid{unsigned(tiles_b), unsigned(tiles_a < 65535 ? tiles_a : 65535), unsigned(p.nb)};
     switch (kind) {
       case TileKind::Large: gemm_tile_kernel<Cls, kTile><<<grid, kTileThreads, 0, s>>>(p.batch, cls); break;
-      case TileKind::Small: gemm_tile_kernel<Cls, 8><<<grid, kTileThreads, 0, s>>>(p.batch, cls); break;
+      case TileKind::Small: gemm_tile_kernel<Cls, kSmallTA><<<grid, kTileThreads, 0, s>>>(p.batch, cls); break;
       case TileKind::Lanes:
         if constexpr (Cls::kLanes > 0) gemm_lanes_kernel<Cls><<<grid, kTileThreads, 0, s>>>(p.batch, cls);
         break;

@@ -260,7 +260,9 @@ class Backend {
 /// Resolves a backend's deferred values if the scope it guards is left by an
 /// exception, so that no value is delivered later into a destination that no
 /// longer exists (errors while resolving are dropped: the first one is
-/// already on its way).
+/// already on its way). A scope left normally must call resolve_deferred()
+/// itself before its destinations go (every return path of it), where an
+/// error can still be thrown.
 class DeferredScope {
  public:
   explicit DeferredScope(Backend& be) : be_(be), live_(std::uncaught_exceptions()) {}

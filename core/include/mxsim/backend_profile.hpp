@@ -118,7 +118,7 @@ class ProfilingBackend final : public Backend {
     kFpropQ, kFpropBf16, kDgradQ, kDgradBf16, kWgradQ, kWgradBf16, kAccumulate,
     kSoftmax, kTopk, kRoute, kPermute, kCombine, kCombineBackward, kAuxLoss, kRouterBackward, kEmbedGrad,
     kActivation, kActivationGrad, kCrossEntropy, kArgmax, kCountCorrect, kL2Norm, kAdamW, kDeOsc, kOsc,
-    kSlots
+    kResolve, kSlots
   };
   struct Stat {
     uint64_t calls = 0;

@@ -1,14 +1,14 @@
 // The truncated fused group of docs/numerics.md §5.3 over elements decoded
 // once into 32 bits: the form the tiled GPU kernels stage in shared memory
-// (backends/hip/src/gemm_tile.hpp), so that each product costs a few integer
+// (backends/hip/src/gemm_panel.hpp), so that each product costs a few integer
 // instructions instead of a decode, an ExactVal and 64-bit shifts.
 //
 // The result is hd::fused_group's, bit for bit: the same E (the products'
 // alignment exponents and floor(log2 |c|), zeros as -126), the same
 // truncation of every term and of c to a multiple of 2^(E - F), the same
 // exact sum and rounding (hd::rz_to_frac). A group with a special (a NaN or
-// Inf element or c) takes hd::fused_group itself. tests/test_gemm_packed.cpp
-// checks both against exact arithmetic.
+// Inf element or c) takes hd::fused_group itself. tests/test_gemm_block.cpp
+// (GemmPacked.*) checks it against exact arithmetic.
 #pragma once
 #include <cstdint>
 

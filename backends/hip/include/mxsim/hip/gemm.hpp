@@ -17,13 +17,15 @@
 //   E8M0 x E8M0, any E4M3/E5M2/E3M2      mx-f13        (gemm_mx_f13.hip)
 //   FP32 x FP32 scale_inv, E4M3/E5M2     fp8-chunk128  (gemm_fp8_chunk128.hip)
 //   BF16 x BF16 (unscaled)               bf16-f25      (gemm_bf16_f25.hip)
-// Every output element is computed by one warp walking K ascending in the
-// contract's blocks (no split-K, no atomics): the lanes split each block's
-// order-free part (an exact integer dot, a fused group's maximum exponent and
-// exact sum) and combine by shuffles; the steps are those of
-// core/include/mxsim/hd/gemm_block.hpp. Groups of one call run side by side
-// (up to 16 per kernel launch). The fast matrix-unit paths (IMMA / wgmma,
-// MFMA) will sit behind these same entry points.
+// Every output element walks K ascending in the contract's blocks (no
+// split-K, no atomics), with the steps of core/include/mxsim/hd/gemm_block.hpp:
+// tiled kernels stage each 128-slab of A and B in shared memory, decoded once
+// per element, and one thread walks an output (large and small tiles), or the
+// lanes of a warp share one output's fused groups, their order-free parts
+// (maximum exponent, exact sum) combined by shuffles (GemmKernel). Groups of
+// one call run side by side (up to 16 per kernel launch). The fast
+// matrix-unit paths (IMMA / wgmma, MFMA) will sit behind these same entry
+// points.
 //
 // Output: FP32 accumulator written as FP32, or rounded once to BF16 (RNE)
 // and written as FP32 (GemmParams::out_bf16). With `accumulate` the
