@@ -86,10 +86,11 @@ MXSIM_HD inline int packed_align(PackedVal a, PackedVal b, int32_t prod) {
 
 /// sign(prod) * floor(|prod| * 2^(exp - lsb)): trunc_units of the product.
 MXSIM_HD inline int64_t packed_trunc(int32_t prod, int exp, int lsb) {
+  if (prod == 0) return 0;  // a zero element's exponent is arbitrary: no shift of it is defined
   const uint32_t m = uint32_t(prod < 0 ? -prod : prod);
   const int sh = exp - lsb;
-  // A term's units are below 2^(F + 2) <= 2^27 (gemm_block.hpp), so a left
-  // shift stays inside 64 bits; a right shift of 32 or more leaves nothing.
+  // A non-zero term's units are below 2^(F + 2) <= 2^27 (gemm_block.hpp), so
+  // a left shift stays inside 64 bits; a right shift of 32 or more leaves nothing.
   const uint64_t r = sh >= 0 ? uint64_t(m) << sh : (sh <= -32 ? 0u : uint64_t(m >> -sh));
   return prod < 0 ? -int64_t(r) : int64_t(r);
 }
