@@ -39,6 +39,9 @@ int run(const Args& args) {
       ("elem-dtype", po::value<std::string>(), "element format of U8 codes (torchao names: float8_e4m3fn, float8_e5m2, "
        "fp6_e2m3, fp6_e3m2, float4_e2m1fn_x2; or e4m3, ...)")
       ("block-size", po::value<std::string>(), "torchao block size along the last axis, 1 to 65536 (default 32)")
+      ("scale-layout", po::value<std::string>()->default_value("plain"),
+       "torchao scales: plain [.., ceil(K/block)] | blocked (the swizzled 128 x 4 tiles of cuBLAS / CUTLASS "
+       "block-scaled GEMMs, torchao to_blocked; padding never read)")
       ("dtype", po::value<std::string>()->default_value("fp32"), "output dtype: fp32 | bf16 (one RNE rounding)")
       ("tensor", po::value<std::vector<std::string>>(), "only this output tensor (repeatable)");
   add_format_options(opts, true, "the summary");
@@ -67,6 +70,7 @@ int run(const Args& args) {
   std::optional<Format> elem;
   if (p.has("elem-dtype")) elem = elem_from_name(p.str("elem-dtype"));
   const int block = int(int_option(p, "block-size", 1, 65536, 32));
+  const bool blocked = scale_layout_option(p);
   const std::string dt = p.str("dtype");
   if (dt != "fp32" && dt != "bf16") throw UsageError("--dtype must be fp32 or bf16, not '" + dt + "'");
   if (p.has("output") && p.str("output").empty()) throw UsageError("-o OUT is empty");
@@ -113,7 +117,7 @@ int run(const Args& args) {
     std::vector<size_t> shape;
     QuantizedTensor q;
     try {
-      q = load_quantized(j, all, elem, block, shape, notes);
+      q = load_quantized(j, all, elem, block, shape, notes, blocked);
     } catch (const std::invalid_argument& e) {
       throw std::runtime_error("tensor '" + j.name + "' (" + j.layout + " layout): " + e.what());
     }

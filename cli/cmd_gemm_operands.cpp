@@ -86,7 +86,7 @@ Operand bf16_operand(const std::string& role, const io::RawTensor& t) {
 }
 
 Operand read_operand(const std::string& role, const std::vector<std::string>& paths, const std::optional<std::string>& want,
-                     const std::string& layout, std::optional<Format> elem, int block, Notes& notes) {
+                     const std::string& layout, std::optional<Format> elem, int block, bool blocked, Notes& notes) {
   Operand o;
   QuantSources all;
   try {
@@ -133,7 +133,7 @@ Operand read_operand(const std::string& role, const std::vector<std::string>& pa
   o.layout = j.layout;
   std::vector<size_t> shape;
   try {
-    o.q = load_quantized(j, all, elem, block, shape, notes);
+    o.q = load_quantized(j, all, elem, block, shape, notes, blocked);
   } catch (const std::invalid_argument& e) {
     throw std::runtime_error(role + ": tensor '" + j.name + "' (" + j.layout + " layout): " + e.what());
   }
@@ -204,6 +204,9 @@ void add_operand_options(po::options_description& opts) {
       ("a-elem-dtype", po::value<std::string>(), "element format of A's U8 codes (overrides --elem-dtype)")
       ("b-elem-dtype", po::value<std::string>(), "element format of B's U8 codes (overrides --elem-dtype)")
       ("block-size", po::value<std::string>(), "torchao block size along the last axis (default 32)")
+      ("scale-layout", po::value<std::string>()->default_value("plain"),
+       "torchao scales: plain [.., ceil(K/block)] | blocked (the swizzled 128 x 4 tiles of cuBLAS / CUTLASS "
+       "block-scaled GEMMs, torchao to_blocked; padding never read)")
       ("m-splits", po::value<std::string>(), "rows of A per group of B, e.g. 3,0,5 (sum M; default: one group)")
       ("accumulate", po::value<std::string>(), "C.npy: FP32 [M, N] initial output the accumulator starts from")
       ("out-dtype", po::value<std::string>()->default_value("fp32"), "fp32 | bf16 (the FP32 accumulator, RNE once)")
@@ -230,6 +233,7 @@ int run_gemm_operands(const Parsed& p) {
   if (p.has("a-elem-dtype")) ea = elem_from_name(p.str("a-elem-dtype"));
   if (p.has("b-elem-dtype")) eb = elem_from_name(p.str("b-elem-dtype"));
   const int block = int(int_option(p, "block-size", 1, 65536, 32));
+  const bool blocked = scale_layout_option(p);
   const std::string od = p.str("out-dtype");
   if (od != "fp32" && od != "bf16") throw UsageError("--out-dtype must be fp32 or bf16, not '" + od + "'");
   const std::string impl = p.str("impl");
@@ -244,8 +248,8 @@ int run_gemm_operands(const Parsed& p) {
   const auto opt_str = [&](const char* n) { return p.has(n) ? std::optional<std::string>(p.str(n)) : std::nullopt; };
 
   Notes notes{"gemm", {}};
-  const Operand A = read_operand("A", p.vm["a"].as<std::vector<std::string>>(), opt_str("a-tensor"), layout, ea, block, notes);
-  const Operand B = read_operand("B", p.vm["b"].as<std::vector<std::string>>(), opt_str("b-tensor"), layout, eb, block, notes);
+  const Operand A = read_operand("A", p.vm["a"].as<std::vector<std::string>>(), opt_str("a-tensor"), layout, ea, block, blocked, notes);
+  const Operand B = read_operand("B", p.vm["b"].as<std::vector<std::string>>(), opt_str("b-tensor"), layout, eb, block, blocked, notes);
   if (A.cols != B.cols)
     throw std::runtime_error("K differs: " + A.what() + " is " + io::shape_str(A.shape()) + " [M, K], " + B.what() +
                              " is " + io::shape_str(B.shape()) + (B.groups > 1 ? " [G, N, K]" : " [N, K]"));

@@ -11,6 +11,7 @@
 #include "mxsim/format.hpp"
 #include "mxsim/io/tensor_file.hpp"
 #include "mxsim/quantized_tensor.hpp"
+#include "common.hpp"
 #include "tensor_io.hpp"
 
 namespace mxsim::cli {
@@ -48,10 +49,15 @@ std::vector<QuantJob> find_quant_jobs(const QuantSources& all, const std::string
 /// The QuantizedTensor of one job and the shape its values take
 /// (`out_shape`, e.g. torchao's [.., K] for packed [.., K/2] E2M1 bytes).
 /// `elem` overrides the element format of U8 codes; `block` is torchao's block
-/// size. Throws std::invalid_argument (layout::from_* shape checks),
-/// std::runtime_error for a missing tensor or metadata, UsageError when U8
-/// torchao codes need --elem-dtype.
+/// size; `blocked_scales`: torchao's scale tensor is in the swizzled layout
+/// of block-scaled GEMMs (layout::unswizzle_blocked_scales; any shape holding
+/// the padded byte count). Throws std::invalid_argument (layout::from_* shape
+/// checks), std::runtime_error for a missing tensor or metadata, UsageError
+/// when U8 torchao codes need --elem-dtype.
+/// --scale-layout plain | blocked (UsageError otherwise): whether torchao scales are swizzled.
+bool scale_layout_option(const Parsed& p);
+
 QuantizedTensor load_quantized(const QuantJob& j, const QuantSources& all, std::optional<Format> elem, int block,
-                               std::vector<size_t>& out_shape, Notes& notes);
+                               std::vector<size_t>& out_shape, Notes& notes, bool blocked_scales = false);
 
 }  // namespace mxsim::cli

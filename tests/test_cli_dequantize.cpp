@@ -94,3 +94,37 @@ TEST(CliDequantize, TeFloat8TensorAndTorchaoPair) {
   EXPECT_NE(r.err.find("need 2 scales per row"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(s.p / "b.npy"));
 }
+
+// torchao scales in the swizzled layout of block-scaled GEMMs
+// (--scale-layout blocked): 130 rows x 2 blocks of E5M2 code 0x3C (1.0);
+// scale (r, c) = 2^(r % 7 + c), stored in the 128 x 4 tiles by the cuBLAS rule
+// (tile (r / 128, c / 4), byte (r % 32) * 16 + (r % 128 / 32) * 4 + c % 4),
+// every padding byte 0xFF (a NaN scale): the output is 2^(r % 7 + c) in each
+// block, no NaN.
+TEST(CliDequantize, TorchaoBlockedScalesIgnorePoisonedPadding) {
+  CliSandbox s;
+  const size_t rows = 130, blocks = 2, K = 64;
+  s.put("t.qdata.npy", npy_bytes("|u1", "(130, 64)", std::string(rows * K, '\x3C')));
+  std::string blocked(2 * 128 * 4, char(0xFF));  // two row tiles of one column tile
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t c = 0; c < blocks; ++c)
+      blocked[(r / 128) * 512 + (r % 32) * 16 + (r % 128 / 32) * 4 + c] = char(127 + r % 7 + c);
+  s.put("t.scale.npy", npy_bytes("|u1", "(1024,)", blocked));
+  auto r = s.mxsim("dequantize --elem-dtype e5m2 --scale-layout blocked t.qdata.npy t.scale.npy -o t.npy");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::vector<float> v = values(mxsim::io::read_npy(s.p / "t.npy"));
+  ASSERT_EQ(v.size(), rows * K);
+  for (size_t i = 0; i < v.size(); ++i) {
+    const size_t row = i / K, c = (i % K) / 32;
+    ASSERT_EQ(v[i], std::ldexp(1.0f, int(row % 7 + c))) << "row " << row << " block " << c;
+  }
+  // The byte count must be the padded one; a plain-shaped scale is refused with the sizes.
+  s.put("u.qdata.npy", npy_bytes("|u1", "(130, 64)", std::string(rows * K, '\x3C')));
+  s.put("u.scale.npy", npy_bytes("|u1", "(130, 2)", std::string(rows * blocks, char(127))));
+  r = s.mxsim("dequantize --elem-dtype e5m2 --scale-layout blocked u.qdata.npy u.scale.npy -o u.npy");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("padded to [256, 4] need 1024"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(s.p / "u.npy"));
+  r = s.mxsim("dequantize --elem-dtype e5m2 --scale-layout swizzled u.qdata.npy u.scale.npy");
+  EXPECT_EQ(r.rc, 2);
+}

@@ -90,6 +90,23 @@ QuantizedTensor from_torchao(Format elem, int block_size, const std::vector<size
   return from_mxsim(mx_spec(elem, 1, block_size), G, R, K, false, qdata, scale, {});
 }
 
+std::vector<uint8_t> unswizzle_blocked_scales(std::span<const uint8_t> blocked, size_t groups, size_t rows, size_t cols) {
+  const size_t pr = roundup(rows, 128), pc = roundup(cols, 4), per = pr * pc;
+  if (blocked.size() != groups * per)
+    bad("swizzled scales hold " + std::to_string(blocked.size()) + " bytes; " + std::to_string(groups) + " x [" +
+        std::to_string(rows) + ", " + std::to_string(cols) + "] scales padded to [" + std::to_string(pr) + ", " +
+        std::to_string(pc) + "] need " + std::to_string(groups * per));
+  const size_t col_tiles = pc / 4;
+  std::vector<uint8_t> plain(groups * rows * cols);
+  for (size_t g = 0; g < groups; ++g)
+    for (size_t r = 0; r < rows; ++r)
+      for (size_t c = 0; c < cols; ++c) {
+        const size_t tile = (r / 128) * col_tiles + c / 4, rr = r % 128;
+        plain[(g * rows + r) * cols + c] = blocked[g * per + tile * 512 + (rr % 32) * 16 + (rr / 32) * 4 + c % 4];
+      }
+  return plain;
+}
+
 QuantizedTensor from_te_mxfp8(Format elem, bool columnwise, const std::vector<size_t>& ds, std::span<const uint8_t> data,
                               const std::vector<size_t>& ss, std::span<const uint8_t> scale) {
   if (elem != Format::E4M3 && elem != Format::E5M2) bad("TE MXFP8 elements are E4M3 or E5M2");

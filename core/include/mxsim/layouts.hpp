@@ -13,8 +13,9 @@
 //   torchao   MXTensor (torchao/prototype/mx_formats/mx_tensor.py): qdata
 //             [..., K] (E2M1: [..., K/2] packed as float4_e2m1fn_x2), scale
 //             [..., ceil(K/block_size)] E8M0 (float8_e8m0fnu), blocks along the
-//             last axis; leading axes are rows (3-D [E, N, K]: E groups). The
-//             swizzled ("blocked") scale layout is not read.
+//             last axis; leading axes are rows (3-D [E, N, K]: E groups).
+//             Scales may also be given in the swizzled "blocked" layout the
+//             block-scaled GEMMs consume (unswizzle_blocked_scales).
 //   te        TransformerEngine MXFP8Tensor: rowwise data [M, K], rowwise
 //             scale_inv [roundup(M, 128), roundup(ceil(K/32), 4)] E8M0;
 //             columnwise data [M, K] (not transposed), columnwise scale_inv
@@ -44,6 +45,18 @@ QuantizedTensor from_mxsim(const QuantSpec& spec, size_t groups, size_t rows, si
 QuantizedTensor from_torchao(Format elem, int block_size, const std::vector<size_t>& qdata_shape,
                              std::span<const uint8_t> qdata, const std::vector<size_t>& scale_shape,
                              std::span<const uint8_t> scale);
+
+/// The plain [rows, cols] E8M0 scales of one matrix from the swizzled layout
+/// that cuBLAS / CUTLASS block-scaled GEMMs read and torchao's `to_blocked`
+/// writes (cuBLAS docs, "1D Block Scaling Factors Layout"): rows padded to a
+/// multiple of 128 and cols to a multiple of 4, cut into 128 x 4 tiles stored
+/// one after another in (row tile, col tile) order, 512 bytes each, with
+/// scale (r, c) of a tile at byte (r % 32) * 16 + (r / 32) * 4 + c.
+/// `blocked` holds `groups` such matrices one after another (3-D weights:
+/// one per expert). The padding bytes are never read. Throws
+/// std::invalid_argument unless blocked.size() is exactly
+/// groups x roundup(rows, 128) x roundup(cols, 4).
+std::vector<uint8_t> unswizzle_blocked_scales(std::span<const uint8_t> blocked, size_t groups, size_t rows, size_t cols);
 
 /// TransformerEngine MXFP8Tensor rowwise (columnwise = false) or columnwise data
 /// with its padded E8M0 scale_inv. elem: E4M3 or E5M2.

@@ -1,0 +1,105 @@
+// The swizzled ("blocked") E8M0 scale layout of cuBLAS / CUTLASS block-scaled
+// GEMMs (layout::unswizzle_blocked_scales). The oracle builds the layout the
+// way torchao's `to_blocked` defines it, as a sequence of reshapes and axis
+// permutations (pad to [128 a, 4 b]; view [a, 128, b, 4]; permute to
+// [a, b, 128, 4]; view [a b, 4, 32, 4]; swap axes 1 and 2; flatten), walked
+// index by index here, not from the closed form the library uses. Padding
+// bytes are poisoned (0xFF, a NaN scale) to show they are never read.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "mxsim/layouts.hpp"
+
+using namespace mxsim;
+
+namespace {
+
+/// to_blocked of one [rows, cols] matrix, padding filled with `pad`.
+std::vector<uint8_t> to_blocked_reference(const std::vector<uint8_t>& s, size_t rows, size_t cols, uint8_t pad) {
+  const size_t a = (rows + 127) / 128, b = (cols + 3) / 4;
+  // padded [128 a, 4 b]
+  std::vector<uint8_t> p(a * 128 * b * 4, pad);
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t c = 0; c < cols; ++c) p[r * b * 4 + c] = s[r * cols + c];
+  // view [a, 128, b, 4] -> permute (0, 2, 1, 3): t1[i][j][k][l] = p[i][k][j][l], shape [a, b, 128, 4]
+  // view [a b, 4, 32, 4]: the 128 axis k = 32 u + v  ->  t2[n][u][v][l], n = i b + j
+  // transpose (1, 2): t3[n][v][u][l] = t2[n][u][v][l]; flatten t3 (shape [a b, 32, 4, 4]).
+  std::vector<uint8_t> out(p.size());
+  size_t o = 0;
+  for (size_t n = 0; n < a * b; ++n)
+    for (size_t v = 0; v < 32; ++v)
+      for (size_t u = 0; u < 4; ++u)
+        for (size_t l = 0; l < 4; ++l) {
+          const size_t i = n / b, j = n % b, k = 32 * u + v;
+          out[o++] = p[(i * 128 + k) * (b * 4) + j * 4 + l];
+        }
+  return out;
+}
+
+std::vector<uint8_t> random_scales(std::mt19937& g, size_t n) {
+  std::vector<uint8_t> s(n);
+  for (uint8_t& v : s) v = uint8_t(100 + g() % 55);  // finite E8M0 bytes, never the 0xFF poison
+  return s;
+}
+
+}  // namespace
+
+// cuBLAS's statement of the layout, one tile: scale (33, 2) of a 128 x 4 tile
+// sits at byte (33 % 32) * 16 + (33 / 32) * 4 + 2 = 22, scale (127, 3) at 511.
+TEST(BlockedScales, PublishedPositionsInOneTile) {
+  std::vector<uint8_t> plain(128 * 4, 0);
+  plain[33 * 4 + 2] = 7;
+  plain[127 * 4 + 3] = 9;
+  const std::vector<uint8_t> blocked = to_blocked_reference(plain, 128, 4, 0xFF);
+  EXPECT_EQ(blocked[22], 7);
+  EXPECT_EQ(blocked[511], 9);
+  EXPECT_EQ(layout::unswizzle_blocked_scales(blocked, 1, 128, 4), plain);
+}
+
+// Ragged shapes (rows and cols not multiples of 128 and 4), several tiles in
+// both directions, and groups one after another; poisoned padding.
+TEST(BlockedScales, RoundTripsEveryShapeWithPoisonedPadding) {
+  std::mt19937 g(5);
+  for (const auto [rows, cols] : {std::pair<size_t, size_t>{1, 1}, {5, 3}, {128, 4}, {129, 5}, {200, 7}, {300, 12}}) {
+    for (size_t groups : {1u, 3u}) {
+      std::vector<uint8_t> plain, blocked;
+      for (size_t e = 0; e < groups; ++e) {
+        const std::vector<uint8_t> s = random_scales(g, rows * cols);
+        const std::vector<uint8_t> b = to_blocked_reference(s, rows, cols, 0xFF);
+        plain.insert(plain.end(), s.begin(), s.end());
+        blocked.insert(blocked.end(), b.begin(), b.end());
+      }
+      EXPECT_EQ(layout::unswizzle_blocked_scales(blocked, groups, rows, cols), plain)
+          << groups << " x [" << rows << ", " << cols << "]";
+    }
+  }
+}
+
+// The blocked scales give the same QuantizedTensor as the plain torchao ones.
+TEST(BlockedScales, FeedTheTorchaoReaderUnchanged) {
+  std::mt19937 g(6);
+  const size_t rows = 130, K = 96;  // 3 blocks of 32 per row
+  std::vector<uint8_t> qdata(rows * K / 2);
+  for (uint8_t& b : qdata) b = uint8_t(g());
+  const std::vector<uint8_t> s = random_scales(g, rows * 3);
+  const QuantizedTensor a = layout::from_torchao(Format::E2M1, 32, {rows, K / 2}, qdata, {rows, 3}, s);
+  const std::vector<uint8_t> un = layout::unswizzle_blocked_scales(to_blocked_reference(s, rows, 3, 0xFF), 1, rows, 3);
+  const QuantizedTensor b = layout::from_torchao(Format::E2M1, 32, {rows, K / 2}, qdata, {rows, 3}, un);
+  ASSERT_EQ(a.scale_bytes.size(), b.scale_bytes.size());
+  EXPECT_TRUE(std::equal(a.scale_bytes.begin(), a.scale_bytes.end(), b.scale_bytes.begin()));
+}
+
+TEST(BlockedScales, WrongSizeIsRefusedNamingTheShapes) {
+  const std::vector<uint8_t> short_by_one(128 * 4 - 1);
+  try {
+    layout::unswizzle_blocked_scales(short_by_one, 1, 100, 3);
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("padded to [128, 4] need 512"), std::string::npos) << e.what();
+  }
+}
