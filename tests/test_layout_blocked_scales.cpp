@@ -103,3 +103,22 @@ TEST(BlockedScales, WrongSizeIsRefusedNamingTheShapes) {
     EXPECT_NE(std::string(e.what()).find("padded to [128, 4] need 512"), std::string::npos) << e.what();
   }
 }
+
+// TransformerEngine's padded MXFP8 scale_inv (rowwise [roundup(M, 128),
+// roundup(ceil(K/32), 4)], columnwise [roundup(ceil(M/32), 4), roundup(K, 128)]):
+// padding poisoned with 0xFF (a NaN scale) never reaches the tensor read.
+TEST(TePaddedScales, PoisonedPaddingNeverReachesTheTensor) {
+  const size_t M = 3, K = 64;  // rowwise: 2 blocks per row; columnwise: 1 block per column
+  const std::vector<uint8_t> data(M * K, 0x38);  // E4M3 1.0
+  std::vector<uint8_t> row(128 * 4, 0xFF), col(4 * 128, 0xFF);
+  for (size_t r = 0; r < M; ++r)
+    for (size_t b = 0; b < 2; ++b) row[r * 4 + b] = uint8_t(120 + r * 2 + b);
+  for (size_t c = 0; c < K; ++c) col[c] = uint8_t(100 + c % 50);
+  const QuantizedTensor qr = layout::from_te_mxfp8(Format::E4M3, false, {M, K}, data, {128, 4}, row);
+  ASSERT_EQ(qr.scale_bytes.size(), M * 2);
+  for (size_t r = 0; r < M; ++r)
+    for (size_t b = 0; b < 2; ++b) EXPECT_EQ(qr.scale_bytes(0, r, b), 120 + r * 2 + b);
+  const QuantizedTensor qc = layout::from_te_mxfp8(Format::E4M3, true, {M, K}, data, {4, 128}, col);
+  ASSERT_EQ(qc.scale_bytes.size(), K);  // transposed storage [K, 1]
+  for (size_t c = 0; c < K; ++c) EXPECT_EQ(qc.scale_bytes(0, c, 0), 100 + c % 50) << c;
+}
