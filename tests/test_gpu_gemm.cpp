@@ -415,6 +415,38 @@ TEST(GpuGemm, EmptyGroupsAndEmptyContraction) {
   for (float v : yk) EXPECT_EQ(std::bit_cast<uint32_t>(v), 0u);
 }
 
+// More rows of A than the grid's y extent holds tiles of (65535 x 8 rows for
+// the small tile): the blocks' own loop walks the rest. M = 65535 x 8 + 9,
+// N = 3, K = 32, MXFP4 with random codes, every kernel kind forced; all
+// outputs compared with the emulator, the last rows (past the grid) included.
+TEST(GpuGemm, RowsBeyondTheGridAreWalked) {
+  REQUIRE_GPU();
+  std::mt19937 g(91);
+  const size_t M = 65535 * 8 + 9, N = 3, K = 32;
+  const Tensor2f x = rand2(g, M, K, 3);
+  const Tensor3f w = rand3(g, 1, N, K, 3);
+  const QuantizedTensor qx = quantize(x, tensor_recipe("mxfp4"), Axis::Cols);
+  const QuantizedTensor qw = quantize(w, tensor_recipe("mxfp4"), Axis::Cols);
+  const int64_t ms[] = {int64_t(M)};
+  Tensor2f ref = Tensor2f::from_shape({M, N});
+  grouped_fprop(qx, qw, ms, ref, ref_opt(false, false));
+  const hip::DeviceQuantized dx = gputest::upload(qx, "X"), dw = gputest::upload(qw, "W");
+  for (hip::GemmKernel k : {hip::GemmKernel::Auto, hip::GemmKernel::LargeTile, hip::GemmKernel::SmallTile}) {
+    hip::DeviceBuffer out(M * N * sizeof(float), "y");
+    hip::GemmParams gp;
+    gp.kernel = k;
+    hip::grouped_fprop(hip::GemmOperand::from_quantized(dx.t), hip::GemmOperand::from_quantized(dw.t), ms,
+                       out.as<float>(), gp);
+    std::vector<float> got(M * N);
+    out.download(got.data(), got.size() * sizeof(float));
+    size_t bad = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+      if (std::bit_cast<uint32_t>(got[i]) != std::bit_cast<uint32_t>(ref.data()[i]) && bad++ < 5)
+        ADD_FAILURE() << "kernel " << int(k) << " output " << i << " (row " << i / N << ")";
+    EXPECT_EQ(bad, 0u) << "kernel " << int(k);
+  }
+}
+
 TEST(GpuGemm, BadInputThrowsAndLaunchesNothing) {
   REQUIRE_GPU();
   std::mt19937 g(1);
