@@ -157,16 +157,7 @@ QuantizedTensor load_quantized(const QuantJob& j, const QuantSources& all, std::
     if (d.t.dtype == io::DType::F4) qs.back() /= 2;
     out_shape = qs;
     if (*f == Format::E2M1) out_shape.back() *= 2;
-    if (blocked_scales) {  // the swizzled layout of block-scaled GEMMs: back to [.., ceil(K / block)]
-      if (qs.empty() || qs.size() > 3) throw std::invalid_argument("qdata of '" + b + "' must be 1-D to 3-D");
-      const size_t K = (*f == Format::E2M1 ? 2 : 1) * qs.back(), cols = (K + size_t(block) - 1) / size_t(block);
-      const size_t groups = qs.size() == 3 ? qs[0] : 1, rows = qs.size() == 1 ? 1 : qs[qs.size() - 2];
-      const std::vector<uint8_t> plain = layout::unswizzle_blocked_scales(sc.t.bytes, groups, rows, cols);
-      std::vector<size_t> ps(qs.begin(), qs.end() - 1);
-      ps.push_back(cols);
-      return layout::from_torchao(*f, block, qs, d.t.bytes, ps, plain);
-    }
-    return layout::from_torchao(*f, block, qs, d.t.bytes, sc.t.shape, sc.t.bytes);
+    return layout::from_torchao(*f, block, qs, d.t.bytes, sc.t.shape, sc.t.bytes, blocked_scales);
   }
   // TransformerEngine
   const std::string dn = j.layout == "te-rowwise" ? "._rowwise_data" : j.layout == "te-columnwise" ? "._columnwise_data" : "._data";

@@ -65,7 +65,7 @@ TEST(BlockedScales, PublishedPositionsInOneTile) {
 // both directions, and groups one after another; poisoned padding.
 TEST(BlockedScales, RoundTripsEveryShapeWithPoisonedPadding) {
   std::mt19937 g(5);
-  for (const auto [rows, cols] : {std::pair<size_t, size_t>{1, 1}, {5, 3}, {128, 4}, {129, 5}, {200, 7}, {300, 12}}) {
+  for (const auto& [rows, cols] : {std::pair<size_t, size_t>{1, 1}, {5, 3}, {128, 4}, {129, 5}, {200, 7}, {300, 12}}) {
     for (size_t groups : {1u, 3u}) {
       std::vector<uint8_t> plain, blocked;
       for (size_t e = 0; e < groups; ++e) {
@@ -80,7 +80,7 @@ TEST(BlockedScales, RoundTripsEveryShapeWithPoisonedPadding) {
   }
 }
 
-// The blocked scales give the same QuantizedTensor as the plain torchao ones.
+// torchao's reader with blocked_scales gives the same QuantizedTensor as with the plain scales.
 TEST(BlockedScales, FeedTheTorchaoReaderUnchanged) {
   std::mt19937 g(6);
   const size_t rows = 130, K = 96;  // 3 blocks of 32 per row
@@ -88,8 +88,8 @@ TEST(BlockedScales, FeedTheTorchaoReaderUnchanged) {
   for (uint8_t& b : qdata) b = uint8_t(g());
   const std::vector<uint8_t> s = random_scales(g, rows * 3);
   const QuantizedTensor a = layout::from_torchao(Format::E2M1, 32, {rows, K / 2}, qdata, {rows, 3}, s);
-  const std::vector<uint8_t> un = layout::unswizzle_blocked_scales(to_blocked_reference(s, rows, 3, 0xFF), 1, rows, 3);
-  const QuantizedTensor b = layout::from_torchao(Format::E2M1, 32, {rows, K / 2}, qdata, {rows, 3}, un);
+  const std::vector<uint8_t> blocked = to_blocked_reference(s, rows, 3, 0xFF);
+  const QuantizedTensor b = layout::from_torchao(Format::E2M1, 32, {rows, K / 2}, qdata, {blocked.size()}, blocked, true);
   ASSERT_EQ(a.scale_bytes.size(), b.scale_bytes.size());
   EXPECT_TRUE(std::equal(a.scale_bytes.begin(), a.scale_bytes.end(), b.scale_bytes.begin()));
 }

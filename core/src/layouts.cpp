@@ -74,19 +74,23 @@ QuantizedTensor from_mxsim(const QuantSpec& spec, size_t groups, size_t rows, si
 }
 
 QuantizedTensor from_torchao(Format elem, int block_size, const std::vector<size_t>& qs, std::span<const uint8_t> qdata,
-                             const std::vector<size_t>& ss, std::span<const uint8_t> scale) {
+                             const std::vector<size_t>& ss, std::span<const uint8_t> scale, bool blocked_scales) {
   if (block_size <= 0) bad("block_size must be positive");
   if (qs.empty() || qs.size() > 3) bad("qdata shape " + shape_s(qs) + ": torchao layouts are read 1-D to 3-D");
-  if (ss.size() != qs.size()) bad("scale shape " + shape_s(ss) + " and qdata shape " + shape_s(qs) + " differ in rank");
   const bool packed = elem == Format::E2M1;
   const size_t K = packed ? 2 * qs.back() : qs.back();
+  const size_t G = qs.size() == 3 ? qs[0] : 1;
+  const size_t R = qs.size() == 1 ? 1 : qs[qs.size() - 2];
+  if (blocked_scales) {
+    const std::vector<uint8_t> plain = unswizzle_blocked_scales(scale, G, R, cdiv(K, size_t(block_size)));
+    return from_mxsim(mx_spec(elem, 1, block_size), G, R, K, false, qdata, plain, {});
+  }
+  if (ss.size() != qs.size()) bad("scale shape " + shape_s(ss) + " and qdata shape " + shape_s(qs) + " differ in rank");
   for (size_t i = 0; i + 1 < qs.size(); ++i)
     if (ss[i] != qs[i]) bad("scale shape " + shape_s(ss) + " does not match qdata shape " + shape_s(qs));
   if (ss.back() != cdiv(K, size_t(block_size)))
     bad("scale shape " + shape_s(ss) + ": " + std::to_string(K) + " elements per row in blocks of " +
         std::to_string(block_size) + " need " + std::to_string(cdiv(K, size_t(block_size))) + " scales per row");
-  const size_t G = qs.size() == 3 ? qs[0] : 1;
-  const size_t R = qs.size() == 1 ? 1 : qs[qs.size() - 2];
   return from_mxsim(mx_spec(elem, 1, block_size), G, R, K, false, qdata, scale, {});
 }
 

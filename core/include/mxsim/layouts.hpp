@@ -42,9 +42,11 @@ QuantizedTensor from_mxsim(const QuantSpec& spec, size_t groups, size_t rows, si
 
 /// torchao MXTensor: qdata / scale as stored (shapes as listed above).
 /// elem: E4M3, E5M2, E2M3, E3M2 (one code per byte) or E2M1 (packed).
+/// blocked_scales: `scale` is in the swizzled layout (unswizzle_blocked_scales,
+/// one matrix per group); its shape is then free, its byte count checked.
 QuantizedTensor from_torchao(Format elem, int block_size, const std::vector<size_t>& qdata_shape,
                              std::span<const uint8_t> qdata, const std::vector<size_t>& scale_shape,
-                             std::span<const uint8_t> scale);
+                             std::span<const uint8_t> scale, bool blocked_scales = false);
 
 /// The plain [rows, cols] E8M0 scales of one matrix from the swizzled layout
 /// that cuBLAS / CUTLASS block-scaled GEMMs read and torchao's `to_blocked`
