@@ -24,7 +24,7 @@ __device__ inline int32_t dot4_i8(int32_t a, int32_t b, int32_t c) {
 struct MxExactTile {
   struct Slab {
     int32_t w[kSlab / 4][kSlabStride];  // element (r, k): byte k % 4 of w[k / 4][r]
-    uint8_t e8m0[kSlab / 32][kTile];
+    SlabE8m0 e8m0;
   };
   static constexpr unsigned kLanes = 0;  // a block's dot is eight dp4a: no lanes needed
   Format ea, eb;
@@ -40,10 +40,7 @@ struct MxExactTile {
         p, r0, R, rows, k0, ks, fill,
         [&](unsigned rl, unsigned kl, const Row& row, size_t k) { at(rl, kl) = int8_t(hd::mx_int_value(fs, sh, row.code(k))); },
         [&](unsigned rl, unsigned kl) { at(rl, kl) = 0; });
-    for (unsigned idx = threadIdx.x; idx < rows * (fill / 32); idx += kTileThreads) {
-      const unsigned rl = idx % rows, b = idx / rows;
-      s.e8m0[b][rl] = r0 + rl < R ? Row{p, r0 + rl}.e8m0(k0 / 32 + b) : uint8_t(127);
-    }
+    stage_e8m0(s.e8m0, p, r0, R, rows, k0, ks);
   }
   __device__ void stage_a(Slab& s, const PanelView& p, size_t r0, size_t R, unsigned rows, size_t k0,
                unsigned ks) const {

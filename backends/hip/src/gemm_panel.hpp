@@ -312,13 +312,26 @@ void launch(const Launch* ls, size_t n, Cls cls, hipStream_t s, const char* name
   for (TileKind kind : {TileKind::Large, TileKind::Small, TileKind::Lanes}) flush(kind);
 }
 
+/// The E8M0 scales of a slab's 32-blocks (ceil(ks / 32) of them) for rows
+/// r0 .. r0 + rows - 1 of panel p; rows past R get the neutral 127 (their
+/// outputs are never written). The MX classes' slabs share this.
+using SlabE8m0 = uint8_t[kSlab / 32][kTile];
+__device__ inline void stage_e8m0(SlabE8m0& s, const PanelView& p, size_t r0, size_t R, unsigned rows, size_t k0,
+                                  unsigned ks) {
+  const unsigned nb = (ks + 31) / 32;
+  for (unsigned idx = threadIdx.x; idx < rows * nb; idx += kTileThreads) {
+    const unsigned rl = idx % rows, b = idx / rows;
+    s[b][rl] = r0 + rl < R ? Row{p, r0 + rl}.e8m0(k0 / 32 + b) : uint8_t(127);
+  }
+}
+
 /// The fused-group classes' slab: every element as hd::PackedVal, k-major
 /// (element (r, k) at v[k][r]: the tile's threads read neighbouring words),
 /// with the E8M0 scale of each 32-block (mx-f13) or the FP32 scale_inv of the
 /// slab's 128-chunk (fp8-chunk128).
 struct PackedSlab {
   hd::PackedVal v[kSlab][kSlabStride];
-  uint8_t e8m0[kSlab / 32][kTile];
+  SlabE8m0 e8m0;
   float sinv[kTile];
 };
 
@@ -330,12 +343,7 @@ __device__ inline void stage_packed(PackedSlab& s, const PanelView& p, Format f,
   stage_elements(
       p, r0, R, rows, k0, ks, ks, [&](unsigned rl, unsigned kl, const Row& row, size_t k) { s.v[kl][rl] = hd::pack_value(hd::exact_elem(fs, row.code(k))); },
       [&](unsigned rl, unsigned kl) { s.v[kl][rl] = hd::PackedVal{0, 0}; });
-  const unsigned nb = (ks + 31) / 32;
-  if (e8m0)
-    for (unsigned idx = threadIdx.x; idx < rows * nb; idx += kTileThreads) {
-      const unsigned rl = idx % rows, b = idx / rows;
-      s.e8m0[b][rl] = r0 + rl < R ? Row{p, r0 + rl}.e8m0(k0 / 32 + b) : uint8_t(127);
-    }
+  if (e8m0) stage_e8m0(s.e8m0, p, r0, R, rows, k0, ks);
   if (sinv)
     for (unsigned rl = threadIdx.x; rl < rows; rl += kTileThreads)
       s.sinv[rl] = r0 + rl < R ? Row{p, r0 + rl}.sinv(k0 / 128) : 1.0f;
