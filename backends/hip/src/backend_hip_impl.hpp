@@ -139,6 +139,15 @@ class HipBackend final : public Backend {
   /// d_src may be freed (returned to the block cache) once this returns: the
   /// copy runs before any later work of the stream.
   void fetch_later(const void* d_src, size_t bytes, std::function<void(const std::byte*)> done);
+  /// An op returning a host value, from its deferred form: queue(&v), then
+  /// synchronise, which delivers v (and everything queued before it).
+  template <class T, class Queue>
+  T now(Queue&& queue) {
+    T v{};
+    queue(&v);
+    sync();
+    return v;
+  }
   /// Device pointer of a dense tensor (checks the handle: not empty, ours).
   void* raw(const Tensor& t, const char* op, const char* what) const;
   /// Typed device pointer (checks the dtype too).

@@ -382,10 +382,7 @@ void HipBackend::aux_loss_deferred(const Tensor& pt, const Tensor& countst, size
   });
 }
 double HipBackend::aux_loss(const Tensor& p, const Tensor& counts, size_t k, float coeff, Tensor& f) {
-  double v = 0;
-  aux_loss_deferred(p, counts, k, coeff, f, &v);
-  sync();
-  return v;
+  return now<double>([&](double* d) { aux_loss_deferred(p, counts, k, coeff, f, d); });
 }
 
 void HipBackend::router_backward(const Tensor& pt, const Tensor& topt, const Tensor& dgatet, const Tensor& ft,

@@ -203,13 +203,8 @@ void HipBackend::quant_stats_deferred(const Tensor& x, const QTensor& qh, QuantS
   });
 }
 QuantStats HipBackend::quant_stats(const Tensor& x, const QTensor& q) {
-  QuantStats s;
-  quant_stats_deferred(x, q, &s);
-  sync();
-  return s;
+  return now<QuantStats>([&](QuantStats* d) { quant_stats_deferred(x, q, d); });
 }
-
-
 
 void HipBackend::scale_exp_histogram_deferred(const QTensor& qh, ScaleExpCounts* dst) {
   const DeviceQuantized& d = dev(qh, "scale_exp_histogram", "q");
@@ -231,10 +226,7 @@ void HipBackend::scale_exp_histogram_deferred(const QTensor& qh, ScaleExpCounts*
   });
 }
 ScaleExpCounts HipBackend::scale_exp_histogram(const QTensor& q) {
-  ScaleExpCounts c{};
-  scale_exp_histogram_deferred(q, &c);
-  sync();
-  return c;
+  return now<ScaleExpCounts>([&](ScaleExpCounts* d) { scale_exp_histogram_deferred(q, d); });
 }
 
 float HipBackend::amax(const Tensor& x) {

@@ -178,10 +178,7 @@ void HipBackend::cross_entropy_deferred(const Tensor& logits, const Tensor& labe
                                });
 }
 double HipBackend::cross_entropy(const Tensor& logits, const Tensor& labels, float grad_scale, Tensor& dlogits) {
-  double v = 0;
-  cross_entropy_deferred(logits, labels, grad_scale, dlogits, &v);
-  sync();
-  return v;
+  return now<double>([&](double* d) { cross_entropy_deferred(logits, labels, grad_scale, dlogits, d); });
 }
 
 void HipBackend::argmax_rows(const Tensor& logits, Tensor& pred) {
@@ -210,10 +207,7 @@ void HipBackend::count_correct_deferred(const Tensor& logits, const Tensor& labe
                                [dst](const std::array<double, 1>& r) { *dst = int64_t(r[0]); });
 }
 int64_t HipBackend::count_correct(const Tensor& logits, const Tensor& labels) {
-  int64_t v = 0;
-  count_correct_deferred(logits, labels, &v);
-  sync();
-  return v;
+  return now<int64_t>([&](int64_t* d) { count_correct_deferred(logits, labels, d); });
 }
 
 void HipBackend::l2_norm_deferred(const Tensor& x, double* dst) {
@@ -222,10 +216,7 @@ void HipBackend::l2_norm_deferred(const Tensor& x, double* dst) {
                                [dst](const std::array<double, 1>& r) { *dst = canonical_nan(std::sqrt(r[0])); });
 }
 double HipBackend::l2_norm(const Tensor& x) {
-  double v = 0;
-  l2_norm_deferred(x, &v);
-  sync();
-  return v;
+  return now<double>([&](double* d) { l2_norm_deferred(x, d); });
 }
 
 void HipBackend::adamw(Tensor& master, Tensor& m, Tensor& v, const Tensor& grad, const AdamW& h, Tensor& model) {
