@@ -39,7 +39,7 @@ struct BlockRow {
   double amax;
   size_t count;   ///< elements with a finite source and a non-NaN result (those the errors are taken over)
   double mse, sqnr_db;
-  uint32_t saturated, underflow;
+  uint64_t saturated, underflow;
 };
 
 /// One quantized tensor, ready to write.
@@ -313,6 +313,56 @@ const CommandHelp& help() {
   return h;
 }
 
+/// Bytes per element that quantizing one tensor holds beside the input file's
+/// data: its FP32 values twice (the converted copy and the [G, R, C] tensor),
+/// the dequantized values of the statistics, the codes (at most one byte) and
+/// the scales (at most 4 bytes per element in the finest FP32 recipe, usually
+/// far less): an upper estimate of quantize_one's peak.
+constexpr uint64_t kQuantizeBytesPerElement = 17;
+
+/// Refuses, before any data is read, an input whose quantization would not fit
+/// in memory: mxsim quantize holds one input file's data at a time (it does
+/// not stream), so the largest file's data plus the per-element working set of
+/// its largest floating tensor must fit under memory_limit(). Without this
+/// check a large tensor ends in std::bad_alloc or the kernel's OOM killer.
+void check_memory(const std::vector<InputFile>& inputs, const std::set<std::string>& wanted) {
+  std::string source;
+  const uint64_t limit = memory_limit(source);
+  for (const auto& in : inputs) {
+    if (!wanted.empty() && !in.from_index.empty() &&
+        std::none_of(in.from_index.begin(), in.from_index.end(), [&](const std::string& n) { return wanted.count(n); }))
+      continue;  // a shard holding no wanted tensor is not read
+    std::vector<io::RawTensor> ts;
+    uint64_t data_bytes = 0;
+    if (in.npy) {
+      if (!wanted.empty() && !wanted.count(npy_tensor_name(in.path))) continue;
+      ts.push_back(io::read_npy_header(in.path));
+      data_bytes = io::byte_count(ts[0].dtype, ts[0].numel());
+    } else {
+      io::SafetensorsFile h = io::read_safetensors_header(in.path);
+      data_bytes = fs::file_size(in.path);
+      ts = std::move(h.tensors);
+    }
+    const io::RawTensor* big = nullptr;
+    for (const auto& t : ts)
+      if ((io::is_quantizable(t.dtype) || io::is_quantizable_after_rounding(t.dtype)) &&
+          (wanted.empty() || wanted.count(t.name)) && (!big || t.numel() > big->numel()))
+        big = &t;
+    if (!big) continue;
+    const uint64_t n = big->numel();
+    const uint64_t work = n > (UINT64_MAX - data_bytes) / kQuantizeBytesPerElement ? UINT64_MAX
+                                                                                    : data_bytes + n * kQuantizeBytesPerElement;
+    if (work <= limit) continue;
+    throw std::runtime_error(in.path.string() + ": tensor '" + big->name + "' " + big->shape_str() + " " +
+                             io::name_of(big->dtype) + " (" + std::to_string(n) + " elements) needs about " +
+                             bytes_str(work) + " of memory to quantize (the file's " + bytes_str(data_bytes) +
+                             " of data, then " + std::to_string(kQuantizeBytesPerElement) +
+                             " bytes per element), above the limit of " + bytes_str(limit) + " (" + source +
+                             "); mxsim quantize holds one input file in memory at a time and does not stream: split "
+                             "the tensor (e.g. by rows) into several files, or raise MXSIM_MEMORY_LIMIT");
+  }
+}
+
 int run(const Args& args) {
   po::options_description opts("options");
   opts.add_options()                                                                                 //
@@ -409,6 +459,7 @@ int run(const Args& args) {
       if (in.from_index.empty() || std::find(in.from_index.begin(), in.from_index.end(), t.name) != in.from_index.end())
         listed.emplace_back(t.name, t.dtype);
   }
+  check_memory(inputs, wanted);
   if (inputs.size() == 1 && inputs[0].npy && (!tensor_args.empty() || all_tensors))
     throw UsageError("--tensor and --all-tensors need a .safetensors input; " + inputs[0].path.string() +
                      " is a .npy file");

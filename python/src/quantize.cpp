@@ -91,7 +91,7 @@ pyb::dict block_stats_py(const pyb::array& x, const PyQuantized& p) {
   pyb::array_t<float> amax(n);
   pyb::array_t<int32_t> sexp(n);
   pyb::array_t<double> sq(n);
-  pyb::array_t<uint32_t> sat(n), und(n);
+  pyb::array_t<uint64_t> sat(n), und(n);
   for (size_t i = 0; i < n; ++i) {
     amax.mutable_data()[i] = bs[i].amax;
     sexp.mutable_data()[i] = bs[i].scale_exp;
