@@ -373,6 +373,8 @@ int run(const Args& args) {
        "1-D blocks along: cols = the last axis (rowwise, fprop), rows = down the columns (columnwise, wgrad; "
        "data stored transposed)")                                                                    //
       ("scale-rule", po::value<std::string>(), "E8M0 scale rule: floor, rceil, even, ceil (default: the recipe's)")  //
+      ("elem", po::value<std::string>(), "element format instead of the recipe's (e.g. e4m3fnuz with fp8_tensor / "
+       "fp8_row / fp8_block; MX recipes: any MX or FP8 element)")  //
       ("round", po::value<std::string>(), "element rounding: rne, rz, sr (default: the recipe's, rne)")  //
       ("seed", po::value<std::string>(), "Philox seed for --round sr, 0 to 2^64-1 (default 0)")        //
       ("hadamard", po::bool_switch(), "apply the 16-point Hadamard transform along the blocks first")  //
@@ -416,6 +418,23 @@ int run(const Args& args) {
                          " scales");
       spec.rule = scale_rule_from_name(p.str("scale-rule"));
       label += std::string(" scale-rule=") + name_of(spec.rule);
+    }
+    if (p.has("elem")) {
+      // The recipe's blocks and scales with another element format: FNUZ (AMD CDNA3 FP8) per tensor,
+      // per row, per 1x128 block, or as MX elements.
+      Format f;
+      if (!format_from_name(p.str("elem"), f)) throw UsageError("--elem: unknown element format '" + p.str("elem") + "'");
+      const bool fp8 = f == Format::E4M3 || f == Format::E5M2 || f == Format::E4M3FNUZ || f == Format::E5M2FNUZ;
+      const bool mx = fp8 || f == Format::E2M1 || f == Format::E2M3 || f == Format::E3M2;
+      if (spec.scale_kind == ScaleKind::UE4M3 || (spec.scale_kind == ScaleKind::FP32 && !fp8) ||
+          (spec.scale_kind == ScaleKind::E8M0 && !mx))
+        throw UsageError("--elem " + p.str("elem") + ": recipe " + recipe + " (" + name_of(spec.scale_kind) +
+                         " scales) takes " + (spec.scale_kind == ScaleKind::FP32 ? "e4m3, e5m2, e4m3fnuz or e5m2fnuz"
+                                              : spec.scale_kind == ScaleKind::E8M0
+                                                  ? "e2m1, e2m3, e3m2, e4m3, e5m2, e4m3fnuz or e5m2fnuz"
+                                                  : "no other element format (NVFP4 is E2M1)"));
+      spec.elem = f;
+      label += std::string(" elem=") + short_name(f);
     }
     if (p.has("round")) {
       spec.round = round_mode_from_name(p.str("round"));
