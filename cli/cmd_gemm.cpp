@@ -43,16 +43,22 @@ int run(const Args& args) {
   const CommandHelp help{
       "gemm",
       "[--m M] [--n N] [--k K] [--recipe-a NAME] [--recipe-b NAME] [--model M] [--spread S] [--seed N] [--json|--csv]\n"
-      "       mxsim gemm --a FILE [--a FILE].. --b FILE [--b FILE].. [-o OUT.npy] [--m-splits LIST] [--accumulate C.npy] [--out-dtype fp32|bf16] [--json]",
+      "       mxsim gemm [--op fprop|dgrad|wgrad] --a FILE [--a FILE].. --b FILE [--b FILE].. [-o OUT.npy] [--m-splits LIST]\n"
+      "                  [--accumulate C.npy] [--out-dtype fp32|bf16] [--json]",
       "Random-problem mode: ULP distance of a matrix-unit model from the GEMM contract (docs/numerics.md\n"
       "section 5) on a random problem A[m, k] . B[n, k]^T; it measures a model's deviation, it times nothing.\n"
-      "Operand mode (--a, --b): one GEMM Y[M, N] = A[M, K] . B[g][N, K]^T on given operands, exactly as the\n"
-      "contract defines it (emu::grouped_fprop), written as .npy. Operand files are read as `mxsim dequantize`\n"
-      "reads them (--layout mxsim | torchao | te, codes + scales along K), or one float array taken as BF16\n"
-      "(every value must be a BF16 value; nothing is rounded).",
+      "Operand mode (--a, --b): one grouped GEMM on given operands, exactly as the contract defines it, written\n"
+      "as .npy: --op fprop Y[M, N] = X[M, K] . W[g][N, K]^T (emu::grouped_fprop; X, W quantized along K),\n"
+      "dgrad dX[M, K] = dY[M, N] . W[g][N, K] (emu::grouped_dgrad; dY and W quantized along N), wgrad\n"
+      "dW[g][N, K] (+)= dY_g^T . X_g (emu::grouped_wgrad; dY, X quantized along the tokens M per group).\n"
+      "Operand files are read as `mxsim dequantize` reads them (--layout mxsim | torchao | te), or one float\n"
+      "array taken as BF16 (every value must be a BF16 value; nothing is rounded). torchao operands of dgrad\n"
+      "(W) and wgrad are torchao's backward copies, the transposes with blocks along their last axis.",
       "CSV: one row per non-empty bucket (bucket, lo_ulp, hi_ulp, count).\n"
       "Random mode: each of A, B and the output may hold at most 2^26 elements.\n"
-      "Operand mode: B [G, N, K] needs --m-splits with G sizes summing to M; the operand pair picks the class\n"
+      "Operand mode: B [G, N, K] needs --m-splits with G sizes summing to M (wgrad: --m-splits gives G and the\n"
+      "output [G, N, K]; whole-tensor operands are cut at group starts on block boundaries, or give one\n"
+      "tensor per non-empty group with repeated --a-tensor / --b-tensor); the operand pair picks the class\n"
       "(mx-exact, mx-f13, fp8-chunk128, bf16-f25), pairs the contract does not define are errors.",
       ""};
   const Parsed p = parse(args, opts);
@@ -61,11 +67,11 @@ int run(const Args& args) {
     return kExitOk;
   }
   if (operand_mode(p)) return run_gemm_operands(p);
+  for (const char* o : {"layout", "out-dtype", "impl", "op", "scale-layout"})
+    if (!p.vm[o].defaulted()) throw UsageError(std::string("--") + o + " belongs to the operand mode (--a FILE --b FILE)");
   for (const char* o : {"a-tensor", "b-tensor", "elem-dtype", "a-elem-dtype", "b-elem-dtype", "block-size", "m-splits",
                         "accumulate", "output"})
     if (p.has(o)) throw UsageError(std::string("--") + o + " belongs to the operand mode (--a FILE --b FILE)");
-  for (const char* o : {"layout", "out-dtype", "impl"})
-    if (!p.vm[o].defaulted()) throw UsageError(std::string("--") + o + " belongs to the operand mode (--a FILE --b FILE)");
   const OutputFormat out = output_format(p, true);
   const int64_t m = int_option(p, "m", 1, kMaxMN, 64), n = int_option(p, "n", 1, kMaxMN, 64);
   const int64_t k = int_option(p, "k", 1, kMaxK, 1024);

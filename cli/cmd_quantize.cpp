@@ -39,7 +39,7 @@ struct BlockRow {
   double amax;
   size_t count;   ///< elements with a finite source and a non-NaN result (those the errors are taken over)
   double mse, sqnr_db;
-  uint32_t saturated, underflow;
+  uint64_t saturated, underflow;
 };
 
 /// One quantized tensor, ready to write.
@@ -313,6 +313,56 @@ const CommandHelp& help() {
   return h;
 }
 
+/// Bytes per element that quantizing one tensor holds beside the input file's
+/// data: its FP32 values twice (the converted copy and the [G, R, C] tensor),
+/// the dequantized values of the statistics, the codes (at most one byte) and
+/// the scales (at most 4 bytes per element in the finest FP32 recipe, usually
+/// far less): an upper estimate of quantize_one's peak.
+constexpr uint64_t kQuantizeBytesPerElement = 17;
+
+/// Refuses, before any data is read, an input whose quantization would not fit
+/// in memory: mxsim quantize holds one input file's data at a time (it does
+/// not stream), so the largest file's data plus the per-element working set of
+/// its largest floating tensor must fit under memory_limit(). Without this
+/// check a large tensor ends in std::bad_alloc or the kernel's OOM killer.
+void check_memory(const std::vector<InputFile>& inputs, const std::set<std::string>& wanted) {
+  std::string source;
+  const uint64_t limit = memory_limit(source);
+  for (const auto& in : inputs) {
+    if (!wanted.empty() && !in.from_index.empty() &&
+        std::none_of(in.from_index.begin(), in.from_index.end(), [&](const std::string& n) { return wanted.count(n); }))
+      continue;  // a shard holding no wanted tensor is not read
+    std::vector<io::RawTensor> ts;
+    uint64_t data_bytes = 0;
+    if (in.npy) {
+      if (!wanted.empty() && !wanted.count(npy_tensor_name(in.path))) continue;
+      ts.push_back(io::read_npy_header(in.path));
+      data_bytes = io::byte_count(ts[0].dtype, ts[0].numel());
+    } else {
+      io::SafetensorsFile h = io::read_safetensors_header(in.path);
+      data_bytes = fs::file_size(in.path);
+      ts = std::move(h.tensors);
+    }
+    const io::RawTensor* big = nullptr;
+    for (const auto& t : ts)
+      if ((io::is_quantizable(t.dtype) || io::is_quantizable_after_rounding(t.dtype)) &&
+          (wanted.empty() || wanted.count(t.name)) && (!big || t.numel() > big->numel()))
+        big = &t;
+    if (!big) continue;
+    const uint64_t n = big->numel();
+    const uint64_t work = n > (UINT64_MAX - data_bytes) / kQuantizeBytesPerElement ? UINT64_MAX
+                                                                                    : data_bytes + n * kQuantizeBytesPerElement;
+    if (work <= limit) continue;
+    throw std::runtime_error(in.path.string() + ": tensor '" + big->name + "' " + big->shape_str() + " " +
+                             io::name_of(big->dtype) + " (" + std::to_string(n) + " elements) needs about " +
+                             bytes_str(work) + " of memory to quantize (the file's " + bytes_str(data_bytes) +
+                             " of data, then " + std::to_string(kQuantizeBytesPerElement) +
+                             " bytes per element), above the limit of " + bytes_str(limit) + " (" + source +
+                             "); mxsim quantize holds one input file in memory at a time and does not stream: split "
+                             "the tensor (e.g. by rows) into several files, or raise MXSIM_MEMORY_LIMIT");
+  }
+}
+
 int run(const Args& args) {
   po::options_description opts("options");
   opts.add_options()                                                                                 //
@@ -323,6 +373,8 @@ int run(const Args& args) {
        "1-D blocks along: cols = the last axis (rowwise, fprop), rows = down the columns (columnwise, wgrad; "
        "data stored transposed)")                                                                    //
       ("scale-rule", po::value<std::string>(), "E8M0 scale rule: floor, rceil, even, ceil (default: the recipe's)")  //
+      ("elem", po::value<std::string>(), "element format instead of the recipe's (e.g. e4m3fnuz with fp8_tensor / "
+       "fp8_row / fp8_block; MX recipes: any MX or FP8 element)")  //
       ("round", po::value<std::string>(), "element rounding: rne, rz, sr (default: the recipe's, rne)")  //
       ("seed", po::value<std::string>(), "Philox seed for --round sr, 0 to 2^64-1 (default 0)")        //
       ("hadamard", po::bool_switch(), "apply the 16-point Hadamard transform along the blocks first")  //
@@ -367,6 +419,23 @@ int run(const Args& args) {
       spec.rule = scale_rule_from_name(p.str("scale-rule"));
       label += std::string(" scale-rule=") + name_of(spec.rule);
     }
+    if (p.has("elem")) {
+      // The recipe's blocks and scales with another element format: FNUZ (AMD CDNA3 FP8) per tensor,
+      // per row, per 1x128 block, or as MX elements.
+      Format f;
+      if (!format_from_name(p.str("elem"), f)) throw UsageError("--elem: unknown element format '" + p.str("elem") + "'");
+      const bool fp8 = f == Format::E4M3 || f == Format::E5M2 || f == Format::E4M3FNUZ || f == Format::E5M2FNUZ;
+      const bool mx = fp8 || f == Format::E2M1 || f == Format::E2M3 || f == Format::E3M2;
+      if (spec.scale_kind == ScaleKind::UE4M3 || (spec.scale_kind == ScaleKind::FP32 && !fp8) ||
+          (spec.scale_kind == ScaleKind::E8M0 && !mx))
+        throw UsageError("--elem " + p.str("elem") + ": recipe " + recipe + " (" + name_of(spec.scale_kind) +
+                         " scales) takes " + (spec.scale_kind == ScaleKind::FP32 ? "e4m3, e5m2, e4m3fnuz or e5m2fnuz"
+                                              : spec.scale_kind == ScaleKind::E8M0
+                                                  ? "e2m1, e2m3, e3m2, e4m3, e5m2, e4m3fnuz or e5m2fnuz"
+                                                  : "no other element format (NVFP4 is E2M1)"));
+      spec.elem = f;
+      label += std::string(" elem=") + short_name(f);
+    }
     if (p.has("round")) {
       spec.round = round_mode_from_name(p.str("round"));
       label += std::string(" round=") + name_of(spec.round);
@@ -409,6 +478,7 @@ int run(const Args& args) {
       if (in.from_index.empty() || std::find(in.from_index.begin(), in.from_index.end(), t.name) != in.from_index.end())
         listed.emplace_back(t.name, t.dtype);
   }
+  check_memory(inputs, wanted);
   if (inputs.size() == 1 && inputs[0].npy && (!tensor_args.empty() || all_tensors))
     throw UsageError("--tensor and --all-tensors need a .safetensors input; " + inputs[0].path.string() +
                      " is a .npy file");

@@ -3,6 +3,9 @@
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
 
 #include "common.hpp"
 #include "mxsim/io/npy.hpp"
@@ -18,6 +21,46 @@ void Notes::add(const std::string& s) {
 }
 
 std::string npy_tensor_name(const fs::path& p) { return p.stem().string(); }
+
+uint64_t memory_limit(std::string& source) {
+  if (const char* e = std::getenv("MXSIM_MEMORY_LIMIT")) {
+    source = "MXSIM_MEMORY_LIMIT";
+    std::string t = e;
+    uint64_t mul = 1;
+    if (!t.empty()) {
+      const char u = char(std::toupper(static_cast<unsigned char>(t.back())));
+      const int sh = u == 'K' ? 10 : u == 'M' ? 20 : u == 'G' ? 30 : u == 'T' ? 40 : 0;
+      if (sh) {
+        mul = uint64_t(1) << sh;
+        t.pop_back();
+      }
+    }
+    const int64_t v = parse_int("MXSIM_MEMORY_LIMIT", t, 1, INT64_MAX / int64_t(1ull << 40));
+    return uint64_t(v) * mul;
+  }
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  uint64_t kb = 0;
+  std::string unit;
+  while (f >> key >> kb >> unit)
+    if (key == "MemAvailable:") {
+      source = "the memory available (MemAvailable in /proc/meminfo)";
+      return kb * 1024;
+    }
+  source = "none";
+  return UINT64_MAX;
+}
+
+std::string bytes_str(uint64_t b) {
+  char s[64];
+  const char* u[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = double(b);
+  int i = 0;
+  while (v >= 1024 && i < 6) v /= 1024, ++i;
+  if (i == 0) return std::to_string(b) + " bytes";
+  std::snprintf(s, sizeof s, "%.1f %s", v, u[i]);
+  return std::string(s) + " (" + std::to_string(b) + " bytes)";
+}
 
 std::vector<InputFile> expand_inputs(const std::vector<std::string>& args) {
   std::vector<InputFile> v;

@@ -42,6 +42,15 @@ std::vector<InputFile> expand_inputs(const std::vector<std::string>& args);
 /// shard holds beyond its index are noted and skipped. `wanted`, when not
 /// empty, limits the files read to those that can hold a wanted name (for an
 /// index, its shard) and the tensors handed over to those names.
+/// The memory a command may plan to hold, in bytes: MXSIM_MEMORY_LIMIT when
+/// set (an integer of bytes, optionally with a binary suffix K, M, G or T:
+/// "64G" = 64 GiB), else MemAvailable of /proc/meminfo, else no limit
+/// (UINT64_MAX). `source` receives where the value came from, for messages.
+/// Throws UsageError for a malformed MXSIM_MEMORY_LIMIT.
+uint64_t memory_limit(std::string& source);
+/// "8.0 GiB (8589934592 bytes)".
+std::string bytes_str(uint64_t b);
+
 void for_each_tensor(const std::vector<InputFile>& inputs, const std::set<std::string>& wanted, Notes& notes,
                      const std::function<void(const InputFile&, io::RawTensor&&)>& fn);
 

@@ -294,7 +294,7 @@ TEST(CliGemmOperands, ErrorsNameTheProblemAndWriteNothing) {
     const char* msg;
   };
   for (const Bad& c : {
-           Bad{A + "--b w.qdata.npy --b w.scale.npy", 1, "K differs: A ('x', torchao"},
+           Bad{A + "--b w.qdata.npy --b w.scale.npy", 1, "K differs: A (X: 'x', torchao"},
            Bad{A + "--b h.npy", 1, "BF16 operands pair only with BF16 operands"},
            Bad{A + "--b t._data.npy --b t._scale_inv.npy", 1, "operand recipes do not form a pair the contract defines"},
            Bad{A + "--b missing.npy", 1, "B: missing.npy: cannot open"},

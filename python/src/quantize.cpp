@@ -91,7 +91,7 @@ pyb::dict block_stats_py(const pyb::array& x, const PyQuantized& p) {
   pyb::array_t<float> amax(n);
   pyb::array_t<int32_t> sexp(n);
   pyb::array_t<double> sq(n);
-  pyb::array_t<uint32_t> sat(n), und(n);
+  pyb::array_t<uint64_t> sat(n), und(n);
   for (size_t i = 0; i < n; ++i) {
     amax.mutable_data()[i] = bs[i].amax;
     sexp.mutable_data()[i] = bs[i].scale_exp;
@@ -201,19 +201,33 @@ quantize --all-tensors uses the tensor's position). Returns a QuantizedTensor.)"
 
   m.def(
       "from_torchao",
-      [](const pyb::array& qd, const pyb::array& sc, const pyb::object& elem_dtype, int block_size) {
+      [](const pyb::array& qd, const pyb::array& sc, const pyb::object& elem_dtype, int block_size, bool blocked_scales) {
         const pyb::array q = c_contig(qd), s = c_contig(sc);
         Format f = format_arg(pyb::isinstance<pyb::str>(elem_dtype) ? elem_dtype.cast<std::string>()
                                                                    : std::string(pyb::str(elem_dtype)));
         PyQuantized p;
-        p.q = layout::from_torchao(f, block_size, shape_of(q), bytes_of(q), shape_of(s), bytes_of(s));
+        p.q = layout::from_torchao(f, block_size, shape_of(q), bytes_of(q), shape_of(s), bytes_of(s), blocked_scales);
         p.shape = shape_of(q);
         if (f == Format::E2M1) p.shape.back() *= 2;
         p.rank = p.shape.size();
         return p;
       },
       pyb::arg("qdata"), pyb::arg("scale"), pyb::arg("elem_dtype"), pyb::arg("block_size") = 32,
-      "A QuantizedTensor from torchao MXTensor arrays (qdata and scale viewed as uint8; mxsim/layouts.hpp).");
+      pyb::kw_only(), pyb::arg("blocked_scales") = false,
+      R"(A QuantizedTensor from torchao MXTensor arrays (mxsim/layouts.hpp layout::from_torchao).
+
+qdata: uint8 [..., K] codes (1-D to 3-D; 3-D [E, N, K] is E groups), or for
+  float4_e2m1fn_x2 [..., K/2] bytes, element 2i in the low nibble.
+scale: uint8 E8M0 bytes (2^(byte - 127), 0xFF NaN), plain [..., ceil(K/block_size)].
+elem_dtype: float8_e4m3fn, float8_e5m2, fp6_e2m3, fp6_e3m2, float4_e2m1fn_x2 (or mxsim names).
+block_size: elements per scale along the last axis (torchao default 32).
+blocked_scales: scale is in the swizzled layout cuBLAS / CUTLASS block-scaled GEMMs read and
+  torchao's to_blocked writes (MXTensor with is_swizzled_scales): per group the
+  [rows, ceil(K/block_size)] matrix padded to multiples of 128 x 4, cut into 128 x 4 tiles of
+  512 bytes, scale (r, c) of a tile at byte (r % 32) * 16 + (r / 32) * 4 + c (cuBLAS docs
+  "1D Block Scaling Factors Layout"). Any shape holding exactly groups x roundup(rows, 128) x
+  roundup(ceil(K/block_size), 4) bytes; the padding bytes are never read.
+Raises ValueError naming both shapes (or the byte counts) when they do not fit.)");
   m.def(
       "from_te_mxfp8",
       [](const pyb::array& dd, const pyb::array& sc, const std::string& elem, bool columnwise) {

@@ -55,3 +55,42 @@ def test_cli_dequantize_torchao_and_te_layouts_equal_python(tmp):
     run_mxsim("dequantize", "--elem-dtype", "e4m3", tmp / "t._rowwise_data.npy", tmp / "t._rowwise_scale_inv.npy",
               "-o", tmp / "t.npy")
     np.testing.assert_array_equal(np.load(tmp / "t.npy"), py)
+
+
+def _to_blocked(plain):
+    """torchao's to_blocked (torchao/prototype/mx_formats/utils.py), restated with NumPy
+    reshapes: pad to 128 x 4 multiples, tiles (row block, col block), each 128 x 4 tile as
+    [4, 32, 4] -> [32, 4, 4] (rows r, r + 32, r + 64, r + 96 side by side). Padding: 0xFF."""
+    rows, cols = plain.shape
+    nr, nc = -(-rows // 128), -(-cols // 4)
+    padded = np.full((nr * 128, nc * 4), 0xFF, np.uint8)
+    padded[:rows, :cols] = plain
+    blocks = padded.reshape(nr, 128, nc, 4).transpose(0, 2, 1, 3)
+    return blocks.reshape(-1, 4, 32, 4).transpose(0, 2, 1, 3).reshape(-1)
+
+
+def test_torchao_blocked_scales_equal_plain_and_padding_is_not_read():
+    rng = np.random.default_rng(11)
+    for shape in [(3, 96), (130, 160), (2, 5, 64)]:  # one partial tile; two row tiles, two col tiles; 3-D groups
+        qdata = rng.integers(0, 256, size=shape, dtype=np.uint8)
+        qdata[(qdata & 0x7F) == 0x7F] = 0x38  # no NaN codes
+        plain = rng.integers(100, 150, size=shape[:-1] + (shape[-1] // 32,), dtype=np.uint8)
+        groups = plain.reshape(-1, *plain.shape[-2:]) if plain.ndim == 3 else plain[None]
+        blocked = np.concatenate([_to_blocked(g) for g in groups])
+        want = mxsim.dequantize(mxsim.from_torchao(qdata, plain, "float8_e4m3fn", 32))
+        got = mxsim.dequantize(mxsim.from_torchao(qdata, blocked, "float8_e4m3fn", 32, blocked_scales=True))
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+        assert not np.isnan(got).any()  # the 0xFF (NaN) padding was never read
+        # the same bytes as a 2-D array of any shape
+        got2 = mxsim.dequantize(mxsim.from_torchao(qdata, blocked.reshape(-1, 4), "float8_e4m3fn", 32,
+                                                   blocked_scales=True))
+        np.testing.assert_array_equal(got2.view(np.uint32), want.view(np.uint32))
+        with pytest.raises(ValueError, match="swizzled scales hold"):
+            mxsim.from_torchao(qdata, blocked[:-1], "float8_e4m3fn", 32, blocked_scales=True)
+    # one poisoned byte in the data region does change the result (the test can fail)
+    qdata = np.full((3, 32), 0x38, np.uint8)
+    plain = np.full((3, 1), 127, np.uint8)
+    blocked = _to_blocked(plain)
+    blocked[16] = 128  # row 1, col 0: byte (1 % 32) * 16
+    d = mxsim.dequantize(mxsim.from_torchao(qdata, blocked, "float8_e4m3fn", 32, blocked_scales=True))
+    np.testing.assert_array_equal(d[:, 0], np.array([1, 2, 1], np.float32))

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "mxsim/quant_spec.hpp"
 #include "mxsim/tensor.hpp"
@@ -54,5 +55,26 @@ struct QuantizedTensor {
     }
   }
 };
+
+/// The logical transpose of q with the same bytes: rows and cols swap and
+/// `transposed` flips, so storage (codes and scales, indexed in storage
+/// coordinates) is untouched and every logical element (r, c) of the result is
+/// element (c, r) of q. Used for operands stored as the transpose of the GEMM's
+/// logical operand, e.g. torchao's backward copies `to_mx(w.t().contiguous())`
+/// [K, N] (blocks along N) that dgrad reads as W [N, K] quantized along N.
+/// Per group; any spec (1-D blocks, 2-D tiles, per-tensor).
+QuantizedTensor transpose_logical(QuantizedTensor q);
+
+/// Logical rows [r0, r0 + n) of q (groups = 1) as a tensor of their own: the
+/// same codes and the scales of the blocks they lie in. The slice must consist
+/// of whole blocks along the logical rows: r0 and r0 + n (unless it is q.rows)
+/// must be multiples of the block extent along that axis (a block spanning the
+/// whole axis, spec extent 0, is shared: every slice keeps its scale). So a
+/// wgrad operand quantized along the tokens as one tensor splits into the
+/// per-group operands of emu::grouped_wgrad exactly when every group starts on
+/// a block boundary. n = 0 gives an empty tensor (rows = 0). Throws
+/// std::invalid_argument naming `what`, the rows and the block extent
+/// otherwise, or when q.groups != 1 or the range passes q.rows.
+QuantizedTensor slice_rows(const QuantizedTensor& q, size_t r0, size_t n, const std::string& what = "tensor");
 
 }  // namespace mxsim

@@ -62,8 +62,8 @@ struct BlockStat {
   float amax = 0;       ///< source amax of the block (NaN if it holds a NaN)
   int scale_exp = 0;    ///< E8M0: s; FP32/UE4M3: floor(log2 scale_inv); INT32_MIN for NaN
   double sq_err = 0;    ///< sum of squared errors (same elements as QuantStats::mse)
-  uint32_t saturated = 0;
-  uint32_t underflow = 0;
+  uint64_t saturated = 0;  ///< 64-bit: a per-tensor block can hold more than 2^32 elements
+  uint64_t underflow = 0;
 };
 std::vector<BlockStat> block_stats(const Tensor3f& x, const QuantizedTensor& q);
 

@@ -1,0 +1,87 @@
+// Tensors of more than 2^31 elements, without allocating them: `mxsim quantize` refuses an input
+// whose quantization would not fit in memory before reading any data (a sparse file whose header
+// claims 2^31 + 2^16 F32 elements), naming the size and the limit; truncated and overflowing
+// headers are clear errors; the index arithmetic of the quantizer (logical index, Philox counter)
+// is 64-bit.
+#include <gtest/gtest.h>
+
+#include <Random123/philox.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include "cli_test_util.hpp"
+#include "mxsim/hd/quant_block.hpp"
+#include "mxsim/philox.hpp"
+
+using mxsim::test::CliSandbox;
+using mxsim::test::npy_bytes;
+namespace fs = std::filesystem;
+
+namespace {
+/// Sets an environment variable for the commands a test runs, restoring it after.
+struct EnvVar {
+  std::string name;
+  EnvVar(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
+  ~EnvVar() { unsetenv(name.c_str()); }
+};
+}  // namespace
+
+TEST(CliQuantizeLarge, SparseFileAbove2To31ElementsIsRefusedNamingSizeAndLimit) {
+  CliSandbox s;
+  const uint64_t rows = 65536, cols = 32769, n = rows * cols;  // 2^31 + 2^16 elements, 8 GiB of F32
+  ASSERT_GT(n, uint64_t(1) << 31);
+  const std::string h = npy_bytes("<f4", "(" + std::to_string(rows) + ", " + std::to_string(cols) + ")", "");
+  const fs::path f = s.put("big.npy", h);
+  fs::resize_file(f, h.size() + 4 * n);  // sparse: no data blocks are written
+  const EnvVar lim("MXSIM_MEMORY_LIMIT", "4G");
+  const auto r = s.mxsim("quantize --recipe mxfp8 big.npy -o q");
+  EXPECT_EQ(r.rc, 1) << r.err;
+  const std::string want = "big.npy: tensor 'big' [65536, 32769] F32 (2147549184 elements) needs about ";
+  EXPECT_NE(r.err.find(want), std::string::npos) << r.err;
+  // the file's data (8 GiB) + 17 bytes per element = 42.0 GiB, limit 4 GiB
+  EXPECT_NE(r.err.find("42.0 GiB (" + std::to_string(4 * n + 17 * n) + " bytes)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("above the limit of 4.0 GiB (4294967296 bytes) (MXSIM_MEMORY_LIMIT)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("does not stream"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("bad_alloc"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(s.p / "q.data.npy"));
+  // A malformed limit is a usage error naming the variable.
+  const EnvVar bad("MXSIM_MEMORY_LIMIT", "lots");
+  const auto r2 = s.mxsim("quantize --recipe mxfp8 big.npy -o q");
+  EXPECT_EQ(r2.rc, 2) << r2.err;
+  EXPECT_NE(r2.err.find("MXSIM_MEMORY_LIMIT"), std::string::npos) << r2.err;
+}
+
+// A header claiming a huge shape in a short file, or a shape whose byte count overflows: clear
+// errors from the header alone (nothing is allocated for the claimed size).
+TEST(CliQuantizeLarge, HugeClaimsInShortFilesAreClearErrors) {
+  CliSandbox s;
+  s.put("trunc.npy", npy_bytes("<f4", "(65536, 32769)", std::string(64, '\0')));
+  auto r = s.mxsim("quantize --recipe mxfp8 trunc.npy");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("trunc.npy: truncated data: header says shape [65536, 32769] <f4 = 8590196736 bytes, the file has 64"),
+            std::string::npos) << r.err;
+  s.put("over.npy", npy_bytes("<f4", "(4294967296, 4294967296)", ""));
+  r = s.mxsim("quantize --recipe mxfp8 over.npy");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("over.npy: shape [4294967296, 4294967296] is too large"), std::string::npos) << r.err;
+  for (const char* f : {"trunc.npy", "over.npy"}) EXPECT_EQ(r.err.find("bad_alloc"), std::string::npos) << f;
+}
+
+// The quantizer's element index (docs/numerics.md §2.5) of an element past 2^32 is exact, and the
+// Philox counter carries its high word: element i uses block i / 4 as counter words (low, high).
+TEST(CliQuantizeLarge, IndexArithmeticIs64Bit) {
+  using mxsim::hd::logical_index;
+  EXPECT_EQ(logical_index(1, 0, 0, 65536, 65537), uint64_t(65536) * 65537);
+  EXPECT_EQ(logical_index(3, 65535, 65536, 65536, 65537), (3ull * 65536 + 65535) * 65537 + 65536);
+  const mxsim::PhiloxStream ps{0x0123456789ABCDEFull, 7};
+  const uint64_t i = (uint64_t(5) << 32) + 9;  // block (5 << 30) + 2
+  r123::Philox4x32 gen;
+  const uint64_t b = i / 4;
+  const r123::Philox4x32::ctr_type ctr = {{uint32_t(b), uint32_t(b >> 32), 7u, 0u}};
+  const r123::Philox4x32::key_type key = {{0x89ABCDEFu, 0x01234567u}};
+  EXPECT_EQ(ps(i), gen(ctr, key)[i % 4]);
+  // The word of index i differs from that of i mod 2^32 (a 32-bit index would alias them).
+  EXPECT_NE(ps(i), ps(i & 0xFFFFFFFFu));
+}
