@@ -9,7 +9,8 @@
 #           recipe for RECIPE_STEPS steps, and checkpoints crossing backends
 #   peers   bench/peers/moe_step_peer.py (PyTorch eager, BF16 _grouped_mm)
 # Also: memcheck (compute-sanitizer over kernel suites and the Backend suite),
-# bench (mxsim_gpu_bench), profile, kernels, large (see below).
+# bench (mxsim_gpu_bench), gemm (grouped GEMM vs PyTorch), profile, kernels,
+# large (see below).
 # STAGES (default "tests verify runs peers") picks stages. Writes to $OUT
 # (default ./out): summary.md (the table), tests.txt, verify.txt, runs.txt,
 # peers.csv, env.txt. Exit status: non-zero when any check failed.
@@ -72,6 +73,17 @@ if has memcheck && command -v compute-sanitizer >/dev/null; then
   echo -e "\n## compute-sanitizer memcheck (exit $m)\n\n\`\`\`" >>"$summary"
   grep -E 'ERROR SUMMARY' "$work/memcheck.txt" >>"$summary"; echo '```' >>"$summary"
   cat "$work/memcheck.txt" >>"$OUT/tests.txt"
+fi
+
+# gemm: the grouped GEMMs on the MoE shapes (mxsim_gpu_gemm_bench, bits
+# checked against the tiled kernels) and their PyTorch peers
+# (bench/peers/gemm_peers.py), in one call; scripts/gemm-table.py joins them.
+if has gemm; then
+  timeout 300 "$dev/bin/mxsim_gpu_gemm_bench" ${GEMM_BENCH_ARGS:-} --csv "$OUT/gemm.csv" >"$work/gemm_bench.txt" 2>&1 || rc=1
+  PYTHONUNBUFFERED=1 timeout 200 python3 bench/peers/gemm_peers.py >"$OUT/gemm_peers.csv" 2>&1 || rc=1
+  python3 scripts/gemm-table.py "$OUT/gemm.csv" "$OUT/gemm_peers.csv" >"$OUT/gemm.md" 2>&1 || rc=1
+  echo -e "\n## Grouped GEMM vs PyTorch\n" >>"$summary"; cat "$OUT/gemm.md" >>"$summary"
+  tail -5 "$work/gemm_bench.txt" >>"$OUT/tests.txt"
 fi
 
 # bench: the codec kernels beside a device-to-device copy (mxsim_gpu_bench).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the GPU binaries here (cmake --preset gpu-sm90a: sm_90a + sm_80, CUDA
 # runtime static) and packs them for the device machine into
-#   .gpu-build/dev.tar.xz   bin/ (mxsim, the GPU tests, mxsim_gpu_bench) and
+#   .gpu-build/dev.tar.xz   bin/ (mxsim, the GPU tests, the GPU benchmarks) and
 #                           lib/ (the shared libraries a bare CUDA image lacks:
 #                           ldd decides; glibc, libstdc++, libgcc and the
 #                           driver's libcuda stay the machine's)
@@ -14,11 +14,11 @@ cd "$(dirname "$0")/.."
 tests=(test_gpu_codec test_gpu_quantize test_gpu_gemm test_gpu_math test_gpu_backend test_gpu_ops)
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD/..}"
 [ -f .gpu-build/CMakeCache.txt ] || cmake --preset gpu-sm90a
-cmake --build .gpu-build -j"${JOBS:-2}" --target "${tests[@]}" mxsim mxsim_gpu_bench
+cmake --build .gpu-build -j"${JOBS:-2}" --target "${tests[@]}" mxsim mxsim_gpu_bench mxsim_gpu_gemm_bench
 stage=.gpu-build/dev
 rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/lib"
 for t in "${tests[@]}"; do cp ".gpu-build/tests/$t" "$stage/bin/"; done
-cp .gpu-build/cli/mxsim .gpu-build/backends/hip/mxsim_gpu_bench "$stage/bin/"
+cp .gpu-build/cli/mxsim .gpu-build/backends/hip/mxsim_gpu_bench .gpu-build/backends/hip/mxsim_gpu_gemm_bench "$stage/bin/"
 for b in "$stage"/bin/*; do
   case "$(basename "$b")" in
     test_gpu_codec|test_gpu_quantize|test_gpu_gemm|test_gpu_math)

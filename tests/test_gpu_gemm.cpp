@@ -115,6 +115,11 @@ void poke(QuantizedTensor& q, std::mt19937& g) {
   }
 }
 
+bool sm90() {
+  const hip::DeviceInfo d = hip::device_info();
+  return d.cc_major == 9 && d.cc_minor == 0;
+}
+
 struct ClassTally {
   size_t runs = 0, elements = 0, mismatches = 0;
 };
@@ -193,13 +198,24 @@ void run_pair(const Pair& p, std::mt19937& g, int trial, bool specials) {
           gp.accumulate = acc;
           gp.out_bf16 = ob;
           // Each trial runs every kernel over its four (output type, specials) cases.
-          gp.kernel = hip::GemmKernel((trial + 2 * ob + (specials ? 1 : 0)) % 4);
+          gp.kernel = hip::GemmKernel((trial + 2 * ob + (specials ? 1 : 0)) % 5);
           // (mx-exact has no lane form: Lanes runs its small tile.)
           const bool lanes_to_small = gp.kernel == hip::GemmKernel::Lanes && cls == hd::GemmClass::MxExact;
-          static const char* const kKernel[] = {" auto", " large-tile", " small-tile", " lanes"};
+          static const char* const kKernel[] = {" auto", " large-tile", " small-tile", " lanes", " wgmma"};
+          const hip::GemmLaunchCounts before = hip::gemm_launch_counts();
           check_gpu(cname, init, ob ? ref16.data() : ref32.data(), n, acc,
                     what + (ob ? " bf16-out" : " fp32-out") + (lanes_to_small ? " small-tile" : kKernel[int(gp.kernel)]),
                     [&](float* out) { run_gpu(out, gp); });
+          // A forced Wgmma runs the tensor-core kernels wherever they meet
+          // the contract (an H100/H200, mx-exact E2M1 x E2M1), never silently
+          // the tiled ones; every other pair runs the tiled kernels.
+          const hip::GemmLaunchCounts after = hip::gemm_launch_counts();
+          if (gp.kernel == hip::GemmKernel::Wgmma && after.tiled + after.wgmma > before.tiled + before.wgmma) {
+            const bool e2m1 = sa.elem == Format::E2M1 && sw.elem == Format::E2M1;
+            const bool eligible = sm90() && cls == hd::GemmClass::MxExact && e2m1;
+            EXPECT_EQ(after.wgmma > before.wgmma, eligible) << what << ": which kernel ran";
+            EXPECT_EQ(after.tiled > before.tiled, !eligible) << what << ": which kernel ran";
+          }
         }
       };
       if (form < 2) {
@@ -444,6 +460,142 @@ TEST(GpuGemm, RowsBeyondTheGridAreWalked) {
       if (std::bit_cast<uint32_t>(got[i]) != std::bit_cast<uint32_t>(ref.data()[i]) && bad++ < 5)
         ADD_FAILURE() << "kernel " << int(k) << " output " << i << " (row " << i / N << ")";
     EXPECT_EQ(bad, 0u) << "kernel " << int(k);
+  }
+}
+
+/// The emulator's fast kernels (tests/test_gemm_exact.cpp holds them to the
+/// reference and a rational oracle bit for bit), for the larger shapes below.
+GemmOptions fast_opt(bool acc) {
+  GemmOptions o = ref_opt(acc, false);
+  o.impl = GemmImpl::Fast;
+  return o;
+}
+
+// The tensor-core kernels (GemmKernel::Wgmma, an H100/H200 only) on shapes
+// that fill many 128 x 128 tiles and several 128-K stages, with ragged edges
+// (M, N, K not multiples of 128, K not of 32), every form, both accumulate
+// modes and output types: MXFP4 x MXFP4 (weights 32 x 32 tiles and 1 x 32)
+// bit for bit against the emulator. `extreme` scales the sources so that
+// block scales reach E8M0 0x00 / 0xFE, where the kernels must take the
+// contract's exact steps instead of the FP32 scale product.
+void run_wgmma_large(bool extreme) {
+  std::mt19937 g(extreme ? 7001 : 7000);
+  const std::vector<int64_t> ms = {300, 0, 129, 1000, 77};
+  const size_t M = total(ms), N = 333, K = 1000, G = ms.size();
+  Tensor2f x = rand2(g, M, K, 3), dy = rand2(g, M, N, 3);
+  Tensor3f w = rand3(g, G, N, K, 3);
+  if (extreme) {
+    // Rows of x near 2^-126 and 2^120 (scale bytes near 0x00 and 0xF7), W's
+    // group 0 at 2^-30 and group 3 at 2^10, dy at 2^8 with every fifth row
+    // near 2^-127 (subnormal sources, scale bytes near 0): some pair of scales
+    // in every form sums below 2^-149 or above 2^127, so each launch takes
+    // the exact steps; the products that do fit FP32 must still come out right.
+    for (size_t i = 0; i < M; i += 7)
+      for (size_t k = 0; k < K; ++k) x(i, k) *= (i % 2) ? 0x1p-126f : 0x1p+120f;
+    for (size_t n = 0; n < N; ++n)
+      for (size_t k = 0; k < K; ++k) w(0, n, k) *= 0x1p-30f, w(3, n, k) *= 0x1p+10f;
+    for (size_t i = 0; i < M; ++i)
+      for (size_t n = 0; n < N; ++n) dy(i, n) *= i % 5 ? 0x1p+8f : 0x1p-127f;
+  }
+  const QuantSpec s4 = tensor_recipe("mxfp4"), s42 = tensor_recipe("mxfp4_2d");
+  for (const QuantSpec& sw : {s42, s4})
+    for (int form = 0; form < 3; ++form)
+      for (int acc = 0; acc < 2; ++acc) {
+        const std::string what = std::string(form == 0 ? "fprop" : form == 1 ? "dgrad" : "wgrad") +
+                                 (sw.is_2d_tile() ? " W 32x32" : " W 1x32") + (acc ? " accumulate" : " overwrite") +
+                                 (extreme ? " extreme scales" : "");
+        SCOPED_TRACE(what);
+        hip::GemmParams gp;
+        gp.kernel = hip::GemmKernel::Wgmma;
+        gp.accumulate = acc;
+        const hip::GemmLaunchCounts before = hip::gemm_launch_counts();
+        if (form < 2) {
+          const size_t J = form == 0 ? N : K;
+          const Tensor2f init = rand2(g, M, J, 2);
+          Tensor2f ref = init;
+          const QuantizedTensor qa = quantize(form == 0 ? x : dy, s4, Axis::Cols);
+          const QuantizedTensor qw = quantize(w, sw, form == 0 || sw.is_2d_tile() ? Axis::Cols : Axis::Rows);
+          if (form == 0) grouped_fprop(qa, qw, ms, ref, fast_opt(acc));
+          else grouped_dgrad(qa, qw, ms, ref, fast_opt(acc));
+          const hip::DeviceQuantized da = gputest::upload(qa, "A"), dw = gputest::upload(qw, "W");
+          check_gpu("mx-exact", init.data(), ref.data(), M * J, acc, what, [&](float* out) {
+            const auto oa = hip::GemmOperand::from_quantized(da.t), ow = hip::GemmOperand::from_quantized(dw.t);
+            if (form == 0) hip::grouped_fprop(oa, ow, ms, out, gp);
+            else hip::grouped_dgrad(oa, ow, ms, out, gp);
+          });
+        } else {
+          const Tensor3f init = rand3(g, G, N, K, 2);
+          Tensor3f ref = init;
+          const std::vector<QuantizedTensor> qdy = quantize_grouped_colwise(dy, ms, s4), qx = quantize_grouped_colwise(x, ms, s4);
+          grouped_wgrad(qdy, qx, ms, ref, fast_opt(acc));
+          std::vector<hip::DeviceQuantized> keep;
+          std::vector<hip::GemmOperand> odys, oxs;
+          for (size_t gg = 0; gg < G; ++gg) {
+            keep.push_back(gputest::upload(qdy[gg], "dY group"));
+            odys.push_back(hip::GemmOperand::from_quantized(keep.back().t));
+            keep.push_back(gputest::upload(qx[gg], "X group"));
+            oxs.push_back(hip::GemmOperand::from_quantized(keep.back().t));
+          }
+          check_gpu("mx-exact", init.data(), ref.data(), G * N * K, acc, what,
+                    [&](float* out) { hip::grouped_wgrad(odys, oxs, ms, out, gp); });
+        }
+        if (sm90()) EXPECT_GT(hip::gemm_launch_counts().wgmma, before.wgmma) << what << ": the tensor-core kernel ran";
+      }
+}
+
+TEST(GpuGemm, WgmmaMxExactLargeShapesMatchEmulator) {
+  REQUIRE_GPU();
+  if (!sm90()) GTEST_SKIP() << "the tensor-core kernels need an H100/H200 (sm_90); this GPU is cc "
+                            << hip::device_info().cc_major << "." << hip::device_info().cc_minor;
+  run_wgmma_large(false);
+}
+
+TEST(GpuGemm, WgmmaMxExactExtremeScalesTakeTheExactSteps) {
+  REQUIRE_GPU();
+  if (!sm90()) GTEST_SKIP() << "the tensor-core kernels need an H100/H200 (sm_90)";
+  run_wgmma_large(true);
+}
+
+// GemmKernel::WgmmaHardware runs mx-f13, fp8-chunk128 and bf16-f25 on the
+// tensor cores' own FP8 / BF16 arithmetic, which those classes model
+// (MMA-Sim: F = 13 for FP8, 25 for BF16). On ordinary data (normal values
+// within 2^+-3 of each other, no NaN / Inf) it gave the contract's bits on
+// an H200; wider spreads and specials are where the measured hardware and
+// the model part (docs/gpu.md), so this test claims only the former.
+TEST(GpuGemm, HardwareWgmmaMatchesTheFusedClassesOnOrdinaryData) {
+  REQUIRE_GPU();
+  if (!sm90()) GTEST_SKIP() << "the tensor-core kernels need an H100/H200 (sm_90)";
+  std::mt19937 g(7100);
+  const std::vector<int64_t> ms = {200, 57, 0, 260};
+  const size_t M = total(ms), N = 200, K = 420, G = ms.size();
+  const Tensor2f x = rand2(g, M, K, 3);
+  const Tensor3f w = rand3(g, G, N, K, 3);
+  for (const Pair& p : {Pair{"mxfp8", "mxfp8"}, Pair{"mxfp8", "mxfp4_2d"}, Pair{"mxfp6_e3m2", "mxfp8_e5m2"},
+                        Pair{"fp8_row", "fp8_row"}, Pair{"fp8_block", "fp8_block2d"}, Pair{"bf16", "bf16"}}) {
+    SCOPED_TRACE(std::string(p.a) + " x " + p.w);
+    const QuantSpec sa = spec(p.a), sw = spec(p.w);
+    hd::GemmClass cls;
+    ASSERT_TRUE(hd::gemm_class_of(sa, sw, cls));
+    Tensor2f ref = Tensor2f::from_shape({M, N});
+    hip::GemmParams gp;
+    gp.kernel = hip::GemmKernel::WgmmaHardware;
+    const hip::GemmLaunchCounts before = hip::gemm_launch_counts();
+    if (cls == hd::GemmClass::Bf16F25) {
+      grouped_fprop(x, sa, w, sw, ms, ref, ref_opt(false, false));
+      BF16Dev da = bf16_codes(x.data(), x.size(), "A bf16"), dw = bf16_codes(w.data(), w.size(), "W bf16");
+      check_gpu(hd::gemm_class_name(cls), nullptr, ref.data(), M * N, false, "fprop", [&](float* out) {
+        hip::grouped_fprop(hip::GemmOperand::from_bf16(da.codes.as<uint16_t>(), 1, M, K),
+                           hip::GemmOperand::from_bf16(dw.codes.as<uint16_t>(), G, N, K), ms, out, gp);
+      });
+    } else {
+      const QuantizedTensor qa = quantize(x, sa, Axis::Cols), qw = quantize(w, sw, Axis::Cols);
+      grouped_fprop(qa, qw, ms, ref, ref_opt(false, false));
+      const hip::DeviceQuantized da = gputest::upload(qa, "A"), dw = gputest::upload(qw, "W");
+      check_gpu(hd::gemm_class_name(cls), nullptr, ref.data(), M * N, false, "fprop", [&](float* out) {
+        hip::grouped_fprop(hip::GemmOperand::from_quantized(da.t), hip::GemmOperand::from_quantized(dw.t), ms, out, gp);
+      });
+    }
+    EXPECT_GT(hip::gemm_launch_counts().wgmma, before.wgmma) << "the tensor-core kernel ran";
   }
 }
 

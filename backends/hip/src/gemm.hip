@@ -5,12 +5,21 @@
 // launch. Everything is validated before anything is launched.
 #include "gemm_panel.hpp"
 
+#include <atomic>
 #include <string>
 #include <vector>
 
 #include "mxsim/hip/gemm.hpp"
 
 namespace mxsim::hip {
+
+namespace {
+std::atomic<size_t> g_tiled_launches{0}, g_wgmma_launches{0};
+}  // namespace
+
+void gemm::count_launch(bool wgmma) { (wgmma ? g_wgmma_launches : g_tiled_launches)++; }
+
+GemmLaunchCounts gemm_launch_counts() { return {g_tiled_launches.load(), g_wgmma_launches.load()}; }
 
 using gemm::Launch;
 using gemm::PanelView;
@@ -122,6 +131,7 @@ size_t check_splits(std::span<const int64_t> m_splits, size_t M, const std::stri
 /// Launches of one class whose groups share the element pair (every group of
 /// a grouped GEMM does: its specs are one tensor's, or the same per group).
 void run(hd::GemmClass c, const Launch* L, size_t n, hipStream_t s) {
+  if (gemm::launch_sm90(c, L, n, s)) return;
   switch (c) {
     case hd::GemmClass::MxExact: gemm::launch_mx_exact(L, n, s); break;
     case hd::GemmClass::MxF13: gemm::launch_mx_f13(L, n, s); break;

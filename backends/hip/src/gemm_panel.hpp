@@ -243,6 +243,9 @@ __global__ void __launch_bounds__(kTileThreads) gemm_lanes_kernel(LaunchBatch ba
   }
 }
 
+/// Counts a grouped-GEMM kernel launch (hip::gemm_launch_counts).
+void count_launch(bool wgmma);
+
 /// Outputs of a launch below which it takes the small tile (one output per
 /// thread): about two blocks of the large tile per multiprocessor of an H200
 /// (132) or an MI250X GCD (110).
@@ -259,7 +262,9 @@ inline TileKind tile_kind(const Launch& L) {
     case GemmKernel::LargeTile: return TileKind::Large;
     case GemmKernel::SmallTile: return TileKind::Small;
     case GemmKernel::Lanes: return Cls::kLanes > 0 ? TileKind::Lanes : TileKind::Small;
-    case GemmKernel::Auto: break;
+    case GemmKernel::Auto:
+    case GemmKernel::Wgmma:
+    case GemmKernel::WgmmaHardware: break;  // (a pair the tensor-core kernels do not take: by size)
   }
   if (L.RA * L.RB >= kSmallLaunchOutputs) return TileKind::Large;
   if constexpr (Cls::kLanes > 0)
@@ -296,6 +301,7 @@ void launch(const Launch* ls, size_t n, Cls cls, hipStream_t s, const char* name
     }
     const hipError_t e = hipGetLastError();
     if (e != hipSuccess) detail::fail(e, name, __FILE__, __LINE__);
+    count_launch(false);
     p.nb = 0;
     p.rows_a = p.rows_b = 0;
   };
@@ -355,5 +361,11 @@ void launch_mx_exact(const Launch* L, size_t n, hipStream_t s);
 void launch_mx_f13(const Launch* L, size_t n, hipStream_t s);
 void launch_fp8_chunk128(const Launch* L, size_t n, hipStream_t s);
 void launch_bf16_f25(const Launch* L, size_t n, hipStream_t s);
+
+/// The tensor-core kernels (gemm_sm90.hip, NVIDIA sm_90 only): runs the n
+/// launches and returns true when the device, the class's element pair and
+/// the work qualify (L[0].kernel Auto and large enough, or Wgmma); returns
+/// false, having launched nothing, otherwise.
+bool launch_sm90(hd::GemmClass cls, const Launch* L, size_t n, hipStream_t s);
 
 }  // namespace mxsim::hip::gemm

@@ -70,7 +70,17 @@ struct GemmOperand {
 /// the small 8 x 32 tile, or lanes sharing one output for long contractions
 /// of few outputs). The others force one, for tests and benchmarks (Lanes
 /// falls back to the small tile for mx-exact, which has no lane form).
-enum class GemmKernel : uint8_t { Auto, LargeTile, SmallTile, Lanes };
+/// Wgmma: the Hopper tensor-core kernels (gemm_sm90.hip; NVIDIA sm_90 only)
+/// for the pairs whose contract a tensor core meets by construction
+/// (mx-exact E2M1 x E2M1: an FP8 wgmma of E2M1 values is the exact block
+/// dot); Auto takes them for large launches there. WgmmaHardware also runs
+/// mx-f13, fp8-chunk128 and bf16-f25 on the tensor cores' own FP8 / BF16
+/// arithmetic, which those classes model (MMA-Sim) and which agreed with
+/// them on ordinary data but not on all adversarial inputs on an H200
+/// (docs/gpu.md): a probe of the hardware against the contract, never
+/// chosen by Auto. Where the device or pair does not qualify, either falls
+/// back to Auto's choice among the tiled kernels.
+enum class GemmKernel : uint8_t { Auto, LargeTile, SmallTile, Lanes, Wgmma, WgmmaHardware };
 
 struct GemmParams {
   bool accumulate = false;  ///< add into the existing output
@@ -87,6 +97,14 @@ void grouped_dgrad(const GemmOperand& dy, const GemmOperand& w, std::span<const 
 /// wgrad: dy[g] logical [1, M_g, N], x[g] [1, M_g, K], both along M; dw [G, N, K].
 void grouped_wgrad(std::span<const GemmOperand> dy, std::span<const GemmOperand> x, std::span<const int64_t> m_splits,
                    float* d_dw, const GemmParams& p = {}, void* stream = nullptr);
+
+/// Grouped-GEMM kernel launches this process made, by kind (tests assert
+/// that the kernel they force is the one that ran).
+struct GemmLaunchCounts {
+  size_t tiled = 0;  ///< the CUDA-core / portable tiled and lanes kernels
+  size_t wgmma = 0;  ///< the Hopper tensor-core kernels
+};
+GemmLaunchCounts gemm_launch_counts();
 
 /// Rounds n FP32 values to BF16 codes (round_bf16_code: RNE, IEEE overflow,
 /// canonical quiet NaN with the input's sign) for from_bf16 operands.

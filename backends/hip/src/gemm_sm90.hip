@@ -1,0 +1,840 @@
+// Grouped GEMM on Hopper's tensor cores (NVIDIA sm_90a), bit for bit the
+// contract of docs/numerics.md §5.2 for the pairs whose block dot a tensor
+// core computes exactly as the contract defines it:
+//   mx-exact E2M1 x E2M1  an FP8 (E4M3 image) wgmma k32 with a zero
+//                         accumulator: the 32 products of E2M1 values are
+//                         multiples of 1/4 below 2^6 and their sum is below
+//                         2^11, so the e8m13 group result is the exact dot
+//                         (matrix-units-and-gpu.md §1); then
+//                         acc = fmaf(dot, 2^(sa-127) * 2^(sb-127), acc);
+//   mx-f13                the same k32 wgmma (E4M3/E5M2 images; E2M1, FP6
+//                         enter as exact E4M3 values), which is the class's
+//                         definition (MMA-Sim's Hopper FP8 model, F = 13);
+//   fp8-chunk128          four chained k32 wgmmas per 128-K chunk, then
+//                         acc = fmaf(chunk, fl32(sa * sb), acc);
+//   bf16-f25              a BF16 wgmma k16 chain over the whole K with the
+//                         FP32 accumulator as C (the class's definition).
+// The fmaf promotion equals the contract's RNE(acc + dot * 2^(sa+sb-254))
+// when 2^(sa-127) * 2^(sb-127) is exact (an FP32 number, not 0 or Inf); a
+// launch whose scale bytes could leave that range (found while the images
+// are built) promotes with the hd steps instead.
+//
+// Shape of the kernel (DeepGEMM's for FP8 on Hopper): one CTA per 128 x 128
+// output tile, one producer warp issuing bulk tensor copies (TMA) of 128-byte
+// K slabs of A, B and their scales into kStages shared-memory stages, two
+// consumer warpgroups of 64 rows each running wgmma and the promotion on the
+// CUDA cores, mbarriers between them. Each output's K walk stays ascending
+// in one thread's registers: no split-K.
+//
+// Operands reach the kernel as K-major 8-bit (or BF16) images with FP32
+// scale images, built by image kernels from the QuantizedTensor storage: the
+// E2M1 nibbles, FP6 codes and contraction-along-rows operands (dgrad's W,
+// wgrad's operands) become rows of 128-byte aligned K slabs, zero-padded to
+// whole slabs and tiles, the form TMA and wgmma read.
+#include "gemm_panel.hpp"
+
+#include <atomic>
+#include <mutex>
+
+#if defined(MXSIM_GPU_NVIDIA)
+#include <cuda.h>  // CUtensorMap (types only: the driver entry point comes through the runtime)
+#include <cudaTypedefs.h>
+#endif
+
+namespace mxsim::hip::gemm {
+
+#if defined(MXSIM_GPU_NVIDIA)
+namespace sm90 {
+
+constexpr int kBM = 128;             // output tile rows (A rows)
+constexpr int kSlabBytes = 128;      // K bytes per stage: one 128-byte swizzle row
+constexpr int kConsumers = 2;        // warpgroups of 64 rows
+constexpr int kThreads = 128 * (1 + kConsumers);
+
+/// How a launch's K walk is rounded (the class's promotion).
+enum class Mode : int { Block32, Chunk128, Bf16 };
+
+/// Tile columns (B rows) and stage layout. (A 256-column Block32 tile,
+/// which halves the bytes per FLOP pulled through L2, measured no faster on
+/// an H200: its 128 accumulators plus two MMA results per thread spill
+/// under the 168-register cap of 384 threads. docs/gpu.md.)
+template <Mode M, int BN>
+struct Geo {
+  static constexpr int kBN = BN;
+  static constexpr int kATile = kBM * kSlabBytes, kBTile = kBN * kSlabBytes;
+  static constexpr int kASc = kBM * 4 * int(sizeof(float)), kBSc = kBN * 4 * int(sizeof(float));  // four 32-blocks
+  static constexpr int kStageBytes = kATile + kBTile + (M == Mode::Bf16 ? 0 : kASc + kBSc);
+  static constexpr int kStages = 5;
+  static constexpr int kSmemBytes = kStages * kStageBytes + 1024 /* alignment */ + 2 * kStages * 8 /* mbarriers */;
+  static_assert(kStageBytes % 1024 == 0 && kATile % 1024 == 0 && kBTile % 1024 == 0, "128-byte swizzle atoms");
+};
+/// Element type of an 8-bit image (the wgmma operand type).
+enum class Img : int { E4M3, E5M2, BF16 };
+
+
+/// One group of a batch: its output tile grid and where its operands sit in
+/// the images (rows; K in elements; scale columns in 32-blocks).
+struct Tile {
+  int ra = 0, rb = 0;          // output rows (A panel rows) and columns (B panel rows)
+  int a_row = 0, b_row = 0;    // first image row of the A / B panel
+  int k_col = 0;               // first image column (element) of the K range
+  int nk = 0;                  // stages (128-byte K slabs)
+  int nblk = 0;                // real 32-blocks (Block32) / 128-chunks (Chunk128) of K
+  int tiles_n = 0, tile0 = 0;  // tiles along B, first tile index in the grid
+  float* out = nullptr;
+  long long ld = 0;
+};
+struct Batch {
+  Tile t[kMaxBatch];
+  int n = 0;
+  int accumulate = 0, out_bf16 = 0;
+  const int* scale_range = nullptr;  // E8M0 bytes seen: min A, max A, min B, max B
+  int mx_exact = 0;                  // Block32: the mx-exact class (else mx-f13)
+};
+
+// ---- PTX wrappers ------------------------------------------------------------
+
+#define MXSIM_WG_D64 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+#define MXSIM_WG_D64_ARGS(d) "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define MXSIM_SM90A_DEVICE 1
+
+__device__ inline uint32_t smem_addr(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
+
+__device__ inline void mbar_init(uint64_t* b, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(b)), "r"(count) : "memory");
+}
+__device__ inline void mbar_expect_tx(uint64_t* b, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(b)), "r"(bytes) : "memory");
+}
+__device__ inline void mbar_arrive(uint64_t* b) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(b)) : "memory");
+}
+__device__ inline void mbar_wait(uint64_t* b, unsigned parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_addr(b)), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+/// A 2-D box of a tensor map into shared memory, completing on `bar`.
+__device__ inline void tma_load(void* dst, const CUtensorMap* map, uint64_t* bar, int c0, int c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];" ::"r"(
+          smem_addr(dst)),
+      "l"(map), "r"(smem_addr(bar)), "r"(c0), "r"(c1)
+      : "memory");
+}
+
+__device__ inline void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ inline void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+__device__ inline void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+/// Keeps the compiler from moving register reads across the asynchronous MMA.
+__device__ inline void reg_fence(float (&d)[64]) {
+#pragma unroll
+  for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/// wgmma shared-memory descriptor of a K-major tile in the 128-byte swizzle
+/// that TMA wrote (PTX "Matrix Descriptor Format"): rows of 128 bytes, eight
+/// rows (1024 bytes) per swizzle atom; stepping K inside a row moves the
+/// start address (the stages are 1024-byte aligned, so the base offset is 0).
+__device__ inline uint64_t kmajor_desc(const void* tile) {
+  const uint32_t a = smem_addr(tile);
+  return uint64_t((a & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
+}
+
+template <Img A, Img B>
+struct Fp8Mma;
+#define MXSIM_FP8_MMA(TA, TB, NAME)                                                                         \
+  template <>                                                                                              \
+  struct Fp8Mma<Img::TA, Img::TB> {                                                                        \
+    __device__ static void run(float (&d)[64], uint64_t da, uint64_t db, int scale_d) {                    \
+      asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"                                         \
+                   " wgmma.mma_async.sync.aligned.m64n128k32.f32." NAME " " MXSIM_WG_D64                   \
+                   ", %64, %65, p, 1, 1;\n}\n"                                                             \
+                   : MXSIM_WG_D64_ARGS(d)                                                                  \
+                   : "l"(da), "l"(db), "r"(scale_d));                                                      \
+    }                                                                                                      \
+  };
+MXSIM_FP8_MMA(E4M3, E4M3, "e4m3.e4m3")
+MXSIM_FP8_MMA(E4M3, E5M2, "e4m3.e5m2")
+MXSIM_FP8_MMA(E5M2, E4M3, "e5m2.e4m3")
+MXSIM_FP8_MMA(E5M2, E5M2, "e5m2.e5m2")
+#undef MXSIM_FP8_MMA
+
+#define MXSIM_WG_D32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define MXSIM_WG_D32_ARGS(d) "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+
+/// m64n64k32 with a zero accumulator (scale-d false): one MX block of a
+/// 64 x 64 half tile.
+template <Img A, Img B>
+struct Fp8Mma64;
+#define MXSIM_FP8_MMA64(TA, TB, NAME)                                                                       \
+  template <>                                                                                              \
+  struct Fp8Mma64<Img::TA, Img::TB> {                                                                      \
+    __device__ static void run(float (&d)[32], uint64_t da, uint64_t db) {                                 \
+      asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"                                         \
+                   " wgmma.mma_async.sync.aligned.m64n64k32.f32." NAME " " MXSIM_WG_D32                    \
+                   ", %32, %33, p, 1, 1;\n}\n"                                                             \
+                   : MXSIM_WG_D32_ARGS(d)                                                                  \
+                   : "l"(da), "l"(db), "r"(0));                                                            \
+    }                                                                                                      \
+  };
+MXSIM_FP8_MMA64(E4M3, E4M3, "e4m3.e4m3")
+MXSIM_FP8_MMA64(E4M3, E5M2, "e4m3.e5m2")
+MXSIM_FP8_MMA64(E5M2, E4M3, "e5m2.e4m3")
+MXSIM_FP8_MMA64(E5M2, E5M2, "e5m2.e5m2")
+#undef MXSIM_FP8_MMA64
+
+__device__ inline void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory"); }
+__device__ inline void reg_fence32(float (&d)[32]) {
+#pragma unroll
+  for (int i = 0; i < 32; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+__device__ inline void bf16_mma(float (&d)[64], uint64_t da, uint64_t db) {
+  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
+               " wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " MXSIM_WG_D64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+               : MXSIM_WG_D64_ARGS(d)
+               : "l"(da), "l"(db), "r"(1));
+}
+
+/// The E8M0 byte of a scale image value 2^(s - 127) (NaN for 0xFF).
+__device__ inline uint8_t e8m0_of(float s) {
+  const uint32_t b = f32_bits(s);
+  if ((b & 0x7FFFFFFFu) > 0x7F800000u) return 0xFF;
+  return (b >> 23) ? uint8_t(b >> 23) : uint8_t(0);  // 2^-127 is the one subnormal scale
+}
+#endif  // sm_90a device code
+
+/// The kernel: see the file comment. Value i of a consumer thread's 64 is the
+/// wgmma D fragment's (PTX "Register Fragments", m64nNk32 / m64nNk16): row
+/// 16 w + g + 8 ((i >> 1) & 1), column 8 (i >> 2) + 2 t + (i & 1) of the
+/// warpgroup's 64 x 128 block (w its warp, g = lane / 4, t = lane % 4).
+template <Mode M, int BN, Img TA, Img TB, bool kTileB, bool kExact>
+__global__ void __launch_bounds__(kThreads, 1)
+    gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+                     const __grid_constant__ CUtensorMap map_sa, const __grid_constant__ CUtensorMap map_sb,
+                     const __grid_constant__ Batch batch) {
+#if defined(MXSIM_SM90A_DEVICE)
+  using G = Geo<M, BN>;
+  constexpr int kBN = G::kBN, kStages = G::kStages, kStageBytes = G::kStageBytes, kAcc = kBN / 2;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * kStageBytes);
+  uint64_t* empty = full + kStages;
+  const auto stage_a = [&](int s) { return smem + s * kStageBytes; };
+  const auto stage_b = [&](int s) { return smem + s * kStageBytes + G::kATile; };
+  const auto stage_sa = [&](int s) {
+    return reinterpret_cast<const float*>(smem + s * kStageBytes + G::kATile + G::kBTile);
+  };
+  const auto stage_sb = [&](int s) {
+    return reinterpret_cast<const float*>(smem + s * kStageBytes + G::kATile + G::kBTile + G::kASc);
+  };
+
+  // Block32: the scale bytes the images saw. Inside this range every
+  // 2^(sa-127) * 2^(sb-127) is an exact FP32 value and fmaf is the
+  // contract's add; outside it the kExact twin, launched beside this one,
+  // takes the contract's steps. The one that does not apply leaves at once.
+  if constexpr (M == Mode::Block32) {
+    const int* r = batch.scale_range;
+    const bool plain = r[0] + r[2] >= 254 - 149 && r[1] + r[3] <= 254 + 127;
+    if (plain == kExact) return;
+  }
+
+  int li = 0;
+  while (li + 1 < batch.n && int(blockIdx.x) >= batch.t[li + 1].tile0) ++li;
+  const Tile& T = batch.t[li];
+  const int local = int(blockIdx.x) - T.tile0, tm = local / T.tiles_n, tn = local % T.tiles_n;
+  constexpr bool kScaled = M != Mode::Bf16;
+  constexpr int kKElems = M == Mode::Bf16 ? kSlabBytes / 2 : kSlabBytes;  // K elements per stage
+  constexpr unsigned kTx = unsigned(kStageBytes);  // every byte of a stage arrives by TMA
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(&full[s], 1);
+      mbar_init(&empty[s], kConsumers * 4);  // one arrival per consumer warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  const int wg = int(threadIdx.x) / 128;
+  if (wg == 0) {  // producer: one thread issues every copy
+    // Registers move to the consumers (64 accumulators + 64 MMA results each).
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (threadIdx.x == 0) {
+      for (int kb = 0; kb < T.nk; ++kb) {
+        const int s = kb % kStages, round = kb / kStages;
+        if (round > 0) mbar_wait(&empty[s], unsigned(round - 1) & 1u);
+        mbar_expect_tx(&full[s], kTx);
+        const int kc = T.k_col + kb * kKElems;
+        tma_load(stage_a(s), &map_a, &full[s], kc, T.a_row + tm * kBM);
+        tma_load(stage_b(s), &map_b, &full[s], kc, T.b_row + tn * kBN);
+        if constexpr (kScaled) {
+          tma_load(const_cast<float*>(stage_sa(s)), &map_sa, &full[s], kc / 32, T.a_row + tm * kBM);
+          tma_load(const_cast<float*>(stage_sb(s)), &map_sb, &full[s], T.b_row + tn * kBN, kc / 32);
+        }
+      }
+    }
+  } else {  // consumers (one branch each, so that setmaxnreg takes effect)
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+
+  const int cw = wg - 1, w = (int(threadIdx.x) / 32) % 4, lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
+  const int lr0 = cw * 64 + 16 * w + g;  // tile-local rows of values 4j + {0,1} and 4j + {2,3}: lr0, lr0 + 8
+  const int row0 = tm * kBM + lr0, row1 = row0 + 8, col_base = tn * kBN + 2 * t;
+  float acc[kAcc];
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i) {
+    const int r = (i >> 1) & 1 ? row1 : row0, c = col_base + 8 * (i >> 2) + (i & 1);
+    float v = batch.accumulate && r < T.ra && c < T.rb ? T.out[r * T.ld + c] : 0.0f;
+    // Block32: the first block's exact add turns a -0 accumulator into +0
+    // whatever the block's value (numerics.md §5.4); doing it here keeps a
+    // zero wgmma result of either sign from reaching the fmaf with -0.
+    if (M == Mode::Block32 && T.nblk > 0 && v == 0.0f) v = 0.0f;
+    acc[i] = v;
+  }
+
+  for (int kb = 0; kb < T.nk; ++kb) {
+    const int s = kb % kStages;
+    mbar_wait(&full[s], unsigned(kb / kStages) & 1u);
+    const uint64_t da = kmajor_desc(stage_a(s) + cw * 64 * kSlabBytes), db = kmajor_desc(stage_b(s));
+    const float* sa = stage_sa(s);
+    const float* sb = stage_sb(s);
+    if constexpr (M == Mode::Bf16) {
+      static_assert(kAcc == 64, "one m64n128 accumulator");
+      wg_fence();
+#pragma unroll
+      for (int q = 0; q < 4; ++q) bf16_mma(acc, da + 2 * q, db + 2 * q);  // 32 bytes = 16 BF16 per k16
+      wg_commit();
+      wg_wait0();
+      reg_fence(acc);
+    } else if constexpr (M == Mode::Chunk128) {
+      static_assert(kAcc == 64, "one m64n128 accumulator");
+      float d[64];
+      wg_fence();
+#pragma unroll
+      for (int q = 0; q < 4; ++q) Fp8Mma<TA, TB>::run(d, da + 2 * q, db + 2 * q, q > 0);
+      wg_commit();
+      wg_wait0();
+      reg_fence(d);
+      if (kb < T.nblk) {
+        const float a0 = sa[lr0 * 4], a1 = sa[(lr0 + 8) * 4];  // the chunk's scale_inv (replicated per 32)
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+          const float2 b = *reinterpret_cast<const float2*>(sb + 8 * j + 2 * t);
+          acc[4 * j + 0] = fmaf(d[4 * j + 0], a0 * b.x, acc[4 * j + 0]);
+          acc[4 * j + 1] = fmaf(d[4 * j + 1], a0 * b.y, acc[4 * j + 1]);
+          acc[4 * j + 2] = fmaf(d[4 * j + 2], a1 * b.x, acc[4 * j + 2]);
+          acc[4 * j + 3] = fmaf(d[4 * j + 3], a1 * b.y, acc[4 * j + 3]);
+        }
+      }
+    } else {
+      // kParts m64n64k32 per block (one per 64 columns), each with a zero
+      // accumulator; one stays in flight on the tensor cores while the CUDA
+      // cores promote the one before it.
+      constexpr int kParts = kBN / 64, kSteps = 4 * kParts;
+      float dd[2][32];
+      const auto issue = [&](int step) {
+        const int blk = step / kParts, h = step % kParts;
+        wg_fence();
+        Fp8Mma64<TA, TB>::run(dd[step & 1], da + 2 * blk, db + (h * 64 * kSlabBytes >> 4) + 2 * blk);
+        wg_commit();
+      };
+      issue(0);
+      issue(1);
+#pragma unroll(kExact ? 1 : kSteps)
+      for (int step = 0; step < kSteps; ++step) {
+        if (step < kSteps - 1) wg_wait1();
+        else wg_wait0();
+        float(&d)[32] = dd[step & 1];
+        reg_fence32(d);
+        const int blk = step / kParts, h = step % kParts;
+        float* a = acc + 32 * h;  // values 32 h + i: column 64 h + 8 (i >> 2) + 2 t + (i & 1)
+        if (kb * 4 + blk < T.nblk) {  // blocks past K are zero padding: the walk has ended
+          const float a0 = sa[lr0 * 4 + blk], a1 = sa[(lr0 + 8) * 4 + blk];
+          const float* sbh = sb + blk * kBN + 64 * h;
+          if constexpr (kExact) {  // scales near the FP32 range ends: the contract's exact steps
+#pragma unroll 1
+            for (int i = 0; i < 32; ++i) {
+              const uint8_t ea = e8m0_of((i >> 1) & 1 ? a1 : a0);
+              const uint8_t eb = e8m0_of(sbh[8 * (i >> 2) + 2 * t + (i & 1)]);
+              a[i] = batch.mx_exact ? hd::mx_exact_block(a[i], int32_t(d[i] * 4.0f), ea, eb, 2)
+                                    : hd::mx_f13_block(a[i], d[i], ea, eb);
+            }
+          } else if constexpr (kTileB) {  // B's scale is one per 32 columns (32 x 32 weight tiles)
+            const float s00 = a0 * sbh[0], s01 = a0 * sbh[32], s10 = a1 * sbh[0], s11 = a1 * sbh[32];
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+              a[4 * j + 0] = fmaf(d[4 * j + 0], j < 4 ? s00 : s01, a[4 * j + 0]);
+              a[4 * j + 1] = fmaf(d[4 * j + 1], j < 4 ? s00 : s01, a[4 * j + 1]);
+              a[4 * j + 2] = fmaf(d[4 * j + 2], j < 4 ? s10 : s11, a[4 * j + 2]);
+              a[4 * j + 3] = fmaf(d[4 * j + 3], j < 4 ? s10 : s11, a[4 * j + 3]);
+            }
+          } else {
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+              const float2 b = *reinterpret_cast<const float2*>(sbh + 8 * j + 2 * t);
+              a[4 * j + 0] = fmaf(d[4 * j + 0], a0 * b.x, a[4 * j + 0]);
+              a[4 * j + 1] = fmaf(d[4 * j + 1], a0 * b.y, a[4 * j + 1]);
+              a[4 * j + 2] = fmaf(d[4 * j + 2], a1 * b.x, a[4 * j + 2]);
+              a[4 * j + 3] = fmaf(d[4 * j + 3], a1 * b.y, a[4 * j + 3]);
+            }
+          }
+        }
+        if (step + 2 < kSteps) issue(step + 2);
+      }
+    }
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&empty[s]);
+  }
+
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i) {
+    const int r = (i >> 1) & 1 ? row1 : row0, c = col_base + 8 * (i >> 2) + (i & 1);
+    if (r < T.ra && c < T.rb) T.out[r * T.ld + c] = hd::gemm_output(acc[i], batch.out_bf16);
+  }
+  }  // consumers
+#else
+  __trap();  // built without sm_90a code: launch_sm90 never launches it there
+#endif
+}
+
+// ---- operand images ------------------------------------------------------------
+
+/// One launch's operand panel and where its image goes: rows [row0, row0 +
+/// rows_pad) and K elements [col0, col0 + kp) of the image, zeros past R and K.
+struct ImgJob {
+  PanelView p;
+  int R = 0, K = 0, row0 = 0, col0 = 0, rows_pad = 0, kp = 0;
+};
+struct ImgBatch {
+  ImgJob j[kMaxBatch];
+  int n = 0;
+  Img kind = Img::E4M3;
+  Format elem = Format::E4M3;  // the panels' element format
+  uint8_t* img = nullptr;
+  long long pitch = 0;  // bytes per image row
+  // scales (Mode::Block32 / Chunk128): one FP32 value per 32-block of K,
+  // [rows][K / 32] for A, transposed [K / 32][rows] for B
+  float* scales = nullptr;
+  long long spitch = 0;  // floats per scale-image row
+  int transposed = 0, fp32_scales = 0, with_scales = 0;
+  int* range = nullptr;  // min and max E8M0 byte seen (NaN 0xFF left out)
+};
+
+/// The E4M3 code of an E2M1 code's value: magnitudes 0, 0.5, 1, 1.5, 2, 3,
+/// 4, 6 are E4M3 0x00, 0x30, 0x38, 0x3C, 0x40, 0x44, 0x48, 0x4C; the sign
+/// bit moves from bit 3 to bit 7 (-0 stays -0, as encode_f32 gives it).
+__device__ inline uint32_t e2m1_as_e4m3(uint32_t c) {
+  return (c & 8u ? 0x80u : 0u) | uint32_t((0x4C4844403C383000ull >> (8 * (c & 7u))) & 0xFFu);
+}
+
+/// Four E2M1 codes (the nibbles of q, lowest first) as four E4M3 bytes: the
+/// magnitudes through one byte permute of the table above, then the signs.
+__device__ inline uint32_t e2m1x4_as_e4m3(uint32_t q) {
+  const uint32_t sel = (q & 0x7u) | ((q >> 4) & 0x7u) << 4 | ((q >> 8) & 0x7u) << 8 | ((q >> 12) & 0x7u) << 12;
+  const uint32_t mag = __byte_perm(0x3C383000u, 0x4C484440u, sel);
+  const uint32_t sign = (q & 0x8u) << 4 | (q & 0x80u) << 8 | (q & 0x800u) << 12 | (q & 0x8000u) << 16;
+  return mag | sign;
+}
+
+/// The image code of storage code `code`: E2M1 through its E4M3 table,
+/// E4M3 / E5M2 as they are, FP6 re-encoded exactly as E4M3, BF16 as is.
+__device__ inline uint32_t image_code(Img kind, Format elem, const FormatSpec& fs, uint32_t code) {
+  if (kind == Img::BF16 || kind == Img::E5M2 || elem == Format::E4M3) return code;
+  if (elem == Format::E2M1) return e2m1_as_e4m3(code);
+  return encode_f32(Format::E4M3, decode(fs, code));  // E2M3 / E3M2 values are E4M3 values
+}
+
+/// Storage code of panel element (r, k) (PanelView's two storage orders).
+__device__ inline uint32_t panel_code(const PanelView& p, unsigned r, unsigned k) {
+  const size_t sr = p.along_scols ? p.roff + r : k, sc = p.along_scols ? k : p.roff + r;
+  if (p.bf16) return p.codes16[sr * p.rbytes + sc];
+  if (p.elem == Format::E2M1) {
+    const uint8_t byte = p.data[sr * p.rbytes + sc / 2];
+    return (sc & 1) ? uint32_t(byte >> 4) : uint32_t(byte & 0xFu);
+  }
+  return p.data[sr * p.rbytes + sc];
+}
+
+/// Grid of the image kernels: x walks the index that runs along storage rows
+/// (neighbouring threads read neighbouring bytes), y the other, z the job.
+__global__ void image_codes_kernel(const __grid_constant__ ImgBatch b) {
+  const ImgJob& J = b.j[blockIdx.z];
+  const FormatSpec fs = spec_of(b.elem);
+  const bool bf16 = b.kind == Img::BF16, kmajor = J.p.along_scols;
+  const unsigned per = bf16 ? 8 : 16;  // elements per 16-byte store
+  const unsigned chunks = unsigned(J.kp) / per, rows = unsigned(J.rows_pad);
+  const unsigned nfast = kmajor ? chunks : rows, nslow = kmajor ? rows : chunks;
+  for (unsigned sl = blockIdx.y; sl < nslow; sl += gridDim.y)
+    for (unsigned f = blockIdx.x * blockDim.x + threadIdx.x; f < nfast; f += gridDim.x * blockDim.x) {
+      const unsigned r = kmajor ? sl : f, c = kmajor ? f : sl;
+      uint32_t w[4] = {0, 0, 0, 0};
+      if (r < unsigned(J.R)) {
+        if (kmajor && b.elem == Format::E2M1) {  // each storage byte is two neighbouring elements
+          const uint8_t* src = J.p.data + (J.p.roff + r) * J.p.rbytes + c * 8;
+          if (c * 16 + 16 <= unsigned(J.K) && (reinterpret_cast<uintptr_t>(src) & 7) == 0) {
+            const uint2 v = *reinterpret_cast<const uint2*>(src);  // 16 codes, low nibble first
+            w[0] = e2m1x4_as_e4m3(v.x & 0xFFFFu), w[1] = e2m1x4_as_e4m3(v.x >> 16);
+            w[2] = e2m1x4_as_e4m3(v.y & 0xFFFFu), w[3] = e2m1x4_as_e4m3(v.y >> 16);
+          } else {
+            for (unsigned e = 0; e < 8; ++e) {
+              const unsigned k = c * 16 + 2 * e;
+              if (k >= unsigned(J.K)) break;
+              const uint32_t byte = src[e];
+              const uint32_t lo = e2m1_as_e4m3(byte & 0xFu), hi = k + 1 < unsigned(J.K) ? e2m1_as_e4m3(byte >> 4) : 0u;
+              w[e / 2] |= (lo | hi << 8) << (16 * (e % 2));
+            }
+          }
+        } else {
+          for (unsigned e = 0; e < per; ++e) {
+            const unsigned k = c * per + e;
+            if (k >= unsigned(J.K)) break;
+            const uint32_t code = image_code(b.kind, b.elem, fs, panel_code(J.p, r, k));
+            if (bf16) w[e / 2] |= (code & 0xFFFFu) << (16 * (e % 2));
+            else w[e / 4] |= code << (8 * (e % 4));
+          }
+        }
+      }
+      uint8_t* dst = b.img + size_t(J.row0 + r) * size_t(b.pitch) + size_t(J.col0 + c * per) * (bf16 ? 2 : 1);
+      *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+}
+
+__device__ inline float pow2_of_e8m0(uint8_t e) {
+  if (e == 0xFF) return f32_from_bits(kCanonicalNan32);
+  return f32_from_bits(e ? uint32_t(e) << 23 : 0x00400000u);  // 0x00: 2^-127, a subnormal
+}
+
+/// Scale image: A [rows][K / 32] (x walks the blocks), B transposed
+/// [K / 32][rows] (x walks the rows), so that neighbouring threads write
+/// neighbouring words.
+__global__ void image_scales_kernel(const __grid_constant__ ImgBatch b) {
+  const ImgJob& J = b.j[blockIdx.z];
+  const unsigned nbp = unsigned(J.kp) / 32, nreal = (unsigned(J.K) + 31) / 32, rows = unsigned(J.rows_pad);
+  const unsigned nfast = b.transposed ? rows : nbp, nslow = b.transposed ? nbp : rows;
+  const PanelView& p = J.p;
+  unsigned lo = 255, hi = 0;
+  for (unsigned sl = blockIdx.y; sl < nslow; sl += gridDim.y)
+    for (unsigned f = blockIdx.x * blockDim.x + threadIdx.x; f < nfast; f += gridDim.x * blockDim.x) {
+      const unsigned r = b.transposed ? f : sl, blk = b.transposed ? sl : f;
+      float v = 1.0f;  // padding: a finite neutral scale (its blocks are never promoted)
+      if (r < unsigned(J.R) && blk < nreal) {
+        // the scale grid entry of element (r, 32 blk) (Row::scale_at, in 32-bit steps)
+        const unsigned k = blk * 32, sr = p.along_scols ? unsigned(p.roff) + r : k,
+                       sc = p.along_scols ? k : unsigned(p.roff) + r;
+        const size_t at = size_t(sr / unsigned(p.br)) * p.nbc + sc / unsigned(p.bc);
+        if (b.fp32_scales) {
+          v = p.sinv[at];
+        } else {
+          const uint8_t e = p.sbytes[at];
+          v = pow2_of_e8m0(e);
+          if (e != 0xFF) {
+            lo = e < lo ? e : lo;
+            hi = e > hi ? e : hi;
+          }
+        }
+      }
+      const size_t col = size_t(J.col0 / 32) + blk, row_i = size_t(J.row0) + r;
+      b.scales[b.transposed ? col * size_t(b.spitch) + row_i : row_i * size_t(b.spitch) + col] = v;
+    }
+  if (!b.fp32_scales) {
+    lo = __reduce_min_sync(0xFFFFFFFFu, lo);
+    hi = __reduce_max_sync(0xFFFFFFFFu, hi);
+    if (threadIdx.x % 32 == 0) {
+      atomicMin(&b.range[0], int(lo));
+      atomicMax(&b.range[1], int(hi));
+    }
+  }
+}
+
+__global__ void range_init_kernel(int* r) {
+  if (threadIdx.x < 4) r[threadIdx.x] = threadIdx.x % 2 ? 0 : 255;
+}
+
+// ---- host ------------------------------------------------------------------------
+
+bool device_is_sm90() {
+  static const bool yes = [] {
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) return false;
+    return major == 9 && minor == 0;
+  }();
+  return yes;
+}
+
+PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    MXSIM_HIP_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q));
+    if (q != cudaDriverEntryPointSuccess || !p)
+      throw Error("mxsim::hip: the driver has no cuTensorMapEncodeTiled (needed by the sm_90 GEMM kernels)");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+/// A 2-D tensor map over a row-major image [outer][inner] of `dt` elements.
+CUtensorMap tensor_map(const void* base, CUtensorMapDataType dt, size_t elem_bytes, uint64_t inner, uint64_t outer,
+                       uint32_t box_inner, uint32_t box_outer, bool swizzle128) {
+  CUtensorMap m;
+  const cuuint64_t dims[2] = {inner, outer};
+  const cuuint64_t strides[1] = {inner * elem_bytes};
+  const cuuint32_t box[2] = {box_inner, box_outer};
+  const cuuint32_t estr[2] = {1, 1};
+  const CUresult r = encode_fn()(&m, dt, 2, const_cast<void*>(base), dims, strides, box, estr,
+                                 CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                 swizzle128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
+                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw Error("mxsim::hip: cuTensorMapEncodeTiled failed (" + std::to_string(int(r)) + ") for an image of " +
+                std::to_string(outer) + " x " + std::to_string(inner));
+  return m;
+}
+
+/// The images' device memory, grown as needed and kept (calls on one stream
+/// reuse it in stream order; growing waits for the device, as cudaFree does).
+struct Workspace {
+  std::mutex mu;
+  uint8_t* p = nullptr;
+  size_t cap = 0;
+  uint8_t* get(size_t bytes) {
+    if (bytes > cap) {
+      if (p) {
+        MXSIM_HIP_CHECK(cudaDeviceSynchronize());  // earlier launches may still read the old images
+        MXSIM_HIP_CHECK(cudaFree(p));
+      }
+      p = nullptr;
+      cap = 0;
+      const size_t want = bytes + bytes / 4;
+      MXSIM_HIP_CHECK(cudaMalloc(&p, want));
+      cap = want;
+    }
+    return p;
+  }
+};
+Workspace& workspace() {
+  static Workspace w;
+  return w;
+}
+
+size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
+
+template <Mode M, int BN, Img TA, Img TB, bool kTileB, bool kExact>
+void launch_one(const CUtensorMap& ma, const CUtensorMap& mb, const CUtensorMap& msa, const CUtensorMap& msb,
+                const Batch& batch, unsigned tiles, hipStream_t s) {
+  constexpr int smem = Geo<M, BN>::kSmemBytes;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    MXSIM_HIP_CHECK(cudaFuncSetAttribute(gemm_sm90_kernel<M, BN, TA, TB, kTileB, kExact>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  });
+  gemm_sm90_kernel<M, BN, TA, TB, kTileB, kExact><<<tiles, kThreads, smem, s>>>(ma, mb, msa, msb, batch);
+  MXSIM_HIP_CHECK_LAUNCH("gemm_sm90_kernel");
+}
+
+/// Block32 launches the fmaf kernel and its exact-steps twin (the one whose
+/// scale range does not apply returns at once: the range is on the device).
+template <Mode M, int BN, Img TA, Img TB, bool kTileB>
+void launch_kernel(const CUtensorMap& ma, const CUtensorMap& mb, const CUtensorMap& msa, const CUtensorMap& msb,
+                   const Batch& batch, unsigned tiles, hipStream_t s) {
+  launch_one<M, BN, TA, TB, kTileB, false>(ma, mb, msa, msb, batch, tiles, s);
+  if constexpr (M == Mode::Block32) launch_one<M, BN, TA, TB, false, true>(ma, mb, msa, msb, batch, tiles, s);
+  count_launch(true);
+}
+
+template <Mode M, bool kTileB>
+void dispatch(Img ia, Img ib, const CUtensorMap& ma, const CUtensorMap& mb, const CUtensorMap& msa,
+              const CUtensorMap& msb, const Batch& batch, unsigned tiles, hipStream_t s) {
+  if constexpr (M == Mode::Bf16) {
+    launch_kernel<M, 128, Img::BF16, Img::BF16, false>(ma, mb, msa, msb, batch, tiles, s);
+  } else {
+    if (ia == Img::E4M3 && ib == Img::E4M3) launch_kernel<M, 128, Img::E4M3, Img::E4M3, kTileB>(ma, mb, msa, msb, batch, tiles, s);
+    else if (ia == Img::E4M3) launch_kernel<M, 128, Img::E4M3, Img::E5M2, kTileB>(ma, mb, msa, msb, batch, tiles, s);
+    else if (ib == Img::E4M3) launch_kernel<M, 128, Img::E5M2, Img::E4M3, kTileB>(ma, mb, msa, msb, batch, tiles, s);
+    else launch_kernel<M, 128, Img::E5M2, Img::E5M2, kTileB>(ma, mb, msa, msb, batch, tiles, s);
+  }
+}
+
+/// Up to kMaxBatch launches sharing one element pair: images, then one GEMM launch.
+void run_batch(Mode mode, Img ia, Img ib, bool mx_exact, const Launch* L, int n, bool stacked_rows, hipStream_t s) {
+  const bool bf16 = mode == Mode::Bf16;
+  const size_t eb = bf16 ? 2 : 1, kel = kSlabBytes / eb;
+  constexpr int kBN = 128;
+  // Image geometry: groups stacked along rows (one K for all: fprop, dgrad)
+  // or side by side along K (one R for all: wgrad).
+  std::vector<size_t> a_row(n), b_row(n), k_col(n), kp(n);
+  size_t rows_a = 0, rows_b = 0, cols = 0;
+  for (int i = 0; i < n; ++i) {
+    kp[i] = round_up(L[i].K, kel);
+    if (stacked_rows) {
+      a_row[i] = rows_a, b_row[i] = rows_b, k_col[i] = 0;
+      rows_a += round_up(L[i].RA, kBM);
+      rows_b += round_up(L[i].RB, kBN);
+      cols = kp[i];
+    } else {
+      a_row[i] = b_row[i] = 0, k_col[i] = cols;
+      rows_a = round_up(L[i].RA, kBM);
+      rows_b = round_up(L[i].RB, kBN);
+      cols += kp[i];
+    }
+  }
+  const size_t nsc = cols / 32;
+  const size_t bytes_a = round_up(rows_a * cols * eb, 1024), bytes_b = round_up(rows_b * cols * eb, 1024);
+  const size_t bytes_sa = bf16 ? 0 : round_up(rows_a * nsc * 4, 1024), bytes_sb = bf16 ? 0 : round_up(rows_b * nsc * 4, 1024);
+  uint8_t* base = workspace().get(bytes_a + bytes_b + bytes_sa + bytes_sb + 1024);
+  uint8_t *img_a = base, *img_b = base + bytes_a;
+  float* sc_a = reinterpret_cast<float*>(base + bytes_a + bytes_b);
+  float* sc_b = reinterpret_cast<float*>(base + bytes_a + bytes_b + bytes_sa);
+  int* range = reinterpret_cast<int*>(base + bytes_a + bytes_b + bytes_sa + bytes_sb);
+  range_init_kernel<<<1, 32, 0, s>>>(range);
+  MXSIM_HIP_CHECK_LAUNCH("range_init_kernel");
+
+  for (int side = 0; side < 2; ++side) {
+    ImgBatch ib_{};
+    ib_.n = n;
+    ib_.kind = side ? ib : ia;
+    ib_.elem = side ? L[0].B.elem : L[0].A.elem;
+    ib_.img = side ? img_b : img_a;
+    ib_.pitch = (long long)(cols * eb);
+    ib_.scales = side ? sc_b : sc_a;
+    ib_.transposed = side;
+    ib_.spitch = side ? (long long)rows_b : (long long)nsc;
+    ib_.fp32_scales = mode == Mode::Chunk128;
+    ib_.range = range + 2 * side;
+    unsigned fast = 1, slow = 1, sfast = 1, sslow = 1;
+    for (int i = 0; i < n; ++i) {
+      ImgJob& J = ib_.j[i];
+      J.p = side ? L[i].B : L[i].A;
+      J.R = int(side ? L[i].RB : L[i].RA);
+      J.K = int(L[i].K);
+      J.row0 = int(side ? b_row[i] : a_row[i]);
+      J.col0 = int(k_col[i]);
+      J.rows_pad = int(round_up(J.R, side ? size_t(kBN) : size_t(kBM)));
+      J.kp = int(kp[i]);
+      const unsigned chunks = unsigned(J.kp) / (bf16 ? 8 : 16), nb = unsigned(J.kp) / 32, rows = unsigned(J.rows_pad);
+      fast = std::max(fast, J.p.along_scols ? chunks : rows);
+      slow = std::max(slow, J.p.along_scols ? rows : chunks);
+      sfast = std::max(sfast, side ? rows : nb);
+      sslow = std::max(sslow, side ? nb : rows);
+    }
+    const auto grid = [&](unsigned f, unsigned sl, unsigned max_slow) {
+      return dim3(std::min((f + 255) / 256, 1024u), std::min(sl, max_slow), unsigned(n));
+    };
+    image_codes_kernel<<<grid(fast, slow, 65535u), 256, 0, s>>>(ib_);
+    MXSIM_HIP_CHECK_LAUNCH("image_codes_kernel");
+    if (!bf16) {
+      // Few blocks that loop: each warp ends with two atomics on the same
+      // range words, which one block per scale row would serialise.
+      image_scales_kernel<<<grid(sfast, sslow, 128u), 256, 0, s>>>(ib_);
+      MXSIM_HIP_CHECK_LAUNCH("image_scales_kernel");
+    }
+  }
+
+  const CUtensorMapDataType dt = bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8;
+  const CUtensorMap ma = tensor_map(img_a, dt, eb, cols, rows_a, uint32_t(kel), kBM, true);
+  const CUtensorMap mb = tensor_map(img_b, dt, eb, cols, rows_b, uint32_t(kel), kBN, true);
+  const CUtensorMap msa = bf16 ? ma : tensor_map(sc_a, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, nsc, rows_a, 4, kBM, false);
+  const CUtensorMap msb = bf16 ? mb : tensor_map(sc_b, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, rows_b, nsc, kBN, 4, false);
+
+  Batch batch{};
+  batch.n = n;
+  batch.accumulate = L[0].accumulate;
+  batch.out_bf16 = L[0].out_bf16;
+  batch.scale_range = range;
+  batch.mx_exact = mx_exact;
+  unsigned tiles = 0;
+  for (int i = 0; i < n; ++i) {
+    Tile& T = batch.t[i];
+    T.ra = int(L[i].RA);
+    T.rb = int(L[i].RB);
+    T.a_row = int(a_row[i]);
+    T.b_row = int(b_row[i]);
+    T.k_col = int(k_col[i]);
+    T.nk = int(kp[i] / kel);
+    T.nblk = mode == Mode::Block32 ? int((L[i].K + 31) / 32) : mode == Mode::Chunk128 ? int((L[i].K + 127) / 128) : 0;
+    T.tiles_n = int((L[i].RB + kBN - 1) / kBN);
+    T.tile0 = int(tiles);
+    T.out = L[i].out;
+    T.ld = (long long)L[i].ld;
+    tiles += unsigned(T.tiles_n * ((L[i].RA + kBM - 1) / kBM));
+  }
+  // B's scales are one per 32 rows of its panel when it is 32 x 32 tiled
+  // (the weights of fprop and dgrad); the kernel then reads one per tile.
+  const bool tile_b = L[0].B.br == 32 && L[0].B.bc == 32;
+  switch (mode) {
+    case Mode::Block32:
+      if (tile_b) dispatch<Mode::Block32, true>(ia, ib, ma, mb, msa, msb, batch, tiles, s);
+      else dispatch<Mode::Block32, false>(ia, ib, ma, mb, msa, msb, batch, tiles, s);
+      break;
+    case Mode::Chunk128: dispatch<Mode::Chunk128, false>(ia, ib, ma, mb, msa, msb, batch, tiles, s); break;
+    case Mode::Bf16: dispatch<Mode::Bf16, false>(ia, ib, ma, mb, msa, msb, batch, tiles, s); break;
+  }
+}
+
+}  // namespace sm90
+
+/// Launches of one class and element pair whose work is large enough for the
+/// tensor-core kernels (or forced: GemmKernel::Wgmma).
+constexpr double kSm90MinMacs = double(1u << 30);
+
+bool launch_sm90(hd::GemmClass cls, const Launch* L, size_t n, hipStream_t s) {
+  using namespace sm90;
+  if (n == 0 || !device_is_sm90()) return false;
+  const GemmKernel want = L[0].kernel;
+  if (want != GemmKernel::Auto && want != GemmKernel::Wgmma && want != GemmKernel::WgmmaHardware) return false;
+  const Format ea = L[0].A.elem, eb = L[0].B.elem;
+  Mode mode = Mode::Block32;
+  Img ia = ea == Format::E5M2 ? Img::E5M2 : Img::E4M3, ib = eb == Format::E5M2 ? Img::E5M2 : Img::E4M3;
+  switch (cls) {
+    case hd::GemmClass::MxExact:
+      if (ea != Format::E2M1 || eb != Format::E2M1) return false;  // E2M3 dots are not exact in an FP8 group
+      break;
+    // The tensor cores' own FP8 / BF16 arithmetic agrees with these classes'
+    // definitions on ordinary data but not on every input (docs/gpu.md):
+    // only on request, never for Auto or Wgmma.
+    case hd::GemmClass::MxF13:
+      if (want != GemmKernel::WgmmaHardware) return false;
+      break;
+    case hd::GemmClass::Fp8Chunk128:
+      if (want != GemmKernel::WgmmaHardware) return false;
+      mode = Mode::Chunk128;
+      break;
+    case hd::GemmClass::Bf16F25:
+      if (want != GemmKernel::WgmmaHardware) return false;
+      mode = Mode::Bf16, ia = ib = Img::BF16;
+      break;
+  }
+  bool same_k = true, same_r = true;
+  double macs = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (L[i].K == 0 || L[i].K > (size_t(1) << 30) || L[i].RA > (size_t(1) << 30) || L[i].RB > (size_t(1) << 30))
+      return false;
+    same_k = same_k && L[i].K == L[0].K;
+    same_r = same_r && L[i].RA == L[0].RA && L[i].RB == L[0].RB;
+    macs += double(L[i].RA) * double(L[i].RB) * double(L[i].K);
+  }
+  if (!same_k && !same_r) return false;
+  if (want == GemmKernel::Auto && macs < kSm90MinMacs) return false;
+  std::lock_guard<std::mutex> lock(workspace().mu);
+  for (size_t i = 0; i < n; i += kMaxBatch)
+    run_batch(mode, ia, ib, cls == hd::GemmClass::MxExact, L + i, int(std::min<size_t>(kMaxBatch, n - i)), same_k, s);
+  return true;
+}
+
+#else  // AMD: no sm_90 kernels
+
+bool launch_sm90(hd::GemmClass, const Launch*, size_t, hipStream_t) { return false; }
+
+#endif
+
+}  // namespace mxsim::hip::gemm
