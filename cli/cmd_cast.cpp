@@ -1,12 +1,16 @@
 // mxsim cast: convert single values to any format of the table with a chosen
-// rounding mode and overflow policy (mxsim::encode, docs/numerics.md §2), and
-// show the code and the value it decodes to: a check of one conversion.
+// rounding mode and overflow policy (mxsim::encode_f64: values are read as
+// FP64 and rounded once, docs/numerics.md §2), and show the code and the value
+// it decodes to: a check of one conversion. With --scale-rule, a value is an
+// amax and the result its E8M0 scale byte (§3.1); with --input, a whole .npy
+// tensor is converted (cmd_cast_tensor.cpp).
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
+#include "cast.hpp"
 #include "commands.hpp"
 #include "common.hpp"
 #include "mxsim/format.hpp"
@@ -15,12 +19,6 @@
 
 namespace mxsim::cli {
 namespace {
-
-std::string hex_code(uint32_t code, int bits) {
-  char b[16];
-  std::snprintf(b, sizeof b, "0x%0*X", (bits + 3) / 4, code);
-  return b;
-}
 
 std::string bin_code(const FormatSpec& f, uint32_t code) {
   // sign | exponent | mantissa, split with '.' as the format tables write them
@@ -51,10 +49,11 @@ Format format_arg(const std::string& opt, const std::string& v) {
   return f;
 }
 
-/// One value: decimal or hexadecimal float text (strtof: correctly rounded to
-/// FP32, RNE), inf / nan, or with --bits an FP32 bit pattern; with --from a
-/// code of that format.
-uint32_t parse_value(const std::string& text, bool bits, const FormatSpec* from, float& as_f32) {
+/// One value as FP64 bits: decimal or hexadecimal float text (strtod:
+/// correctly rounded to FP64, RNE; hex floats of up to 53 significant bits are
+/// exact), inf / nan, or with --bits an FP32 bit pattern; with --from a code
+/// of that format (both FP32 values, widened exactly).
+uint64_t parse_value(const std::string& text, bool bits, const FormatSpec* from) {
   if (bits || from) {
     const int nbits = from ? from->bits : 32;
     char* end = nullptr;
@@ -63,34 +62,66 @@ uint32_t parse_value(const std::string& text, bool bits, const FormatSpec* from,
     if (text.empty() || *end || errno || text[0] == '-' || (nbits < 64 && v >> nbits))
       throw UsageError("'" + text + "' is not a " + std::to_string(nbits) + "-bit code (decimal, 0x hex or 0 octal)");
     const uint32_t code = uint32_t(v);
-    as_f32 = from ? decode(*from, code) : f32_from_bits(code);
-    return f32_bits(as_f32);
+    return f64_bits(double(from ? decode(*from, code) : f32_from_bits(code)));
   }
   char* end = nullptr;
   errno = 0;
-  as_f32 = std::strtof(text.c_str(), &end);
+  const double d = std::strtod(text.c_str(), &end);
   if (text.empty() || *end) throw UsageError("'" + text + "' is not a number (decimal, hex float, inf or nan)");
-  return f32_bits(as_f32);  // ERANGE is fine: strtof gives +-inf or the rounded subnormal / zero
+  return f64_bits(d);  // ERANGE is fine: strtod gives +-inf or the rounded subnormal / zero
+}
+
+RoundMode cast_round_mode(const std::string& n) {
+  if (n == "ru" || n == "up") return RoundMode::RU;
+  try {
+    return round_mode_from_name(n);
+  } catch (const std::invalid_argument&) {
+    throw UsageError("--round must be rne, rz, sr or ru, not '" + n + "'");
+  }
+}
+
+std::string f64_text(double v) { return num(v, "%.17g"); }
+
+bool is_elem_format(Format f) {
+  switch (f) {
+    case Format::E4M3: case Format::E5M2: case Format::E4M3FNUZ: case Format::E5M2FNUZ:
+    case Format::E3M2: case Format::E2M3: case Format::E2M1: return true;
+    default: return false;
+  }
 }
 
 int run(const Args& args) {
   po::options_description opts("options");
   opts.add_options()("help,h", "this help")
       ("to", po::value<std::string>(), "target format: fp32 bf16 fp16 e4m3 e5m2 e4m3fnuz e5m2fnuz e3m2 e2m3 e2m1 e8m0 (required)")
-      ("round", po::value<std::string>()->default_value("rne"), "rne | rz | sr")
+      ("round", po::value<std::string>()->default_value("rne"), "rne | rz | sr | ru (round up: toward +Inf; ceil for e8m0)")
       ("rand", po::value<std::string>(), "--round sr: the 32-bit random word (0 to 4294967295) compared with the discarded bits")
       ("overflow", po::value<std::string>()->default_value("saturate"),
        "saturate (clamp to +-max) | ieee (+-Inf, else NaN, else +-max: PyTorch/ml_dtypes casts)")
       ("scale-exp", po::value<std::string>(), "encode value * 2^-S, as a block scale 2^S does (default 0)")
       ("bits", po::bool_switch(), "VALUEs are FP32 bit patterns (0x3F800000)")
-      ("from", po::value<std::string>(), "VALUEs are codes of this format (decoded exactly, then cast)");
+      ("from", po::value<std::string>(), "VALUEs are codes of this format (decoded exactly, then cast)")
+      ("scale-rule", po::value<std::string>(),
+       "with --to e8m0 and --elem: VALUEs are amax, the result their E8M0 scale byte under floor | rceil | even | ceil")
+      ("elem", po::value<std::string>(), "--scale-rule: the element format of the block (e2m1 e2m3 e3m2 e4m3 e5m2 e4m3fnuz e5m2fnuz)")
+      ("input", po::value<std::string>(), "tensor mode: convert every value of this .npy (F32, F16, BF16, F64) instead of VALUEs")
+      ("output,o", po::value<std::string>(), "tensor mode: the codes as .npy (uint8; uint16 for bf16/fp16; uint32 for fp32)")
+      ("decoded", po::value<std::string>(), "tensor mode: also the codes' values as an F32 .npy")
+      ("rand-file", po::value<std::string>(), "tensor mode, --round sr: uint32 .npy of random words, one per element")
+      ("nan", po::value<std::string>()->default_value("encode"),
+       "tensor mode: encode (NaN -> the format's NaN, +max where it has none) | error (refuse NaN input)");
   add_format_options(opts, true, "the conversions");
-  const CommandHelp help{"cast", "--to FORMAT [--round M] [--overflow P] [--scale-exp S] VALUE...",
-                         "Converts each VALUE (a decimal or hex float, read as FP32 by correct rounding; or a code)\n"
-                         "to FORMAT with the project's one rounding routine and prints the code and what it decodes to.",
-                         "Columns: input, fp32 (the value converted, %.9g), fp32_bits, code (hex), code_bits\n"
-                         "(sign.exponent.mantissa), decoded, exact (decoded == fp32), class (zero, subnormal,\n"
-                         "normal, max: the largest finite magnitude, inf, nan).",
+  const CommandHelp help{"cast", "--to FORMAT [--round M] [--overflow P] [--scale-exp S] VALUE...\n"
+                                 "       mxsim cast --to e8m0 --scale-rule R --elem F AMAX...\n"
+                                 "       mxsim cast --to FORMAT [options] --input X.npy -o CODES.npy [--decoded Y.npy]",
+                         "Converts each VALUE (a decimal or hex float, read as FP64 by correct rounding; or a code)\n"
+                         "to FORMAT with the project's one rounding routine, rounding once, and prints the code and\n"
+                         "what it decodes to. With --scale-rule, each VALUE is a block amax and the result its E8M0\n"
+                         "scale byte. With --input, every value of a .npy tensor is converted and written as codes.",
+                         "Columns: input, fp32 (the value rounded to FP32, %.9g: the amax used in scale mode),\n"
+                         "fp32_bits, code (hex), code_bits (sign.exponent.mantissa), decoded, exact (decoded x 2^S\n"
+                         "== the input; scale mode: scale_exp instead), class (zero, subnormal, normal, max: the\n"
+                         "largest finite magnitude, inf, nan), f64 (the value as read, %.17g), f64_bits.",
                          ""};
   const Parsed p = parse(args, opts, "VALUE");
   if (p.has("help")) {
@@ -99,97 +130,165 @@ int run(const Args& args) {
   }
   const OutputFormat outfmt = output_format(p, true);
   if (!p.has("to")) throw UsageError("--to FORMAT is required");
-  if (p.positional.empty()) throw UsageError("at least one VALUE is required");
-  const Format to = format_arg("--to", p.str("to"));
-  const FormatSpec f = spec_of(to);
-  RoundMode mode;
-  try {
-    mode = round_mode_from_name(p.str("round"));
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
-  const std::string ovs = p.str("overflow");
-  Overflow ov;
-  if (ovs == "saturate") ov = Overflow::Saturate;
-  else if (ovs == "ieee") ov = Overflow::Ieee;
-  else throw UsageError("--overflow must be saturate or ieee, not '" + ovs + "'");
-  if (p.has("rand") && mode != RoundMode::Stochastic) throw UsageError("--rand applies to --round sr only (it would be ignored)");
-  if (mode == RoundMode::Stochastic && !p.has("rand")) throw UsageError("--round sr needs --rand R (the random word)");
-  const uint32_t rand = uint32_t(uint_option(p, "rand", 0, UINT32_MAX, 0));
-  const int scale_exp = int(int_option(p, "scale-exp", -(1 << 20), 1 << 20, 0));
+  const bool tensor = p.has("input");
+  if (tensor && !p.positional.empty()) throw UsageError("--input converts a file: VALUEs are not taken with it");
+  if (!tensor && p.positional.empty()) throw UsageError("at least one VALUE (or --input FILE) is required");
+  for (const char* o : {"output", "decoded", "rand-file"})
+    if (!tensor && p.has(o)) throw UsageError(std::string("--") + o + " applies to tensor mode (--input) only");
+  if (!tensor && !p.vm["nan"].defaulted()) throw UsageError("--nan applies to tensor mode (--input) only");
+  CastOptions o;
+  o.to = format_arg("--to", p.str("to"));
+  o.f = spec_of(o.to);
+  o.mode = cast_round_mode(p.str("round"));
+  o.ovs = p.str("overflow");
+  if (o.ovs == "saturate") o.ov = Overflow::Saturate;
+  else if (o.ovs == "ieee") o.ov = Overflow::Ieee;
+  else throw UsageError("--overflow must be saturate or ieee, not '" + o.ovs + "'");
+  const bool sr = o.mode == RoundMode::Stochastic;
+  if (p.has("rand") && !sr) throw UsageError("--rand applies to --round sr only (it would be ignored)");
+  if (p.has("rand-file") && !sr) throw UsageError("--rand-file applies to --round sr only (it would be ignored)");
+  if (sr && !tensor && !p.has("rand")) throw UsageError("--round sr needs --rand R (the random word)");
+  if (sr && tensor && !p.has("rand-file")) throw UsageError("--round sr with --input needs --rand-file R.npy (uint32 words, one per element)");
+  if (tensor && p.has("rand")) throw UsageError("--rand is one word for single VALUEs; with --input give --rand-file");
+  o.rand = uint32_t(uint_option(p, "rand", 0, UINT32_MAX, 0));
+  o.scale_exp = int(int_option(p, "scale-exp", -(1 << 20), 1 << 20, 0));
   if (p.flag("bits") && p.has("from")) throw UsageError("--bits and --from exclude each other");
+  if (tensor && (p.flag("bits") || p.has("from"))) throw UsageError("--bits and --from apply to VALUEs, not to --input");
+  if (p.has("elem") && !p.has("scale-rule")) throw UsageError("--elem applies to --scale-rule only");
+  if (p.has("scale-rule")) {
+    if (o.to != Format::E8M0) throw UsageError("--scale-rule gives E8M0 scale bytes: it needs --to e8m0");
+    if (!p.has("elem")) throw UsageError("--scale-rule needs --elem F (the element format whose emax the rule uses)");
+    try {
+      o.rule = scale_rule_from_name(p.str("scale-rule"));
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(std::string("--scale-rule: ") + e.what());
+    }
+    o.elem = format_arg("--elem", p.str("elem"));
+    if (!is_elem_format(o.elem))
+      throw UsageError("--elem " + p.str("elem") + ": not an element format of E8M0-scaled blocks (e2m1 e2m3 e3m2 e4m3 e5m2 e4m3fnuz e5m2fnuz)");
+    for (const char* opt : {"round", "overflow"})
+      if (!p.vm[opt].defaulted())
+        throw UsageError(std::string("--") + opt + " does not apply to --scale-rule (the rule alone gives the byte)");
+    if (p.has("scale-exp")) throw UsageError("--scale-exp does not apply to --scale-rule");
+  }
+  if (tensor) return cast_tensor(p, o, outfmt);
   std::optional<FormatSpec> from;
   if (p.has("from")) from = spec_of(format_arg("--from", p.str("from")));
+  const FormatSpec& f = o.f;
 
   struct Row {
     std::string input;
-    float x;
-    uint32_t xbits, code;
+    double x;
+    uint64_t xbits;
+    float x32;  ///< x rounded to FP32 (RNE)
+    uint32_t code;
     float dec;
-    std::string cls;
+    const char* cls;
   };
   std::vector<Row> rows;
   for (const auto& v : p.positional) {
     Row r;
     r.input = v;
-    r.xbits = parse_value(v, p.flag("bits"), from ? &*from : nullptr, r.x);
-    r.code = encode(f, r.xbits, scale_exp, mode, ov, rand);
+    r.xbits = parse_value(v, p.flag("bits"), from ? &*from : nullptr);
+    r.x = f64_from_bits(r.xbits);
+    r.x32 = static_cast<float>(r.x);
+    r.code = o.code_of(r.xbits, o.rand);
     r.dec = decode(f, r.code);
-    const uint32_t mag = r.code & ~f.sign_bit();
-    if (is_nan_code(f, r.code)) r.cls = "nan";
-    else if (std::isinf(r.dec)) r.cls = "inf";
-    else if (r.dec == 0) r.cls = "zero";
-    else if (mag == f.max_code()) r.cls = "max";
-    else if (f.has_subnormals && (mag >> f.man_bits) == 0) r.cls = "subnormal";
-    else r.cls = "normal";
+    r.cls = code_class(f, r.code);
     rows.push_back(r);
   }
   // Exact: the decoded code times 2^S is the input (NaN counts as exact when both are NaN).
   auto exact = [&](const Row& r) {
     if (std::isnan(r.x) || std::isnan(r.dec)) return std::isnan(r.x) && std::isnan(r.dec);
-    return double(r.dec) * std::ldexp(1.0, scale_exp) == double(r.x);
+    return std::ldexp(double(r.dec), o.scale_exp) == r.x;
   };
+  auto is_f32 = [](const Row& r) { return std::isnan(r.x) || double(r.x32) == r.x; };
+  auto scale_exp_of = [](const Row& r) { return r.code == kE8M0Nan ? std::string("nan") : std::to_string(int(r.code) - 127); };
   if (outfmt == OutputFormat::Json) {
     nlohmann::ordered_json j;
     j["command"] = "cast";
-    j["to"] = short_name(to);
-    j["round"] = name_of(mode);
-    j["overflow"] = ovs;
-    j["scale_exp"] = scale_exp;
-    if (mode == RoundMode::Stochastic) j["rand"] = rand;
+    j["to"] = short_name(o.to);
+    if (o.rule) {
+      j["scale_rule"] = name_of(*o.rule);
+      j["elem"] = short_name(o.elem);
+    } else {
+      j["round"] = name_of(o.mode);
+      j["overflow"] = o.ovs;
+      j["scale_exp"] = o.scale_exp;
+      if (sr) j["rand"] = o.rand;
+    }
     j["values"] = nlohmann::ordered_json::array();
-    for (const auto& r : rows)
-      j["values"].push_back({{"input", r.input},
-                             {"fp32", json_number(r.x)},
-                             {"fp32_bits", hex_code(r.xbits, 32)},
-                             {"code", r.code},
-                             {"code_hex", hex_code(r.code, f.bits)},
-                             {"code_bits", bin_code(f, r.code)},
-                             {"decoded", json_number(r.dec)},
-                             {"exact", exact(r)},
-                             {"class", r.cls}});
+    for (const auto& r : rows) {
+      nlohmann::ordered_json e{{"input", r.input},
+                               {"f64", json_number(r.x)},
+                               {"f64_bits", hex_code(r.xbits, 64)},
+                               {"fp32", json_number(r.x32)},
+                               {"fp32_bits", hex_code(f32_bits(r.x32), 32)},
+                               {"code", r.code},
+                               {"code_hex", hex_code(r.code, f.bits)},
+                               {"code_bits", bin_code(f, r.code)},
+                               {"decoded", json_number(r.dec)}};
+      if (o.rule) {
+        if (r.code == kE8M0Nan) e["scale_exp"] = nullptr;
+        else e["scale_exp"] = int(r.code) - 127;
+      } else {
+        e["exact"] = exact(r);
+      }
+      e["class"] = r.cls;
+      j["values"].push_back(e);
+    }
     print_json(j);
     return kExitOk;
   }
-  if (outfmt == OutputFormat::Csv) std::printf("%s", csv_row({"input", "fp32", "fp32_bits", "code", "code_bits", "decoded", "exact", "class"}).c_str());
+  if (outfmt == OutputFormat::Csv)
+    std::printf("%s", csv_row({"input", "fp32", "fp32_bits", "code", "code_bits", "decoded", o.rule ? "scale_exp" : "exact",
+                               "class", "f64", "f64_bits"})
+                          .c_str());
+  else if (o.rule)
+    std::printf("to e8m0 scale bytes, rule %s, element %s (emax %d)\n", name_of(*o.rule), short_name(o.elem),
+                spec_of(o.elem).emax());
   else
-    std::printf("to %s (%s), round %s, overflow %s%s\n", short_name(to), f.name, name_of(mode), ovs.c_str(),
-                scale_exp ? (", scale 2^" + std::to_string(scale_exp)).c_str() : "");
+    std::printf("to %s (%s), round %s, overflow %s%s\n", short_name(o.to), f.name, name_of(o.mode), o.ovs.c_str(),
+                o.scale_exp ? (", scale 2^" + std::to_string(o.scale_exp)).c_str() : "");
   for (const auto& r : rows) {
     if (outfmt == OutputFormat::Csv) {
-      std::printf("%s", csv_row({r.input, num(r.x), hex_code(r.xbits, 32), hex_code(r.code, f.bits), bin_code(f, r.code),
-                                 num(r.dec), exact(r) ? "true" : "false", r.cls})
+      std::printf("%s", csv_row({r.input, num(r.x32), hex_code(f32_bits(r.x32), 32), hex_code(r.code, f.bits),
+                                 bin_code(f, r.code), num(r.dec), o.rule ? scale_exp_of(r) : (exact(r) ? "true" : "false"),
+                                 r.cls, f64_text(r.x), hex_code(r.xbits, 64)})
                             .c_str());
+    } else if (o.rule) {
+      std::printf("  %s -> amax fp32 %s (%s) -> %s = %s (s = %s)  [%s]\n", r.input.c_str(), num(r.x32).c_str(),
+                  hex_code(f32_bits(r.x32), 32).c_str(), hex_code(r.code, f.bits).c_str(), num(r.dec).c_str(),
+                  scale_exp_of(r).c_str(), r.cls);
     } else {
-      std::printf("  %s -> fp32 %s (%s) -> %s %s = %s%s  [%s]\n", r.input.c_str(), num(r.x).c_str(),
-                  hex_code(r.xbits, 32).c_str(), hex_code(r.code, f.bits).c_str(), bin_code(f, r.code).c_str(),
-                  num(r.dec).c_str(), exact(r) ? " exact" : "", r.cls.c_str());
+      // An input that is an FP32 value is shown as FP32; any other as the FP64 value read.
+      const std::string shown = is_f32(r) ? "fp32 " + num(r.x32) + " (" + hex_code(f32_bits(r.x32), 32) + ")"
+                                          : "fp64 " + f64_text(r.x) + " (" + hex_code(r.xbits, 64) + ")";
+      std::printf("  %s -> %s -> %s %s = %s%s  [%s]\n", r.input.c_str(), shown.c_str(), hex_code(r.code, f.bits).c_str(),
+                  bin_code(f, r.code).c_str(), num(r.dec).c_str(), exact(r) ? " exact" : "", r.cls);
     }
   }
   return kExitOk;
 }
 
 }  // namespace
+
+std::string hex_code(uint64_t code, int bits) {
+  char b[24];
+  std::snprintf(b, sizeof b, "0x%0*llX", (bits + 3) / 4, static_cast<unsigned long long>(code));
+  return b;
+}
+
+const char* code_class(const FormatSpec& f, uint32_t code) {
+  const uint32_t mag = code & ~f.sign_bit();
+  const float dec = decode(f, code);
+  if (is_nan_code(f, code)) return "nan";
+  if (std::isinf(dec)) return "inf";
+  if (dec == 0) return "zero";
+  if (mag == f.max_code()) return "max";
+  if (f.has_subnormals && (mag >> f.man_bits) == 0) return "subnormal";
+  return "normal";
+}
 
 int cmd_cast(const Args& args) { return guarded("cast", [&] { return run(args); }); }
 

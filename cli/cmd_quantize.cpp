@@ -170,7 +170,10 @@ Result quantize_one(const io::RawTensor& t, const fs::path& file, const QuantSpe
 
   QuantizedTensor q;
   try {
-    q = emu::quantize(x, spec, axis);
+    if (t.dtype == io::DType::F64)  // elements rounded once from FP64 where the recipe allows (numerics §4.7)
+      q = emu::quantize_f64(reinterpret_cast<const double*>(t.bytes.data()), G, R, C, spec, axis);
+    else
+      q = emu::quantize(x, spec, axis);
   } catch (const std::invalid_argument& e) {
     throw std::runtime_error(where + " (shape " + t.shape_str() + "): recipe " + recipe + " cannot take it: " + e.what());
   }
@@ -293,8 +296,8 @@ const CommandHelp& help() {
       "quantize", "--recipe NAME IN... [-o OUT] [options]",
       "Quantizes tensors with the CPU reference quantizer (the definition of docs/numerics.md), writes\n"
       "codes + scales and prints error statistics. IN: .npy files, .safetensors files (several shards\n"
-      "too) or a sharded checkpoint's *.index.json (F32, F16, BF16; F64 is rounded once to F32, RNE, with\n"
-      "a note; 1-D, 2-D or 3-D [G, N, K]). Without -o (or with -o /dev/null) nothing is written: the\n"
+      "too) or a sharded checkpoint's *.index.json (F32, F16, BF16; F64: MX elements rounded once from F64,\n"
+      "other recipes after one RNE rounding to F32, with a note; 1-D, 2-D or 3-D [G, N, K]). Without -o (or with -o /dev/null) nothing is written: the\n"
       "statistics only.",
       "OUT:  *.safetensors: one file holding <name>.data, <name>.scale | <name>.scale_inv (dtypes F4,\n"
       "      F8_E4M3, F8_E5M2, F8_E8M0 where they exist, else U8 / F32);\n"
@@ -518,9 +521,13 @@ int run(const Args& args) {
     s.sr.stream = results.size();  // one Philox stream per tensor, in input order
     results.push_back(quantize_one(t, in.path, s, axis, label, per_block.has_value()));
     if (t.dtype == io::DType::F64)
-      notes.add(in.path.string() + ": tensor '" + t.name + "' is F64: rounded once to FP32 (RNE) before quantizing; " +
+      notes.add(in.path.string() + ": tensor '" + t.name + "' is F64: " +
+                (emu::f64_rounds_once(s) ? "elements rounded once from FP64 to " + std::string(short_name(s.elem)) +
+                                               ", amax and scales from the values rounded to FP32 (RNE); "
+                                         : std::string("rounded once to FP32 (RNE) first, as the recipe's FP32 "
+                                                       "arithmetic takes it; ")) +
                 std::to_string(results.back().rounded_from_f64) + " of " + std::to_string(t.numel()) +
-                " values changed");
+                " values are not FP32 values; statistics compare with the FP32-rounded values");
   });
   if (results.empty()) throw std::runtime_error("no F32, F16, BF16 or F64 tensor to quantize in the input" +
                                                 std::string(inputs.size() > 1 ? "s" : ""));

@@ -16,7 +16,7 @@ struct Command {
 
 const std::map<std::string, Command>& commands() {
   static const std::map<std::string, Command> c = {
-      {"cast", {mxsim::cli::cmd_cast, "convert single values to any format: code, decoded value, rounding, overflow"}},
+      {"cast", {mxsim::cli::cmd_cast, "convert values or a .npy tensor to any format (FP64 rounded once); amax to E8M0 scale bytes"}},
       {"compare", {mxsim::cli::cmd_compare, "compare two HDF5 traces: final metrics, config, first differing bits"}},
       {"dequantize", {mxsim::cli::cmd_dequantize, "codes + scales (mxsim, torchao or TE layout) back to FP32 / BF16"}},
       {"gemm", {mxsim::cli::cmd_gemm, "one GEMM on given operands (--a, --b), or a model's ULP histogram vs the contract"}},

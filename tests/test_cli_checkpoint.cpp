@@ -117,7 +117,8 @@ TEST(CliCheckpoint, NotesForF64AndUnknownDtypes) {
   s.put("d.npy", npy_bytes("<f8", "(1, 32)", std::string(reinterpret_cast<const char*>(d.data()), 256)));
   auto r = s.mxsim("quantize --recipe mxfp8 d.npy");
   ASSERT_EQ(r.rc, 0) << r.err;
-  EXPECT_NE(r.err.find("tensor 'd' is F64: rounded once to FP32 (RNE) before quantizing; 32 of 32 values changed"),
+  EXPECT_NE(r.err.find("tensor 'd' is F64: elements rounded once from FP64 to e4m3, amax and scales from the values "
+                       "rounded to FP32 (RNE); 32 of 32 values are not FP32 values"),
             std::string::npos) << r.err;
   const std::string ones = f32s(std::vector<float>(32, 1.0f));
   s.put("u.safetensors", st("{" + entry("a", "F32", "[1,32]", 0, 128) + "," + entry("q", "F2_E1M0", "[8]", 128, 130) + "}",

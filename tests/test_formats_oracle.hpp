@@ -121,7 +121,7 @@ inline Big exact_abs(uint32_t x, int s) {
   return Big(sig) << (lsb + K);
 }
 
-enum class Mode { RNE, RZ, SR };
+enum class Mode { RNE, RZ, SR, RU };  // RU: toward +Inf (IEEE roundTowardPositive)
 enum class Ov { Sat, Ieee };
 
 /// The oracle's decision for one (input, scale) in one format.
@@ -135,6 +135,8 @@ struct Decision {
   int cmp_mid = 0;           ///< sign of (|v| - midpoint)
   uint64_t f32 = 0;          ///< floor(fraction * 2^32)
 };
+
+inline void locate(const Table& t, Decision& d, const Big& a);
 
 inline Decision decide(const Table& t, uint32_t x, int s) {
   const Fmt& f = t.f;
@@ -172,10 +174,18 @@ inline Decision decide(const Table& t, uint32_t x, int s) {
     set_fixed(zero, zero);
     return d;
   }
-  const Big a = exact_abs(x, s);
+  locate(t, d, exact_abs(x, s));
+  return d;
+}
+
+/// The neighbours of a finite non-zero exact magnitude a (units of 2^-K) and
+/// the rounding facts about it, into d.
+inline void locate(const Table& t, Decision& d, const Big& a) {
+  const Fmt& f = t.f;
   if (f.kind == Kind::E8M0 && a < t.vals.front()) {  // below 2^-127: the smallest scale
-    set_fixed(0x00, 0x00);
-    return d;
+    d.fixed = true;
+    d.fixed_sat = d.fixed_ieee = 0x00;
+    return;
   }
   auto it = std::upper_bound(t.vals.begin(), t.vals.end(), a);
   d.lo = size_t(it - t.vals.begin()) - 1;
@@ -184,16 +194,55 @@ inline Decision decide(const Table& t, uint32_t x, int s) {
   const Big& hi = d.hi_virtual ? t.virt : *it;
   if (a == lo) {
     d.exact = true;
-    return d;
+    return;
   }
   if (d.hi_virtual && a >= hi) {  // at or past the first value beyond max: every rounding but RZ overflows
     d.cmp_mid = 1;
     d.f32 = uint64_t(1) << 32;
-    return d;
+    return;
   }
   const Big twice = 2 * a, sum = lo + hi;
   d.cmp_mid = twice < sum ? -1 : (twice > sum ? 1 : 0);
   d.f32 = uint64_t(((a - lo) << 32) / (hi - lo));
+}
+
+/// Exact |x| * 2^-s for FP64 bits x (finite), in units of 2^-K. The value
+/// must fit the oracle's integers: callers keep the exponent of x - s within
+/// about [-240, 380].
+inline Big exact_abs_f64(uint64_t x, int s) {
+  const uint32_t e = uint32_t(x >> 52) & 0x7FF;
+  const uint64_t m = x & ((uint64_t(1) << 52) - 1);
+  const uint64_t sig = e ? (m | (uint64_t(1) << 52)) : m;
+  const int lsb = (e ? int(e) - 1075 : -1074) - s;
+  return Big(sig) << (lsb + K);
+}
+
+/// decide() for an FP64 input (the same special-value table, from the FP64 fields).
+inline Decision decide_f64(const Table& t, uint64_t x, int s) {
+  const Fmt& f = t.f;
+  Decision d;
+  const uint32_t neg = uint32_t(x >> 63);
+  const uint32_t ef = uint32_t(x >> 52) & 0x7FF;
+  const uint64_t mf = x & ((uint64_t(1) << 52) - 1);
+  d.sign = neg;
+  const uint32_t sgn = neg ? f.sign_bit() : 0u;
+  auto fixed = [&](uint32_t sat, uint32_t ieee) {
+    d.fixed = true;
+    d.fixed_sat = sat;
+    d.fixed_ieee = ieee;
+    return d;
+  };
+  const uint32_t ieee_ovf = f.kind == Kind::IeeeLike ? sgn | (((1u << f.ebits) - 1) << f.mbits)
+                            : f.kind == Kind::NoSpecials ? sgn | t.max_code : f.nan(neg);
+  if (ef == 0x7FF && mf != 0) {
+    const uint32_t c = f.kind == Kind::NoSpecials ? t.max_code : f.nan(neg);
+    return fixed(c, c);
+  }
+  if (f.kind == Kind::E8M0 && neg && (ef || mf)) return fixed(0xFF, 0xFF);
+  if (ef == 0x7FF) return fixed(sgn | t.max_code, ieee_ovf);
+  const uint32_t zero = (f.kind == Kind::Fnuz || f.kind == Kind::E8M0) ? 0u : sgn;
+  if (ef == 0 && mf == 0) return fixed(zero, zero);
+  locate(t, d, exact_abs_f64(x, s));
   return d;
 }
 
@@ -216,6 +265,7 @@ inline uint32_t expect(const Table& t, const Decision& d, Mode mode, Ov ov, uint
         else up = f.mbits == 0 ? true : (t.codes[d.lo] & 1u) != 0;  // ties to even; E8M0 ties up
         break;
       case Mode::SR: up = uint64_t(r) < d.f32; break;
+      case Mode::RU: up = d.sign == 0; break;
     }
   }
   if (!up) return code_at(d.lo);

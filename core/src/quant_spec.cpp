@@ -106,6 +106,7 @@ const char* name_of(RoundMode r) {
     case RoundMode::RNE: return "rne";
     case RoundMode::RZ: return "rz";
     case RoundMode::Stochastic: return "sr";
+    case RoundMode::RU: return "ru";
   }
   return "?";
 }

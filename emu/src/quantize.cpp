@@ -8,6 +8,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -91,6 +92,47 @@ QuantizedTensor quantize(const Tensor3f& x, const QuantSpec& spec, Axis axis) {
       }
     }
   }
+  return q;
+}
+
+bool f64_rounds_once(const QuantSpec& spec) { return spec.scale_kind == ScaleKind::E8M0 && !spec.hadamard16; }
+
+QuantizedTensor quantize_f64(const double* data, size_t groups, size_t rows, size_t cols, const QuantSpec& spec,
+                             Axis axis, size_t* rounded) {
+  size_t n = 0;
+  if (__builtin_mul_overflow(groups, rows, &n) || __builtin_mul_overflow(n, cols, &n))
+    throw std::invalid_argument("quantize_f64: shape overflows size_t");
+  if (!data && n) throw std::invalid_argument("quantize_f64: null data");
+  // The FP32 rounding (RNE) of every value: the amax the scale rules see, and
+  // the elements of the specs whose arithmetic is FP32 (see the header).
+  Tensor3f x = Tensor3f::from_shape({groups, rows, cols});
+  size_t changed = 0;
+  float* px = x.data();
+  for (size_t i = 0; i < n; ++i) {
+    px[i] = static_cast<float>(data[i]);
+    if (!(double(px[i]) == data[i]) && data[i] == data[i]) ++changed;
+  }
+  if (rounded) *rounded = changed;
+  QuantizedTensor q = quantize(x, spec, axis);
+  if (!f64_rounds_once(spec) || changed == 0) return q;
+
+  // E8M0 elements are x / 2^s exactly: re-encode each value the FP32
+  // rounding changed from its FP64 bits, so it is rounded once.
+  const FormatSpec ef = spec_of(spec.elem);
+  const size_t br = q.block_rows(), bc = q.block_cols();
+  for (size_t g = 0; g < groups; ++g)
+    for (size_t lr = 0; lr < rows; ++lr)
+      for (size_t lc = 0; lc < cols; ++lc) {
+        const size_t i = (g * rows + lr) * cols + lc;
+        if (double(px[i]) == data[i] || data[i] != data[i]) continue;
+        const size_t r = q.transposed ? lc : lr, c = q.transposed ? lr : lc;  // storage position
+        const uint8_t byte = q.scale_bytes(g, r / br, c / bc);
+        if (byte == kE8M0Nan) continue;  // a NaN/Inf block keeps its zero codes
+        uint64_t bits;
+        std::memcpy(&bits, data + i, 8);
+        const uint32_t rnd = hd::sr_word(spec, hd::logical_index(g, lr, lc, q.rows, q.cols));
+        q.set_code(g, r, c, encode_f64(ef, bits, int(byte) - 127, spec.round, Overflow::Saturate, rnd));
+      }
   return q;
 }
 

@@ -22,6 +22,7 @@ from ._core import (  # noqa: F401
     compare_traces,
     decode,
     dequantize,
+    e8m0_scale,
     encode,
     formats,
     from_te_fp8,

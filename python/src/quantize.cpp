@@ -39,10 +39,21 @@ PyQuantized quantize_py(const pyb::array& x, const std::optional<std::string>& r
   PyQuantized p;
   p.shape = shape_of(x);
   p.rank = p.shape.size();
-  Tensor3f t = to_tensor3(x, "quantize: x");
   QuantSpec s = spec ? *spec : make_spec(recipe, elem_dtype, block_size, scaling_mode, rounding, seed, hadamard);
   s.sr.stream = stream;
   const Axis ax = axis_arg(axis);
+  if (x.dtype().kind() == 'f' && x.dtype().itemsize() == 8) {
+    // float64: MX elements rounded once from FP64 (emu::quantize_f64, docs/numerics.md §4.7).
+    const auto a = pyb::array_t<double, pyb::array::c_style | pyb::array::forcecast>::ensure(x);
+    const auto sh = shape_of(a);
+    if (sh.empty() || sh.size() > 3)
+      throw std::invalid_argument("quantize: x: " + std::to_string(sh.size()) + "-D; 1-D, 2-D or 3-D [G, N, K] expected");
+    const size_t G = sh.size() == 3 ? sh[0] : 1, R = sh.size() == 1 ? 1 : sh[sh.size() - 2], C = sh.back();
+    pyb::gil_scoped_release nogil;
+    p.q = emu::quantize_f64(a.data(), G, R, C, s, ax);
+    return p;
+  }
+  Tensor3f t = to_tensor3(x, "quantize: x");
   {
     pyb::gil_scoped_release nogil;
     p.q = emu::quantize(t, s, ax);
@@ -173,7 +184,8 @@ is OCP MX: E8M0 scales, blocks of 32, scaling_mode floor (torchao to_mx's defaul
         pyb::arg("hadamard") = pyb::none(), pyb::arg("axis") = "cols", pyb::arg("stream") = 0,
         pyb::arg("spec") = pyb::none(),
         R"(Quantize x (float16/32/64 array, 1-D, 2-D or 3-D [G, N, K]) exactly as emu::quantize
-(docs/numerics.md): the spec from `recipe` and the torchao-style keywords (mxsim.spec), or
+(docs/numerics.md); float64 as emu::quantize_f64 (§4.7: amax and scales from x rounded to
+float32, MX elements rounded once from float64, other recipes from the float32 rounding). The spec from `recipe` and the torchao-style keywords (mxsim.spec), or
 `spec`. axis: 'cols' (blocks along the last axis, rowwise) or 'rows' (down the columns,
 columnwise; codes stored transposed). stream: the Philox stream of rounding='sr' (mxsim
 quantize --all-tensors uses the tensor's position). Returns a QuantizedTensor.)");

@@ -50,12 +50,13 @@ SAMPLE = ["0", "-0", "1", "-0.75", "0.25", "3.5", "5", "7", "448", "464", "500",
 
 
 @pytest.mark.parametrize("fmt", FORMATS_8 + ["bf16", "fp16"])
-@pytest.mark.parametrize("rounding", ["rne", "rz"])
+@pytest.mark.parametrize("rounding", ["rne", "rz", "ru"])
 @pytest.mark.parametrize("overflow", ["saturate", "ieee"])
 @pytest.mark.parametrize("scale_exp", [0, -3, 5])
 def test_encode_equals_cpp_cast(fmt, rounding, overflow, scale_exp):
     j = mxsim_json("cast", "--to", fmt, "--round", rounding, "--overflow", overflow, "--scale-exp", scale_exp, *SAMPLE)
-    x = np.array([float.fromhex(v) if v.startswith("0x") else float(v) for v in SAMPLE]).astype(np.float32)
+    # The CLI reads each value as FP64 (strtod) and rounds it once; so does encode for float64.
+    x = np.array([float.fromhex(v) if v.startswith("0x") else float(v) for v in SAMPLE])
     got = mxsim.encode(x, fmt, rounding=rounding, overflow=overflow, scale_exp=scale_exp)
     want = np.array([v["code"] for v in j["values"]], dtype=got.dtype)
     np.testing.assert_array_equal(got, want)
@@ -94,3 +95,67 @@ def test_errors_are_python_exceptions():
         mxsim.encode(np.zeros(2, np.float32), "e4m3", rounding="sr")
     with pytest.raises(ValueError, match="more than 4 bits"):
         mxsim.decode(np.array([16]), "e2m1")
+
+
+def f64(e, frac):
+    """The float64 (1 + frac / 2^52) * 2^e, built from its bit pattern."""
+    return np.array([((e + 1023) << 52) | frac], np.uint64).view(np.float64)[0]
+
+
+def bit(i):
+    return 1 << (52 - i)
+
+
+# (format, rounding, float64 input, code): each value sits just above / below a tie of the target
+# (or just below a grid value, for RZ) by 2^-40, which a rounding to float32 first would erase;
+# the codes are worked out by hand (tests/test_round_f64.cpp has the same cases with comments).
+HAND_F64 = [
+    ("e4m3", "rne", f64(0, bit(4) + bit(40)), 0x39),           # 1.0625+: above the tie -> 1.125
+    ("e4m3", "rne", f64(0, bit(4) + bit(3) - bit(40)), 0x39),  # 1.1875-: below the tie -> 1.125
+    ("e4m3", "rz", f64(0, bit(2) - bit(40)), 0x39),            # 1.25-: -> 1.125
+    ("e2m1", "rne", f64(0, bit(2) + bit(40)), 0x3),            # 1.25+: -> 1.5
+    ("e2m1", "rne", f64(0, bit(1) + bit(2) - bit(40)), 0x3),   # 1.75-: -> 1.5
+    ("e2m1", "rz", f64(0, (1 << 52) - bit(40)), 0x3),          # 2-: -> 1.5
+    ("bf16", "rne", f64(0, bit(8) + bit(40)), 0x3F81),
+    ("bf16", "rz", f64(0, bit(6) - bit(40)), 0x3F81),
+    ("fp16", "rne", f64(0, bit(11) + bit(40)), 0x3C01),
+    ("fp16", "rz", f64(0, bit(9) - bit(40)), 0x3C01),
+    ("fp32", "rne", f64(0, bit(24) + bit(50)), 0x3F800001),
+    ("fp32", "rz", f64(0, bit(23) - bit(50)), 0x3F800000),
+]
+
+
+@pytest.mark.parametrize("fmt,rounding,x,code", HAND_F64)
+def test_encode_float64_rounds_once(fmt, rounding, x, code):
+    got = mxsim.encode(np.array([x]), fmt, rounding=rounding)
+    assert int(got[0]) == code
+    if fmt != "fp32":  # the same value made float32 first lands on a tie / grid point: another code
+        assert int(mxsim.encode(np.array([x], np.float32), fmt, rounding=rounding)[0]) != code
+
+
+def test_e8m0_scale_bytes():
+    # Hand-derived (docs/numerics.md §3.1-3.2; E4M3 emax 8, max 448; E2M1 emax 2, max 6).
+    amax = np.array([256.0, np.nextafter(np.float32(256), np.float32(0)), np.nextafter(np.float32(256), np.float32(1e9)),
+                     448.0, 0.0, 2.0 ** -140, np.nan, np.inf], np.float32)
+    np.testing.assert_array_equal(mxsim.e8m0_scale(amax, "float8_e4m3fn", "floor"),
+                                  [127, 126, 127, 127, 0, 0, 255, 255])
+    np.testing.assert_array_equal(mxsim.e8m0_scale(amax, "e4m3", "ceil"), [127, 127, 128, 128, 0, 0, 255, 255])
+    np.testing.assert_array_equal(mxsim.e8m0_scale(np.array([448, 449, 224], np.float32), "e4m3", "rceil"),
+                                  [127, 128, 126])
+    np.testing.assert_array_equal(mxsim.e8m0_scale(np.array([6, 7], np.float32), "float4_e2m1fn_x2", "EVEN"), [127, 128])
+    assert mxsim.e8m0_scale(np.array([[7.0]], np.float32), "e2m1").dtype == np.uint8  # floor by default
+    assert mxsim.e8m0_scale(np.array([[7.0]], np.float32), "e2m1").shape == (1, 1)
+    # float64 amax is rounded to float32 first: 256 (1 + 2^-28) -> 256 -> CEIL 0.
+    assert mxsim.e8m0_scale(np.array([f64(8, bit(28))]), "e4m3", "ceil")[0] == 127
+    # The same bytes as `mxsim cast --scale-rule`.
+    j = mxsim_json("cast", "--to", "e8m0", "--scale-rule", "rceil", "--elem", "e4m3", *[repr(float(v)) for v in amax])
+    np.testing.assert_array_equal(mxsim.e8m0_scale(amax, "e4m3", "rceil"), [v["code"] for v in j["values"]])
+    with pytest.raises(ValueError, match="not an element format"):
+        mxsim.e8m0_scale(amax, "bf16")
+    with pytest.raises(ValueError, match="unknown scale rule"):
+        mxsim.e8m0_scale(amax, "e4m3", "nearest")
+
+
+def test_encode_round_up():
+    np.testing.assert_array_equal(mxsim.encode(np.array([1.01, 2.0, 3.0]), "e8m0", rounding="ru"), [128, 128, 129])
+    np.testing.assert_array_equal(mxsim.encode(np.array([1.01, -1.01], np.float32), "e4m3", rounding="ru"), [0x39, 0xB8])

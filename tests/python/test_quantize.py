@@ -114,3 +114,18 @@ def test_assert_same_bytes_names_the_first_difference():
         mxsim.assert_same_bytes(b, a)
     with pytest.raises(AssertionError, match="8 bytes vs 4 bytes"):
         mxsim.assert_same_bytes(a, a[:4])
+
+
+def test_quantize_float64_rounds_mx_elements_once():
+    # mxfp8 (E4M3 1x32 RCEIL): amax 448 gives s = 0, so elements are the values themselves.
+    # 1.0625 + 2^-40 -> 0x39 and 1.1875 - 2^-40 -> 0x39 when rounded once; through float32 they
+    # are ties (0x38, 0x3A). The bytes equal `mxsim quantize` of the same F64 .npy.
+    x = np.zeros((1, 32))
+    x[0, 0] = 1.0625 + 2.0 ** -40
+    x[0, 1] = 1.1875 - 2.0 ** -40
+    x[0, 2] = 448.0
+    q = mxsim.quantize(x, "mxfp8")
+    assert list(q.qdata[0, :4]) == [0x39, 0x39, 0x7E, 0]
+    assert q.scale[0, 0] == 127
+    q32 = mxsim.quantize(x.astype(np.float32), "mxfp8")
+    assert list(q32.qdata[0, :3]) == [0x38, 0x3A, 0x7E]

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 
@@ -244,6 +245,7 @@ void with_mode(RoundMode m, Fn&& fn) {
     case RoundMode::RNE: fn(ModeTag<RoundMode::RNE>{}); break;
     case RoundMode::RZ: fn(ModeTag<RoundMode::RZ>{}); break;
     case RoundMode::Stochastic: fn(ModeTag<RoundMode::Stochastic>{}); break;
+    case RoundMode::RU: throw std::invalid_argument("round up (ru) is for single conversions, not quantization");
   }
 }
 

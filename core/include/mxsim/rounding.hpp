@@ -1,6 +1,6 @@
 // The one rounding routine and the one decoder.
 //
-// encode() converts an FP32 value, optionally divided by an exact power of two
+// encode() converts an FP32 value (encode_f64(): an FP64 value, rounded once), optionally divided by an exact power of two
 // (the block scale), to any format of the table in format.hpp. It works on
 // integers only, so host and device produce the same bits and no FP32
 // intermediate (which could underflow and lose sticky bits) is ever formed.
@@ -10,6 +10,8 @@
 //               E8M0 has no mantissa bit to make even: its ties round up
 //               (1.5 -> 2, 3 -> 4), as PyTorch Float8_e8m0fnu and ml_dtypes do.
 //   RZ          round toward zero (truncate).
+//   RU          round toward +Inf (IEEE 754 roundTowardPositive): ceil; for
+//               negative values that is toward zero. Single conversions only.
 //   Stochastic  the discarded bits, read as a binary fraction f in [0, 1) and
 //               truncated to 32 bits (f32 = floor(f * 2^32)), are compared with
 //               a 32-bit random word r: the magnitude rounds away from zero
@@ -23,7 +25,8 @@
 //   Saturate    clamp to +-max finite (CUDA __NV_SATFINITE, OCP MX element rule).
 //   Ieee        +-Inf if the format has Inf, else NaN if it has one, else +-max
 //               (PyTorch .to(float8_e4m3fn) in 2.11 / ml_dtypes astype).
-//   Under RZ a finite value never overflows to Inf (IEEE 754 §7.4): +-max.
+//   Under RZ a finite value never overflows to Inf (IEEE 754 §7.4): +-max;
+//   under RU neither does a negative one (-max).
 //
 // Special inputs:
 //   NaN  -> the format's canonical NaN (nan_code, sign kept where the format
@@ -41,13 +44,17 @@
 
 namespace mxsim {
 
-enum class RoundMode : uint8_t { RNE, RZ, Stochastic };
+/// RU (round up: IEEE 754 roundTowardPositive) is for single conversions
+/// (`mxsim cast --round ru`, Python encode(rounding="ru"): ceil for the
+/// unsigned E8M0); quantization specs take RNE, RZ and Stochastic only.
+enum class RoundMode : uint8_t { RNE, RZ, Stochastic, RU };
 enum class Overflow : uint8_t { Saturate, Ieee };
 
 namespace detail {
 MXSIM_HD constexpr uint32_t overflow_code(const FormatSpec& f, uint32_t sign, RoundMode mode, Overflow ov) {
   const uint32_t s = sign ? f.sign_bit() : 0u;
-  if (mode == RoundMode::RZ || ov == Overflow::Saturate) return s | f.max_code();
+  // RZ, and RU for negative values, round toward zero here: never past max.
+  if (mode == RoundMode::RZ || (mode == RoundMode::RU && sign) || ov == Overflow::Saturate) return s | f.max_code();
   if (f.has_inf) return s | f.inf_code();
   if (f.nan != NanKind::None) return f.nan_code(sign);
   return s | f.max_code();
@@ -58,34 +65,14 @@ MXSIM_HD constexpr uint32_t zero_code(const FormatSpec& f, uint32_t sign) {
 }
 }  // namespace detail
 
-/// Encode x * 2^(-scale_exp) (x given as FP32 bits) into format f.
-///
-/// scale_exp is any integer; the division is exact (done on the exponent).
-/// Beyond +-2^20 every result is already settled (below every format's
-/// smallest subnormal by far more than 64 bits, or above its maximum), so
-/// scale_exp is clamped there first: INT_MIN / INT_MAX cause no signed overflow.
-/// rand32 is used only by RoundMode::Stochastic. Returns the code in the low
-/// f.bits bits.
-MXSIM_HD constexpr uint32_t encode(const FormatSpec& f, uint32_t x_bits, int scale_exp = 0,
-                                   RoundMode mode = RoundMode::RNE, Overflow ov = Overflow::Saturate,
-                                   uint32_t rand32 = 0) {
-  constexpr int kScaleExpLimit = 1 << 20;
-  scale_exp = scale_exp < -kScaleExpLimit ? -kScaleExpLimit : (scale_exp > kScaleExpLimit ? kScaleExpLimit : scale_exp);
-  const uint32_t sign = x_bits >> 31;
-  const uint32_t ef = (x_bits >> 23) & 0xFFu, mf = x_bits & 0x7FFFFFu;
-  if (ef == 0xFFu) {
-    if (mf != 0) return f.nan_code(sign);
-    if (!f.has_sign && sign) return f.nan_code(0);
-    if (ov == Overflow::Saturate) return (sign ? f.sign_bit() : 0u) | f.max_code();
-    return detail::overflow_code(f, sign, RoundMode::RNE, ov);
-  }
-  if (!f.has_sign && sign && (ef | mf) != 0) return f.nan_code(0);
-  if ((ef | mf) == 0) return detail::zero_code(f, sign);
-
-  // |x| * 2^-scale_exp = sig * 2^(lsb_exp), sig < 2^24.
-  const uint64_t sig = ef ? (mf | 0x800000u) : mf;
-  const int lsb_exp = (ef ? int(ef) - 127 : -126) - 23 - scale_exp;
-  const int msb = 31 - clz32(uint32_t(sig));
+namespace detail {
+/// The rounding proper, shared by every input width: the finite, non-zero
+/// magnitude sig * 2^lsb_exp (0 < sig < 2^63, msb = floor(log2 sig)) with the
+/// given sign, rounded to format f. FP32 inputs bring 24-bit significands,
+/// FP64 inputs 53-bit ones; the rounding sees the exact value either way, so
+/// an FP64 input is rounded once, never through an FP32 intermediate.
+MXSIM_HD constexpr uint32_t encode_magnitude(const FormatSpec& f, uint32_t sign, uint64_t sig, int lsb_exp, int msb,
+                                             RoundMode mode, Overflow ov, uint32_t rand32) {
   const int vexp = lsb_exp + msb;  // floor(log2 |value|)
   const int man = f.man_bits;
   int qexp = (vexp > f.emin() ? vexp : f.emin()) - man;  // exponent of one ulp
@@ -94,7 +81,7 @@ MXSIM_HD constexpr uint32_t encode(const FormatSpec& f, uint32_t x_bits, int sca
   uint64_t kept;
   bool up = false;
   if (shift <= 0) {
-    kept = sig << -shift;  // exact: the value has no bits below one ulp
+    kept = sig << -shift;  // exact: the value has no bits below one ulp (kept < 2^(man+1))
   } else {
     uint64_t rem;
     if (shift < 64) {
@@ -120,6 +107,7 @@ MXSIM_HD constexpr uint32_t encode(const FormatSpec& f, uint32_t x_bits, int sca
         up = uint64_t(rand32) < frac32;
         break;
       }
+      case RoundMode::RU: up = !sign && rem != 0; break;
     }
   }
   kept += up ? 1u : 0u;
@@ -127,15 +115,81 @@ MXSIM_HD constexpr uint32_t encode(const FormatSpec& f, uint32_t x_bits, int sca
     kept >>= 1;
     ++qexp;
   }
-  if (kept == 0) return detail::zero_code(f, sign);
+  if (kept == 0) return zero_code(f, sign);
 
   const uint32_t s = sign ? f.sign_bit() : 0u;
   const bool normal = (kept >> man) != 0;
   const int exp_field = normal ? qexp + man + f.bias : 0;
   const uint32_t mant = uint32_t(kept) & ((1u << man) - 1);
   if (exp_field > f.max_exp_field() || (exp_field == f.max_exp_field() && mant > f.max_mant()))
-    return detail::overflow_code(f, sign, mode, ov);
+    return overflow_code(f, sign, mode, ov);
   return s | (uint32_t(exp_field) << man) | mant;
+}
+
+/// Infinite input: saturate to +-max, else as an overflow (RU: -Inf keeps -Inf
+/// under Ieee, as roundTowardPositive does with an infinite operand).
+MXSIM_HD constexpr uint32_t encode_inf(const FormatSpec& f, uint32_t sign, Overflow ov) {
+  if (!f.has_sign && sign) return f.nan_code(0);
+  if (ov == Overflow::Saturate) return (sign ? f.sign_bit() : 0u) | f.max_code();
+  return overflow_code(f, sign, RoundMode::RNE, ov);
+}
+
+constexpr int kScaleExpLimit = 1 << 20;
+MXSIM_HD constexpr int clamp_scale_exp(int e) {
+  return e < -kScaleExpLimit ? -kScaleExpLimit : (e > kScaleExpLimit ? kScaleExpLimit : e);
+}
+}  // namespace detail
+
+/// Encode x * 2^(-scale_exp) (x given as FP32 bits) into format f.
+///
+/// scale_exp is any integer; the division is exact (done on the exponent).
+/// Beyond +-2^20 every result is already settled (below every format's
+/// smallest subnormal by far more than 64 bits, or above its maximum), so
+/// scale_exp is clamped there first: INT_MIN / INT_MAX cause no signed overflow.
+/// rand32 is used only by RoundMode::Stochastic. Returns the code in the low
+/// f.bits bits.
+MXSIM_HD constexpr uint32_t encode(const FormatSpec& f, uint32_t x_bits, int scale_exp = 0,
+                                   RoundMode mode = RoundMode::RNE, Overflow ov = Overflow::Saturate,
+                                   uint32_t rand32 = 0) {
+  scale_exp = detail::clamp_scale_exp(scale_exp);
+  const uint32_t sign = x_bits >> 31;
+  const uint32_t ef = (x_bits >> 23) & 0xFFu, mf = x_bits & 0x7FFFFFu;
+  if (ef == 0xFFu) return mf != 0 ? f.nan_code(sign) : detail::encode_inf(f, sign, ov);
+  if (!f.has_sign && sign && (ef | mf) != 0) return f.nan_code(0);
+  if ((ef | mf) == 0) return detail::zero_code(f, sign);
+
+  // |x| * 2^-scale_exp = sig * 2^(lsb_exp), sig < 2^24.
+  const uint64_t sig = ef ? (mf | 0x800000u) : mf;
+  const int lsb_exp = (ef ? int(ef) - 127 : -126) - 23 - scale_exp;
+  return detail::encode_magnitude(f, sign, sig, lsb_exp, 31 - clz32(uint32_t(sig)), mode, ov, rand32);
+}
+
+/// Encode x * 2^(-scale_exp), x given as FP64 (IEEE binary64) bits, into
+/// format f with ONE rounding of the exact value: the same rounding, overflow
+/// and special-value rules as encode() (the same code, fed a 53-bit
+/// significand), with no FP32 intermediate. So for every x that is an FP32
+/// value, encode_f64(f, bits of double(x), ...) == encode(f, bits of x, ...),
+/// and for FP32 as the target it is IEEE convertFormat binary64 -> binary32
+/// (RNE / RZ / RU) with the chosen overflow policy. Stochastic: the discarded
+/// bits of the exact FP64 value, read as a binary fraction of one ulp of the
+/// target and truncated to 32 bits, are compared with rand32, exactly as for
+/// FP32 inputs (docs/numerics.md §2.2); an FP64 value can have up to ~1100
+/// discarded bits, all but the top 32 are dropped by the truncation.
+MXSIM_HD constexpr uint32_t encode_f64(const FormatSpec& f, uint64_t x_bits, int scale_exp = 0,
+                                       RoundMode mode = RoundMode::RNE, Overflow ov = Overflow::Saturate,
+                                       uint32_t rand32 = 0) {
+  scale_exp = detail::clamp_scale_exp(scale_exp);
+  const uint32_t sign = uint32_t(x_bits >> 63);
+  const uint32_t ef = uint32_t(x_bits >> 52) & 0x7FFu;
+  const uint64_t mf = x_bits & ((uint64_t(1) << 52) - 1);
+  if (ef == 0x7FFu) return mf != 0 ? f.nan_code(sign) : detail::encode_inf(f, sign, ov);
+  if (!f.has_sign && sign && (ef != 0 || mf != 0)) return f.nan_code(0);
+  if (ef == 0 && mf == 0) return detail::zero_code(f, sign);
+
+  // |x| * 2^-scale_exp = sig * 2^(lsb_exp), sig < 2^53.
+  const uint64_t sig = ef ? (mf | (uint64_t(1) << 52)) : mf;
+  const int lsb_exp = (ef ? int(ef) - 1023 : -1022) - 52 - scale_exp;
+  return detail::encode_magnitude(f, sign, sig, lsb_exp, 63 - clz64(sig), mode, ov, rand32);
 }
 
 /// Convenience: encode an FP32 value.

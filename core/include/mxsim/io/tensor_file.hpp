@@ -50,8 +50,9 @@ size_t byte_count(DType d, size_t numel);
 bool dtype_from_name(std::string_view name, DType& out);
 /// F32, F16 and BF16: the dtypes the quantizer takes as they are.
 inline bool is_quantizable(DType d) { return d == DType::F32 || d == DType::F16 || d == DType::BF16; }
-/// F64: taken after one rounding to FP32 (RNE), which loses precision; the
-/// commands say so (to_f32 does the rounding).
+/// F64: taken too, with a note; the quantizer rounds MX elements once from
+/// FP64 and takes amax (and every other recipe's elements) from the FP32
+/// rounding (emu::quantize_f64, docs/numerics.md §4.7).
 inline bool is_quantizable_after_rounding(DType d) { return d == DType::F64; }
 
 /// Error reading or writing a tensor file; what() names the file and the problem.

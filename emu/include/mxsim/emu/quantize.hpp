@@ -32,6 +32,28 @@ QuantizedTensor quantize(const Tensor2f& x, const QuantSpec& spec, Axis axis = A
 QuantizedTensor quantize_bf16(const uint16_t* data, size_t groups, size_t rows, size_t cols, const QuantSpec& spec,
                               Axis axis = Axis::Cols);
 
+/// Quantize FP64 input: `data` holds groups*rows*cols IEEE binary64 values,
+/// row-major [groups, rows, cols] (docs/numerics.md §4.7).
+///   amax and scales: from the values rounded once to FP32 (RNE; beyond
+///     FP32's range to +-Inf, so such a block gets the NaN scale): the amax a
+///     TransformerEngine / torchao kernel sees when given the FP32 tensor.
+///   elements, E8M0 specs without Hadamard (every MX recipe): each element is
+///     encode_f64(x, s) -- the exact FP64 value divided by the block scale
+///     2^s and rounded ONCE to the element format (RNE / RZ / SR with the
+///     same Philox word as the FP32 path), never through FP32.
+///   elements, every other spec (FP32 / UE4M3 scales, Hadamard): their
+///     element step is FP32 arithmetic (fl32(x * scale), the FP32 Hadamard
+///     butterflies), so it takes the FP32-rounded values, as quantize().
+/// For input that is all FP32 values the result equals quantize() of them.
+/// `rounded`, when given, receives how many values the FP32 rounding changed.
+/// Throws std::invalid_argument as quantize() does, and for an overflowing
+/// shape or null data with a non-zero size.
+QuantizedTensor quantize_f64(const double* data, size_t groups, size_t rows, size_t cols, const QuantSpec& spec,
+                             Axis axis = Axis::Cols, size_t* rounded = nullptr);
+/// True when quantize_f64 rounds elements once from FP64 for this spec (E8M0
+/// scales, no Hadamard); false when they go through FP32 first.
+bool f64_rounds_once(const QuantSpec& spec);
+
 /// Dequantize to the logical shape, FP32. E8M0: code * 2^s exactly; FP32
 /// scales: fl32(code * scale_inv); NVFP4: fl32(fl32(code * s_block) * S_dec).
 /// A block with a NaN scale dequantizes to NaN throughout.

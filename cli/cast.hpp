@@ -1,0 +1,50 @@
+// What `mxsim cast` shares between its single-value mode (cmd_cast.cpp) and
+// its tensor mode (cmd_cast_tensor.cpp): the chosen conversion, applied to an
+// FP64 value in one place.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "common.hpp"
+#include "mxsim/format.hpp"
+#include "mxsim/rounding.hpp"
+#include "mxsim/scale_rule.hpp"
+
+namespace mxsim::cli {
+
+struct CastOptions {
+  Format to = Format::FP32;
+  FormatSpec f = spec_of(Format::FP32);
+  RoundMode mode = RoundMode::RNE;
+  Overflow ov = Overflow::Saturate;
+  std::string ovs = "saturate";
+  uint32_t rand = 0;  ///< single values, --round sr
+  int scale_exp = 0;
+  /// Scale mode (--scale-rule R --elem F, --to e8m0): a VALUE is an amax and
+  /// the result the E8M0 scale byte of rule R for element format F.
+  std::optional<ScaleRule> rule;
+  Format elem = Format::E4M3;
+
+  /// The code of one value given as FP64 bits: encode_f64 (one rounding), or
+  /// in scale mode e8m0_scale of |x| rounded once to FP32 (RNE), the FP32
+  /// amax the rules are defined on (docs/numerics.md §3.1).
+  uint32_t code_of(uint64_t x_bits, uint32_t rand32) const {
+    if (rule) {
+      const float amax = static_cast<float>(f64_from_bits(x_bits & ~(uint64_t(1) << 63)));
+      return e8m0_scale(*rule, f32_bits(amax), spec_of(elem));
+    }
+    return encode_f64(f, x_bits, scale_exp, mode, ov, rand32);
+  }
+};
+
+/// --input mode of `mxsim cast` (docs/cli.md "Tensor mode").
+int cast_tensor(const Parsed& p, const CastOptions& o, OutputFormat outfmt);
+
+/// "0x3F" style hex of a code with (bits + 3) / 4 digits.
+std::string hex_code(uint64_t code, int bits);
+/// The class of a code: zero, subnormal, normal, max, inf, nan.
+const char* code_class(const FormatSpec& f, uint32_t code);
+
+}  // namespace mxsim::cli
