@@ -416,6 +416,9 @@ MemoryEstimate estimate_run_memory(const Config& c) {
     double per = 24;
     if (r != "bf16") per += 8 + 25;
     if (r == "mxfp4" && c.deosc) per += 16;
+    if (r == "mxfp4" && c.deosc && c.deosc_shard_edge) per += 8;  // the full-tensor shadow's prev_q, dist_q
+    // virtual ranks: each rank's gradient buffer and gathered model copy of the flat layout (FP32)
+    if (c.ranks > 1) per += 8.0 * c.ranks;
     w += per * l.elems;
   }
   // Activations, FP32: per token the input, embed output, router logits and probabilities, the
