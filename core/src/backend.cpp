@@ -2,8 +2,10 @@
 #include "mxsim/backend.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace mxsim {
 
@@ -38,6 +40,21 @@ bool Backend::supports_training() const {
   for (int i = 0; i < int(Op::kCount); ++i)
     if (!supports(Op(i))) return false;
   return true;
+}
+
+void Backend::copy_range(const Tensor& src, size_t so, Tensor& dst, size_t d_o, size_t count) {
+  if (src.dtype() != dst.dtype() || so > src.numel() || count > src.numel() - so || d_o > dst.numel() ||
+      count > dst.numel() - d_o)
+    throw std::invalid_argument("copy_range: " + std::to_string(count) + " elements from " + name_of(src.dtype()) +
+                                " " + src.shape().str() + " at " + std::to_string(so) + " to " + name_of(dst.dtype()) +
+                                " " + dst.shape().str() + " at " + std::to_string(d_o) + " do not fit");
+  if (count == 0) return;
+  const size_t es = dtype_size(src.dtype());
+  std::vector<std::byte> s(src.bytes()), d(dst.bytes());
+  download(src, s.data(), s.size());
+  download(dst, d.data(), d.size());
+  std::copy_n(s.data() + so * es, count * es, d.data() + d_o * es);
+  upload(dst, d.data(), d.size());
 }
 
 Tensor Backend::upload(const Tensor2f& x) {

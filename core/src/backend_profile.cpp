@@ -76,6 +76,9 @@ void ProfilingBackend::download(const Tensor& t, void* dst, size_t n) {
 }
 void ProfilingBackend::copy(const Tensor& a, Tensor& b) { timed(kCopy, [&] { inner_->copy(a, b); }); }
 void ProfilingBackend::copy_into(const Tensor& a, Tensor& b, size_t o) { timed(kCopy, [&] { inner_->copy_into(a, b, o); }); }
+void ProfilingBackend::copy_range(const Tensor& a, size_t ao, Tensor& b, size_t bo, size_t n) {
+  timed(kCopy, [&] { inner_->copy_range(a, ao, b, bo, n); });
+}
 void ProfilingBackend::fill_zero(Tensor& t) { timed(kFillZero, [&] { inner_->fill_zero(t); }); }
 QuantizedTensor ProfilingBackend::download(const QTensor& q) { return timed(kQDownload, [&] { return inner_->download(q); }); }
 QTensor ProfilingBackend::upload(const QuantizedTensor& q) { return timed(kQUpload, [&] { return inner_->upload(q); }); }

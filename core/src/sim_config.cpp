@@ -72,6 +72,10 @@ start_step = 200
 [metrics]
 osc_ema_momentum = 0.01  # Nagel et al. 2022 EMA flip frequency
 
+[parallel]               # virtual ranks: expert parallel + distributed optimizer (docs/simulator.md)
+ranks = 1                # P; model.experts must divide by it
+deosc_shard_edge = false # de-osc QDQ of each rank's flat slice with zeros for other ranks' elements (Primus)
+
 [trace]
 snapshot_layers = ["fc1"]
 snapshot_steps = [2]       # global optimizer steps (1-based, as /train/step)
@@ -241,6 +245,8 @@ std::map<std::string, Setter> setters(Config& c) {
   m["deosc.ratio"] = float_setter(c.deosc_ratio, 0, true);
   m["deosc.start_step"] = int_setter(c.deosc_start_step, 0);
   m["metrics.osc_ema_momentum"] = float_setter(c.osc_ema_momentum, 0, true);
+  m["parallel.ranks"] = int_setter(c.ranks, 1, kMaxRanks);
+  m["parallel.deosc_shard_edge"] = bool_setter(c.deosc_shard_edge);
   m["trace.snapshot_layers"] = layers_setter(c.snapshot_layers);
   m["trace.snapshot_steps"] = list_setter(c.snapshot_steps);
   m["trace.checkpoint_every"] = int_setter(c.checkpoint_every, 0);
@@ -286,6 +292,24 @@ void validate(const Config& c, const std::string& s) {
   if (c.beta1 >= 1) bad(s, "optim.beta1", "expected a number < 1");
   if (c.beta2 >= 1) bad(s, "optim.beta2", "expected a number < 1");
   if (c.osc_ema_momentum > 1) bad(s, "metrics.osc_ema_momentum", "expected a number in (0, 1]");
+  // Expert parallelism: every rank owns experts / ranks experts.
+  if (c.experts % c.ranks != 0)
+    bad(s, "parallel.ranks", "expected a divisor of model.experts (" + std::to_string(c.experts) +
+                                 ": every rank owns the same number of experts), got " + std::to_string(c.ranks));
+  if (c.ranks > 1) {
+    // What the virtual ranks do not simulate (docs/simulator.md "Parallel simulation").
+    for (Layer l : {Layer::Fc1, Layer::Fc2}) {
+      const std::string& r = c.recipe.of(l);
+      if (r == "fp8_current" || r == "fp8_delayed")
+        bad(s, "parallel.ranks",
+            "expert parallelism with per-tensor scaling of the expert GEMMs (recipe." + std::string(name_of(l)) +
+                " = " + r + ") needs an amax across ranks, which is not simulated; use ranks = 1 or another recipe");
+    }
+    if (c.recipe.mxfp4_sr_grad)
+      bad(s, "parallel.ranks",
+          "expert parallelism with recipe.mxfp4_sr_grad = true: stochastic rounding counts elements of the whole "
+          "tensor, per-rank streams are not simulated; use ranks = 1 or mxfp4_sr_grad = false");
+  }
   for (int64_t n : c.snapshot_steps)
     if (n < 1)
       bad(s, "trace.snapshot_steps", "expected global optimizer steps >= 1 (1-based, as /train/step), got " + std::to_string(n));
@@ -391,6 +415,7 @@ std::string to_toml(const Config& c) {
                             {"ratio", fl(c.deosc_ratio)},
                             {"start_step", c.deosc_start_step}}},
       {"metrics", toml::table{{"osc_ema_momentum", fl(c.osc_ema_momentum)}}},
+      {"parallel", toml::table{{"ranks", int64_t(c.ranks)}, {"deosc_shard_edge", c.deosc_shard_edge}}},
       {"trace", toml::table{{"snapshot_layers", layers}, {"snapshot_steps", steps}, {"checkpoint_every", c.checkpoint_every}}},
   };
   std::ostringstream o;

@@ -2,6 +2,7 @@
 #include "mxsim/sim/model.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <stdexcept>
 #include <sstream>
@@ -9,6 +10,7 @@
 
 #include "mxsim/hd/elementwise.hpp"
 #include "mxsim/philox.hpp"
+#include "mxsim/sim/dist_optimizer.hpp"
 #include "mxsim/sim/state_io.hpp"
 #include "mxsim/trace/schema.hpp"
 
@@ -48,6 +50,14 @@ QuantSpec resolve(Backend& be, Weight& w, Role role, QuantSpec s, const Tensor& 
   if (s.per_tensor() && s.scale_kind == ScaleKind::FP32)
     if (auto& d = w.delayed[size_t(role)]) d->record(be.amax(x));
   return resolved_spec(be, w, role, s, x);
+}
+
+/// Elements of two f32 tensors whose bits differ (host; a diagnostic of shard-edge runs).
+int64_t count_differing(Backend& be, const Tensor& a, const Tensor& b) {
+  const auto x = be.download<float>(a), y = be.download<float>(b);
+  int64_t n = 0;
+  for (size_t i = 0; i < x.size(); ++i) n += std::bit_cast<uint32_t>(x[i]) != std::bit_cast<uint32_t>(y[i]);
+  return n;
 }
 
 }  // namespace
@@ -153,12 +163,65 @@ struct Model::LinearCtx {
   Tensor x;  ///< the fprop input (BF16 values); shares the workspace buffer
 };
 
+/// The expert-parallel moves of one micro-batch (Model::set_comm), per local rank i of the comm
+/// (rank ranks[i]): as a source, the global permuted rows it sends (its tokens' rows, grouped by
+/// destination, each destination's in (expert, token, slot) order) and how many go to each rank;
+/// as a destination, the exchanged per-expert counts and its local layout: its experts' rows in
+/// expert order, within an expert by source rank (= the single-rank order, since sources hold
+/// ascending token ranges), padded to 16 rows per expert with zero rows as route() pads them.
+struct Model::Dispatch {
+  std::vector<std::vector<int64_t>> send_rows, send_splits;  ///< [i][row] global rows; [i][dest]
+  std::vector<std::vector<int64_t>> local_from_recv;         ///< [i][local row]: received row (-1 = padding)
+  std::vector<std::vector<int64_t>> recv_from_local;         ///< [i][received row]: its local row
+  std::vector<std::vector<int64_t>> recv_splits;             ///< [i][source]: rows received from it
+  std::vector<std::vector<int64_t>> ms;                      ///< [i][expert]: m_splits, 0 outside rank's own
+  std::vector<int64_t> global_from_back;  ///< [global permuted row]: row of the returned rows concatenated (-1 = pad)
+};
+
+namespace {
+
+/// dst [idx.size(), C] with row j = src row idx[j] (-1: a +0 row); runs of consecutive rows move
+/// as one Backend::copy_range.
+Tensor gather_rows(Backend& be, const Tensor& src, std::span<const int64_t> idx, size_t C) {
+  Tensor dst = be.alloc(DType::f32, {idx.size(), C});
+  be.fill_zero(dst);
+  for (size_t j = 0; j < idx.size();) {
+    if (idx[j] < 0) {
+      ++j;
+      continue;
+    }
+    size_t n = 1;
+    while (j + n < idx.size() && idx[j + n] == idx[j] + int64_t(n)) ++n;
+    be.copy_range(src, size_t(idx[j]) * C, dst, j * C, n * C);
+    j += n;
+  }
+  return dst;
+}
+
+/// The rows of ts concatenated in order (every [rows_i, C]).
+Tensor concat_rows(Backend& be, const std::vector<Tensor>& ts, size_t C) {
+  size_t rows = 0;
+  for (const Tensor& t : ts) rows += t.dim(0);
+  Tensor out = be.alloc(DType::f32, {rows, C});
+  size_t at = 0;
+  for (const Tensor& t : ts) {
+    be.copy_range(t, 0, out, at, t.numel());
+    at += t.numel();
+  }
+  return out;
+}
+
+}  // namespace
+
 /// Activations and gradients of one micro-batch, kept across micro-batches
 /// (reallocated only when a shape changes, e.g. the permuted row count M).
 struct Model::Workspace {
   Tensor x, h0, rl, p, top, counts, row_of, xp, u, a, yp, h1, logits, dlog;
   Tensor dh1, dyp, dgate, da, du, dxp, f, dl_r, dh0_r, dh0, pred;
   std::array<Tensor, 5> wgrad_tmp;  ///< per layer [G, N, K]: the unfused recipes' BF16 dW_mb
+  // expert parallelism: the micro-batch's moves and each local rank's expert tensors
+  Dispatch D;
+  std::vector<Tensor> ep_x, ep_u, ep_a, ep_y, ep_dy, ep_da, ep_du, ep_dx, ep_rec;
 };
 
 /// MoE dispatch of a micro-batch: counts and row_of in backend memory, the
@@ -327,6 +390,169 @@ Model::Routing Model::route(Workspace& ws, const Tensor& h0, size_t B) {
   return r;
 }
 
+Model::Dispatch Model::make_dispatch(const Workspace& ws, const Routing& rt, size_t B) const {
+  const std::vector<int>& ranks = comm_->local_ranks();
+  const int P = comm_->size();
+  const size_t E = size_t(cfg_.experts), EL = E / size_t(P), k = size_t(cfg_.top_k), L = ranks.size();
+  const std::vector<int64_t> row_of = be_.download<int64_t>(ws.row_of);  // routing metadata, as counts
+  std::vector<int64_t> token_of(size_t(rt.M), -1), start(E + 1, 0);
+  for (size_t j = 0; j < row_of.size(); ++j) token_of[size_t(row_of[j])] = int64_t(j / k);
+  for (size_t e = 0; e < E; ++e) start[e + 1] = start[e] + rt.ms[e];
+  Dispatch D;
+  D.send_rows.resize(L);
+  D.send_splits.assign(L, std::vector<int64_t>(size_t(P), 0));
+  std::vector<std::vector<int64_t>> per_expert(L, std::vector<int64_t>(E, 0));  // [i][dest * EL + local expert]
+  for (size_t i = 0; i < L; ++i) {
+    const Range tok = split_even(B, P, ranks[i]);  // this source rank's tokens
+    for (size_t e = 0; e < E; ++e)
+      for (int64_t p = start[e]; p < start[e] + rt.counts[e]; ++p)
+        if (token_of[size_t(p)] >= int64_t(tok.begin) && token_of[size_t(p)] < int64_t(tok.end)) {
+          D.send_rows[i].push_back(p);
+          ++D.send_splits[i][e / EL];
+          ++per_expert[i][e];
+        }
+  }
+  // the m_splits exchange: tokens per local expert from every source
+  const std::vector<std::vector<int64_t>> recv = comm_->all_to_all_counts(per_expert);
+  D.local_from_recv.resize(L);
+  D.recv_from_local.resize(L);
+  D.recv_splits.assign(L, std::vector<int64_t>(size_t(P), 0));
+  D.ms.assign(L, std::vector<int64_t>(E, 0));
+  for (size_t i = 0; i < L; ++i) {
+    std::vector<int64_t> at(size_t(P) * EL + 1, 0);  // first received row of (source, local expert)
+    for (size_t j = 0; j < size_t(P) * EL; ++j) at[j + 1] = at[j] + recv[i][j];
+    for (int s = 0; s < P; ++s)
+      for (size_t el = 0; el < EL; ++el) D.recv_splits[i][size_t(s)] += recv[i][size_t(s) * EL + el];
+    D.recv_from_local[i].assign(size_t(at.back()), -1);
+    for (size_t el = 0; el < EL; ++el) {
+      const size_t e = size_t(ranks[i]) * EL + el;
+      int64_t n = 0;
+      for (int s = 0; s < P; ++s)
+        for (int64_t r = 0; r < recv[i][size_t(s) * EL + el]; ++r, ++n) {
+          const int64_t from = at[size_t(s) * EL + el] + r;
+          D.recv_from_local[i][size_t(from)] = int64_t(D.local_from_recv[i].size());
+          D.local_from_recv[i].push_back(from);
+        }
+      const int64_t padded = hd::padded_rows(n, kExpertRowPad);
+      for (int64_t r = n; r < padded; ++r) D.local_from_recv[i].push_back(-1);
+      D.ms[i][e] = padded;
+      if (padded != rt.ms[e])  // the exchange must reproduce the router's counts
+        throw std::logic_error("expert dispatch: expert " + std::to_string(e) + " received " + std::to_string(n) +
+                               " rows, the router assigned " + std::to_string(rt.counts[e]));
+    }
+  }
+  // the return trip: rows come back to their source in the order it sent them
+  D.global_from_back.assign(size_t(rt.M), -1);
+  int64_t base = 0;
+  for (size_t i = 0; i < L; ++i) {
+    for (size_t j = 0; j < D.send_rows[i].size(); ++j) D.global_from_back[size_t(D.send_rows[i][j])] = base + int64_t(j);
+    base += int64_t(D.send_rows[i].size());
+  }
+  return D;
+}
+
+std::vector<Tensor> Model::ep_scatter(const Dispatch& D, const Tensor& global, size_t C) {
+  std::vector<Tensor> send;
+  for (const auto& rows : D.send_rows) send.push_back(gather_rows(be_, global, rows, C));
+  const std::vector<Tensor> recv = comm_->all_to_all_v(send, D.send_splits);
+  std::vector<Tensor> local;
+  for (size_t i = 0; i < recv.size(); ++i) local.push_back(gather_rows(be_, recv[i], D.local_from_recv[i], C));
+  return local;
+}
+
+Tensor Model::ep_gather(const Dispatch& D, const std::vector<Tensor>& local, size_t C, size_t M) {
+  std::vector<Tensor> back;
+  for (size_t i = 0; i < local.size(); ++i) back.push_back(gather_rows(be_, local[i], D.recv_from_local[i], C));
+  const std::vector<Tensor> ret = comm_->all_to_all_v(back, D.recv_splits);
+  const Tensor cat = concat_rows(be_, ret, C);
+  Tensor g = gather_rows(be_, cat, D.global_from_back, C);
+  if (g.dim(0) != M) throw std::logic_error("expert combine: " + std::to_string(g.dim(0)) + " rows for " + std::to_string(M));
+  return g;
+}
+
+void Model::experts_forward(Workspace& ws, const Routing& rt, size_t B, bool st, const LinearFwd& fwd) {
+  Weight &W1 = weight(Layer::Fc1), &W2 = weight(Layer::Fc2);
+  if (!expert_parallel()) {
+    LinearCtx c1, c2;
+    fwd(W1, ws.xp, rt.ms, ws.u, c1);
+    be_.activation(cfg_.activation, ws.u, ensure(be_, ws.a, ws.u.shape()));
+    fwd(W2, ws.a, rt.ms, ws.yp, c2);
+    return;
+  }
+  const size_t d = size_t(cfg_.d_model), f = size_t(cfg_.d_ff);
+  ws.D = make_dispatch(ws, rt, B);
+  ws.ep_x = ep_scatter(ws.D, ws.xp, d);
+  const size_t L = ws.ep_x.size();
+  ws.ep_u.assign(L, {});
+  ws.ep_a.assign(L, {});
+  ws.ep_y.assign(L, {});
+  for (size_t i = 0; i < L; ++i) {  // each rank's grouped launches over its own experts
+    LinearCtx c1, c2;
+    fwd(W1, ws.ep_x[i], ws.D.ms[i], ws.ep_u[i], c1);
+    ws.ep_a[i] = be_.alloc(DType::f32, ws.ep_u[i].shape());
+    be_.activation(cfg_.activation, ws.ep_u[i], ws.ep_a[i]);
+    fwd(W2, ws.ep_a[i], ws.D.ms[i], ws.ep_y[i], c2);
+  }
+  ws.yp = ep_gather(ws.D, ws.ep_y, d, size_t(rt.M));
+  if (st) {  // statistics of the whole micro-batch's operands, as one rank computes them
+    ws.a = concat_rows(be_, ws.ep_a, f);
+    for (auto [w, x] : {std::pair<Weight*, const Tensor*>{&W1, &ws.xp}, {&W2, &ws.a}}) {
+      if (!is_quantized(w->recipe)) continue;
+      queue_stats(w->layer, Role::W, w->model, w->quantized(be_, weight_fprop_spec(be_, *w, w->model)));
+      const QuantSpec xs = resolved_spec(be_, *w, Role::X, operand_specs(w->recipe).x_fprop, *x);
+      queue_stats(w->layer, Role::X, *x, be_.quantize(*x, xs, Axis::Cols));
+    }
+  }
+}
+
+void Model::experts_backward(Workspace& ws, const Routing& rt, int mb, int num_mb, Step step, bool st, Tensor* rec1,
+                             Tensor* rec2) {
+  Weight &W1 = weight(Layer::Fc1), &W2 = weight(Layer::Fc2);
+  if (!expert_parallel()) {
+    LinearCtx c1{ws.xp}, c2{ws.a};
+    linear_backward(W2, ws.dyp, rt.ms, &ws.da, mb, num_mb, step, st, c2, rec2, ws.wgrad_tmp[size_t(Layer::Fc2)]);
+    be_.activation_grad(cfg_.activation, ws.u, ws.da, ensure(be_, ws.du, ws.u.shape()));
+    linear_backward(W1, ws.du, rt.ms, &ws.dxp, mb, num_mb, step, st, c1, rec1, ws.wgrad_tmp[size_t(Layer::Fc1)]);
+    return;
+  }
+  const size_t d = size_t(cfg_.d_model), f = size_t(cfg_.d_ff), L = ws.ep_x.size();
+  ws.ep_dy = ep_scatter(ws.D, ws.dyp, d);
+  ws.ep_da.assign(L, {});
+  ws.ep_du.assign(L, {});
+  ws.ep_dx.assign(L, {});
+  ws.ep_rec.assign(2 * L, {});
+  // A rank's record holds its experts' dW_mb; the others' groups are copied from their ranks.
+  auto keep = [&](Weight& w, const Tensor& part, Tensor* rec, size_t i) {
+    if (!rec) return;
+    ensure(be_, *rec, w.shape());
+    const size_t per = w.N * w.K;
+    for (size_t g = 0; g < w.G; ++g)
+      if (grad_owner(w, g, comm_->size()) == comm_->local_ranks()[i])
+        be_.copy_range(part, g * per, *rec, g * per, per);
+  };
+  for (size_t i = 0; i < L; ++i) {
+    LinearCtx c1{ws.ep_x[i]}, c2{ws.ep_a[i]};
+    linear_backward(W2, ws.ep_dy[i], ws.D.ms[i], &ws.ep_da[i], mb, num_mb, step, false, c2,
+                    rec2 ? &ws.ep_rec[2 * i + 1] : nullptr, ws.wgrad_tmp[size_t(Layer::Fc2)]);
+    keep(W2, ws.ep_rec[2 * i + 1], rec2, i);
+    ws.ep_du[i] = be_.alloc(DType::f32, ws.ep_u[i].shape());
+    be_.activation_grad(cfg_.activation, ws.ep_u[i], ws.ep_da[i], ws.ep_du[i]);
+    linear_backward(W1, ws.ep_du[i], ws.D.ms[i], &ws.ep_dx[i], mb, num_mb, step, false, c1,
+                    rec1 ? &ws.ep_rec[2 * i] : nullptr, ws.wgrad_tmp[size_t(Layer::Fc1)]);
+    keep(W1, ws.ep_rec[2 * i], rec1, i);
+  }
+  ws.dxp = ep_gather(ws.D, ws.ep_dx, d, size_t(rt.M));
+  if (st) {  // dgrad operand statistics of the whole micro-batch, as one rank computes them
+    const Tensor du = concat_rows(be_, ws.ep_du, f);
+    for (auto [w, dy] : {std::pair<Weight*, const Tensor*>{&W2, &ws.dyp}, {&W1, &du}}) {
+      if (!is_quantized(w->recipe)) continue;
+      QuantSpec ds = resolved_spec(be_, *w, Role::Dy, operand_specs(w->recipe).dy_dgrad, *dy);
+      ds.sr = PhiloxStream{cfg_.seed, make_stream(layer_id(w->layer) * 16 + 1, uint32_t(step.sr_counter(mb, num_mb)))};
+      queue_stats(w->layer, Role::Dy, *dy, be_.quantize(*dy, ds, Axis::Cols));
+    }
+  }
+}
+
 Model::MbResult Model::train_microbatch(const Tensor& xin, const Tensor& labels, int mb, int num_mb, Step step,
                                         float grad_scale, bool st, bool rec_w, MicroRecord* rec) {
   MbResult res;
@@ -349,9 +575,8 @@ void Model::train_microbatch(const Tensor& xin, const Tensor& labels, int mb, in
       return nullptr;
     return &rec->wgrad[l];
   };
-  LinearCtx c_embed, c_router, c_fc1, c_fc2, c_head;
-  Weight &We = weight(Layer::Embed), &Wr = weight(Layer::Router), &W1 = weight(Layer::Fc1),
-         &W2 = weight(Layer::Fc2), &Wh = weight(Layer::Head);
+  LinearCtx c_embed, c_router, c_head;
+  Weight &We = weight(Layer::Embed), &Wr = weight(Layer::Router), &Wh = weight(Layer::Head);
   const std::vector<int64_t> one = {int64_t(B)};
 
   // ---- forward
@@ -360,9 +585,9 @@ void Model::train_microbatch(const Tensor& xin, const Tensor& labels, int mb, in
   linear_forward(Wr, ws.h0, one, ws.rl, mb, num_mb, st, c_router);
   // permutation: stable (expert, token, slot) order, groups padded to 16 rows
   const Routing rt = route(ws, ws.h0, B);
-  linear_forward(W1, ws.xp, rt.ms, ws.u, mb, num_mb, st, c_fc1);
-  be_.activation(cfg_.activation, ws.u, ensure(be_, ws.a, ws.u.shape()));
-  linear_forward(W2, ws.a, rt.ms, ws.yp, mb, num_mb, st, c_fc2);
+  experts_forward(ws, rt, B, st, [&](Weight& w, const Tensor& x, std::span<const int64_t> ms, Tensor& y, LinearCtx& c) {
+    linear_forward(w, x, ms, y, mb, num_mb, st && !expert_parallel(), c);
+  });
   be_.unpermute_combine(ws.yp, ws.h0, ws.p, ws.top, ws.row_of, k, ensure(be_, ws.h1, ws.h0.shape()));
   linear_forward(Wh, ws.h1, one, ws.logits, mb, num_mb, st, c_head);
   be_.cross_entropy_deferred(ws.logits, labels, grad_scale, ensure(be_, ws.dlog, ws.logits.shape()), &res.loss_sum);
@@ -378,11 +603,7 @@ void Model::train_microbatch(const Tensor& xin, const Tensor& labels, int mb, in
                   ws.wgrad_tmp[size_t(Layer::Head)]);
   be_.combine_backward(ws.dh1, ws.yp, ws.p, ws.top, ws.row_of, k, ensure(be_, ws.dyp, ws.yp.shape()),
                        ensure(be_, ws.dgate, {B * k}));
-  linear_backward(W2, ws.dyp, rt.ms, &ws.da, mb, num_mb, step, st, c_fc2, record(Layer::Fc2),
-                  ws.wgrad_tmp[size_t(Layer::Fc2)]);
-  be_.activation_grad(cfg_.activation, ws.u, ws.da, ensure(be_, ws.du, ws.u.shape()));
-  linear_backward(W1, ws.du, rt.ms, &ws.dxp, mb, num_mb, step, st, c_fc1, record(Layer::Fc1),
-                  ws.wgrad_tmp[size_t(Layer::Fc1)]);
+  experts_backward(ws, rt, mb, num_mb, step, st, record(Layer::Fc1), record(Layer::Fc2));
   // router: dp from the gates and the aux loss (f_e held constant), softmax backward
   const float aux_g = cfg_.aux_loss_coeff * float(E) / (float(B) * float(num_mb));
   be_.router_backward(ws.p, ws.top, ws.dgate, ws.f, aux_g, k, ensure(be_, ws.dl_r, ws.p.shape()));
@@ -410,9 +631,9 @@ void Model::forward_eval(const Tensor& xin, Tensor& logits) {
   fwd(weight(Layer::Embed), ws.x, one, ws.h0);
   fwd(weight(Layer::Router), ws.h0, one, ws.rl);
   const Routing rt = route(ws, ws.h0, B);
-  fwd(weight(Layer::Fc1), ws.xp, rt.ms, ws.u);
-  be_.activation(cfg_.activation, ws.u, ensure(be_, ws.a, ws.u.shape()));
-  fwd(weight(Layer::Fc2), ws.a, rt.ms, ws.yp);
+  experts_forward(ws, rt, B, false, [&](Weight& w, const Tensor& x, std::span<const int64_t> ms, Tensor& y, LinearCtx&) {
+    fwd(w, x, ms, y);
+  });
   be_.unpermute_combine(ws.yp, ws.h0, ws.p, ws.top, ws.row_of, size_t(cfg_.top_k), ensure(be_, ws.h1, ws.h0.shape()));
   fwd(weight(Layer::Head), ws.h1, one, logits);
 }
@@ -437,6 +658,7 @@ void mxfp4_forward_qdq(Backend& be, const Tensor& master, Tensor& q) {
 
 std::map<std::string, int64_t> DeOsc::step(Backend& be, const std::vector<Weight*>& ws, Step n) {
   std::map<std::string, int64_t> snapped;
+  edge_last_.clear();
   if (n.n() < start_) return snapped;
   if (!built_) {
     for (Weight* w : ws)
@@ -446,8 +668,11 @@ std::map<std::string, int64_t> DeOsc::step(Backend& be, const std::vector<Weight
   for (Weight* w : ws) {
     if (std::find(eligible_.begin(), eligible_.end(), w->name) == eligible_.end()) continue;
     State& s = state_[w->name];
-    Tensor Q;
-    w->qdq_master(be, mxfp4_weight_spec(), Q);  // = mxfp4_forward_qdq(master), shared with fprop's W
+    Tensor Qfull;
+    w->qdq_master(be, mxfp4_weight_spec(), Qfull);  // = mxfp4_forward_qdq(master), shared with fprop's W
+    Tensor Q;  // the Q this run's de-oscillation uses
+    if (edge_layout_) shard_edge_qdq(be, *w, *edge_layout_, edge_index_.at(w->name), Q);
+    else Q = Qfull;
     if (!s.seeded) {  // first observation only seeds
       s.prev = be.alloc(DType::f32, w->shape());
       be.copy(w->master, s.prev);
@@ -456,10 +681,17 @@ std::map<std::string, int64_t> DeOsc::step(Backend& be, const std::vector<Weight
       s.dist_q = be.alloc(DType::f32, w->shape());
       be.fill_zero(s.dist_w);
       be.fill_zero(s.dist_q);
+      if (edge_layout_) {
+        s.full_prev_q = Qfull;
+        s.full_dist_q = be.alloc(DType::f32, w->shape());
+        be.fill_zero(s.full_dist_q);
+        edge_last_[w->name] = EdgeStep{count_differing(be, Q, Qfull), 0};
+      }
       s.seeded = true;
       continue;
     }
     const bool window_end = ++s.step >= period_;
+    if (edge_layout_) edge_last_[w->name] = edge_observe(be, *w, s, Q, Qfull, window_end);
     // snap: Q into the FP32 master (reaches the model at the next step's copy)
     const int64_t cnt = be.deosc_update(w->master, Q, s.prev, s.prev_q, s.dist_w, s.dist_q, window_end, ratio_);
     if (window_end) {
@@ -469,6 +701,32 @@ std::map<std::string, int64_t> DeOsc::step(Backend& be, const std::vector<Weight
     if (cnt > 0) w->master_matches_model = false;
   }
   return snapped;
+}
+
+DeOsc::EdgeStep DeOsc::edge_observe(Backend& be, Weight& w, State& s, const Tensor& Q, const Tensor& Qfull,
+                                    bool window_end) {
+  // A diagnostic on the host (like the trace's statistics): the shared master, prev and dist_w,
+  // the shard-edge Q and its state, the full-tensor Q and its shadow state; per element the
+  // decision of each at a window end by the one definition (hd::deosc_observe, deosc_window_end).
+  const auto master = be.download<float>(w.master), prev = be.download<float>(s.prev),
+             dist_w = be.download<float>(s.dist_w), q = be.download<float>(Q), prev_q = be.download<float>(s.prev_q),
+             dist_q = be.download<float>(s.dist_q), qf = be.download<float>(Qfull);
+  std::vector<float> fprev_q = be.download<float>(s.full_prev_q), fdist_q = be.download<float>(s.full_dist_q);
+  EdgeStep r;
+  for (size_t i = 0; i < master.size(); ++i) {
+    r.qdiff += std::bit_cast<uint32_t>(q[i]) != std::bit_cast<uint32_t>(qf[i]);
+    float pf = prev[i], dwf = dist_w[i];
+    hd::deosc_observe(master[i], qf[i], pf, fprev_q[i], dwf, fdist_q[i]);
+    if (!window_end) continue;
+    float pe = prev[i], dwe = dist_w[i], pqe = prev_q[i], dqe = dist_q[i], we = master[i], wf = master[i];
+    hd::deosc_observe(master[i], q[i], pe, pqe, dwe, dqe);
+    const bool snap_e = hd::deosc_window_end(we, q[i], pe, dwe, dqe, ratio_);
+    const bool snap_f = hd::deosc_window_end(wf, qf[i], pf, dwf, fdist_q[i], ratio_);  // restarts the shadow's sum
+    r.changed += snap_e != snap_f;
+  }
+  be.upload(s.full_prev_q, std::span<const float>(fprev_q));
+  be.upload(s.full_dist_q, std::span<const float>(fdist_q));
+  return r;
 }
 
 const DeOsc::State* DeOsc::state_of(const std::string& name) const {
@@ -497,6 +755,12 @@ void DeOsc::visit(StateIO& io, Backend& be, const std::vector<Weight*>& ws) {
     io.tensor(ck::deosc_state(w->name, "prev_q"), s.prev_q);
     io.tensor(ck::deosc_state(w->name, "dist_w"), s.dist_w);
     io.tensor(ck::deosc_state(w->name, "dist_q"), s.dist_q);
+    if (edge_layout_) {  // the full-tensor shadow of shard-edge runs (the config says whether it exists)
+      for (Tensor* t : {&s.full_prev_q, &s.full_dist_q})
+        if (io.loading()) *t = be.alloc(DType::f32, w->shape());
+      io.tensor(ck::deosc_state(w->name, "full_prev_q"), s.full_prev_q);
+      io.tensor(ck::deosc_state(w->name, "full_dist_q"), s.full_dist_q);
+    }
     io.i64(ck::deosc_state(w->name, "step"), s.step);
     check_range(io, ck::deosc_state(w->name, "step"), s.step, 0, period_ - 1);  // the window position
     io.flag(ck::deosc_state(w->name, "seeded"), s.seeded);

@@ -55,6 +55,11 @@ TraceRecorder::TraceRecorder(const std::string& path, const std::string& config_
     }
     if (cfg.deosc && deosc_eligible(w->recipe))
       add(schema::deosc_snapped(L), DType::i64, {}, [l](const StepRecord& r) { return &r.layers[l].snapped; });
+    if (cfg.deosc && cfg.deosc_shard_edge && deosc_eligible(w->recipe)) {
+      add(schema::deosc_shard_edge_qdiff(L), DType::i64, {}, [l](const StepRecord& r) { return &r.layers[l].edge.qdiff; });
+      add(schema::deosc_shard_edge_changed(L), DType::i64, {},
+          [l](const StepRecord& r) { return &r.layers[l].edge.changed; });
+    }
     if (!snap_steps_.empty() &&
         std::find(cfg.snapshot_layers.begin(), cfg.snapshot_layers.end(), w->layer) != cfg.snapshot_layers.end()) {
       const std::vector<uint64_t> sh = {w->G, w->N, w->K};

@@ -17,6 +17,7 @@
 
 #include "mxsim/data/fashion_mnist.hpp"
 #include "mxsim/philox.hpp"
+#include "mxsim/sim/dist_optimizer.hpp"
 #include "mxsim/sim/maps.hpp"
 #include "mxsim/sim/model.hpp"
 #include "mxsim/sim/recorder.hpp"
@@ -127,6 +128,16 @@ class Trainer {
         cfg_text_(to_toml(cfg)) {
     total_ = data_.steps_per_epoch * cfg.epochs;
     if (cfg.max_steps > 0) total_ = std::min(total_, cfg.max_steps);
+    if (cfg.ranks > 1 || cfg.deosc_shard_edge) {
+      comm_ = make_virtual_comm(be, cfg.ranks);
+      dopt_ = std::make_unique<DistributedOptimizer>(be, *comm_, ws_);
+      model_.set_comm(comm_.get());
+    }
+    if (cfg.deosc_shard_edge) {
+      std::map<std::string, size_t> index;
+      for (size_t p = 0; p < ws_.size(); ++p) index[ws_[p]->name] = p;
+      deosc_.set_shard_edge(&dopt_->layout(), std::move(index));
+    }
   }
 
   TrainResult run() {
@@ -250,17 +261,21 @@ class Trainer {
         for (Role role : kRoles) r.layers[size_t(w->layer)].quant[size_t(role)] = model_.stats(w->layer, role);
     // ---- optimizer: AdamW on FP32 masters, BF16 model copy, caches invalidated
     r.lr = lr_at(cfg_, n.n(), total_);
+    const Backend::AdamW h{r.lr, cfg_.beta1, cfg_.beta2, cfg_.eps, cfg_.weight_decay, n.n()};
+    if (cfg_.ranks > 1) dopt_->step(h);  // per rank on its flat shard (sim/dist_optimizer.hpp)
+    else
+      for (Weight* w : ws_) be_.adamw(w->master, w->m, w->v, w->main_grad, h, w->model);
     for (Weight* w : ws_) {
-      be_.adamw(w->master, w->m, w->v, w->main_grad, {r.lr, cfg_.beta1, cfg_.beta2, cfg_.eps, cfg_.weight_decay, n.n()},
-                w->model);
       w->invalidate();
       w->update_scaling();  // fp8_delayed: next step's scales from this step's amax history
     }
-    if (cfg_.deosc)
+    if (cfg_.deosc) {
       for (auto& [nm, c] : deosc_.step(be_, ws_, n)) {
         snaps_total_[nm] += c;
         r.layers[size_t(model_.weight(nm).layer)].snapped = c;
       }
+      for (const auto& [nm, e] : deosc_.edge_last()) r.layers[size_t(model_.weight(nm).layer)].edge = e;
+    }
     for (Weight* w : ws_)
       if (is_quantized(w->recipe)) {
         r.layers[size_t(w->layer)].osc = osc_.update(be_, *w);
@@ -365,6 +380,8 @@ class Trainer {
   TrainData data_;
   Model model_;
   std::vector<Weight*> ws_;
+  std::unique_ptr<Comm> comm_;                ///< parallel.ranks > 1 or shard-edge de-osc: the virtual ranks
+  std::unique_ptr<DistributedOptimizer> dopt_;
   DeOsc deosc_;
   OscMetrics osc_;
   const std::string cfg_text_;
@@ -399,6 +416,9 @@ MemoryEstimate estimate_run_memory(const Config& c) {
     double per = 24;
     if (r != "bf16") per += 8 + 25;
     if (r == "mxfp4" && c.deosc) per += 16;
+    if (r == "mxfp4" && c.deosc && c.deosc_shard_edge) per += 8;  // the full-tensor shadow's prev_q, dist_q
+    // virtual ranks: each rank's gradient buffer and gathered model copy of the flat layout (FP32)
+    if (c.ranks > 1) per += 8.0 * c.ranks;
     w += per * l.elems;
   }
   // Activations, FP32: per token the input, embed output, router logits and probabilities, the

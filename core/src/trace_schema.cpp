@@ -42,6 +42,12 @@ constexpr Entry kSeries[] = {
     {"/osc/ema_frac_above", "1", "share of elements whose EMA oscillation frequency exceeds 0.01"},
     {"/osc/dist_ratio_mean", "1", "mean sum|dQ| / sum|dW| over elements that moved in the current window"},
     {"/deosc/snapped", "count", "elements snapped by de-oscillation at this step (0 unless a window ended)"},
+    {"/deosc/shard_edge_qdiff", "count",
+     "elements whose de-osc Q, computed per rank on a zero-filled tile band of its flat shard, differs from the "
+     "full-tensor QDQ at this step"},
+    {"/deosc/shard_edge_changed", "count",
+     "elements whose snap decision at this window end differs from the one the full-tensor QDQ gives (0 unless a "
+     "window ended)"},
 };
 
 // Snapshots (/snap/<layer>/...), by the end of their name.

@@ -81,6 +81,13 @@ class Backend {
   virtual void copy(const Tensor& src, Tensor& dst) = 0;
   /// Copy all of src into dst's elements [offset, offset + src.numel()) (same dtype).
   virtual void copy_into(const Tensor& src, Tensor& dst, size_t offset) = 0;
+  /// dst elements [dst_offset, dst_offset + count) = src elements [src_offset, src_offset + count),
+  /// flat row-major indices (same dtype; src and dst distinct tensors). The row moves of the
+  /// expert-parallel dispatch and the flat shards of the distributed optimizer (sim/parallel.hpp).
+  /// Throws std::invalid_argument when a range leaves its tensor or the dtypes differ. The default
+  /// stages both tensors through the host (download, splice, upload); a backend overrides it with
+  /// a device copy.
+  virtual void copy_range(const Tensor& src, size_t src_offset, Tensor& dst, size_t dst_offset, size_t count);
   /// Every element = 0 (+0.0 for f32).
   virtual void fill_zero(Tensor& t) = 0;
   /// The host form of a quantized tensor (files, tests) and back.

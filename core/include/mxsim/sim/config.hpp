@@ -37,6 +37,7 @@ inline constexpr int kMaxDFf = 65536;          ///< model.d_ff
 inline constexpr int kMaxExperts = 1024;       ///< model.experts (top_k <= experts)
 inline constexpr int kMaxGlobalBatch = 65536;  ///< batch.global_batch (num_microbatches divides it)
 inline constexpr int kMaxAmaxHistory = 65536;  ///< recipe.fp8_amax_history (TE's default is 1024)
+inline constexpr int kMaxRanks = 1024;         ///< parallel.ranks (divides model.experts <= 1024)
 
 struct Config {
   // [run]
@@ -65,6 +66,9 @@ struct Config {
   float deosc_ratio = 4.0f;
   // [metrics]
   float osc_ema_momentum = 0.01f;  ///< Nagel et al. 2022 class default
+  // [parallel] (docs/simulator.md "Parallel simulation")
+  int ranks = 1;                   ///< P virtual ranks: experts / P per rank, P optimizer shards
+  bool deosc_shard_edge = false;   ///< de-osc QDQ per rank's flat slice, zeros for the others' elements
   // [trace]
   std::vector<Layer> snapshot_layers = {Layer::Fc1};
   std::vector<int64_t> snapshot_steps = {2};  ///< global steps n (1-based, sim/step.hpp)

@@ -21,6 +21,7 @@
 // and scalar results for the trace.
 #pragma once
 #include <array>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -34,6 +35,7 @@
 #include "mxsim/delayed_scaling.hpp"
 #include "mxsim/sim/config.hpp"
 #include "mxsim/sim/layers.hpp"
+#include "mxsim/sim/parallel.hpp"
 #include "mxsim/sim/recipe.hpp"
 #include "mxsim/sim/step.hpp"
 
@@ -176,6 +178,14 @@ class Model {
   /// Quantization stats of the last recorded micro-batch.
   const OperandStats& stats(Layer l, Role r) const { return stats_[size_t(l)][size_t(r)]; }
 
+  /// Expert parallelism over comm's ranks (nullptr or one rank: the experts run as one grouped
+  /// launch). With P ranks, each micro-batch's tokens are split into P contiguous shards (the
+  /// source ranks); fc1 -> activation -> fc2 of expert e run on rank e / (E / P), whose rows
+  /// arrive by all_to_all_v after the per-expert counts (m_splits) are exchanged, and the outputs
+  /// return the same way (docs/simulator.md "Parallel simulation"). The dense layers run once for
+  /// the whole micro-batch. comm must outlive the Model.
+  void set_comm(Comm* comm) { comm_ = comm; }
+
  private:
   const Config& cfg_;
   Backend& be_;
@@ -192,6 +202,20 @@ class Model {
                        Step step, bool stats, LinearCtx& ctx, Tensor* record, Tensor& wgrad_tmp);
   struct Routing;
   Routing route(Workspace& ws, const Tensor& h0, size_t B);
+  Comm* comm_ = nullptr;
+  struct Dispatch;
+  Dispatch make_dispatch(const Workspace& ws, const Routing& rt, size_t B) const;
+  /// Global permuted rows [M, C] -> each local rank's expert rows (all_to_all_v).
+  std::vector<Tensor> ep_scatter(const Dispatch& D, const Tensor& global, size_t C);
+  /// Each local rank's expert rows -> the global permuted rows [M, C] (all_to_all_v back; padding +0).
+  Tensor ep_gather(const Dispatch& D, const std::vector<Tensor>& local, size_t C, size_t M);
+  using LinearFwd = std::function<void(Weight&, const Tensor&, std::span<const int64_t>, Tensor&, LinearCtx&)>;
+  /// xp -> fc1 -> activation -> fc2 -> yp: one grouped launch each, or per rank (comm_).
+  void experts_forward(Workspace& ws, const Routing& rt, size_t B, bool st, const LinearFwd& fwd);
+  /// dyp -> fc2 backward -> activation backward -> fc1 backward -> dxp (main_grad adds, records).
+  void experts_backward(Workspace& ws, const Routing& rt, int mb, int num_mb, Step step, bool st, Tensor* rec1,
+                        Tensor* rec2);
+  bool expert_parallel() const { return comm_ && comm_->size() > 1; }
 };
 
 class StateIO;
@@ -212,9 +236,27 @@ class DeOsc {
   std::map<std::string, int64_t> step(Backend& be, const std::vector<Weight*>& ws, Step n);
   struct State {
     Tensor prev, prev_q, dist_w, dist_q;
+    /// Shard-edge runs only: prev_q and dist_q of the full-tensor QDQ, to count the snap
+    /// decisions the shard-edge Q changes (the master, prev and dist_w are shared).
+    Tensor full_prev_q, full_dist_q;
     int64_t step = 0;  ///< observations in the current window
     bool seeded = false;
   };
+  /// What the shard-edge QDQ did to one weight at one step.
+  struct EdgeStep {
+    int64_t qdiff = 0;    ///< elements whose shard-edge Q differs from the full-tensor Q (bits)
+    int64_t changed = 0;  ///< at a window end: elements whose snap decision differs (0 otherwise)
+  };
+  /// Shard-edge de-oscillation (parallel.deosc_shard_edge): Q of weight `name` is
+  /// shard_edge_qdq (sim/dist_optimizer.hpp) of parameter index_of[name] of `layout` (which must
+  /// outlive this), and step() records EdgeStep per weight. Call before the first step.
+  void set_shard_edge(const FlatLayout* layout, std::map<std::string, size_t> index_of) {
+    edge_layout_ = layout;
+    edge_index_ = std::move(index_of);
+  }
+  bool shard_edge() const { return edge_layout_ != nullptr; }
+  /// The last step()'s EdgeStep per tracked weight (shard-edge runs; empty otherwise).
+  const std::map<std::string, EdgeStep>& edge_last() const { return edge_last_; }
   /// The state of a tracked weight (nullptr before its first observation).
   const State* state_of(const std::string& name) const;
   /// Names of the tracked weights, fixed at the first step past start_step.
@@ -226,6 +268,11 @@ class DeOsc {
   std::map<std::string, State> state_;
   bool built_ = false;
   std::vector<std::string> eligible_;
+  const FlatLayout* edge_layout_ = nullptr;
+  std::map<std::string, size_t> edge_index_;
+  std::map<std::string, EdgeStep> edge_last_;
+  /// The EdgeStep of this observation (before the state's update) and the full-tensor shadow's update.
+  EdgeStep edge_observe(Backend& be, Weight& w, State& s, const Tensor& Q, const Tensor& Qfull, bool window_end);
   int64_t period_;
   float ratio_;
   int64_t start_;

@@ -35,6 +35,7 @@ struct StepRecord {
     std::array<OperandStats, 3> quant{};   ///< by Role (quantized layers)
     Backend::OscStep osc;
     int64_t snapped = 0;                   ///< de-osc snaps this step
+    DeOsc::EdgeStep edge;                  ///< parallel.deosc_shard_edge: what the shard edge changed
   };
   std::array<LayerRecord, 5> layers;       ///< by Layer
 };

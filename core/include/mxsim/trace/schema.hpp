@@ -48,6 +48,12 @@ inline std::string quant(std::string_view l, std::string_view op, std::string_vi
 inline std::string osc(std::string_view l, std::string_view what) { return layer(l) + "/osc/" + std::string(what); }
 /// i64: elements snapped by de-oscillation this step.
 inline std::string deosc_snapped(std::string_view l) { return layer(l) + "/deosc/snapped"; }
+/// i64 (parallel.deosc_shard_edge runs): elements whose shard-edge de-osc Q differs from the
+/// full-tensor QDQ at this step.
+inline std::string deosc_shard_edge_qdiff(std::string_view l) { return layer(l) + "/deosc/shard_edge_qdiff"; }
+/// i64 (parallel.deosc_shard_edge runs): elements whose snap decision at this step's window end
+/// differs from the full-tensor QDQ's (0 unless a window ended).
+inline std::string deosc_shard_edge_changed(std::string_view l) { return layer(l) + "/deosc/shard_edge_changed"; }
 
 /// A per-step series of a fixed shape and dtype, as the recorder declares it.
 struct SeriesName {
