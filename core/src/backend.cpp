@@ -42,12 +42,16 @@ bool Backend::supports_training() const {
   return true;
 }
 
-void Backend::copy_range(const Tensor& src, size_t so, Tensor& dst, size_t d_o, size_t count) {
+void Backend::check_copy_range(const Tensor& src, size_t so, const Tensor& dst, size_t d_o, size_t count) {
   if (src.dtype() != dst.dtype() || so > src.numel() || count > src.numel() - so || d_o > dst.numel() ||
       count > dst.numel() - d_o)
     throw std::invalid_argument("copy_range: " + std::to_string(count) + " elements from " + name_of(src.dtype()) +
                                 " " + src.shape().str() + " at " + std::to_string(so) + " to " + name_of(dst.dtype()) +
                                 " " + dst.shape().str() + " at " + std::to_string(d_o) + " do not fit");
+}
+
+void Backend::copy_range(const Tensor& src, size_t so, Tensor& dst, size_t d_o, size_t count) {
+  check_copy_range(src, so, dst, d_o, count);
   if (count == 0) return;
   const size_t es = dtype_size(src.dtype());
   std::vector<std::byte> s(src.bytes()), d(dst.bytes());

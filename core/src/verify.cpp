@@ -489,7 +489,10 @@ void verify_memory(Ctx& c, Rng& r, int k) {
     }
     for (auto& b : fill) b = uint8_t(r.next());
     const size_t off = size_t(r.below(10));
-    run_case(c, Op::Memory, dims_str(dm), std::string(name_of(d)) + " upload/download/copy/copy_into/fill_zero",
+    const size_t cnt = size_t(r.below(n + 1));  // copy_range: cnt elements of t into big
+    const size_t so = size_t(r.below(n - cnt + 1)), d_o = size_t(r.below(n + 9 - cnt + 1));
+    run_case(c, Op::Memory, dims_str(dm),
+             std::string(name_of(d)) + " upload/download/copy/copy_into/copy_range/fill_zero",
              [&](Backend& be) {
                Result res;
                Tensor t = be.alloc(d, shape_of(dm));
@@ -501,6 +504,8 @@ void verify_memory(Ctx& c, Rng& r, int k) {
                Tensor big = be.alloc(d, {n + 9});
                be.upload(big, fill.data(), fill.size());
                be.copy_into(t, big, off);
+               res.push_back(get(be, big));
+               be.copy_range(t, so, big, d_o, cnt);
                res.push_back(get(be, big));
                be.fill_zero(t);
                res.push_back(get(be, t));

@@ -109,12 +109,7 @@ void EmuBackend::copy_into(const Tensor& src, Tensor& dst, size_t offset) {
                 raw_data(*this, src, "copy_into", "src"), src.bytes());
 }
 void EmuBackend::copy_range(const Tensor& src, size_t so, Tensor& dst, size_t d_o, size_t count) {
-  if (src.dtype() != dst.dtype() || so > src.numel() || count > src.numel() - so || d_o > dst.numel() ||
-      count > dst.numel() - d_o)
-    throw std::invalid_argument("copy_range: " + std::to_string(count) + " elements from " +
-                                std::string(name_of(src.dtype())) + " " + src.shape().str() + " at " +
-                                std::to_string(so) + " to " + name_of(dst.dtype()) + " " + dst.shape().str() + " at " +
-                                std::to_string(d_o) + " do not fit");
+  check_copy_range(src, so, dst, d_o, count);
   if (count == 0) return;
   const size_t es = dtype_size(src.dtype());
   std::memmove(static_cast<std::byte*>(raw_data(*this, dst, "copy_range", "dst")) + d_o * es,

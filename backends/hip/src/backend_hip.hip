@@ -160,6 +160,14 @@ void HipBackend::copy_into(const Tensor& src, Tensor& dst, size_t offset) {
     MXSIM_HIP_CHECK(hipMemcpyAsync(static_cast<std::byte*>(raw(dst, "copy_into", "dst")) + offset * dtype_size(dst.dtype()),
                                    raw(src, "copy_into", "src"), src.bytes(), hipMemcpyDeviceToDevice, stream_));
 }
+void HipBackend::copy_range(const Tensor& src, size_t so, Tensor& dst, size_t d_o, size_t count) {
+  check_copy_range(src, so, dst, d_o, count);
+  if (count == 0) return;
+  const size_t es = dtype_size(src.dtype());
+  MXSIM_HIP_CHECK(hipMemcpyAsync(static_cast<std::byte*>(raw(dst, "copy_range", "dst")) + d_o * es,
+                                 static_cast<const std::byte*>(raw(src, "copy_range", "src")) + so * es, count * es,
+                                 hipMemcpyDeviceToDevice, stream_));
+}
 void HipBackend::fill_zero(Tensor& t) {
   if (t.bytes()) MXSIM_HIP_CHECK(hipMemsetAsync(raw(t, "fill_zero", "tensor"), 0, t.bytes(), stream_));
 }

@@ -63,6 +63,7 @@ class HipBackend final : public Backend {
   void download(const Tensor& t, void* dst, size_t bytes) override;
   void copy(const Tensor& src, Tensor& dst) override;
   void copy_into(const Tensor& src, Tensor& dst, size_t offset) override;
+  void copy_range(const Tensor& src, size_t src_offset, Tensor& dst, size_t dst_offset, size_t count) override;
   void fill_zero(Tensor& t) override;
   QuantizedTensor download(const QTensor& q) override;
   QTensor upload(const QuantizedTensor& q) override;

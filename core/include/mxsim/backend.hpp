@@ -88,6 +88,10 @@ class Backend {
   /// stages both tensors through the host (download, splice, upload); a backend overrides it with
   /// a device copy.
   virtual void copy_range(const Tensor& src, size_t src_offset, Tensor& dst, size_t dst_offset, size_t count);
+  /// copy_range's argument check (every override calls it first): throws std::invalid_argument
+  /// naming both tensors when a range leaves its tensor or the dtypes differ.
+  static void check_copy_range(const Tensor& src, size_t src_offset, const Tensor& dst, size_t dst_offset,
+                               size_t count);
   /// Every element = 0 (+0.0 for f32).
   virtual void fill_zero(Tensor& t) = 0;
   /// The host form of a quantized tensor (files, tests) and back.
