@@ -15,6 +15,7 @@
 // Skips, with the runtime's reason, without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cfloat>
 #include <cmath>
@@ -22,6 +23,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpu_test_util.hpp"
@@ -197,7 +199,8 @@ void run_pair(const Pair& p, std::mt19937& g, int trial, bool specials) {
           hip::GemmParams gp;
           gp.accumulate = acc;
           gp.out_bf16 = ob;
-          // Each trial runs every kernel over its four (output type, specials) cases.
+          // The five kernel kinds rotate over the trials' four (output type,
+          // specials) cases: over the five trials each case meets every kind.
           gp.kernel = hip::GemmKernel((trial + 2 * ob + (specials ? 1 : 0)) % 5);
           // (mx-exact has no lane form: Lanes runs its small tile.)
           const bool lanes_to_small = gp.kernel == hip::GemmKernel::Lanes && cls == hd::GemmClass::MxExact;
@@ -471,13 +474,30 @@ GemmOptions fast_opt(bool acc) {
   return o;
 }
 
+/// Smallest and largest E8M0 byte (0xFF left out) over operands.
+std::pair<int, int> e8m0_span(std::initializer_list<const QuantizedTensor*> qs) {
+  int lo = 255, hi = 0;
+  for (const QuantizedTensor* q : qs)
+    for (size_t i = 0; i < q->scale_bytes.size(); ++i) {
+      const int b = q->scale_bytes.data()[i];
+      if (b != 0xFF) lo = std::min(lo, b), hi = std::max(hi, b);
+    }
+  return {lo, hi};
+}
+/// Whether the tensor-core kernel promotes by fmaf (every scale product an
+/// exact FP32 value clear of -0 rounding, gemm_sm90.hip) or by the exact steps.
+bool fmaf_range(std::pair<int, int> a, std::pair<int, int> b) {
+  return a.first + b.first >= 254 - 147 && a.second + b.second <= 254 + 127;
+}
+
 // The tensor-core kernels (GemmKernel::Wgmma, an H100/H200 only) on shapes
 // that fill many 128 x 128 tiles and several 128-K stages, with ragged edges
 // (M, N, K not multiples of 128, K not of 32), every form, both accumulate
-// modes and output types: MXFP4 x MXFP4 (weights 32 x 32 tiles and 1 x 32)
-// bit for bit against the emulator. `extreme` scales the sources so that
-// block scales reach E8M0 0x00 / 0xFE, where the kernels must take the
-// contract's exact steps instead of the FP32 scale product.
+// modes, FP32 output: MXFP4 x MXFP4 (weights 32 x 32 tiles and 1 x 32) bit
+// for bit against the emulator. The scale bytes are checked to put every
+// call on the fmaf promotion, or, with `extreme` (sources near 2^-127 and
+// 2^120), every call outside it, where the kernels must take the contract's
+// exact steps (a fast path there gives 0 or Inf scale products).
 void run_wgmma_large(bool extreme) {
   std::mt19937 g(extreme ? 7001 : 7000);
   const std::vector<int64_t> ms = {300, 0, 129, 1000, 77};
@@ -485,7 +505,7 @@ void run_wgmma_large(bool extreme) {
   Tensor2f x = rand2(g, M, K, 3), dy = rand2(g, M, N, 3);
   Tensor3f w = rand3(g, G, N, K, 3);
   if (extreme) {
-    // Rows of x near 2^-126 and 2^120 (scale bytes near 0x00 and 0xF7), W's
+    // Rows of x near 2^-126 and 2^120 (scale bytes near 0x00 and 0xF8), W's
     // group 0 at 2^-30 and group 3 at 2^10, dy at 2^8 with every fifth row
     // near 2^-127 (subnormal sources, scale bytes near 0): some pair of scales
     // in every form sums below 2^-149 or above 2^127, so each launch takes
@@ -515,6 +535,7 @@ void run_wgmma_large(bool extreme) {
           Tensor2f ref = init;
           const QuantizedTensor qa = quantize(form == 0 ? x : dy, s4, Axis::Cols);
           const QuantizedTensor qw = quantize(w, sw, form == 0 || sw.is_2d_tile() ? Axis::Cols : Axis::Rows);
+          ASSERT_EQ(fmaf_range(e8m0_span({&qa}), e8m0_span({&qw})), !extreme) << "the data's scale bytes";
           if (form == 0) grouped_fprop(qa, qw, ms, ref, fast_opt(acc));
           else grouped_dgrad(qa, qw, ms, ref, fast_opt(acc));
           const hip::DeviceQuantized da = gputest::upload(qa, "A"), dw = gputest::upload(qw, "W");
@@ -527,6 +548,13 @@ void run_wgmma_large(bool extreme) {
           const Tensor3f init = rand3(g, G, N, K, 2);
           Tensor3f ref = init;
           const std::vector<QuantizedTensor> qdy = quantize_grouped_colwise(dy, ms, s4), qx = quantize_grouped_colwise(x, ms, s4);
+          std::pair<int, int> sdy{255, 0}, sx{255, 0};
+          for (size_t gg = 0; gg < G; ++gg) {
+            const auto a = e8m0_span({&qdy[gg]}), b = e8m0_span({&qx[gg]});
+            sdy = {std::min(sdy.first, a.first), std::max(sdy.second, a.second)};
+            sx = {std::min(sx.first, b.first), std::max(sx.second, b.second)};
+          }
+          ASSERT_EQ(fmaf_range(sdy, sx), !extreme) << "the data's scale bytes";
           grouped_wgrad(qdy, qx, ms, ref, fast_opt(acc));
           std::vector<hip::DeviceQuantized> keep;
           std::vector<hip::GemmOperand> odys, oxs;

@@ -204,11 +204,16 @@ int main(int argc, char** argv) {
         hip::synchronize();
         bad = (long long)count_diffs(out, ref, out_n);
       }
-      const auto report = [&](const char* kernel, hip::GemmKernel k, long long mism) {
+      const auto report = [&](const char* want, hip::GemmKernel k, long long mism) {
+        const hip::GemmLaunchCounts before = hip::gemm_launch_counts();
         const float t = median_ms(reps, [&] { call(out.as<float>(), k); });
+        // The kernel that did the work, from the launch counts ("auto" names what Auto chose).
+        const bool tc = hip::gemm_launch_counts().wgmma > before.wgmma;
+        const std::string kernel = std::string(want) + (tc ? ":wgmma" : ":tiled");
         const double tflops = 2.0 * double(M) * double(N) * double(K) / (t * 1e-3) / 1e12;
         char line[256];
-        std::snprintf(line, sizeof line, "%s,%s,%s,%.4f,%.1f,%lld\n", c.name.c_str(), shape, kernel, t, tflops, mism);
+        std::snprintf(line, sizeof line, "%s,%s,%s,%.4f,%.1f,%lld\n", c.name.c_str(), shape, kernel.c_str(), t, tflops,
+                      mism);
         std::fputs(line, stdout);
         std::fflush(stdout);
         if (csv) std::fputs(line, csv);

@@ -33,8 +33,9 @@
 // whole slabs and tiles, the form TMA and wgmma read.
 #include "gemm_panel.hpp"
 
-#include <atomic>
+#include <map>
 #include <mutex>
+#include <utility>
 
 #if defined(MXSIM_GPU_NVIDIA)
 #include <cuda.h>  // CUtensorMap (types only: the driver entry point comes through the runtime)
@@ -56,11 +57,12 @@ enum class Mode : int { Block32, Chunk128, Bf16 };
 
 /// Tile columns (B rows) and stage layout. (A 256-column Block32 tile,
 /// which halves the bytes per FLOP pulled through L2, measured no faster on
-/// an H200: its 128 accumulators plus two MMA results per thread spill
-/// under the 168-register cap of 384 threads. docs/gpu.md.)
-template <Mode M, int BN>
+/// an H200: ptxas kept every thread at 168 registers, the cap for 384
+/// threads, despite setmaxnreg, and its 128 accumulators plus two MMA
+/// results spilled. docs/gpu.md.)
+template <Mode M>
 struct Geo {
-  static constexpr int kBN = BN;
+  static constexpr int kBN = 128;
   static constexpr int kATile = kBM * kSlabBytes, kBTile = kBN * kSlabBytes;
   static constexpr int kASc = kBM * 4 * int(sizeof(float)), kBSc = kBN * 4 * int(sizeof(float));  // four 32-blocks
   static constexpr int kStageBytes = kATile + kBTile + (M == Mode::Bf16 ? 0 : kASc + kBSc);
@@ -91,6 +93,8 @@ struct Batch {
   const int* scale_range = nullptr;  // E8M0 bytes seen: min A, max A, min B, max B
   int mx_exact = 0;                  // Block32: the mx-exact class (else mx-f13)
 };
+
+static_assert(sizeof(Batch) + 4 * sizeof(CUtensorMap) <= 4000, "kernel parameters are limited to 4 KiB");
 
 // ---- PTX wrappers ------------------------------------------------------------
 
@@ -216,13 +220,13 @@ __device__ inline uint8_t e8m0_of(float s) {
 /// wgmma D fragment's (PTX "Register Fragments", m64nNk32 / m64nNk16): row
 /// 16 w + g + 8 ((i >> 1) & 1), column 8 (i >> 2) + 2 t + (i & 1) of the
 /// warpgroup's 64 x 128 block (w its warp, g = lane / 4, t = lane % 4).
-template <Mode M, int BN, Img TA, Img TB, bool kTileB, bool kExact>
+template <Mode M, Img TA, Img TB, bool kTileB, bool kExact>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                      const __grid_constant__ CUtensorMap map_sa, const __grid_constant__ CUtensorMap map_sb,
                      const __grid_constant__ Batch batch) {
 #if defined(MXSIM_SM90A_DEVICE)
-  using G = Geo<M, BN>;
+  using G = Geo<M>;
   constexpr int kBN = G::kBN, kStages = G::kStages, kStageBytes = G::kStageBytes, kAcc = kBN / 2;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -243,7 +247,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   // takes the contract's steps. The one that does not apply leaves at once.
   if constexpr (M == Mode::Block32) {
     const int* r = batch.scale_range;
-    const bool plain = r[0] + r[2] >= 254 - 149 && r[1] + r[3] <= 254 + 127;
+    // (>= 2^-147, not 2^-149: then every dot (a multiple of 1/4) times the
+    // scale is a multiple of 2^-149, so no add rounds to a -0 mid-walk.)
+    const bool plain = r[0] + r[2] >= 254 - 147 && r[1] + r[3] <= 254 + 127;
     if (plain == kExact) return;
   }
 
@@ -323,7 +329,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       wg_commit();
       wg_wait0();
       reg_fence(d);
-      if (kb < T.nblk) {
+      {  // (every stage is a real chunk: nk = ceil(K / 128))
         const float a0 = sa[lr0 * 4], a1 = sa[(lr0 + 8) * 4];  // the chunk's scale_inv (replicated per 32)
 #pragma unroll
         for (int j = 0; j < 16; ++j) {
@@ -401,7 +407,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   }  // consumers
 #else
-  __trap();  // built without sm_90a code: launch_sm90 never launches it there
+  __trap();  // built without sm_90a code: tensor_cores_usable() keeps launch_sm90 from launching it
 #endif
 }
 
@@ -452,17 +458,6 @@ __device__ inline uint32_t image_code(Img kind, Format elem, const FormatSpec& f
   return encode_f32(Format::E4M3, decode(fs, code));  // E2M3 / E3M2 values are E4M3 values
 }
 
-/// Storage code of panel element (r, k) (PanelView's two storage orders).
-__device__ inline uint32_t panel_code(const PanelView& p, unsigned r, unsigned k) {
-  const size_t sr = p.along_scols ? p.roff + r : k, sc = p.along_scols ? k : p.roff + r;
-  if (p.bf16) return p.codes16[sr * p.rbytes + sc];
-  if (p.elem == Format::E2M1) {
-    const uint8_t byte = p.data[sr * p.rbytes + sc / 2];
-    return (sc & 1) ? uint32_t(byte >> 4) : uint32_t(byte & 0xFu);
-  }
-  return p.data[sr * p.rbytes + sc];
-}
-
 /// Grid of the image kernels: x walks the index that runs along storage rows
 /// (neighbouring threads read neighbouring bytes), y the other, z the job.
 __global__ void image_codes_kernel(const __grid_constant__ ImgBatch b) {
@@ -496,7 +491,7 @@ __global__ void image_codes_kernel(const __grid_constant__ ImgBatch b) {
           for (unsigned e = 0; e < per; ++e) {
             const unsigned k = c * per + e;
             if (k >= unsigned(J.K)) break;
-            const uint32_t code = image_code(b.kind, b.elem, fs, panel_code(J.p, r, k));
+            const uint32_t code = image_code(b.kind, b.elem, fs, Row{J.p, r}.code(k));
             if (bf16) w[e / 2] |= (code & 0xFFFFu) << (16 * (e % 2));
             else w[e / 4] |= code << (8 * (e % 4));
           }
@@ -554,19 +549,36 @@ __global__ void image_scales_kernel(const __grid_constant__ ImgBatch b) {
   }
 }
 
+static_assert(sizeof(ImgBatch) <= 4000, "kernel parameters are limited to 4 KiB");
+
+/// 1 where this binary holds sm_90a code for the device (a build for other
+/// arches runs PTX of another target on an H100/H200, without wgmma).
+__global__ void sm90a_probe_kernel(int* out) {
+#if defined(MXSIM_SM90A_DEVICE)
+  *out = 1;
+#else
+  *out = 0;
+#endif
+}
+
 __global__ void range_init_kernel(int* r) {
   if (threadIdx.x < 4) r[threadIdx.x] = threadIdx.x % 2 ? 0 : 255;
 }
 
 // ---- host ------------------------------------------------------------------------
 
-bool device_is_sm90() {
+/// The tensor-core kernels can run: an sm_90 device (H100/H200) and sm_90a
+/// code for it in this binary (asked of the device once, by a probe kernel).
+bool tensor_cores_usable() {
   static const bool yes = [] {
-    int dev = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return false;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
-    if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) return false;
-    return major == 9 && minor == 0;
+    const DeviceInfo d = device_info();
+    if (d.cc_major != 9 || d.cc_minor != 0) return false;
+    DeviceBuffer flag(sizeof(int), "sm_90a probe");
+    sm90a_probe_kernel<<<1, 1>>>(flag.as<int>());
+    MXSIM_HIP_CHECK_LAUNCH("sm90a_probe_kernel");
+    int v = 0;
+    flag.download(&v, sizeof v);
+    return v == 1;
   }();
   return yes;
 }
@@ -601,54 +613,50 @@ CUtensorMap tensor_map(const void* base, CUtensorMapDataType dt, size_t elem_byt
   return m;
 }
 
-/// The images' device memory, grown as needed and kept (calls on one stream
-/// reuse it in stream order; growing waits for the device, as cudaFree does).
+/// The images' device memory, one per (device, stream), grown as needed and
+/// kept: calls on one stream reuse it in stream order, and growing waits for
+/// that stream only (its earlier launches may still read the old images).
 struct Workspace {
-  std::mutex mu;
-  uint8_t* p = nullptr;
-  size_t cap = 0;
-  uint8_t* get(size_t bytes) {
-    if (bytes > cap) {
-      if (p) {
-        MXSIM_HIP_CHECK(cudaDeviceSynchronize());  // earlier launches may still read the old images
-        MXSIM_HIP_CHECK(cudaFree(p));
-      }
-      p = nullptr;
-      cap = 0;
-      const size_t want = bytes + bytes / 4;
-      MXSIM_HIP_CHECK(cudaMalloc(&p, want));
-      cap = want;
+  DeviceBuffer buf;
+  uint8_t* get(size_t bytes, hipStream_t s) {
+    if (bytes > buf.size()) {
+      MXSIM_HIP_CHECK(hipStreamSynchronize(s));
+      buf = DeviceBuffer();
+      buf = DeviceBuffer(bytes + bytes / 4, "grouped GEMM operand images (tensor-core kernels)");
     }
-    return p;
+    return buf.as<uint8_t>();
   }
 };
-Workspace& workspace() {
-  static Workspace w;
-  return w;
+std::mutex g_workspace_mu;
+Workspace& workspace(hipStream_t s) {
+  static std::map<std::pair<int, hipStream_t>, Workspace> all;  // guarded by g_workspace_mu
+  int dev = 0;
+  MXSIM_HIP_CHECK(hipGetDevice(&dev));
+  return all[{dev, s}];
 }
 
 size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
 
-template <Mode M, int BN, Img TA, Img TB, bool kTileB, bool kExact>
+template <Mode M, Img TA, Img TB, bool kTileB, bool kExact>
 void launch_one(const CUtensorMap& ma, const CUtensorMap& mb, const CUtensorMap& msa, const CUtensorMap& msb,
                 const Batch& batch, unsigned tiles, hipStream_t s) {
-  constexpr int smem = Geo<M, BN>::kSmemBytes;
+  constexpr int smem = Geo<M>::kSmemBytes;
   static std::once_flag once;
   std::call_once(once, [] {
-    MXSIM_HIP_CHECK(cudaFuncSetAttribute(gemm_sm90_kernel<M, BN, TA, TB, kTileB, kExact>,
+    MXSIM_HIP_CHECK(cudaFuncSetAttribute(gemm_sm90_kernel<M, TA, TB, kTileB, kExact>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   });
-  gemm_sm90_kernel<M, BN, TA, TB, kTileB, kExact><<<tiles, kThreads, smem, s>>>(ma, mb, msa, msb, batch);
+  gemm_sm90_kernel<M, TA, TB, kTileB, kExact><<<tiles, kThreads, smem, s>>>(ma, mb, msa, msb, batch);
   MXSIM_HIP_CHECK_LAUNCH("gemm_sm90_kernel");
 }
 
 /// Block32 launches the fmaf kernel and its exact-steps twin (the one whose
 /// scale range does not apply returns at once: the range is on the device).
-template <Mode M, int BN, Img TA, Img TB, bool kTileB>
+template <Mode M, Img TA, Img TB, bool kTileB>
 void launch_kernel(const CUtensorMap& ma, const CUtensorMap& mb, const CUtensorMap& msa, const CUtensorMap& msb,
                    const Batch& batch, unsigned tiles, hipStream_t s) {
-  launch_one<M, BN, TA, TB, kTileB, false>(ma, mb, msa, msb, batch, tiles, s);
-  if constexpr (M == Mode::Block32) launch_one<M, BN, TA, TB, false, true>(ma, mb, msa, msb, batch, tiles, s);
+  launch_one<M, TA, TB, kTileB, false>(ma, mb, msa, msb, batch, tiles, s);
+  if constexpr (M == Mode::Block32) launch_one<M, TA, TB, false, true>(ma, mb, msa, msb, batch, tiles, s);
   count_launch(true);
 }
 
@@ -656,64 +664,84 @@ template <Mode M, bool kTileB>
 void dispatch(Img ia, Img ib, const CUtensorMap& ma, const CUtensorMap& mb, const CUtensorMap& msa,
               const CUtensorMap& msb, const Batch& batch, unsigned tiles, hipStream_t s) {
   if constexpr (M == Mode::Bf16) {
-    launch_kernel<M, 128, Img::BF16, Img::BF16, false>(ma, mb, msa, msb, batch, tiles, s);
+    launch_kernel<M, Img::BF16, Img::BF16, false>(ma, mb, msa, msb, batch, tiles, s);
   } else {
-    if (ia == Img::E4M3 && ib == Img::E4M3) launch_kernel<M, 128, Img::E4M3, Img::E4M3, kTileB>(ma, mb, msa, msb, batch, tiles, s);
-    else if (ia == Img::E4M3) launch_kernel<M, 128, Img::E4M3, Img::E5M2, kTileB>(ma, mb, msa, msb, batch, tiles, s);
-    else if (ib == Img::E4M3) launch_kernel<M, 128, Img::E5M2, Img::E4M3, kTileB>(ma, mb, msa, msb, batch, tiles, s);
-    else launch_kernel<M, 128, Img::E5M2, Img::E5M2, kTileB>(ma, mb, msa, msb, batch, tiles, s);
+    if (ia == Img::E4M3 && ib == Img::E4M3) launch_kernel<M, Img::E4M3, Img::E4M3, kTileB>(ma, mb, msa, msb, batch, tiles, s);
+    else if (ia == Img::E4M3) launch_kernel<M, Img::E4M3, Img::E5M2, kTileB>(ma, mb, msa, msb, batch, tiles, s);
+    else if (ib == Img::E4M3) launch_kernel<M, Img::E5M2, Img::E4M3, kTileB>(ma, mb, msa, msb, batch, tiles, s);
+    else launch_kernel<M, Img::E5M2, Img::E5M2, kTileB>(ma, mb, msa, msb, batch, tiles, s);
   }
 }
 
-/// Up to kMaxBatch launches sharing one element pair: images, then one GEMM launch.
-void run_batch(Mode mode, Img ia, Img ib, bool mx_exact, const Launch* L, int n, bool stacked_rows, hipStream_t s) {
+/// Where a batch's groups sit in the images: stacked along rows (one K for
+/// all: fprop, dgrad) or side by side along K (one R for all: wgrad); the
+/// bytes of the A / B images and of their scale images.
+struct ImageLayout {
+  std::vector<size_t> a_row, b_row, k_col, kp;
+  size_t rows_a = 0, rows_b = 0, cols = 0, nsc = 0;
+  size_t bytes_a = 0, bytes_b = 0, bytes_sa = 0, bytes_sb = 0;
+  size_t total() const { return bytes_a + bytes_b + bytes_sa + bytes_sb + 1024; /* + the scale range words */ }
+};
+
+ImageLayout image_layout(Mode mode, const Launch* L, int n, bool stacked_rows) {
   const bool bf16 = mode == Mode::Bf16;
   const size_t eb = bf16 ? 2 : 1, kel = kSlabBytes / eb;
-  constexpr int kBN = 128;
-  // Image geometry: groups stacked along rows (one K for all: fprop, dgrad)
-  // or side by side along K (one R for all: wgrad).
-  std::vector<size_t> a_row(n), b_row(n), k_col(n), kp(n);
-  size_t rows_a = 0, rows_b = 0, cols = 0;
+  constexpr int kBN = Geo<Mode::Block32>::kBN;  // every mode's
+  ImageLayout g;
+  g.a_row.resize(n), g.b_row.resize(n), g.k_col.resize(n), g.kp.resize(n);
   for (int i = 0; i < n; ++i) {
-    kp[i] = round_up(L[i].K, kel);
+    g.kp[i] = round_up(L[i].K, kel);
     if (stacked_rows) {
-      a_row[i] = rows_a, b_row[i] = rows_b, k_col[i] = 0;
-      rows_a += round_up(L[i].RA, kBM);
-      rows_b += round_up(L[i].RB, kBN);
-      cols = kp[i];
+      g.a_row[i] = g.rows_a, g.b_row[i] = g.rows_b, g.k_col[i] = 0;
+      g.rows_a += round_up(L[i].RA, kBM);
+      g.rows_b += round_up(L[i].RB, kBN);
+      g.cols = g.kp[i];
     } else {
-      a_row[i] = b_row[i] = 0, k_col[i] = cols;
-      rows_a = round_up(L[i].RA, kBM);
-      rows_b = round_up(L[i].RB, kBN);
-      cols += kp[i];
+      g.a_row[i] = g.b_row[i] = 0, g.k_col[i] = g.cols;
+      g.rows_a = round_up(L[i].RA, kBM);
+      g.rows_b = round_up(L[i].RB, kBN);
+      g.cols += g.kp[i];
     }
   }
-  const size_t nsc = cols / 32;
-  const size_t bytes_a = round_up(rows_a * cols * eb, 1024), bytes_b = round_up(rows_b * cols * eb, 1024);
-  const size_t bytes_sa = bf16 ? 0 : round_up(rows_a * nsc * 4, 1024), bytes_sb = bf16 ? 0 : round_up(rows_b * nsc * 4, 1024);
-  uint8_t* base = workspace().get(bytes_a + bytes_b + bytes_sa + bytes_sb + 1024);
-  uint8_t *img_a = base, *img_b = base + bytes_a;
-  float* sc_a = reinterpret_cast<float*>(base + bytes_a + bytes_b);
-  float* sc_b = reinterpret_cast<float*>(base + bytes_a + bytes_b + bytes_sa);
-  int* range = reinterpret_cast<int*>(base + bytes_a + bytes_b + bytes_sa + bytes_sb);
+  g.nsc = g.cols / 32;
+  g.bytes_a = round_up(g.rows_a * g.cols * eb, 1024), g.bytes_b = round_up(g.rows_b * g.cols * eb, 1024);
+  g.bytes_sa = bf16 ? 0 : round_up(g.rows_a * g.nsc * 4, 1024);
+  g.bytes_sb = bf16 ? 0 : round_up(g.rows_b * g.nsc * 4, 1024);
+  return g;
+}
+
+/// Up to kMaxBatch launches sharing one element pair: images, then one GEMM
+/// launch, in `base` (at least image_layout(...).total() bytes).
+void run_batch(Mode mode, Img ia, Img ib, bool mx_exact, const Launch* L, int n, bool stacked_rows, uint8_t* base,
+               hipStream_t s) {
+  const bool bf16 = mode == Mode::Bf16;
+  const size_t eb = bf16 ? 2 : 1, kel = kSlabBytes / eb;
+  constexpr int kBN = Geo<Mode::Block32>::kBN;  // every mode's
+  const ImageLayout g = image_layout(mode, L, n, stacked_rows);
+  const std::vector<size_t>&a_row = g.a_row, &b_row = g.b_row, &k_col = g.k_col, &kp = g.kp;
+  const size_t rows_a = g.rows_a, rows_b = g.rows_b, cols = g.cols, nsc = g.nsc;
+  uint8_t *img_a = base, *img_b = base + g.bytes_a;
+  float* sc_a = reinterpret_cast<float*>(base + g.bytes_a + g.bytes_b);
+  float* sc_b = reinterpret_cast<float*>(base + g.bytes_a + g.bytes_b + g.bytes_sa);
+  int* range = reinterpret_cast<int*>(base + g.bytes_a + g.bytes_b + g.bytes_sa + g.bytes_sb);
   range_init_kernel<<<1, 32, 0, s>>>(range);
   MXSIM_HIP_CHECK_LAUNCH("range_init_kernel");
 
   for (int side = 0; side < 2; ++side) {
-    ImgBatch ib_{};
-    ib_.n = n;
-    ib_.kind = side ? ib : ia;
-    ib_.elem = side ? L[0].B.elem : L[0].A.elem;
-    ib_.img = side ? img_b : img_a;
-    ib_.pitch = (long long)(cols * eb);
-    ib_.scales = side ? sc_b : sc_a;
-    ib_.transposed = side;
-    ib_.spitch = side ? (long long)rows_b : (long long)nsc;
-    ib_.fp32_scales = mode == Mode::Chunk128;
-    ib_.range = range + 2 * side;
+    ImgBatch img{};
+    img.n = n;
+    img.kind = side ? ib : ia;
+    img.elem = side ? L[0].B.elem : L[0].A.elem;
+    img.img = side ? img_b : img_a;
+    img.pitch = (long long)(cols * eb);
+    img.scales = side ? sc_b : sc_a;
+    img.transposed = side;
+    img.spitch = side ? (long long)rows_b : (long long)nsc;
+    img.fp32_scales = mode == Mode::Chunk128;
+    img.range = range + 2 * side;
     unsigned fast = 1, slow = 1, sfast = 1, sslow = 1;
     for (int i = 0; i < n; ++i) {
-      ImgJob& J = ib_.j[i];
+      ImgJob& J = img.j[i];
       J.p = side ? L[i].B : L[i].A;
       J.R = int(side ? L[i].RB : L[i].RA);
       J.K = int(L[i].K);
@@ -730,12 +758,12 @@ void run_batch(Mode mode, Img ia, Img ib, bool mx_exact, const Launch* L, int n,
     const auto grid = [&](unsigned f, unsigned sl, unsigned max_slow) {
       return dim3(std::min((f + 255) / 256, 1024u), std::min(sl, max_slow), unsigned(n));
     };
-    image_codes_kernel<<<grid(fast, slow, 65535u), 256, 0, s>>>(ib_);
+    image_codes_kernel<<<grid(fast, slow, 65535u), 256, 0, s>>>(img);
     MXSIM_HIP_CHECK_LAUNCH("image_codes_kernel");
     if (!bf16) {
       // Few blocks that loop: each warp ends with two atomics on the same
       // range words, which one block per scale row would serialise.
-      image_scales_kernel<<<grid(sfast, sslow, 128u), 256, 0, s>>>(ib_);
+      image_scales_kernel<<<grid(sfast, sslow, 128u), 256, 0, s>>>(img);
       MXSIM_HIP_CHECK_LAUNCH("image_scales_kernel");
     }
   }
@@ -789,7 +817,7 @@ constexpr double kSm90MinMacs = double(1u << 30);
 
 bool launch_sm90(hd::GemmClass cls, const Launch* L, size_t n, hipStream_t s) {
   using namespace sm90;
-  if (n == 0 || !device_is_sm90()) return false;
+  if (n == 0 || !tensor_cores_usable()) return false;
   const GemmKernel want = L[0].kernel;
   if (want != GemmKernel::Auto && want != GemmKernel::Wgmma && want != GemmKernel::WgmmaHardware) return false;
   const Format ea = L[0].A.elem, eb = L[0].B.elem;
@@ -825,9 +853,16 @@ bool launch_sm90(hd::GemmClass cls, const Launch* L, size_t n, hipStream_t s) {
   }
   if (!same_k && !same_r) return false;
   if (want == GemmKernel::Auto && macs < kSm90MinMacs) return false;
-  std::lock_guard<std::mutex> lock(workspace().mu);
+  // The workspace is sized for the largest batch before anything is
+  // launched: an allocation failure leaves every output untouched.
+  std::lock_guard<std::mutex> lock(g_workspace_mu);
+  size_t need = 0;
   for (size_t i = 0; i < n; i += kMaxBatch)
-    run_batch(mode, ia, ib, cls == hd::GemmClass::MxExact, L + i, int(std::min<size_t>(kMaxBatch, n - i)), same_k, s);
+    need = std::max(need, image_layout(mode, L + i, int(std::min<size_t>(kMaxBatch, n - i)), same_k).total());
+  uint8_t* base = workspace(s).get(need, s);
+  for (size_t i = 0; i < n; i += kMaxBatch)
+    run_batch(mode, ia, ib, cls == hd::GemmClass::MxExact, L + i, int(std::min<size_t>(kMaxBatch, n - i)), same_k,
+              base, s);
   return true;
 }
 

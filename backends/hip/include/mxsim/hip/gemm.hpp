@@ -70,16 +70,20 @@ struct GemmOperand {
 /// the small 8 x 32 tile, or lanes sharing one output for long contractions
 /// of few outputs). The others force one, for tests and benchmarks (Lanes
 /// falls back to the small tile for mx-exact, which has no lane form).
-/// Wgmma: the Hopper tensor-core kernels (gemm_sm90.hip; NVIDIA sm_90 only)
-/// for the pairs whose contract a tensor core meets by construction
-/// (mx-exact E2M1 x E2M1: an FP8 wgmma of E2M1 values is the exact block
-/// dot); Auto takes them for large launches there. WgmmaHardware also runs
-/// mx-f13, fp8-chunk128 and bf16-f25 on the tensor cores' own FP8 / BF16
-/// arithmetic, which those classes model (MMA-Sim) and which agreed with
-/// them on ordinary data but not on all adversarial inputs on an H200
-/// (docs/gpu.md): a probe of the hardware against the contract, never
-/// chosen by Auto. Where the device or pair does not qualify, either falls
-/// back to Auto's choice among the tiled kernels.
+/// Wgmma: the Hopper tensor-core kernels (gemm_sm90.hip; an sm_90 device
+/// and a build with sm_90a code, checked once by a probe kernel) for the
+/// pairs whose contract a tensor core meets by construction (mx-exact
+/// E2M1 x E2M1: an FP8 wgmma of E2M1 values is the exact block dot). Auto
+/// takes them for calls of at least 2^30 multiply-adds there. They build
+/// K-major operand images in a device workspace kept per (device, stream)
+/// and grown on demand (growing waits for that stream; an allocation failure
+/// throws OutOfMemory naming the workspace before any output is touched).
+/// WgmmaHardware also runs mx-f13, fp8-chunk128 and bf16-f25 on the tensor
+/// cores' own FP8 / BF16 arithmetic, which those classes model (MMA-Sim)
+/// and which agreed with them on ordinary data but not on all adversarial
+/// inputs on an H200 (docs/gpu.md): a probe of the hardware against the
+/// contract, never chosen by Auto. Where the device, build or pair does not
+/// qualify, either falls back to Auto's choice among the tiled kernels.
 enum class GemmKernel : uint8_t { Auto, LargeTile, SmallTile, Lanes, Wgmma, WgmmaHardware };
 
 struct GemmParams {
@@ -99,7 +103,10 @@ void grouped_wgrad(std::span<const GemmOperand> dy, std::span<const GemmOperand>
                    float* d_dw, const GemmParams& p = {}, void* stream = nullptr);
 
 /// Grouped-GEMM kernel launches this process made, by kind (tests assert
-/// that the kernel they force is the one that ran).
+/// that the kernel they force is the one that ran). A tiled launch covers up
+/// to 16 groups of one call; a wgmma launch is one batch of up to 16 groups
+/// (its fmaf kernel and exact-steps twin together; the image kernels are
+/// not counted).
 struct GemmLaunchCounts {
   size_t tiled = 0;  ///< the CUDA-core / portable tiled and lanes kernels
   size_t wgmma = 0;  ///< the Hopper tensor-core kernels
