@@ -101,3 +101,27 @@ TEST(CliQuantizeLarge, IndexArithmeticIs64Bit) {
   // The word of index i differs from that of i mod 2^32 (a 32-bit index would alias them).
   EXPECT_NE(ps(i), ps(i & 0xFFFFFFFFu));
 }
+
+// An allocation that fails while streaming (the limit raised past what the process may map: ulimit
+// -v 1 GB, the codes alone are 2 GiB) is an error naming the file, the tensor and the memory needed,
+// never a bare std::bad_alloc, and nothing is written.
+TEST(CliQuantizeLarge, OutOfMemoryWhileStreamingIsANamedError) {
+  CliSandbox s;
+  const uint64_t rows = 65536, cols = 32769, n = rows * cols;
+  const std::string h = npy_bytes("<f4", "(" + std::to_string(rows) + ", " + std::to_string(cols) + ")", "");
+  fs::resize_file(s.put("big.npy", h), h.size() + 4 * n);
+  const std::string bin = std::string(MXSIM_BINARY_DIR) + "/cli/mxsim";
+  std::string cmd = "cd '";
+  cmd += s.p.string();
+  cmd += "' && ulimit -v 1000000 && MXSIM_MEMORY_LIMIT=64G '";
+  cmd += bin;
+  cmd += "' quantize --recipe mxfp8 big.npy -o q 2>err.txt";
+  const int st = std::system(cmd.c_str());
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << st;
+  const std::string err = mxsim::test::read_bytes(s.p / "err.txt");
+  EXPECT_NE(err.find("big.npy: tensor 'big': needs 3.9 GiB (4160251947 bytes) of memory to quantize streamed, and an "
+                     "allocation failed (out of memory)"),
+            std::string::npos) << err;
+  EXPECT_EQ(err.find("bad_alloc"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(s.p / "q.data.npy"));
+}
