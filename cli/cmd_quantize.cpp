@@ -3,11 +3,14 @@
 // packed codes + scales, print the error statistics (mxsim::emu::quant_stats)
 // and, on request, per-block statistics. docs/cli.md describes it.
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
@@ -149,6 +152,79 @@ std::vector<BlockRow> block_rows(const Tensor3f& x_src, const QuantizedTensor& q
   return out;
 }
 
+/// The codes and scales of one tensor in storage order, as they are written.
+struct Outputs {
+  std::vector<uint8_t> data;      ///< [G, SR, row_bytes]
+  std::vector<uint8_t> scale;     ///< E8M0 / UE4M3 [G, nbr, nbc]
+  std::vector<float> scale_inv;   ///< FP32 [G, nbr, nbc]
+  float tensor_scale_inv = 1.0f;
+};
+
+/// q's shape, spec and layout without its storage (layout_of, metadata).
+QuantizedTensor shape_only(const QuantizedTensor& q) {
+  QuantizedTensor s;
+  s.spec = q.spec;
+  s.groups = q.groups;
+  s.rows = q.rows;
+  s.cols = q.cols;
+  s.transposed = q.transposed;
+  s.tensor_scale_inv = q.tensor_scale_inv;
+  return s;
+}
+
+size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+
+/// Fill r.outs, st_dtypes, st_shapes and meta from the tensor's codes and
+/// scales (r.name, file, src_shape, src_dtype already set).
+void finish(Result& r, const QuantizedTensor& q, size_t rank, Outputs&& o, const std::string& recipe) {
+  const QuantSpec& spec = q.spec;
+  const size_t G = q.groups, R = q.rows, C = q.cols;
+  const bool grouped = rank == 3;
+  auto dims = [&](size_t a, size_t b) { return grouped ? std::vector<size_t>{G, a, b} : std::vector<size_t>{a, b}; };
+  const size_t dr = q.srows(), dc = q.row_bytes();
+  const size_t nbr = ceil_div(q.srows(), q.block_rows()), nbc = ceil_div(q.scols(), q.block_cols());
+  r.outs.push_back(io::RawTensor{".data", io::DType::U8, dims(dr, dc), std::move(o.data)});
+  r.st_dtypes.push_back(code_dtype(spec.elem));
+  // F4 counts 4-bit elements: the packed bytes of [.., dc] are [.., 2 dc] of F4.
+  r.st_shapes.push_back(spec.elem == Format::E2M1 ? dims(dr, 2 * dc) : dims(dr, dc));
+  const auto sdims = dims(nbr, nbc);
+  if (spec.scale_kind == ScaleKind::FP32) {
+    r.outs.push_back(io::from_f32(".scale_inv", sdims, o.scale_inv.data()));
+    o.scale_inv = {};
+    r.st_dtypes.push_back(io::DType::F32);
+    r.st_shapes.push_back(sdims);
+  } else {
+    r.outs.push_back(io::RawTensor{".scale", io::DType::U8, sdims, std::move(o.scale)});
+    r.st_dtypes.push_back(spec.scale_kind == ScaleKind::E8M0 ? io::DType::F8_E8M0 : io::DType::F8_E4M3);
+    r.st_shapes.push_back(sdims);
+  }
+  if (spec.scale_kind == ScaleKind::UE4M3) {
+    r.outs.push_back(io::from_f32(".tensor_scale_inv", {1}, &o.tensor_scale_inv));
+    r.st_dtypes.push_back(io::DType::F32);
+    r.st_shapes.push_back({1});
+  }
+
+  json& m = r.meta;
+  m["recipe"] = recipe;
+  m["spec"] = spec.describe();
+  m["elem_format"] = short_name(spec.elem);
+  m["scale_kind"] = name_of(spec.scale_kind);
+  if (spec.scale_kind == ScaleKind::E8M0) m["scale_rule"] = name_of(spec.rule);
+  m["round"] = name_of(spec.round);
+  m["hadamard"] = spec.hadamard16;
+  m["shape"] = r.src_shape;
+  m["logical_shape"] = {G, R, C};
+  m["grouped"] = grouped;
+  m["source_dtype"] = io::name_of(r.src_dtype);
+  m["layout"] = layout_of(q, grouped);
+  m["transposed"] = q.transposed;
+  m["block"] = {q.block_rows(), q.block_cols()};
+  if (spec.round == RoundMode::Stochastic) {
+    m["sr_seed"] = spec.sr.seed;
+    m["sr_stream"] = spec.sr.stream;
+  }
+}
+
 Result quantize_one(const io::RawTensor& t, const fs::path& file, const QuantSpec& spec, Axis axis,
                     const std::string& recipe, bool per_block) {
   const std::string where = file.string() + ": tensor '" + t.name + "'";
@@ -187,51 +263,141 @@ Result quantize_one(const io::RawTensor& t, const fs::path& file, const QuantSpe
   // domain up to the FP32 rounding of the transform.)
   r.stats = emu::quant_stats(x, q);
   if (per_block) r.blocks = block_rows(x, q);
-
-  const bool grouped = rank == 3;
-  auto dims = [&](size_t a, size_t b) { return grouped ? std::vector<size_t>{G, a, b} : std::vector<size_t>{a, b}; };
-  const size_t dr = q.data.shape()[1], dc = q.data.shape()[2];
-  r.outs.push_back(io::from_u8(".data", dims(dr, dc), q.data.data()));
-  r.st_dtypes.push_back(code_dtype(spec.elem));
-  // F4 counts 4-bit elements: the packed bytes of [.., dc] are [.., 2 dc] of F4.
-  r.st_shapes.push_back(spec.elem == Format::E2M1 ? dims(dr, 2 * dc) : dims(dr, dc));
-  const auto sdims = dims(q.scale_bytes.shape()[1], q.scale_bytes.shape()[2]);
-  if (spec.scale_kind == ScaleKind::FP32) {
-    const auto fd = dims(q.scale_inv.shape()[1], q.scale_inv.shape()[2]);
-    r.outs.push_back(io::from_f32(".scale_inv", fd, q.scale_inv.data()));
-    r.st_dtypes.push_back(io::DType::F32);
-    r.st_shapes.push_back(fd);
-  } else {
-    r.outs.push_back(io::from_u8(".scale", sdims, q.scale_bytes.data()));
-    r.st_dtypes.push_back(spec.scale_kind == ScaleKind::E8M0 ? io::DType::F8_E8M0 : io::DType::F8_E4M3);
-    r.st_shapes.push_back(sdims);
-  }
-  if (spec.scale_kind == ScaleKind::UE4M3) {
-    r.outs.push_back(io::from_f32(".tensor_scale_inv", {1}, &q.tensor_scale_inv));
-    r.st_dtypes.push_back(io::DType::F32);
-    r.st_shapes.push_back({1});
-  }
-
-  json& m = r.meta;
-  m["recipe"] = recipe;
-  m["spec"] = spec.describe();
-  m["elem_format"] = short_name(spec.elem);
-  m["scale_kind"] = name_of(spec.scale_kind);
-  if (spec.scale_kind == ScaleKind::E8M0) m["scale_rule"] = name_of(spec.rule);
-  m["round"] = name_of(spec.round);
-  m["hadamard"] = spec.hadamard16;
-  m["shape"] = t.shape;
-  m["logical_shape"] = {G, R, C};
-  m["grouped"] = grouped;
-  m["source_dtype"] = io::name_of(t.dtype);
-  m["layout"] = layout_of(q, grouped);
-  m["transposed"] = q.transposed;
-  m["block"] = {q.block_rows(), q.block_cols()};
-  if (spec.round == RoundMode::Stochastic) {
-    m["sr_seed"] = spec.sr.seed;
-    m["sr_stream"] = spec.sr.stream;
-  }
+  Outputs o;
+  o.data.assign(q.data.begin(), q.data.end());
+  if (spec.scale_kind == ScaleKind::FP32) o.scale_inv.assign(q.scale_inv.begin(), q.scale_inv.end());
+  else o.scale.assign(q.scale_bytes.begin(), q.scale_bytes.end());
+  o.tensor_scale_inv = q.tensor_scale_inv;
+  const QuantizedTensor shape_q = shape_only(q);
+  q = QuantizedTensor{};  // the codes live on in o alone
+  finish(r, shape_q, rank, std::move(o), recipe);
   return r;
+}
+
+/// Source bytes one streamed slice reads at most: MXSIM_QUANTIZE_CHUNK_BYTES
+/// (a hidden setting, bytes, for tests that force many small slices), else
+/// 256 MiB. A slice is at least one row (one tile row for 2-D tiles).
+uint64_t chunk_bytes() {
+  if (const char* e = std::getenv("MXSIM_QUANTIZE_CHUNK_BYTES"))
+    return uint64_t(parse_int("MXSIM_QUANTIZE_CHUNK_BYTES", e, 1, INT64_MAX));
+  return uint64_t(256) << 20;
+}
+
+/// [G, R, C] of a 1-D, 2-D or 3-D shape.
+std::array<size_t, 3> logical_gRC(const std::vector<size_t>& shape) {
+  const size_t rank = shape.size();
+  return {rank == 3 ? shape[0] : 1, rank == 1 ? 1 : shape[rank - 2], shape[rank - 1]};
+}
+
+/// Whether `quantize` streams tensor h (a .npy header) in slices of whole
+/// block rows: F32 / F16 / BF16, 1-D..3-D, rowwise 1-D blocks, 2-D tiles or
+/// per-tensor scaling, no --per-block, and more source bytes than one slice
+/// reads (chunk_bytes(); smaller tensors are read whole). Columnwise
+/// blocks (--axis rows) run down whole columns, F64 goes through
+/// quantize_f64's whole-tensor re-encoding: those are held whole.
+bool streams(const io::RawTensor& h, const QuantSpec& spec, Axis axis, bool per_block) {
+  if (per_block || !io::is_quantizable(h.dtype)) return false;
+  if (h.shape.empty() || h.shape.size() > 3 || h.numel() == 0) return false;
+  if (!spec.is_2d_tile() && !spec.per_tensor() && axis == Axis::Rows) return false;
+  return io::byte_count(h.dtype, h.numel()) > chunk_bytes();
+}
+
+/// Bytes the outputs of a [G, R, C] tensor take (codes + scales).
+uint64_t output_bytes(const QuantizedTensor& q) {
+  const uint64_t nb = uint64_t(q.groups) * ceil_div(q.srows(), q.block_rows()) * ceil_div(q.scols(), q.block_cols());
+  return uint64_t(q.groups) * q.srows() * q.row_bytes() + nb * (q.spec.scale_kind == ScaleKind::FP32 ? 4 : 1);
+}
+
+/// Bytes streaming h holds: the outputs, one slice's source bytes and its
+/// per-element working set (kQuantizeBytesPerElement, below), and the
+/// statistics' tree-sum partials (two FP64 per 256 elements, with room for their vectors to grow).
+uint64_t stream_bytes(const io::RawTensor& h, const QuantSpec& spec, Axis axis);
+
+/// quantize_one of a .npy tensor streamed from its file in slices of whole
+/// block rows (emu::row_slices): a first pass folds the whole-tensor amax the
+/// spec needs (per-tensor scales: each group's; NVFP4: the global one), a
+/// second quantizes each slice with emu::quantize_slice, its first logical
+/// index as spec.sr_index_base (so SR draws the words of the whole tensor),
+/// copies codes and scales into place and feeds QuantStatsAccumulator in flat
+/// order: the same bits as the unsliced path.
+Result quantize_streamed(const InputFile& in, const io::RawTensor& h, const QuantSpec& spec, Axis axis,
+                         const std::string& recipe) {
+  const std::string where = in.path.string() + ": tensor '" + h.name + "'";
+  const auto [G, R, C] = logical_gRC(h.shape);
+  const uint64_t esize = io::byte_count(h.dtype, 1);
+  const uint64_t data_bytes = io::byte_count(h.dtype, h.numel());
+  // read_npy_header checked that the data end the file: they start file_size - data_bytes in.
+  const uint64_t data_off = fs::file_size(in.path) - data_bytes;
+  const std::vector<emu::RowSlice> slices = emu::row_slices(G, R, C, spec, std::max<uint64_t>(1, chunk_bytes() / esize));
+  std::ifstream f(in.path, std::ios::binary);
+  if (!f) throw std::runtime_error(in.path.string() + ": cannot open");
+  io::RawTensor chunk{h.name, h.dtype, {}, {}};
+  Tensor3f x;
+  auto read = [&](const emu::RowSlice& sl) {
+    const uint64_t n = sl.rows * C;
+    chunk.shape = {size_t(n)};
+    chunk.bytes.resize(size_t(n * esize));
+    f.seekg(std::streamoff(data_off + sl.index_base * esize));
+    if (!f.read(reinterpret_cast<char*>(chunk.bytes.data()), std::streamsize(chunk.bytes.size())))
+      throw std::runtime_error(where + ": read failed at element " + std::to_string(sl.index_base));
+    const std::vector<float> v = io::to_f32(chunk);
+    x = Tensor3f::from_shape({1, size_t(sl.rows), C});
+    std::copy(v.begin(), v.end(), x.begin());
+  };
+
+  QuantizedTensor shape_q;
+  shape_q.spec = spec;
+  shape_q.groups = G;
+  shape_q.rows = R;
+  shape_q.cols = C;
+  std::vector<uint32_t> group_amax(G, 0);
+  uint32_t tensor_amax = 0;
+  const bool ue4m3 = spec.scale_kind == ScaleKind::UE4M3;
+  try {
+    if (spec.per_tensor() || ue4m3)  // pass 1: the whole-tensor amaxes
+      for (const auto& sl : slices) {
+        read(sl);
+        if (spec.per_tensor()) group_amax[sl.group] = emu::amax_bits(x, spec, true, group_amax[sl.group]);
+        if (ue4m3) tensor_amax = emu::amax_bits(x, spec, false, tensor_amax);
+      }
+    Outputs o;
+    o.data.assign(size_t(uint64_t(G) * R * shape_q.row_bytes()), 0);
+    const size_t nbr = ceil_div(R, shape_q.block_rows()), nbc = ceil_div(C, shape_q.block_cols());
+    if (spec.scale_kind == ScaleKind::FP32) o.scale_inv.assign(G * nbr * nbc, 0.0f);
+    else o.scale.assign(G * nbr * nbc, 0);
+    emu::QuantStatsAccumulator acc;
+    for (const auto& sl : slices) {  // pass 2: quantize slice by slice
+      read(sl);
+      QuantSpec s = spec;
+      s.sr_index_base = spec.sr_index_base + sl.index_base;
+      emu::SliceAmax a;
+      if (spec.per_tensor()) a.group_amax_bits = group_amax[sl.group];
+      if (ue4m3) a.tensor_amax_bits = tensor_amax;
+      const QuantizedTensor q = emu::quantize_slice(x, s, axis, a);
+      acc.add(x, q);
+      std::copy(q.data.begin(), q.data.end(), o.data.begin() + std::ptrdiff_t(sl.row0 * q.row_bytes()));
+      const uint64_t srow = uint64_t(sl.group) * nbr + (sl.row0 - uint64_t(sl.group) * R) / shape_q.block_rows();
+      if (spec.scale_kind == ScaleKind::FP32)
+        std::copy(q.scale_inv.begin(), q.scale_inv.end(), o.scale_inv.begin() + std::ptrdiff_t(srow * nbc));
+      else
+        std::copy(q.scale_bytes.begin(), q.scale_bytes.end(), o.scale.begin() + std::ptrdiff_t(srow * nbc));
+      o.tensor_scale_inv = q.tensor_scale_inv;
+    }
+    Result r;
+    r.name = h.name;
+    r.file = in.path;
+    r.src_shape = h.shape;
+    r.src_dtype = h.dtype;
+    r.stats = acc.result();
+    shape_q.tensor_scale_inv = o.tensor_scale_inv;
+    finish(r, shape_q, h.shape.size(), std::move(o), recipe);
+    return r;
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(where + " (shape " + h.shape_str() + "): recipe " + recipe + " cannot take it: " + e.what());
+  } catch (const std::bad_alloc&) {
+    throw std::runtime_error(where + ": needs " + bytes_str(stream_bytes(h, spec, axis)) +
+                             " of memory to quantize streamed, and an allocation failed (out of memory)");
+  }
 }
 
 std::string fmt_sqnr(double d) { return num(d, "%.2f"); }
@@ -323,12 +489,28 @@ const CommandHelp& help() {
 /// far less): an upper estimate of quantize_one's peak.
 constexpr uint64_t kQuantizeBytesPerElement = 17;
 
+uint64_t stream_bytes(const io::RawTensor& h, const QuantSpec& spec, Axis axis) {
+  const auto [G, R, C] = logical_gRC(h.shape);
+  QuantizedTensor q;
+  q.spec = spec;
+  q.groups = G;
+  q.rows = R;
+  q.cols = C;
+  q.transposed = !spec.is_2d_tile() && !spec.per_tensor() && axis == Axis::Rows;
+  const uint64_t esize = io::byte_count(h.dtype, 1);
+  const uint64_t unit = spec.is_2d_tile() && spec.block_rows > 0 ? uint64_t(spec.block_rows) : 1;
+  const uint64_t slice = std::max(std::max<uint64_t>(1, chunk_bytes() / esize / C / unit) * unit, unit) * C;
+  return output_bytes(q) + slice * (esize + kQuantizeBytesPerElement) + (uint64_t(h.numel()) / 256 + 1) * 64;
+}
+
 /// Refuses, before any data is read, an input whose quantization would not fit
-/// in memory: mxsim quantize holds one input file's data at a time (it does
-/// not stream), so the largest file's data plus the per-element working set of
-/// its largest floating tensor must fit under memory_limit(). Without this
-/// check a large tensor ends in std::bad_alloc or the kernel's OOM killer.
-void check_memory(const std::vector<InputFile>& inputs, const std::set<std::string>& wanted) {
+/// in memory. A streamed .npy tensor (streams()) holds its outputs, one slice
+/// and its working set (stream_bytes); any other input file is held whole, so
+/// its data plus the per-element working set of its largest floating tensor
+/// must fit under memory_limit(). Without this check a large tensor ends in
+/// std::bad_alloc or the kernel's OOM killer.
+void check_memory(const std::vector<InputFile>& inputs, const std::set<std::string>& wanted, const QuantSpec& spec,
+                  Axis axis, bool per_block) {
   std::string source;
   const uint64_t limit = memory_limit(source);
   for (const auto& in : inputs) {
@@ -341,6 +523,17 @@ void check_memory(const std::vector<InputFile>& inputs, const std::set<std::stri
       if (!wanted.empty() && !wanted.count(npy_tensor_name(in.path))) continue;
       ts.push_back(io::read_npy_header(in.path));
       data_bytes = io::byte_count(ts[0].dtype, ts[0].numel());
+      if (streams(ts[0], spec, axis, per_block)) {
+        const uint64_t need = stream_bytes(ts[0], spec, axis);
+        if (need <= limit) continue;
+        const io::RawTensor& t = ts[0];
+        throw std::runtime_error(in.path.string() + ": tensor '" + t.name + "' " + t.shape_str() + " " +
+                                 io::name_of(t.dtype) + " (" + std::to_string(t.numel()) + " elements) needs " +
+                                 bytes_str(need) + " of memory to quantize streamed (its codes and scales, held "
+                                 "until written, and one slice of " + bytes_str(chunk_bytes()) +
+                                 " of source with its working set), above the limit of " + bytes_str(limit) + " (" +
+                                 source + "); split the tensor into several files, or raise MXSIM_MEMORY_LIMIT");
+      }
     } else {
       io::SafetensorsFile h = io::read_safetensors_header(in.path);
       data_bytes = fs::file_size(in.path);
@@ -361,8 +554,10 @@ void check_memory(const std::vector<InputFile>& inputs, const std::set<std::stri
                              bytes_str(work) + " of memory to quantize (the file's " + bytes_str(data_bytes) +
                              " of data, then " + std::to_string(kQuantizeBytesPerElement) +
                              " bytes per element), above the limit of " + bytes_str(limit) + " (" + source +
-                             "); mxsim quantize holds one input file in memory at a time and does not stream: split "
-                             "the tensor (e.g. by rows) into several files, or raise MXSIM_MEMORY_LIMIT");
+                             "); mxsim quantize holds this input whole: it streams only .npy tensors of F32, F16 or "
+                             "BF16 with rowwise blocks, 2-D tiles or per-tensor scales and no --per-block (it does "
+                             "not stream .safetensors inputs, columnwise --axis rows or F64): split the tensor (e.g. "
+                             "by rows) into several files, or raise MXSIM_MEMORY_LIMIT");
   }
 }
 
@@ -481,7 +676,7 @@ int run(const Args& args) {
       if (in.from_index.empty() || std::find(in.from_index.begin(), in.from_index.end(), t.name) != in.from_index.end())
         listed.emplace_back(t.name, t.dtype);
   }
-  check_memory(inputs, wanted);
+  check_memory(inputs, wanted, spec, axis, per_block.has_value());
   if (inputs.size() == 1 && inputs[0].npy && (!tensor_args.empty() || all_tensors))
     throw UsageError("--tensor and --all-tensors need a .safetensors input; " + inputs[0].path.string() +
                      " is a .npy file");
@@ -528,6 +723,17 @@ int run(const Args& args) {
                                                        "arithmetic takes it; ")) +
                 std::to_string(results.back().rounded_from_f64) + " of " + std::to_string(t.numel()) +
                 " values are not FP32 values; statistics compare with the FP32-rounded values");
+  }, [&](const InputFile& in) {
+    const io::RawTensor h = io::read_npy_header(in.path);
+    if (!streams(h, spec, axis, per_block.has_value())) return false;
+    QuantSpec s = spec;
+    s.sr.stream = results.size();
+    results.push_back(quantize_streamed(in, h, s, axis, label));
+    const auto [G, R, C] = logical_gRC(h.shape);
+    notes.add(in.path.string() + ": tensor '" + h.name + "' streamed in " +
+              std::to_string(emu::row_slices(G, R, C, s, std::max<uint64_t>(1, chunk_bytes() / io::byte_count(h.dtype, 1))).size()) +
+              " slices of whole block rows" + (s.per_tensor() || s.scale_kind == ScaleKind::UE4M3 ? " (two passes: amax, then quantize)" : ""));
+    return true;
   });
   if (results.empty()) throw std::runtime_error("no F32, F16, BF16 or F64 tensor to quantize in the input" +
                                                 std::string(inputs.size() > 1 ? "s" : ""));

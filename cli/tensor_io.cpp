@@ -77,7 +77,8 @@ std::vector<InputFile> expand_inputs(const std::vector<std::string>& args) {
 }
 
 void for_each_tensor(const std::vector<InputFile>& inputs, const std::set<std::string>& wanted, Notes& notes,
-                     const std::function<void(const InputFile&, io::RawTensor&&)>& fn) {
+                     const std::function<void(const InputFile&, io::RawTensor&&)>& fn,
+                     const std::function<bool(const InputFile&)>& takes_npy) {
   std::map<std::string, fs::path> seen;  // tensor name -> file
   auto take = [&](const InputFile& in, io::RawTensor&& t) {
     if (const auto [it, fresh] = seen.emplace(t.name, in.path); !fresh)
@@ -88,6 +89,13 @@ void for_each_tensor(const std::vector<InputFile>& inputs, const std::set<std::s
   for (const auto& in : inputs) {
     if (in.npy) {
       if (!wanted.empty() && !wanted.count(npy_tensor_name(in.path))) continue;
+      if (takes_npy) {  // the duplicate check first, then the caller streams the file or it is read here
+        const std::string name = npy_tensor_name(in.path);
+        if (const auto [it, fresh] = seen.emplace(name, in.path); !fresh)
+          throw std::runtime_error("tensor '" + name + "' is in both " + it->second.string() + " and " + in.path.string());
+        if (!takes_npy(in)) fn(in, io::read_npy(in.path));
+        continue;
+      }
       take(in, io::read_npy(in.path));
       continue;
     }

@@ -51,8 +51,12 @@ uint64_t memory_limit(std::string& source);
 /// "8.0 GiB (8589934592 bytes)".
 std::string bytes_str(uint64_t b);
 
+/// `takes_npy`, when given, is called for each .npy input handed over (after
+/// the duplicate check of its tensor name): returning true means it handled
+/// the file itself (streamed it); false, the file is read and given to fn.
 void for_each_tensor(const std::vector<InputFile>& inputs, const std::set<std::string>& wanted, Notes& notes,
-                     const std::function<void(const InputFile&, io::RawTensor&&)>& fn);
+                     const std::function<void(const InputFile&, io::RawTensor&&)>& fn,
+                     const std::function<bool(const InputFile&)>& takes_npy = {});
 
 /// Where the outputs of a command go (docs/cli.md "Output").
 struct OutPlan {

@@ -1,6 +1,6 @@
 // Tensors of more than 2^31 elements, without allocating them: `mxsim quantize` refuses an input
-// whose quantization would not fit in memory before reading any data (a sparse file whose header
-// claims 2^31 + 2^16 F32 elements), naming the size and the limit; truncated and overflowing
+// whose quantization would not fit in memory, streamed or held whole, before reading any data (a
+// sparse file whose header claims 2^31 + 2^16 F32 elements), naming the size and the limit; truncated and overflowing
 // headers are clear errors; the index arithmetic of the quantizer (logical index, Philox counter)
 // is 64-bit.
 #include <gtest/gtest.h>
@@ -35,15 +35,31 @@ TEST(CliQuantizeLarge, SparseFileAbove2To31ElementsIsRefusedNamingSizeAndLimit) 
   const std::string h = npy_bytes("<f4", "(" + std::to_string(rows) + ", " + std::to_string(cols) + ")", "");
   const fs::path f = s.put("big.npy", h);
   fs::resize_file(f, h.size() + 4 * n);  // sparse: no data blocks are written
+  // Streamed (rowwise mxfp8): the codes (1 byte per element) and E8M0 scales (one per 32), one slice of
+  // 256 MiB of source (2047 rows) with 4 + 17 bytes per element, the tree-sum partials (64 bytes per 256).
+  const uint64_t slice = (uint64_t(256) << 20) / 4 / cols * cols;
+  const uint64_t stream = n + rows * 1025 + slice * 21 + (n / 256 + 1) * 64;
+  {
+    const EnvVar lim("MXSIM_MEMORY_LIMIT", "2G");
+    const auto r = s.mxsim("quantize --recipe mxfp8 big.npy -o q");
+    EXPECT_EQ(r.rc, 1) << r.err;
+    EXPECT_NE(r.err.find("big.npy: tensor 'big' [65536, 32769] F32 (2147549184 elements) needs " +
+                         std::string("3.9 GiB (") + std::to_string(stream) + " bytes) of memory to quantize streamed"),
+              std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("above the limit of 2.0 GiB (2147483648 bytes) (MXSIM_MEMORY_LIMIT)"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("bad_alloc"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(s.p / "q.data.npy"));
+  }
+  // Columnwise blocks are not streamed: the whole-tensor estimate, and the message says so.
   const EnvVar lim("MXSIM_MEMORY_LIMIT", "4G");
-  const auto r = s.mxsim("quantize --recipe mxfp8 big.npy -o q");
+  const auto r = s.mxsim("quantize --recipe mxfp8 --axis rows big.npy -o q");
   EXPECT_EQ(r.rc, 1) << r.err;
   const std::string want = "big.npy: tensor 'big' [65536, 32769] F32 (2147549184 elements) needs about ";
   EXPECT_NE(r.err.find(want), std::string::npos) << r.err;
   // the file's data (8 GiB) + 17 bytes per element = 42.0 GiB, limit 4 GiB
   EXPECT_NE(r.err.find("42.0 GiB (" + std::to_string(4 * n + 17 * n) + " bytes)"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("above the limit of 4.0 GiB (4294967296 bytes) (MXSIM_MEMORY_LIMIT)"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("does not stream"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("columnwise --axis rows"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("bad_alloc"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(s.p / "q.data.npy"));
   // A malformed limit is a usage error naming the variable.
@@ -84,4 +100,28 @@ TEST(CliQuantizeLarge, IndexArithmeticIs64Bit) {
   EXPECT_EQ(ps(i), gen(ctr, key)[i % 4]);
   // The word of index i differs from that of i mod 2^32 (a 32-bit index would alias them).
   EXPECT_NE(ps(i), ps(i & 0xFFFFFFFFu));
+}
+
+// An allocation that fails while streaming (the limit raised past what the process may map: ulimit
+// -v 1 GB, the codes alone are 2 GiB) is an error naming the file, the tensor and the memory needed,
+// never a bare std::bad_alloc, and nothing is written.
+TEST(CliQuantizeLarge, OutOfMemoryWhileStreamingIsANamedError) {
+  CliSandbox s;
+  const uint64_t rows = 65536, cols = 32769, n = rows * cols;
+  const std::string h = npy_bytes("<f4", "(" + std::to_string(rows) + ", " + std::to_string(cols) + ")", "");
+  fs::resize_file(s.put("big.npy", h), h.size() + 4 * n);
+  const std::string bin = std::string(MXSIM_BINARY_DIR) + "/cli/mxsim";
+  std::string cmd = "cd '";
+  cmd += s.p.string();
+  cmd += "' && ulimit -v 1000000 && MXSIM_MEMORY_LIMIT=64G '";
+  cmd += bin;
+  cmd += "' quantize --recipe mxfp8 big.npy -o q 2>err.txt";
+  const int st = std::system(cmd.c_str());
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << st;
+  const std::string err = mxsim::test::read_bytes(s.p / "err.txt");
+  EXPECT_NE(err.find("big.npy: tensor 'big': needs 3.9 GiB (4160251947 bytes) of memory to quantize streamed, and an "
+                     "allocation failed (out of memory)"),
+            std::string::npos) << err;
+  EXPECT_EQ(err.find("bad_alloc"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(s.p / "q.data.npy"));
 }

@@ -28,8 +28,9 @@ size_t ceil_div(size_t a, size_t b) { return b == 0 ? 0 : (a + b - 1) / b; }
 
 void hadamard16_inplace(float* v) { hd::hadamard16(v); }
 
-QuantizedTensor quantize(const Tensor3f& x, const QuantSpec& spec, Axis axis) {
-  if (auto fq = fast::try_quantize(x, spec, axis)) return std::move(*fq);  // bit-identical fast path
+namespace {
+/// quantize() with the whole-tensor amaxes optionally given (quantize_slice).
+QuantizedTensor quantize_impl(const Tensor3f& x, const QuantSpec& spec, Axis axis, const SliceAmax& given) {
   QuantizedTensor q;
   q.spec = spec;
   q.groups = x.shape(0);
@@ -58,7 +59,8 @@ QuantizedTensor quantize(const Tensor3f& x, const QuantSpec& spec, Axis axis) {
   hd::Nvfp4TensorScale ts;
   if (spec.scale_kind == ScaleKind::UE4M3) {
     uint32_t gamax = 0;
-    for (float v : x) gamax = hd::amax_step(gamax, f32_bits(v));
+    if (given.tensor_amax_bits) gamax = *given.tensor_amax_bits;
+    else for (float v : x) gamax = hd::amax_step(gamax, f32_bits(v));
     ts = hd::nvfp4_tensor_scale(gamax);
     q.tensor_scale_inv = ts.s_dec;
   }
@@ -78,6 +80,7 @@ QuantizedTensor quantize(const Tensor3f& x, const QuantSpec& spec, Axis axis) {
         uint32_t amax_bits = 0;
         for (size_t r = r0; r < r1; ++r)
           for (size_t c = c0; c < c1; ++c) amax_bits = hd::amax_step(amax_bits, f32_bits(buf[r * SC + c]));
+        if (spec.per_tensor() && given.group_amax_bits) amax_bits = *given.group_amax_bits;  // a slice's group
         const hd::BlockQuant bq = hd::block_quant(spec, ef, amax_bits, ts);
         if (spec.scale_kind == ScaleKind::FP32) q.scale_inv(g, bi, bj) = bq.scale_inv;
         else q.scale_bytes(g, bi, bj) = bq.scale_byte;
@@ -93,6 +96,60 @@ QuantizedTensor quantize(const Tensor3f& x, const QuantSpec& spec, Axis axis) {
     }
   }
   return q;
+}
+}  // namespace
+
+QuantizedTensor quantize(const Tensor3f& x, const QuantSpec& spec, Axis axis) {
+  if (auto fq = fast::try_quantize(x, spec, axis)) return std::move(*fq);  // bit-identical fast path
+  return quantize_impl(x, spec, axis, SliceAmax{});
+}
+
+QuantizedTensor quantize_slice(const Tensor3f& x, const QuantSpec& spec, Axis axis, const SliceAmax& amax) {
+  const bool one_d = !spec.is_2d_tile() && !spec.per_tensor();
+  if (one_d && axis == Axis::Rows)
+    throw std::invalid_argument("quantize_slice: columnwise blocks (down the rows) cannot be sliced by rows");
+  if (x.shape(0) != 1) throw std::invalid_argument("quantize_slice: a slice is rows of one group ([1, n, C])");
+  if (spec.per_tensor() && !amax.group_amax_bits)
+    throw std::invalid_argument("quantize_slice: a per-tensor spec needs the group's amax");
+  if (spec.scale_kind == ScaleKind::UE4M3 && !amax.tensor_amax_bits)
+    throw std::invalid_argument("quantize_slice: NVFP4 needs the tensor's global amax");
+  // Specs without a whole-tensor amax are block-local: quantize() of the
+  // slice is the whole tensor's bits (the fast path included).
+  if (!spec.per_tensor() && spec.scale_kind != ScaleKind::UE4M3) return quantize(x, spec, axis);
+  return quantize_impl(x, spec, axis, amax);
+}
+
+std::vector<RowSlice> row_slices(uint64_t G, uint64_t R, uint64_t C, const QuantSpec& spec, uint64_t max_elems) {
+  std::vector<RowSlice> v;
+  if (G == 0 || R == 0 || C == 0) return v;
+  const bool tiles = spec.is_2d_tile(), per_group = tiles || spec.per_tensor();
+  const uint64_t unit = tiles && spec.block_rows > 0 ? uint64_t(spec.block_rows) : 1;
+  const uint64_t units = std::max<uint64_t>(1, max_elems / C / unit), step = units * unit;
+  const uint64_t span = per_group ? R : G * R;  // rows a slice may run through
+  for (uint64_t base = 0; base < G * R; base += span)
+    for (uint64_t r = 0; r < span; r += step) {
+      const uint64_t row0 = base + r, n = std::min(step, span - r);
+      v.push_back({row0, n, row0 / R, row0 * C});
+    }
+  return v;
+}
+
+uint32_t amax_bits(const Tensor3f& x, const QuantSpec& spec, bool coded_domain, uint32_t running) {
+  const size_t G = x.shape(0), R = x.shape(1), C = x.shape(2);
+  if (!(coded_domain && spec.hadamard16)) {
+    for (float v : x) running = hd::amax_step(running, f32_bits(v));
+    return running;
+  }
+  if (C % 16 != 0) throw std::invalid_argument("amax_bits: hadamard16 needs the row length a multiple of 16");
+  float run[16];
+  for (size_t g = 0; g < G; ++g)
+    for (size_t r = 0; r < R; ++r)
+      for (size_t c0 = 0; c0 < C; c0 += 16) {
+        for (size_t k = 0; k < 16; ++k) run[k] = x(g, r, c0 + k);
+        hd::hadamard16(run);
+        for (size_t k = 0; k < 16; ++k) running = hd::amax_step(running, f32_bits(run[k]));
+      }
+  return running;
 }
 
 bool f64_rounds_once(const QuantSpec& spec) { return spec.scale_kind == ScaleKind::E8M0 && !spec.hadamard16; }
@@ -253,17 +310,15 @@ std::vector<BlockStat> block_stats(const Tensor3f& x_in, const QuantizedTensor& 
   return out;
 }
 
-QuantStats quant_stats(const Tensor3f& x_in, const QuantizedTensor& q) {
+void QuantStatsAccumulator::add(const Tensor3f& x_in, const QuantizedTensor& q) {
   const Tensor3f x = stats_source(x_in, q, "quant_stats");
   const Tensor3f d = dequantize3(q);
   const size_t br = q.block_rows(), bc = q.block_cols();
   const float elem_max = decode(spec_of(q.spec.elem), spec_of(q.spec.elem).max_code());
-  QuantStats s;
-  s.count = x.size();
+  QuantStats& s = s_;
+  s.count += x.size();
   // Whole-tensor sums: hd::tree_sum in flat index order; an excluded pair's
   // terms are +0.0 (every term is >= 0, so this is skipping it).
-  hd::TreeSum se_sum, sx_sum;
-  size_t n = 0;
   for (size_t g = 0; g < q.groups; ++g)
     for (size_t r = 0; r < q.rows; ++r)
       for (size_t c = 0; c < q.cols; ++c) {
@@ -277,19 +332,29 @@ QuantStats quant_stats(const Tensor3f& x_in, const QuantizedTensor& q) {
         // §2.4) counts with an infinite error: dropping it would hide it.
         if (std::isfinite(xv) && !std::isnan(dv)) {
           const double e = double(xv) - double(dv);
-          se_sum.add(e * e);
-          sx_sum.add(double(xv) * double(xv));
+          se_.add(e * e);
+          sx_.add(double(xv) * double(xv));
           s.max_abs_err = std::max(s.max_abs_err, std::fabs(e));
-          ++n;
+          ++pairs_;
         } else {
-          se_sum.add(0.0);
-          sx_sum.add(0.0);
+          se_.add(0.0);
+          sx_.add(0.0);
         }
       }
+}
+
+QuantStats QuantStatsAccumulator::result() const {
   // No pair to compare (all NaN, a NaN-scaled per-tensor FP8 / NVFP4 tensor,
   // or an empty tensor) leaves the four NaN.
-  set_error_stats(s, n, se_sum.result(), sx_sum.result(), s.max_abs_err);
+  QuantStats s = s_;
+  set_error_stats(s, pairs_, se_.result(), sx_.result(), s.max_abs_err);
   return s;
+}
+
+QuantStats quant_stats(const Tensor3f& x_in, const QuantizedTensor& q) {
+  QuantStatsAccumulator a;
+  a.add(x_in, q);
+  return a.result();
 }
 
 QuantStats quant_stats(const Tensor2f& x, const QuantizedTensor& q) {

@@ -3,8 +3,10 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
+#include "mxsim/hd/reduce.hpp"
 #include "mxsim/quant_stats.hpp"
 #include "mxsim/quantized_tensor.hpp"
 #include "mxsim/tensor.hpp"
@@ -19,6 +21,48 @@ namespace mxsim::emu {
 /// scale kinds on E8M0 elements, ...), naming the problem.
 QuantizedTensor quantize(const Tensor3f& x, const QuantSpec& spec, Axis axis = Axis::Cols);
 QuantizedTensor quantize(const Tensor2f& x, const QuantSpec& spec, Axis axis = Axis::Cols);
+
+/// Streamed quantization of a tensor too large to hold (mxsim quantize): the
+/// whole-tensor amaxes a slice cannot see by itself, as FP32 bits of |x|
+/// folded with hd::amax_step (a max: order-free, NaN/Inf propagate).
+struct SliceAmax {
+  /// Per-tensor specs: the amax of the slice's whole group (in the domain of
+  /// the codes: after the Hadamard transform when the spec has it).
+  std::optional<uint32_t> group_amax_bits;
+  /// NVFP4 (UE4M3 scales): the global amax of the whole tensor, source domain.
+  std::optional<uint32_t> tensor_amax_bits;
+};
+
+/// quantize() of a slice of whole block rows of a larger tensor ([1, n, C],
+/// rows of one group; 1-D blocks along the last axis, 2-D tiles (n a multiple
+/// of the tile height unless the slice ends the group) or per-tensor): the
+/// codes and scales the whole tensor's quantize() gives those rows, when
+/// spec.sr_index_base is the slice's first logical index and `amax` carries
+/// the whole-tensor amaxes the spec needs (per-tensor: group_amax_bits;
+/// UE4M3: tensor_amax_bits). Axis::Rows (columnwise 1-D) cannot be sliced by
+/// rows: throws std::invalid_argument, as for a missing amax the spec needs.
+QuantizedTensor quantize_slice(const Tensor3f& x, const QuantSpec& spec, Axis axis, const SliceAmax& amax);
+
+/// One slice of streamed quantization: flat rows [row0, row0 + rows) of the
+/// [groups * rows, cols] view, inside group `group` (2-D tiles and
+/// per-tensor specs; 1-D rowwise slices may span groups, group is then that
+/// of row0). index_base = row0 * cols: the logical index of its first element
+/// (spec.sr_index_base of the slice) and its element offset in the file.
+struct RowSlice {
+  uint64_t row0 = 0, rows = 0, group = 0, index_base = 0;
+};
+/// The slices of a [G, R, C] tensor for quantize_slice, in order, each of at
+/// most max(max_elems, one unit) elements, a unit being one row (1-D blocks,
+/// per-tensor) or one tile row of spec.block_rows rows (2-D tiles); slices of
+/// tiles and per-tensor specs never cross a group. Every count is 64-bit.
+std::vector<RowSlice> row_slices(uint64_t G, uint64_t R, uint64_t C, const QuantSpec& spec, uint64_t max_elems);
+
+/// The amax fold of quantize() over x (groups folded together): amax_step
+/// over the FP32 bits of every element, after the 16-point Hadamard transform
+/// along the rows when spec.hadamard16 and `coded_domain` (the per-tensor
+/// amax of the codes), of the source as read otherwise (NVFP4's global amax).
+/// `running` is the fold so far, so slices chain.
+uint32_t amax_bits(const Tensor3f& x, const QuantSpec& spec, bool coded_domain, uint32_t running = 0);
 
 /// Quantize BF16 input: `data` holds groups*rows*cols BF16 bit patterns
 /// (FP32's top 16 bits), row-major [groups, rows, cols]. The result is
@@ -77,6 +121,22 @@ void hadamard16_inplace(float* v);
 using QuantStats = ::mxsim::QuantStats;
 QuantStats quant_stats(const Tensor3f& x, const QuantizedTensor& q);
 QuantStats quant_stats(const Tensor2f& x, const QuantizedTensor& q);
+
+/// quant_stats fed in slices (streamed quantization): add(x_k, q_k) for
+/// consecutive slices of whole logical rows, in row-major order, then
+/// result(). The sums run through one hd::TreeSum in flat index order, so the
+/// result is bit for bit quant_stats of the whole tensor (quant_stats is this
+/// with one slice). Throws std::invalid_argument when x's shape differs from q's.
+class QuantStatsAccumulator {
+ public:
+  void add(const Tensor3f& x, const QuantizedTensor& q);
+  QuantStats result() const;
+
+ private:
+  QuantStats s_;
+  hd::TreeSum se_, sx_;
+  size_t pairs_ = 0;
+};
 
 /// Per-block statistics, one entry per block in storage order
 /// (group, block row, block column); same reference and errors as quant_stats.
