@@ -323,7 +323,10 @@ uint64_t stream_bytes(const io::RawTensor& h, const QuantSpec& spec, Axis axis);
 Result quantize_streamed(const InputFile& in, const io::RawTensor& h, const QuantSpec& spec, Axis axis,
                          const std::string& recipe) {
   const std::string where = in.path.string() + ": tensor '" + h.name + "'";
-  const auto [G, R, C] = logical_gRC(h.shape);
+  // Named copies, not a structured binding: the lambdas below use C, and
+  // Clang 15 (the sanitizer build) cannot capture structured bindings.
+  const auto gRC = logical_gRC(h.shape);
+  const size_t G = gRC[0], R = gRC[1], C = gRC[2];
   const uint64_t esize = io::byte_count(h.dtype, 1);
   const uint64_t data_bytes = io::byte_count(h.dtype, h.numel());
   // read_npy_header checked that the data end the file: they start file_size - data_bytes in.

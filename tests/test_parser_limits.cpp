@@ -15,13 +15,7 @@
 #include "mxsim/io/npy.hpp"
 #include "mxsim/io/safetensors.hpp"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define MXSIM_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define MXSIM_TEST_ASAN 1
-#endif
-#endif
+#include "test_asan.hpp"
 
 using mxsim::io::IoError;
 using mxsim::io::parse_safetensors;
