@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 
@@ -38,6 +39,10 @@ struct CastOptions {
     return encode_f64(f, x_bits, scale_exp, mode, ov, rand32);
   }
 };
+
+/// The conversion's JSON fields, shared by both modes' reports: "to", then
+/// "scale_rule" and "elem" (scale mode) or "round", "overflow", "scale_exp".
+void conversion_json(nlohmann::ordered_json& j, const CastOptions& o);
 
 /// --input mode of `mxsim cast` (docs/cli.md "Tensor mode").
 int cast_tensor(const Parsed& p, const CastOptions& o, OutputFormat outfmt);

@@ -207,16 +207,8 @@ int run(const Args& args) {
   if (outfmt == OutputFormat::Json) {
     nlohmann::ordered_json j;
     j["command"] = "cast";
-    j["to"] = short_name(o.to);
-    if (o.rule) {
-      j["scale_rule"] = name_of(*o.rule);
-      j["elem"] = short_name(o.elem);
-    } else {
-      j["round"] = name_of(o.mode);
-      j["overflow"] = o.ovs;
-      j["scale_exp"] = o.scale_exp;
-      if (sr) j["rand"] = o.rand;
-    }
+    conversion_json(j, o);
+    if (!o.rule && sr) j["rand"] = o.rand;
     j["values"] = nlohmann::ordered_json::array();
     for (const auto& r : rows) {
       nlohmann::ordered_json e{{"input", r.input},
@@ -272,6 +264,18 @@ int run(const Args& args) {
 }
 
 }  // namespace
+
+void conversion_json(nlohmann::ordered_json& j, const CastOptions& o) {
+  j["to"] = short_name(o.to);
+  if (o.rule) {
+    j["scale_rule"] = name_of(*o.rule);
+    j["elem"] = short_name(o.elem);
+  } else {
+    j["round"] = name_of(o.mode);
+    j["overflow"] = o.ovs;
+    j["scale_exp"] = o.scale_exp;
+  }
+}
 
 std::string hex_code(uint64_t code, int bits) {
   char b[24];

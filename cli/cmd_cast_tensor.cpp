@@ -144,15 +144,7 @@ int cast_tensor(const Parsed& p, const CastOptions& o, OutputFormat outfmt) {
     j["input"] = in.string();
     j["shape"] = t.shape;
     j["dtype"] = io::name_of(t.dtype);
-    j["to"] = short_name(o.to);
-    if (o.rule) {
-      j["scale_rule"] = name_of(*o.rule);
-      j["elem"] = short_name(o.elem);
-    } else {
-      j["round"] = name_of(o.mode);
-      j["overflow"] = o.ovs;
-      j["scale_exp"] = o.scale_exp;
-    }
+    conversion_json(j, o);
     j["codes"] = {{"file", out.string()}, {"dtype", dtype_out}};
     if (!decoded.empty()) j["decoded"] = {{"file", decoded.string()}, {"dtype", "float32"}};
     j["elements"] = n;

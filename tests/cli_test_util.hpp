@@ -35,6 +35,14 @@ struct CliSandbox : TempDir {
 };
 
 /// A version-1.0 .npy file's bytes (numpy.lib.format), header padded to 64.
+/// Sets an environment variable for the commands a test runs, restoring
+/// (unsetting) it when the test's scope ends.
+struct EnvVar {
+  std::string name;
+  EnvVar(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
+  ~EnvVar() { unsetenv(name.c_str()); }
+};
+
 inline std::string npy_bytes(const std::string& descr, const std::string& shape, const std::string& data) {
   std::string h = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
   while ((10 + h.size() + 1) % 64) h += ' ';

@@ -20,14 +20,7 @@ using mxsim::test::CliSandbox;
 using mxsim::test::npy_bytes;
 namespace fs = std::filesystem;
 
-namespace {
-/// Sets an environment variable for the commands a test runs, restoring it after.
-struct EnvVar {
-  std::string name;
-  EnvVar(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
-  ~EnvVar() { unsetenv(name.c_str()); }
-};
-}  // namespace
+using mxsim::test::EnvVar;
 
 TEST(CliQuantizeLarge, SparseFileAbove2To31ElementsIsRefusedNamingSizeAndLimit) {
   CliSandbox s;

@@ -26,13 +26,9 @@ using mxsim::test::CliSandbox;
 using mxsim::test::npy_bytes;
 namespace fs = std::filesystem;
 
-namespace {
+using mxsim::test::EnvVar;
 
-struct EnvVar {
-  std::string name;
-  EnvVar(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
-  ~EnvVar() { unsetenv(name.c_str()); }
-};
+namespace {
 
 uint64_t splitmix(uint64_t& s) {
   uint64_t z = (s += 0x9E3779B97F4A7C15ull);

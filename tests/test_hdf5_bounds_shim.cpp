@@ -8,13 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define MXSIM_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define MXSIM_TEST_ASAN 1
-#endif
-#endif
+#include "test_asan.hpp"
 
 TEST(Hdf5BoundsShim, ReportsHdf5WritesPastOurBuffers) {
 #ifndef MXSIM_TEST_ASAN
