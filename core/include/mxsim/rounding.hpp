@@ -192,6 +192,60 @@ MXSIM_HD constexpr uint32_t encode_f64(const FormatSpec& f, uint64_t x_bits, int
   return detail::encode_magnitude(f, sign, sig, lsb_exp, 63 - clz64(sig), mode, ov, rand32);
 }
 
+/// True when encode_by_add() gives encode()'s code: RNE or RZ, a signed
+/// format with subnormals, 1..22 mantissa bits and a range whose rounding
+/// constant fits FP32 (emax + 24 - man_bits <= 127: every FP8, FP6 and FP4
+/// format and FP16; not BF16, FP32 or E8M0), |scale_exp| <= 127 (every E8M0
+/// block scale).
+MXSIM_HD constexpr bool encode_by_add_applies(const FormatSpec& f, int scale_exp, RoundMode mode) {
+  return (mode == RoundMode::RNE || mode == RoundMode::RZ) && f.has_sign && f.has_subnormals && f.man_bits >= 1 &&
+         f.man_bits <= 22 && f.emax() + 24 - f.man_bits <= 127 && scale_exp >= -127 && scale_exp <= 127;
+}
+
+/// The same code as encode(f, x_bits, scale_exp, mode, Overflow::Saturate)
+/// for every x that is not NaN, where encode_by_add_applies(f, scale_exp,
+/// mode): the quantizers' per-element step in a dozen FP32 and integer
+/// operations instead of encode()'s 64-bit integer rounding.
+///
+/// Why it is exact. v = |x| * 2^-scale_exp is one FP32 multiply, exact
+/// unless v < 2^-126, and every such v rounds to zero in every format here
+/// (their smallest subnormal is 2^-17 or more), as its FP32 rounding does.
+/// Values of 2^(emax + 1) and up (Inf included) are clamped there: they
+/// saturate either way. With ee = max(biased exponent of v, that of the
+/// format's smallest normal binade), the target's ulp at v is
+/// 2^(ee - 127 - man_bits); the FP32 constant M = 2^(ee - 127 + 23 - man_bits)
+/// has exactly that ulp and v < M, so the FP32 sum v + M, rounded by the
+/// hardware (RNE), is M + k ulps with k = v / ulp rounded to nearest even:
+/// the target's rounding. k's parity is the code's, so the ties agree; a
+/// carry into the next binade (k = 2^(man_bits + 1)) is the next code. The
+/// code's magnitude is k plus (ee - emin field) << man_bits. RZ truncates v
+/// to the target's ulp first (a mask on its bits); the sum is then exact.
+/// Magnitudes past max saturate; the sign is OR'ed in (no -0 in FNUZ).
+/// tests/test_round_by_add.cpp compares it with encode() on every BF16 value
+/// and the FP32 rounding neighbourhoods under every scale; the GPU suite on
+/// every FP32 bit pattern.
+MXSIM_HD inline uint32_t encode_by_add(const FormatSpec& f, uint32_t x_bits, int scale_exp, RoundMode mode) {
+  const uint32_t sign = x_bits >> 31;
+  // 2^-scale_exp, an FP32 subnormal (2^-127) at scale_exp = 127.
+  const uint32_t p_bits = scale_exp <= 126 ? uint32_t(127 - scale_exp) << 23 : 0x00400000u;
+  uint32_t a = f32_bits(f32_from_bits(x_bits & 0x7FFFFFFFu) * f32_from_bits(p_bits));
+  const uint32_t clamp = uint32_t(f.emax() + 128) << 23;  // 2^(emax + 1)
+  a = a < clamp ? a : clamp;
+  const int e = int(a >> 23);
+  const int emin_field = 127 + f.emin();
+  const int ee = e > emin_field ? e : emin_field;
+  const uint32_t magic_bits = uint32_t(ee + 23 - f.man_bits) << 23;
+  if (mode == RoundMode::RZ) {
+    const int drop = ee - f.man_bits + 23 - (e > 1 ? e : 1);  // bits of v below the target's ulp, >= 1
+    a = drop >= 31 ? 0u : a & ~((1u << drop) - 1u);
+  }
+  const uint32_t k = f32_bits(f32_from_bits(a) + f32_from_bits(magic_bits)) - magic_bits;
+  uint32_t mag = k + (uint32_t(ee - emin_field) << f.man_bits);
+  mag = mag < f.max_code() ? mag : f.max_code();
+  if (mag == 0 && f.nan == NanKind::NegZero) return 0u;  // FNUZ: one zero
+  return sign ? (mag | f.sign_bit()) : mag;
+}
+
 /// Convenience: encode an FP32 value.
 MXSIM_HD inline uint32_t encode_f32(Format fmt, float x, RoundMode mode = RoundMode::RNE,
                                     Overflow ov = Overflow::Saturate, uint32_t rand32 = 0) {

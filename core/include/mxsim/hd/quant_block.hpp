@@ -88,10 +88,17 @@ struct BlockQuant {
 
   /// Code of one element (FP32 bits) of this block; rnd is its Philox word
   /// (RoundMode::Stochastic only). Elements always saturate (numerics.md §2.3).
+  /// RNE and RZ take encode_by_add, the same code in a dozen operations (the
+  /// quantizers' hot loop) for every input but NaN: an E8M0 block that is
+  /// not zero_codes holds none; x * mul can be NaN only as 0 * Inf, which
+  /// takes encode's path.
   MXSIM_HD uint32_t encode(const FormatSpec& ef, uint32_t x_bits, RoundMode mode, uint32_t rnd) const {
     if (zero_codes) return 0u;
-    if (e8m0) return mxsim::encode(ef, x_bits, scale_exp, mode, Overflow::Saturate, rnd);
-    return mxsim::encode(ef, f32_bits(f32_from_bits(x_bits) * mul), 0, mode, Overflow::Saturate, rnd);
+    const uint32_t v = e8m0 ? x_bits : f32_bits(f32_from_bits(x_bits) * mul);
+    const int s = e8m0 ? scale_exp : 0;
+    if (encode_by_add_applies(ef, s, mode) && (e8m0 || (v & 0x7FFFFFFFu) <= 0x7F800000u))
+      return encode_by_add(ef, v, s, mode);
+    return mxsim::encode(ef, v, s, mode, Overflow::Saturate, rnd);
   }
 };
 
