@@ -253,6 +253,75 @@ TEST(GpuMxQuantize, RowwiseMatchesEmulator) {
   std::printf("[gpu] mx rowwise: %zu (shape, format, rule, rounding, SR base) cases match emu::quantize bit for bit\n", cases);
 }
 
+// The one-add encoder the quantizers use (rounding.hpp encode_by_add) against
+// encode() on the device, for every FP32 bit pattern but the NaNs: both ends
+// of the E8M0 scale range (2^-127 is an FP32 subnormal), around 0, between.
+TEST(GpuCodec, EncodeByAddMatchesEncodeOnEveryFp32) {
+  REQUIRE_GPU();
+  const Format fs[] = {Format::E2M1, Format::E2M3, Format::E3M2, Format::E4M3,
+                       Format::E5M2, Format::E4M3FNUZ, Format::E5M2FNUZ, Format::FP16};
+  size_t runs = 0;
+  for (Format f : fs)
+    for (RoundMode m : {RoundMode::RNE, RoundMode::RZ})
+      for (int s : {-127, -1, 0, 1, 9, 127}) {
+        EXPECT_EQ(hip::encode_by_add_mismatches(f, m, s), 0u)
+            << spec_of(f).name << (m == RoundMode::RNE ? " RNE" : " RZ") << " scale_exp " << s;
+        ++runs;
+      }
+  EXPECT_THROW(hip::encode_by_add_mismatches(Format::BF16, RoundMode::RNE, 0), std::invalid_argument);
+  std::printf("[gpu] encode_by_add == encode on every non-NaN FP32 in %zu (format, mode, scale) runs\n", runs);
+}
+
+// BF16 sources (2 bytes per element) give the codes and scales of their exact
+// FP32 widening: emu::quantize on the widened tensor, bit for bit.
+TEST(GpuMxQuantize, RowwiseBf16SourceMatchesEmulator) {
+  REQUIRE_GPU();
+  const Format elems[] = {Format::E2M1, Format::E2M3, Format::E3M2, Format::E4M3,
+                          Format::E5M2, Format::E4M3FNUZ, Format::E5M2FNUZ};
+  struct Shape { size_t rows, cols; };
+  const Shape shapes[] = {{64, 256}, {37, 200}, {5, 8}};  // a ragged last block, a single short block
+  size_t cases = 0;
+  for (const auto& sh : shapes) {
+    const Tensor2f x32 = mx_input(sh.rows, sh.cols, uint32_t(sh.rows * 977 + sh.cols));
+    Tensor2f x = x32;
+    std::vector<uint16_t> bf(sh.rows * sh.cols);
+    for (size_t i = 0; i < bf.size(); ++i) {  // BF16 by truncation: keeps NaN, Inf and the zero block
+      bf[i] = uint16_t(f32_bits(x32.data()[i]) >> 16);
+      x.data()[i] = f32_from_bits(uint32_t(bf[i]) << 16);
+    }
+    hip::DeviceBuffer dx(bf.size() * 2, "bf16 source");
+    dx.upload(bf.data(), bf.size() * 2);
+    for (Format e : elems)
+      for (ScaleRule rule : {ScaleRule::Floor, ScaleRule::Rceil, ScaleRule::Even})
+        for (RoundMode m : {RoundMode::RNE, RoundMode::RZ, RoundMode::Stochastic}) {
+          QuantSpec s;
+          s.elem = e;
+          s.rule = rule;
+          s.round = m;
+          s.sr_index_base = m == RoundMode::Stochastic ? 4096 : 0;
+          s.sr = PhiloxStream{0x51ED2701ull, make_stream(4, 1)};
+          const QuantizedTensor q = emu::quantize(x, s, Axis::Cols);
+          hip::DeviceBuffer dd(q.data.size(), "codes"), ds(q.scale_bytes.size(), "scales");
+          hip::mx_quantize_rowwise_bf16_device(static_cast<const uint16_t*>(dx.get()), sh.rows, sh.cols, s,
+                                               static_cast<uint8_t*>(dd.get()), static_cast<uint8_t*>(ds.get()));
+          std::vector<uint8_t> data(q.data.size()), scales(q.scale_bytes.size());
+          dd.download(data.data(), data.size());
+          ds.download(scales.data(), scales.size());
+          ASSERT_EQ(scales, std::vector<uint8_t>(q.scale_bytes.begin(), q.scale_bytes.end())) << s.describe();
+          ASSERT_EQ(data, std::vector<uint8_t>(q.data.begin(), q.data.end())) << s.describe() << " " << sh.rows << "x"
+                                                                              << sh.cols;
+          ++cases;
+        }
+  }
+  hip::DeviceBuffer small(64 * 2, "bf16 source");
+  QuantSpec ok;
+  hip::DeviceBuffer d(64, "codes"), sc(4, "scales");
+  EXPECT_THROW(hip::mx_quantize_rowwise_bf16_device(static_cast<const uint16_t*>(small.get()), 2, 12, ok,
+                                                    static_cast<uint8_t*>(d.get()), static_cast<uint8_t*>(sc.get())),
+               std::invalid_argument);  // cols % 8 != 0
+  std::printf("[gpu] mx rowwise from BF16: %zu cases match emu::quantize of the widened values\n", cases);
+}
+
 TEST(GpuMxQuantize, RejectsSpecsItCannotTake) {
   REQUIRE_GPU();
   const std::vector<float> x(64, 1.0f);

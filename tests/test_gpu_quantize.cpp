@@ -98,6 +98,18 @@ std::vector<Variant> variants() {
   e.pow2_scale = false;
   e.amax_epsilon = 1e-4f;
   v.push_back({"fp8_block/eps", e});
+  // Block widths of the columnwise tile kernel other than 32 (16 and 64).
+  QuantSpec b16 = tensor_recipe("mxfp8");
+  b16.block_cols = 16;
+  v.push_back({"mxfp8/1x16", b16});
+  QuantSpec b64 = tensor_recipe("mxfp4");
+  b64.block_cols = 64;
+  v.push_back({"mxfp4/1x64", b64});
+  QuantSpec f32b = tensor_recipe("fp8_block");  // FP32 scales on 1 x 32 blocks
+  f32b.block_rows = 1;
+  f32b.block_cols = 32;
+  f32b.pow2_scale = false;
+  v.push_back({"fp8/1x32 fp32 scales", f32b});
   QuantSpec f = tensor_recipe("mxfp4");
   f.elem = Format::E4M3FNUZ;
   f.rule = ScaleRule::Rceil;
@@ -187,7 +199,8 @@ TEST(GpuQuantize, GroupedColwiseMatchesEmulator) {
   EXPECT_EQ(t.mismatches, 0u);
 }
 
-// Both orientations from one read (quantize_both_kernel, tiles of L x L):
+// Both orientations from one read (1 x 32 E8M0: quantize_both_lanes_kernel;
+// otherwise quantize_both_kernel, tiles of L x L):
 // the rowwise [M, C] copy and the per-group columnwise copies, against the
 // emulator quantizing each on its own.
 TEST(GpuQuantize, BothOrientationsFromOneReadMatchEmulator) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "mxsim/hip/codec.hpp"
+#include "mxsim/hip/quantize.hpp"
 
 namespace {
 #define CHECK(call)                                                                                \
@@ -34,6 +35,11 @@ __global__ void fill_random(float* x, size_t n, mxsim::PhiloxStream ps) {
     const uint32_t exp = 107u + (r2 % 41u);  // 2^-20 .. 2^20
     x[i] = mxsim::f32_from_bits((r & 0x80000000u) | (exp << 23) | (r & 0x7FFFFFu));
   }
+}
+
+__global__ void to_bf16(const float* x, uint16_t* y, size_t n) {
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    y[i] = uint16_t(mxsim::f32_bits(x[i]) >> 16);  // truncation: any BF16 values will do
 }
 
 float median_ms(int reps, const std::function<void()>& fn) {
@@ -150,6 +156,46 @@ int main(int argc, char** argv) {
                                       static_cast<uint8_t*>(scales.get()));
     });
     row(c.name, moved, ms, peer(moved));
+  }
+  // BF16 sources: 2 bytes read per element (the issue's "quantize BF16 -> MXFP4 / MXFP8").
+  hip::DeviceBuffer xb(n * 2);
+  to_bf16<<<1024, 256>>>(dx, static_cast<uint16_t*>(xb.get()), n);
+  hip::synchronize();
+  for (const auto& c : mx) {
+    if (c.m == RoundMode::Stochastic) continue;
+    QuantSpec s;
+    s.elem = c.f;
+    s.rule = c.r;
+    s.round = c.m;
+    const size_t moved = rows * cols * 2 + rows * hip::mx_row_bytes(c.f, cols) + rows * (cols / 32);
+    const float ms = median_ms(reps, [&] {
+      hip::mx_quantize_rowwise_bf16_device(static_cast<const uint16_t*>(xb.get()), rows, cols, s,
+                                           static_cast<uint8_t*>(codes.get()), static_cast<uint8_t*>(scales.get()));
+    });
+    row(std::string(c.name).replace(0, 10, "MX rowwise from BF16"), moved, ms, peer(moved));
+  }
+  // The training backend's quantizer (quantize.hip, any recipe and layout):
+  // rowwise, columnwise (Axis::Rows, transposed storage) and both
+  // orientations from one read, FP32 source.
+  for (const auto& c : mx) {
+    if (c.m == RoundMode::Stochastic) continue;
+    QuantSpec s;
+    s.elem = c.f;
+    s.rule = c.r;
+    s.round = c.m;
+    const std::string fmt = spec_of(c.f).name;
+    hip::DeviceQuantized rq = hip::alloc_quantized(s, 1, rows, cols, Axis::Cols, "bench rowwise");
+    hip::DeviceQuantized cq = hip::alloc_quantized(s, 1, rows, cols, Axis::Rows, "bench colwise");
+    const size_t one = rq.t.layout.data_bytes() + rq.t.layout.scale_count();
+    const size_t moved = rows * cols * 4 + one;
+    row("quantize_device rowwise " + fmt, moved, median_ms(reps, [&] { hip::quantize_device(dx, rq.t); }), peer(moved));
+    row("quantize_device columnwise " + fmt, moved, median_ms(reps, [&] { hip::quantize_device(dx, cq.t); }),
+        peer(moved));
+    const int64_t split[1] = {int64_t(rows)};
+    const hip::DeviceQTensor col[1] = {cq.t};
+    const size_t both = rows * cols * 4 + 2 * one;
+    row("quantize_both_device " + fmt, both,
+        median_ms(reps, [&] { hip::quantize_both_device(dx, rows, cols, split, rq.t, col); }), peer(both));
   }
   hip::synchronize();
   std::printf("\n%s", table.c_str());

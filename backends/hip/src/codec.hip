@@ -144,67 +144,113 @@ __global__ void mx_rowwise_kernel(const float* __restrict__ x, uint8_t* __restri
   }
 }
 
-// Vector form (cols % 4 == 0, x 16-byte aligned, data 4-byte aligned): 8
-// lanes own one block, each lane four consecutive elements (one 16-byte
-// load, one Philox block: r*cols + c is a multiple of 4), so a warp covers
-// four blocks. Same per-element arithmetic as the scalar form.
-template <Format F, RoundMode M>
-__global__ void mx_rowwise_vec_kernel(const float* __restrict__ x, uint8_t* __restrict__ data,
+// Vector form (cols % 8 == 0, x 16-byte aligned, data aligned to 8 codes):
+// 4 lanes own one block, each lane eight consecutive elements (16-byte
+// loads; two Philox blocks, since r*cols + c is a multiple of 8), so a warp
+// covers eight blocks. Src is float or BF16 bits (uint16_t, the upper half
+// of an FP32: widening is a shift, exact). Same per-element arithmetic as the
+// scalar form: the block's BlockQuant::encode.
+template <typename Src>
+__device__ inline void load8(const Src* __restrict__ x, size_t index, uint32_t (&xb)[8]) {
+  if constexpr (sizeof(Src) == 4) {
+    const uint4 a = *reinterpret_cast<const uint4*>(x + index), b = *reinterpret_cast<const uint4*>(x + index + 4);
+    xb[0] = a.x; xb[1] = a.y; xb[2] = a.z; xb[3] = a.w;
+    xb[4] = b.x; xb[5] = b.y; xb[6] = b.z; xb[7] = b.w;
+  } else {
+    const uint4 a = *reinterpret_cast<const uint4*>(x + index);
+    const uint32_t w[4] = {a.x, a.y, a.z, a.w};
+    for (int k = 0; k < 4; ++k) {
+      xb[2 * k] = w[k] << 16;
+      xb[2 * k + 1] = w[k] & 0xFFFF0000u;
+    }
+  }
+}
+
+// A thread takes kIter of those eight-element pieces, all loads first, so
+// that 64 bytes per lane are in flight (the kernel is latency-bound below that).
+template <typename Src> constexpr int kVecIter = sizeof(Src) == 4 ? 2 : 4;
+
+template <Format F, RoundMode M, typename Src>
+__global__ void mx_rowwise_vec_kernel(const Src* __restrict__ x, uint8_t* __restrict__ data,
                                       uint8_t* __restrict__ scales, size_t rows, size_t cols, size_t row_bytes,
                                       size_t nbc, QuantSpec spec) {
   constexpr FormatSpec f = spec_of(F);
-  const unsigned lane = threadIdx.x & 31u, sub = lane >> 3, j = lane & 7u;
+  constexpr int kIter = kVecIter<Src>;
+  const unsigned lane = threadIdx.x & 31u, sub = lane >> 2, j = lane & 3u;
   const size_t nblk = rows * nbc;
   const size_t nwarp_total = (size_t(gridDim.x) * blockDim.x) >> 5;
   const bool small = nblk <= 0xFFFFFFFFu;
-  for (size_t w = ((size_t(blockIdx.x) * blockDim.x) + threadIdx.x) >> 5; w * 4 < nblk; w += nwarp_total) {
-    const size_t b = w * 4 + sub;  // warp-uniform loop; lanes past the end carry zeros
-    const bool valid = b < nblk;
-    size_t r, bj;
-    if (small) {  // 32-bit division where it suffices
-      r = uint32_t(b) / uint32_t(nbc);
-      bj = uint32_t(b) - uint32_t(r) * uint32_t(nbc);
-    } else {
-      r = b / nbc;
-      bj = b - r * nbc;
-    }
-    const size_t c = bj * 32 + j * 4;
-    const bool in = valid && c < cols;  // cols % 4 == 0: a quad is wholly in or out
-    const size_t index = r * cols + c;
-    uint32_t xb[4] = {0u, 0u, 0u, 0u};
-    if (in) {
-      const uint4 v = *reinterpret_cast<const uint4*>(x + index);
-      xb[0] = v.x; xb[1] = v.y; xb[2] = v.z; xb[3] = v.w;
-    }
-    uint32_t amax = 0;
-    for (int k = 0; k < 4; ++k) amax = hd::amax_step(amax, xb[k]);
-    for (int m = 4; m >= 1; m >>= 1)  // within the 8 lanes of this block
-      amax = hd::amax_step(amax, MXSIM_SHFL_XOR32(amax, m));
-    const hd::BlockQuant bq = hd::block_quant_e8m0(spec.rule, f, amax);
-    if (valid && j == 0) scales[b] = bq.scale_byte;
-    uint32_t code[4] = {0u, 0u, 0u, 0u};
-    if (in) {
-      uint32_t rnd[4] = {0u, 0u, 0u, 0u};
-      if constexpr (M == RoundMode::Stochastic) {
-        const auto rr = spec.sr.block((spec.sr_index_base + index) >> 2);  // sr_index_base % 4 == 0 (dispatch)
-        for (int k = 0; k < 4; ++k) rnd[k] = rr[k];
-      }
-      for (int k = 0; k < 4; ++k) code[k] = bq.encode(f, xb[k], M, rnd[k]);
-    }
-    if (in) {
-      if constexpr (f.bits == 4) {  // little-endian: element c in the low nibble of the first byte
-        const uint16_t two = uint16_t(hd::pack_e2m1(code[0], code[1]) | (hd::pack_e2m1(code[2], code[3]) << 8));
-        *reinterpret_cast<uint16_t*>(data + r * row_bytes + c / 2) = two;
+  for (size_t w = ((size_t(blockIdx.x) * blockDim.x) + threadIdx.x) >> 5; w * 8 * kIter < nblk; w += nwarp_total) {
+    size_t b[kIter], r[kIter], c[kIter];
+    bool in[kIter];
+    uint32_t xb[kIter][8];
+#pragma unroll
+    for (int it = 0; it < kIter; ++it) {  // warp-uniform; lanes past the end carry zeros
+      b[it] = (w * kIter + it) * 8 + sub;
+      size_t bj;
+      if (small) {  // 32-bit division where it suffices
+        r[it] = uint32_t(b[it]) / uint32_t(nbc);
+        bj = uint32_t(b[it]) - uint32_t(r[it]) * uint32_t(nbc);
       } else {
-        const uint32_t four = (code[0] & 0xFFu) | ((code[1] & 0xFFu) << 8) | ((code[2] & 0xFFu) << 16) |
-                              ((code[3] & 0xFFu) << 24);
-        *reinterpret_cast<uint32_t*>(data + r * row_bytes + c) = four;
+        r[it] = b[it] / nbc;
+        bj = b[it] - r[it] * nbc;
+      }
+      c[it] = bj * 32 + j * 8;
+      in[it] = b[it] < nblk && c[it] < cols;  // cols % 8 == 0: eight elements are wholly in or out
+#pragma unroll
+      for (int k = 0; k < 8; ++k) xb[it][k] = 0u;
+      if (in[it]) load8(x, r[it] * cols + c[it], xb[it]);
+    }
+#pragma unroll
+    for (int it = 0; it < kIter; ++it) {
+      uint32_t amax = 0;
+#pragma unroll
+      for (int k = 0; k < 8; ++k) amax = hd::amax_step(amax, xb[it][k]);
+      for (int m = 2; m >= 1; m >>= 1)  // within the 4 lanes of this block
+        amax = hd::amax_step(amax, MXSIM_SHFL_XOR32(amax, m));
+      const hd::BlockQuant bq = hd::block_quant_e8m0(spec.rule, f, amax);
+      if (b[it] < nblk && j == 0) scales[b[it]] = bq.scale_byte;
+      if (!in[it]) continue;
+      const size_t index = r[it] * cols + c[it];
+      uint32_t rnd[8] = {0u, 0u, 0u, 0u, 0u, 0u, 0u, 0u};
+      if constexpr (M == RoundMode::Stochastic) {
+        const uint64_t q = (spec.sr_index_base + index) >> 2;  // sr_index_base % 4 == 0 (dispatch)
+        const auto r0 = spec.sr.block(q), r1 = spec.sr.block(q + 1);
+        for (int k = 0; k < 4; ++k) {
+          rnd[k] = r0[k];
+          rnd[4 + k] = r1[k];
+        }
+      }
+      uint32_t code[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) code[k] = bq.encode(f, xb[it][k], M, rnd[k]);
+      if constexpr (f.bits == 4) {  // little-endian: element c in the low nibble of the first byte
+        uint32_t four = 0;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) four |= hd::pack_e2m1(code[2 * k], code[2 * k + 1]) << (8 * k);
+        *reinterpret_cast<uint32_t*>(data + r[it] * row_bytes + c[it] / 2) = four;
+      } else {
+        uint32_t lo = 0, hi = 0;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          lo |= (code[k] & 0xFFu) << (8 * k);
+          hi |= (code[4 + k] & 0xFFu) << (8 * k);
+        }
+        *reinterpret_cast<uint2*>(data + r[it] * row_bytes + c[it]) = make_uint2(lo, hi);
       }
     }
   }
 }
 
 bool aligned(const void* p, size_t a) { return (reinterpret_cast<uintptr_t>(p) % a) == 0; }
+
+// The vector kernel's conditions. QuantSpec::sr_index_base offsets the
+// Philox element index (grouped wgrad operands, numerics.md §2.5); the vector
+// kernel draws whole counter blocks, so it needs the base to be a multiple of 4.
+bool vec_rowwise_ok(const void* d_x, size_t cols, const QuantSpec& spec, const void* d_data) {
+  const size_t code_align = spec_of(spec.elem).bits == 4 ? 4 : 8;
+  return cols % 8 == 0 && spec.sr_index_base % 4 == 0 && aligned(d_x, 16) && aligned(d_data, code_align);
+}
 
 template <Format F> using FormatTag = std::integral_constant<Format, F>;
 template <RoundMode M> using ModeTag = std::integral_constant<RoundMode, M>;
@@ -296,6 +342,43 @@ void decode_device(const void* d_codes, Format f, float* d_out, size_t n, void* 
   MXSIM_HIP_CHECK_LAUNCH("decode_kernel");
 }
 
+namespace {
+template <Format F, RoundMode M>
+__global__ void encode_by_add_check_kernel(int scale_exp, unsigned long long* bad) {
+  constexpr FormatSpec f = spec_of(F);
+  unsigned long long n = 0;
+  const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
+  for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i <= 0xFFFFFFFFull; i += stride) {
+    const uint32_t x = uint32_t(i);
+    if ((x & 0x7FFFFFFFu) > 0x7F800000u) continue;  // NaN: outside encode_by_add's domain
+    n += encode_by_add(f, x, scale_exp, M) != encode(f, x, scale_exp, M, Overflow::Saturate);
+  }
+  for (int m = 16; m >= 1; m >>= 1) n += MXSIM_SHFL_XOR32(n, m);
+  if ((threadIdx.x & 31u) == 0 && n) atomicAdd(bad, n);
+}
+}  // namespace
+
+uint64_t encode_by_add_mismatches(Format fm, RoundMode mode, int scale_exp) {
+  if (!encode_by_add_applies(spec_of(fm), scale_exp, mode))
+    throw std::invalid_argument(std::string("encode_by_add_mismatches: encode_by_add does not apply to ") +
+                                spec_of(fm).name + " at scale_exp " + std::to_string(scale_exp) + " in this mode");
+  DeviceBuffer d(sizeof(unsigned long long), "encode_by_add_mismatches count");
+  MXSIM_HIP_CHECK(hipMemset(d.get(), 0, sizeof(unsigned long long)));
+  auto* bad = static_cast<unsigned long long*>(d.get());
+  const unsigned grid = 132u * 16u;
+  with_format(fm, [&](auto ft) {
+    constexpr Format F = decltype(ft)::value;
+    if constexpr (encode_by_add_applies(spec_of(F), 0, RoundMode::RNE)) {
+      if (mode == RoundMode::RZ) encode_by_add_check_kernel<F, RoundMode::RZ><<<grid, kThreads>>>(scale_exp, bad);
+      else encode_by_add_check_kernel<F, RoundMode::RNE><<<grid, kThreads>>>(scale_exp, bad);
+    }
+  });
+  MXSIM_HIP_CHECK_LAUNCH("encode_by_add_check_kernel");
+  unsigned long long n = 0;
+  d.download(&n, sizeof n);  // synchronizes
+  return n;
+}
+
 void encode_array(std::span<const float> x, std::span<uint8_t> codes, const CodecParams& p) {
   const size_t n = x.size(), cb = code_bytes(p.format);
   if (codes.size() != n * cb)
@@ -332,31 +415,49 @@ void decode_array(std::span<const uint8_t> codes, Format f, std::span<float> out
 
 size_t mx_row_bytes(Format elem, size_t cols) { return spec_of(elem).bits == 4 ? (cols + 1) / 2 : cols; }
 
-void mx_quantize_rowwise_device(const float* d_x, size_t rows, size_t cols, const QuantSpec& spec, uint8_t* d_data,
-                                uint8_t* d_scales, void* stream) {
-  check_mx_spec(spec);
+namespace {
+// The launch of both source types: the vector kernel where the shape and the
+// pointers allow it, else the scalar one (FP32 sources only: BF16 sources
+// need the vector form's layout, checked by the caller).
+template <typename Src>
+void launch_mx_rowwise(const Src* d_x, size_t rows, size_t cols, const QuantSpec& spec, uint8_t* d_data,
+                       uint8_t* d_scales, void* stream) {
   const size_t nbc = (cols + 31) / 32, nblk = rows * nbc;
   if (nblk == 0) return;
   const hipStream_t s = stream_of(stream);
   const size_t rb = mx_row_bytes(spec.elem, cols);
-  // QuantSpec::sr_index_base offsets the Philox element index (grouped
-  // wgrad operands, numerics.md §2.5); the vector kernel draws whole counter
-  // blocks, so it needs the base to be a multiple of 4.
-  const uint64_t sr_base = spec.sr_index_base;
-  const bool vec = cols % 4 == 0 && sr_base % 4 == 0 && aligned(d_x, 16) && aligned(d_data, 4);
+  const bool vec = vec_rowwise_ok(d_x, cols, spec, d_data);
   with_mx_format(spec.elem, [&](auto ft) {
     constexpr Format F = decltype(ft)::value;
     with_mode(spec.round, [&](auto mt) {
       constexpr RoundMode M = decltype(mt)::value;
-      if (vec)
-        mx_rowwise_vec_kernel<F, M><<<grid_for((nblk + 3) / 4 * 32), kThreads, 0, s>>>(d_x, d_data, d_scales, rows,
-                                                                                      cols, rb, nbc, spec);
-      else
+      if (vec) {
+        const size_t warps = (nblk + 8 * kVecIter<Src> - 1) / (8 * kVecIter<Src>);
+        mx_rowwise_vec_kernel<F, M, Src><<<grid_for(warps * 32), kThreads, 0, s>>>(d_x, d_data, d_scales, rows, cols,
+                                                                                  rb, nbc, spec);
+      } else if constexpr (std::is_same_v<Src, float>) {
         mx_rowwise_kernel<F, M><<<grid_for(nblk * 32), kThreads, 0, s>>>(d_x, d_data, d_scales, rows, cols, rb, nbc,
                                                                          spec);
+      }
     });
   });
   MXSIM_HIP_CHECK_LAUNCH("mx_rowwise_kernel");
+}
+}  // namespace
+
+void mx_quantize_rowwise_device(const float* d_x, size_t rows, size_t cols, const QuantSpec& spec, uint8_t* d_data,
+                                uint8_t* d_scales, void* stream) {
+  check_mx_spec(spec);
+  launch_mx_rowwise(d_x, rows, cols, spec, d_data, d_scales, stream);
+}
+
+void mx_quantize_rowwise_bf16_device(const uint16_t* d_x, size_t rows, size_t cols, const QuantSpec& spec,
+                                     uint8_t* d_data, uint8_t* d_scales, void* stream) {
+  check_mx_spec(spec);
+  if (rows * cols != 0 && !vec_rowwise_ok(d_x, cols, spec, d_data))
+    throw std::invalid_argument("mx_quantize_rowwise_bf16: needs cols % 8 == 0 (got " + std::to_string(cols) +
+                                "), 16-byte aligned x, data aligned to 8 codes and sr_index_base % 4 == 0");
+  launch_mx_rowwise(d_x, rows, cols, spec, d_data, d_scales, stream);
 }
 
 void mx_quantize_rowwise(std::span<const float> x, size_t rows, size_t cols, const QuantSpec& spec,

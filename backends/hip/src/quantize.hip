@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "mxsim/hd/quant_block.hpp"
+#include "mxsim/hip/codec.hpp"
 #include "mxsim/hip/quantize.hpp"
 
 namespace mxsim::hip {
@@ -146,6 +147,207 @@ static_assert(sizeof(GroupBatch) <= 4000, "kernel parameters are limited to 4 Ki
 template <int U>
 __global__ void quantize_group_batch_kernel(const float* __restrict__ x, GroupBatch b, unsigned lanes) {
   quantize_blocks<U>(x + b.x_offset[blockIdx.y], b.q[blockIdx.y], nullptr, lanes);
+}
+
+// ---- columnwise 1-D blocks, one source column per lane -----------------------
+// Storage is transposed: storage row c of a group holds source column c, and
+// its blocks of L run down the source rows. Lane l of a warp owns column
+// c0 + l of one block row: each of its L loads is one row's coalesced
+// 128-byte segment across the warp, all in flight at once, and the whole
+// block then sits in the lane's registers, so amax, the Hadamard runs (along
+// the block, as the storage-order walk applies them) and the codes need no
+// shuffle or shared memory. Consecutive warps take consecutive block rows of
+// the same columns, so their code bytes meet in the same storage rows.
+template <int L>
+__device__ inline void quantize_colwise_lanes(const float* __restrict__ x, const DeviceQTensor& q) {
+  const QuantLayout& Ly = q.layout;
+  const QuantSpec& sp = q.spec;
+  const FormatSpec ef = spec_of(sp.elem);
+  const bool e2m1 = sp.elem == Format::E2M1;
+  const size_t rows = Ly.rows, cols = Ly.cols, nbk = Ly.nbc, ncg = (cols + 31) / 32;
+  const size_t units = Ly.groups * ncg * nbk;
+  const unsigned lane = threadIdx.x & 31u;
+  const size_t nwarps = (size_t(gridDim.x) * blockDim.x) >> 5;
+  if (blockIdx.x == 0 && threadIdx.x == 0 && q.tensor_scale_inv) *q.tensor_scale_inv = 1.0f;  // not NVFP4
+  for (size_t u = (size_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; u < units; u += nwarps) {
+    const size_t bk = u % nbk, rest = u / nbk, cg = rest % ncg, g = rest / ncg;
+    const size_t c = cg * 32 + lane, r0 = bk * L;
+    if (c >= cols) continue;  // no shuffles below: lanes are independent
+    const int nr = int(rows - r0 < size_t(L) ? rows - r0 : size_t(L));
+    const float* src = x + (g * rows + r0) * cols + c;
+    float v[L];
+#pragma unroll
+    for (int k = 0; k < L; ++k) v[k] = k < nr ? src[size_t(k) * cols] : 0.0f;
+    if (sp.hadamard16) {
+#pragma unroll
+      for (int h = 0; h < L; h += 16) hd::hadamard16(v + h);
+    }
+    uint32_t amax = 0;
+#pragma unroll
+    for (int k = 0; k < L; ++k)
+      if (k < nr) amax = hd::amax_step(amax, f32_bits(v[k]));
+    const hd::BlockQuant bq = hd::block_quant(sp, ef, amax);
+    const size_t si = (g * Ly.nbr + c) * nbk + bk;
+    if (sp.scale_kind == ScaleKind::FP32) q.scale_inv[si] = bq.scale_inv;
+    else q.scale_bytes[si] = bq.scale_byte;
+    uint8_t* out = q.data + (g * Ly.srows + c) * Ly.rbytes;
+    uint32_t code[L];
+#pragma unroll
+    for (int k = 0; k < L; ++k) {
+      const uint32_t rnd = sp.round == RoundMode::Stochastic ? hd::sr_word(sp, hd::logical_index(g, r0 + k, c, rows, cols)) : 0u;
+      code[k] = k < nr ? bq.encode(ef, f32_bits(v[k]), sp.round, rnd) : 0u;
+    }
+    if (e2m1) {
+      uint8_t* o = out + r0 / 2;
+      const bool words = nr == L && reinterpret_cast<uintptr_t>(o) % 4 == 0;
+#pragma unroll
+      for (int k = 0; k < L; k += 8) {
+        uint32_t w = 0;
+#pragma unroll
+        for (int p = 0; p < 8; p += 2) w |= hd::pack_e2m1(code[k + p], code[k + p + 1]) << (4 * p);
+        if (words) {
+          *reinterpret_cast<uint32_t*>(o + k / 2) = w;
+        } else {
+          for (int p = 0; p < 8 && k + p < nr; p += 2) o[(k + p) / 2] = uint8_t(w >> (4 * p));
+        }
+      }
+    } else {
+      uint8_t* o = out + r0;
+      const bool words = nr == L && reinterpret_cast<uintptr_t>(o) % 4 == 0;
+#pragma unroll
+      for (int k = 0; k < L; k += 4) {
+        const uint32_t w = (code[k] & 0xFFu) | (code[k + 1] & 0xFFu) << 8 | (code[k + 2] & 0xFFu) << 16 |
+                           (code[k + 3] & 0xFFu) << 24;
+        if (words) {
+          *reinterpret_cast<uint32_t*>(o + k) = w;
+        } else {
+          for (int p = 0; p < 4 && k + p < nr; ++p) o[k + p] = uint8_t(w >> (8 * p));
+        }
+      }
+    }
+  }
+}
+
+// Both orientations from one read, 1 x 32 E8M0 blocks: the walk above (lane
+// = source column, 32 rows of a group in registers) also holds, in row k of
+// the warp, the rowwise block of source row k: its 32 columns are the 32
+// lanes. A transpose-reduce butterfly (31 shuffles) leaves lane k with row
+// k's amax, lane k takes row k's block step, and each element fetches its
+// row's scale exponent with one shuffle. The rowwise codes go through shared
+// memory so that lane k stores row k's codes with one 16- or 32-byte write.
+constexpr int kBothWarps = 8;
+__global__ void quantize_both_lanes_kernel(const float* __restrict__ x, size_t C, size_t m0, size_t Mg,
+                                           DeviceQTensor row, DeviceQTensor col) {
+  constexpr int L = 32;
+  __shared__ uint32_t stage[kBothWarps][L][9];  // a warp's rowwise codes: 32 rows x 32 bytes (+1 word: no conflicts)
+  const QuantSpec& sp = row.spec;
+  const FormatSpec ef = spec_of(sp.elem);
+  const bool e2m1 = sp.elem == Format::E2M1;
+  const size_t nbk = col.layout.nbc, ncg = (C + 31) / 32, units = ncg * nbk;
+  const unsigned lane = threadIdx.x & 31u, wib = threadIdx.x >> 5;
+  const size_t nwarps = (size_t(gridDim.x) * blockDim.x) >> 5;
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    if (col.tensor_scale_inv) *col.tensor_scale_inv = 1.0f;
+  }
+  for (size_t u = (size_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; u < units; u += nwarps) {  // warp-uniform
+    const size_t bk = u % nbk, cg = u / nbk;
+    const size_t c = cg * 32 + lane, r0 = bk * L;
+    const bool cin = c < C;
+    const int nr = int(Mg - r0 < size_t(L) ? Mg - r0 : size_t(L));
+    const float* src = x + (m0 + r0) * C + c;
+    float v[L];
+#pragma unroll
+    for (int k = 0; k < L; ++k) v[k] = cin && k < nr ? src[size_t(k) * C] : 0.0f;
+    auto word = [&](int k) {
+      return sp.round == RoundMode::Stochastic ? hd::sr_word(sp, uint64_t(m0 + r0 + k) * C + c) : 0u;
+    };
+    // Columnwise: this lane's block of column c.
+    if (cin) {
+      uint32_t amax = 0;
+#pragma unroll
+      for (int k = 0; k < L; ++k)
+        if (k < nr) amax = hd::amax_step(amax, f32_bits(v[k]));
+      const hd::BlockQuant bq = hd::block_quant_e8m0(sp.rule, ef, amax);
+      col.scale_bytes[c * nbk + bk] = bq.scale_byte;
+      uint8_t* o = col.data + c * col.layout.rbytes + (e2m1 ? r0 / 2 : r0);
+      const bool words = nr == L && reinterpret_cast<uintptr_t>(o) % 4 == 0;
+#pragma unroll
+      for (int k = 0; k < L; k += 8) {
+        uint32_t code[8];
+#pragma unroll
+        for (int p = 0; p < 8; ++p) code[p] = k + p < nr ? bq.encode(ef, f32_bits(v[k + p]), sp.round, word(k + p)) : 0u;
+        if (e2m1) {
+          uint32_t w = 0;
+#pragma unroll
+          for (int p = 0; p < 8; p += 2) w |= hd::pack_e2m1(code[p], code[p + 1]) << (4 * p);
+          if (words) *reinterpret_cast<uint32_t*>(o + k / 2) = w;
+          else
+            for (int p = 0; p < 8 && k + p < nr; p += 2) o[(k + p) / 2] = uint8_t(w >> (4 * p));
+        } else {
+          const uint32_t w0 = code[0] | code[1] << 8 | code[2] << 16 | code[3] << 24;
+          const uint32_t w1 = code[4] | code[5] << 8 | code[6] << 16 | code[7] << 24;
+          if (words) {
+            *reinterpret_cast<uint32_t*>(o + k) = w0;
+            *reinterpret_cast<uint32_t*>(o + k + 4) = w1;
+          } else {
+            for (int p = 0; p < 8 && k + p < nr; ++p) o[k + p] = uint8_t(p < 4 ? w0 >> (8 * p) : w1 >> (8 * (p - 4)));
+          }
+        }
+      }
+    }
+    // Rowwise: row amaxes by a transpose-reduce (lane k ends with row k's).
+    uint32_t a[L];
+#pragma unroll
+    for (int k = 0; k < L; ++k) a[k] = f32_bits(v[k]) & 0x7FFFFFFFu;  // amax_step's fold, zeros past C
+#pragma unroll
+    for (int o = 16, n = L; o >= 1; o >>= 1, n >>= 1) {
+      const bool up = lane & unsigned(o);
+#pragma unroll
+      for (int i = 0; i < n / 2; ++i) {
+        const uint32_t send = up ? a[i] : a[i + n / 2], keep = up ? a[i + n / 2] : a[i];
+        a[i] = hd::amax_step(keep, MXSIM_SHFL_XOR32(send, o));
+      }
+    }
+    const hd::BlockQuant rq = hd::block_quant_e8m0(sp.rule, ef, a[0]);  // row r0 + lane's block
+    const size_t rr = m0 + r0 + lane;
+    if (int(lane) < nr) row.scale_bytes[rr * row.layout.nbc + cg] = rq.scale_byte;
+    const int my = rq.zero_codes ? 0x7FFFFFFF : rq.scale_exp;
+    uint8_t* st = reinterpret_cast<uint8_t*>(&stage[wib][0][0]);
+#pragma unroll
+    for (int k = 0; k < L; ++k) {
+      const int se = MXSIM_SHFL32(my, k);
+      hd::BlockQuant q;
+      q.zero_codes = se == 0x7FFFFFFF;
+      q.scale_exp = q.zero_codes ? 0 : se;
+      const uint32_t code = cin && k < nr ? q.encode(ef, f32_bits(v[k]), sp.round, word(k)) : 0u;
+      if (e2m1) {
+        const uint32_t hi = MXSIM_SHFL_DOWN32(code, 1);
+        if ((lane & 1u) == 0) st[k * 36 + lane / 2] = uint8_t(hd::pack_e2m1(code, hi));
+      } else {
+        st[k * 36 + lane] = uint8_t(code);
+      }
+    }
+    MXSIM_SYNCWARP();
+    if (int(lane) < nr) {  // lane k writes row k's codes of this block column
+      const size_t nbytes = e2m1 ? (C - cg * 32 < 32 ? (C - cg * 32 + 1) / 2 : 16) : (C - cg * 32 < 32 ? C - cg * 32 : 32);
+      uint8_t* o = row.data + rr * row.layout.rbytes + (e2m1 ? cg * 16 : cg * 32);
+      const uint32_t* w = &stage[wib][lane][0];
+      if (nbytes == (e2m1 ? 16u : 32u) && reinterpret_cast<uintptr_t>(o) % 16 == 0) {
+        *reinterpret_cast<uint4*>(o) = make_uint4(w[0], w[1], w[2], w[3]);
+        if (!e2m1) *reinterpret_cast<uint4*>(o + 16) = make_uint4(w[4], w[5], w[6], w[7]);
+      } else {
+        const uint8_t* b = reinterpret_cast<const uint8_t*>(w);
+        for (size_t i = 0; i < nbytes; ++i) o[i] = b[i];
+      }
+    }
+    MXSIM_SYNCWARP();
+  }
+}
+
+/// Groups of a batch side by side (blockIdx.y), as quantize_group_batch_kernel.
+template <int L>
+__global__ void quantize_colwise_lanes_kernel(const float* __restrict__ x, GroupBatch b) {
+  quantize_colwise_lanes<L>(x + b.x_offset[blockIdx.y], b.q[blockIdx.y]);
 }
 
 // ---- tensor amax (NVFP4's S_enc) -------------------------------------------
@@ -324,6 +526,35 @@ std::vector<DeviceQuantized> alloc_grouped_colwise(const QuantSpec& spec, size_t
   return out;
 }
 
+namespace {
+/// 1-D blocks of L = 16, 32 or 64 along Axis::Rows (transposed storage) with
+/// E8M0 or FP32 scales (not NVFP4, whose tensor scale needs its amax pass):
+/// the layouts quantize_colwise_lanes takes.
+bool colwise_by_lanes(const DeviceQTensor& q) {
+  const QuantSpec& sp = q.spec;
+  const int L = sp.block_cols;
+  return q.layout.transposed && sp.block_rows == 1 && (L == 16 || L == 32 || L == 64) &&
+         (sp.scale_kind == ScaleKind::E8M0 || sp.scale_kind == ScaleKind::FP32);
+}
+
+/// Launches quantize_colwise_lanes_kernel over the nb tensors of `batch`
+/// (one block size L; `units` the largest tensor's warp count).
+void launch_colwise_lanes(const float* d_x, const GroupBatch& batch, int nb, int L, size_t units, hipStream_t s) {
+  const dim3 grid(unsigned(std::min<size_t>((units + 7) / 8, size_t(1) << 20)), unsigned(nb));
+  switch (L) {
+    case 16: quantize_colwise_lanes_kernel<16><<<grid, kMaxThreads, 0, s>>>(d_x, batch); break;
+    case 32: quantize_colwise_lanes_kernel<32><<<grid, kMaxThreads, 0, s>>>(d_x, batch); break;
+    default: quantize_colwise_lanes_kernel<64><<<grid, kMaxThreads, 0, s>>>(d_x, batch); break;
+  }
+  MXSIM_HIP_CHECK_LAUNCH("quantize_colwise_lanes_kernel");
+}
+
+/// Warps quantize_colwise_lanes uses for tensor q.
+size_t colwise_units(const DeviceQTensor& q) {
+  return q.layout.groups * ((q.layout.cols + 31) / 32) * q.layout.nbc;
+}
+}  // namespace
+
 void quantize_device(const float* d_x, const DeviceQTensor& q, void* stream) {
   const char* who = "quantize_device";
   check_target(q, who);
@@ -343,8 +574,20 @@ void quantize_device(const float* d_x, const DeviceQTensor& q, void* stream) {
     MXSIM_HIP_CHECK_LAUNCH("amax_final_kernel");
     gamax = part + np;
   }
+  const QuantSpec& sp = q.spec;
+  const bool mx_rowwise = sp.block_rows == 1 && sp.block_cols == 32 && sp.scale_kind == ScaleKind::E8M0 &&
+                          !sp.hadamard16 && !L.transposed;
   if (nblk == 0 || n == 0) {
     // No blocks: only the tensor scale (NVFP4 of an empty tensor: S_dec = 1).
+    set_unit_scale(q, s);
+  } else if (colwise_by_lanes(q)) {
+    GroupBatch one{};
+    one.q[0] = q;
+    launch_colwise_lanes(d_x, one, 1, q.spec.block_cols, colwise_units(q), s);
+  } else if (mx_rowwise) {
+    // 1 x 32 MX blocks along storage rows: the codec's rowwise kernel (the
+    // same block step, eight elements per lane), groups as consecutive rows.
+    mx_quantize_rowwise_device(d_x, L.groups * L.rows, L.cols, sp, q.data, q.scale_bytes, stream);
     set_unit_scale(q, s);
   } else {
     const BlockLaunch bl = block_launch(q.spec, L);
@@ -399,18 +642,25 @@ void quantize_grouped_colwise_device(const float* d_x, size_t M, size_t C, std::
   int nb = 0;
   BlockLaunch launch{1, 32, 32};
   size_t grid = 0;
+  int lanes_l = 0;      // > 0: the batch goes to quantize_colwise_lanes with blocks of lanes_l
+  size_t lane_units = 0;
   auto flush = [&] {
     if (nb == 0) return;
-    const dim3 g{unsigned(grid), unsigned(nb)};
-    const unsigned threads = launch.threads, lanes = launch.lanes;
-    switch (launch.unit) {
-      case 16: quantize_group_batch_kernel<16><<<g, threads, 0, s>>>(d_x, batch, lanes); break;
-      case 2: quantize_group_batch_kernel<2><<<g, threads, 0, s>>>(d_x, batch, lanes); break;
-      default: quantize_group_batch_kernel<1><<<g, threads, 0, s>>>(d_x, batch, lanes); break;
+    if (lanes_l > 0) {
+      launch_colwise_lanes(d_x, batch, nb, lanes_l, lane_units, s);
+    } else {
+      const dim3 g{unsigned(grid), unsigned(nb)};
+      const unsigned threads = launch.threads, lanes = launch.lanes;
+      switch (launch.unit) {
+        case 16: quantize_group_batch_kernel<16><<<g, threads, 0, s>>>(d_x, batch, lanes); break;
+        case 2: quantize_group_batch_kernel<2><<<g, threads, 0, s>>>(d_x, batch, lanes); break;
+        default: quantize_group_batch_kernel<1><<<g, threads, 0, s>>>(d_x, batch, lanes); break;
+      }
+      MXSIM_HIP_CHECK_LAUNCH("quantize_group_batch_kernel");
     }
-    MXSIM_HIP_CHECK_LAUNCH("quantize_group_batch_kernel");
     nb = 0;
     grid = 0;
+    lane_units = 0;
   };
   for (size_t g = 0; g < m_splits.size(); ++g) {
     const DeviceQTensor& q = out[g];
@@ -424,13 +674,18 @@ void quantize_grouped_colwise_device(const float* d_x, size_t M, size_t C, std::
       check_target(q, "quantize_grouped_colwise_device");
       const QuantLayout& L = q.layout;
       const BlockLaunch bl = block_launch(q.spec, L);
-      // One launch takes one unit size, block shape and lanes per block.
-      if (nb > 0 && (bl.unit != launch.unit || bl.threads != launch.threads || bl.lanes != launch.lanes)) flush();
+      const int ll = colwise_by_lanes(q) ? q.spec.block_cols : 0;
+      // One launch takes one kernel, unit size, block shape and lanes per block.
+      if (nb > 0 && (ll != lanes_l || (ll == 0 && (bl.unit != launch.unit || bl.threads != launch.threads ||
+                                                   bl.lanes != launch.lanes))))
+        flush();
       launch = bl;
+      lanes_l = ll;
       batch.q[nb] = q;
       batch.x_offset[nb] = m0 * C;
       ++nb;
       grid = std::max<size_t>(grid, bl.grid(L.scale_count()));
+      lane_units = std::max(lane_units, colwise_units(q));
       if (nb == kMaxGroupBatch) flush();
     }
     m0 += mg;
@@ -455,6 +710,24 @@ void quantize_both_device(const float* d_x, size_t M, size_t C, std::span<const 
   check_grouped(who, M, C, m_splits, colwise, &sp);
   for (const auto& c : colwise)
     if (c.layout.rows) check_target(c, who);
+  if (Lb == 32 && sp.scale_kind == ScaleKind::E8M0) {  // the MX case: one read, registers and shuffles
+    const hipStream_t s = stream_of(stream);
+    size_t m0 = 0;
+    for (size_t g = 0; g < m_splits.size(); ++g) {
+      const size_t mg = size_t(m_splits[g]);
+      if (mg && C) {
+        const size_t units = ((C + 31) / 32) * ((mg + 31) / 32);
+        const unsigned grid = unsigned(std::min<size_t>((units + kBothWarps - 1) / kBothWarps, size_t(1) << 20));
+        quantize_both_lanes_kernel<<<grid, kBothWarps * 32, 0, s>>>(d_x, C, m0, mg, rowwise, colwise[g]);
+        MXSIM_HIP_CHECK_LAUNCH("quantize_both_lanes_kernel");
+      } else {
+        set_unit_scale(colwise[g], s);
+      }
+      m0 += mg;
+    }
+    set_unit_scale(rowwise, s);
+    return;
+  }
   const size_t smem = size_t(Lb) * size_t(Lb + 1) * sizeof(float);
   static const size_t optin = std::max<size_t>(device_info().shared_per_block_optin, 48 * 1024);
   if (smem > optin) {  // portable fallback: the same blocks, two reads

@@ -73,3 +73,6 @@
 // wavefront of 64). All 32 lanes must take part.
 #define MXSIM_SHFL_XOR32(v, m) __shfl_xor_sync(0xFFFFFFFFu, (v), (m), 32)
 #define MXSIM_SHFL_DOWN32(v, d) __shfl_down_sync(0xFFFFFFFFu, (v), (d), 32)
+#define MXSIM_SHFL32(v, l) __shfl_sync(0xFFFFFFFFu, (v), (l), 32)
+// Orders shared-memory accesses among the 32 lanes of a warp.
+#define MXSIM_SYNCWARP() __syncwarp()

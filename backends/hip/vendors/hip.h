@@ -11,6 +11,10 @@
 // 64-lane CDNA wavefront into two independent halves.
 #define MXSIM_SHFL_XOR32(v, m) __shfl_xor((v), (m), 32)
 #define MXSIM_SHFL_DOWN32(v, d) __shfl_down((v), (d), 32)
+#define MXSIM_SHFL32(v, l) __shfl((v), (l), 32)
+// Orders shared-memory accesses among the lanes of one warp (a wavefront's
+// lanes run in lockstep; the fence keeps the compiler from reordering).
+#define MXSIM_SYNCWARP() (__builtin_amdgcn_fence(__ATOMIC_SEQ_CST, "wavefront"), __builtin_amdgcn_wave_barrier())
 
 // Largest dynamic shared memory a block may use (bytes): HIP 5.2 reports no
 // separate opt-in limit; CDNA's LDS is 64 KiB per workgroup.

@@ -78,6 +78,25 @@ void mx_quantize_rowwise(std::span<const float> x, size_t rows, size_t cols, con
                          std::vector<uint8_t>& data, std::vector<uint8_t>& scales);
 void mx_quantize_rowwise_device(const float* d_x, size_t rows, size_t cols, const QuantSpec& spec,
                                 uint8_t* d_data, uint8_t* d_scales, void* stream = nullptr);
+/// mx_quantize_rowwise_device for a BF16 source: d_x holds BF16 bit patterns
+/// (uint16 [rows, cols], row-major). Codes and scales are those of the FP32
+/// widening of every value (exact), i.e. of mx_quantize_rowwise_device on the
+/// widened tensor. Reads 2 bytes per element. Throws std::invalid_argument
+/// for the specs mx_quantize_rowwise_device refuses, and unless cols % 8 == 0,
+/// d_x is 16-byte aligned, d_data is aligned to 8 codes (4 bytes for E2M1,
+/// 8 otherwise) and spec.sr_index_base % 4 == 0.
+void mx_quantize_rowwise_bf16_device(const uint16_t* d_x, size_t rows, size_t cols, const QuantSpec& spec,
+                                     uint8_t* d_data, uint8_t* d_scales, void* stream = nullptr);
+
+/// Self-check of the quantizers' one-add element encoder on this device: the
+/// number of FP32 bit patterns x (all 2^32 but the NaNs) for which
+/// encode_by_add(spec_of(f), x, scale_exp, mode) differs from
+/// encode(spec_of(f), x, scale_exp, mode, Overflow::Saturate), both computed
+/// on the device (rounding.hpp says why they agree: the device's FP32 add and
+/// multiply must round to nearest even and keep subnormals). Synchronizes.
+/// Throws std::invalid_argument where encode_by_add_applies() is false.
+uint64_t encode_by_add_mismatches(Format f, RoundMode mode, int scale_exp);
+
 /// Bytes of one storage row of data for `cols` elements of `elem`.
 size_t mx_row_bytes(Format elem, size_t cols);
 
