@@ -184,17 +184,27 @@ __global__ void mx_rowwise_vec_kernel(const Src* __restrict__ x, uint8_t* __rest
     size_t b[kIter], r[kIter], c[kIter];
     bool in[kIter];
     uint32_t xb[kIter][8];
+    // One division per lane; the later pieces are 8 blocks further on.
+    size_t rr, bj;
+    b[0] = w * kIter * 8 + sub;
+    if (small) {  // 32-bit division where it suffices
+      rr = uint32_t(b[0]) / uint32_t(nbc);
+      bj = uint32_t(b[0]) - uint32_t(rr) * uint32_t(nbc);
+    } else {
+      rr = b[0] / nbc;
+      bj = b[0] - rr * nbc;
+    }
 #pragma unroll
     for (int it = 0; it < kIter; ++it) {  // warp-uniform; lanes past the end carry zeros
-      b[it] = (w * kIter + it) * 8 + sub;
-      size_t bj;
-      if (small) {  // 32-bit division where it suffices
-        r[it] = uint32_t(b[it]) / uint32_t(nbc);
-        bj = uint32_t(b[it]) - uint32_t(r[it]) * uint32_t(nbc);
-      } else {
-        r[it] = b[it] / nbc;
-        bj = b[it] - r[it] * nbc;
+      if (it > 0) {
+        b[it] = b[it - 1] + 8;
+        bj += 8;
+        while (bj >= nbc) {
+          bj -= nbc;
+          ++rr;
+        }
       }
+      r[it] = rr;
       c[it] = bj * 32 + j * 8;
       in[it] = b[it] < nblk && c[it] < cols;  // cols % 8 == 0: eight elements are wholly in or out
 #pragma unroll
@@ -222,8 +232,13 @@ __global__ void mx_rowwise_vec_kernel(const Src* __restrict__ x, uint8_t* __rest
         }
       }
       uint32_t code[8];
+      if (bq.by_add(f, M)) {  // the common block: no per-element branch
 #pragma unroll
-      for (int k = 0; k < 8; ++k) code[k] = bq.encode(f, xb[it][k], M, rnd[k]);
+        for (int k = 0; k < 8; ++k) code[k] = encode_by_add(f, xb[it][k], bq.scale_exp, M);
+      } else {
+#pragma unroll
+        for (int k = 0; k < 8; ++k) code[k] = bq.encode(f, xb[it][k], M, rnd[k]);
+      }
       if constexpr (f.bits == 4) {  // little-endian: element c in the low nibble of the first byte
         uint32_t four = 0;
 #pragma unroll

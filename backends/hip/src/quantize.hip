@@ -170,7 +170,8 @@ __device__ inline void quantize_colwise_lanes(const float* __restrict__ x, const
   const size_t nwarps = (size_t(gridDim.x) * blockDim.x) >> 5;
   if (blockIdx.x == 0 && threadIdx.x == 0 && q.tensor_scale_inv) *q.tensor_scale_inv = 1.0f;  // not NVFP4
   for (size_t u = (size_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; u < units; u += nwarps) {
-    const size_t bk = u % nbk, rest = u / nbk, cg = rest % ncg, g = rest / ncg;
+    // Column groups fastest: the warps running at once read whole source rows.
+    const size_t cg = u % ncg, rest = u / ncg, bk = rest % nbk, g = rest / nbk;
     const size_t c = cg * 32 + lane, r0 = bk * L;
     if (c >= cols) continue;  // no shuffles below: lanes are independent
     const int nr = int(rows - r0 < size_t(L) ? rows - r0 : size_t(L));
@@ -192,10 +193,16 @@ __device__ inline void quantize_colwise_lanes(const float* __restrict__ x, const
     else q.scale_bytes[si] = bq.scale_byte;
     uint8_t* out = q.data + (g * Ly.srows + c) * Ly.rbytes;
     uint32_t code[L];
+    if (bq.by_add(ef, sp.round)) {  // the common block: no per-element branch
 #pragma unroll
-    for (int k = 0; k < L; ++k) {
-      const uint32_t rnd = sp.round == RoundMode::Stochastic ? hd::sr_word(sp, hd::logical_index(g, r0 + k, c, rows, cols)) : 0u;
-      code[k] = k < nr ? bq.encode(ef, f32_bits(v[k]), sp.round, rnd) : 0u;
+      for (int k = 0; k < L; ++k) code[k] = k < nr ? encode_by_add(ef, f32_bits(v[k]), bq.scale_exp, sp.round) : 0u;
+    } else {
+#pragma unroll
+      for (int k = 0; k < L; ++k) {
+        const uint32_t rnd =
+            sp.round == RoundMode::Stochastic ? hd::sr_word(sp, hd::logical_index(g, r0 + k, c, rows, cols)) : 0u;
+        code[k] = k < nr ? bq.encode(ef, f32_bits(v[k]), sp.round, rnd) : 0u;
+      }
     }
     if (e2m1) {
       uint8_t* o = out + r0 / 2;
@@ -250,7 +257,7 @@ __global__ void quantize_both_lanes_kernel(const float* __restrict__ x, size_t C
     if (col.tensor_scale_inv) *col.tensor_scale_inv = 1.0f;
   }
   for (size_t u = (size_t(blockIdx.x) * blockDim.x + threadIdx.x) >> 5; u < units; u += nwarps) {  // warp-uniform
-    const size_t bk = u % nbk, cg = u / nbk;
+    const size_t cg = u % ncg, bk = u / ncg;  // column groups fastest: whole source rows at once
     const size_t c = cg * 32 + lane, r0 = bk * L;
     const bool cin = c < C;
     const int nr = int(Mg - r0 < size_t(L) ? Mg - r0 : size_t(L));
@@ -274,8 +281,13 @@ __global__ void quantize_both_lanes_kernel(const float* __restrict__ x, size_t C
 #pragma unroll
       for (int k = 0; k < L; k += 8) {
         uint32_t code[8];
+        if (bq.by_add(ef, sp.round)) {
 #pragma unroll
-        for (int p = 0; p < 8; ++p) code[p] = k + p < nr ? bq.encode(ef, f32_bits(v[k + p]), sp.round, word(k + p)) : 0u;
+          for (int p = 0; p < 8; ++p) code[p] = k + p < nr ? encode_by_add(ef, f32_bits(v[k + p]), bq.scale_exp, sp.round) : 0u;
+        } else {
+#pragma unroll
+          for (int p = 0; p < 8; ++p) code[p] = k + p < nr ? bq.encode(ef, f32_bits(v[k + p]), sp.round, word(k + p)) : 0u;
+        }
         if (e2m1) {
           uint32_t w = 0;
 #pragma unroll
@@ -319,7 +331,10 @@ __global__ void quantize_both_lanes_kernel(const float* __restrict__ x, size_t C
       hd::BlockQuant q;
       q.zero_codes = se == 0x7FFFFFFF;
       q.scale_exp = q.zero_codes ? 0 : se;
-      const uint32_t code = cin && k < nr ? q.encode(ef, f32_bits(v[k]), sp.round, word(k)) : 0u;
+      uint32_t code = 0;
+      if (cin && k < nr)
+        code = q.by_add(ef, sp.round) ? encode_by_add(ef, f32_bits(v[k]), se, sp.round)
+                                      : q.encode(ef, f32_bits(v[k]), sp.round, word(k));
       if (e2m1) {
         const uint32_t hi = MXSIM_SHFL_DOWN32(code, 1);
         if ((lane & 1u) == 0) st[k * 36 + lane / 2] = uint8_t(hd::pack_e2m1(code, hi));

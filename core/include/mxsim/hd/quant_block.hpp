@@ -92,6 +92,12 @@ struct BlockQuant {
   /// quantizers' hot loop) for every input but NaN: an E8M0 block that is
   /// not zero_codes holds none; x * mul can be NaN only as 0 * Inf, which
   /// takes encode's path.
+  /// True when every element of this block takes encode_by_add with
+  /// scale_exp (an E8M0 block holding no NaN/Inf, RNE or RZ): kernels test it
+  /// once per block and run a loop without per-element branches.
+  MXSIM_HD bool by_add(const FormatSpec& ef, RoundMode mode) const {
+    return !zero_codes && e8m0 && encode_by_add_applies(ef, scale_exp, mode);
+  }
   MXSIM_HD uint32_t encode(const FormatSpec& ef, uint32_t x_bits, RoundMode mode, uint32_t rnd) const {
     if (zero_codes) return 0u;
     const uint32_t v = e8m0 ? x_bits : f32_bits(f32_from_bits(x_bits) * mul);
