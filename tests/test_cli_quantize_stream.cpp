@@ -63,6 +63,21 @@ std::vector<float> values(size_t n, uint64_t seed, bool specials) {
   return v;
 }
 
+/// values() (below 2^16 in magnitude) with the first and the last row of each
+/// R-row group set to +-(1..3) * 2^20: the group's and each column's amax lie
+/// in its first slice (columns c = 2 mod 3) or its last (the others), so a
+/// pass that missed either would change the scales.
+std::vector<float> peaked(size_t G, size_t R, size_t C, uint64_t seed) {
+  std::vector<float> v = values(G * R * C, seed, false);
+  for (size_t g = 0; g < G; ++g)
+    for (size_t c = 0; c < C; ++c) {
+      const float sign = c % 2 ? -1.0f : 1.0f;
+      v[(g * R) * C + c] = sign * std::ldexp(float(1 + c % 3), 20 + int(g));
+      v[(g * R + R - 1) * C + c] = -sign * std::ldexp(float(1 + (c + 1) % 3), 20 + int(g));
+    }
+  return v;
+}
+
 std::string f32_npy(const std::string& shape, const std::vector<float>& v) {
   return npy_bytes("<f4", shape, std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4));
 }
@@ -93,13 +108,24 @@ std::string f16_bytes(size_t n, uint64_t seed) {
 /// F64 values most of which are not FP32 values (so rounding once from FP64
 /// differs from rounding through FP32), one beyond FP32's range (its block gets
 /// the NaN scale) and a NaN.
+/// Every other 32-element run is an E2M1 block whose codes differ between
+/// rounding once and rounding through FP32: amax 6 * 2^e (scale 2^e) and
+/// elements 2^-32 beside the ties of E2M1 (0.25, 0.75, ..., 5), which FP32
+/// rounds onto the tie.
 std::string f64_bytes(size_t n, uint64_t seed) {
   const std::vector<float> base = values(n, seed, false);
+  static const double ties[] = {0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0};
   std::string d;
   for (size_t i = 0; i < n; ++i) {
     double v = double(base[i]) * (1.0 + std::ldexp(double(splitmix(seed) >> 40), -50));
-    if (i == n / 2) v = 1e39;
-    if (i == n / 3) v = NAN;
+    if ((i / 32) % 2 == 0) {
+      const int e = int((i / 32) % 9) - 4;
+      const uint64_t r = splitmix(seed);
+      v = i % 32 == 0 ? 6.0 : ties[r % 7] + ((r >> 8) % 2 ? 1 : -1) * std::ldexp(1.0, -32);
+      v = std::ldexp((r >> 9) % 2 ? -v : v, e);
+    }
+    if (i == n / 2 + 40) v = 1e39;
+    if (i == n / 3 + 40) v = NAN;
     d.append(reinterpret_cast<const char*>(&v), 8);
   }
   return d;
@@ -258,6 +284,10 @@ TEST_F(Sliced, ColumnwiseBandsEqualUnsliced) {
 // two passes, also with the Hadamard transform down the columns (bands of 16).
 TEST_F(Sliced, WholeColumnBlocksTwoPassesEqualUnsliced) {
   s.put("d.npy", f32_npy("(160, 48)", values(160 * 48, 6, true)));
+  s.put("p.npy", f32_npy("(2, 64, 48)", peaked(2, 64, 48, 8)));
+  for (const char* r : {"fp8_row --axis rows", "fp8_row --axis rows --hadamard", "fp8_tensor", "fp8_tensor --hadamard",
+                        "nvfp4", "nvfp4 --axis rows"})
+    expect_sliced_equals_unsliced(s, std::string("--recipe ") + r + " p.npy", "1000");
   expect_sliced_equals_unsliced(s, "--recipe fp8_row --axis rows a.npy", "1000");
   expect_sliced_equals_unsliced(s, "--recipe fp8_row --axis rows b.npy", "1000");
   expect_sliced_equals_unsliced(s, "--recipe fp8_row --axis rows --hadamard d.npy", "1000");
