@@ -1,6 +1,6 @@
 // Tensor inputs and outputs shared by `mxsim quantize` and `mxsim dequantize`:
 // several input files (.npy, .safetensors, a sharded checkpoint's
-// *.index.json) read one file at a time, and the OUT argument resolved to a
+// *.index.json) read tensor by tensor at their header offsets, and the OUT argument resolved to a
 // plan of final paths that never writes beside a non-folder and never
 // replaces an input.
 #pragma once
