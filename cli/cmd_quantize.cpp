@@ -22,6 +22,7 @@
 #include "common.hpp"
 #include "mxsim/build_info.hpp"
 #include "mxsim/emu/quantize.hpp"
+#include "mxsim/hd/quant_block.hpp"
 #include "mxsim/io/atomic_output.hpp"
 #include "mxsim/io/npy.hpp"
 #include "mxsim/io/safetensors.hpp"
@@ -34,7 +35,7 @@ using json = nlohmann::ordered_json;
 namespace mxsim::cli {
 namespace {
 
-/// Statistics of one block (storage coordinates), for --per-block.
+/// One row of --per-block (storage coordinates), formed when written.
 struct BlockRow {
   size_t group, block_row, block_col;
   double scale;   ///< E8M0 / UE4M3: the scale byte; FP32: scale_inv
@@ -57,7 +58,8 @@ struct Result {
   std::vector<io::DType> st_dtypes; // the dtype of each out in a .safetensors file
   std::vector<std::vector<size_t>> st_shapes;  // and its shape there
   json meta;
-  std::vector<BlockRow> blocks;
+  std::vector<emu::BlockStat> blocks;  // --per-block: one per block, storage order
+  size_t nbr = 0, nbc = 0;             // blocks per group down / across the storage rows
 };
 
 std::string layout_of(const QuantizedTensor& q, bool grouped) {
@@ -92,66 +94,6 @@ io::DType code_dtype(Format f) {
   }
 }
 
-/// H x along the blocks (the values the codes of a hadamard16 spec hold),
-/// in place. emu::quant_stats and emu::block_stats form H x from the source
-/// themselves; this copy serves only the per-block signal power below.
-void apply_hadamard(Tensor3f& x, bool down_columns) {
-  const size_t G = x.shape(0), R = x.shape(1), C = x.shape(2);
-  float run[16];
-  for (size_t g = 0; g < G; ++g) {
-    if (down_columns) {
-      for (size_t c = 0; c < C; ++c)
-        for (size_t r0 = 0; r0 + 16 <= R; r0 += 16) {
-          for (int k = 0; k < 16; ++k) run[k] = x(g, r0 + size_t(k), c);
-          emu::hadamard16_inplace(run);
-          for (int k = 0; k < 16; ++k) x(g, r0 + size_t(k), c) = run[k];
-        }
-    } else {
-      for (size_t r = 0; r < R; ++r)
-        for (size_t c0 = 0; c0 + 16 <= C; c0 += 16) emu::hadamard16_inplace(&x(g, r, c0));
-    }
-  }
-}
-
-/// emu::block_stats plus what it leaves out (the scale value, the element
-/// count and signal power, hence MSE and SQNR per block), over the same
-/// elements as emu::quant_stats: finite source, non-NaN result.
-std::vector<BlockRow> block_rows(const Tensor3f& x_src, const QuantizedTensor& q) {
-  const std::vector<emu::BlockStat> bs = emu::block_stats(x_src, q);  // applies H itself
-  // the signal in the domain of the codes and of block_stats' errors: H x for hadamard16
-  Tensor3f x = x_src;
-  if (q.spec.hadamard16) apply_hadamard(x, q.transposed);
-  const Tensor3f d = emu::dequantize3(q);
-  const size_t br = q.block_rows(), bc = q.block_cols();
-  const size_t nbr = (q.srows() + br - 1) / br, nbc = (q.scols() + bc - 1) / bc;
-  std::vector<BlockRow> out;
-  out.reserve(bs.size());
-  for (size_t g = 0; g < q.groups; ++g)
-    for (size_t bi = 0; bi < nbr; ++bi)
-      for (size_t bj = 0; bj < nbc; ++bj) {
-        const emu::BlockStat& s = bs[(g * nbr + bi) * nbc + bj];
-        double sig = 0;
-        size_t cnt = 0;
-        for (size_t r = bi * br; r < std::min(q.srows(), (bi + 1) * br); ++r)
-          for (size_t c = bj * bc; c < std::min(q.scols(), (bj + 1) * bc); ++c) {
-            const size_t lr = q.transposed ? c : r, lc = q.transposed ? r : c;
-            const float xv = x(g, lr, lc), dv = d(g, lr, lc);
-            if (std::isfinite(xv) && !std::isnan(dv)) {
-              sig += double(xv) * double(xv);
-              ++cnt;
-            }
-          }
-        BlockRow b{g, bi, bj, 0, s.scale_exp, double(s.amax), cnt, NAN, NAN, s.saturated, s.underflow};
-        b.scale = q.spec.scale_kind == ScaleKind::FP32 ? double(q.scale_inv(g, bi, bj)) : double(q.scale_bytes(g, bi, bj));
-        if (cnt) {
-          b.mse = s.sq_err / double(cnt);
-          b.sqnr_db = s.sq_err == 0 ? INFINITY : 10.0 * std::log10(sig / s.sq_err);
-        }
-        out.push_back(b);
-      }
-  return out;
-}
-
 /// The codes and scales of one tensor in storage order, as they are written.
 struct Outputs {
   std::vector<uint8_t> data;      ///< [G, SR, row_bytes]
@@ -183,6 +125,8 @@ void finish(Result& r, const QuantizedTensor& q, size_t rank, Outputs&& o, const
   auto dims = [&](size_t a, size_t b) { return grouped ? std::vector<size_t>{G, a, b} : std::vector<size_t>{a, b}; };
   const size_t dr = q.srows(), dc = q.row_bytes();
   const size_t nbr = ceil_div(q.srows(), q.block_rows()), nbc = ceil_div(q.scols(), q.block_cols());
+  r.nbr = nbr;
+  r.nbc = nbc;
   r.outs.push_back(io::RawTensor{".data", io::DType::U8, dims(dr, dc), std::move(o.data)});
   r.st_dtypes.push_back(code_dtype(spec.elem));
   // F4 counts 4-bit elements: the packed bytes of [.., dc] are [.., 2 dc] of F4.
@@ -225,8 +169,9 @@ void finish(Result& r, const QuantizedTensor& q, size_t rank, Outputs&& o, const
   }
 }
 
-Result quantize_one(const io::RawTensor& t, const fs::path& file, const QuantSpec& spec, Axis axis,
-                    const std::string& recipe, bool per_block) {
+/// Refuses, from its header, a tensor quantize cannot take: a dtype other
+/// than F32 / F16 / BF16 / F64, a rank other than 1..3, no elements.
+void check_quantizable(const fs::path& file, const io::RawTensor& t) {
   const std::string where = file.string() + ": tensor '" + t.name + "'";
   if (!io::is_quantizable(t.dtype) && !io::is_quantizable_after_rounding(t.dtype))
     throw std::runtime_error(where + ": dtype " + io::name_of(t.dtype) +
@@ -236,6 +181,16 @@ Result quantize_one(const io::RawTensor& t, const fs::path& file, const QuantSpe
     throw std::runtime_error(where + ": shape " + t.shape_str() + " is " + std::to_string(rank) +
                              "-D; quantize takes 1-D (one row), 2-D [rows, cols] or 3-D [groups, rows, cols]");
   if (t.numel() == 0) throw std::runtime_error(where + ": shape " + t.shape_str() + " is empty");
+}
+
+/// A tensor of one slice, quantized whole: emu::quantize (F64:
+/// emu::quantize_f64), emu::quant_stats and emu::block_stats of the whole
+/// tensor, the definitions the streamed path must reproduce bit for bit.
+Result quantize_one(const io::RawTensor& t, const fs::path& file, const QuantSpec& spec, Axis axis,
+                    const std::string& recipe, bool per_block) {
+  const std::string where = file.string() + ": tensor '" + t.name + "'";
+  check_quantizable(file, t);
+  const size_t rank = t.shape.size();
   const size_t G = rank == 3 ? t.shape[0] : 1;
   const size_t R = rank == 1 ? 1 : t.shape[rank - 2];
   const size_t C = t.shape[rank - 1];
@@ -262,7 +217,7 @@ Result quantize_one(const io::RawTensor& t, const fs::path& file, const QuantSpe
   // passed as read. (H16/4 is orthonormal, so MSE and SQNR match the original
   // domain up to the FP32 rounding of the transform.)
   r.stats = emu::quant_stats(x, q);
-  if (per_block) r.blocks = block_rows(x, q);
+  if (per_block) r.blocks = emu::block_stats(x, q);
   Outputs o;
   o.data.assign(q.data.begin(), q.data.end());
   if (spec.scale_kind == ScaleKind::FP32) o.scale_inv.assign(q.scale_inv.begin(), q.scale_inv.end());
@@ -289,18 +244,30 @@ std::array<size_t, 3> logical_gRC(const std::vector<size_t>& shape) {
   return {rank == 3 ? shape[0] : 1, rank == 1 ? 1 : shape[rank - 2], shape[rank - 1]};
 }
 
-/// Whether `quantize` streams tensor h (a .npy header) in slices of whole
-/// block rows: F32 / F16 / BF16, 1-D..3-D, rowwise 1-D blocks, 2-D tiles or
-/// per-tensor scaling, no --per-block, and more source bytes than one slice
-/// reads (chunk_bytes(); smaller tensors are read whole). Columnwise
-/// blocks (--axis rows) run down whole columns, F64 goes through
-/// quantize_f64's whole-tensor re-encoding: those are held whole.
-bool streams(const io::RawTensor& h, const QuantSpec& spec, Axis axis, bool per_block) {
-  if (per_block || !io::is_quantizable(h.dtype)) return false;
-  if (h.shape.empty() || h.shape.size() > 3 || h.numel() == 0) return false;
-  if (!spec.is_2d_tile() && !spec.per_tensor() && axis == Axis::Rows) return false;
-  return io::byte_count(h.dtype, h.numel()) > chunk_bytes();
+/// The shape, spec and storage layout of a [G, R, C] tensor quantized with
+/// `spec` along `axis` (no storage): what its outputs and blocks are.
+QuantizedTensor geometry(const io::RawTensor& h, const QuantSpec& spec, Axis axis) {
+  const auto [G, R, C] = logical_gRC(h.shape);
+  QuantizedTensor q;
+  q.spec = spec;
+  q.groups = G;
+  q.rows = R;
+  q.cols = C;
+  q.transposed = !spec.is_2d_tile() && !spec.per_tensor() && axis == Axis::Rows;
+  return q;
 }
+
+/// Columnwise blocks of a whole column (per-column scaling, fp8_row with
+/// --axis rows): each band needs every column's amax of the whole group.
+bool whole_columns(const QuantizedTensor& g) { return g.transposed && g.spec.block_cols == 0; }
+
+/// Elements one slice reads at most: chunk_bytes() of source.
+uint64_t slice_elems(io::DType d) { return std::max<uint64_t>(1, chunk_bytes() / io::byte_count(d, 1)); }
+
+/// Whether `quantize` streams tensor h in slices (emu::row_slices): when its
+/// source is more than one slice reads (chunk_bytes()). Every input kind,
+/// dtype, axis and recipe streams; a smaller tensor is read and quantized whole.
+bool streams(const io::RawTensor& h) { return io::byte_count(h.dtype, h.numel()) > chunk_bytes(); }
 
 /// Bytes the outputs of a [G, R, C] tensor take (codes + scales).
 uint64_t output_bytes(const QuantizedTensor& q) {
@@ -308,82 +275,121 @@ uint64_t output_bytes(const QuantizedTensor& q) {
   return uint64_t(q.groups) * q.srows() * q.row_bytes() + nb * (q.spec.scale_kind == ScaleKind::FP32 ? 4 : 1);
 }
 
-/// Bytes streaming h holds: the outputs, one slice's source bytes and its
-/// per-element working set (kQuantizeBytesPerElement, below), and the
-/// statistics' tree-sum partials (two FP64 per 256 elements, with room for their vectors to grow).
-uint64_t stream_bytes(const io::RawTensor& h, const QuantSpec& spec, Axis axis);
+/// What quantizing one tensor holds (check_memory, the out-of-memory message).
+struct MemoryNeed {
+  uint64_t outputs = 0;  ///< codes, scales and (--per-block) the per-block statistics, held until written
+  uint64_t work = 0;     ///< the working set while it is quantized, freed after
+  uint64_t source = 0;   ///< source bytes one slice reads (the whole tensor when it is not streamed)
+};
+MemoryNeed memory_need(const io::RawTensor& h, const QuantSpec& spec, Axis axis, bool per_block);
 
-/// quantize_one of a .npy tensor streamed from its file in slices of whole
-/// block rows (emu::row_slices): a first pass folds the whole-tensor amax the
-/// spec needs (per-tensor scales: each group's; NVFP4: the global one), a
-/// second quantizes each slice with emu::quantize_slice, its first logical
-/// index as spec.sr_index_base (so SR draws the words of the whole tensor),
-/// copies codes and scales into place and feeds QuantStatsAccumulator in flat
-/// order: the same bits as the unsliced path.
-Result quantize_streamed(const InputFile& in, const io::RawTensor& h, const QuantSpec& spec, Axis axis,
-                         const std::string& recipe) {
+/// Copy the codes and scales of slice `sl` (q, from emu::quantize_slice) to
+/// their storage positions in the outputs `o` of the whole tensor `whole`.
+void place(const QuantizedTensor& q, const emu::RowSlice& sl, const QuantizedTensor& whole, Outputs& o) {
+  const size_t nbr = ceil_div(whole.srows(), whole.block_rows()), nbc = ceil_div(whole.scols(), whole.block_cols());
+  const bool fp32 = whole.spec.scale_kind == ScaleKind::FP32;
+  const size_t qnbc = ceil_div(q.scols(), q.block_cols());
+  auto put_scales = [&](uint64_t dst, size_t src, size_t n) {
+    if (fp32)
+      std::copy_n(q.scale_inv.data() + src, n, o.scale_inv.begin() + std::ptrdiff_t(dst));
+    else
+      std::copy_n(q.scale_bytes.data() + src, n, o.scale.begin() + std::ptrdiff_t(dst));
+  };
+  if (!whole.transposed) {  // storage rows are the logical rows [row0, row0 + rows) of the flat [G * R] view
+    std::copy(q.data.begin(), q.data.end(), o.data.begin() + std::ptrdiff_t(sl.row0 * q.row_bytes()));
+    const uint64_t srow = sl.group * nbr + (sl.row0 - sl.group * whole.rows) / whole.block_rows();
+    put_scales(srow * nbc, 0, q.scale_inv.size() + q.scale_bytes.size());
+    return;
+  }
+  // Columnwise: the band of rows [lr0, lr0 + rows) of group g is the columns
+  // [lr0, lr0 + rows) of each storage row c of that group's [C, R] codes.
+  const uint64_t lr0 = sl.row0 - sl.group * whole.rows;
+  const size_t wrb = whole.row_bytes(), qrb = q.row_bytes();
+  const uint64_t byte0 = whole.spec.elem == Format::E2M1 ? lr0 / 2 : lr0;  // lr0 is even for E2M1 (slice_unit)
+  const uint64_t bcol0 = lr0 / whole.block_cols();
+  for (size_t c = 0; c < whole.cols; ++c) {
+    const uint64_t srow = sl.group * whole.cols + c;
+    std::copy_n(q.data.data() + c * qrb, qrb, o.data.begin() + std::ptrdiff_t(srow * wrb + byte0));
+    put_scales(srow * nbc + bcol0, c * qnbc, qnbc);
+  }
+}
+
+/// quantize_one of a tensor streamed from its file in slices of whole block
+/// rows (emu::row_slices; columnwise: bands of whole blocks down the columns),
+/// read at its offset with pread: a first pass folds the whole-tensor amaxes
+/// the spec needs (per-tensor scales: each group's; NVFP4: the global one;
+/// whole-column blocks: each column's), a second quantizes each slice with
+/// emu::quantize_slice (F64: quantize_slice_f64), its first logical index as
+/// spec.sr_index_base (so SR draws the words of the whole tensor), copies
+/// codes and scales into place and feeds QuantStatsAccumulator (and for
+/// --per-block BlockStatsAccumulator) in flat order: the same bits as the
+/// unsliced path.
+Result quantize_streamed(const InputFile& in, const TensorRef& ref, const QuantSpec& spec, Axis axis,
+                         const std::string& recipe, bool per_block) {
+  const io::RawTensor& h = ref.header;
   const std::string where = in.path.string() + ": tensor '" + h.name + "'";
   // Named copies, not a structured binding: the lambdas below use C, and
   // Clang 15 (the sanitizer build) cannot capture structured bindings.
   const auto gRC = logical_gRC(h.shape);
   const size_t G = gRC[0], R = gRC[1], C = gRC[2];
   const uint64_t esize = io::byte_count(h.dtype, 1);
-  const uint64_t data_bytes = io::byte_count(h.dtype, h.numel());
-  // read_npy_header checked that the data end the file: they start file_size - data_bytes in.
-  const uint64_t data_off = fs::file_size(in.path) - data_bytes;
-  const std::vector<emu::RowSlice> slices = emu::row_slices(G, R, C, spec, std::max<uint64_t>(1, chunk_bytes() / esize));
-  std::ifstream f(in.path, std::ios::binary);
-  if (!f) throw std::runtime_error(in.path.string() + ": cannot open");
+  const bool f64 = h.dtype == io::DType::F64;
+  QuantizedTensor shape_q = geometry(h, spec, axis);
+  const bool by_column = whole_columns(shape_q);
+  const std::vector<emu::RowSlice> slices = emu::row_slices(G, R, C, spec, slice_elems(h.dtype), axis);
+  const io::FileReader f(in.path);
   io::RawTensor chunk{h.name, h.dtype, {}, {}};
   Tensor3f x;
-  auto read = [&](const emu::RowSlice& sl) {
+  size_t rounded = 0;
+  auto read = [&](const emu::RowSlice& sl, bool count) {
     const uint64_t n = sl.rows * C;
     chunk.shape = {size_t(n)};
     chunk.bytes.resize(size_t(n * esize));
-    f.seekg(std::streamoff(data_off + sl.index_base * esize));
-    if (!f.read(reinterpret_cast<char*>(chunk.bytes.data()), std::streamsize(chunk.bytes.size())))
-      throw std::runtime_error(where + ": read failed at element " + std::to_string(sl.index_base));
-    const std::vector<float> v = io::to_f32(chunk);
+    f.read(ref.offset + sl.index_base * esize, chunk.bytes.data(), chunk.bytes.size());
+    size_t changed = 0;
+    const std::vector<float> v = io::to_f32(chunk, &changed);
+    if (count) rounded += changed;
     x = Tensor3f::from_shape({1, size_t(sl.rows), C});
     std::copy(v.begin(), v.end(), x.begin());
   };
 
-  QuantizedTensor shape_q;
-  shape_q.spec = spec;
-  shape_q.groups = G;
-  shape_q.rows = R;
-  shape_q.cols = C;
   std::vector<uint32_t> group_amax(G, 0);
+  std::vector<std::vector<uint32_t>> column_amax(by_column ? G : 0);
   uint32_t tensor_amax = 0;
   const bool ue4m3 = spec.scale_kind == ScaleKind::UE4M3;
   try {
-    if (spec.per_tensor() || ue4m3)  // pass 1: the whole-tensor amaxes
+    // The whole tensor's extent, so that a spec it cannot take fails as unsliced.
+    hd::validate_quant_spec(spec, shape_q.scols());
+    if (spec.per_tensor() || ue4m3 || by_column)  // pass 1: the whole-tensor amaxes
       for (const auto& sl : slices) {
-        read(sl);
+        read(sl, false);
         if (spec.per_tensor()) group_amax[sl.group] = emu::amax_bits(x, spec, true, group_amax[sl.group]);
         if (ue4m3) tensor_amax = emu::amax_bits(x, spec, false, tensor_amax);
+        if (by_column) emu::fold_column_amax(x, spec, column_amax[sl.group]);
       }
     Outputs o;
-    o.data.assign(size_t(uint64_t(G) * R * shape_q.row_bytes()), 0);
-    const size_t nbr = ceil_div(R, shape_q.block_rows()), nbc = ceil_div(C, shape_q.block_cols());
-    if (spec.scale_kind == ScaleKind::FP32) o.scale_inv.assign(G * nbr * nbc, 0.0f);
-    else o.scale.assign(G * nbr * nbc, 0);
+    o.data.assign(size_t(uint64_t(G) * shape_q.srows() * shape_q.row_bytes()), 0);
+    const size_t nb = G * ceil_div(shape_q.srows(), shape_q.block_rows()) * ceil_div(shape_q.scols(), shape_q.block_cols());
+    if (spec.scale_kind == ScaleKind::FP32) o.scale_inv.assign(nb, 0.0f);
+    else o.scale.assign(nb, 0);
     emu::QuantStatsAccumulator acc;
+    std::optional<emu::BlockStatsAccumulator> blocks;
+    if (per_block) blocks.emplace(shape_q);
     for (const auto& sl : slices) {  // pass 2: quantize slice by slice
-      read(sl);
+      read(sl, true);
       QuantSpec s = spec;
       s.sr_index_base = spec.sr_index_base + sl.index_base;
       emu::SliceAmax a;
       if (spec.per_tensor()) a.group_amax_bits = group_amax[sl.group];
       if (ue4m3) a.tensor_amax_bits = tensor_amax;
-      const QuantizedTensor q = emu::quantize_slice(x, s, axis, a);
+      if (by_column) a.column_amax_bits = column_amax[sl.group];
+      const QuantizedTensor q =
+          f64 ? emu::quantize_slice_f64(reinterpret_cast<const double*>(chunk.bytes.data()), size_t(sl.rows), C, s,
+                                        axis, a)
+              : emu::quantize_slice(x, s, axis, a);
       acc.add(x, q);
-      std::copy(q.data.begin(), q.data.end(), o.data.begin() + std::ptrdiff_t(sl.row0 * q.row_bytes()));
-      const uint64_t srow = uint64_t(sl.group) * nbr + (sl.row0 - uint64_t(sl.group) * R) / shape_q.block_rows();
-      if (spec.scale_kind == ScaleKind::FP32)
-        std::copy(q.scale_inv.begin(), q.scale_inv.end(), o.scale_inv.begin() + std::ptrdiff_t(srow * nbc));
-      else
-        std::copy(q.scale_bytes.begin(), q.scale_bytes.end(), o.scale.begin() + std::ptrdiff_t(srow * nbc));
+      if (blocks) blocks->add(x, q, sl.row0);
+      place(q, sl, shape_q, o);
       o.tensor_scale_inv = q.tensor_scale_inv;
     }
     Result r;
@@ -391,15 +397,43 @@ Result quantize_streamed(const InputFile& in, const io::RawTensor& h, const Quan
     r.file = in.path;
     r.src_shape = h.shape;
     r.src_dtype = h.dtype;
+    r.rounded_from_f64 = rounded;
     r.stats = acc.result();
+    if (blocks) r.blocks = blocks->take();
     shape_q.tensor_scale_inv = o.tensor_scale_inv;
     finish(r, shape_q, h.shape.size(), std::move(o), recipe);
     return r;
   } catch (const std::invalid_argument& e) {
     throw std::runtime_error(where + " (shape " + h.shape_str() + "): recipe " + recipe + " cannot take it: " + e.what());
+  }
+}
+
+/// One tensor of the inputs, quantized: read whole (quantize_one) when it
+/// fits in one slice, else streamed (quantize_streamed, with a note). An
+/// allocation that fails is the error naming the tensor and what it needs.
+Result quantize_tensor(const InputFile& in, const TensorRef& ref, const QuantSpec& spec, Axis axis,
+                       const std::string& recipe, bool per_block, Notes& notes) {
+  const io::RawTensor& h = ref.header;
+  check_quantizable(in.path, h);
+  try {
+    if (!streams(h)) return quantize_one(read_tensor(in, ref), in.path, spec, axis, recipe, per_block);
+    Result r = quantize_streamed(in, ref, spec, axis, recipe, per_block);
+    const auto [G, R, C] = logical_gRC(h.shape);
+    const QuantizedTensor g = geometry(h, spec, axis);
+    const size_t n = emu::row_slices(G, R, C, spec, slice_elems(h.dtype), axis).size();
+    notes.add(in.path.string() + ": tensor '" + h.name + "' streamed in " + std::to_string(n) +
+              (g.transposed ? " slices of whole blocks down the columns (bands of " +
+                                  std::to_string(emu::slice_unit(R, spec, axis)) + "-row multiples)"
+                            : std::string(" slices of whole block rows")) +
+              (spec.per_tensor() || spec.scale_kind == ScaleKind::UE4M3 || whole_columns(g)
+                   ? " (two passes: amax, then quantize)"
+                   : ""));
+    return r;
   } catch (const std::bad_alloc&) {
-    throw std::runtime_error(where + ": needs " + bytes_str(stream_bytes(h, spec, axis)) +
-                             " of memory to quantize streamed, and an allocation failed (out of memory)");
+    const MemoryNeed m = memory_need(h, spec, axis, per_block);
+    throw std::runtime_error(in.path.string() + ": tensor '" + h.name + "': needs " + bytes_str(m.outputs + m.work) +
+                             " of memory to quantize" + (streams(h) ? " streamed" : "") +
+                             ", and an allocation failed (out of memory)");
   }
 }
 
@@ -435,29 +469,76 @@ json stats_json(const Result& r) {
 /// --per-block FILE: CSV with a tensor column, or (one tensor) a 2-D F64 .npy.
 constexpr const char* kBlockColumns[] = {"group", "block_row", "block_col", "scale", "scale_exp", "amax",
                                          "count", "mse", "sqnr_db", "saturated", "underflow"};
-std::string per_block_csv(const std::vector<Result>& results) {
+
+/// Block i (storage order) of r as a --per-block row: its statistics, and
+/// its scale from the written scales.
+BlockRow block_row(const Result& r, size_t i) {
+  const emu::BlockStat& s = r.blocks[i];
+  BlockRow b{i / (r.nbr * r.nbc), i / r.nbc % r.nbr, i % r.nbc, 0, s.scale_exp, double(s.amax), size_t(s.count),
+             NAN, NAN, s.saturated, s.underflow};
+  const io::RawTensor& sc = r.outs[1];  // .scale (U8) or .scale_inv (F32)
+  if (sc.dtype == io::DType::F32) {
+    float v;
+    std::memcpy(&v, sc.bytes.data() + 4 * i, 4);
+    b.scale = double(v);
+  } else {
+    b.scale = double(sc.bytes[i]);
+  }
+  if (s.count) {
+    b.mse = s.sq_err / double(s.count);
+    b.sqnr_db = s.sq_err == 0 ? INFINITY : 10.0 * std::log10(s.sq_src / s.sq_err);
+  }
+  return b;
+}
+
+/// Text or bytes written through a buffer of about 1 MiB (millions of rows,
+/// without holding them all).
+struct BufferedWriter {
+  io::FileWriter w;
+  std::string buf;
+  explicit BufferedWriter(const fs::path& p) : w(p) {}
+  void add(std::string_view s) {
+    buf += s;
+    if (buf.size() >= (size_t(1) << 20)) flush();
+  }
+  void flush() {
+    w.write(buf);
+    buf.clear();
+  }
+  void close() {
+    flush();
+    w.close();
+  }
+};
+
+/// The rows are formed and written one at a time: the file is never held whole.
+void write_per_block_csv(const fs::path& file, const std::vector<Result>& results) {
   std::vector<std::string> head{"tensor"};
   for (const char* c : kBlockColumns) head.push_back(c);
-  std::string s = csv_row(head);
+  BufferedWriter w(file);
+  w.add(csv_row(head));
   for (const auto& r : results)
-    for (const auto& b : r.blocks)
-      s += csv_row({r.name, std::to_string(b.group), std::to_string(b.block_row), std::to_string(b.block_col),
-                    num(b.scale), b.scale_exp == INT_MIN ? "nan" : std::to_string(b.scale_exp), num(b.amax),
-                    std::to_string(b.count), num(b.mse), num(b.sqnr_db), std::to_string(b.saturated),
-                    std::to_string(b.underflow)});
-  return s;
+    for (size_t i = 0; i < r.blocks.size(); ++i) {
+      const BlockRow b = block_row(r, i);
+      w.add(csv_row({r.name, std::to_string(b.group), std::to_string(b.block_row), std::to_string(b.block_col),
+                     num(b.scale), b.scale_exp == INT_MIN ? "nan" : std::to_string(b.scale_exp), num(b.amax),
+                     std::to_string(b.count), num(b.mse), num(b.sqnr_db), std::to_string(b.saturated),
+                     std::to_string(b.underflow)}));
+    }
+  w.close();
 }
-io::RawTensor per_block_npy(const Result& r) {
-  std::vector<double> v;
-  for (const auto& b : r.blocks)
-    for (double x : {double(b.group), double(b.block_row), double(b.block_col), b.scale,
-                     b.scale_exp == INT_MIN ? double(NAN) : double(b.scale_exp), b.amax, double(b.count), b.mse,
-                     b.sqnr_db, double(b.saturated), double(b.underflow)})
-      v.push_back(x);
-  io::RawTensor t{r.name, io::DType::F64, {r.blocks.size(), std::size(kBlockColumns)}, {}};
-  t.bytes.resize(v.size() * 8);
-  if (!v.empty()) std::memcpy(t.bytes.data(), v.data(), t.bytes.size());
-  return t;
+void write_per_block_npy(const fs::path& file, const Result& r) {
+  BufferedWriter w(file);
+  const std::vector<uint8_t> head = io::npy_header(io::DType::F64, {r.blocks.size(), std::size(kBlockColumns)});
+  w.add(std::string_view(reinterpret_cast<const char*>(head.data()), head.size()));
+  for (size_t i = 0; i < r.blocks.size(); ++i) {
+    const BlockRow b = block_row(r, i);
+    const double v[] = {double(b.group), double(b.block_row), double(b.block_col), b.scale,
+                        b.scale_exp == INT_MIN ? double(NAN) : double(b.scale_exp), b.amax, double(b.count), b.mse,
+                        b.sqnr_db, double(b.saturated), double(b.underflow)};
+    w.add(std::string_view(reinterpret_cast<const char*>(v), sizeof v));
+  }
+  w.close();
 }
 
 const CommandHelp& help() {
@@ -485,82 +566,70 @@ const CommandHelp& help() {
   return h;
 }
 
-/// Bytes per element that quantizing one tensor holds beside the input file's
-/// data: its FP32 values twice (the converted copy and the [G, R, C] tensor),
-/// the dequantized values of the statistics, the codes (at most one byte) and
-/// the scales (at most 4 bytes per element in the finest FP32 recipe, usually
-/// far less): an upper estimate of quantize_one's peak.
+/// Bytes per element of the working set of quantizing one slice beside its
+/// source bytes: its FP32 values (and a transient converted copy), the
+/// reference and dequantized values of the statistics, the slice's codes (at
+/// most one byte) and scales (at most 4 bytes per element in the finest FP32
+/// recipe, usually far less); F64 adds the FP32 rounding quantize_slice_f64
+/// takes. An upper estimate of the peak.
 constexpr uint64_t kQuantizeBytesPerElement = 17;
+constexpr uint64_t kF64RoundingBytesPerElement = 4;
 
-uint64_t stream_bytes(const io::RawTensor& h, const QuantSpec& spec, Axis axis) {
+MemoryNeed memory_need(const io::RawTensor& h, const QuantSpec& spec, Axis axis, bool per_block) {
   const auto [G, R, C] = logical_gRC(h.shape);
-  QuantizedTensor q;
-  q.spec = spec;
-  q.groups = G;
-  q.rows = R;
-  q.cols = C;
-  q.transposed = !spec.is_2d_tile() && !spec.per_tensor() && axis == Axis::Rows;
+  const QuantizedTensor q = geometry(h, spec, axis);
+  const uint64_t n = h.numel();
   const uint64_t esize = io::byte_count(h.dtype, 1);
-  const uint64_t unit = spec.is_2d_tile() && spec.block_rows > 0 ? uint64_t(spec.block_rows) : 1;
-  const uint64_t slice = std::max(std::max<uint64_t>(1, chunk_bytes() / esize / C / unit) * unit, unit) * C;
-  return output_bytes(q) + slice * (esize + kQuantizeBytesPerElement) + (uint64_t(h.numel()) / 256 + 1) * 64;
+  const uint64_t nb = uint64_t(G) * ceil_div(q.srows(), q.block_rows()) * ceil_div(q.scols(), q.block_cols());
+  MemoryNeed m;
+  m.outputs = output_bytes(q) + (per_block ? nb * sizeof(emu::BlockStat) : 0);
+  // One slice of whole units (emu::row_slices), or the whole tensor when it is not streamed.
+  const uint64_t unit = emu::slice_unit(R, spec, axis);
+  const uint64_t slice = streams(h) ? std::min<uint64_t>(n, std::max<uint64_t>(1, slice_elems(h.dtype) / C / unit) * unit * C) : n;
+  const uint64_t per_elem =
+      esize + kQuantizeBytesPerElement + (h.dtype == io::DType::F64 ? kF64RoundingBytesPerElement : 0);
+  m.source = slice * esize;
+  // the statistics' tree-sum partials (two FP64 per 256 elements, with room
+  // for their vectors to grow); whole-column blocks: each column's amax
+  m.work = slice * per_elem + (n / 256 + 1) * 64 + (whole_columns(q) ? uint64_t(G) * C * 4 : 0);
+  return m;
 }
 
-/// Refuses, before any data is read, an input whose quantization would not fit
-/// in memory. A streamed .npy tensor (streams()) holds its outputs, one slice
-/// and its working set (stream_bytes); any other input file is held whole, so
-/// its data plus the per-element working set of its largest floating tensor
-/// must fit under memory_limit(). Without this check a large tensor ends in
-/// std::bad_alloc or the kernel's OOM killer.
-void check_memory(const std::vector<InputFile>& inputs, const std::set<std::string>& wanted, const QuantSpec& spec,
-                  Axis axis, bool per_block) {
+/// Refuses, before any data is read, inputs whose quantization would not fit
+/// in memory under memory_limit(): quantizing tensor k holds the outputs of
+/// tensors 0..k (codes, scales and --per-block statistics are kept until
+/// written) plus tensor k's working set (one slice of at most chunk_bytes()
+/// of source, or the whole tensor when it fits in one slice). Without this
+/// check a large tensor ends in std::bad_alloc or the kernel's OOM killer.
+void check_memory(const std::vector<std::pair<const InputFile*, TensorRef>>& refs, const QuantSpec& spec, Axis axis,
+                  bool per_block) {
   std::string source;
   const uint64_t limit = memory_limit(source);
-  for (const auto& in : inputs) {
-    if (!wanted.empty() && !in.from_index.empty() &&
-        std::none_of(in.from_index.begin(), in.from_index.end(), [&](const std::string& n) { return wanted.count(n); }))
-      continue;  // a shard holding no wanted tensor is not read
-    std::vector<io::RawTensor> ts;
-    uint64_t data_bytes = 0;
-    if (in.npy) {
-      if (!wanted.empty() && !wanted.count(npy_tensor_name(in.path))) continue;
-      ts.push_back(io::read_npy_header(in.path));
-      data_bytes = io::byte_count(ts[0].dtype, ts[0].numel());
-      if (streams(ts[0], spec, axis, per_block)) {
-        const uint64_t need = stream_bytes(ts[0], spec, axis);
-        if (need <= limit) continue;
-        const io::RawTensor& t = ts[0];
-        throw std::runtime_error(in.path.string() + ": tensor '" + t.name + "' " + t.shape_str() + " " +
-                                 io::name_of(t.dtype) + " (" + std::to_string(t.numel()) + " elements) needs " +
-                                 bytes_str(need) + " of memory to quantize streamed (its codes and scales, held "
-                                 "until written, and one slice of " + bytes_str(chunk_bytes()) +
-                                 " of source with its working set), above the limit of " + bytes_str(limit) + " (" +
-                                 source + "); split the tensor into several files, or raise MXSIM_MEMORY_LIMIT");
-      }
-    } else {
-      io::SafetensorsFile h = io::read_safetensors_header(in.path);
-      data_bytes = fs::file_size(in.path);
-      ts = std::move(h.tensors);
+  uint64_t held = 0;
+  size_t before = 0;
+  for (const auto& [in, ref] : refs) {
+    const io::RawTensor& t = ref.header;
+    const bool floating = io::is_quantizable(t.dtype) || io::is_quantizable_after_rounding(t.dtype);
+    if (!floating || t.shape.empty() || t.shape.size() > 3 || t.numel() == 0) continue;  // refused or skipped later
+    const MemoryNeed m = memory_need(t, spec, axis, per_block);
+    const uint64_t need = held + m.outputs + m.work;
+    if (need > limit) {
+      const bool streamed = streams(t);
+      throw std::runtime_error(
+          in->path.string() + ": tensor '" + t.name + "' " + t.shape_str() + " " + io::name_of(t.dtype) + " (" +
+          std::to_string(t.numel()) + " elements) needs " + bytes_str(need) + " of memory to quantize" +
+          (streamed ? " streamed" : "") + " (its codes and scales" + (per_block ? " and per-block statistics" : "") +
+          ", held until written" +
+          (before ? ", with those of the " + std::to_string(before) + " tensor" + (before > 1 ? "s" : "") +
+                        " before it"
+                  : std::string()) +
+          ", and " +
+          (streamed ? "one slice of " + bytes_str(chunk_bytes()) : "its " + bytes_str(m.source)) +
+          " of source with its working set), above the limit of " + bytes_str(limit) + " (" + source +
+          "); split the tensor into several files, or raise MXSIM_MEMORY_LIMIT");
     }
-    const io::RawTensor* big = nullptr;
-    for (const auto& t : ts)
-      if ((io::is_quantizable(t.dtype) || io::is_quantizable_after_rounding(t.dtype)) &&
-          (wanted.empty() || wanted.count(t.name)) && (!big || t.numel() > big->numel()))
-        big = &t;
-    if (!big) continue;
-    const uint64_t n = big->numel();
-    const uint64_t work = n > (UINT64_MAX - data_bytes) / kQuantizeBytesPerElement ? UINT64_MAX
-                                                                                    : data_bytes + n * kQuantizeBytesPerElement;
-    if (work <= limit) continue;
-    throw std::runtime_error(in.path.string() + ": tensor '" + big->name + "' " + big->shape_str() + " " +
-                             io::name_of(big->dtype) + " (" + std::to_string(n) + " elements) needs about " +
-                             bytes_str(work) + " of memory to quantize (the file's " + bytes_str(data_bytes) +
-                             " of data, then " + std::to_string(kQuantizeBytesPerElement) +
-                             " bytes per element), above the limit of " + bytes_str(limit) + " (" + source +
-                             "); mxsim quantize holds this input whole: it streams only .npy tensors of F32, F16 or "
-                             "BF16 with rowwise blocks, 2-D tiles or per-tensor scales and no --per-block (it does "
-                             "not stream .safetensors inputs, columnwise --axis rows or F64): split the tensor (e.g. "
-                             "by rows) into several files, or raise MXSIM_MEMORY_LIMIT");
+    held += m.outputs;
+    ++before;
   }
 }
 
@@ -679,7 +748,6 @@ int run(const Args& args) {
       if (in.from_index.empty() || std::find(in.from_index.begin(), in.from_index.end(), t.name) != in.from_index.end())
         listed.emplace_back(t.name, t.dtype);
   }
-  check_memory(inputs, wanted, spec, axis, per_block.has_value());
   if (inputs.size() == 1 && inputs[0].npy && (!tensor_args.empty() || all_tensors))
     throw UsageError("--tensor and --all-tensors need a .safetensors input; " + inputs[0].path.string() +
                      " is a .npy file");
@@ -706,38 +774,32 @@ int run(const Args& args) {
     }
   }
 
-  // Quantize everything before writing anything, one input file in memory at a time.
+  // Every tensor from the headers (no data read yet), the memory they need
+  // checked, then each quantized (streamed when large) before anything is written.
+  std::vector<std::pair<const InputFile*, TensorRef>> refs;
+  for_each_tensor_ref(inputs, wanted, notes, [&](const InputFile& in, const TensorRef& r) { refs.emplace_back(&in, r); });
+  check_memory(refs, spec, axis, per_block.has_value());
   std::vector<Result> results;
   std::vector<std::string> skipped;
-  for_each_tensor(inputs, wanted, notes, [&](const InputFile& in, io::RawTensor&& t) {
+  for (const auto& [in, ref] : refs) {
+    const io::RawTensor& t = ref.header;
     const bool floating = io::is_quantizable(t.dtype) || io::is_quantizable_after_rounding(t.dtype);
-    if (!floating && wanted.empty() && !in.npy) {
+    if (!floating && wanted.empty() && !in->npy) {
       skipped.push_back(t.name + " (" + io::name_of(t.dtype) + ")");
-      return;
+      continue;
     }
     QuantSpec s = spec;
     s.sr.stream = results.size();  // one Philox stream per tensor, in input order
-    results.push_back(quantize_one(t, in.path, s, axis, label, per_block.has_value()));
+    results.push_back(quantize_tensor(*in, ref, s, axis, label, per_block.has_value(), notes));
     if (t.dtype == io::DType::F64)
-      notes.add(in.path.string() + ": tensor '" + t.name + "' is F64: " +
+      notes.add(in->path.string() + ": tensor '" + t.name + "' is F64: " +
                 (emu::f64_rounds_once(s) ? "elements rounded once from FP64 to " + std::string(short_name(s.elem)) +
                                                ", amax and scales from the values rounded to FP32 (RNE); "
                                          : std::string("rounded once to FP32 (RNE) first, as the recipe's FP32 "
                                                        "arithmetic takes it; ")) +
                 std::to_string(results.back().rounded_from_f64) + " of " + std::to_string(t.numel()) +
                 " values are not FP32 values; statistics compare with the FP32-rounded values");
-  }, [&](const InputFile& in) {
-    const io::RawTensor h = io::read_npy_header(in.path);
-    if (!streams(h, spec, axis, per_block.has_value())) return false;
-    QuantSpec s = spec;
-    s.sr.stream = results.size();
-    results.push_back(quantize_streamed(in, h, s, axis, label));
-    const auto [G, R, C] = logical_gRC(h.shape);
-    notes.add(in.path.string() + ": tensor '" + h.name + "' streamed in " +
-              std::to_string(emu::row_slices(G, R, C, s, std::max<uint64_t>(1, chunk_bytes() / io::byte_count(h.dtype, 1))).size()) +
-              " slices of whole block rows" + (s.per_tensor() || s.scale_kind == ScaleKind::UE4M3 ? " (two passes: amax, then quantize)" : ""));
-    return true;
-  });
+  }
   if (results.empty()) throw std::runtime_error("no F32, F16, BF16 or F64 tensor to quantize in the input" +
                                                 std::string(inputs.size() > 1 ? "s" : ""));
   if (per_block && per_block->extension() == ".npy" && results.size() > 1)
@@ -757,7 +819,8 @@ int run(const Args& args) {
     if (!src_name.empty()) meta["source"] = src_name;
     for (auto& r : results) {
       for (size_t i = 0; i < r.outs.size(); ++i) {
-        io::RawTensor o = r.outs[i];
+        // the codes moved, not copied (they are held once); the scales copied, --per-block reads them after
+        io::RawTensor o = i == 0 ? std::move(r.outs[i]) : r.outs[i];
         o.name = r.name + o.name;
         o.dtype = r.st_dtypes[i];
         o.shape = r.st_shapes[i];
@@ -785,8 +848,8 @@ int run(const Args& args) {
     }
   }
   if (per_block) {
-    if (per_block->extension() == ".csv") io::write_file(add(*per_block), per_block_csv(results));
-    else io::write_npy(add(*per_block), per_block_npy(results[0]));
+    if (per_block->extension() == ".csv") write_per_block_csv(add(*per_block), results);
+    else write_per_block_npy(add(*per_block), results[0]);
   }
   outputs.commit();
   written = outputs.finals();

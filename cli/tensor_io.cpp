@@ -76,39 +76,35 @@ std::vector<InputFile> expand_inputs(const std::vector<std::string>& args) {
   return v;
 }
 
-void for_each_tensor(const std::vector<InputFile>& inputs, const std::set<std::string>& wanted, Notes& notes,
-                     const std::function<void(const InputFile&, io::RawTensor&&)>& fn,
-                     const std::function<bool(const InputFile&)>& takes_npy) {
+void for_each_tensor_ref(const std::vector<InputFile>& inputs, const std::set<std::string>& wanted, Notes& notes,
+                         const std::function<void(const InputFile&, const TensorRef&)>& fn) {
   std::map<std::string, fs::path> seen;  // tensor name -> file
-  auto take = [&](const InputFile& in, io::RawTensor&& t) {
-    if (const auto [it, fresh] = seen.emplace(t.name, in.path); !fresh)
-      throw std::runtime_error("tensor '" + t.name + "' is in both " + it->second.string() + " and " + in.path.string());
-    if (!wanted.empty() && !wanted.count(t.name)) return;
-    fn(in, std::move(t));
+  auto take = [&](const InputFile& in, TensorRef&& r) {
+    if (const auto [it, fresh] = seen.emplace(r.header.name, in.path); !fresh)
+      throw std::runtime_error("tensor '" + r.header.name + "' is in both " + it->second.string() + " and " +
+                               in.path.string());
+    if (!wanted.empty() && !wanted.count(r.header.name)) return;
+    fn(in, r);
   };
   for (const auto& in : inputs) {
     if (in.npy) {
       if (!wanted.empty() && !wanted.count(npy_tensor_name(in.path))) continue;
-      if (takes_npy) {  // the duplicate check first, then the caller streams the file or it is read here
-        const std::string name = npy_tensor_name(in.path);
-        if (const auto [it, fresh] = seen.emplace(name, in.path); !fresh)
-          throw std::runtime_error("tensor '" + name + "' is in both " + it->second.string() + " and " + in.path.string());
-        if (!takes_npy(in)) fn(in, io::read_npy(in.path));
-        continue;
-      }
-      take(in, io::read_npy(in.path));
+      TensorRef r{io::read_npy_header(in.path), 0};
+      // read_npy_header checked that the data end the file.
+      r.offset = fs::file_size(in.path) - io::byte_count(r.header.dtype, r.header.numel());
+      take(in, std::move(r));
       continue;
     }
     if (!wanted.empty() && !in.from_index.empty()) {
       bool any = false;
       for (const auto& n : in.from_index) any = any || wanted.count(n);
-      if (!any) continue;  // no wanted tensor in this shard: do not read it
+      if (!any) continue;  // no wanted tensor in this shard: do not open it
     }
-    io::SafetensorsFile f = io::read_safetensors(in.path);
+    io::SafetensorsFile f = io::read_safetensors_header(in.path);
     for (const auto& u : f.unknown)
       notes.add(in.path.string() + ": tensor '" + u.name + "' skipped: unknown dtype '" + u.dtype + "'");
+    std::set<std::string> listed(in.from_index.begin(), in.from_index.end());
     if (!in.from_index.empty()) {
-      const std::set<std::string> listed(in.from_index.begin(), in.from_index.end());
       std::set<std::string> present;
       for (const auto& t : f.tensors) present.insert(t.name);
       for (const auto& u : f.unknown) present.insert(u.name);
@@ -116,17 +112,33 @@ void for_each_tensor(const std::vector<InputFile>& inputs, const std::set<std::s
         if (!present.count(n))
           throw std::runtime_error(in.index.string() + ": places tensor '" + n + "' in " + in.path.string() +
                                    ", which does not hold it");
-      for (auto& t : f.tensors) {
-        if (!listed.count(t.name)) {
-          notes.add(in.path.string() + ": tensor '" + t.name + "' skipped: not in the index " + in.index.string());
-          continue;
-        }
-        take(in, std::move(t));
-      }
-      continue;
     }
-    for (auto& t : f.tensors) take(in, std::move(t));
+    for (size_t i = 0; i < f.tensors.size(); ++i) {
+      if (!in.from_index.empty() && !listed.count(f.tensors[i].name)) {
+        notes.add(in.path.string() + ": tensor '" + f.tensors[i].name + "' skipped: not in the index " +
+                  in.index.string());
+        continue;
+      }
+      take(in, TensorRef{std::move(f.tensors[i]), f.file_offsets[i]});
+    }
   }
+}
+
+io::RawTensor read_tensor(const InputFile& in, const TensorRef& ref) {
+  io::RawTensor t = ref.header;
+  const size_t n = io::byte_count(t.dtype, t.numel());
+  try {
+    t.bytes.resize(n);
+  } catch (const std::bad_alloc&) {
+    throw io::out_of_memory(in.path.string() + ": tensor '" + t.name + "'", n);
+  }
+  io::FileReader(in.path).read(ref.offset, t.bytes.data(), n);
+  return t;
+}
+
+void for_each_tensor(const std::vector<InputFile>& inputs, const std::set<std::string>& wanted, Notes& notes,
+                     const std::function<void(const InputFile&, io::RawTensor&&)>& fn) {
+  for_each_tensor_ref(inputs, wanted, notes, [&](const InputFile& in, const TensorRef& r) { fn(in, read_tensor(in, r)); });
 }
 
 OutPlan OutPlan::resolve(const std::string& out) {

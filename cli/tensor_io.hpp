@@ -1,6 +1,6 @@
 // Tensor inputs and outputs shared by `mxsim quantize` and `mxsim dequantize`:
 // several input files (.npy, .safetensors, a sharded checkpoint's
-// *.index.json) read one file at a time, and the OUT argument resolved to a
+// *.index.json) read tensor by tensor at their header offsets, and the OUT argument resolved to a
 // plan of final paths that never writes beside a non-folder and never
 // replaces an input.
 #pragma once
@@ -35,13 +35,6 @@ struct InputFile {
 };
 std::vector<InputFile> expand_inputs(const std::vector<std::string>& args);
 
-/// Read each input in turn and hand its tensors to `fn(file, tensor)`, then
-/// drop them (so peak memory is one file). Tensors of unknown dtype are noted
-/// and skipped; a tensor name seen in two inputs is an error naming both; a
-/// shard that lacks a tensor its index places there is an error; tensors a
-/// shard holds beyond its index are noted and skipped. `wanted`, when not
-/// empty, limits the files read to those that can hold a wanted name (for an
-/// index, its shard) and the tensors handed over to those names.
 /// The memory a command may plan to hold, in bytes: MXSIM_MEMORY_LIMIT when
 /// set (an integer of bytes, optionally with a binary suffix K, M, G or T:
 /// "64G" = 64 GiB), else MemAvailable of /proc/meminfo, else no limit
@@ -51,12 +44,34 @@ uint64_t memory_limit(std::string& source);
 /// "8.0 GiB (8589934592 bytes)".
 std::string bytes_str(uint64_t b);
 
-/// `takes_npy`, when given, is called for each .npy input handed over (after
-/// the duplicate check of its tensor name): returning true means it handled
-/// the file itself (streamed it); false, the file is read and given to fn.
+/// One tensor of an input as its file's header gives it: name, dtype and
+/// shape (header.bytes empty), and the file offset of its first data byte
+/// (a .npy file's data end the file; a .safetensors tensor's start at
+/// 8 + header length + data_offsets[0]). Data are little-endian, C order.
+struct TensorRef {
+  io::RawTensor header;
+  uint64_t offset = 0;
+};
+
+/// Walk the inputs' headers in order and hand each tensor to `fn(file, ref)`
+/// without reading any data. Tensors of unknown dtype are noted and skipped;
+/// a tensor name seen in two inputs is an error naming both; a shard that
+/// lacks a tensor its index places there is an error; tensors a shard holds
+/// beyond its index are noted and skipped. `wanted`, when not empty, limits
+/// the files opened to those that can hold a wanted name (for an index, its
+/// shard) and the tensors handed over to those names.
+void for_each_tensor_ref(const std::vector<InputFile>& inputs, const std::set<std::string>& wanted, Notes& notes,
+                         const std::function<void(const InputFile&, const TensorRef&)>& fn);
+
+/// The data of `ref` (from `in`), read whole: the header with its bytes.
+/// IoError naming the file on a read error; "<file>: tensor '<name>': needs
+/// N GiB of memory" when the bytes cannot be allocated.
+io::RawTensor read_tensor(const InputFile& in, const TensorRef& ref);
+
+/// for_each_tensor_ref, each tensor read whole (read_tensor) as it is handed
+/// over and dropped after `fn` returns: peak memory is one tensor.
 void for_each_tensor(const std::vector<InputFile>& inputs, const std::set<std::string>& wanted, Notes& notes,
-                     const std::function<void(const InputFile&, io::RawTensor&&)>& fn,
-                     const std::function<bool(const InputFile&)>& takes_npy = {});
+                     const std::function<void(const InputFile&, io::RawTensor&&)>& fn);
 
 /// Where the outputs of a command go (docs/cli.md "Output").
 struct OutPlan {

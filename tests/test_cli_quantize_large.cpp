@@ -1,5 +1,5 @@
 // Tensors of more than 2^31 elements, without allocating them: `mxsim quantize` refuses an input
-// whose quantization would not fit in memory, streamed or held whole, before reading any data (a
+// whose quantization would not fit in memory, streamed or read whole, before reading any data (a
 // sparse file whose header claims 2^31 + 2^16 F32 elements), naming the size and the limit; truncated and overflowing
 // headers are clear errors; the index arithmetic of the quantizer (logical index, Philox counter)
 // is 64-bit.
@@ -44,18 +44,54 @@ TEST(CliQuantizeLarge, SparseFileAbove2To31ElementsIsRefusedNamingSizeAndLimit) 
     EXPECT_EQ(r.err.find("bad_alloc"), std::string::npos) << r.err;
     EXPECT_FALSE(fs::exists(s.p / "q.data.npy"));
   }
-  // Columnwise blocks are not streamed: the whole-tensor estimate, and the message says so.
-  const EnvVar lim("MXSIM_MEMORY_LIMIT", "4G");
-  const auto r = s.mxsim("quantize --recipe mxfp8 --axis rows big.npy -o q");
-  EXPECT_EQ(r.rc, 1) << r.err;
-  const std::string want = "big.npy: tensor 'big' [65536, 32769] F32 (2147549184 elements) needs about ";
-  EXPECT_NE(r.err.find(want), std::string::npos) << r.err;
-  // the file's data (8 GiB) + 17 bytes per element = 42.0 GiB, limit 4 GiB
-  EXPECT_NE(r.err.find("42.0 GiB (" + std::to_string(4 * n + 17 * n) + " bytes)"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("above the limit of 4.0 GiB (4294967296 bytes) (MXSIM_MEMORY_LIMIT)"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("columnwise --axis rows"), std::string::npos) << r.err;
-  EXPECT_EQ(r.err.find("bad_alloc"), std::string::npos) << r.err;
-  EXPECT_FALSE(fs::exists(s.p / "q.data.npy"));
+  // Columnwise blocks stream too, in bands of whole 32-row blocks: 2016 rows (63 blocks) per slice of
+  // 256 MiB; scales [32769, 2048]. The message names the streamed estimate, not a whole-tensor one.
+  {
+    const EnvVar lim("MXSIM_MEMORY_LIMIT", "2G");
+    const uint64_t band = 2016 * cols, col = n + cols * 2048 + band * 21 + (n / 256 + 1) * 64;
+    const auto r = s.mxsim("quantize --recipe mxfp8 --axis rows big.npy -o q");
+    EXPECT_EQ(r.rc, 1) << r.err;
+    EXPECT_NE(r.err.find("big.npy: tensor 'big' [65536, 32769] F32 (2147549184 elements) needs 3.9 GiB (" +
+                         std::to_string(col) + " bytes) of memory to quantize streamed"),
+              std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("holds this input whole"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(s.p / "q.data.npy"));
+  }
+  // What is read whole is only a tensor of at most one slice; under a tiny limit it is refused with
+  // its own size: [256, 1024] F32 = 1 MiB of source + 17 bytes per element, codes + scales 256 KiB + 8 KiB.
+  {
+    s.put("small.npy", npy_bytes("<f4", "(256, 1024)", std::string(4 * 256 * 1024, '\0')));
+    const EnvVar lim("MXSIM_MEMORY_LIMIT", "1M");
+    const uint64_t m = 256 * 1024, need = m + 256 * 32 + m * 21 + (m / 256 + 1) * 64;
+    const auto r = s.mxsim("quantize --recipe mxfp8 small.npy -o q");
+    EXPECT_EQ(r.rc, 1) << r.err;
+    EXPECT_NE(r.err.find("small.npy: tensor 'small' [256, 1024] F32 (262144 elements) needs 5.6 MiB (" +
+                         std::to_string(need) + " bytes) of memory to quantize (its codes and scales, held until "
+                         "written, and its 1.0 MiB (1048576 bytes) of source with its working set)"),
+              std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(s.p / "q.data.npy"));
+  }
+  // A sharded-style .safetensors file of two such tensors (sparse, 16 GiB): each streams, and the codes
+  // of the first are held while the second is quantized, so under 5 GiB the second is refused, naming it.
+  {
+    const uint64_t b = 4 * n;
+    std::string j = "{\"a\":{\"dtype\":\"F32\",\"shape\":[65536,32769],\"data_offsets\":[0," + std::to_string(b) +
+                    "]},\"b\":{\"dtype\":\"F32\",\"shape\":[65536,32769],\"data_offsets\":[" + std::to_string(b) +
+                    "," + std::to_string(2 * b) + "]}}";
+    while (j.size() % 8) j += ' ';
+    std::string head(8, '\0');
+    for (int k = 0; k < 8; ++k) head[size_t(k)] = char((uint64_t(j.size()) >> (8 * k)) & 0xFF);
+    fs::resize_file(s.put("two.safetensors", head + j), 8 + j.size() + 2 * b);
+    const EnvVar lim("MXSIM_MEMORY_LIMIT", "5G");
+    const uint64_t held = n + rows * 1025;
+    const auto r = s.mxsim("quantize --recipe mxfp8 --all-tensors two.safetensors -o q.safetensors");
+    EXPECT_EQ(r.rc, 1) << r.err;
+    EXPECT_NE(r.err.find("two.safetensors: tensor 'b' [65536, 32769] F32 (2147549184 elements) needs 5.9 GiB (" +
+                         std::to_string(held + stream) + " bytes) of memory to quantize streamed (its codes and "
+                         "scales, held until written, with those of the 1 tensor before it, and one slice"),
+              std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(s.p / "q.safetensors"));
+  }
   // A malformed limit is a usage error naming the variable.
   const EnvVar bad("MXSIM_MEMORY_LIMIT", "lots");
   const auto r2 = s.mxsim("quantize --recipe mxfp8 big.npy -o q");

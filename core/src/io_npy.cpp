@@ -228,14 +228,11 @@ RawTensor read_npy_header(const std::filesystem::path& file) {
   return parse_impl(head, size_t(size), file.string(), false);
 }
 
-std::vector<uint8_t> encode_npy(const RawTensor& t) {
-  std::string h = "{'descr': '" + npy_descr(t.dtype) + "', 'fortran_order': False, 'shape': (";
-  for (size_t i = 0; i < t.shape.size(); ++i) h += (i ? ", " : "") + std::to_string(t.shape[i]);
-  if (t.shape.size() == 1) h += ",";
+std::vector<uint8_t> npy_header(DType dtype, const std::vector<size_t>& shape) {
+  std::string h = "{'descr': '" + npy_descr(dtype) + "', 'fortran_order': False, 'shape': (";
+  for (size_t i = 0; i < shape.size(); ++i) h += (i ? ", " : "") + std::to_string(shape[i]);
+  if (shape.size() == 1) h += ",";
   h += "), }";
-  if (t.bytes.size() != byte_count(t.dtype, t.numel()))
-    throw IoError("tensor '" + t.name + "': " + std::to_string(t.bytes.size()) + " bytes do not match shape " +
-                  t.shape_str());
   // magic(6) + version(2) + length(2 or 4) + header + '\n' padded to 64.
   int major = 1;
   size_t prefix = 10;
@@ -247,18 +244,37 @@ std::vector<uint8_t> encode_npy(const RawTensor& t) {
   }
   h.append(total - prefix - h.size() - 1, ' ');
   h += '\n';
-  std::vector<uint8_t> out(prefix + h.size() + t.bytes.size());
+  std::vector<uint8_t> out(prefix + h.size());
   const uint8_t magic[8] = {0x93, 'N', 'U', 'M', 'P', 'Y', uint8_t(major), 0};
   std::memcpy(out.data(), magic, 8);
   const size_t hl = h.size();
   for (size_t k = 0; k < prefix - 8; ++k) out[8 + k] = uint8_t(hl >> (8 * k));
   std::memcpy(out.data() + prefix, h.data(), h.size());
-  if (!t.bytes.empty()) std::memcpy(out.data() + prefix + h.size(), t.bytes.data(), t.bytes.size());
+  return out;
+}
+
+namespace {
+void check_npy_bytes(const RawTensor& t) {
+  if (t.bytes.size() != byte_count(t.dtype, t.numel()))
+    throw IoError("tensor '" + t.name + "': " + std::to_string(t.bytes.size()) + " bytes do not match shape " +
+                  t.shape_str());
+}
+}  // namespace
+
+std::vector<uint8_t> encode_npy(const RawTensor& t) {
+  std::vector<uint8_t> out = npy_header(t.dtype, t.shape);
+  check_npy_bytes(t);
+  out.insert(out.end(), t.bytes.begin(), t.bytes.end());
   return out;
 }
 
 void write_npy(const std::filesystem::path& file, const RawTensor& t) {
-  write_file(file, encode_npy(t));
+  const std::vector<uint8_t> head = npy_header(t.dtype, t.shape);
+  check_npy_bytes(t);
+  FileWriter w(file);  // header, then the data from where they are: no second copy of a large tensor
+  w.write(head.data(), head.size());
+  w.write(t.bytes.data(), t.bytes.size());
+  w.close();
 }
 
 }  // namespace mxsim::io

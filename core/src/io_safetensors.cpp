@@ -181,6 +181,7 @@ SafetensorsFile parse_impl(std::span<const uint8_t> b, size_t total, const std::
       }
     }
     ordered.push_back(std::move(t));
+    f.file_offsets.push_back(uint64_t(buf_off) + s.begin);
   }
   f.tensors = std::move(ordered);
   return f;
@@ -207,7 +208,9 @@ SafetensorsFile read_safetensors_header(const std::filesystem::path& file) {
   return parse_impl(head, size_t(size), file.string(), false);
 }
 
-std::vector<uint8_t> encode_safetensors(const std::vector<RawTensor>& tensors,
+namespace {
+/// The 8-byte length and the JSON header of encode_safetensors (the data follow it).
+std::vector<uint8_t> safetensors_header(const std::vector<RawTensor>& tensors,
                                         const std::map<std::string, std::string>& metadata) {
   // The header is assembled entry by entry: a JSON object library looks each
   // key up as it is added, which costs O(n^2) for a checkpoint's thousands of
@@ -247,22 +250,32 @@ std::vector<uint8_t> encode_safetensors(const std::vector<RawTensor>& tensors,
   text += "}";
   text.append((8 - text.size() % 8) % 8, ' ');
   std::vector<uint8_t> out;
-  out.reserve(8 + text.size() + off);
+  out.reserve(8 + text.size());
   for (int k = 0; k < 8; ++k) out.push_back(uint8_t(uint64_t(text.size()) >> (8 * k)));
   out.insert(out.end(), text.begin(), text.end());
+  return out;
+}
+}  // namespace
+
+std::vector<uint8_t> encode_safetensors(const std::vector<RawTensor>& tensors,
+                                        const std::map<std::string, std::string>& metadata) {
+  std::vector<uint8_t> out = safetensors_header(tensors, metadata);
   for (const auto& t : tensors) out.insert(out.end(), t.bytes.begin(), t.bytes.end());
   return out;
 }
 
 void write_safetensors(const std::filesystem::path& file, const std::vector<RawTensor>& tensors,
                        const std::map<std::string, std::string>& metadata) {
-  std::vector<uint8_t> bytes;
+  std::vector<uint8_t> head;
   try {
-    bytes = encode_safetensors(tensors, metadata);
+    head = safetensors_header(tensors, metadata);
   } catch (const IoError& e) {
     throw IoError(file.string() + ": " + e.what());
   }
-  write_file(file, bytes);
+  FileWriter w(file);  // the header, then each tensor's bytes from where they are: no copy of the outputs
+  w.write(head.data(), head.size());
+  for (const auto& t : tensors) w.write(t.bytes.data(), t.bytes.size());
+  w.close();
 }
 
 }  // namespace mxsim::io

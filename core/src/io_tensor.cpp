@@ -180,19 +180,32 @@ std::vector<uint8_t> read_all(const std::filesystem::path& file) {
   return read_prefix(file, UINT64_MAX, nullptr);
 }
 
-void write_file(const std::filesystem::path& file, const void* data, size_t size, bool durable) {
-  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0) throw IoError(file.string() + ": cannot create: " + std::strerror(errno));
-  const auto fail = [&](const char* what) {
-    const int err = errno;
-    ::close(fd);
-    std::error_code ec;
-    std::filesystem::remove(file, ec);
-    throw IoError(file.string() + ": " + what + ": " + std::strerror(err));
-  };
+FileWriter::FileWriter(const std::filesystem::path& file) : file_(file) {
+  fd_ = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd_ < 0) throw IoError(file.string() + ": cannot create: " + std::strerror(errno));
+}
+
+FileWriter::~FileWriter() {
+  if (fd_ < 0) return;
+  ::close(fd_);
+  std::error_code ec;
+  std::filesystem::remove(file_, ec);
+}
+
+void FileWriter::fail(const char* what) {
+  const int err = errno;
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  std::error_code ec;
+  std::filesystem::remove(file_, ec);
+  throw IoError(file_.string() + ": " + what + ": " + std::strerror(err));
+}
+
+void FileWriter::write(const void* data, size_t size) {
+  if (fd_ < 0) throw IoError(file_.string() + ": write after close or failure");
   const auto* p = static_cast<const char*>(data);
   while (size > 0) {
-    const ssize_t n = ::write(fd, p, size);
+    const ssize_t n = ::write(fd_, p, size);
     if (n < 0) {
       if (errno == EINTR) continue;
       fail("write error");
@@ -200,12 +213,51 @@ void write_file(const std::filesystem::path& file, const void* data, size_t size
     p += n;
     size -= size_t(n);
   }
-  if (durable && ::fsync(fd) != 0) fail("fsync failed");
+}
+
+void FileWriter::close(bool durable) {
+  if (fd_ < 0) throw IoError(file_.string() + ": closed twice or after a failure");
+  if (durable && ::fsync(fd_) != 0) fail("fsync failed");
+  const int fd = fd_;
+  fd_ = -1;
   if (::close(fd) != 0) {
     const int err = errno;
     std::error_code ec;
-    std::filesystem::remove(file, ec);
-    throw IoError(file.string() + ": write error on close: " + std::strerror(err));
+    std::filesystem::remove(file_, ec);
+    throw IoError(file_.string() + ": write error on close: " + std::strerror(err));
+  }
+}
+
+void write_file(const std::filesystem::path& file, const void* data, size_t size, bool durable) {
+  FileWriter w(file);
+  w.write(data, size);
+  w.close(durable);
+}
+
+static_assert(sizeof(off_t) == 8, "64-bit file offsets");
+
+FileReader::FileReader(const std::filesystem::path& file) : file_(file) {
+  fd_ = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) throw IoError(file.string() + ": cannot open: " + std::strerror(errno));
+}
+
+FileReader::~FileReader() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void FileReader::read(uint64_t offset, void* data, size_t size) const {
+  auto* p = static_cast<char*>(data);
+  uint64_t at = offset;
+  while (size > 0) {
+    const ssize_t n = ::pread(fd_, p, size, off_t(at));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw IoError(file_.string() + ": read error at byte " + std::to_string(at) + ": " + std::strerror(errno));
+    }
+    if (n == 0) throw IoError(file_.string() + ": ends before byte " + std::to_string(at + size));
+    p += n;
+    at += uint64_t(n);
+    size -= size_t(n);
   }
 }
 

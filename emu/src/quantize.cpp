@@ -81,6 +81,8 @@ QuantizedTensor quantize_impl(const Tensor3f& x, const QuantSpec& spec, Axis axi
         for (size_t r = r0; r < r1; ++r)
           for (size_t c = c0; c < c1; ++c) amax_bits = hd::amax_step(amax_bits, f32_bits(buf[r * SC + c]));
         if (spec.per_tensor() && given.group_amax_bits) amax_bits = *given.group_amax_bits;  // a slice's group
+        if (q.transposed && spec.block_cols == 0 && !given.column_amax_bits.empty())
+          amax_bits = given.column_amax_bits[r0];  // a band of whole-column blocks: the column's amax
         const hd::BlockQuant bq = hd::block_quant(spec, ef, amax_bits, ts);
         if (spec.scale_kind == ScaleKind::FP32) q.scale_inv(g, bi, bj) = bq.scale_inv;
         else q.scale_bytes(g, bi, bj) = bq.scale_byte;
@@ -105,27 +107,36 @@ QuantizedTensor quantize(const Tensor3f& x, const QuantSpec& spec, Axis axis) {
 }
 
 QuantizedTensor quantize_slice(const Tensor3f& x, const QuantSpec& spec, Axis axis, const SliceAmax& amax) {
-  const bool one_d = !spec.is_2d_tile() && !spec.per_tensor();
-  if (one_d && axis == Axis::Rows)
-    throw std::invalid_argument("quantize_slice: columnwise blocks (down the rows) cannot be sliced by rows");
+  const bool whole_columns = !spec.is_2d_tile() && !spec.per_tensor() && axis == Axis::Rows && spec.block_cols == 0;
   if (x.shape(0) != 1) throw std::invalid_argument("quantize_slice: a slice is rows of one group ([1, n, C])");
   if (spec.per_tensor() && !amax.group_amax_bits)
     throw std::invalid_argument("quantize_slice: a per-tensor spec needs the group's amax");
   if (spec.scale_kind == ScaleKind::UE4M3 && !amax.tensor_amax_bits)
     throw std::invalid_argument("quantize_slice: NVFP4 needs the tensor's global amax");
+  if (whole_columns && amax.column_amax_bits.size() != x.shape(2))
+    throw std::invalid_argument("quantize_slice: columnwise blocks of whole columns need each column's amax");
   // Specs without a whole-tensor amax are block-local: quantize() of the
   // slice is the whole tensor's bits (the fast path included).
-  if (!spec.per_tensor() && spec.scale_kind != ScaleKind::UE4M3) return quantize(x, spec, axis);
+  if (!spec.per_tensor() && spec.scale_kind != ScaleKind::UE4M3 && !whole_columns) return quantize(x, spec, axis);
   return quantize_impl(x, spec, axis, amax);
 }
 
-std::vector<RowSlice> row_slices(uint64_t G, uint64_t R, uint64_t C, const QuantSpec& spec, uint64_t max_elems) {
+uint64_t slice_unit(uint64_t R, const QuantSpec& spec, Axis axis) {
+  if (spec.is_2d_tile()) return spec.block_rows > 0 ? uint64_t(spec.block_rows) : std::max<uint64_t>(R, 1);
+  if (spec.per_tensor() || axis == Axis::Cols) return 1;
+  uint64_t u = spec.block_cols > 0 ? uint64_t(spec.block_cols) : spec.hadamard16 ? 16 : 1;
+  if (spec.elem == Format::E2M1 && u % 2) u *= 2;  // a band's codes start on a byte of the packed storage row
+  return u;
+}
+
+std::vector<RowSlice> row_slices(uint64_t G, uint64_t R, uint64_t C, const QuantSpec& spec, uint64_t max_elems,
+                                 Axis axis) {
   std::vector<RowSlice> v;
   if (G == 0 || R == 0 || C == 0) return v;
-  const bool tiles = spec.is_2d_tile(), per_group = tiles || spec.per_tensor();
-  const uint64_t unit = tiles && spec.block_rows > 0 ? uint64_t(spec.block_rows) : 1;
+  const bool rowwise_1d = !spec.is_2d_tile() && !spec.per_tensor() && axis == Axis::Cols;
+  const uint64_t unit = slice_unit(R, spec, axis);
   const uint64_t units = std::max<uint64_t>(1, max_elems / C / unit), step = units * unit;
-  const uint64_t span = per_group ? R : G * R;  // rows a slice may run through
+  const uint64_t span = rowwise_1d ? G * R : R;  // rows a slice may run through
   for (uint64_t base = 0; base < G * R; base += span)
     for (uint64_t r = 0; r < span; r += step) {
       const uint64_t row0 = base + r, n = std::min(step, span - r);
@@ -152,10 +163,31 @@ uint32_t amax_bits(const Tensor3f& x, const QuantSpec& spec, bool coded_domain, 
   return running;
 }
 
+void fold_column_amax(const Tensor3f& x, const QuantSpec& spec, std::vector<uint32_t>& running) {
+  const size_t R = x.shape(1), C = x.shape(2);
+  if (running.empty()) running.assign(C, 0);
+  if (!spec.hadamard16) {
+    for (size_t r = 0; r < R; ++r)
+      for (size_t c = 0; c < C; ++c) running[c] = hd::amax_step(running[c], f32_bits(x(0, r, c)));
+    return;
+  }
+  if (R % 16 != 0) throw std::invalid_argument("fold_column_amax: hadamard16 needs bands of a multiple of 16 rows");
+  float run[16];
+  for (size_t c = 0; c < C; ++c)
+    for (size_t r0 = 0; r0 < R; r0 += 16) {
+      for (size_t k = 0; k < 16; ++k) run[k] = x(0, r0 + k, c);
+      hd::hadamard16(run);
+      for (size_t k = 0; k < 16; ++k) running[c] = hd::amax_step(running[c], f32_bits(run[k]));
+    }
+}
+
 bool f64_rounds_once(const QuantSpec& spec) { return spec.scale_kind == ScaleKind::E8M0 && !spec.hadamard16; }
 
-QuantizedTensor quantize_f64(const double* data, size_t groups, size_t rows, size_t cols, const QuantSpec& spec,
-                             Axis axis, size_t* rounded) {
+namespace {
+/// quantize_f64 with `quantize32` (quantize or quantize_slice) quantizing the FP32 rounding.
+template <class Quantize32>
+QuantizedTensor f64_impl(const double* data, size_t groups, size_t rows, size_t cols, const QuantSpec& spec,
+                         size_t* rounded, const Quantize32& quantize32) {
   size_t n = 0;
   if (__builtin_mul_overflow(groups, rows, &n) || __builtin_mul_overflow(n, cols, &n))
     throw std::invalid_argument("quantize_f64: shape overflows size_t");
@@ -170,7 +202,7 @@ QuantizedTensor quantize_f64(const double* data, size_t groups, size_t rows, siz
     if (!(double(px[i]) == data[i]) && data[i] == data[i]) ++changed;
   }
   if (rounded) *rounded = changed;
-  QuantizedTensor q = quantize(x, spec, axis);
+  QuantizedTensor q = quantize32(x);
   if (!f64_rounds_once(spec) || changed == 0) return q;
 
   // E8M0 elements are x / 2^s exactly: re-encode each value the FP32
@@ -191,6 +223,18 @@ QuantizedTensor quantize_f64(const double* data, size_t groups, size_t rows, siz
         q.set_code(g, r, c, encode_f64(ef, bits, int(byte) - 127, spec.round, Overflow::Saturate, rnd));
       }
   return q;
+}
+}  // namespace
+
+QuantizedTensor quantize_f64(const double* data, size_t groups, size_t rows, size_t cols, const QuantSpec& spec,
+                             Axis axis, size_t* rounded) {
+  return f64_impl(data, groups, rows, cols, spec, rounded, [&](const Tensor3f& x) { return quantize(x, spec, axis); });
+}
+
+QuantizedTensor quantize_slice_f64(const double* data, size_t rows, size_t cols, const QuantSpec& spec, Axis axis,
+                                   const SliceAmax& amax, size_t* rounded) {
+  return f64_impl(data, 1, rows, cols, spec, rounded,
+                  [&](const Tensor3f& x) { return quantize_slice(x, spec, axis, amax); });
 }
 
 QuantizedTensor quantize(const Tensor2f& x, const QuantSpec& spec, Axis axis) {
@@ -264,17 +308,30 @@ Tensor3f stats_source(const Tensor3f& x, const QuantizedTensor& q, const char* w
 }
 }  // namespace
 
-std::vector<BlockStat> block_stats(const Tensor3f& x_in, const QuantizedTensor& q) {
+BlockStatsAccumulator::BlockStatsAccumulator(const QuantizedTensor& whole)
+    : rows_(whole.rows), cols_(whole.cols), br_(whole.block_rows()), bc_(whole.block_cols()),
+      nbr_(ceil_div(whole.srows(), whole.block_rows())), nbc_(ceil_div(whole.scols(), whole.block_cols())),
+      transposed_(whole.transposed), b_(whole.groups * nbr_ * nbc_) {}
+
+void BlockStatsAccumulator::add(const Tensor3f& x_in, const QuantizedTensor& q, uint64_t row0) {
   const Tensor3f x = stats_source(x_in, q, "block_stats");
   const Tensor3f d = dequantize3(q);
   const size_t br = q.block_rows(), bc = q.block_cols();
   const size_t nbr = ceil_div(q.srows(), br), nbc = ceil_div(q.scols(), bc);
   const float elem_max = decode(spec_of(q.spec.elem), spec_of(q.spec.elem).max_code());
-  std::vector<BlockStat> out(q.groups * nbr * nbc);
+  // Each of the slice's blocks lies in one block of the whole tensor (slices
+  // are whole block rows / bands); its elements, walked in storage order,
+  // continue that block's sums in the whole tensor's storage order.
+  const auto whole_block = [&](size_t g, size_t r, size_t c) {  // slice storage (g, r, c) -> whole block index
+    const uint64_t lr = q.transposed ? c : r, lc = q.transposed ? r : c;
+    const uint64_t fr = row0 + uint64_t(g) * q.rows + lr, wg = fr / rows_, wr = fr % rows_;
+    const uint64_t sr = transposed_ ? lc : wr, sc = transposed_ ? wr : lc;
+    return size_t((wg * nbr_ + sr / br_) * nbc_ + sc / bc_);
+  };
   for (size_t g = 0; g < q.groups; ++g)
     for (size_t bi = 0; bi < nbr; ++bi)
       for (size_t bj = 0; bj < nbc; ++bj) {
-        BlockStat& s = out[(g * nbr + bi) * nbc + bj];
+        BlockStat& s = b_.at(whole_block(g, bi * br, bj * bc));
         const float bmax = block_max(q, g, bi, bj, elem_max);
         switch (q.spec.scale_kind) {
           case ScaleKind::E8M0: {
@@ -302,12 +359,19 @@ std::vector<BlockStat> block_stats(const Tensor3f& x_in, const QuantizedTensor& 
             if (std::isfinite(xv) && !std::isnan(dv)) {  // as quant_stats: an overflowed d counts
               const double e = double(xv) - double(dv);
               s.sq_err += e * e;
+              s.sq_src += double(xv) * double(xv);
+              ++s.count;
             }
             if (std::isfinite(xv) && xv != 0.0f && dv == 0.0f) ++s.underflow;
             if (std::isfinite(xv) && std::fabs(xv) > bmax) ++s.saturated;
           }
       }
-  return out;
+}
+
+std::vector<BlockStat> block_stats(const Tensor3f& x, const QuantizedTensor& q) {
+  BlockStatsAccumulator a(q);
+  a.add(x, q);
+  return a.take();
 }
 
 void QuantStatsAccumulator::add(const Tensor3f& x_in, const QuantizedTensor& q) {

@@ -47,7 +47,13 @@ RawTensor parse_npy(std::span<const uint8_t> bytes, const std::string& label);
 /// Throws IoError for a dtype without a descr here.
 std::vector<uint8_t> encode_npy(const RawTensor& t);
 
-/// Write encode_npy(t) to file (not atomic by itself: see atomic_output.hpp).
+/// The header part of encode_npy (magic, version, length, padded dict) of
+/// an array of `dtype` and `shape`: the data follow it. Throws IoError for a
+/// dtype without a descr here.
+std::vector<uint8_t> npy_header(DType dtype, const std::vector<size_t>& shape);
+
+/// Write encode_npy(t) to file, the header and then t.bytes in place (no
+/// copy of the data; not atomic by itself: see atomic_output.hpp).
 void write_npy(const std::filesystem::path& file, const RawTensor& t);
 
 /// The descr string of a dtype ('<f4', ...); throws IoError for others.

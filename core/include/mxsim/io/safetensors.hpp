@@ -35,6 +35,11 @@ namespace mxsim::io {
 
 struct SafetensorsFile {
   std::vector<RawTensor> tensors;               ///< in order of data_offsets
+  /// File offset (bytes from the start of the file) of each tensors[i]'s
+  /// first data byte: 8 + header length + data_offsets[0]. With the header
+  /// only (read_safetensors_header) a caller reads a tensor, or a range of its
+  /// rows, from there.
+  std::vector<uint64_t> file_offsets;
   std::map<std::string, std::string> metadata;  ///< "__metadata__"
   /// Tensors whose dtype is not one of io::DType (not read; their bytes are skipped).
   struct Unknown {

@@ -125,6 +125,45 @@ inline void write_file(const std::filesystem::path& file, std::string_view text,
   write_file(file, text.data(), text.size(), durable);
 }
 
+/// A file created (or truncated) for writing in pieces (POSIX open/write):
+/// for an output too large to assemble in memory first. close() finishes it
+/// (with `durable`, fsync(2) first); a writer destroyed without close(), or
+/// whose write or close failed, removes the file, so a half-written file is
+/// never left under its name. Throws IoError "<file>: cannot create|write
+/// error|...: <strerror>".
+class FileWriter {
+ public:
+  explicit FileWriter(const std::filesystem::path& file);
+  FileWriter(const FileWriter&) = delete;
+  FileWriter& operator=(const FileWriter&) = delete;
+  ~FileWriter();
+  void write(const void* data, size_t size);
+  void write(std::string_view text) { write(text.data(), text.size()); }
+  void close(bool durable = false);
+
+ private:
+  [[noreturn]] void fail(const char* what);
+  std::filesystem::path file_;
+  int fd_ = -1;
+};
+
+/// A file opened for reading at 64-bit offsets (pread(2)): a tensor, or a
+/// range of its rows, at the offset its file's header gives. Throws IoError
+/// "<file>: cannot open: <strerror>"; read() throws "<file>: read error at
+/// byte <offset>: <strerror>" or "<file>: ends before byte <offset + size>".
+class FileReader {
+ public:
+  explicit FileReader(const std::filesystem::path& file);
+  FileReader(const FileReader&) = delete;
+  FileReader& operator=(const FileReader&) = delete;
+  ~FileReader();
+  void read(uint64_t offset, void* data, size_t size) const;
+
+ private:
+  std::filesystem::path file_;
+  int fd_ = -1;
+};
+
 /// fsync(2) an existing file, or with `dir` a folder (to make a rename or a
 /// new entry in it durable). Throws IoError naming the path on failure.
 void sync_path(const std::filesystem::path& path, bool dir = false);

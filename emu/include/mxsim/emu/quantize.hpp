@@ -31,31 +31,45 @@ struct SliceAmax {
   std::optional<uint32_t> group_amax_bits;
   /// NVFP4 (UE4M3 scales): the global amax of the whole tensor, source domain.
   std::optional<uint32_t> tensor_amax_bits;
+  /// Columnwise blocks of a whole column (block_cols = 0 with Axis::Rows:
+  /// per-column scaling): each column's amax over its whole group, [cols],
+  /// in the domain of the codes (fold_column_amax).
+  std::vector<uint32_t> column_amax_bits;
 };
 
 /// quantize() of a slice of whole block rows of a larger tensor ([1, n, C],
-/// rows of one group; 1-D blocks along the last axis, 2-D tiles (n a multiple
-/// of the tile height unless the slice ends the group) or per-tensor): the
-/// codes and scales the whole tensor's quantize() gives those rows, when
-/// spec.sr_index_base is the slice's first logical index and `amax` carries
-/// the whole-tensor amaxes the spec needs (per-tensor: group_amax_bits;
-/// UE4M3: tensor_amax_bits). Axis::Rows (columnwise 1-D) cannot be sliced by
-/// rows: throws std::invalid_argument, as for a missing amax the spec needs.
+/// consecutive logical rows of one group, or for rowwise 1-D blocks of
+/// consecutive groups): the codes and scales the whole tensor's quantize()
+/// gives those rows, when spec.sr_index_base is the slice's first logical
+/// index and `amax` carries the whole-tensor amaxes the spec needs
+/// (per-tensor: group_amax_bits; UE4M3: tensor_amax_bits; whole-column
+/// blocks: column_amax_bits). Slices are those of row_slices: rowwise 1-D
+/// blocks any whole rows; 2-D tiles whole tile rows; columnwise 1-D blocks
+/// (Axis::Rows, codes stored transposed [C, n]) bands of whole blocks of
+/// block_cols rows (unless the band ends the group). Throws
+/// std::invalid_argument for a missing amax the spec needs, and as quantize().
 QuantizedTensor quantize_slice(const Tensor3f& x, const QuantSpec& spec, Axis axis, const SliceAmax& amax);
 
 /// One slice of streamed quantization: flat rows [row0, row0 + rows) of the
-/// [groups * rows, cols] view, inside group `group` (2-D tiles and
-/// per-tensor specs; 1-D rowwise slices may span groups, group is then that
-/// of row0). index_base = row0 * cols: the logical index of its first element
-/// (spec.sr_index_base of the slice) and its element offset in the file.
+/// [groups * rows, cols] view, inside group `group` (2-D tiles, per-tensor
+/// and columnwise specs; 1-D rowwise slices may span groups, group is then
+/// that of row0). index_base = row0 * cols: the logical index of its first
+/// element (spec.sr_index_base of the slice) and its element offset in the file.
 struct RowSlice {
   uint64_t row0 = 0, rows = 0, group = 0, index_base = 0;
 };
-/// The slices of a [G, R, C] tensor for quantize_slice, in order, each of at
-/// most max(max_elems, one unit) elements, a unit being one row (1-D blocks,
-/// per-tensor) or one tile row of spec.block_rows rows (2-D tiles); slices of
-/// tiles and per-tensor specs never cross a group. Every count is 64-bit.
-std::vector<RowSlice> row_slices(uint64_t G, uint64_t R, uint64_t C, const QuantSpec& spec, uint64_t max_elems);
+/// The rows of one slicing unit of a [G, R, C] tensor: 1 for rowwise 1-D
+/// blocks and per-tensor specs; the tile height for 2-D tiles (R for a tile
+/// of a whole group's height); for columnwise 1-D blocks (Axis::Rows) the
+/// block length (whole-column blocks: 16 with the Hadamard transform, else
+/// 1), doubled for E2M1 when odd (two codes per byte along the band).
+uint64_t slice_unit(uint64_t R, const QuantSpec& spec, Axis axis);
+/// The slices of a [G, R, C] tensor for quantize_slice, in order, each of
+/// whole units (slice_unit) and at most max(max_elems, one unit) elements;
+/// slices of tiles, per-tensor and columnwise specs never cross a group.
+/// Every count is 64-bit.
+std::vector<RowSlice> row_slices(uint64_t G, uint64_t R, uint64_t C, const QuantSpec& spec, uint64_t max_elems,
+                                 Axis axis = Axis::Cols);
 
 /// The amax fold of quantize() over x (groups folded together): amax_step
 /// over the FP32 bits of every element, after the 16-point Hadamard transform
@@ -63,6 +77,13 @@ std::vector<RowSlice> row_slices(uint64_t G, uint64_t R, uint64_t C, const Quant
 /// amax of the codes), of the source as read otherwise (NVFP4's global amax).
 /// `running` is the fold so far, so slices chain.
 uint32_t amax_bits(const Tensor3f& x, const QuantSpec& spec, bool coded_domain, uint32_t running = 0);
+
+/// Each column's amax fold of x ([1, n, C], a band of one group), in the
+/// domain of columnwise codes (after the Hadamard transform down the columns,
+/// runs of 16 rows, when spec.hadamard16), into running[c] (resized to C
+/// from empty), so bands chain. Throws std::invalid_argument for hadamard16
+/// with n not a multiple of 16.
+void fold_column_amax(const Tensor3f& x, const QuantSpec& spec, std::vector<uint32_t>& running);
 
 /// Quantize BF16 input: `data` holds groups*rows*cols BF16 bit patterns
 /// (FP32's top 16 bits), row-major [groups, rows, cols]. The result is
@@ -94,6 +115,12 @@ QuantizedTensor quantize_bf16(const uint16_t* data, size_t groups, size_t rows, 
 /// shape or null data with a non-zero size.
 QuantizedTensor quantize_f64(const double* data, size_t groups, size_t rows, size_t cols, const QuantSpec& spec,
                              Axis axis = Axis::Cols, size_t* rounded = nullptr);
+/// quantize_f64 of a slice ([1, rows, cols] FP64 values, as quantize_slice
+/// takes them): the FP32-rounded values quantized by quantize_slice, then
+/// (f64_rounds_once) each element the rounding changed re-encoded once from
+/// FP64 with its block's scale and the Philox word of its global index.
+QuantizedTensor quantize_slice_f64(const double* data, size_t rows, size_t cols, const QuantSpec& spec, Axis axis,
+                                   const SliceAmax& amax, size_t* rounded = nullptr);
 /// True when quantize_f64 rounds elements once from FP64 for this spec (E8M0
 /// scales, no Hadamard); false when they go through FP32 first.
 bool f64_rounds_once(const QuantSpec& spec);
@@ -140,13 +167,36 @@ class QuantStatsAccumulator {
 
 /// Per-block statistics, one entry per block in storage order
 /// (group, block row, block column); same reference and errors as quant_stats.
+/// Each sum runs over the block's elements in storage order (sequentially).
 struct BlockStat {
   float amax = 0;       ///< source amax of the block (NaN if it holds a NaN)
   int scale_exp = 0;    ///< E8M0: s; FP32/UE4M3: floor(log2 scale_inv); INT32_MIN for NaN
   double sq_err = 0;    ///< sum of squared errors (same elements as QuantStats::mse)
+  double sq_src = 0;    ///< sum of x^2 over the same elements (the signal power of the block's SQNR)
+  uint64_t count = 0;   ///< those elements: finite source, non-NaN result
   uint64_t saturated = 0;  ///< 64-bit: a per-tensor block can hold more than 2^32 elements
   uint64_t underflow = 0;
 };
 std::vector<BlockStat> block_stats(const Tensor3f& x, const QuantizedTensor& q);
+
+/// block_stats fed in slices (streamed quantization): constructed with the
+/// whole tensor's geometry (spec, groups, rows, cols, transposed; its storage
+/// is not read), then add(x_k, q_k, row0_k) for the slices of row_slices in
+/// order (q_k = quantize_slice of x_k, row0_k its first flat logical row),
+/// then take(). A block that spans slices (per-tensor, whole-column blocks)
+/// continues its sums where the previous slice left them, so every entry is
+/// bit for bit block_stats of the whole tensor (block_stats is this with one
+/// slice). Holds one BlockStat per block of the whole tensor.
+class BlockStatsAccumulator {
+ public:
+  explicit BlockStatsAccumulator(const QuantizedTensor& whole);
+  void add(const Tensor3f& x, const QuantizedTensor& q, uint64_t row0 = 0);
+  std::vector<BlockStat> take() { return std::move(b_); }
+
+ private:
+  uint64_t rows_, cols_, br_, bc_, nbr_, nbc_;
+  bool transposed_;
+  std::vector<BlockStat> b_;
+};
 
 }  // namespace mxsim::emu
