@@ -368,11 +368,12 @@ Config parse_config(const std::string& text, const std::vector<std::string>& ove
 }
 
 std::string to_toml(const Config& c) {
-  // Written by toml++'s own formatter, so every string is escaped as TOML requires (a data_dir
-  // holding '"' or a newline reads back as itself) and the text parses back to the same config
-  // (SimConfig.PrintedConfigParsesBackToTheSameConfig). Sections and keys come out in toml++'s
-  // order (alphabetical); strings as basic strings, never literal or multi-line.
-  const auto fl = [](float v) {  // the shortest decimal that reads back as this float
+  // Every value but the floats is written by toml++'s own formatter, so every string is escaped
+  // as TOML requires (a data_dir holding '"' or a newline reads back as itself) and the text
+  // parses back to the same config (SimConfig.PrintedConfigParsesBackToTheSameConfig). Sections
+  // and keys come out in toml++'s table order (alphabetical); strings as basic strings, never
+  // literal or multi-line.
+  const auto fl = [](float v) {  // the double nearest the shortest decimal that reads back as v
     char b[64];
     const auto r = std::to_chars(b, b + sizeof b, v);
     double d = 0;
@@ -418,9 +419,32 @@ std::string to_toml(const Config& c) {
       {"parallel", toml::table{{"ranks", int64_t(c.ranks)}, {"deosc_shard_edge", c.deosc_shard_edge}}},
       {"trace", toml::table{{"snapshot_layers", layers}, {"snapshot_steps", steps}, {"checkpoint_every", c.checkpoint_every}}},
   };
+  // Floats are written here as the shortest decimal that reads back as the same double
+  // (std::to_chars; fixed notation from 1e-4 on, as %g), which for fl(v) is the shortest one of
+  // the float v: `beta1 = 0.9`, `min_lr = 0.0001`, `eps = 1e-08`. toml++
+  // (built without floating-point to_chars on GCC) prints 17 significant digits instead,
+  // `0.90000000000000002`, and its relaxed mode only 6, which does not read back.
+  const auto float_text = [](double d) {
+    char b[64];
+    std::string s(b, std::to_chars(b, b + sizeof b, d, std::chars_format::general).ptr);  // %g style: 0.0001
+    if (std::isfinite(d) && s.find_first_of(".eE") == std::string::npos) s += ".0";  // TOML floats: 4.0, not 4
+    return s;
+  };
   std::ostringstream o;
-  o << toml::toml_formatter(t, toml::format_flags::allow_unicode_strings);
-  return o.str() + "\n";
+  const char* sep = "";
+  for (const auto& [section, node] : t) {  // every entry of t is a table of key = value lines
+    o << sep << '[' << section.str() << "]\n";
+    sep = "\n";
+    for (const auto& [key, v] : *node.as_table()) {  // bare keys: the config's keys are [a-z0-9_]
+      o << key.str() << " = ";
+      if (const auto* f = v.as_floating_point())
+        o << float_text(f->get());
+      else
+        o << toml::toml_formatter(v, toml::format_flags::allow_unicode_strings);
+      o << '\n';
+    }
+  }
+  return o.str();
 }
 
 }  // namespace mxsim::sim
