@@ -85,8 +85,8 @@ int run(const Args& args) {
   QuantSpec sa, sb;
   emu::MmaModel mm;
   try {
-    sa = tensor_recipe(ra);
-    sb = tensor_recipe(rb);
+    sa = spec_option("--recipe-a", ra);
+    sb = spec_option("--recipe-b", rb);
     mm = emu::mma_model_from_name(p.str("model"));
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());

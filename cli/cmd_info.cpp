@@ -50,6 +50,14 @@ std::string build_type() {
 }
 
 /// `mxsim info --json`: the same facts as the text, as one object.
+/// The other names of spec `n` (kSpecAliases), as a JSON array.
+nlohmann::ordered_json spec_aliases(const std::string& n) {
+  nlohmann::ordered_json a = nlohmann::ordered_json::array();
+  for (const SpecAlias& x : kSpecAliases)
+    if (n == x.spec) a.push_back(x.alias);
+  return a;
+}
+
 int print_info_json() {
   nlohmann::ordered_json j;
   j["command"] = "info";
@@ -101,7 +109,29 @@ int print_info_json() {
                              {"scale_kind", name_of(q.scale_kind)}};
     if (q.scale_kind == ScaleKind::E8M0) r["scale_rule"] = name_of(q.rule);
     r["pow2_scale"] = q.pow2_scale;
+    r["aliases"] = spec_aliases(n);
     rc.push_back(r);
+  }
+  // The per-linear recipes of `mxsim train`, each with the spec of every GEMM operand under the
+  // default config's recipe options (the Hadamard wgrad of mxfp4 on, no stochastic rounding).
+  auto& tr = j["training_recipes"] = nlohmann::ordered_json::array();
+  for (const char* n : sim::kRecipeNames) {
+    const sim::Recipe rec = sim::make_recipe(n, sim::RecipeConfig{});
+    nlohmann::ordered_json aliases = nlohmann::ordered_json::array();
+    for (const sim::RecipeAlias& a : sim::kRecipeAliases)
+      if (std::string(a.recipe) == n) aliases.push_back(a.alias);
+    nlohmann::ordered_json specs;  // null: bf16 quantizes nothing
+    if (sim::is_quantized(rec)) {
+      const sim::OperandSpecs& o = sim::operand_specs(rec);
+      specs = {{"x_fprop", o.x_fprop.describe()}, {"w", o.w.describe()}, {"dy_dgrad", o.dy_dgrad.describe()},
+               {"dy_wgrad", o.dy_wgrad.describe()}, {"x_wgrad", o.x_wgrad.describe()}};
+    }
+    tr.push_back({{"name", n},
+                  {"aliases", aliases},
+                  {"quantized", sim::is_quantized(rec)},
+                  {"fused_wgrad_accum", sim::fused_wgrad_accum(rec)},
+                  {"deosc_eligible", sim::deosc_eligible(rec)},
+                  {"specs", specs}});
   }
   print_json(j);
   return 0;
@@ -176,9 +206,14 @@ int cmd_info(const Args& args) {
   // `quantize --recipe` takes); a training recipe, per linear, which spec each
   // GEMM operand gets (`train --set recipe.<layer>=NAME`).
   std::printf("\nrecipes (specs of one tensor, for quantize/gemm):\n");
-  for (const auto& n : named_spec_names()) std::printf("  %-16s %s\n", n.c_str(), named_spec(n).describe().c_str());
+  for (const auto& n : named_spec_names()) {
+    std::string also;
+    for (const auto& a : spec_aliases(n)) also += (also.empty() ? "  (also: " : ", ") + a.get<std::string>();
+    std::printf("  %-16s %s%s\n", n.c_str(), named_spec(n).describe().c_str(), also.empty() ? "" : (also + ")").c_str());
+  }
   std::printf("training recipes (per linear, for train recipe.<layer>):");
   for (const char* r : sim::kRecipeNames) std::printf(" %s", r);
+  for (const sim::RecipeAlias& a : sim::kRecipeAliases) std::printf(" (%s = %s)", a.alias, a.recipe);
   std::printf("\n");
   return 0;
 }

@@ -668,13 +668,8 @@ int run(const Args& args) {
   if (p.has("tensor")) tensor_args = p.vm["tensor"].as<std::vector<std::string>>();
   if (all_tensors && !tensor_args.empty()) throw UsageError("--tensor and --all-tensors exclude each other");
 
-  const std::string recipe = p.str("recipe");
-  QuantSpec spec;
-  try {
-    spec = tensor_recipe(recipe);
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
+  QuantSpec spec = spec_option("--recipe", p.str("recipe"));
+  const std::string recipe = canonical_spec_name(p.str("recipe"));  // an alias is labelled as its spec
   const std::string axis_name = p.str("axis");
   Axis axis;
   if (axis_name == "cols") axis = Axis::Cols;

@@ -2,7 +2,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -18,12 +20,59 @@
 #include "mxsim/emu/backend_emu.hpp"
 #include "mxsim/sim/config.hpp"
 #include "mxsim/sim/trainer.hpp"
+#include "train_progress.hpp"
 
 namespace po = boost::program_options;
 
 namespace mxsim::cli {
 
+namespace {
+
+// SIGINT / SIGTERM: the first asks the run to stop after the optimizer step in progress (the
+// trace and the checkpoint then hold the completed steps, as with --stop-after, and the summary
+// is printed); a second one ends the process at once, with the signal's default action.
+std::atomic<bool> g_stop_requested{false};
+volatile std::sig_atomic_t g_stop_signal = 0;
+static_assert(std::atomic<bool>::is_always_lock_free, "set from a signal handler");
+
+extern "C" void on_stop_signal(int sig) {
+  if (g_stop_signal != 0) {
+    std::signal(sig, SIG_DFL);  // both async-signal-safe
+    std::raise(sig);
+    return;
+  }
+  g_stop_signal = sig;
+  g_stop_requested.store(true);
+}
+
+/// Installs on_stop_signal for SIGINT and SIGTERM while it lives (SA_RESTART: a read or write of
+/// the trace in progress is not cut short by the signal).
+struct StopSignals {
+  struct sigaction old_int {}, old_term {};
+  StopSignals() {
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+  }
+  ~StopSignals() {
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+};
+
+const char* signal_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal"; }
+
+}  // namespace
+
 int cmd_train(const Args& args) {
+  // A file or a pipe gets whole lines as they are written (stdio would buffer 4 KiB of them): a
+  // run followed with `tail -f`, or killed, leaves every line printed so far. Before any output.
+  if (!isatty(STDOUT_FILENO)) std::setvbuf(stdout, nullptr, _IOLBF, BUFSIZ);
   po::options_description d("options");
   std::string config, trace, resume, ckpt, backend = "auto";
   std::vector<std::string> sets;
@@ -54,9 +103,13 @@ int cmd_train(const Args& args) {
       "train", "[--config FILE] [--set section.key=value]... [--trace OUT.h5] [--backend auto|emu|hip] [options]",
       "Trains the Mixture-of-Experts classifier on Fashion-MNIST with the recipes of the config (default: the\n"
       "embedded examples/default.toml) and writes an HDF5 trace of every step (docs/simulator.md,\n"
-      "docs/trace-format.md). Progress lines go to stdout (stderr with --json), then a summary.",
+      "docs/trace-format.md). Progress goes to stdout (stderr with --json): on a terminal one line fitting\n"
+      "its width, otherwise whole plain lines; then a summary. SIGINT or SIGTERM stops the run after the\n"
+      "step in progress (the trace and the checkpoint hold the completed steps) and prints the summary; a\n"
+      "second one ends it at once.",
       "Config keys: docs/config.md (mxsim train --print-config shows the resolved config).",
-      ""};
+      "0 success, 1 runtime or data error, 2 usage error, 130 / 143 stopped by SIGINT / SIGTERM (cleanly,\n"
+      "the summary printed)"};
   const Parsed p = parse(args, d);  // stray positional arguments are usage errors
   const po::variables_map& vm = p.vm;
   if (vm.count("help")) {
@@ -180,30 +233,27 @@ int cmd_train(const Args& args) {
                chosen_because.empty() ? "" : "; ", chosen_because.c_str(), (long long)threads);
   for (sim::Layer l : sim::kLayers) std::fprintf(log, " %s=%s", sim::name_of(l), cfg.recipe.of(l).c_str());
   std::fprintf(log, ", %d micro-batches\n", cfg.num_microbatches);
-  double mean_sps = 0;  // mean steps/s over the run so far (wall clock)
-  const auto t_start = std::chrono::steady_clock::now();
-  int64_t first_step = -1;
-  opt.on_step = [&](const sim::StepInfo& s) {
-    if (first_step < 0) first_step = s.step - 1;
-    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-    mean_sps = double(s.step - first_step) / std::max(el, 1e-9);
-    if (tty) {
-      const int width = 30, fill = int(width * s.step / std::max<int64_t>(1, s.total));
-      std::fprintf(log, "\r[%.*s%*s] %lld/%lld loss %.4f acc %.3f lr %.2e %.1f steps/s", fill,
-                  "##############################", width - fill, "", (long long)s.step, (long long)s.total, s.loss,
-                  s.accuracy, s.lr, mean_sps);
-      if (s.test_accuracy >= 0) std::fprintf(log, "  test %.4f\n", s.test_accuracy);
-      std::fflush(log);
-    } else if (s.step % 50 == 0 || s.step == s.total || s.test_accuracy >= 0) {
-      std::fprintf(log, "step %lld/%lld loss %.4f acc %.3f lr %.3e %.2f steps/s", (long long)s.step, (long long)s.total,
-                  s.loss, s.accuracy, s.lr, mean_sps);
-      if (s.test_accuracy >= 0) std::fprintf(log, " test_accuracy %.4f", s.test_accuracy);
-      std::fprintf(log, "\n");
-      std::fflush(log);
-    }
-  };
-  const sim::TrainResult r = sim::train(cfg, *be, opt);
-  if (tty) std::fprintf(log, "\n");
+  TrainProgress progress(log, tty, std::chrono::steady_clock::now());
+  opt.on_step = [&](const sim::StepInfo& s) { progress.step(s); };
+  opt.stop_requested = &g_stop_requested;
+  const sim::TrainResult r = [&] {
+    const StopSignals during_the_run;
+    return sim::train(cfg, *be, opt);
+  }();
+  progress.finish();
+  const int stop_signal = g_stop_signal;
+  if (stop_signal != 0) {
+    const char* kept = trace.empty() ? (ckpt.empty() ? "" : "; the checkpoint holds them")
+                                     : (ckpt.empty() ? "; the trace holds them" : "; the trace and the checkpoint hold them");
+    std::fprintf(stderr, "mxsim train: %s: stopped after %lld steps of this run%s\n", signal_name(stop_signal),
+                 (long long)r.steps, kept);
+  }
+  // Shells report a run ended by a signal as 128 + its number; so does an interrupted run here,
+  // although it ended cleanly, so that `mxsim train ... && next` does not go on.
+  const int rc = stop_signal != 0 ? 128 + stop_signal : kExitOk;
+  // Weight statistics of a recipe that does not quantize the weight (bf16) do not apply: '-' in the
+  // table, null in JSON.
+  const auto applies = [](const sim::LayerSummary& l) { return l.quantized; };
   if (json) {
     nlohmann::ordered_json j{{"command", "train"},         {"backend", be->name()},
                              {"threads", threads},         {"steps", r.steps},
@@ -214,16 +264,17 @@ int cmd_train(const Args& args) {
     for (const auto& l : r.layers)
       j["layers"].push_back({{"name", l.name},
                              {"recipe", l.recipe},
-                             {"w_mse", json_number(l.w_mse)},
-                             {"w_sqnr_db", json_number(l.w_sqnr_db)},
-                             {"osc_flips", l.flips_total},
+                             {"w_mse", applies(l) ? json_number(l.w_mse) : nlohmann::ordered_json()},
+                             {"w_sqnr_db", applies(l) ? json_number(l.w_sqnr_db) : nlohmann::ordered_json()},
+                             {"osc_flips", applies(l) ? nlohmann::ordered_json(l.flips_total) : nlohmann::ordered_json()},
                              {"snaps", l.deosc_eligible && cfg.deosc ? nlohmann::ordered_json(l.snaps_total) : nlohmann::ordered_json()}});
     j["trace"] = trace.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(trace);
+    j["interrupted"] = stop_signal != 0 ? nlohmann::ordered_json(signal_name(stop_signal)) : nlohmann::ordered_json();
     print_json(j);
     if (profiler)
       std::fprintf(stderr, "\nbackend ops (%s):\n%s", profile_host ? "--profile-host" : "--profile",
                    profiler->report().c_str());
-    return 0;
+    return rc;
   }
   // test_accuracy < 0: no evaluation ran (a run stopped before its last step)
   char test_acc[32] = "n/a (not evaluated)";
@@ -231,15 +282,21 @@ int cmd_train(const Args& args) {
   std::printf("\nsummary: %lld steps in %.1f s, final loss %.4f, train acc %.4f, test accuracy %s\n",
               (long long)r.steps, r.seconds, r.final_loss, r.final_train_acc, test_acc);
   std::printf("%-8s %-12s %12s %10s %12s %8s\n", "layer", "recipe", "w_mse", "w_sqnr_dB", "osc_flips", "snaps");
-  for (const auto& l : r.layers)
-    std::printf("%-8s %-12s %12.4e %10.2f %12llu %8s\n", l.name.c_str(), l.recipe.c_str(), l.w_mse, l.w_sqnr_db,
-                (unsigned long long)l.flips_total,
+  for (const auto& l : r.layers) {
+    char mse[32] = "-", sqnr[32] = "-", flips[32] = "-";
+    if (applies(l)) {
+      std::snprintf(mse, sizeof mse, "%.4e", l.w_mse);
+      std::snprintf(sqnr, sizeof sqnr, "%.2f", l.w_sqnr_db);
+      std::snprintf(flips, sizeof flips, "%llu", (unsigned long long)l.flips_total);
+    }
+    std::printf("%-8s %-12s %12s %10s %12s %8s\n", l.name.c_str(), l.recipe.c_str(), mse, sqnr, flips,
                 l.deosc_eligible && cfg.deosc ? std::to_string(l.snaps_total).c_str() : "-");
+  }
   if (!trace.empty()) std::printf("trace: %s\n", trace.c_str());
   if (profiler)
     std::printf("\nbackend ops (%s; %.1f s of the run's %.1f s):\n%s", profile_host ? "--profile-host" : "--profile",
                 profiler->total_seconds(), r.seconds, profiler->report().c_str());
-  return 0;
+  return rc;
 }
 
 }  // namespace mxsim::cli

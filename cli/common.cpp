@@ -9,8 +9,24 @@
 
 #include "mxsim/build_info.hpp"
 #include "mxsim/emu/backend_emu.hpp"
+#include "mxsim/sim/recipe.hpp"
 
 namespace mxsim::cli {
+
+QuantSpec spec_option(const char* option, const std::string& name) {
+  try {
+    return named_spec(name);
+  } catch (const std::invalid_argument& e) {
+    const std::string r = sim::canonical_recipe_name(name);
+    if (!r.empty()) {
+      std::string specs;
+      for (const auto& n : named_spec_names()) specs += (specs.empty() ? "" : ", ") + n;
+      throw UsageError(std::string(option) + " " + name + ": that is a per-linear training recipe (mxsim train --set " +
+                       "recipe.<layer>=" + name + "), not a spec of one tensor; specs: " + specs);
+    }
+    throw UsageError(std::string(option) + ": " + e.what());
+  }
+}
 
 void print_help(std::FILE* to, const CommandHelp& h, const po::options_description& opts) {
   std::ostringstream o;

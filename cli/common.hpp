@@ -15,6 +15,7 @@
 #include "commands.hpp"
 #include "mxsim/backend.hpp"
 #include "mxsim/backend_select.hpp"
+#include "mxsim/quant_spec.hpp"
 
 namespace mxsim::cli {
 
@@ -64,6 +65,12 @@ int64_t int_option(const Parsed& p, const char* name, int64_t lo, int64_t hi, in
 uint64_t uint_option(const Parsed& p, const char* name, uint64_t lo, uint64_t hi, uint64_t fallback);
 /// A decimal integer of text in [lo, hi]; `what` names it in messages.
 int64_t parse_int(const std::string& what, const std::string& text, int64_t lo, int64_t hi);
+
+/// The spec of one tensor that option `option` ("--recipe") names: mxsim::named_spec, its
+/// aliases included. Throws UsageError naming the option: for an unknown name with named_spec's
+/// "did you mean" and the known names; for the name of a per-linear training recipe
+/// (sim::kRecipeNames: bf16, fp8_delayed) saying so and where it belongs.
+QuantSpec spec_option(const char* option, const std::string& name);
 
 /// Run a command body with the common error handling: UsageError -> message
 /// on stderr and exit 2; any other exception (std::bad_alloc included) ->

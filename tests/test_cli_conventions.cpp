@@ -163,7 +163,17 @@ TEST(CliConventions, TrainJsonSummaryParsesBack) {
   EXPECT_TRUE(j["final_loss"].is_number());
   EXPECT_TRUE(j["trace"].is_null());
   ASSERT_FALSE(j["layers"].empty());
-  EXPECT_TRUE(j["layers"][0]["osc_flips"].is_number_unsigned());
+  // embed (bf16): the weight statistics do not apply, null; fc1 (mxfp4): numbers
+  ASSERT_EQ(j["layers"].size(), 5u);
+  EXPECT_EQ(j["layers"][0]["name"], "embed");
+  EXPECT_EQ(j["layers"][2]["name"], "fc1");
+  for (const char* k : {"w_mse", "w_sqnr_db", "osc_flips", "snaps"}) {
+    EXPECT_TRUE(j["layers"][0][k].is_null()) << k << ": " << r.out;
+    EXPECT_TRUE(j["layers"][2][k].is_number()) << k << ": " << r.out;  // snaps: fc1 is de-oscillated
+  }
+  EXPECT_TRUE(j["layers"][2]["osc_flips"].is_number_unsigned());
+  EXPECT_GT(j["layers"][2]["w_mse"].get<double>(), 0.0);
+  EXPECT_TRUE(j["interrupted"].is_null()) << r.out;
   EXPECT_TRUE(j["test_accuracy"].is_number()) << r.out;  // the run's last step evaluates
   EXPECT_NE(r.err.find("mxsim train: backend"), std::string::npos) << r.err;
   // Stopped before an epoch end (4 steps per epoch): no evaluation ran, so test_accuracy is null (not -1).

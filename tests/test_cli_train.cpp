@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,29 @@ TEST(CliTrain, SmallRunEndsWithSummaryTable) {
   const std::string table = r.out.substr(hdr);
   for (const char* row : {"\nembed    bf16", "\nrouter   bf16", "\nfc1      mxfp4", "\nfc2      mxfp4", "\nhead     bf16"})
     EXPECT_TRUE(has(table, row)) << row << "\n" << r.out;
+  // Row by row: a bf16 layer's weight is not quantized, so w_mse, w_sqnr_dB and osc_flips do not
+  // apply ('-'); an mxfp4 layer has numbers there, and a snap count (de-oscillated; none yet).
+  std::istringstream rows(table);
+  std::string line;
+  std::getline(rows, line);  // the header
+  int seen = 0;
+  while (std::getline(rows, line) && !line.empty() && line.rfind("trace:", 0) != 0) {
+    std::istringstream f(line);
+    std::vector<std::string> c;
+    for (std::string w; f >> w;) c.push_back(w);
+    ASSERT_EQ(c.size(), 6u) << line;
+    ++seen;
+    if (c[1] == "bf16") {
+      EXPECT_EQ(std::vector<std::string>(c.begin() + 2, c.end()), std::vector<std::string>(4, "-")) << line;
+    } else {
+      EXPECT_EQ(c[1], "mxfp4") << line;
+      EXPECT_GT(std::stod(c[2]), 0.0) << line;  // w_mse of a quantized weight
+      EXPECT_GT(std::stod(c[3]), 0.0) << line;  // w_sqnr_dB
+      EXPECT_EQ(c[4].find_first_not_of("0123456789"), std::string::npos) << line;  // osc_flips, a count
+      EXPECT_EQ(c[5], "0") << line;  // deosc.start_step = 200: no snaps in 3 steps
+    }
+  }
+  EXPECT_EQ(seen, 5) << r.out;
   EXPECT_TRUE(has(table, "trace: " + trace)) << r.out;
   EXPECT_TRUE(std::filesystem::exists(trace));
   std::filesystem::remove(trace);

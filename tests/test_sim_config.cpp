@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -193,6 +194,34 @@ TEST(SimConfigValues, PrintedConfigParsesBackToTheSameConfig) {
   EXPECT_EQ(other.data_dir, "it's");
   expect_same(parse_config(to_toml(other)), other);
   EXPECT_EQ(to_toml(parse_config(to_toml(other))), to_toml(other));
+}
+
+// The canonical text gives each float as written: the shortest decimal that reads back as the
+// same FP32 value (`beta1 = 0.9`, not toml++'s 17 digits `0.90000000000000002`), with a ".0" where
+// that decimal is an integer (a TOML float needs one). The expected lines are the values of
+// examples/default.toml as written there (and TOML's exponent form for 1e-8).
+TEST(SimConfigValues, PrintedFloatsAreTheShortestThatReadBack) {
+  const std::string text = to_toml(parse_config(default_config_text()));
+  std::vector<std::string> float_lines;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) {  // a float: a number with a '.' or an exponent
+    const size_t eq = l.find(" = ");
+    const std::string v = eq == std::string::npos ? "" : l.substr(eq + 3);
+    if (!v.empty() && (std::isdigit((unsigned char)v[0]) || v[0] == '-') && v.find_first_of(".e") != std::string::npos)
+      float_lines.push_back(l);
+  }
+  const std::vector<std::string> want = {
+      "ratio = 4.0",      "osc_ema_momentum = 0.01", "aux_loss_coeff = 0.01", "beta1 = 0.9",
+      "beta2 = 0.95",     "eps = 1e-08",             "init_std = 0.0",        "lr = 0.002",
+      "min_lr = 0.0001",  "weight_decay = 0.01"};
+  EXPECT_EQ(float_lines, want) << text;  // every float line, in the text's (alphabetical) order
+  // Values given otherwise: more digits, an FP32 subnormal, an integer given to a float key.
+  const std::string other = to_toml(parse_config(
+      default_config_text(), {"optim.lr=1.234567e-4", "optim.eps=1e-45", "optim.beta2=0.999", "deosc.ratio=3",
+                              "model.aux_loss_coeff=0.1", "optim.min_lr=0.00001", "optim.weight_decay=1e20"}));
+  for (const char* l : {"\nlr = 0.0001234567\n", "\neps = 1e-45\n", "\nbeta2 = 0.999\n", "\nratio = 3.0\n",
+                        "\naux_loss_coeff = 0.1\n", "\nmin_lr = 1e-05\n", "\nweight_decay = 1e+20\n"})
+    EXPECT_TRUE(has(other, l)) << l << other;
 }
 
 // docs/config.md is the config reference: every key the parser accepts has a

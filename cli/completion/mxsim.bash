@@ -13,7 +13,8 @@ _mxsim() {
   fi
   case "${prev}" in
     --recipe|-r|--recipe-a|--recipe-b)
-      COMPREPLY=($(compgen -W "$("${COMP_WORDS[0]}" info --json 2>/dev/null | sed -n 's/.*"name": "\(m[a-z0-9_]*\|fp8[a-z0-9_]*\|nvfp4[a-z0-9_]*\)".*/\1/p')" -- "${cur}"))
+      # the spec names: the "recipes" array of info --json (not its training_recipes)
+      COMPREPLY=($(compgen -W "$("${COMP_WORDS[0]}" info --json 2>/dev/null | sed -n '/"recipes": \[/,/"training_recipes"/ s/^ *"name": "\([a-z0-9_]*\)".*/\1/p')" -- "${cur}"))
       return ;;
     --to|--from|--elem-dtype|--a-elem-dtype|--b-elem-dtype)
       COMPREPLY=($(compgen -W "fp32 bf16 fp16 e4m3 e5m2 e4m3fnuz e5m2fnuz e3m2 e2m3 e2m1 e8m0" -- "${cur}"))

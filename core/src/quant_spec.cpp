@@ -3,6 +3,8 @@
 
 #include "mxsim/quant_spec.hpp"
 
+#include "mxsim/names.hpp"
+
 namespace mxsim {
 namespace {
 
@@ -63,12 +65,27 @@ const std::vector<Named>& table() {
 
 }  // namespace
 
-QuantSpec named_spec(std::string_view name) {
+std::string canonical_spec_name(std::string_view name) {
   for (const auto& n : table())
-    if (name == n.name) return n.spec;
-  std::string known;
-  for (const auto& n : table()) known += std::string(known.empty() ? "" : ", ") + n.name;
-  throw std::invalid_argument("unknown recipe '" + std::string(name) + "' (a spec of one tensor; known: " + known + ")");
+    if (name == n.name) return n.name;
+  for (const SpecAlias& a : kSpecAliases)
+    if (name == a.alias) return a.spec;
+  return "";
+}
+
+QuantSpec named_spec(std::string_view name) {
+  const std::string canonical = canonical_spec_name(name);
+  for (const auto& n : table())
+    if (canonical == n.name) return n.spec;
+  std::vector<std::string> words = named_spec_names();
+  std::string known, aliases;
+  for (const auto& w : words) known += (known.empty() ? "" : ", ") + w;
+  for (const SpecAlias& a : kSpecAliases) {
+    words.emplace_back(a.alias);
+    aliases += std::string("; ") + a.alias + " = " + a.spec;
+  }
+  throw std::invalid_argument("unknown recipe '" + std::string(name) + "'" + did_you_mean(name, words) +
+                              " (a spec of one tensor; known: " + known + aliases + ")");
 }
 
 std::vector<std::string> named_spec_names() {

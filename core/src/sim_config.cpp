@@ -146,20 +146,21 @@ Setter bool_setter(bool& dst) {
     dst = *v;
   };
 }
-Setter string_setter(std::string& dst, std::vector<std::string> allowed) {
-  return [&dst, allowed](const toml::node& n, const std::string& key, const std::string& src) {
+Setter string_setter(std::string& dst) {
+  return [&dst](const toml::node& n, const std::string& key, const std::string& src) {
     auto v = n.value_exact<std::string>();
     if (!v) bad(src, key, "expected a string");
-    if (!allowed.empty()) {
-      bool ok = false;
-      std::string list;
-      for (auto& a : allowed) {
-        ok |= (a == *v);
-        list += (list.empty() ? "" : ", ") + a;
-      }
-      if (!ok) bad(src, key, "expected one of " + list + ", got '" + *v + "'");
-    }
     dst = *v;
+  };
+}
+/// A recipe name or an alias of one (kRecipeAliases), kept as the recipe's own name.
+Setter recipe_setter(std::string& dst) {
+  return [&dst](const toml::node& n, const std::string& key, const std::string& src) {
+    auto v = n.value_exact<std::string>();
+    if (!v) bad(src, key, "expected a string");
+    const std::string r = canonical_recipe_name(*v);
+    if (r.empty()) bad(src, key, unknown_recipe_message(*v));
+    dst = r;
   };
 }
 Setter activation_setter(Activation& dst) {
@@ -211,14 +212,13 @@ Setter list_setter(std::vector<T>& dst) {
 }
 
 std::map<std::string, Setter> setters(Config& c) {
-  const std::vector<std::string> recipes(kRecipeNames.begin(), kRecipeNames.end());
   std::map<std::string, Setter> m;
   m["run.seed"] = int_setter(c.seed, 0);
   m["run.epochs"] = int_setter(c.epochs, 1);
   m["run.max_steps"] = int_setter(c.max_steps, 0);
   m["run.train_limit"] = int_setter(c.train_limit, 0);
   m["run.test_limit"] = int_setter(c.test_limit, 0);
-  m["run.data_dir"] = string_setter(c.data_dir, {});
+  m["run.data_dir"] = string_setter(c.data_dir);
   m["model.d_model"] = int_setter(c.d_model, 1, kMaxDModel);
   m["model.d_ff"] = int_setter(c.d_ff, 1, kMaxDFf);
   m["model.experts"] = int_setter(c.experts, 1, kMaxExperts);
@@ -235,7 +235,7 @@ std::map<std::string, Setter> setters(Config& c) {
   m["optim.weight_decay"] = float_setter(c.weight_decay, 0, false);
   m["optim.warmup_steps"] = int_setter(c.warmup_steps, 0);
   m["optim.init_std"] = float_setter(c.init_std, 0, false);
-  for (Layer l : kLayers) m[std::string("recipe.") + name_of(l)] = string_setter(c.recipe.of(l), recipes);
+  for (Layer l : kLayers) m[std::string("recipe.") + name_of(l)] = recipe_setter(c.recipe.of(l));
   m["recipe.mxfp4_hadamard_wgrad"] = bool_setter(c.recipe.mxfp4_hadamard_wgrad);
   m["recipe.mxfp4_sr_grad"] = bool_setter(c.recipe.mxfp4_sr_grad);
   m["recipe.fp8_amax_history"] = int_setter(c.recipe.fp8_amax_history, 1, kMaxAmaxHistory);
@@ -368,11 +368,12 @@ Config parse_config(const std::string& text, const std::vector<std::string>& ove
 }
 
 std::string to_toml(const Config& c) {
-  // Written by toml++'s own formatter, so every string is escaped as TOML requires (a data_dir
-  // holding '"' or a newline reads back as itself) and the text parses back to the same config
-  // (SimConfig.PrintedConfigParsesBackToTheSameConfig). Sections and keys come out in toml++'s
-  // order (alphabetical); strings as basic strings, never literal or multi-line.
-  const auto fl = [](float v) {  // the shortest decimal that reads back as this float
+  // Every value but the floats is written by toml++'s own formatter, so every string is escaped
+  // as TOML requires (a data_dir holding '"' or a newline reads back as itself) and the text
+  // parses back to the same config (SimConfig.PrintedConfigParsesBackToTheSameConfig). Sections
+  // and keys come out in toml++'s table order (alphabetical); strings as basic strings, never
+  // literal or multi-line.
+  const auto fl = [](float v) {  // the double nearest the shortest decimal that reads back as v
     char b[64];
     const auto r = std::to_chars(b, b + sizeof b, v);
     double d = 0;
@@ -418,9 +419,32 @@ std::string to_toml(const Config& c) {
       {"parallel", toml::table{{"ranks", int64_t(c.ranks)}, {"deosc_shard_edge", c.deosc_shard_edge}}},
       {"trace", toml::table{{"snapshot_layers", layers}, {"snapshot_steps", steps}, {"checkpoint_every", c.checkpoint_every}}},
   };
+  // Floats are written here as the shortest decimal that reads back as the same double
+  // (std::to_chars; fixed notation from 1e-4 on, as %g), which for fl(v) is the shortest one of
+  // the float v: `beta1 = 0.9`, `min_lr = 0.0001`, `eps = 1e-08`. toml++
+  // (built without floating-point to_chars on GCC) prints 17 significant digits instead,
+  // `0.90000000000000002`, and its relaxed mode only 6, which does not read back.
+  const auto float_text = [](double d) {
+    char b[64];
+    std::string s(b, std::to_chars(b, b + sizeof b, d, std::chars_format::general).ptr);  // %g style: 0.0001
+    if (std::isfinite(d) && s.find_first_of(".eE") == std::string::npos) s += ".0";  // TOML floats: 4.0, not 4
+    return s;
+  };
   std::ostringstream o;
-  o << toml::toml_formatter(t, toml::format_flags::allow_unicode_strings);
-  return o.str() + "\n";
+  const char* sep = "";
+  for (const auto& [section, node] : t) {  // every entry of t is a table of key = value lines
+    o << sep << '[' << section.str() << "]\n";
+    sep = "\n";
+    for (const auto& [key, v] : *node.as_table()) {  // bare keys: the config's keys are [a-z0-9_]
+      o << key.str() << " = ";
+      if (const auto* f = v.as_floating_point())
+        o << float_text(f->get());
+      else
+        o << toml::toml_formatter(v, toml::format_flags::allow_unicode_strings);
+      o << '\n';
+    }
+  }
+  return o.str();
 }
 
 }  // namespace mxsim::sim

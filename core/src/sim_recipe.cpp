@@ -3,8 +3,11 @@
 // linear's three GEMMs; it starts from a named spec and states every change
 // it makes to it (e.g. the mxfp8 recipe takes spec mxfp8, TransformerEngine's
 // RCEIL, with Primus's EVEN rule).
+#include <algorithm>
 #include <stdexcept>
+#include <vector>
 
+#include "mxsim/names.hpp"
 #include "mxsim/sim/recipe.hpp"
 
 namespace mxsim::sim {
@@ -27,7 +30,8 @@ const OperandSpecs& operand_specs(const Recipe& r) {
   return *p;
 }
 
-Recipe make_recipe(const std::string& name, const RecipeConfig& rc) {
+Recipe make_recipe(const std::string& given, const RecipeConfig& rc) {
+  const std::string name = canonical_recipe_name(given);
   if (name == "bf16") return Bf16Recipe{};
   if (name == "mxfp4") {
     Mxfp4Recipe r;
@@ -81,9 +85,30 @@ Recipe make_recipe(const std::string& name, const RecipeConfig& rc) {
     r.specs = {a, w, a, a, a};
     return r;
   }
+  throw std::invalid_argument("unknown recipe: " + unknown_recipe_message(given));
+}
+
+std::string canonical_recipe_name(std::string_view name) {
+  for (const char* n : kRecipeNames)
+    if (name == n) return n;
+  for (const RecipeAlias& a : kRecipeAliases)
+    if (name == a.alias) return a.recipe;
+  return "";
+}
+
+std::string unknown_recipe_message(std::string_view name) {
+  std::vector<std::string> words(kRecipeNames.begin(), kRecipeNames.end());
   std::string known;
-  for (const char* n : kRecipeNames) known += std::string(known.empty() ? "" : ", ") + n;
-  throw std::invalid_argument("unknown recipe '" + name + "' (expected " + known + ")");
+  for (const auto& w : words) known += (known.empty() ? "" : ", ") + w;
+  for (const RecipeAlias& a : kRecipeAliases) {
+    words.emplace_back(a.alias);
+    known += std::string("; alias ") + a.alias + " = " + a.recipe;
+  }
+  std::string m = "expected one of " + known + ", got '" + std::string(name) + "'";
+  const std::vector<std::string> specs = named_spec_names();
+  if (std::find(specs.begin(), specs.end(), name) != specs.end())
+    return m + ": that is a spec of one tensor (mxsim quantize --recipe), not a per-linear training recipe";
+  return m + did_you_mean(name, words);
 }
 
 }  // namespace mxsim::sim

@@ -157,7 +157,8 @@ class Trainer {
     TrainResult res;
     res.total_steps = total_;
     auto tl = std::chrono::steady_clock::now();
-    for (Step n = done.next(); n <= last && !halted_; n = n.next()) {
+    const auto stop_requested = [&] { return opt_.stop_requested && opt_.stop_requested->load(); };
+    for (Step n = done.next(); n <= last && !halted_ && !stop_requested(); n = n.next()) {
       const StepRecord r = step(n, res);
       if (halted_) break;  // stopped after a micro-batch: the step is dropped, the weights are untouched
       if (rec_) rec_->append(r);
@@ -360,7 +361,8 @@ class Trainer {
       LayerSummary l;
       l.name = w->name;
       l.recipe = recipe_name(w->recipe);
-      if (is_quantized(w->recipe)) {
+      l.quantized = is_quantized(w->recipe);
+      if (l.quantized) {
         l.w_mse = model_.stats(w->layer, Role::W).q.mse;
         l.w_sqnr_db = model_.stats(w->layer, Role::W).q.sqnr_db;
       }

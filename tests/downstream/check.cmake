@@ -1,7 +1,9 @@
 # ctest driver: install the build tree into a fresh prefix, configure and build
 # tests/downstream against it with find_package(mxsim), run it, and check the
-# other installed pieces (CLI, man pages, bash completion, Python package).
-#   cmake -DBUILD=<build dir> -DSRC=<source dir> -DWORK=<scratch dir> -DGEN=<generator> [-DPYTHON=<python3>] -P check.cmake
+# other installed pieces (CLI, man pages, bash completion, Python package, and the inspector with
+# its man page when it was built: INSPECTOR true).
+#   cmake -DBUILD=<build dir> -DSRC=<source dir> -DWORK=<scratch dir> -DGEN=<generator> [-DPYTHON=<python3>]
+#         [-DINSPECTOR=1] -P check.cmake
 file(REMOVE_RECURSE ${WORK})
 set(prefix ${WORK}/prefix)
 execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD} --prefix ${prefix} RESULT_VARIABLE rc OUTPUT_QUIET)
@@ -37,6 +39,23 @@ endforeach()
 file(READ ${prefix}/share/man/man1/mxsim-quantize.1 man)
 if(NOT man MATCHES "per\\\\-block")
   message(FATAL_ERROR "mxsim-quantize.1 does not document --per-block")
+endif()
+if(INSPECTOR)
+  foreach(f bin/mxsim-inspector share/man/man1/mxsim-inspector.1)
+    if(NOT EXISTS ${prefix}/${f})
+      message(FATAL_ERROR "not installed: ${f}")
+    endif()
+  endforeach()
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env QT_QPA_PLATFORM=offscreen ${prefix}/bin/mxsim-inspector --version
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "^mxsim-inspector [0-9]")
+    message(FATAL_ERROR "installed mxsim-inspector --version: ${rc} ${out} ${err}")
+  endif()
+  file(READ ${prefix}/share/man/man1/mxsim-inspector.1 man)
+  if(NOT man MATCHES "\\\\-\\\\-render")
+    message(FATAL_ERROR "mxsim-inspector.1 does not document --render")
+  endif()
+  message(STATUS "installed: ${out}")
 endif()
 if(PYTHON)
   file(GLOB_RECURSE init ${prefix}/__init__.py)

@@ -88,9 +88,24 @@ struct QuantSpec {
 ///   fp8_block / fp8_block2d   E4M3, 1x128 / 128x128 FP32 power-of-two scales
 ///                              (TE Float8BlockScaling; DeepSeek-V3 §3.3)
 ///   nvfp4 / nvfp4_2d E2M1, 1x16 / 16x16 UE4M3 + FP32 tensor scale (TE NVFP4)
-/// Throws std::invalid_argument listing the known names for an unknown one.
+/// An alias (kSpecAliases) gives the spec it stands for. Throws std::invalid_argument for an
+/// unknown name, with a "did you mean" for a near miss (mxsim/names.hpp) and the known names.
 QuantSpec named_spec(std::string_view name);
 std::vector<std::string> named_spec_names();
+
+/// Other names named_spec accepts, each standing for one spec: the training recipe
+/// (sim/recipe.hpp) that quantizes its forward operands with that spec, where the two
+/// vocabularies name one scheme differently, so that the word `mxsim train` takes works in
+/// `mxsim quantize` and `gemm` too. fp8_current is TransformerEngine's Float8CurrentScaling:
+/// per-tensor current scaling, spec fp8_tensor. (The reverse alias, fp8_tensor for the training
+/// recipe fp8_current, is sim::kRecipeAliases.)
+struct SpecAlias {
+  const char* alias;
+  const char* spec;
+};
+inline constexpr SpecAlias kSpecAliases[] = {{"fp8_current", "fp8_tensor"}};
+/// The table name of `name`: itself for a spec name, the spec an alias stands for, "" otherwise.
+std::string canonical_spec_name(std::string_view name);
 /// The former names of named_spec / named_spec_names, kept while code outside
 /// the simulator and CLI moves over.
 inline QuantSpec tensor_recipe(std::string_view name) { return named_spec(name); }

@@ -17,6 +17,7 @@
 #pragma once
 #include <array>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <variant>
@@ -72,6 +73,24 @@ inline constexpr auto kRecipeNames = []<size_t... I>(std::index_sequence<I...>) 
   return std::array<const char*, sizeof...(I)>{std::variant_alternative_t<I, Recipe>::name...};
 }(std::make_index_sequence<std::variant_size_v<Recipe>>{});
 
+/// Other names the config accepts for a recipe (recipe.<layer>), each standing for one: the
+/// single-tensor spec (mxsim::named_spec) the recipe quantizes its forward operands with, where
+/// the two vocabularies name one scheme differently (mxsim::kSpecAliases is the reverse). The
+/// config then holds the recipe's own name, and so do the canonical text, the trace and the
+/// checkpoint.
+struct RecipeAlias {
+  const char* alias;
+  const char* recipe;
+};
+inline constexpr RecipeAlias kRecipeAliases[] = {{"fp8_tensor", "fp8_current"}};
+/// The config name of `name`: itself for a recipe name (kRecipeNames), the recipe an alias stands
+/// for, "" otherwise.
+std::string canonical_recipe_name(std::string_view name);
+/// Why `name` is no recipe: "expected one of NAMES (alias A = R), got 'NAME'", with a "did you
+/// mean" for a near miss, or saying that NAME is a spec of one tensor (for mxsim quantize), not
+/// a per-linear recipe.
+std::string unknown_recipe_message(std::string_view name);
+
 /// De-oscillation eligibility, decided by the recipe type only.
 template <class R>
 inline constexpr bool deosc_eligible_v = std::is_same_v<R, Mxfp4Recipe>;
@@ -94,8 +113,8 @@ inline const char* recipe_name(const Recipe& r) {
 /// Operand specs (throws std::logic_error for Bf16Recipe).
 const OperandSpecs& operand_specs(const Recipe& r);
 
-/// Build a recipe by config name (kRecipeNames); throws std::invalid_argument
-/// listing them for any other name.
+/// Build a recipe by config name (kRecipeNames, or an alias of kRecipeAliases); throws
+/// std::invalid_argument with unknown_recipe_message for any other name.
 Recipe make_recipe(const std::string& name, const RecipeConfig& rc);
 
 /// The MXFP4 forward weight grid (E2M1, 32x32 tiles, E8M0 EVEN, RNE): the

@@ -2,6 +2,7 @@
 // de-oscillation, metrics, HDF5 trace (docs/trace-format.md "Datasets
 // written by mxsim train"), checkpoint/resume.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -39,12 +40,18 @@ struct TrainOptions {
   /// does: the trace holds the completed steps and the checkpoint (if any) is written for them
   /// (a stop after a micro-batch drops that step's partial main_grad; the weights are untouched).
   std::function<bool(const Progress&)> control;
+  /// When set and true (a signal handler may set it: std::atomic<bool> is lock-free), the run
+  /// stops after the optimizer step in progress, as stop_after does: the trace holds the completed
+  /// steps and the checkpoint (if any) is written for them. Read once per optimizer step, so unlike
+  /// `control` it adds no synchronisation inside a step.
+  const std::atomic<bool>* stop_requested = nullptr;
 };
 
 struct LayerSummary {
   std::string name, recipe;
-  double w_mse = 0, w_sqnr_db = 0;  ///< last step's fprop weight quantization (0 for bf16)
-  uint64_t flips_total = 0;
+  bool quantized = false;           ///< the recipe quantizes the weight (false: bf16)
+  double w_mse = 0, w_sqnr_db = 0;  ///< last step's fprop weight quantization (0, not applicable, for bf16)
+  uint64_t flips_total = 0;         ///< weight-code flips (0, not applicable, for bf16)
   int64_t snaps_total = 0;
   uint64_t w_quantizations = 0;     ///< quantizations of the weight in this run (Weight::quantizations)
   bool deosc_eligible = false;
