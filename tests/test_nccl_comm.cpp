@@ -177,7 +177,8 @@ TEST(NcclComm, BadArgumentsNameTheCollectiveAndTheRank) {
     return std::string("(no std::invalid_argument)");
   };
   Tensor t = be->alloc(DType::f32, {3, 2});
-  EXPECT_NE(msg([&] { comm->all_gather(std::vector<Tensor>{t, t}, std::vector<Tensor>{t, t}); })
+  std::vector<Tensor> two = {t, t};
+  EXPECT_NE(msg([&] { comm->all_gather(two, two); })
                 .find("all_gather: 2 entries for 1 local rank (rank 0 of 1)"),
             std::string::npos);
   EXPECT_NE(msg([&] { comm->all_to_all_v(std::vector<Tensor>{t}, {{2}}); })
@@ -192,6 +193,14 @@ TEST(NcclComm, BadArgumentsNameTheCollectiveAndTheRank) {
             std::string::npos);
   EXPECT_NE(msg([&] { hip::make_nccl_comm(*be, 1, 1, hip::nccl_unique_id(0)); }).find("rank 1 of 1"),
             std::string::npos);
+}
+
+// Every entry point resolves and the version is the library's (needs the library, not a GPU).
+TEST(NcclComm, TheLibraryLoadsWithEveryEntryPoint) {
+  std::string why;
+  if (!hip::nccl_available(&why)) GTEST_SKIP() << "no NCCL library: " << why;
+  const std::string v = hip::nccl_version();
+  EXPECT_TRUE(v.rfind("NCCL 2.", 0) == 0 || v.rfind("RCCL 2.", 0) == 0) << v;
 }
 
 // In a fresh process (the library is opened once per process): MXSIM_NCCL_LIBRARY naming a file
@@ -222,6 +231,7 @@ TEST(NcclComm, RankOrderSumKernelIsTheContractsSum) { GTEST_SKIP() << "this buil
 TEST(NcclComm, OneRankCollectivesMatchTheVirtualComm) { GTEST_SKIP() << "this build has no GPU backend (MXSIM_GPU=off)"; }
 TEST(NcclComm, BadArgumentsNameTheCollectiveAndTheRank) { GTEST_SKIP() << "this build has no GPU backend (MXSIM_GPU=off)"; }
 TEST(NcclComm, AMissingLibraryIsAnErrorNamingIt) { GTEST_SKIP() << "this build has no GPU backend (MXSIM_GPU=off)"; }
+TEST(NcclComm, TheLibraryLoadsWithEveryEntryPoint) { GTEST_SKIP() << "this build has no GPU backend (MXSIM_GPU=off)"; }
 
 #endif
 
