@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include <boost/program_options.hpp>
@@ -19,8 +20,14 @@
 #include "mxsim/backend_profile.hpp"
 #include "mxsim/emu/backend_emu.hpp"
 #include "mxsim/sim/config.hpp"
+#include "mxsim/sim/parallel.hpp"
+#include "mxsim/sim/process_group.hpp"
 #include "mxsim/sim/trainer.hpp"
 #include "train_progress.hpp"
+#if defined(MXSIM_HAVE_GPU)
+#include "mxsim/hip/comm.hpp"
+#include "mxsim/hip/device.hpp"
+#endif
 
 namespace po = boost::program_options;
 
@@ -67,12 +74,57 @@ struct StopSignals {
 
 const char* signal_name(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal"; }
 
+/// A process of `mxsim launch` (sim/process_group.hpp): rank 0 creates the NCCL unique id and
+/// leaves it in the rendezvous folder, the others wait for it; then every rank joins the
+/// communicator over its device's backend.
+std::unique_ptr<sim::Comm> join_ranks(const sim::ProcessPlace& at, Backend& be) {
+#if defined(MXSIM_HAVE_GPU)
+  std::vector<uint8_t> id;
+  if (at.rank == 0) {
+    id = hip::nccl_unique_id(0);
+    sim::publish_unique_id(at, id);
+  } else {
+    id = sim::await_unique_id(at, hip::kNcclIdBytes);
+  }
+  return hip::make_nccl_comm(be, at.rank, at.size, id);
+#else
+  (void)at;
+  (void)be;
+  throw std::runtime_error("this mxsim was built without a GPU backend: no NCCL communicator");
+#endif
+}
+
+int run_train(const Args& args, const sim::ProcessPlace* place);
+
 }  // namespace
 
 int cmd_train(const Args& args) {
   // A file or a pipe gets whole lines as they are written (stdio would buffer 4 KiB of them): a
   // run followed with `tail -f`, or killed, leaves every line printed so far. Before any output.
   if (!isatty(STDOUT_FILENO)) std::setvbuf(stdout, nullptr, _IOLBF, BUFSIZ);
+  std::optional<sim::ProcessPlace> place;
+  try {
+    place = sim::process_place_from_env();
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(std::string("process mode (the variables mxsim launch sets): ") + e.what());
+  }
+  if (!place) return run_train(args, nullptr);
+  // every message of a rank says which (the launcher names the rank that failed too)
+  const std::string who = "rank " + std::to_string(place->rank) + " of " + std::to_string(place->size) + ": ";
+  try {
+    return run_train(args, &*place);
+  } catch (const UsageError& e) {
+    throw UsageError(who + e.what());
+  } catch (const std::bad_alloc&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw std::runtime_error(who + e.what());
+  }
+}
+
+namespace {
+
+int run_train(const Args& args, const sim::ProcessPlace* place) {
   po::options_description d("options");
   std::string config, trace, resume, ckpt, backend = "auto";
   std::vector<std::string> sets;
@@ -188,6 +240,17 @@ int cmd_train(const Args& args) {
         }
       }
   }
+  // One process per rank (mxsim launch): the GPU of the rank, and NCCL between the processes.
+  if (place) {
+    if (backend == "emu")
+      throw UsageError("--backend emu: a run of one process per rank (mxsim launch) needs --backend hip (NCCL "
+                       "moves the ranks' device buffers)");
+    backend = "hip";
+#if defined(MXSIM_HAVE_GPU)
+    std::string no_gpu;
+    if (hip::available(&no_gpu)) hip::select_device(place->rank);  // else make_backend says why below
+#endif
+  }
   // The backend by name. "auto": the GPU when one is usable, else the
   // emulator; the first line of the log says which and why.
   std::unique_ptr<Backend> be;
@@ -203,13 +266,17 @@ int cmd_train(const Args& args) {
   } else if (backend == "emu" || backend == "hip") {
     be = make_backend(backend, &why);
     if (!be) {
-      std::fprintf(stderr, "mxsim train: --backend %s: %s\n", backend.c_str(), why.c_str());
+      const std::string who =
+          place ? "rank " + std::to_string(place->rank) + " of " + std::to_string(place->size) + ": " : "";
+      std::fprintf(stderr, "mxsim train: %s--backend %s: %s\n", who.c_str(), backend.c_str(), why.c_str());
       return 1;
     }
   } else {
     std::fprintf(stderr, "mxsim train: unknown --backend '%s' (expected auto, emu or hip)\n", backend.c_str());
     return 2;
   }
+  std::unique_ptr<sim::Comm> comm;  // before the profiler wraps be: NCCL needs the hip backend itself
+  if (place) comm = join_ranks(*place, *be);
   ProfilingBackend* profiler = nullptr;
   if (profile || profile_host) {
     auto p = std::make_unique<ProfilingBackend>(std::move(be), profile_host ? ProfilingBackend::Mode::Host
@@ -229,10 +296,17 @@ int cmd_train(const Args& args) {
   opt.checkpoint_path = ckpt;
   opt.threads = int(threads);
   opt.stop_after = stop_after;
+  opt.comm = comm.get();
+  if (place && place->rank != 0) {  // rank 0 prints, writes the trace and the checkpoints
+    sim::train(cfg, *be, opt);
+    return 0;
+  }
   std::fprintf(log, "mxsim train: backend %s (%s%s%s), %lld threads, recipes", be->name().c_str(), be->device().c_str(),
                chosen_because.empty() ? "" : "; ", chosen_because.c_str(), (long long)threads);
   for (sim::Layer l : sim::kLayers) std::fprintf(log, " %s=%s", sim::name_of(l), cfg.recipe.of(l).c_str());
-  std::fprintf(log, ", %d micro-batches\n", cfg.num_microbatches);
+  std::fprintf(log, ", %d micro-batches", cfg.num_microbatches);
+  if (place) std::fprintf(log, ", %d processes (one per GPU; rank 0 reports)", place->size);
+  std::fprintf(log, "\n");
   TrainProgress progress(log, tty, std::chrono::steady_clock::now());
   opt.on_step = [&](const sim::StepInfo& s) { progress.step(s); };
   opt.stop_requested = &g_stop_requested;
@@ -298,5 +372,7 @@ int cmd_train(const Args& args) {
                 profiler->total_seconds(), r.seconds, profiler->report().c_str());
   return rc;
 }
+
+}  // namespace
 
 }  // namespace mxsim::cli

@@ -16,5 +16,6 @@ int cmd_train(const Args& args);
 int cmd_dequantize(const Args& args);
 int cmd_cast(const Args& args);
 int cmd_verify(const Args& args);
+int cmd_launch(const Args& args);
 
 }  // namespace mxsim::cli

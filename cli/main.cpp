@@ -21,6 +21,7 @@ const std::map<std::string, Command>& commands() {
       {"dequantize", {mxsim::cli::cmd_dequantize, "codes + scales (mxsim, torchao or TE layout) back to FP32 / BF16"}},
       {"gemm", {mxsim::cli::cmd_gemm, "one GEMM on given operands (--a, --b), or a model's ULP histogram vs the contract"}},
       {"info", {mxsim::cli::cmd_info, "version, build options, backends present"}},
+      {"launch", {mxsim::cli::cmd_launch, "start one process per GPU for a multi-process run (-n P -- train ...)"}},
       {"quantize", {mxsim::cli::cmd_quantize, "quantize .npy/.safetensors tensors or checkpoints, print error statistics"}},
       {"train", {mxsim::cli::cmd_train, "train the MoE classifier on Fashion-MNIST, write an HDF5 trace"}},
       {"verify", {mxsim::cli::cmd_verify, "check a backend (the GPU) against the emulator op by op, bit for bit"}},

@@ -8,17 +8,21 @@
 #           the default config (all its steps, unless DEFAULT_STEPS is set), each
 #           recipe for RECIPE_STEPS steps, and checkpoints crossing backends
 #   peers   bench/peers/moe_step_peer.py (PyTorch eager, BF16 _grouped_mm)
+#   nccl    the NCCL communicator: test_nccl_comm, then the default config through
+#           `mxsim launch -n 1 -- train --backend hip` (one process, NCCL, parallel.ranks=1)
+#           for NCCL_STEPS steps (default 300) against the emulator's single-process run,
+#           compared by mxsim compare ("result: identical" expected)
 # Also: memcheck (compute-sanitizer over kernel suites and the Backend suite),
 # bench (mxsim_gpu_bench), gemm (grouped GEMM vs PyTorch), profile, kernels,
 # large (see below).
-# STAGES (default "tests verify runs peers") picks stages. Writes to $OUT
+# STAGES (default "tests verify runs nccl peers") picks stages. Writes to $OUT
 # (default ./out): summary.md (the table), tests.txt, verify.txt, runs.txt,
 # peers.csv, env.txt. Exit status: non-zero when any check failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-out}"
 mkdir -p "$OUT"
-STAGES="${STAGES:-tests verify runs peers}"
+STAGES="${STAGES:-tests verify runs nccl peers}"
 RECIPE_STEPS="${RECIPE_STEPS:-100}"
 dev=/tmp/mxsim-dev
 rm -rf "$dev" && mkdir -p "$dev" && tar -C "$dev" -xJf .gpu-build/dev.tar.xz
@@ -158,6 +162,37 @@ if has runs; then
   echo -e "\n## Wall time per run\n\n\`\`\`" >>"$summary"; sort "$work/times.txt" >>"$summary"; echo '```' >>"$summary"
   for f in "$work"/*.log "$work"/*.compare.txt; do echo "==== $f"; tail -30 "$f"; done >"$OUT/runs.txt"
   grep -h "steps/s" "$work/default.hip.log" "$work/default.emu.log" | tail -2 >>"$summary"
+fi
+
+# nccl: one process per GPU through NCCL. The library is PyTorch's (nvidia-nccl-cu13 wheel)
+# unless MXSIM_NCCL_LIBRARY names one; mxsim opens it with dlopen only in this mode.
+if has nccl; then
+  if [ -z "${MXSIM_NCCL_LIBRARY:-}" ]; then
+    MXSIM_NCCL_LIBRARY=$(python3 - <<'PY' 2>/dev/null
+import glob, site
+dirs = site.getsitepackages() + [site.getusersitepackages()]
+print(next((f for d in dirs for f in sorted(glob.glob(d + "/nvidia/nccl/lib/libnccl.so*"))), ""))
+PY
+)
+    export MXSIM_NCCL_LIBRARY
+  fi
+  echo -e "\n## NCCL, one process per GPU (library: ${MXSIM_NCCL_LIBRARY:-not found})\n" >>"$summary"
+  timeout 300 "$dev/bin/test_nccl_comm" --gtest_color=no >"$work/test_nccl_comm.txt" 2>&1
+  r=$?; rc=$((rc | r))
+  cat "$work/test_nccl_comm.txt" >>"$OUT/tests.txt"
+  echo "- test_nccl_comm: exit $r: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$work/test_nccl_comm.txt" | tr '\n' ' ')" >>"$summary"
+  N="--set run.max_steps=${NCCL_STEPS:-300} --set parallel.ranks=1"
+  train nccl1 emu --threads 8 "$N" &
+  t0=$(date +%s.%N)
+  eval "timeout 600 \"$mx\" launch -n 1 -- train --backend hip $data $N --trace \"$work/nccl1.hip.h5\"" >"$work/nccl1.hip.log" 2>&1
+  r=$?; rc=$((rc | r))
+  echo "nccl1 hip (mxsim launch -n 1) exit $r wall $(awk "BEGIN {printf \"%.1f\", $(date +%s.%N) - $t0}") s" >>"$work/times.txt"
+  wait
+  echo -e "\n| run | mxsim compare | exit |\n|---|---|---|" >>"$summary"
+  compare nccl1; r=$?; rc=$((rc | r))
+  tail -3 "$work/nccl1.compare.txt" >>"$summary"
+  grep -h -E "^summary|processes" "$work/nccl1.hip.log" >>"$summary"
+  for f in "$work/nccl1.hip.log" "$work/nccl1.emu.log" "$work/nccl1.compare.txt"; do echo "==== $f"; tail -30 "$f"; done >>"$OUT/runs.txt"
 fi
 
 # profile: the default config on the GPU with the per-op table (every op then

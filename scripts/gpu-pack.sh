@@ -11,7 +11,7 @@
 # or Boost (the kernel tests must stay free of them; mxsim itself needs them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tests=(test_gpu_codec test_gpu_quantize test_gpu_gemm test_gpu_math test_gpu_backend test_gpu_ops)
+tests=(test_gpu_codec test_gpu_quantize test_gpu_gemm test_gpu_math test_gpu_backend test_gpu_ops test_nccl_comm)
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD/..}"
 [ -f .gpu-build/CMakeCache.txt ] || cmake --preset gpu-sm90a
 cmake --build .gpu-build -j"${JOBS:-2}" --target "${tests[@]}" mxsim mxsim_gpu_bench mxsim_gpu_gemm_bench

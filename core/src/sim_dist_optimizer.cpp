@@ -49,36 +49,34 @@ void DistributedOptimizer::step(const Backend::AdamW& h) {
   }
   // (3): AdamW on each rank's shard of master, m, v (the padding stays 0: a zero gradient on a
   // zero master with zero moments updates nothing)
-  std::vector<Tensor> model(L);
+  std::vector<Tensor> master(L), m(L), v(L), model(L);
   for (size_t i = 0; i < L; ++i) {
     const Range s = layout_.shard_range(ranks[i]);
-    Tensor master = be_.alloc(DType::f32, {shard}), m = be_.alloc(DType::f32, {shard}),
-           v = be_.alloc(DType::f32, {shard});
-    model[i] = be_.alloc(DType::f32, {shard});
-    for (Tensor* t : {&master, &m, &v}) be_.fill_zero(*t);
-    auto each_piece = [&](auto&& f) {
-      for (size_t p = 0; p < ws_.size(); ++p) {
-        const Range pc = layout_.piece(p, ranks[i]);
-        if (!pc.empty()) f(*ws_[p], pc, layout_.offset(p) + pc.begin - s.begin);
-      }
-    };
-    each_piece([&](Weight& w, Range pc, size_t at) {
-      be_.copy_range(w.master, pc.begin, master, at, pc.size());
-      be_.copy_range(w.m, pc.begin, m, at, pc.size());
-      be_.copy_range(w.v, pc.begin, v, at, pc.size());
-    });
-    be_.adamw(master, m, v, grad[i], h, model[i]);
-    each_piece([&](Weight& w, Range pc, size_t at) {  // the rank's shard of the storage
-      be_.copy_range(master, at, w.master, pc.begin, pc.size());
-      be_.copy_range(m, at, w.m, pc.begin, pc.size());
-      be_.copy_range(v, at, w.v, pc.begin, pc.size());
-    });
+    for (Tensor* t : {&master[i], &m[i], &v[i], &model[i]}) *t = be_.alloc(DType::f32, {shard});
+    for (Tensor* t : {&master[i], &m[i], &v[i]}) be_.fill_zero(*t);
+    for (size_t p = 0; p < ws_.size(); ++p) {
+      const Range pc = layout_.piece(p, ranks[i]);
+      if (pc.empty()) continue;
+      const size_t at = layout_.offset(p) + pc.begin - s.begin;
+      be_.copy_range(ws_[p]->master, pc.begin, master[i], at, pc.size());
+      be_.copy_range(ws_[p]->m, pc.begin, m[i], at, pc.size());
+      be_.copy_range(ws_[p]->v, pc.begin, v[i], at, pc.size());
+    }
+    be_.adamw(master[i], m[i], v[i], grad[i], h, model[i]);
   }
-  // (4): every rank gathers the whole BF16 model; the storage takes the first local rank's copy
-  std::vector<Tensor> full(L);
-  for (Tensor& t : full) t = be_.alloc(DType::f32, {layout_.padded()});
-  comm_.all_gather(model, full);
-  for (size_t p = 0; p < ws_.size(); ++p) be_.copy_range(full[0], layout_.offset(p), ws_[p]->model, 0, layout_.numel(p));
+  // (4): every rank gathers the whole BF16 model (Megatron's parameter all-gather) and, since
+  // every rank runs de-oscillation, the metrics, the trace and checkpoints over whole tensors,
+  // the FP32 master and the moments too; the storage takes the first local rank's copy
+  auto gather = [&](const std::vector<Tensor>& shards, Tensor Weight::*field) {
+    std::vector<Tensor> full(L);
+    for (Tensor& t : full) t = be_.alloc(DType::f32, {layout_.padded()});
+    comm_.all_gather(shards, full);
+    for (size_t p = 0; p < ws_.size(); ++p) be_.copy_range(full[0], layout_.offset(p), ws_[p]->*field, 0, layout_.numel(p));
+  };
+  gather(model, &Weight::model);
+  gather(master, &Weight::master);
+  gather(m, &Weight::m);
+  gather(v, &Weight::v);
 }
 
 void shard_edge_qdq(Backend& be, Weight& w, const FlatLayout& layout, size_t p, Tensor& q) {

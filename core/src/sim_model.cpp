@@ -166,16 +166,13 @@ struct Model::LinearCtx {
 /// The expert-parallel moves of one micro-batch (Model::set_comm), per local rank i of the comm
 /// (rank ranks[i]): as a source, the global permuted rows it sends (its tokens' rows, grouped by
 /// destination, each destination's in (expert, token, slot) order) and how many go to each rank;
-/// as a destination, the exchanged per-expert counts and its local layout: its experts' rows in
-/// expert order, within an expert by source rank (= the single-rank order, since sources hold
-/// ascending token ranges), padded to 16 rows per expert with zero rows as route() pads them.
+/// as a destination, its local layout: its experts' rows in expert order, within an expert by
+/// source rank (= the single-rank order, since sources hold ascending token ranges), padded to
+/// 16 rows per expert with zero rows as route() pads them.
 struct Model::Dispatch {
   std::vector<std::vector<int64_t>> send_rows, send_splits;  ///< [i][row] global rows; [i][dest]
   std::vector<std::vector<int64_t>> local_from_recv;         ///< [i][local row]: received row (-1 = padding)
-  std::vector<std::vector<int64_t>> recv_from_local;         ///< [i][received row]: its local row
-  std::vector<std::vector<int64_t>> recv_splits;             ///< [i][source]: rows received from it
   std::vector<std::vector<int64_t>> ms;                      ///< [i][expert]: m_splits, 0 outside rank's own
-  std::vector<int64_t> global_from_back;  ///< [global permuted row]: row of the returned rows concatenated (-1 = pad)
 };
 
 namespace {
@@ -196,19 +193,6 @@ Tensor gather_rows(Backend& be, const Tensor& src, std::span<const int64_t> idx,
     j += n;
   }
   return dst;
-}
-
-/// The rows of ts concatenated in order (every [rows_i, C]).
-Tensor concat_rows(Backend& be, const std::vector<Tensor>& ts, size_t C) {
-  size_t rows = 0;
-  for (const Tensor& t : ts) rows += t.dim(0);
-  Tensor out = be.alloc(DType::f32, {rows, C});
-  size_t at = 0;
-  for (const Tensor& t : ts) {
-    be.copy_range(t, 0, out, at, t.numel());
-    at += t.numel();
-  }
-  return out;
 }
 
 }  // namespace
@@ -415,24 +399,16 @@ Model::Dispatch Model::make_dispatch(const Workspace& ws, const Routing& rt, siz
   // the m_splits exchange: tokens per local expert from every source
   const std::vector<std::vector<int64_t>> recv = comm_->all_to_all_counts(per_expert);
   D.local_from_recv.resize(L);
-  D.recv_from_local.resize(L);
-  D.recv_splits.assign(L, std::vector<int64_t>(size_t(P), 0));
   D.ms.assign(L, std::vector<int64_t>(E, 0));
   for (size_t i = 0; i < L; ++i) {
     std::vector<int64_t> at(size_t(P) * EL + 1, 0);  // first received row of (source, local expert)
     for (size_t j = 0; j < size_t(P) * EL; ++j) at[j + 1] = at[j] + recv[i][j];
-    for (int s = 0; s < P; ++s)
-      for (size_t el = 0; el < EL; ++el) D.recv_splits[i][size_t(s)] += recv[i][size_t(s) * EL + el];
-    D.recv_from_local[i].assign(size_t(at.back()), -1);
     for (size_t el = 0; el < EL; ++el) {
       const size_t e = size_t(ranks[i]) * EL + el;
       int64_t n = 0;
       for (int s = 0; s < P; ++s)
-        for (int64_t r = 0; r < recv[i][size_t(s) * EL + el]; ++r, ++n) {
-          const int64_t from = at[size_t(s) * EL + el] + r;
-          D.recv_from_local[i][size_t(from)] = int64_t(D.local_from_recv[i].size());
-          D.local_from_recv[i].push_back(from);
-        }
+        for (int64_t r = 0; r < recv[i][size_t(s) * EL + el]; ++r, ++n)
+          D.local_from_recv[i].push_back(at[size_t(s) * EL + el] + r);
       const int64_t padded = hd::padded_rows(n, kExpertRowPad);
       for (int64_t r = n; r < padded; ++r) D.local_from_recv[i].push_back(-1);
       D.ms[i][e] = padded;
@@ -440,13 +416,6 @@ Model::Dispatch Model::make_dispatch(const Workspace& ws, const Routing& rt, siz
         throw std::logic_error("expert dispatch: expert " + std::to_string(e) + " received " + std::to_string(n) +
                                " rows, the router assigned " + std::to_string(rt.counts[e]));
     }
-  }
-  // the return trip: rows come back to their source in the order it sent them
-  D.global_from_back.assign(size_t(rt.M), -1);
-  int64_t base = 0;
-  for (size_t i = 0; i < L; ++i) {
-    for (size_t j = 0; j < D.send_rows[i].size(); ++j) D.global_from_back[size_t(D.send_rows[i][j])] = base + int64_t(j);
-    base += int64_t(D.send_rows[i].size());
   }
   return D;
 }
@@ -460,14 +429,44 @@ std::vector<Tensor> Model::ep_scatter(const Dispatch& D, const Tensor& global, s
   return local;
 }
 
-Tensor Model::ep_gather(const Dispatch& D, const std::vector<Tensor>& local, size_t C, size_t M) {
-  std::vector<Tensor> back;
-  for (size_t i = 0; i < local.size(); ++i) back.push_back(gather_rows(be_, local[i], D.recv_from_local[i], C));
-  const std::vector<Tensor> ret = comm_->all_to_all_v(back, D.recv_splits);
-  const Tensor cat = concat_rows(be_, ret, C);
-  Tensor g = gather_rows(be_, cat, D.global_from_back, C);
-  if (g.dim(0) != M) throw std::logic_error("expert combine: " + std::to_string(g.dim(0)) + " rows for " + std::to_string(M));
+Tensor Model::all_gather_rows(const Routing& rt, const std::vector<Tensor>& local, size_t C) {
+  const std::vector<int>& ranks = comm_->local_ranks();
+  const size_t P = size_t(comm_->size()), EL = size_t(cfg_.experts) / P;
+  std::vector<size_t> rows(P, 0);  // rank r's rows: its experts' padded counts (every rank knows the routing)
+  for (size_t e = 0; e < size_t(cfg_.experts); ++e) rows[e / EL] += size_t(rt.ms[e]);
+  const size_t R = *std::max_element(rows.begin(), rows.end());
+  std::vector<Tensor> in(local.size()), out(local.size());
+  for (size_t i = 0; i < local.size(); ++i) {
+    const size_t n = rows[size_t(ranks[i])];
+    if (local[i].dim(0) != n || local[i].dim(1) != C)
+      throw std::logic_error("expert combine: rank " + std::to_string(ranks[i]) + " holds " + local[i].shape().str() +
+                             ", its experts have " + std::to_string(n) + " rows");
+    in[i] = be_.alloc(DType::f32, {R * C});
+    if (n < R) be_.fill_zero(in[i]);
+    be_.copy_range(local[i], 0, in[i], 0, n * C);
+    out[i] = be_.alloc(DType::f32, {P * R * C});
+  }
+  comm_->all_gather(in, out);
+  Tensor g = be_.alloc(DType::f32, {size_t(rt.M), C});
+  size_t at = 0;
+  for (size_t r = 0; r < P; ++r) {
+    be_.copy_range(out[0], r * R * C, g, at * C, rows[r] * C);
+    at += rows[r];
+  }
   return g;
+}
+
+void Model::share_expert_groups(const Weight& w, Tensor& t) {
+  const std::vector<int>& ranks = comm_->local_ranks();
+  const size_t n = w.G * w.N * w.K, chunk = n / size_t(comm_->size());  // rank r: groups [r G/P, (r + 1) G/P)
+  std::vector<Tensor> in(ranks.size()), out(ranks.size());
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    in[i] = be_.alloc(DType::f32, {chunk});
+    be_.copy_range(t, size_t(ranks[i]) * chunk, in[i], 0, chunk);
+    out[i] = be_.alloc(DType::f32, {n});
+  }
+  comm_->all_gather(in, out);
+  be_.copy_range(out[0], 0, t, 0, n);
 }
 
 void Model::experts_forward(Workspace& ws, const Routing& rt, size_t B, bool st, const LinearFwd& fwd) {
@@ -493,9 +492,9 @@ void Model::experts_forward(Workspace& ws, const Routing& rt, size_t B, bool st,
     be_.activation(cfg_.activation, ws.ep_u[i], ws.ep_a[i]);
     fwd(W2, ws.ep_a[i], ws.D.ms[i], ws.ep_y[i], c2);
   }
-  ws.yp = ep_gather(ws.D, ws.ep_y, d, size_t(rt.M));
+  ws.yp = all_gather_rows(rt, ws.ep_y, d);
   if (st) {  // statistics of the whole micro-batch's operands, as one rank computes them
-    ws.a = concat_rows(be_, ws.ep_a, f);
+    ws.a = all_gather_rows(rt, ws.ep_a, f);
     for (auto [w, x] : {std::pair<Weight*, const Tensor*>{&W1, &ws.xp}, {&W2, &ws.a}}) {
       if (!is_quantized(w->recipe)) continue;
       queue_stats(w->layer, Role::W, w->model, w->quantized(be_, weight_fprop_spec(be_, *w, w->model)));
@@ -541,9 +540,15 @@ void Model::experts_backward(Workspace& ws, const Routing& rt, int mb, int num_m
                     rec1 ? &ws.ep_rec[2 * i] : nullptr, ws.wgrad_tmp[size_t(Layer::Fc1)]);
     keep(W1, ws.ep_rec[2 * i], rec1, i);
   }
-  ws.dxp = ep_gather(ws.D, ws.ep_dx, d, size_t(rt.M));
+  ws.dxp = all_gather_rows(rt, ws.ep_dx, d);
+  // every rank's groups everywhere: main_grad (the trace's norms and snapshots read all groups;
+  // the optimizer reads a rank's own) and this micro-batch's dW records
+  for (auto [w, rec] : {std::pair<Weight*, Tensor*>{&W1, rec1}, {&W2, rec2}}) {
+    share_expert_groups(*w, w->main_grad);
+    if (rec) share_expert_groups(*w, *rec);
+  }
   if (st) {  // dgrad operand statistics of the whole micro-batch, as one rank computes them
-    const Tensor du = concat_rows(be_, ws.ep_du, f);
+    const Tensor du = all_gather_rows(rt, ws.ep_du, f);
     for (auto [w, dy] : {std::pair<Weight*, const Tensor*>{&W2, &ws.dyp}, {&W1, &du}}) {
       if (!is_quantized(w->recipe)) continue;
       QuantSpec ds = resolved_spec(be_, *w, Role::Dy, operand_specs(w->recipe).dy_dgrad, *dy);

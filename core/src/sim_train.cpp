@@ -128,10 +128,20 @@ class Trainer {
         cfg_text_(to_toml(cfg)) {
     total_ = data_.steps_per_epoch * cfg.epochs;
     if (cfg.max_steps > 0) total_ = std::min(total_, cfg.max_steps);
-    if (cfg.ranks > 1 || cfg.deosc_shard_edge) {
-      comm_ = make_virtual_comm(be, cfg.ranks);
+    if (opt.comm) {
+      if (opt.comm->size() != cfg.ranks)
+        throw std::invalid_argument("parallel.ranks = " + std::to_string(cfg.ranks) + " but the run has " +
+                                    std::to_string(opt.comm->size()) + " processes (one per rank): set parallel.ranks=" +
+                                    std::to_string(opt.comm->size()));
+      comm_ = opt.comm;
+      lead_ = opt.comm->local_ranks().front() == 0;
+    } else if (cfg.ranks > 1 || cfg.deosc_shard_edge) {
+      own_comm_ = make_virtual_comm(be, cfg.ranks);
+      comm_ = own_comm_.get();
+    }
+    if (comm_) {
       dopt_ = std::make_unique<DistributedOptimizer>(be, *comm_, ws_);
-      model_.set_comm(comm_.get());
+      model_.set_comm(comm_);
     }
     if (cfg.deosc_shard_edge) {
       std::map<std::string, size_t> index;
@@ -152,7 +162,7 @@ class Trainer {
                                  " steps: the run is complete, nothing to resume");
     }
     const Step last(opt_.stop_after > 0 ? std::min(total_, opt_.stop_after) : total_);
-    if (!opt_.trace_path.empty())
+    if (!opt_.trace_path.empty() && lead_)
       rec_ = std::make_unique<TraceRecorder>(opt_.trace_path, cfg_text_, be_.name(), cfg_, ws_, done.next(), last);
     TrainResult res;
     res.total_steps = total_;
@@ -187,14 +197,16 @@ class Trainer {
  private:
   CheckpointedState state() { return {model_, deosc_, osc_, snaps_total_}; }
   void checkpoint(Step done) {
-    if (!opt_.checkpoint_path.empty()) save_checkpoint(opt_.checkpoint_path, be_, cfg_text_, done, state());
+    if (!opt_.checkpoint_path.empty() && lead_) save_checkpoint(opt_.checkpoint_path, be_, cfg_text_, done, state());
   }
 
   /// One optimizer step: every micro-batch (forward, backward, main_grad),
   /// snapshots, AdamW, de-oscillation, metrics, evaluation at epoch ends.
   StepRecord step(Step n, TrainResult& res) {
     const size_t NMB = size_t(cfg_.num_microbatches), B = size_t(cfg_.global_batch);
-    const bool snap = rec_ && rec_->snapshot_due(n);
+    // every rank takes the snapshot steps' records (their gathers are collectives); rank 0 writes
+    const bool snap = !opt_.trace_path.empty() &&
+                      std::find(cfg_.snapshot_steps.begin(), cfg_.snapshot_steps.end(), n.n()) != cfg_.snapshot_steps.end();
     StepRecord r;
     r.step = n.n();
     for (Weight* w : ws_) w->zero_grad(be_);
@@ -253,7 +265,7 @@ class Trainer {
                                " at step " + std::to_string(n.n()) + " (cross-entropy sum " +
                                std::to_string(loss_sum) + ", aux " + std::to_string(aux_sum) +
                                "); the trace ends at the step before");
-    if (snap) {
+    if (snap && rec_) {
       maps_.clear();  // this step's block maps, computed on first use
       rec_->write_snapshots(n, [&](Layer l, std::string_view kind) { return snapshot(l, kind); });
     }
@@ -263,7 +275,7 @@ class Trainer {
     // ---- optimizer: AdamW on FP32 masters, BF16 model copy, caches invalidated
     r.lr = lr_at(cfg_, n.n(), total_);
     const Backend::AdamW h{r.lr, cfg_.beta1, cfg_.beta2, cfg_.eps, cfg_.weight_decay, n.n()};
-    if (cfg_.ranks > 1) dopt_->step(h);  // per rank on its flat shard (sim/dist_optimizer.hpp)
+    if (dopt_) dopt_->step(h);  // per rank on its flat shard (sim/dist_optimizer.hpp)
     else
       for (Weight* w : ws_) be_.adamw(w->master, w->m, w->v, w->main_grad, h, w->model);
     for (Weight* w : ws_) {
@@ -382,7 +394,9 @@ class Trainer {
   TrainData data_;
   Model model_;
   std::vector<Weight*> ws_;
-  std::unique_ptr<Comm> comm_;                ///< parallel.ranks > 1 or shard-edge de-osc: the virtual ranks
+  std::unique_ptr<Comm> own_comm_;            ///< parallel.ranks > 1 or shard-edge de-osc: the virtual ranks
+  Comm* comm_ = nullptr;                      ///< own_comm_ or TrainOptions::comm (nullptr: one rank, no comm)
+  bool lead_ = true;                          ///< this process writes the trace and checkpoints (rank 0's)
   std::unique_ptr<DistributedOptimizer> dopt_;
   DeOsc deosc_;
   OscMetrics osc_;

@@ -32,6 +32,15 @@ bool available(std::string* reason) {
 
 const char* platform() { return MXSIM_GPU_VENDOR; }
 
+void select_device(int index) {
+  int n = 0;
+  MXSIM_HIP_CHECK(hipGetDeviceCount(&n));
+  if (index < 0 || index >= n)
+    throw Error("mxsim::hip: device " + std::to_string(index) + " asked for, the runtime sees " + std::to_string(n) +
+                " (device indices 0 to " + std::to_string(n - 1) + ")");
+  MXSIM_HIP_CHECK(hipSetDevice(index));
+}
+
 DeviceInfo device_info() {
   int dev = 0;
   MXSIM_HIP_CHECK(hipGetDevice(&dev));

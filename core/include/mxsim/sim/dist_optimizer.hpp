@@ -5,9 +5,9 @@
 // Layout: every weight's flat [G, N, K] range in one buffer in model order (FlatLayout,
 // sim/parallel.hpp): P equal contiguous shards of ceil(total / P) elements, the buffer padded
 // with zeros at its end. Rank r owns its shard of the FP32 master, the Adam moments and the
-// reduced main_grad; the Weight's tensors are the storage of all ranks' shards side by side
-// (rank r reads and writes only its pieces), so trace, checkpoint and metrics see the gathered
-// values.
+// reduced main_grad; the Weight's tensors hold the whole tensors on every rank (rank r reads and
+// updates only its pieces, then the all-gathers below give every rank everyone's), so trace,
+// checkpoint and metrics see the gathered values in a process that drives one rank too.
 //
 // One step: (1) every rank's gradient buffer holds the gradient elements that rank computed
 // (an expert's weight groups on the rank that owns the expert, grad_owner; the dense layers,
@@ -15,7 +15,9 @@
 // sums them in rank order into each rank's shard (exact: main_grad is never -0, since it starts
 // at +0 and every add is RNE, so g + (+0) = g for every element); (3) AdamW (Backend::adamw,
 // per element) on each rank's shard; (4) all_gather of the BF16 model shards into every rank's
-// full model copy. Per element the arithmetic is that of P = 1, hence the same bits.
+// full model copy (Megatron's parameter all-gather), and of the FP32 master and Adam moments
+// (which Megatron keeps sharded; here every rank runs de-oscillation, the metrics and the trace
+// over whole tensors). Per element the arithmetic is that of P = 1, hence the same bits.
 #pragma once
 #include <memory>
 #include <vector>

@@ -178,12 +178,15 @@ class Model {
   /// Quantization stats of the last recorded micro-batch.
   const OperandStats& stats(Layer l, Role r) const { return stats_[size_t(l)][size_t(r)]; }
 
-  /// Expert parallelism over comm's ranks (nullptr or one rank: the experts run as one grouped
-  /// launch). With P ranks, each micro-batch's tokens are split into P contiguous shards (the
-  /// source ranks); fc1 -> activation -> fc2 of expert e run on rank e / (E / P), whose rows
-  /// arrive by all_to_all_v after the per-expert counts (m_splits) are exchanged, and the outputs
-  /// return the same way (docs/simulator.md "Parallel simulation"). The dense layers run once for
-  /// the whole micro-batch. comm must outlive the Model.
+  /// Expert parallelism over comm's ranks (nullptr: the experts run as one grouped launch).
+  /// With a comm of P ranks (P = 1 included), each micro-batch's tokens are split into P
+  /// contiguous shards (the source ranks); fc1 -> activation -> fc2 of expert e run on rank
+  /// e / (E / P), whose rows arrive by all_to_all_v after the per-expert counts (m_splits) are
+  /// exchanged; the outputs reach every rank by an all-gather of the ranks' expert rows, since
+  /// every rank runs the dense layers for the whole micro-batch (docs/simulator.md "Parallel
+  /// simulation"). After the backward, every rank's expert groups of main_grad (and of the
+  /// snapshot records) are gathered onto every rank, so a process that drives one rank holds
+  /// the same tensors as one that drives all. comm must outlive the Model.
   void set_comm(Comm* comm) { comm_ = comm; }
 
  private:
@@ -207,15 +210,19 @@ class Model {
   Dispatch make_dispatch(const Workspace& ws, const Routing& rt, size_t B) const;
   /// Global permuted rows [M, C] -> each local rank's expert rows (all_to_all_v).
   std::vector<Tensor> ep_scatter(const Dispatch& D, const Tensor& global, size_t C);
-  /// Each local rank's expert rows -> the global permuted rows [M, C] (all_to_all_v back; padding +0).
-  Tensor ep_gather(const Dispatch& D, const std::vector<Tensor>& local, size_t C, size_t M);
+  /// Each local rank's expert rows [rows of its experts, C] -> the rows of all ranks concatenated
+  /// in rank order, which is the global permuted layout [M, C] (all_gather, every rank's block
+  /// padded to the largest).
+  Tensor all_gather_rows(const Routing& rt, const std::vector<Tensor>& local, size_t C);
+  /// Every rank's expert groups of t (w's shape) onto every local rank (all_gather).
+  void share_expert_groups(const Weight& w, Tensor& t);
   using LinearFwd = std::function<void(Weight&, const Tensor&, std::span<const int64_t>, Tensor&, LinearCtx&)>;
   /// xp -> fc1 -> activation -> fc2 -> yp: one grouped launch each, or per rank (comm_).
   void experts_forward(Workspace& ws, const Routing& rt, size_t B, bool st, const LinearFwd& fwd);
   /// dyp -> fc2 backward -> activation backward -> fc1 backward -> dxp (main_grad adds, records).
   void experts_backward(Workspace& ws, const Routing& rt, int mb, int num_mb, Step step, bool st, Tensor* rec1,
                         Tensor* rec2);
-  bool expert_parallel() const { return comm_ && comm_->size() > 1; }
+  bool expert_parallel() const { return comm_ != nullptr; }
 };
 
 class StateIO;

@@ -21,9 +21,10 @@
 //
 // Who drives which rank: a Comm serves the ranks of one process (local_ranks()). The in-process
 // implementation (make_virtual_comm) drives all P ranks from one thread, one after another, as
-// virtual ranks sharing one Backend; an implementation with one process per GPU drives its own
-// rank (NCCL also lets one process drive several devices inside ncclGroupStart/End, which is the
-// same shape). Every collective therefore takes and returns one entry per LOCAL rank, in
+// virtual ranks sharing one Backend; the one over NCCL with one process per GPU
+// (mxsim::hip::make_nccl_comm, mxsim/hip/comm.hpp; processes started by `mxsim launch`) drives
+// its own rank (NCCL also lets one process drive several devices inside ncclGroupStart/End,
+// which is the same shape). Every collective therefore takes and returns one entry per LOCAL rank, in
 // local_ranks() order; a caller written against this interface runs unchanged on either.
 //
 // Error behaviour: wrong entry counts, shapes, dtypes or splits throw std::invalid_argument naming

@@ -13,6 +13,8 @@
 
 namespace mxsim::sim {
 
+class Comm;
+
 struct StepInfo {
   int64_t step = 0, total = 0;  ///< optimizer steps done / planned
   double loss = 0, accuracy = 0, lr = 0, steps_per_s = 0;
@@ -45,6 +47,13 @@ struct TrainOptions {
   /// steps and the checkpoint (if any) is written for them. Read once per optimizer step, so unlike
   /// `control` it adds no synchronisation inside a step.
   const std::atomic<bool>* stop_requested = nullptr;
+  /// The communicator of a run of one process per rank (sim/parallel.hpp; e.g. the NCCL one of
+  /// `mxsim launch`): this process computes only its local ranks' share, through the same code as
+  /// virtual ranks, and only the process driving rank 0 writes the trace and checkpoints (every
+  /// process reads the resume checkpoint). Its size() must equal parallel.ranks (else
+  /// std::invalid_argument); it must outlive the run. nullptr: virtual ranks in this process
+  /// when parallel.ranks > 1 or parallel.deosc_shard_edge, else none.
+  Comm* comm = nullptr;
 };
 
 struct LayerSummary {

@@ -36,6 +36,11 @@ bool available(std::string* reason = nullptr);
 /// "nvidia" or "amd": the platform this library was compiled for.
 const char* platform();
 
+/// Makes device `index` (0-based, of those the runtime sees) the current one of the calling
+/// thread, before make_backend() (a process of `mxsim launch` takes the device of its rank).
+/// Throws Error naming the index and the device count when there is no such device.
+void select_device(int index);
+
 struct DeviceInfo {
   std::string name;                ///< e.g. "NVIDIA H200"
   int cc_major = 0, cc_minor = 0;  ///< compute capability (NVIDIA) / gfx major.minor (AMD)
