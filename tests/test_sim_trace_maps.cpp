@@ -13,6 +13,7 @@
 #include <hdf5.h>
 #include <hdf5_hl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -29,6 +30,7 @@
 #include "mxsim/rounding.hpp"
 #include "mxsim/sim/config.hpp"
 #include "mxsim/sim/trainer.hpp"
+#include "mxsim/trace/compare.hpp"
 #include "mxsim/trace/reader.hpp"
 #include "mxsim/trace/schema.hpp"
 #include "test_util.hpp"
@@ -444,4 +446,42 @@ TEST(SimTraceMaps, WatchedElementsEqualTheSnapshotsEveryStep) {
     }
   }
   EXPECT_GT(moved, 0u) << "the masters move over the steps";
+}
+
+// The per-element snap counts are de-oscillation state (checkpoint entry deosc/state/<l>/snaps):
+// a run stopped after step 5 and resumed writes the steps 6-8 of the uninterrupted run's trace
+// bit for bit, the snap map of step 7 and the watched elements' snaps included, after snaps
+// happened before the checkpoint.
+TEST(SimTraceMaps, ResumedRunKeepsTheSnapCounts) {
+  test::TempDir dir("sim_maps_resume");
+  const std::vector<std::string> s = {
+      "run.epochs=1",          "run.max_steps=8",          "run.train_limit=2048",     "run.test_limit=200",
+      "model.d_model=32",      "model.d_ff=64",            "model.experts=4",          "model.top_k=2",
+      "batch.global_batch=128", "batch.num_microbatches=4", "optim.warmup_steps=2",     "optim.lr=0.02",
+      "deosc.enable=true",     "deosc.period=2",           "deosc.start_step=1",       "deosc.ratio=1.0",
+      "trace.snapshot_layers=[\"fc1\"]", "trace.snapshot_steps=[7]"};
+  const sim::Config c = sim::parse_config(sim::default_config_text(), s, "resume");
+  auto be = emu::make_emu_backend();
+  sim::TrainOptions full;
+  full.evaluate = false;
+  full.trace_path = (dir.p / "full.h5").string();
+  sim::train(c, *be, full);
+  sim::TrainOptions first = full;
+  first.trace_path = (dir.p / "first.h5").string();
+  first.checkpoint_path = (dir.p / "ck.h5").string();
+  first.stop_after = 5;
+  sim::train(c, *be, first);
+  sim::TrainOptions second = full;
+  second.trace_path = (dir.p / "rest.h5").string();
+  second.resume_path = first.checkpoint_path;
+  sim::train(c, *be, second);
+  const trace::Reader rest(dir.p / "rest.h5");
+  uint64_t map = 0;
+  for (uint32_t v : rest.read_snapshot<uint32_t>(schema::element_map("fc1", "snaps"), 1)) map += v;  // step 7 = row 1
+  EXPECT_GT(map, 0u) << "snaps before the checkpoint";
+  const trace::CompareResult r = trace::compare(dir.p / "full.h5", dir.p / "rest.h5");
+  EXPECT_EQ(r.steps_compared, 3u);
+  for (const std::string& n : {schema::element_map("fc1", "snaps"), schema::watch("fc1", "snaps")})
+    EXPECT_NE(std::find(r.common.begin(), r.common.end(), n), r.common.end()) << n;
+  EXPECT_FALSE(r.first_difference) << r.first_difference->dataset;
 }
