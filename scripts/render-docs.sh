@@ -7,7 +7,8 @@
 # Traces (kept in build/docs/, reused when present):
 #   default.h5   the default run (examples/default.toml, 702 steps) with fc1 snapshots at
 #                every global step from 280 to 320 (trace rows 279-319; a de-oscillation
-#                window ends at step 300)
+#                window ends at step 300); its watched elements (trace.watch_elements, the
+#                default) are recorded at every step
 #   short_a.h5   the default config for 30 steps (fc1 snapshot at step 2, trace row 1);
 #                short_b.h5 the same without the wgrad Hadamard transform (the pair the
 #                Compare view shows)
@@ -29,7 +30,9 @@ OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 render() { xvfb-run -a -s "-screen 0 1280x800x24" env QT_QPA_PLATFORM=xcb "$INSPECTOR" --render "$@" -o "$OUT"; }
 render "$DEFAULT" --views curves,quant,data --step 300 --layer fc1 --tensor w --dataset /train/tokens_per_expert
-render "$DEFAULT" --views osc,accum --step 300 --layer fc1 --expert 2
+# the oscillation view on a watched element (trace.watch_elements: its timeline has every step)
+render "$DEFAULT" --views osc --step 300 --layer fc1 --expert 0 --element 0,1
+render "$DEFAULT" --views accum --step 300 --layer fc1 --expert 2
 render build/docs/short_a.h5 build/docs/short_b.h5 --views compare --step 1 --layer fc1 --expert 6 \
   --dataset /snap/fc1/master
 for v in curves quant osc accum compare data; do cp "$OUT/$v.png" "docs/images/inspector-$v.png"; done

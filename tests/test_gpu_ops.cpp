@@ -464,6 +464,7 @@ void deosc_case(size_t n, uint32_t seed) {
   wk.step(rng, 1.0f / 64);
   Both w = b.f32({n}, wk.w), prev = b.f32({n}, wk.w), prev_q = b.f32({n}, wk.q);
   Both dw = b.f32({n}, std::vector<float>(n, 0.0f)), dq = b.f32({n}, std::vector<float>(n, 0.0f));
+  Both snaps = b.out(DType::u32, {n});  // per-element counts from 0xFFFFFFFF: the first snap wraps to 0
   for (int s = 0; s < 12; ++s) {
     std::vector<float> cur = b.e->download<float>(w.e);
     wk.w = cur;
@@ -472,8 +473,8 @@ void deosc_case(size_t n, uint32_t seed) {
     b.e->copy(wn.e, w.e);
     b.g->copy(wn.g, w.g);
     const bool end = s % 4 == 3;
-    const int64_t ce = b.e->deosc_update(w.e, q.e, prev.e, prev_q.e, dw.e, dq.e, end, 0.5f);
-    const int64_t cg = b.g->deosc_update(w.g, q.g, prev.g, prev_q.g, dw.g, dq.g, end, 0.5f);
+    const int64_t ce = b.e->deosc_update(w.e, q.e, prev.e, prev_q.e, dw.e, dq.e, end, 0.5f, &snaps.e);
+    const int64_t cg = b.g->deosc_update(w.g, q.g, prev.g, prev_q.g, dw.g, dq.g, end, 0.5f, &snaps.g);
     const std::string what = "n " + std::to_string(n) + " step " + std::to_string(s);
     EXPECT_EQ(ce, cg) << "deosc_update count " << what;
     b.same(w, "deosc_update w " + what);
@@ -481,6 +482,7 @@ void deosc_case(size_t n, uint32_t seed) {
     b.same(prev_q, "deosc_update prev_q " + what);
     b.same(dw, "deosc_update dist_w " + what);
     b.same(dq, "deosc_update dist_q " + what);
+    b.same(snaps, "deosc_update snaps " + what);
   }
 }
 

@@ -1081,13 +1081,17 @@ TEST(SimOps, DeOscUpdateObserveAndSnap) {
   // element 1: Q moves (0.5 -> 1) but the master does not: dist_w 0 -> never snapped
   Tensor w = v({1.0f, 0.5f}), q = v({0.75f, 1.0f}), prev = v({0.5f, 0.5f}), prev_q = v({0.5f, 0.5f}),
          dw = v({0, 0}), dq = v({0, 0});
-  EXPECT_EQ(be->deosc_update(w, q, prev, prev_q, dw, dq, false, 0.5f), 0);
+  Tensor snaps = be->alloc(DType::u32, {2});
+  be->upload(snaps, std::span<const uint32_t>(std::vector<uint32_t>{7, 0xFFFFFFFFu}));
+  EXPECT_EQ(be->deosc_update(w, q, prev, prev_q, dw, dq, false, 0.5f, &snaps), 0);
+  EXPECT_EQ(be->download<uint32_t>(snaps), (std::vector<uint32_t>{7, 0xFFFFFFFFu}));  // no window end: no snap
   EXPECT_EQ(be->download<float>(dw), (std::vector<float>{0.5f, 0}));
   EXPECT_EQ(be->download<float>(dq), (std::vector<float>{0.25f, 0.5f}));
   EXPECT_EQ(be->download<float>(prev), (std::vector<float>{1.0f, 0.5f}));
   EXPECT_EQ(be->download<float>(prev_q), (std::vector<float>{0.75f, 1.0f}));
   EXPECT_EQ(be->download<float>(w), (std::vector<float>{1.0f, 0.5f}));  // no window end: no snap
-  EXPECT_EQ(be->deosc_update(w, q, prev, prev_q, dw, dq, true, 0.5f), 1);  // nothing moved since; window ends
+  EXPECT_EQ(be->deosc_update(w, q, prev, prev_q, dw, dq, true, 0.5f, &snaps), 1);  // nothing moved since; window ends
+  EXPECT_EQ(be->download<uint32_t>(snaps), (std::vector<uint32_t>{8, 0xFFFFFFFFu}));  // element 0 snapped: +1
   EXPECT_EQ(be->download<float>(w), (std::vector<float>{0.75f, 0.5f}));
   EXPECT_EQ(be->download<float>(prev), (std::vector<float>{0.75f, 0.5f}));
   EXPECT_EQ(be->download<float>(dw), (std::vector<float>{0, 0}));

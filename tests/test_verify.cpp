@@ -101,8 +101,8 @@ class ForwardingBackend : public Backend {
     in_->adamw(master, m, v, grad, h, model);
   }
   int64_t deosc_update(Tensor& w, const Tensor& q, Tensor& prev, Tensor& prev_q, Tensor& dist_w, Tensor& dist_q,
-                       bool window_end, float ratio) override {
-    return in_->deosc_update(w, q, prev, prev_q, dist_w, dist_q, window_end, ratio);
+                       bool window_end, float ratio, Tensor* snaps) override {
+    return in_->deosc_update(w, q, prev, prev_q, dist_w, dist_q, window_end, ratio, snaps);
   }
   OscStep osc_update(const Tensor& w, const Tensor& q, OscState& s, float momentum, bool window_end) override {
     return in_->osc_update(w, q, s, momentum, window_end);

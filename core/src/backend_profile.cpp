@@ -178,8 +178,8 @@ void ProfilingBackend::adamw(Tensor& w, Tensor& m, Tensor& v, const Tensor& g, c
   timed(kAdamW, [&] { inner_->adamw(w, m, v, g, h, model); });
 }
 int64_t ProfilingBackend::deosc_update(Tensor& w, const Tensor& q, Tensor& prev, Tensor& prev_q, Tensor& dist_w,
-                                       Tensor& dist_q, bool window_end, float ratio) {
-  return timed(kDeOsc, [&] { return inner_->deosc_update(w, q, prev, prev_q, dist_w, dist_q, window_end, ratio); });
+                                       Tensor& dist_q, bool window_end, float ratio, Tensor* snaps) {
+  return timed(kDeOsc, [&] { return inner_->deosc_update(w, q, prev, prev_q, dist_w, dist_q, window_end, ratio, snaps); });
 }
 Backend::OscStep ProfilingBackend::osc_update(const Tensor& w, const Tensor& q, OscState& s, float momentum,
                                               bool window_end) {

@@ -79,6 +79,7 @@ deosc_shard_edge = false # de-osc QDQ of each rank's flat slice with zeros for o
 [trace]
 snapshot_layers = ["fc1"]
 snapshot_steps = [2]       # global optimizer steps (1-based, as /train/step)
+watch_elements = [0, 1, 2, 3, 4, 5, 6, 7]  # flat [G, N, K] indices recorded every step
 checkpoint_every = 0
 )TOML";
 
@@ -250,6 +251,7 @@ std::map<std::string, Setter> setters(Config& c) {
   m["trace.snapshot_layers"] = layers_setter(c.snapshot_layers);
   m["trace.snapshot_steps"] = list_setter(c.snapshot_steps);
   m["trace.checkpoint_every"] = int_setter(c.checkpoint_every, 0);
+  m["trace.watch_elements"] = list_setter(c.watch_elements);
   return m;
 }
 
@@ -313,6 +315,16 @@ void validate(const Config& c, const std::string& s) {
   for (int64_t n : c.snapshot_steps)
     if (n < 1)
       bad(s, "trace.snapshot_steps", "expected global optimizer steps >= 1 (1-based, as /train/step), got " + std::to_string(n));
+  for (Layer l : c.snapshot_layers) {
+    const uint64_t n = l == Layer::Embed ? 784 * d : l == Layer::Router ? E * d : l == Layer::Head ? 10 * d : E * f * d;
+    for (int64_t e : c.watch_elements)
+      if (uint64_t(e) >= n)
+        bad(s, "trace.watch_elements",
+            "element " + std::to_string(e) + " lies outside " + name_of(l) + "'s weight (" + std::to_string(n) +
+                " elements, flat [G, N, K] indices 0.." + std::to_string(n - 1) + ")");
+  }
+  if (c.watch_elements.size() > 4096)
+    bad(s, "trace.watch_elements", "at most 4096 elements, got " + std::to_string(c.watch_elements.size()));
 }
 
 }  // namespace
@@ -380,7 +392,8 @@ std::string to_toml(const Config& c) {
     std::from_chars(b, r.ptr, d);
     return d;
   };
-  toml::array layers, steps;
+  toml::array layers, steps, watch;
+  for (int64_t e : c.watch_elements) watch.push_back(e);
   for (Layer l : c.snapshot_layers) layers.push_back(std::string(name_of(l)));
   for (int64_t n : c.snapshot_steps) steps.push_back(n);
   toml::table recipe{{"mxfp4_hadamard_wgrad", c.recipe.mxfp4_hadamard_wgrad},
@@ -417,7 +430,8 @@ std::string to_toml(const Config& c) {
                             {"start_step", c.deosc_start_step}}},
       {"metrics", toml::table{{"osc_ema_momentum", fl(c.osc_ema_momentum)}}},
       {"parallel", toml::table{{"ranks", int64_t(c.ranks)}, {"deosc_shard_edge", c.deosc_shard_edge}}},
-      {"trace", toml::table{{"snapshot_layers", layers}, {"snapshot_steps", steps}, {"checkpoint_every", c.checkpoint_every}}},
+      {"trace", toml::table{{"snapshot_layers", layers}, {"snapshot_steps", steps}, {"checkpoint_every", c.checkpoint_every},
+                            {"watch_elements", watch}}},
   };
   // Floats are written here as the shortest decimal that reads back as the same double
   // (std::to_chars; fixed notation from 1e-4 on, as %g), which for fl(v) is the shortest one of

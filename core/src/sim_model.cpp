@@ -18,10 +18,6 @@ namespace mxsim::sim {
 
 namespace {
 
-/// Rows each expert's permuted block is padded to (the Hadamard run of 16:
-/// Turbo pads grouped column-wise spans likewise).
-constexpr int64_t kExpertRowPad = 16;
-
 /// (Re)allocate `t` unless it already is a tensor of this dtype and shape:
 /// the workspace keeps its buffers across micro-batches of equal shapes.
 Tensor& ensure(Backend& be, Tensor& t, DType dt, Shape s) {
@@ -284,6 +280,49 @@ void Model::queue_stats(Layer l, Role r, const Tensor& x, const QTensor& q) {
   OperandStats& o = stats_[size_t(l)][size_t(r)];  // a member: alive until the step resolves
   be_.quant_stats_deferred(x, q, &o.q);
   be_.scale_exp_histogram_deferred(q, &o.scale_exp_hist);
+  if (r != Role::W && capturing(l)) capture_rowwise(l, r == Role::X ? Operand::X : Operand::Dy, x, q);
+}
+
+bool Model::capturing(Layer l) const {
+  return std::find(capture_layers_.begin(), capture_layers_.end(), l) != capture_layers_.end();
+}
+
+void Model::capture_rowwise(Layer l, Operand o, const Tensor& x, const QTensor& q) {
+  const bool experts = l == Layer::Fc1 || l == Layer::Fc2;
+  const std::vector<float> xh = be_.download<float>(x);
+  const QuantizedTensor qh = be_.download(q);
+  OperandCapture c;
+  c.cols = x.dim(1);
+  c.rows = experts ? capture_ms_ : std::vector<int64_t>{int64_t(x.dim(0))};
+  size_t r0 = 0;
+  for (int64_t n : c.rows) {
+    c.x.emplace_back(xh.begin() + std::ptrdiff_t(r0 * c.cols), xh.begin() + std::ptrdiff_t((r0 + size_t(n)) * c.cols));
+    c.q.push_back(slice_rows(qh, r0, size_t(n), std::string(name_of(l)) + "." + name_of(o)));
+    r0 += size_t(n);
+  }
+  captures_[{l, o}] = std::move(c);
+}
+
+void Model::capture_grouped(Layer l, Operand o, const Tensor& x, std::span<const int64_t> ms, const GroupedQTensor& q) {
+  const std::vector<float> xh = be_.download<float>(x);
+  std::vector<QuantizedTensor> qs = be_.download(q);
+  OperandCapture& c = captures_[{l, o}];
+  if (c.rows.empty()) {
+    c.cols = x.dim(1);
+    c.rows.assign(ms.size(), 0);
+    c.x.resize(ms.size());
+    c.q.resize(ms.size());
+  }
+  size_t r0 = 0;
+  for (size_t g = 0; g < ms.size(); ++g) {
+    const size_t n = size_t(ms[g]);
+    if (n > 0) {
+      c.rows[g] = int64_t(n);
+      c.x[g].assign(xh.begin() + std::ptrdiff_t(r0 * c.cols), xh.begin() + std::ptrdiff_t((r0 + n) * c.cols));
+      c.q[g] = std::move(qs.at(g));
+    }
+    r0 += n;
+  }
 }
 
 void Model::linear_forward(Weight& w, const Tensor& x, std::span<const int64_t> ms, Tensor& y, int mb, int num_mb,
@@ -340,6 +379,10 @@ void Model::linear_backward(Weight& w, const Tensor& dy, std::span<const int64_t
     const QuantSpec xs = resolve(be_, w, Role::X, sp.x_wgrad, ctx.x);
     dyq = be_.quantize_grouped_colwise(dy, ms, ds);
     xq = be_.quantize_grouped_colwise(ctx.x, ms, xs);
+    if (capturing(w.layer)) {
+      capture_grouped(w.layer, Operand::DyWgrad, dy, ms, dyq);
+      capture_grouped(w.layer, Operand::XWgrad, ctx.x, ms, xq);
+    }
   }
   auto wgrad = [&](Tensor& out, const GemmOptions& o) {
     if (q) be_.grouped_wgrad(dyq, xq, ms, out, o);
@@ -590,6 +633,7 @@ void Model::train_microbatch(const Tensor& xin, const Tensor& labels, int mb, in
   linear_forward(Wr, ws.h0, one, ws.rl, mb, num_mb, st, c_router);
   // permutation: stable (expert, token, slot) order, groups padded to 16 rows
   const Routing rt = route(ws, ws.h0, B);
+  capture_ms_ = rt.ms;
   experts_forward(ws, rt, B, st, [&](Weight& w, const Tensor& x, std::span<const int64_t> ms, Tensor& y, LinearCtx& c) {
     linear_forward(w, x, ms, y, mb, num_mb, st && !expert_parallel(), c);
   });
@@ -686,6 +730,8 @@ std::map<std::string, int64_t> DeOsc::step(Backend& be, const std::vector<Weight
       s.dist_q = be.alloc(DType::f32, w->shape());
       be.fill_zero(s.dist_w);
       be.fill_zero(s.dist_q);
+      s.snaps = be.alloc(DType::u32, w->shape());
+      be.fill_zero(s.snaps);
       if (edge_layout_) {
         s.full_prev_q = Qfull;
         s.full_dist_q = be.alloc(DType::f32, w->shape());
@@ -698,7 +744,7 @@ std::map<std::string, int64_t> DeOsc::step(Backend& be, const std::vector<Weight
     const bool window_end = ++s.step >= period_;
     if (edge_layout_) edge_last_[w->name] = edge_observe(be, *w, s, Q, Qfull, window_end);
     // snap: Q into the FP32 master (reaches the model at the next step's copy)
-    const int64_t cnt = be.deosc_update(w->master, Q, s.prev, s.prev_q, s.dist_w, s.dist_q, window_end, ratio_);
+    const int64_t cnt = be.deosc_update(w->master, Q, s.prev, s.prev_q, s.dist_w, s.dist_q, window_end, ratio_, &s.snaps);
     if (window_end) {
       s.step = 0;
       snapped[w->name] = cnt;
@@ -760,6 +806,8 @@ void DeOsc::visit(StateIO& io, Backend& be, const std::vector<Weight*>& ws) {
     io.tensor(ck::deosc_state(w->name, "prev_q"), s.prev_q);
     io.tensor(ck::deosc_state(w->name, "dist_w"), s.dist_w);
     io.tensor(ck::deosc_state(w->name, "dist_q"), s.dist_q);
+    if (io.loading()) s.snaps = be.alloc(DType::u32, w->shape());
+    io.tensor(ck::deosc_state(w->name, "snaps"), s.snaps);  // per-element snap counts (u32)
     if (edge_layout_) {  // the full-tensor shadow of shard-edge runs (the config says whether it exists)
       for (Tensor* t : {&s.full_prev_q, &s.full_dist_q})
         if (io.loading()) *t = be.alloc(DType::f32, w->shape());

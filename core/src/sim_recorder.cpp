@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "mxsim/hd/elementwise.hpp"
+#include "mxsim/sim/maps.hpp"
 #include "mxsim/trace/schema.hpp"
 #include "mxsim/trace/writer.hpp"
 
@@ -60,8 +62,24 @@ TraceRecorder::TraceRecorder(const std::string& path, const std::string& config_
       add(schema::deosc_shard_edge_changed(L), DType::i64, {},
           [l](const StepRecord& r) { return &r.layers[l].edge.changed; });
     }
-    if (!snap_steps_.empty() &&
-        std::find(cfg.snapshot_layers.begin(), cfg.snapshot_layers.end(), w->layer) != cfg.snapshot_layers.end()) {
+    const bool snap_layer =
+        std::find(cfg.snapshot_layers.begin(), cfg.snapshot_layers.end(), w->layer) != cfg.snapshot_layers.end();
+    if (snap_layer && is_quantized(w->recipe) && !cfg.watch_elements.empty()) {  // format 4: watched elements
+      const uint64_t W = cfg.watch_elements.size();
+      auto wt = [l](const StepRecord& r) -> const StepRecord::LayerRecord::Watch& { return r.layers[l].watch; };
+      add(schema::watch(L, "element"), DType::i64, {W}, [wt](const StepRecord& r) { return wt(r).element.data(); });
+      add(schema::watch(L, "master"), DType::f32, {W}, [wt](const StepRecord& r) { return wt(r).master.data(); });
+      add(schema::watch(L, "weight_q"), DType::f32, {W}, [wt](const StepRecord& r) { return wt(r).weight_q.data(); });
+      add(schema::watch(L, "code"), DType::u8, {W}, [wt](const StepRecord& r) { return wt(r).code.data(); });
+      if (operand_specs(w->recipe).w.scale_kind == ScaleKind::FP32)
+        add(schema::watch(L, "scale"), DType::f32, {W}, [wt](const StepRecord& r) { return wt(r).scale_inv.data(); });
+      else
+        add(schema::watch(L, "scale"), DType::u8, {W}, [wt](const StepRecord& r) { return wt(r).scale_bytes.data(); });
+      add(schema::watch(L, "flips"), DType::u32, {W}, [wt](const StepRecord& r) { return wt(r).flips.data(); });
+      if (cfg.deosc && deosc_eligible(w->recipe))
+        add(schema::watch(L, "snaps"), DType::u32, {W}, [wt](const StepRecord& r) { return wt(r).snaps.data(); });
+    }
+    if (!snap_steps_.empty() && snap_layer) {
       const std::vector<uint64_t> sh = {w->G, w->N, w->K};
       for (const char* kind : schema::kSnapshotKinds) {
         std::vector<uint64_t> s = sh;
@@ -78,9 +96,12 @@ TraceRecorder::TraceRecorder(const std::string& path, const std::string& config_
         snaps_.push_back({schema::block_map(L, "w", "scale"), w->layer, "quant/w/scale",
                           ws.scale_kind == ScaleKind::FP32 ? DType::f32 : DType::u8, bs});
         snaps_.push_back({schema::block_map(L, "w", "codes"), w->layer, "quant/w/codes", DType::u8, sh});
+        declare_operand_maps(cfg, *w);
         snaps_.push_back({schema::element_map(L, "flips"), w->layer, "osc/flips", DType::u32, sh});
         snaps_.push_back({schema::element_map(L, "ema"), w->layer, "osc/ema", DType::f32, sh});
         snaps_.push_back({schema::element_map(L, "dist_ratio"), w->layer, "osc/dist_ratio", DType::f32, sh});
+        if (cfg.deosc && deosc_eligible(w->recipe))  // format 4: per-element de-oscillation snaps
+          snaps_.push_back({schema::element_map(L, "snaps"), w->layer, "osc/snaps", DType::u32, sh});
       }
     }
   }
@@ -96,6 +117,37 @@ TraceRecorder::TraceRecorder(const std::string& path, const std::string& config_
 }
 
 TraceRecorder::~TraceRecorder() = default;
+
+OperandGrid operand_grid(const Config& cfg, const Weight& w, Operand o) {
+  const OperandSpecs& sp = operand_specs(w.recipe);
+  const QuantSpec& s = o == Operand::X ? sp.x_fprop : o == Operand::Dy ? sp.dy_dgrad : o == Operand::XWgrad ? sp.x_wgrad : sp.dy_wgrad;
+  const bool experts = w.layer == Layer::Fc1 || w.layer == Layer::Fc2;
+  const int64_t b = cfg.global_batch / cfg.num_microbatches;  // tokens of a micro-batch
+  OperandGrid g;
+  g.G = experts ? w.G : 1;
+  // an expert gets each token at most once (top-k picks distinct experts), padded to 16 rows
+  g.R = uint64_t(experts ? hd::padded_rows(b, kExpertRowPad) : b);
+  g.C = o == Operand::X || o == Operand::XWgrad ? w.K : w.N;
+  const BlockExtent e = logical_block_extent(s, along_m(o));
+  g.BR = blocks_along(g.R, e.rows);
+  g.BC = blocks_along(g.C, e.cols);
+  g.fp32_scales = s.scale_kind == ScaleKind::FP32;
+  return g;
+}
+
+void TraceRecorder::declare_operand_maps(const Config& cfg, const Weight& w) {
+  const char* L = name_of(w.layer);
+  for (Operand o : kOperands) {
+    const OperandGrid g = operand_grid(cfg, w, o);
+    const std::string op = name_of(o), pre = "quant/" + op + "/";
+    const std::vector<uint64_t> bs = {g.G, g.BR, g.BC};
+    snaps_.push_back({schema::block_map(L, op, "rows"), w.layer, pre + "rows", DType::i64, {g.G}});
+    for (const char* m : {"block_mse", "block_sqnr_db", "block_amax"})
+      snaps_.push_back({schema::block_map(L, op, m), w.layer, pre + m, DType::f32, bs});
+    snaps_.push_back({schema::block_map(L, op, "scale"), w.layer, pre + "scale", g.fp32_scales ? DType::f32 : DType::u8, bs});
+    snaps_.push_back({schema::block_map(L, op, "codes"), w.layer, pre + "codes", DType::u8, {g.G, g.R, g.C}});
+  }
+}
 
 bool TraceRecorder::snapshot_due(Step n) const { return std::binary_search(snap_steps_.begin(), snap_steps_.end(), n.n()); }
 

@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include "mxsim/data/fashion_mnist.hpp"
+#include "mxsim/format.hpp"
+#include "mxsim/hd/quant_block.hpp"
 #include "mxsim/philox.hpp"
 #include "mxsim/sim/dist_optimizer.hpp"
 #include "mxsim/sim/maps.hpp"
@@ -230,12 +232,14 @@ class Trainer {
       data_.load_microbatch(n, mb);
       MicroRecord mrec;
       Model::MbResult& m = mbs[mb];
+      if (snap && mb == 0) model_.capture_operands(cfg_.snapshot_layers);  // the operands' block maps
       try {
         model_.train_microbatch(data_.x, data_.y, int(mb), int(NMB), n, 1.0f / float(B), mb == 0, snap, &mrec, m);
       } catch (const std::runtime_error& e) {  // numeric failure (e.g. a non-finite amax): name the step
         throw std::runtime_error("step " + std::to_string(n.n()) + ", micro-batch " + std::to_string(mb) + ": " +
                                  e.what());
       }
+      model_.stop_capture();
       r.tokens_per_expert.insert(r.tokens_per_expert.end(), m.tokens_per_expert.begin(), m.tokens_per_expert.end());
       for (Weight* w : ws_) be_.l2_norm_deferred(w->main_grad, &r.layers[size_t(w->layer)].main_grad_norm[mb]);
       if (snap) stage_wgrad(mrec, mb);
@@ -265,8 +269,10 @@ class Trainer {
                                " at step " + std::to_string(n.n()) + " (cross-entropy sum " +
                                std::to_string(loss_sum) + ", aux " + std::to_string(aux_sum) +
                                "); the trace ends at the step before");
+    record_watch(r);
     if (snap && rec_) {
       maps_.clear();  // this step's block maps, computed on first use
+      op_maps_.clear();
       rec_->write_snapshots(n, [&](Layer l, std::string_view kind) { return snapshot(l, kind); });
     }
     for (Weight* w : ws_)
@@ -304,6 +310,47 @@ class Trainer {
     return r;
   }
 
+  /// trace.watch_elements of the quantized snapshot layers (StepRecord::LayerRecord::Watch), taken
+  /// where the snapshots are: after the last micro-batch, before the optimizer step.
+  void record_watch(StepRecord& r) {
+    if (!rec_ || cfg_.watch_elements.empty()) return;
+    const std::vector<int64_t>& idx = cfg_.watch_elements;
+    for (Weight* w : ws_) {
+      if (!is_quantized(w->recipe) ||
+          std::find(cfg_.snapshot_layers.begin(), cfg_.snapshot_layers.end(), w->layer) == cfg_.snapshot_layers.end())
+        continue;
+      StepRecord::LayerRecord::Watch& o = r.layers[size_t(w->layer)].watch;
+      o.element = idx;
+      o.master = gather<float>(w->master, idx);
+      // the quantization this step's fprop used (the weight_q snapshot's), read on the host
+      const QuantizedTensor q = be_.download(w->quantized(be_, weight_fprop_spec(be_, *w, w->model)));
+      const FormatSpec ef = spec_of(q.spec.elem);
+      const bool fp32 = q.spec.scale_kind == ScaleKind::FP32;
+      for (int64_t e : idx) {
+        const size_t g = size_t(e) / (w->N * w->K), n = (size_t(e) / w->K) % w->N, k = size_t(e) % w->K;
+        const size_t bi = n / q.block_rows(), bj = k / q.block_cols();
+        const uint32_t c = q.code(g, n, k);
+        const uint8_t byte = fp32 ? 0 : q.scale_bytes(g, bi, bj);
+        const float sinv = fp32 ? q.scale_inv(g, bi, bj) : 0.0f;
+        o.code.push_back(uint8_t(c));
+        o.weight_q.push_back(hd::dequant_value(q.spec.scale_kind, decode(ef, c), byte, sinv, q.tensor_scale_inv));
+        if (fp32) o.scale_inv.push_back(sinv);
+        else o.scale_bytes.push_back(byte);
+      }
+      const Backend::OscState* os = osc_.state(w->name);
+      o.flips = os ? gather<uint32_t>(os->flips, idx) : std::vector<uint32_t>(idx.size(), 0);
+      const DeOsc::State* ds = deosc_.state_of(w->name);
+      o.snaps = ds && !ds->snaps.empty() ? gather<uint32_t>(ds->snaps, idx) : std::vector<uint32_t>(idx.size(), 0);
+    }
+  }
+  /// Elements idx of t (flat indices), through a small backend tensor.
+  template <class T>
+  std::vector<T> gather(const Tensor& t, const std::vector<int64_t>& idx) {
+    Tensor g = be_.alloc(t.dtype(), {idx.size()});
+    for (size_t j = 0; j < idx.size(); ++j) be_.copy_range(t, size_t(idx[j]), g, j, 1);
+    return be_.download<T>(g);
+  }
+
   /// Snapshot layers: micro-batch mb's dW contribution into wgrad_mb [NMB * G, N, K].
   void stage_wgrad(const MicroRecord& mrec, size_t mb) {
     for (const auto& [l, g] : mrec.wgrad) {
@@ -334,6 +381,17 @@ class Trainer {
       be_.dequantize(w.quantized(be_, weight_fprop_spec(be_, w, w.model)), d);
       return bytes(be_.download<float>(d));
     }
+    if (kind.substr(0, 6) == "quant/" && kind.substr(0, 8) != "quant/w/") {
+      const size_t slash = kind.find('/', 6);
+      const std::string_view op = kind.substr(6, slash - 6), what = kind.substr(slash + 1);
+      const OperandMaps& m = operand_maps(w, op);
+      if (what == "rows") return bytes(m.rows);
+      if (what == "block_mse") return bytes(m.maps.mse);
+      if (what == "block_sqnr_db") return bytes(m.maps.sqnr_db);
+      if (what == "block_amax") return bytes(m.maps.amax);
+      if (what == "scale") return m.maps.scale_inv.empty() ? bytes(m.maps.scale_bytes) : bytes(m.maps.scale_inv);
+      if (what == "codes") return bytes(m.maps.codes);
+    }
     if (kind.substr(0, 8) == "quant/w/") {
       const BlockMaps& m = weight_maps(w);
       const std::string_view what = kind.substr(8);
@@ -350,6 +408,10 @@ class Trainer {
       const size_t n = w.G * w.N * w.K;
       if (what == "flips") return s ? bytes(be_.download<uint32_t>(s->flips)) : bytes(std::vector<uint32_t>(n, 0));
       if (what == "ema") return s ? bytes(be_.download<float>(s->ema)) : bytes(std::vector<float>(n, 0.0f));
+      if (what == "snaps") {  // de-oscillation's per-element counts; zeros before its first observation
+        const DeOsc::State* d = deosc_.state_of(w.name);
+        return d && !d->snaps.empty() ? bytes(be_.download<uint32_t>(d->snaps)) : bytes(std::vector<uint32_t>(n, 0));
+      }
       if (what == "dist_ratio")
         return s ? bytes(dist_ratio_map(be_.download<float>(s->dist_q), be_.download<float>(s->dist_w)))
                  : bytes(std::vector<float>(n, 0.0f));
@@ -362,10 +424,30 @@ class Trainer {
     auto it = maps_.find(w.layer);
     if (it != maps_.end()) return it->second;
     const QTensor& qt = w.quantized(be_, weight_fprop_spec(be_, w, w.model));
-    Tensor d = be_.alloc(DType::f32, w.shape());
-    be_.dequantize(qt, d);
-    const std::vector<float> x = be_.download<float>(w.model), dq = be_.download<float>(d);
-    return maps_.emplace(w.layer, block_maps(x.data(), dq.data(), be_.download(qt))).first->second;
+    const std::vector<float> x = be_.download<float>(w.model);
+    return maps_.emplace(w.layer, block_maps(x.data(), be_.download(qt))).first->second;
+  }
+
+  /// Block maps of an activation operand of micro-batch 0 (Model::capture), in the trace's fixed
+  /// per-group layout (operand_grid) with the rows of each group.
+  struct OperandMaps {
+    std::vector<int64_t> rows;
+    BlockMaps maps;
+  };
+  const OperandMaps& operand_maps(Weight& w, std::string_view op_name) {
+    Operand o = Operand::X;
+    for (Operand c : kOperands)
+      if (op_name == name_of(c)) o = c;
+    auto it = op_maps_.find({w.layer, o});
+    if (it != op_maps_.end()) return it->second;
+    const OperandCapture* c = model_.capture(w.layer, o);
+    if (!c) throw std::logic_error(w.name + "." + name_of(o) + ": operand not captured at a snapshot step");
+    const OperandGrid g = operand_grid(cfg_, w, o);
+    std::vector<BlockMaps> per;
+    for (size_t i = 0; i < c->q.size(); ++i)
+      per.push_back(c->rows[i] > 0 ? block_maps(c->x[i].data(), c->q[i]) : BlockMaps{});
+    OperandMaps m{c->rows, padded_group_maps(per, g.BR, g.BC, g.R, g.C, g.fp32_scales)};
+    return op_maps_.emplace(std::pair{w.layer, o}, std::move(m)).first->second;
   }
 
   void summarize(TrainResult& res) {
@@ -408,6 +490,7 @@ class Trainer {
   std::map<std::string, uint64_t> flips_total_;
   std::array<Tensor, 5> staging_;  ///< by Layer
   std::map<Layer, BlockMaps> maps_;  ///< this snapshot step's block maps
+  std::map<std::pair<Layer, Operand>, OperandMaps> op_maps_;  ///< and its operands' maps
 };
 
 }  // namespace

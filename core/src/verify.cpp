@@ -1162,8 +1162,10 @@ void verify_deosc(Ctx& c, Rng& r, int) {
     const Shape s{G, N, K};
     Tensor w = put(be, s, in.w), prev = put(be, s, in.prev), prev_q = put(be, s, in.prev_q),
            dw = put(be, s, in.dist_w), dq = put(be, s, in.dist_q);
-    const int64_t snapped = be.deosc_update(w, put(be, s, in.q), prev, prev_q, dw, dq, window_end, ratio);
-    return Result{scalar(snapped), get(be, w), get(be, prev), get(be, prev_q), get(be, dw), get(be, dq)};
+    Tensor snaps = be.alloc(DType::u32, s);
+    be.fill_zero(snaps);
+    const int64_t snapped = be.deosc_update(w, put(be, s, in.q), prev, prev_q, dw, dq, window_end, ratio, &snaps);
+    return Result{scalar(snapped), get(be, w), get(be, prev), get(be, prev_q), get(be, dw), get(be, dq), get(be, snaps)};
   });
 }
 

@@ -58,7 +58,9 @@ void EmuBackend::adamw(Tensor& master, Tensor& m, Tensor& v, const Tensor& grad,
 }
 
 int64_t EmuBackend::deosc_update(Tensor& w, const Tensor& q, Tensor& prev, Tensor& prev_q, Tensor& dist_w,
-                                 Tensor& dist_q, bool window_end, float ratio) {
+                                 Tensor& dist_q, bool window_end, float ratio, Tensor* snaps) {
+  if (snaps) expect_shape(*snaps, w.shape(), "deosc_update", "snaps");
+  uint32_t* ps = snaps ? data<uint32_t>(*snaps, "deosc_update", "snaps") : nullptr;
   for (const Tensor* t : std::initializer_list<const Tensor*>{&q, &prev, &prev_q, &dist_w, &dist_q}) expect_shape(*t, w.shape(), "deosc_update", "state");
   float* pw = f32(w, "deosc_update", "w");
   const float* pq = f32(q, "deosc_update", "q");
@@ -70,7 +72,11 @@ int64_t EmuBackend::deosc_update(Tensor& w, const Tensor& q, Tensor& prev, Tenso
   for (size_t i = 0; i < n; ++i) hd::deosc_observe(pw[i], pq[i], pp[i], ppq[i], dw[i], dq[i]);
   if (!window_end) return 0;
   int64_t cnt = 0;
-  for (size_t i = 0; i < n; ++i) cnt += hd::deosc_window_end(pw[i], pq[i], pp[i], dw[i], dq[i], ratio);
+  for (size_t i = 0; i < n; ++i) {
+    const bool snapped = hd::deosc_window_end(pw[i], pq[i], pp[i], dw[i], dq[i], ratio);
+    cnt += snapped;
+    if (ps && snapped) ps[i] += 1u;
+  }
   return cnt;
 }
 

@@ -11,10 +11,11 @@
 #include "render.hpp"
 
 int main(int argc, char** argv) {
-  // Headless modes use Qt's offscreen platform unless the caller chose one.
+  // Headless modes (and --help / --version, which only print) use Qt's offscreen platform
+  // unless the caller chose one: the QApplication they need aborts without a display otherwise.
   for (int i = 1; i < argc; ++i)
-    if ((std::strcmp(argv[i], "--render") == 0 || std::strcmp(argv[i], "--bench") == 0) && !std::getenv("QT_QPA_PLATFORM"))
-      setenv("QT_QPA_PLATFORM", "offscreen", 1);
+    for (const char* o : {"--render", "--bench", "--help", "-h", "--help-all", "-?", "--version", "-v"})
+      if (std::strcmp(argv[i], o) == 0 && !std::getenv("QT_QPA_PLATFORM")) setenv("QT_QPA_PLATFORM", "offscreen", 1);
   QApplication app(argc, argv);
   QApplication::setApplicationName("mxsim-inspector");
   QApplication::setApplicationVersion(MXSIM_VERSION);
@@ -28,7 +29,7 @@ int main(int argc, char** argv) {
   p.addOption({{"o", "out"}, "output directory of --render", "DIR", "."});
   p.addOption({"step", "trace row to show (default: the last complete step)", "N"});
   p.addOption({"layer", "layer (embed, router, fc1, fc2, head)", "L"});
-  p.addOption({"tensor", "operand: w, x or dy", "OP"});
+  p.addOption({"tensor", "operand: w, x, dy, x_wgrad or dy_wgrad", "OP"});
   p.addOption({"expert", "expert index", "E", "0"});
   p.addOption({"element", "weight element n,k within the expert (oscillation and accumulation views)", "N,K"});
   p.addOption({"views", "comma-separated view ids to render (curves,quant,osc,accum,compare,data)", "IDS"});

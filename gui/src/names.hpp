@@ -23,8 +23,10 @@ inline const std::string kTestAccuracy = schema::kTestAccuracy;
 
 /// Layer names in model order (sim/model.hpp).
 inline constexpr const char* kLayers[] = {"embed", "router", "fc1", "fc2", "head"};
-/// Quantized operands the trace records per layer: W (fprop), x (fprop), dy (dgrad).
+/// Quantized operands the trace records per-step statistics of: W (fprop), x (fprop), dy (dgrad).
 inline constexpr const char* kOperands[] = {"w", "x", "dy"};
+/// The trace format a dataset kind first appears in (missing-data notes name it).
+inline constexpr int kFormatWeightMaps = schema::kFormatWeightMaps, kFormatOperandMaps = schema::kFormatOperandMaps;
 
 inline std::string layer(const std::string& l) { return schema::layer(l); }
 inline std::string main_grad_norm(const std::string& l) { return schema::main_grad_norm(l); }
@@ -45,6 +47,8 @@ namespace mxsim::inspector::names {
 inline std::string block_map(const std::string& l, const std::string& op, const std::string& what) {
   return schema::block_map(l, op, what);
 }
+/// Per-step series of the watched weight elements (element, master, weight_q, code, scale, flips, snaps).
+inline std::string watch(const std::string& l, const std::string& what) { return schema::watch(l, what); }
 /// Per-element oscillation maps (flips, ema, dist_ratio, snaps).
 inline std::string element_map(const std::string& l, const std::string& what) { return schema::element_map(l, what); }
 }  // namespace mxsim::inspector::names

@@ -37,6 +37,11 @@ void set_title(QCustomPlot* p, const QString& title) {
   if (auto* t = static_cast<QCPTextElement*>(p->property(kTitleProp).value<void*>())) t->setText(title);
 }
 
+QString plot_title(QCustomPlot* p) {
+  const auto* t = static_cast<QCPTextElement*>(p->property(kTitleProp).value<void*>());
+  return t ? t->text() : QString();
+}
+
 QColor palette_color(int i) {
   static const QColor c[] = {QColor(0, 114, 178),  QColor(213, 94, 0),   QColor(0, 158, 115), QColor(204, 121, 167),
                              QColor(230, 159, 0),  QColor(86, 180, 233), QColor(0, 0, 0),     QColor(240, 228, 66)};

@@ -14,6 +14,8 @@ namespace mxsim::inspector {
 QCustomPlot* make_plot(QWidget* parent, const QString& title = {});
 /// Changes the title set by make_plot.
 void set_title(QCustomPlot* p, const QString& title);
+/// The title text set_title gave p ("" when none).
+QString plot_title(QCustomPlot* p);
 
 /// Colour of the i-th trace (overlay) or series; a qualitative palette
 /// (Okabe-Ito, distinguishable with colour-vision deficiencies).

@@ -44,13 +44,24 @@ class TraceListModel : public QAbstractListModel {
 
 /// Logical operand of a linear (sim/recipe.hpp): the trace records the
 /// quantization of W (fprop; dgrad uses the same bytes except under current
-/// scaling), x (fprop) and dy (dgrad) at micro-batch 0.
+/// scaling), x (fprop) and dy (dgrad) at micro-batch 0 every step, and the block
+/// maps of x, dy and the wgrad operands (x and dy quantized along M per expert) at
+/// snapshot steps (trace format 4).
 struct OperandInfo {
-  const char* key;    ///< trace name: w, x, dy
+  const char* key;    ///< trace name: w, x, dy, x_wgrad, dy_wgrad (trace::schema)
   const char* label;  ///< UI text
 };
-inline constexpr OperandInfo kOperandInfo[] = {
-    {"w", "W  (fprop/dgrad weight)"}, {"x", "x  (fprop input)"}, {"dy", "dy (dgrad grad_output)"}};
+inline constexpr OperandInfo kOperandInfo[] = {{"w", "W  (fprop/dgrad weight)"},
+                                               {"x", "x  (fprop input)"},
+                                               {"dy", "dy (dgrad grad_output)"},
+                                               {"x_wgrad", "x  (wgrad, along M)"},
+                                               {"dy_wgrad", "dy (wgrad, along M)"}};
+/// Index of an operand key in kOperandInfo (LayerMeta::blocks); 0 for an unknown key.
+inline int operand_index(const QString& key) {
+  for (int i = 0; i < int(std::size(kOperandInfo)); ++i)
+    if (key == kOperandInfo[i].key) return i;
+  return 0;
+}
 
 class InspectorState : public QObject {
   Q_OBJECT

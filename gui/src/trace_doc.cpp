@@ -115,8 +115,10 @@ TraceMeta build_meta(const trace::Reader& r, const QString& path) {
         const sim::Recipe rec = sim::make_recipe(rn, cfg->recipe);
         if (sim::is_quantized(rec)) {
           const auto& sp = sim::operand_specs(rec);
-          // W [N, K] and x [M, K] along K, as stored; dy [M, N] along N (sim/recipe.hpp).
-          lm.blocks = {block_of(sp.w, false), block_of(sp.x_fprop, false), block_of(sp.dy_dgrad, false)};
+          // W [N, K] and x [M, K] along K, as stored; dy [M, N] along N; the wgrad operands
+          // x [M, K] and dy [M, N] along M (stored transposed; sim/recipe.hpp).
+          lm.blocks = {block_of(sp.w, false), block_of(sp.x_fprop, false), block_of(sp.dy_dgrad, false),
+                       block_of(sp.x_wgrad, true), block_of(sp.dy_wgrad, true)};
         }
       } catch (const std::exception&) {
       }

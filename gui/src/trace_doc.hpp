@@ -46,7 +46,7 @@ struct LayerMeta {
   bool quantized = false;            ///< the trace has /layers/<l>/quant
   bool osc = false, deosc = false;   ///< the trace has /layers/<l>/osc, /deosc
   std::array<uint64_t, 3> shape{};   ///< weight [G, N, K] (0 when unknown)
-  std::array<BlockShape, 3> blocks;  ///< per operand w, x, dy
+  std::array<BlockShape, 5> blocks;  ///< per operand of kOperandInfo: w, x, dy, x_wgrad, dy_wgrad
   std::vector<int64_t> snapshot_steps;  ///< steps of /snap/<l>/master (empty: none)
 };
 

@@ -79,4 +79,13 @@ QString csv_num(double v) {
   return QString::number(v, 'g', 17);
 }
 
+QString missing_dataset_reason(int trace_format, int since, const QString& what) {
+  if (trace_format < since)
+    return QString("this trace is format %1; %2 come with trace format %3 (docs/trace-format.md)")
+        .arg(trace_format)
+        .arg(what)
+        .arg(since);
+  return QString("%1 are written for trace.snapshot_layers at trace.snapshot_steps").arg(what);
+}
+
 }  // namespace mxsim::inspector

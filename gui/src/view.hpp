@@ -80,6 +80,12 @@ class View : public QWidget {
   double last_ms_ = 0;
 };
 
+/// Why a trace lacks a dataset that exists from trace format `since` on: "this trace is format
+/// F; <what> come with trace format `since` (docs/trace-format.md)" for an older trace, else
+/// "<what> are written for trace.snapshot_layers at trace.snapshot_steps" (the run did not
+/// snapshot the layer). One sentence, no trailing period.
+QString missing_dataset_reason(int trace_format, int since, const QString& what);
+
 /// CSV field quoting (RFC 4180).
 QString csv_field(const QString& s);
 /// Round-trip text of a double ("%.17g"), "nan"/"inf" for non-finite values.

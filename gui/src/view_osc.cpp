@@ -15,10 +15,11 @@
 namespace mxsim::inspector {
 
 namespace {
-const char* const kMetricName[] = {"flips", "ema", "dist_ratio", "residual"};
+const char* const kMetricName[] = {"flips", "ema", "dist_ratio", "residual", "snaps"};
 const char* const kMetricLabel[] = {"oscillations (cumulative count)", "EMA oscillation frequency (per step)",
                                     "DistRatio (sum|dQ| / sum|dW|, current window)",
-                                    "|master - weight_q| (value units)"};
+                                    "|master - weight_q| (value units)",
+                                    "de-oscillation snaps (cumulative count)"};
 }  // namespace
 
 OscView::OscView(InspectorState* st, QWidget* parent) : View(st, parent) {
@@ -30,7 +31,7 @@ OscView::OscView(InspectorState* st, QWidget* parent) : View(st, parent) {
   bl->setContentsMargins(0, 0, 0, 0);
   auto* bar = new QHBoxLayout;
   metric_pick_ = new QComboBox(box);
-  metric_pick_->addItems({"flip count", "EMA flip frequency", "DistRatio", "|master - weight_q|"});
+  metric_pick_->addItems({"flip count", "EMA flip frequency", "DistRatio", "|master - weight_q|", "de-osc snaps"});
   connect(metric_pick_, qOverload<int>(&QComboBox::activated), this, [this](int i) {
     user_metric_ = true;
     setMetric(i);
@@ -79,7 +80,7 @@ OscView::OscView(InspectorState* st, QWidget* parent) : View(st, parent) {
 }
 
 void OscView::setMetric(int m) {
-  metric_ = std::clamp(m, 0, 3);
+  metric_ = std::clamp(m, 0, 4);
   if (metric_pick_->currentIndex() != metric_) metric_pick_->setCurrentIndex(metric_);
   scheduleRefresh();
 }
@@ -127,10 +128,12 @@ void OscView::refresh() {
   const int e = std::clamp(sel_expert_, 0, std::max(0, G - 1));
   const qint64 s = std::min<qint64>(sel_step_, qint64(k) - 1);
   if (!mi) {
+    const int since = std::string(kMetricName[metric_]) == "snaps" ? names::kFormatOperandMaps : names::kFormatWeightMaps;
     map_note_ = residual ? QString("This trace holds no snapshots of %1 (trace.snapshot_layers).").arg(sel_layer_)
-                         : QString("This trace holds no per-element oscillation maps for %1\n(dataset %2, trace format 2).\n"
+                         : QString("This trace holds no per-element oscillation maps for %1\n(dataset %2):\n%3.\n"
                                    "Choose |master - weight_q| to see the snapshots' quantization residual.")
-                               .arg(sel_layer_, QString::fromStdString(mn));
+                               .arg(sel_layer_, QString::fromStdString(mn),
+                                    missing_dataset_reason(m.format, since, "per-element maps"));
   } else if (std::find(mi->snapshot_steps.begin(), mi->snapshot_steps.end(), s) == mi->snapshot_steps.end()) {
     QStringList ss;
     for (size_t i = 0; i < mi->snapshot_steps.size() && i < 12; ++i) ss << QString::number(mi->snapshot_steps[i]);
@@ -168,7 +171,8 @@ void OscView::refresh() {
     tl_note_ = "Click an element of the map to see its timeline.";
     return;
   }
-  if (!m.dataset(names::snap(l, "master")) || !m.dataset(names::snap(l, "weight_q"))) {
+  const bool watched = m.dataset(names::watch(l, "element")) != nullptr;
+  if (!watched && (!m.dataset(names::snap(l, "master")) || !m.dataset(names::snap(l, "weight_q")))) {
     tl_note_ = QString("This trace holds no master / weight_q snapshots of %1.").arg(sel_layer_);
     return;
   }
@@ -179,8 +183,34 @@ void OscView::refresh() {
   const uint64_t bflat = (uint64_t(e) * uint64_t(BR) + uint64_t(sel_n_ / bh)) * uint64_t(BC) + uint64_t(sel_k_ / bw);
   load<ElementTimeline>(
       d, QString("tl:%1/%2@%3#%4").arg(sel_layer_).arg(flat).arg(bflat).arg(k), "timeline",
-      [l, flat, bflat](const trace::Reader& r) {
+      [l, flat, bflat, k](const trace::Reader& r) {
         ElementTimeline t;
+        if (r.has(names::watch(l, "element"))) {  // watched elements: every step (trace format 4)
+          const auto idx = r.read_series<int64_t>(names::watch(l, "element"), 0, 1);
+          const auto it = std::find(idx.begin(), idx.end(), int64_t(flat));
+          if (it != idx.end()) {
+            const uint64_t j = uint64_t(it - idx.begin());
+            t.every_step = true;
+            const auto ms = r.read_series_element<float>(names::watch(l, "master"), j, 0, k);
+            const auto qs = r.read_series_element<float>(names::watch(l, "weight_q"), j, 0, k);
+            for (size_t i = 0; i < ms.size(); ++i) {
+              t.steps.push_back(double(i));
+              t.master.push_back(ms[i]);
+              t.wq.push_back(i < qs.size() ? qs[i] : NAN);
+            }
+            const std::string sn = names::watch(l, "scale");
+            if (r.has(sn)) {
+              const SeriesData sc = read_series_double(r, sn, 0, k);
+              t.e8m0 = r.info(sn).dtype == trace::DType::u8;
+              for (uint64_t i = 0; i < sc.rows; ++i) t.scale.push_back(sc.v[i * sc.elems + j]);
+            }
+            const std::string pn = names::watch(l, "snaps");
+            if (r.has(pn))
+              for (uint32_t c : r.read_series_element<uint32_t>(pn, j, 0, k)) t.snaps.push_back(c);
+            return t;
+          }
+          if (!r.has(names::snap(l, "master"))) return t;  // not watched, no snapshots: nothing
+        }
         std::vector<int64_t> st;
         const auto ms = r.read_snapshot_element<float>(names::snap(l, "master"), flat, &st);
         const auto qs = r.read_snapshot_element<float>(names::snap(l, "weight_q"), flat);
@@ -351,8 +381,8 @@ void OscView::drawTimeline() {
   QCPGraph* gm = tl_plot_->addGraph();
   gm->setData(x, QVector<double>(tl_.master.begin(), tl_.master.end()), true);
   gm->setPen(QPen(palette_color(0), 1.6));
-  gm->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 4));
-  gm->setName("FP32 master");
+  if (x.size() <= 120) gm->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssCircle, 4));
+  gm->setName(tl_.every_step ? "FP32 master (every step: a watched element)" : "FP32 master (at snapshot steps)");
   QCPGraph* gq = tl_plot_->addGraph();
   gq->setData(x, QVector<double>(tl_.wq.begin(), tl_.wq.end()), true);
   gq->setLineStyle(QCPGraph::lsStepLeft);
@@ -392,11 +422,13 @@ void OscView::drawTimeline() {
   tl_plot_->yAxis->setRange(lo, hi);
   QString note;
   if (tl_.steps.size() < 2)
-    note = QString("Snapshots of %1 exist at %2 step(s):\nset trace.snapshot_steps to a range for a timeline.")
+    note = QString("Snapshots of %1 exist at %2 step(s) and the element is not watched:\n"
+                   "set trace.snapshot_steps to a range, or add it to trace.watch_elements, for a timeline.")
                .arg(sel_layer_)
                .arg(tl_.steps.size());
   else if (tl_.scale.empty())
-    note = "This trace holds no block scales (trace format 2): grid lines not drawn.";
+    note = QString("No block scales of this element: grid lines not drawn (%1).")
+               .arg(missing_dataset_reason(m.format, names::kFormatWeightMaps, "block scales"));
   // what is missing goes under the title, not over the data
   if (!note.isEmpty())
     set_title(tl_plot_, QString("%1 expert %2, element (n %3, k %4) over steps\n%5")

@@ -26,6 +26,7 @@ struct ElementTimeline {
   std::vector<double> scale;       ///< block scale per step (E8M0 byte or FP32 scale_inv); empty = unknown
   bool e8m0 = true;
   std::vector<double> snaps;       ///< cumulative snaps of the element; empty = unknown
+  bool every_step = false;         ///< from the watched-element series (trace format 4), else the snapshots
   size_t bytes() const { return (steps.size() * 5) * 8 + 64; }
 };
 
@@ -41,6 +42,8 @@ class OscView : public View {
   void setMetric(int m);
   const ElementTimeline* timeline() const { return tl_ok_ ? &tl_ : nullptr; }
   const ElementMap* map() const { return map_ok_ ? &map_ : nullptr; }
+  QCustomPlot* mapPlot() const { return heat_plot_; }
+  QCustomPlot* timelinePlot() const { return tl_plot_; }
 
  protected:
   void refresh() override;

@@ -169,7 +169,12 @@ void QuantView::refresh() {
   // 3. the left map: scale exponents over all steps, or per-block maps at the step
   const std::string mname = names::block_map(l, op, "block_sqnr_db");
   const trace::DatasetInfo* mi = m.dataset(mname);
-  if (!mi && !user_metric_ && metric_ != Metric::ExpOverSteps) {  // nothing per block: show what there is
+  const bool have_hist = m.dataset(names::quant(l, op, "scale_exp_hist")) != nullptr;
+  if (!user_metric_ && mi && metric_ == Metric::ExpOverSteps) {  // maps exist again (another operand)
+    metric_ = Metric::Sqnr;
+    metric_pick_->setCurrentIndex(int(metric_));
+  }
+  if (!mi && !user_metric_ && metric_ != Metric::ExpOverSteps && have_hist) {  // nothing per block: show what there is
     metric_ = Metric::ExpOverSteps;
     metric_pick_->setCurrentIndex(int(metric_));
   }
@@ -177,7 +182,9 @@ void QuantView::refresh() {
   if (metric_ == Metric::ExpOverSteps) {
     const std::string hn = names::quant(l, op, "scale_exp_hist");
     if (!m.dataset(hn)) {
-      maps_note_ = QString("No scale exponent histograms for %1.%2 in this trace").arg(sel_layer_, sel_op_);
+      maps_note_ = QString("No per-step scale exponent histograms of %1.%2 in this trace\n"
+                           "(recorded for W, x and dy; the wgrad operands have block maps at snapshot steps).")
+                       .arg(sel_layer_, sel_op_);
       return;
     }
     load<SeriesData>(
@@ -190,11 +197,10 @@ void QuantView::refresh() {
     return;
   }
   if (!mi) {
-    maps_note_ = sel_op_ != "w"
-                     ? QString("Per-block maps are recorded for W only:\nthe trace holds none for %1.%2.").arg(sel_layer_, sel_op_)
-                     : QString("This trace holds no per-block error maps for %1.%2\n(dataset %3: trace format 2,\n"
-                               "written for trace.snapshot_layers at trace.snapshot_steps).")
-                           .arg(sel_layer_, sel_op_, QString::fromStdString(mname));
+    const int since = sel_op_ == "w" ? names::kFormatWeightMaps : names::kFormatOperandMaps;
+    maps_note_ = QString("This trace holds no per-block error maps of %1.%2\n(dataset %3):\n%4.")
+                     .arg(sel_layer_, sel_op_, QString::fromStdString(mname),
+                          missing_dataset_reason(m.format, since, "per-block maps"));
     return;
   }
   if (std::find(mi->snapshot_steps.begin(), mi->snapshot_steps.end(), s) == mi->snapshot_steps.end()) {
@@ -221,6 +227,8 @@ void QuantView::refresh() {
           b.e8m0 = r.info(sn).dtype == trace::DType::u8;
           b.scale = read_snapshot_double(r, sn, s).v;
         }
+        const std::string rn = names::block_map(l, op, trace::schema::kOperandRows);
+        if (r.has(rn)) b.rows = r.read_snapshot<int64_t>(rn, s);
         const std::string cn = names::block_map(l, op, "codes");
         if (r.has(cn)) {
           const auto& ci = r.info(cn);
@@ -304,17 +312,14 @@ void QuantView::drawMap() {
     set_step_marker(map_, double(d->meta().global(uint64_t(sel_step_))));
     set_plot_note(map_, "");
     if (d && !d->meta().dataset(names::block_map(sel_layer_.toStdString(), sel_op_.toStdString(), "block_sqnr_db")))
-      set_title(map_, QString("Block scale exponents of %1.%2 over steps\n(%3)")
+      set_title(map_, QString("Block scale exponents of %1.%2 over steps\n(no per-block maps: %3)")
                           .arg(sel_layer_, sel_op_)
-                          .arg(sel_op_ == "w" ? "per-block error maps: trace format 2" : "per-block maps are recorded for W only"));
+                          .arg(missing_dataset_reason(d->meta().format,
+                                                      sel_op_ == "w" ? names::kFormatWeightMaps : names::kFormatOperandMaps,
+                                                      "per-block maps")));
     return;
   }
-  const LayerMeta* lm = d && d->state() == TraceDocument::State::Ready ? d->meta().layer(sel_layer_) : nullptr;
-  const int oi = sel_op_ == "w" ? 0 : sel_op_ == "x" ? 1 : 2;
-  const QString grid = lm && !lm->blocks[size_t(oi)].format.isEmpty()
-                           ? QString("%1 %2, %3")
-                                 .arg(lm->blocks[size_t(oi)].format.toUpper(), lm->blocks[size_t(oi)].text(), lm->blocks[size_t(oi)].scale)
-                           : QString();
+  const QString grid = block_grid_text();
   set_title(map_, QString("Block %1 of %2.%3, step %4%5")
                       .arg(metric, sel_layer_, sel_op_)
                       .arg(sel_step_)
@@ -338,13 +343,42 @@ void QuantView::drawMap() {
     for (int br = 0; br < maps_.BR; ++br)
       for (int bc = 0; bc < maps_.BC; ++bc) {
         const size_t i = (size_t(g) * size_t(maps_.BR) + size_t(br)) * size_t(maps_.BC) + size_t(bc);
-        z[size_t(br) * size_t(nx) + size_t(g * maps_.BC + bc)] = i < src.size() ? double(src[i]) : NAN;
+        // an activation operand's all-zero blocks (each expert's padding rows) have no signal: blank
+        const bool zero = !maps_.rows.empty() && i < maps_.amax.size() && maps_.amax[i] == 0.0f;
+        z[size_t(br) * size_t(nx) + size_t(g * maps_.BC + bc)] = i < src.size() && !zero ? double(src[i]) : NAN;
       }
   fill_heatmap(heat_, nx, ny, z, metric_ == Metric::Mse);
   heat_.map->setGradient(viridis());  // bright = large (the colour scale says which way is better)
   map_->xAxis->setLabel(maps_.G > 1 ? QString("block column (experts side by side, %1 per expert)").arg(maps_.BC)
                                     : QString("block column"));
   map_->yAxis->setLabel("block row");
+  if (!maps_.rows.empty()) {
+    // an activation operand of micro-batch 0: each group's own rows, blank below them
+    int64_t used = 1;
+    const int bh = maps_.R > 0 && maps_.BR > 0 ? (maps_.R + maps_.BR - 1) / maps_.BR : 1;
+    QStringList rs;
+    for (int64_t r : maps_.rows) {
+      used = std::max<int64_t>(used, (r + bh - 1) / bh);
+      rs << QString::number(r);
+    }
+    map_->yAxis->setRange(-0.5, double(std::min<int64_t>(used, maps_.BR)) - 0.5);
+    map_->yAxis->setLabel(bh > 1 ? QString("block row (%1 rows each)").arg(bh) : QString("row (token, micro-batch 0)"));
+    map_->xAxis->setLabel(map_->xAxis->label() + "; blank: zero padding rows");
+    set_title(map_, QString("Block %1 of %2.%3, step %4  (%5)\nmicro-batch 0, rows per %6: %7")
+                        .arg(metric_ == Metric::Sqnr ? "SQNR (dB)" : "MSE", sel_layer_, sel_op_)
+                        .arg(sel_step_)
+                        .arg(block_grid_text())
+                        .arg(maps_.G > 1 ? "expert" : "tensor")
+                        .arg(rs.join(", ")));
+  }
+}
+
+QString QuantView::block_grid_text() const {
+  TraceDocument* d = st_->primary();
+  const LayerMeta* lm = d && d->state() == TraceDocument::State::Ready ? d->meta().layer(sel_layer_) : nullptr;
+  const size_t oi = size_t(operand_index(sel_op_));
+  if (!lm || lm->blocks[oi].format.isEmpty()) return {};
+  return QString("%1 %2, %3").arg(lm->blocks[oi].format.toUpper(), lm->blocks[oi].text(), lm->blocks[oi].scale);
 }
 
 QString QuantView::blockInfo(int g, int br, int bc) const {
@@ -388,11 +422,32 @@ void QuantView::drawHist() {
   const QuantStep::Entry* e = step_ok_ ? step_.find(sel_layer_, sel_op_) : nullptr;
   TraceDocument* d = st_->primary();
   const LayerMeta* lm = d && d->state() == TraceDocument::State::Ready ? d->meta().layer(sel_layer_) : nullptr;
-  const int oi = sel_op_ == "w" ? 0 : sel_op_ == "x" ? 1 : 2;
+  const int oi = operand_index(sel_op_);
   const bool fp32 = lm && lm->blocks[size_t(oi)].scale.startsWith("FP32");
   set_title(hist_, QString("Block scale exponents of %1.%2 at step %3").arg(sel_layer_, sel_op_).arg(sel_step_));
   hist_->xAxis->setLabel(fp32 ? "floor(log2 scale_inv)" : "scale exponent (E8M0 byte - 127)");
   hist_->yAxis->setLabel("blocks");
+  QuantStep::Entry from_map;  // an operand without per-step series: its block map's scales at a snapshot step
+  if ((!e || e->hist.size() != 256) && maps_ok_ && !maps_.rows.empty() && !maps_.scale.empty()) {
+    from_map.hist.assign(256, 0.0);
+    from_map.count = 0;
+    from_map.underflow = from_map.saturated = NAN;
+    const size_t per = maps_.G > 0 ? maps_.scale.size() / size_t(maps_.G) : 0;
+    const int bh = maps_.R > 0 && maps_.BR > 0 ? (maps_.R + maps_.BR - 1) / maps_.BR : 1;
+    for (size_t i = 0; i < maps_.scale.size(); ++i) {
+      const size_t g = per ? i / per : 0;
+      const int64_t br = maps_.BC > 0 ? int64_t((i % per) / size_t(maps_.BC)) : 0;
+      if (g >= maps_.rows.size() || br * bh >= maps_.rows[g]) continue;  // past the group's rows
+      const double v = maps_.scale[i];
+      int bin;
+      if (maps_.e8m0) bin = int(v);
+      else bin = std::isnan(v) ? kNanBin : v > 0 ? std::clamp(int(std::floor(std::log2(v))), -127, 127) + 127 : 0;
+      from_map.hist[size_t(std::clamp(bin, 0, 255))] += 1;
+    }
+    for (int64_t r : maps_.rows) from_map.count += double(r) * double(maps_.C);
+    e = &from_map;
+    set_title(hist_, QString("Block scale exponents of %1.%2 at step %3 (block map)").arg(sel_layer_, sel_op_).arg(sel_step_));
+  }
   if (!e || e->hist.size() != 256) {
     set_plot_note(hist_, !step_err_.isEmpty()   ? "Cannot read: " + step_err_
                          : lm && !lm->quantized ? QString("%1 is not quantized (recipe %2): no statistics").arg(sel_layer_, lm->recipe)
@@ -428,6 +483,9 @@ void QuantView::drawHist() {
   set_plot_note(hist_, "");
   hist_text_->setVisible(true);
   auto* txt = hist_text_;
+  if (std::isnan(e->underflow))
+    txt->setText(QString("blocks: %1   NaN scales: %2\nelements: %3").arg(total + nan, 0, 'f', 0).arg(nan, 0, 'f', 0).arg(e->count, 0, 'f', 0));
+  else
   txt->setText(QString("blocks: %1   NaN scales: %2\nelements: %3\nunderflow (nonzero -> 0): %4 (%5 %)\nsaturated (clamped to max): %6 (%7 %)")
                    .arg(total + nan, 0, 'f', 0)
                    .arg(nan, 0, 'f', 0)
@@ -476,7 +534,10 @@ void QuantView::drawCurves() {
     set_step_marker(err_curve_, marker);
     set_plot_note(err_curve_, "");
   } else {
-    set_plot_note(err_curve_, d ? QString("No error statistics for %1.%2").arg(sel_layer_, sel_op_) : QString());
+    set_plot_note(err_curve_, !d ? QString()
+                              : sel_op_.contains("wgrad")
+                                  ? QString("Per-step statistics are recorded for W, x and dy;\n%1.%2 has block maps at the snapshot steps").arg(sel_layer_, sel_op_)
+                                  : QString("No error statistics for %1.%2").arg(sel_layer_, sel_op_));
   }
   // underflow and saturation as % of elements
   uf_curve_->clearGraphs();
@@ -505,7 +566,10 @@ void QuantView::drawCurves() {
     set_step_marker(uf_curve_, marker);
     set_plot_note(uf_curve_, "");
   } else {
-    set_plot_note(uf_curve_, d ? QString("No underflow/saturation counts for %1.%2").arg(sel_layer_, sel_op_) : QString());
+    set_plot_note(uf_curve_, !d ? QString()
+                             : sel_op_.contains("wgrad")
+                                 ? QString("Per-step statistics are recorded for W, x and dy;\n%1.%2 has block maps at the snapshot steps").arg(sel_layer_, sel_op_)
+                                 : QString("No underflow/saturation counts for %1.%2").arg(sel_layer_, sel_op_));
   }
 }
 
@@ -517,7 +581,7 @@ void QuantView::fillSummary() {
   if (step_ok_ && d) {
     for (const auto& e : step_.e) {
       const LayerMeta* lm = d->meta().layer(e.layer);
-      const int oi = e.op == "w" ? 0 : e.op == "x" ? 1 : 2;
+      const int oi = operand_index(e.op);
       const QString fmt = lm && !lm->blocks[size_t(oi)].format.isEmpty()
                               ? lm->blocks[size_t(oi)].format.toUpper() + " " + lm->blocks[size_t(oi)].text()
                               : lm ? lm->recipe : QString();

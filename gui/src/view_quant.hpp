@@ -35,6 +35,8 @@ struct BlockMaps {
   std::vector<double> scale;  ///< E8M0 byte (0..255) or FP32 scale_inv
   bool e8m0 = true;
   std::vector<uint8_t> codes;  ///< [G, R, C], empty when absent
+  std::vector<int64_t> rows;   ///< activation operands: rows of each group at the step (R is the capacity)
+  int block_h = 1;             ///< logical rows per block (activation operands' used block rows)
   size_t bytes() const { return (mse.size() + sqnr_db.size() + amax.size()) * 4 + scale.size() * 8 + codes.size(); }
 };
 
@@ -53,7 +55,10 @@ class QuantView : public View {
   const QuantStep* stepData() const { return step_ok_ ? &step_ : nullptr; }
   const TableModel& summary() const { return summary_; }
   QCustomPlot* histogramPlot() const { return hist_; }
+  QCustomPlot* mapPlot() const { return map_; }
   /// Tooltip text of block (group g, block row br, block col bc); "" without maps.
+  /// "E2M1 1x32, E8M0" of the selected operand ("" when the recipe is unknown).
+  QString block_grid_text() const;
   QString blockInfo(int g, int br, int bc) const;
 
  protected:

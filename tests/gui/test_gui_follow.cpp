@@ -1,12 +1,17 @@
 // Live follow: a trace still being written (HDF5 SWMR) updates in the window
 // as steps arrive, from a writer thread in this process and from `mxsim train`
-// in another process; "follow latest step" keeps the scrubber on the newest step.
+// in another process (rows seen while that process still ran); "follow latest step" keeps the
+// scrubber on the newest step.
+#include <QFile>
 #include <QFileInfo>
 #include <QProcess>
 #include <QTest>
 #include <atomic>
 #include <cstring>
 #include <thread>
+
+#include <signal.h>
+#include <sys/types.h>
 
 #include "gui_test_util.hpp"
 #include "main_window.hpp"
@@ -68,14 +73,35 @@ class GuiFollow : public QObject {
     for (int i = 0; i < 40; ++i) QCOMPARE(v[i], 1.0 / double(i + 1));
   }
 
+  // The writer is a separate `mxsim train` process. It runs in short bursts (SIGCONT ... SIGSTOP)
+  // until the window has seen rows; then, with the writer stopped and provably alive, the rows
+  // the window shows must be more than 0 and fewer than the run's: they arrived while the
+  // process ran, not after it ended.
   void mxsimTrainInAnotherProcess() {
+    constexpr int kSteps = 60;
     const QString path = dir_.filePath("proc.h5");
+    const std::vector<std::string> cfg = {"run.epochs=4", "run.max_steps=" + std::to_string(kSteps)};
     QStringList args = {"train", "--threads", "1", "--trace", path};
-    for (const auto& s : guitest::tiny_overrides({"run.max_steps=8"})) args << "--set" << QString::fromStdString(s);
+    for (const auto& s : guitest::tiny_overrides(cfg)) args << "--set" << QString::fromStdString(s);
     QProcess p;
     p.start(QString(MXSIM_BINARY_DIR) + "/cli/mxsim", args);
     QVERIFY(p.waitForStarted(10000));
+    const pid_t pid = pid_t(p.processId());
+    // the process state letter of /proc/<pid>/stat: 'T' stopped, 'Z' exited, ...
+    auto state = [pid] {
+      QFile f(QString("/proc/%1/stat").arg(pid));
+      if (!f.open(QIODevice::ReadOnly)) return QChar('?');
+      const QByteArray b = f.readAll();
+      const int r = b.lastIndexOf(')');
+      return r > 0 && r + 2 < b.size() ? QChar(b[r + 2]) : QChar('?');
+    };
+    auto stop = [&] {
+      ::kill(pid, SIGSTOP);
+      QTRY_VERIFY_WITH_TIMEOUT(state() == 'T' || state() == 'Z' || state() == '?', 5000);
+    };
     QTRY_VERIFY_WITH_TIMEOUT(QFileInfo::exists(path) || p.state() == QProcess::NotRunning, 60000);
+    stop();
+    QVERIFY2(state() == 'T', "the writer ended before its trace appeared");
     QVERIFY2(QFileInfo::exists(path), p.readAllStandardError().constData());
     MainWindow w;
     w.resize(1280, 800);
@@ -84,19 +110,33 @@ class GuiFollow : public QObject {
     TraceDocument* d = w.openTrace(path);
     QTRY_VERIFY_WITH_TIMEOUT(d->state() == TraceDocument::State::Ready, 10000);
     QVERIFY(d->following());
-    uint64_t seen_before_end = d->steps();
-    if (p.state() != QProcess::NotRunning) QVERIFY(p.waitForFinished(120000));
+    QElapsedTimer t;
+    t.start();
+    while (d->steps() == 0 && t.elapsed() < 120000) {  // bursts of ~30 ms until rows show
+      ::kill(pid, SIGCONT);
+      QTest::qWait(30);
+      stop();
+      QVERIFY2(state() == 'T', "the writer ended before the window saw a row (it must run longer)");
+      QTest::qWait(600);  // the follow poll (2 Hz) catches up with the stopped writer
+    }
+    const uint64_t seen_while_running = d->steps();
+    qInfo("rows seen while the writer ran: %llu of %d", (unsigned long long)seen_while_running, kSteps);
+    QVERIFY2(state() == 'T', "the writer is stopped, alive, while the rows were counted");
+    ::kill(pid, SIGCONT);
+    QVERIFY(p.waitForFinished(120000));
+    QCOMPARE(p.exitStatus(), QProcess::NormalExit);
     QCOMPARE(p.exitCode(), 0);
-    QTRY_COMPARE_WITH_TIMEOUT(d->steps(), uint64_t(8), 10000);
-    QVERIFY(seen_before_end <= 8);
-    QTRY_COMPARE_WITH_TIMEOUT(w.state()->step(), qint64(7), 5000);
+    QTRY_COMPARE_WITH_TIMEOUT(d->steps(), uint64_t(kSteps), 10000);
+    QVERIFY2(seen_while_running > 0 && seen_while_running < uint64_t(kSteps),
+             qPrintable(QString("rows seen while the writer ran: %1 of %2").arg(seen_while_running).arg(kSteps)));
+    QTRY_COMPARE_WITH_TIMEOUT(w.state()->step(), qint64(kSteps - 1), 5000);
     // same config, same bits: the in-process run is the oracle of the other process's trace
-    const auto res = guitest::write_trace(guitest::tiny({"run.max_steps=8"}), dir_.filePath("oracle.h5"));
+    const auto res = guitest::write_trace(guitest::tiny(cfg), dir_.filePath("oracle.h5"));
     auto* c = static_cast<CurvesView*>(w.view("curves"));
     w.showView("curves");
-    QTRY_COMPARE_WITH_TIMEOUT(c->values(d, "/train/loss").size(), 8, 10000);
+    QTRY_COMPARE_WITH_TIMEOUT(c->values(d, "/train/loss").size(), kSteps, 10000);
     const QVector<double> v = c->values(d, "/train/loss");
-    for (int i = 0; i < 8; ++i) QVERIFY(std::memcmp(&v[i], &res.losses[size_t(i)], sizeof(double)) == 0);
+    for (int i = 0; i < kSteps; ++i) QVERIFY(std::memcmp(&v[i], &res.losses[size_t(i)], sizeof(double)) == 0);
   }
 };
 

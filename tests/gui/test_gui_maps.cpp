@@ -9,6 +9,7 @@
 #include "gui_test_util.hpp"
 #include "mxsim/trace/schema.hpp"
 #include "mxsim/trace/writer.hpp"
+#include "plot_util.hpp"
 #include "state.hpp"
 #include "view_osc.hpp"
 #include "view_quant.hpp"
@@ -76,6 +77,75 @@ void write_trace(const QString& path) {
   }
   w.close();
 }
+/// Watched elements (format 4): 10 rows of per-step series for two elements of fc1 and one
+/// snapshot (row 0) holding x's block maps of two experts with 3 and 0 rows (capacity 4).
+constexpr uint64_t kWatchRows = 10, kXR = 4, kXC = 64;
+const std::vector<int64_t> kWatched = {int64_t((64 + 40) * 64 + 10), 5};
+float watch_master(uint64_t row, size_t j) { return 0.25f + 0.01f * float(row) + float(j); }
+uint8_t watch_scale(uint64_t row) { return uint8_t(row < 5 ? 125 : 126); }
+uint32_t watch_snaps(uint64_t row, size_t j) { return uint32_t(j == 0 && row >= 6 ? 1 : 0); }
+float x_sqnr(uint64_t g, uint64_t r, uint64_t c) { return 20.0f + float(g * 100 + r * 10 + c); }
+
+void write_watch_trace(const QString& path) {
+  using mxsim::trace::DType;
+  mxsim::trace::Writer w(path.toStdString(), mxsim::sim::default_config_text(), mxsim::trace::make_provenance("emu", 1));
+  w.declare_series(schema::kTrainStep, DType::i64, {});
+  w.declare_series(schema::quant("fc1", "w", "mse"), DType::f64, {});
+  const uint64_t W = kWatched.size();
+  w.declare_series(schema::watch("fc1", "element"), DType::i64, {W});
+  for (const char* m : {"master", "weight_q"}) w.declare_series(schema::watch("fc1", m), DType::f32, {W});
+  for (const char* m : {"code", "scale"}) w.declare_series(schema::watch("fc1", m), DType::u8, {W});
+  for (const char* m : {"flips", "snaps"}) w.declare_series(schema::watch("fc1", m), DType::u32, {W});
+  const std::vector<int64_t> snap = {0};
+  w.declare_snapshot(schema::snapshot("fc1", "master"), DType::f32, {G, N, K}, snap);
+  w.declare_snapshot(schema::snapshot("fc1", "weight_q"), DType::f32, {G, N, K}, snap);
+  w.declare_snapshot(schema::block_map("fc1", "x", "rows"), DType::i64, {G}, snap);
+  for (const char* m : {"block_sqnr_db", "block_mse", "block_amax"})
+    w.declare_snapshot(schema::block_map("fc1", "x", m), DType::f32, {G, kXR, kXC / 32}, snap);
+  w.declare_snapshot(schema::block_map("fc1", "x", "scale"), DType::u8, {G, kXR, kXC / 32}, snap);
+  w.declare_snapshot(schema::block_map("fc1", "x", "codes"), DType::u8, {G, kXR, kXC}, snap);
+  w.start_swmr();
+  for (uint64_t s = 0; s < kWatchRows; ++s) {
+    w.append(schema::kTrainStep, int64_t(s + 1));
+    w.append(schema::quant("fc1", "w", "mse"), 0.5);
+    std::vector<float> m(W), q(W);
+    std::vector<uint8_t> code(W, 3), sc(W, watch_scale(s));
+    std::vector<uint32_t> fl(W, 0), sn(W);
+    for (size_t j = 0; j < W; ++j) {
+      m[j] = watch_master(s, j);
+      q[j] = 1.5f * std::ldexp(1.0f, int(sc[j]) - 127);  // code 3 of E2M1 = 1.5
+      sn[j] = watch_snaps(s, j);
+    }
+    w.append(schema::watch("fc1", "element"), kWatched.data());
+    w.append(schema::watch("fc1", "master"), m.data());
+    w.append(schema::watch("fc1", "weight_q"), q.data());
+    w.append(schema::watch("fc1", "code"), code.data());
+    w.append(schema::watch("fc1", "scale"), sc.data());
+    w.append(schema::watch("fc1", "flips"), fl.data());
+    w.append(schema::watch("fc1", "snaps"), sn.data());
+    if (s == 0) {
+      std::vector<float> z(G * N * K, 0.0f), sq(G * kXR * 2, NAN), other(G * kXR * 2, NAN);
+      std::vector<uint8_t> scale(G * kXR * 2, 0), codes(G * kXR * kXC, 0);
+      const std::vector<int64_t> rows = {3, 0};
+      for (uint64_t r = 0; r < 3; ++r)
+        for (uint64_t c = 0; c < 2; ++c) {
+          sq[r * 2 + c] = x_sqnr(0, r, c);
+          other[r * 2 + c] = 0.125f;
+          scale[r * 2 + c] = uint8_t(120 + r);
+        }
+      w.write_snapshot(schema::snapshot("fc1", "master"), z.data());
+      w.write_snapshot(schema::snapshot("fc1", "weight_q"), z.data());
+      w.write_snapshot(schema::block_map("fc1", "x", "rows"), rows.data());
+      w.write_snapshot(schema::block_map("fc1", "x", "block_sqnr_db"), sq.data());
+      w.write_snapshot(schema::block_map("fc1", "x", "block_mse"), other.data());
+      w.write_snapshot(schema::block_map("fc1", "x", "block_amax"), other.data());
+      w.write_snapshot(schema::block_map("fc1", "x", "scale"), scale.data());
+      w.write_snapshot(schema::block_map("fc1", "x", "codes"), codes.data());
+    }
+    w.end_step();
+  }
+  w.close();
+}
 }  // namespace
 
 class GuiMaps : public QObject {
@@ -139,6 +209,53 @@ class GuiMaps : public QObject {
       QCOMPARE(t->scale[i], double(scale_byte(int64_t(i), block)));
       QCOMPARE(t->snaps[i], double(snaps(int64_t(i), flat)));
     }
+  }
+
+  // A watched element's timeline has every step (the watch series), with its block scale per
+  // step and its own snap events; x's block map of micro-batch 0 shows the experts' rows.
+  void watchedElementTimelineAndOperandMap() {
+    const QString p = dir_.filePath("watch.h5");
+    write_watch_trace(p);
+    InspectorState st;
+    TraceDocument* d = st.traces()->add(p);
+    QTRY_VERIFY_WITH_TIMEOUT(d->state() == TraceDocument::State::Ready, 20000);
+    st.setPrimary(d);
+    st.setLayer("fc1");
+    OscView v(&st);
+    v.resize(1100, 750);
+    v.show();
+    st.setStep(7);
+    st.setExpert(1);
+    st.setElement(40, 10);  // kWatched[0]
+    QVERIFY(guitest::wait_view(&v));
+    const ElementTimeline* t = v.timeline();
+    QVERIFY(t);
+    QVERIFY(t->every_step);
+    QCOMPARE(t->steps.size(), size_t(kWatchRows));
+    for (uint64_t s = 0; s < kWatchRows; ++s) {
+      QCOMPARE(t->steps[s], double(s));
+      QCOMPARE(t->master[s], double(watch_master(s, 0)));
+      QCOMPARE(t->scale[s], double(watch_scale(s)));
+      QCOMPARE(t->snaps[s], double(watch_snaps(s, 0)));
+    }
+    st.setElement(0, 6);  // not watched: the snapshots (one row)
+    QVERIFY(guitest::wait_view(&v));
+    QVERIFY(v.timeline() && !v.timeline()->every_step);
+    QCOMPARE(v.timeline()->steps, (std::vector<double>{0}));
+    QVERIFY2(plot_title(v.timelinePlot()).contains("trace.watch_elements"), qPrintable(plot_title(v.timelinePlot())));
+
+    QuantView q(&st);
+    q.resize(1100, 750);
+    q.show();
+    st.setOperand("x");
+    st.setStep(0);
+    q.setMetric(QuantView::Metric::Sqnr);
+    QVERIFY(guitest::wait_view(&q));
+    const QString b = q.blockInfo(0, 2, 1);
+    QVERIFY2(b.contains(QString("scale byte 0x%1 = 2^%2").arg(122, 2, 16, QChar('0')).arg(122 - 127)), qPrintable(b));
+    QVERIFY2(b.contains(QString("SQNR %1 dB").arg(double(x_sqnr(0, 2, 1)))), qPrintable(b));
+    QVERIFY2(plot_title(q.mapPlot()).contains("rows per expert: 3, 0"), qPrintable(plot_title(q.mapPlot())));
+    QCOMPARE(q.mapPlot()->yAxis->range().upper, 2.5);  // the 3 rows of the fuller expert, not the capacity 4
   }
 };
 

@@ -115,7 +115,7 @@ class HipBackend final : public Backend {
   double l2_norm(const Tensor& x) override;
   void adamw(Tensor& master, Tensor& m, Tensor& v, const Tensor& grad, const AdamW& h, Tensor& model_bf16) override;
   int64_t deosc_update(Tensor& w, const Tensor& q, Tensor& prev, Tensor& prev_q, Tensor& dist_w, Tensor& dist_q,
-                       bool window_end, float ratio) override;
+                       bool window_end, float ratio, Tensor* snaps) override;
   OscStep osc_update(const Tensor& w, const Tensor& q, OscState& s, float momentum, bool window_end) override;
 
   void l2_norm_deferred(const Tensor& x, double* dst) override;

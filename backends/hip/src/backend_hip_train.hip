@@ -80,13 +80,17 @@ __global__ void adamw_kernel(float* __restrict__ pw, float* __restrict__ pm, flo
 
 // The observation; at a window end then the element's window-end step (the
 // emulator's second pass: each element depends on its own state only), its
-// snap (0/1) into snapped[i].
+// snap (0/1) into snapped[i] and, when snaps is given, +1 into snaps[i].
 __global__ void deosc_kernel(float* __restrict__ pw, const float* __restrict__ pq, float* __restrict__ pp,
                              float* __restrict__ ppq, float* __restrict__ dw, float* __restrict__ dq, size_t n,
-                             bool window_end, float ratio, uint8_t* __restrict__ snapped) {
+                             bool window_end, float ratio, uint8_t* __restrict__ snapped, uint32_t* __restrict__ snaps) {
   MXSIM_GRID_STRIDE(i, n) {
     hd::deosc_observe(pw[i], pq[i], pp[i], ppq[i], dw[i], dq[i]);
-    if (window_end) snapped[i] = hd::deosc_window_end(pw[i], pq[i], pp[i], dw[i], dq[i], ratio) ? 1 : 0;
+    if (window_end) {
+      const bool s = hd::deosc_window_end(pw[i], pq[i], pp[i], dw[i], dq[i], ratio);
+      snapped[i] = s ? 1 : 0;
+      if (snaps && s) snaps[i] += 1u;
+    }
   }
 }
 struct CountFold {
@@ -235,9 +239,11 @@ void HipBackend::adamw(Tensor& master, Tensor& m, Tensor& v, const Tensor& grad,
 }
 
 int64_t HipBackend::deosc_update(Tensor& w, const Tensor& q, Tensor& prev, Tensor& prev_q, Tensor& dist_w,
-                                 Tensor& dist_q, bool window_end, float ratio) {
+                                 Tensor& dist_q, bool window_end, float ratio, Tensor* snaps) {
   for (const Tensor* t : std::initializer_list<const Tensor*>{&q, &prev, &prev_q, &dist_w, &dist_q})
     expect_shape(*t, w.shape(), "deosc_update", "state");
+  if (snaps) expect_shape(*snaps, w.shape(), "deosc_update", "snaps");
+  uint32_t* ps = snaps ? data<uint32_t>(*snaps, "deosc_update", "snaps") : nullptr;
   float* pw = f32(w, "deosc_update", "w");
   const float* pq = f32(q, "deosc_update", "q");
   float* pp = f32(prev, "deosc_update", "prev");
@@ -248,7 +254,7 @@ int64_t HipBackend::deosc_update(Tensor& w, const Tensor& q, Tensor& prev, Tenso
   if (n == 0) return 0;
   DeviceBuffer snapped(window_end ? n : 0, "deosc_update snap flags");
   deosc_kernel<<<grid_for(n, kThreads), kThreads, 0, stream_>>>(pw, pq, pp, ppq, dw, dq, n, window_end, ratio,
-                                                                 snapped.as<uint8_t>());
+                                                                 snapped.as<uint8_t>(), ps);
   MXSIM_HIP_CHECK_LAUNCH("deosc_kernel");
   if (!window_end) return 0;
   const auto r = detail::tree_reduce<1>(*this, CountFold{snapped.as<uint8_t>()}, n);

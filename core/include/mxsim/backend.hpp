@@ -223,9 +223,11 @@ class Backend {
   /// One de-oscillation observation of w (f32) against its quantized value q:
   /// hd::deosc_observe per element; at a window end then hd::deosc_window_end
   /// with `ratio` (w and prev snapped to q). Returns the snapped count (0 when
-  /// !window_end).
+  /// !window_end). `snaps`: nullptr, or a u32 tensor of w's shape in which
+  /// every element snapped at this window end is incremented by one (the
+  /// per-element snap counts of the trace; wraps modulo 2^32).
   virtual int64_t deosc_update(Tensor& w, const Tensor& q, Tensor& prev, Tensor& prev_q, Tensor& dist_w,
-                               Tensor& dist_q, bool window_end, float ratio) = 0;
+                               Tensor& dist_q, bool window_end, float ratio, Tensor* snaps) = 0;
   /// Oscillation metrics state of one weight (all [G, N, K]; last_dir u8
   /// holding int8 directions, flips u32).
   struct OscState {

@@ -73,6 +73,10 @@ struct Config {
   std::vector<Layer> snapshot_layers = {Layer::Fc1};
   std::vector<int64_t> snapshot_steps = {2};  ///< global steps n (1-based, sim/step.hpp)
   int64_t checkpoint_every = 0;  ///< 0 = only at the end (if a checkpoint path is set)
+  /// Flat indices into [G, N, K] (row-major) of the weight elements of every quantized snapshot
+  /// layer whose master, quantized value, block scale, flips and snaps the trace records at
+  /// every step (/layers/<l>/watch/*); each must lie inside every snapshot layer's weight.
+  std::vector<int64_t> watch_elements = {0, 1, 2, 3, 4, 5, 6, 7};
 
   /// Steps per epoch (floor(N / global_batch)).
   int64_t steps_per_epoch(int64_t n_train) const { return n_train / global_batch; }

@@ -40,4 +40,18 @@ constexpr const char* name_of(Role r) {
   return n[size_t(r)];
 }
 
+/// The quantized activation operands of a linear whose block maps the trace records
+/// (docs/trace-format.md "Element and block maps"): x of fprop (along K), dy of dgrad (along
+/// N), and the wgrad operands x and dy quantized along M per group (Hadamard and stochastic
+/// rounding where the recipe uses them). Names are the OperandSpecs fields' (sim/recipe.hpp).
+enum class Operand : uint8_t { X, Dy, XWgrad, DyWgrad };
+inline constexpr std::array<Operand, 4> kOperands{Operand::X, Operand::Dy, Operand::XWgrad, Operand::DyWgrad};
+/// "x", "dy", "x_wgrad", "dy_wgrad" (the trace's operand names; x and dy are Role's).
+constexpr const char* name_of(Operand o) {
+  constexpr const char* n[] = {"x", "dy", "x_wgrad", "dy_wgrad"};
+  return n[size_t(o)];
+}
+/// Whether the operand is quantized along M (Axis::Rows, per group): the wgrad operands.
+constexpr bool along_m(Operand o) { return o == Operand::XWgrad || o == Operand::DyWgrad; }
+
 }  // namespace mxsim::sim

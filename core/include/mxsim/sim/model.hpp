@@ -138,6 +138,21 @@ struct OperandStats {
   ScaleExpCounts scale_exp_hist{};
 };
 
+/// Host copies of one quantized activation operand of a micro-batch, for the trace's block
+/// maps at snapshot steps: per group (experts of fc1 / fc2, else one) its rows of the source
+/// and their quantization (groups = 1, rows[g] x cols; a wgrad operand stored transposed).
+/// An empty group holds rows 0 and an empty tensor.
+struct OperandCapture {
+  std::vector<int64_t> rows;              ///< rows per group (the grouped GEMMs' m_splits)
+  std::vector<std::vector<float>> x;      ///< per group [rows[g], cols] row-major
+  std::vector<QuantizedTensor> q;         ///< per group
+  size_t cols = 0;
+};
+
+/// Rows each expert's permuted block is padded to (the Hadamard run of 16:
+/// Turbo pads grouped column-wise spans likewise).
+inline constexpr int64_t kExpertRowPad = 16;
+
 /// One micro-batch's record, for the trace: per-layer dW_mb contribution
 /// ([G, N, K] f32; snapshot layers only).
 struct MicroRecord {
@@ -178,6 +193,20 @@ class Model {
   /// Quantization stats of the last recorded micro-batch.
   const OperandStats& stats(Layer l, Role r) const { return stats_[size_t(l)][size_t(r)]; }
 
+  /// Keep host copies of the quantized activation operands (every Operand) of `layers`'
+  /// quantized linears in the micro-batches that run until stop_capture(); the trainer asks
+  /// for micro-batch 0 of snapshot steps. Clears earlier captures.
+  void capture_operands(std::vector<Layer> layers) {
+    capture_layers_ = std::move(layers);
+    captures_.clear();
+  }
+  void stop_capture() { capture_layers_.clear(); }
+  /// The captured operand (nullptr when it was not captured).
+  const OperandCapture* capture(Layer l, Operand o) const {
+    auto it = captures_.find({l, o});
+    return it == captures_.end() ? nullptr : &it->second;
+  }
+
   /// Expert parallelism over comm's ranks (nullptr: the experts run as one grouped launch).
   /// With a comm of P ranks (P = 1 included), each micro-batch's tokens are split into P
   /// contiguous shards (the source ranks); fc1 -> activation -> fc2 of expert e run on rank
@@ -196,6 +225,16 @@ class Model {
   std::array<std::array<OperandStats, 3>, 5> stats_{};
   /// stats_[l][r] = x's quantization statistics against q (deferred).
   void queue_stats(Layer l, Role r, const Tensor& x, const QTensor& q);
+  std::vector<Layer> capture_layers_;
+  std::map<std::pair<Layer, Operand>, OperandCapture> captures_;
+  std::vector<int64_t> capture_ms_;  ///< this micro-batch's expert m_splits (routing)
+  bool capturing(Layer l) const;
+  /// Host copies of a rowwise operand x [M, C] and its quantization q, cut into the groups of
+  /// the layer (the expert m_splits of fc1 / fc2, else one group).
+  void capture_rowwise(Layer l, Operand o, const Tensor& x, const QTensor& q);
+  /// Host copies of the wgrad operand x [M, C] of one grouped launch over m_splits ms and its
+  /// per-group quantization; groups with rows keep theirs (expert-parallel launches fill theirs).
+  void capture_grouped(Layer l, Operand o, const Tensor& x, std::span<const int64_t> ms, const GroupedQTensor& q);
   struct LinearCtx;
   struct Workspace;
   std::unique_ptr<Workspace> ws_, eval_ws_;
@@ -246,6 +285,8 @@ class DeOsc {
     /// Shard-edge runs only: prev_q and dist_q of the full-tensor QDQ, to count the snap
     /// decisions the shard-edge Q changes (the master, prev and dist_w are shared).
     Tensor full_prev_q, full_dist_q;
+    /// u32: per element, the snaps so far (the trace's /snap/<l>/osc/snaps and watch/snaps).
+    Tensor snaps;
     int64_t step = 0;  ///< observations in the current window
     bool seeded = false;
   };

@@ -36,9 +36,25 @@ struct StepRecord {
     Backend::OscStep osc;
     int64_t snapped = 0;                   ///< de-osc snaps this step
     DeOsc::EdgeStep edge;                  ///< parallel.deosc_shard_edge: what the shard edge changed
+    /// trace.watch_elements of a quantized snapshot layer (schema::watch), [W] each.
+    struct Watch {
+      std::vector<int64_t> element;
+      std::vector<float> master, weight_q, scale_inv;
+      std::vector<uint8_t> code, scale_bytes;
+      std::vector<uint32_t> flips, snaps;
+    } watch;
   };
   std::array<LayerRecord, 5> layers;       ///< by Layer
 };
+
+/// The fixed trace layout of one activation operand's block maps (snapshot layers): G groups
+/// (the experts of fc1 / fc2, else 1) of at most R rows (a micro-batch's tokens; an expert's
+/// padded to 16) and C columns, blocks [BR, BC] per group in the recipe's logical grid.
+struct OperandGrid {
+  uint64_t G = 1, R = 0, C = 0, BR = 0, BC = 0;
+  bool fp32_scales = false;
+};
+OperandGrid operand_grid(const Config& cfg, const Weight& w, Operand o);
 
 class TraceRecorder {
  public:
@@ -54,8 +70,9 @@ class TraceRecorder {
   bool snapshot_due(Step n) const;
   /// Where a snapshot's tensor comes from: (layer, kind) -> its bytes (little-endian, the
   /// declared dtype and shape). Kinds: schema::kSnapshotKinds (f32), and for quantized layers
-  /// the maps of format 2: "quant/w/<m>" for m in schema::kBlockMaps, "osc/<m>" for flips,
-  /// ema, dist_ratio (the path below /snap/<l>/).
+  /// the maps: "quant/w/<m>" for m in schema::kBlockMaps, "quant/<op>/<m>" for the activation
+  /// operands (sim::Operand names) with m in kBlockMaps or "rows", "osc/<m>" for flips, ema,
+  /// dist_ratio (the path below /snap/<l>/).
   using SnapshotSource = std::function<std::vector<unsigned char>(Layer, std::string_view kind)>;
   /// Writes every declared snapshot of step `n` (must be snapshot_due).
   void write_snapshots(Step n, const SnapshotSource& src);
@@ -77,6 +94,7 @@ class TraceRecorder {
     trace::DType dtype;
     std::vector<uint64_t> shape;
   };
+  void declare_operand_maps(const Config& cfg, const Weight& w);
   std::unique_ptr<trace::Writer> w_;
   std::vector<Series> series_;
   std::vector<Snapshot> snaps_;

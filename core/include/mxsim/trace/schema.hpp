@@ -21,8 +21,13 @@ namespace mxsim::trace::schema {
 /// not an mxsim trace. Readers refuse versions newer than kFormatVersion.
 /// 2: format 1 plus the block and element maps of the snapshot layers (block_map, element_map).
 /// 3: no dots in dataset names (osc/ema_frac_above, formerly osc/ema_frac_above_0.01).
+/// 4: format 3 plus the block maps of the activation operands (kActivationOperands) with their
+///    rows, the per-element de-oscillation snap counts (element_map "snaps") and the per-step
+///    series of watched elements (watch).
 inline constexpr const char* kFormatAttr = "mxsim_trace_format";
-inline constexpr int kFormatVersion = 3;
+inline constexpr int kFormatVersion = 4;
+/// The first format that holds a dataset of the given kind (readers name it when one is missing).
+inline constexpr int kFormatWeightMaps = 2, kFormatOperandMaps = 4;
 /// The completion counter: row i holds i (the trace row), written after
 /// every series of that row; a reader trusts len(/steps) rows.
 inline constexpr const char* kSteps = "/steps";
@@ -95,22 +100,42 @@ inline std::string snapshot(std::string_view l, std::string_view kind) {
 ///   block_mse, block_sqnr_db, block_amax  f32 [G, BR, BC]  (the recipe's block grid over [N, K])
 ///   scale                                 u8 (E8M0, UE4M3 byte) or f32 (FP32 scale_inv) [G, BR, BC]
 ///   codes                                 u8 [G, N, K] (one element code per byte, logical layout)
-/// Written for op "w" of quantized snapshot layers; the activation operands (x, dy) are not
-/// recorded yet.
+/// Written for op "w" of quantized snapshot layers (format 2) and, from format 4, for the
+/// activation operands of kActivationOperands from micro-batch 0 of the step, whose row count
+/// varies per step: per group g (the experts of fc1 / fc2, else one) a fixed capacity of R
+/// rows (BR block rows), the group's own rows first, the rest NaN (floats) or 0 (bytes), and
+///   rows                                  i64 [G]  rows of each group at this step (m_splits)
 inline std::string block_map(std::string_view l, std::string_view op, std::string_view what) {
   return "/snap/" + std::string(l) + "/quant/" + std::string(op) + "/" + std::string(what);
 }
 inline constexpr std::array<const char*, 5> kBlockMaps{"block_mse", "block_sqnr_db", "block_amax", "scale", "codes"};
+/// The activation operands with block maps (format 4): x of fprop, dy of dgrad, and the wgrad
+/// operands x and dy quantized along M per expert (Hadamard, stochastic rounding as the recipe).
+inline constexpr std::array<const char*, 4> kActivationOperands{"x", "dy", "x_wgrad", "dy_wgrad"};
+inline constexpr const char* kOperandRows = "rows";
 /// Per-element oscillation state of a quantized snapshot layer's weight at the snapshot
 /// steps (as of the snapshot: after the previous step's metrics update). `what`, one of
 /// kElementMaps: flips (u32 [G, N, K], cumulative oscillations), ema (f32, EMA frequency),
 /// dist_ratio (f32, dist_q / max(dist_w, 1e-12) of the current window; 0 where dist_w = 0);
-/// snaps (u32, cumulative de-oscillation snaps of the element: read by the inspector, not
-/// written yet, the de-oscillation op returns counts only).
+/// snaps (u32, format 4, layers with de-oscillation: the element's cumulative de-oscillation
+/// snaps, Backend::deosc_update's per-element counts).
 inline std::string element_map(std::string_view l, std::string_view what) {
   return "/snap/" + std::string(l) + "/osc/" + std::string(what);
 }
 inline constexpr std::array<const char*, 4> kElementMaps{"flips", "ema", "dist_ratio", "snaps"};
+
+// --- per-step series of watched weight elements (format 4; config trace.watch_elements) ---
+/// Per step, for the W watched elements of a quantized snapshot layer, taken when the snapshots
+/// are (after the last micro-batch, before the optimizer step): `what`, one of kWatchSeries:
+///   element   i64 [W]  the flat [G, N, K] index of each (the same every row)
+///   master    f32 [W]  FP32 master
+///   weight_q  f32 [W]  the dequantized value the step's fprop used (decode(code) x scale)
+///   code      u8  [W]  its element code
+///   scale     u8 (E8M0 / UE4M3 byte) or f32 (FP32 scale_inv) [W]  its block's scale
+///   flips     u32 [W]  cumulative oscillations as of the row (the osc/flips map's element)
+///   snaps     u32 [W]  cumulative de-oscillation snaps as of the row (layers with de-osc)
+inline std::string watch(std::string_view l, std::string_view what) { return layer(l) + "/watch/" + std::string(what); }
+inline constexpr std::array<const char*, 7> kWatchSeries{"element", "master", "weight_q", "code", "scale", "flips", "snaps"};
 
 // --- what each dataset holds (its attributes; docs/trace-format.md says the same) ---
 /// Units ("1" for a share or ratio, "count", "dB", "step", ...) and a one-line
