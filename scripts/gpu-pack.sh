@@ -33,7 +33,14 @@ for b in "$stage"/bin/*; do
     esac
   done
 done
-tar -C "$stage" -cJf .gpu-build/dev.tar.xz bin lib
+# PACK_BINS (names under bin/, default all) keeps the bundle under the run tool's 64 MiB
+# carry limit with the data beside it: every binary holds the kernels for two arches.
+if [ -n "${PACK_BINS:-}" ]; then
+  bins=(); for b in $PACK_BINS; do bins+=("bin/$b"); done
+else
+  bins=(bin)
+fi
+tar -C "$stage" -cf - "${bins[@]}" lib | xz -T"${JOBS:-2}" -3 >.gpu-build/dev.tar.xz
 data_dir="${MXSIM_DATA_DIR:-/usr/share/datasets/fashion-mnist}"
 mkdir -p .gpu-build/data
 cp -u "$data_dir"/*.gz .gpu-build/data/
