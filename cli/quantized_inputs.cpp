@@ -3,18 +3,17 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <span>
 #include <stdexcept>
 
 #include "common.hpp"
 #include "mxsim/io/npy.hpp"
+#include "mxsim/io/quant_meta.hpp"
 #include "mxsim/io/safetensors.hpp"
 #include "mxsim/layouts.hpp"
 
 namespace fs = std::filesystem;
-using json = nlohmann::ordered_json;
 
 namespace mxsim::cli {
 namespace {
@@ -32,39 +31,6 @@ std::optional<Format> elem_from_dtype(io::DType d) {
     case io::DType::F4: return Format::E2M1;
     default: return std::nullopt;
   }
-}
-
-/// "[1, 32]" (JSON) or "1x32" (older mxsim files) -> numbers.
-std::vector<size_t> dims_of(const std::string& what, const std::string& text) {
-  std::vector<size_t> v;
-  try {
-    const json j = json::parse(text);
-    if (j.is_array()) {
-      for (const auto& e : j) {
-        if (!e.is_number_unsigned()) throw std::runtime_error("");
-        v.push_back(e.get<size_t>());
-      }
-      return v;
-    }
-  } catch (const std::exception&) {
-  }
-  size_t cur = 0;
-  bool digit = false;
-  for (char c : text) {
-    if (c >= '0' && c <= '9') {
-      cur = cur * 10 + size_t(c - '0');
-      digit = true;
-    } else if (c == 'x' || c == ',' || c == ' ' || c == '[' || c == ']') {
-      if (digit) v.push_back(cur);
-      cur = 0;
-      digit = false;
-    } else {
-      throw std::runtime_error(what + ": '" + text + "' is not a shape");
-    }
-  }
-  if (digit) v.push_back(cur);
-  if (v.empty()) throw std::runtime_error(what + ": '" + text + "' is not a shape");
-  return v;
 }
 
 const QuantSource& need(const QuantSources& all, const std::string& name, const std::string& why) {
@@ -194,27 +160,9 @@ QuantizedTensor load_quantized(const QuantJob& j, const QuantSources& all, std::
   if (j.layout == "mxsim") {
     const QuantSource& d = need(all, j.data, "the codes");
     need_bytes(d.t, "the codes");
-    const auto meta = [&](const std::string& k) -> std::string {
-      const auto it = d.meta.find(k);
-      if (it == d.meta.end())
-        throw std::runtime_error("tensor '" + b + "': no '" + k + "' in the metadata of " + d.file.string() +
-                                 " (the mxsim layout needs what `mxsim quantize` records; for other layouts use --layout)");
-      return it->second;
-    };
-    QuantSpec s;
-    Format f;
-    if (!format_from_name(meta("elem_format"), f)) throw std::runtime_error("tensor '" + b + "': unknown elem_format '" + meta("elem_format") + "'");
-    s.elem = f;
-    const std::string sk = meta("scale_kind");
-    s.scale_kind = sk == "e8m0" ? ScaleKind::E8M0 : sk == "fp32" ? ScaleKind::FP32 : sk == "ue4m3" ? ScaleKind::UE4M3
-                 : throw std::runtime_error("tensor '" + b + "': unknown scale_kind '" + sk + "'");
-    const auto blk = dims_of(b + ".block", meta("block"));
-    const auto ls = dims_of(b + ".logical_shape", meta("logical_shape"));
-    if (blk.size() != 2 || ls.size() != 3) throw std::runtime_error("tensor '" + b + "': block or logical_shape has the wrong rank");
-    s.block_rows = int(blk[0]);
-    s.block_cols = int(blk[1]);
-    const bool tr = meta("transposed") == "true";
-    out_shape = dims_of(b + ".shape", meta("shape"));
+    const io::QuantMeta m = io::quant_meta(d.meta, "tensor '" + b + "' (metadata of " + d.file.string() + ")");
+    const QuantSpec& s = m.spec;
+    out_shape = m.shape;
     float tsi = 1.0f;
     std::span<const uint8_t> sb;
     std::span<const float> si;
@@ -222,11 +170,11 @@ QuantizedTensor load_quantized(const QuantJob& j, const QuantSources& all, std::
       si = f32_span(need(all, b + ".scale_inv", "FP32 scales").t, "scale_inv");
     } else {
       const QuantSource& sc = need(all, b + ".scale", "the block scales");
-      need_scale_bytes(sc.t, s.scale_kind, "mxsim (scale_kind " + sk + ")");
+      need_scale_bytes(sc.t, s.scale_kind, std::string("mxsim (scale_kind ") + name_of(s.scale_kind) + ")");
       sb = sc.t.bytes;
     }
     if (s.scale_kind == ScaleKind::UE4M3) tsi = one_f32(all, b + ".tensor_scale_inv", "NVFP4's tensor scale");
-    return layout::from_mxsim(s, ls[0], ls[1], ls[2], tr, d.t.bytes, sb, si, tsi);
+    return layout::from_mxsim(s, m.groups, m.rows, m.cols, m.transposed, d.t.bytes, sb, si, tsi);
   }
   const QuantSource& d = need(all, j.data, "the codes");
   const QuantSource& sc = need(all, j.scale, "the scales");
@@ -423,16 +371,7 @@ QuantSources read_quant_inputs(const std::vector<std::string>& args, Notes& note
       QuantSource s{std::move(t), f.path, {}};
       if (f.npy && ends_with(s.t.name, ".data")) {
         const fs::path mj = f.path.parent_path() / (s.t.name.substr(0, s.t.name.size() - 5) + ".meta.json");
-        if (fs::exists(mj)) {
-          const auto bytes = io::read_all(mj);
-          json j;
-          try {
-            j = json::parse(bytes.begin(), bytes.end());
-          } catch (const json::exception& e) {
-            throw std::runtime_error(mj.string() + ": not valid JSON: " + e.what());
-          }
-          for (const auto& [k, v] : j.items()) s.meta[k] = v.is_string() ? v.get<std::string>() : v.dump();
-        }
+        if (fs::exists(mj)) s.meta = io::parse_meta_json(io::read_all(mj), mj.string());
       } else if (!f.npy && ends_with(s.t.name, ".data")) {
         const std::string pre = s.t.name.substr(0, s.t.name.size() - 4);  // "<base>."
         for (const auto& [k, v] : file_meta)
