@@ -35,13 +35,17 @@ int run(const Args& args) {
   po::options_description opts("options");
   opts.add_options()("help,h", "this help")
       ("output,o", po::value<std::string>(), "OUT: .safetensors, .npy (one tensor) or a folder; none: statistics only")
-      ("layout", po::value<std::string>()->default_value("auto"), "auto | mxsim | torchao | te (by tensor-name suffixes)")
+      ("layout", po::value<std::string>()->default_value("auto"),
+       "auto | mxsim | torchao | te (by tensor-name suffixes), or one layout: torchao-nvfp4, te-rowwise, "
+       "te-columnwise, te-nvfp4-rowwise, te-nvfp4-columnwise, te-blockwise-rowwise, te-blockwise-columnwise, te-tensor")
       ("elem-dtype", po::value<std::string>(), "element format of U8 codes (torchao names: float8_e4m3fn, float8_e5m2, "
        "fp6_e2m3, fp6_e3m2, float4_e2m1fn_x2; or e4m3, ...)")
       ("block-size", po::value<std::string>(), "torchao block size along the last axis, 1 to 65536 (default 32)")
       ("scale-layout", po::value<std::string>()->default_value("plain"),
        "torchao scales: plain [.., ceil(K/block)] | blocked (the swizzled 128 x 4 tiles of cuBLAS / CUTLASS "
-       "block-scaled GEMMs, torchao to_blocked; padding never read)")
+       "block-scaled GEMMs, torchao to_blocked; padding never read); also torchao and TE NVFP4 scales")
+      ("block-scaling-dim", po::value<std::string>(),
+       "TE Float8BlockwiseQTensor: 1 (1 x 128 blocks) | 2 (128 x 128 tiles); default: from the scale_inv shape")
       ("dtype", po::value<std::string>()->default_value("fp32"), "output dtype: fp32 | bf16 (one RNE rounding)")
       ("tensor", po::value<std::vector<std::string>>(), "only this output tensor (repeatable)");
   add_format_options(opts, true, "the summary");
@@ -53,9 +57,13 @@ int run(const Args& args) {
       "  mxsim    <name>.data + <name>.scale | .scale_inv [+ .tensor_scale_inv], with the metadata\n"
       "           `mxsim quantize` writes (safetensors __metadata__ or <stem>.meta.json)\n"
       "  torchao  <name>.qdata + <name>.scale (MXTensor; blocks along the last axis, --block-size)\n"
+      "  torchao  <name>.qdata + <name>._scale_e4m3 (or an F8_E4M3 .scale) [+ ._per_tensor_scale]\n"
+      "           (NVFP4Tensor; blocks of 16)\n"
       "  te       <name>._rowwise_data + ._rowwise_scale_inv, ._columnwise_data + ._columnwise_scale_inv\n"
-      "           (MXFP8Tensor, padded scales) or ._data + ._scale_inv (Float8Tensor)\n"
-      "Element formats come from the dtype (F8_E4M3, F8_E5M2, F4) or --elem-dtype.",
+      "           (MXFP8Tensor, padded E8M0 scales; NVFP4Tensor with ._amax_rowwise / ._amax_columnwise,\n"
+      "           padded E4M3 scales; Float8BlockwiseQTensor, F32 scale_inv) or ._data + ._scale_inv (Float8Tensor)\n"
+      "Element formats come from the dtype (F8_E4M3, F8_E5M2, F4) or --elem-dtype. Scale dtypes are checked\n"
+      "against the layout; input tensors no pair reads are listed in a note.",
       ""};
   const Parsed p = parse(args, opts, "IN");
   if (p.has("help")) {
@@ -64,13 +72,12 @@ int run(const Args& args) {
   }
   const OutputFormat outfmt = output_format(p, true);
   if (p.positional.empty()) throw UsageError("an input file is required");
-  const std::string layout = p.str("layout");
-  if (layout != "auto" && layout != "mxsim" && layout != "torchao" && layout != "te")
-    throw UsageError("--layout must be auto, mxsim, torchao or te, not '" + layout + "'");
+  const std::string layout = layout_option(p);
   std::optional<Format> elem;
   if (p.has("elem-dtype")) elem = elem_from_name(p.str("elem-dtype"));
   const int block = int(int_option(p, "block-size", 1, 65536, 32));
   const bool blocked = scale_layout_option(p);
+  const int block_dim = block_scaling_dim_option(p);
   const std::string dt = p.str("dtype");
   if (dt != "fp32" && dt != "bf16") throw UsageError("--dtype must be fp32 or bf16, not '" + dt + "'");
   if (p.has("output") && p.str("output").empty()) throw UsageError("-o OUT is empty");
@@ -85,6 +92,7 @@ int run(const Args& args) {
   std::vector<InputFile> files;
   const std::map<std::string, QuantSource> all = read_quant_inputs(p.positional, notes, files);
   std::vector<QuantJob> jobs = find_quant_jobs(all, layout);
+  note_unused_tensors(all, jobs, notes);
   if (p.has("tensor")) {
     const auto want = p.vm["tensor"].as<std::vector<std::string>>();
     std::vector<QuantJob> kept;
@@ -100,6 +108,11 @@ int run(const Args& args) {
     for (const auto& [n, s] : all) names += (names.empty() ? "" : ", ") + n;
     throw std::runtime_error("no codes + scales pair found (" + std::string(layout == "auto" ? "any layout" : layout) +
                              ") among the tensors: " + (names.empty() ? "none" : names));
+  }
+  {
+    std::vector<std::string> lays;
+    for (const auto& j : jobs) lays.push_back(j.layout);
+    check_scale_layout_used(blocked, lays);
   }
   if (to_npy && jobs.size() > 1)
     throw UsageError("-o " + out_arg + ": a .npy holds one tensor; the inputs hold " + std::to_string(jobs.size()) +
@@ -117,7 +130,7 @@ int run(const Args& args) {
     std::vector<size_t> shape;
     QuantizedTensor q;
     try {
-      q = load_quantized(j, all, elem, block, shape, notes, blocked);
+      q = load_quantized(j, all, elem, block, shape, notes, blocked, block_dim);
     } catch (const std::invalid_argument& e) {
       throw std::runtime_error("tensor '" + j.name + "' (" + j.layout + " layout): " + e.what());
     }

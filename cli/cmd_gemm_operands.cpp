@@ -91,7 +91,7 @@ Operand bf16_operand(const std::string& role, const io::RawTensor& t) {
 /// operand's files, read once. Several wants: wgrad's per-group tensors.
 std::vector<Operand> read_operands(const std::string& role, const std::vector<std::string>& paths,
                                    const std::vector<std::string>& wants, const std::string& layout,
-                                   std::optional<Format> elem, int block, bool blocked, Notes& notes) {
+                                   std::optional<Format> elem, int block, bool blocked, int block_dim, Notes& notes) {
   QuantSources all;
   std::vector<InputFile> files;
   try {
@@ -140,7 +140,8 @@ std::vector<Operand> read_operands(const std::string& role, const std::vector<st
       o.layout = j.layout;
       std::vector<size_t> shape;
       try {
-        o.q = load_quantized(j, all, elem, block, shape, notes, blocked);
+        o.q = load_quantized(j, all, elem, block, shape, notes, blocked, block_dim);
+        note_unused_tensors(all, {j}, notes, &j.base);
       } catch (const std::invalid_argument& e) {
         throw std::runtime_error(role + ": tensor '" + j.name + "' (" + j.layout + " layout): " + e.what());
       }
@@ -222,7 +223,8 @@ void add_operand_options(po::options_description& opts) {
       ("a-tensor", po::value<std::vector<std::string>>(), "A's tensor name when its files hold several (wgrad: "
        "repeatable, one per non-empty group)")
       ("b-tensor", po::value<std::vector<std::string>>(), "B's tensor name when its files hold several (wgrad: repeatable)")
-      ("layout", po::value<std::string>()->default_value("auto"), "operand files: auto | mxsim | torchao | te")
+      ("layout", po::value<std::string>()->default_value("auto"),
+       "operand files: auto | mxsim | torchao | te, or one layout name (as in dequantize)")
       ("elem-dtype", po::value<std::string>(), "element format of U8 codes of both operands (as in dequantize)")
       ("a-elem-dtype", po::value<std::string>(), "element format of A's U8 codes (overrides --elem-dtype)")
       ("b-elem-dtype", po::value<std::string>(), "element format of B's U8 codes (overrides --elem-dtype)")
@@ -230,6 +232,8 @@ void add_operand_options(po::options_description& opts) {
       ("scale-layout", po::value<std::string>()->default_value("plain"),
        "torchao scales: plain [.., ceil(K/block)] | blocked (the swizzled 128 x 4 tiles of cuBLAS / CUTLASS "
        "block-scaled GEMMs, torchao to_blocked; padding never read)")
+      ("block-scaling-dim", po::value<std::string>(),
+       "TE Float8BlockwiseQTensor operands: 1 (1 x 128) | 2 (128 x 128); default: from the scale_inv shape")
       ("m-splits", po::value<std::string>(), "tokens per group, e.g. 3,0,5 (sum M; default: one group)")
       ("accumulate", po::value<std::string>(), "C.npy: FP32 initial output the accumulator starts from (wgrad: "
        "main_grad [G, N, K], or [N, K] without --m-splits)")
@@ -326,15 +330,14 @@ int run_gemm_operands(const Parsed& p) {
   const std::string op = p.str("op");
   if (op != "fprop" && op != "dgrad" && op != "wgrad") throw UsageError("--op must be fprop, dgrad or wgrad, not '" + op + "'");
   const Form form = op == "fprop" ? Form::Fprop : op == "dgrad" ? Form::Dgrad : Form::Wgrad;
-  const std::string layout = p.str("layout");
-  if (layout != "auto" && layout != "mxsim" && layout != "torchao" && layout != "te")
-    throw UsageError("--layout must be auto, mxsim, torchao or te, not '" + layout + "'");
+  const std::string layout = layout_option(p);
   std::optional<Format> ea, eb;
   if (p.has("elem-dtype")) ea = eb = elem_from_name(p.str("elem-dtype"));
   if (p.has("a-elem-dtype")) ea = elem_from_name(p.str("a-elem-dtype"));
   if (p.has("b-elem-dtype")) eb = elem_from_name(p.str("b-elem-dtype"));
   const int block = int(int_option(p, "block-size", 1, 65536, 32));
   const bool blocked = scale_layout_option(p);
+  const int block_dim = block_scaling_dim_option(p);
   const std::string od = p.str("out-dtype");
   if (od != "fp32" && od != "bf16") throw UsageError("--out-dtype must be fp32 or bf16, not '" + od + "'");
   const std::string impl = p.str("impl");
@@ -355,8 +358,14 @@ int run_gemm_operands(const Parsed& p) {
   const char* na = form == Form::Fprop ? "A (X)" : "A (dY)";
   const char* nb = form == Form::Wgrad ? "B (X)" : "B (W)";
   Notes notes{"gemm", {}};
-  std::vector<Operand> As = read_operands("A", strs(p, "a"), wa, layout, ea, block, blocked, notes);
-  std::vector<Operand> Bs = read_operands("B", strs(p, "b"), wb, layout, eb, block, blocked, notes);
+  std::vector<Operand> As = read_operands("A", strs(p, "a"), wa, layout, ea, block, blocked, block_dim, notes);
+  std::vector<Operand> Bs = read_operands("B", strs(p, "b"), wb, layout, eb, block, blocked, block_dim, notes);
+  {
+    std::vector<std::string> lays;
+    for (const auto* v : {&As, &Bs})
+      for (const auto& o : *v) lays.push_back(o.layout);
+    check_scale_layout_used(blocked, lays);
+  }
   for (Operand& o : As) o.field = form == Form::Fprop ? "X" : "dY";
   for (Operand& o : Bs) o.field = form == Form::Wgrad ? "X" : "W";
   // torchao tensors are the copies torchao's backward quantizes: W^T [K, N] for dgrad, dY^T [N, M] and X^T [K, M]

@@ -155,6 +155,10 @@ void finish(Result& r, const QuantizedTensor& q, size_t rank, Outputs&& o, const
   m["scale_kind"] = name_of(spec.scale_kind);
   if (spec.scale_kind == ScaleKind::E8M0) m["scale_rule"] = name_of(spec.rule);
   m["round"] = name_of(spec.round);
+  if (spec.scale_kind == ScaleKind::FP32) {
+    m["amax_epsilon"] = double(spec.amax_epsilon);
+    m["pow2_scale"] = spec.pow2_scale;
+  }
   m["hadamard"] = spec.hadamard16;
   m["shape"] = r.src_shape;
   m["logical_shape"] = {G, R, C};
@@ -646,6 +650,10 @@ int run(const Args& args) {
       ("elem", po::value<std::string>(), "element format instead of the recipe's (e.g. e4m3fnuz with fp8_tensor / "
        "fp8_row / fp8_block; MX recipes: any MX or FP8 element)")  //
       ("round", po::value<std::string>(), "element rounding: rne, rz, sr (default: the recipe's, rne)")  //
+      ("amax-epsilon", po::value<std::string>(),
+       "FP32-scale recipes: amax used = max(amax, E), E >= 0 as FP32 (default: the recipe's, 0 = TE)")  //
+      ("pow2-scale", po::value<std::string>(),
+       "FP32-scale recipes: on | off, round the scale down to a power of two (default: the recipe's)")  //
       ("seed", po::value<std::string>(), "Philox seed for --round sr, 0 to 2^64-1 (default 0)")        //
       ("hadamard", po::bool_switch(), "apply the 16-point Hadamard transform along the blocks first")  //
       ("tensor", po::value<std::vector<std::string>>(), "safetensors input: a tensor to quantize (repeatable)")  //
@@ -704,6 +712,20 @@ int run(const Args& args) {
     if (p.has("round")) {
       spec.round = round_mode_from_name(p.str("round"));
       label += std::string(" round=") + name_of(spec.round);
+    }
+    if (p.has("amax-epsilon")) {
+      const std::string v = p.str("amax-epsilon");
+      char* end = nullptr;
+      const double e = std::strtod(v.c_str(), &end);
+      if (v.empty() || end != v.c_str() + v.size()) throw UsageError("--amax-epsilon: '" + v + "' is not a number");
+      set_amax_epsilon(spec, e, "--amax-epsilon");
+      label += " amax-epsilon=" + v;
+    }
+    if (p.has("pow2-scale")) {
+      const std::string v = p.str("pow2-scale");
+      if (v != "on" && v != "off") throw UsageError("--pow2-scale must be on or off, not '" + v + "'");
+      set_pow2_scale(spec, v == "on", "--pow2-scale");
+      label += " pow2-scale=" + v;
     }
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());

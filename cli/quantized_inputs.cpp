@@ -1,18 +1,19 @@
 #include "quantized_inputs.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
-#include <nlohmann/json.hpp>
+#include <set>
 #include <span>
 #include <stdexcept>
 
 #include "common.hpp"
 #include "mxsim/io/npy.hpp"
+#include "mxsim/io/quant_meta.hpp"
 #include "mxsim/io/safetensors.hpp"
 #include "mxsim/layouts.hpp"
 
 namespace fs = std::filesystem;
-using json = nlohmann::ordered_json;
 
 namespace mxsim::cli {
 namespace {
@@ -32,39 +33,6 @@ std::optional<Format> elem_from_dtype(io::DType d) {
   }
 }
 
-/// "[1, 32]" (JSON) or "1x32" (older mxsim files) -> numbers.
-std::vector<size_t> dims_of(const std::string& what, const std::string& text) {
-  std::vector<size_t> v;
-  try {
-    const json j = json::parse(text);
-    if (j.is_array()) {
-      for (const auto& e : j) {
-        if (!e.is_number_unsigned()) throw std::runtime_error("");
-        v.push_back(e.get<size_t>());
-      }
-      return v;
-    }
-  } catch (const std::exception&) {
-  }
-  size_t cur = 0;
-  bool digit = false;
-  for (char c : text) {
-    if (c >= '0' && c <= '9') {
-      cur = cur * 10 + size_t(c - '0');
-      digit = true;
-    } else if (c == 'x' || c == ',' || c == ' ' || c == '[' || c == ']') {
-      if (digit) v.push_back(cur);
-      cur = 0;
-      digit = false;
-    } else {
-      throw std::runtime_error(what + ": '" + text + "' is not a shape");
-    }
-  }
-  if (digit) v.push_back(cur);
-  if (v.empty()) throw std::runtime_error(what + ": '" + text + "' is not a shape");
-  return v;
-}
-
 const QuantSource& need(const QuantSources& all, const std::string& name, const std::string& why) {
   const auto it = all.find(name);
   if (it == all.end()) throw std::runtime_error("tensor '" + name + "' is missing (" + why + ")");
@@ -76,11 +44,82 @@ std::span<const float> f32_span(const io::RawTensor& t, const std::string& what)
     throw std::runtime_error("tensor '" + t.name + "': " + what + " must be F32, not " + io::name_of(t.dtype));
   return {reinterpret_cast<const float*>(t.bytes.data()), t.bytes.size() / 4};
 }
+/// Codes: one per byte (U8, I8, an F8 element dtype) or packed E2M1 (F4).
 void need_bytes(const io::RawTensor& t, const std::string& what) {
-  if (io::size_of(t.dtype) != 1 && t.dtype != io::DType::F4)
-    throw std::runtime_error("tensor '" + t.name + "': " + what + " must hold one byte per code (U8, I8, F8_*, F4), not " +
-                             io::name_of(t.dtype));
+  const bool ok = t.dtype == io::DType::U8 || t.dtype == io::DType::I8 || t.dtype == io::DType::F4 ||
+                  elem_from_dtype(t.dtype).has_value();
+  if (!ok)
+    throw std::runtime_error("tensor '" + t.name + "': " + what + " must hold one byte per code (U8, I8, F8_E4M3, "
+                             "F8_E5M2, F8_E4M3FNUZ, F8_E5M2FNUZ) or packed E2M1 (F4), not " + io::name_of(t.dtype));
 }
+
+/// Scale bytes of `kind` (E8M0 or UE4M3): raw bytes (U8, I8) or the dtype of that kind.
+void need_scale_bytes(const io::RawTensor& t, ScaleKind kind, const std::string& layout) {
+  const io::DType typed = kind == ScaleKind::E8M0 ? io::DType::F8_E8M0 : io::DType::F8_E4M3;
+  if (t.dtype == io::DType::U8 || t.dtype == io::DType::I8 || t.dtype == typed) return;
+  const std::string want = kind == ScaleKind::E8M0 ? "E8M0 scale bytes (U8, I8 or F8_E8M0)"
+                                                   : "UE4M3 (NVFP4) scale bytes (U8, I8 or F8_E4M3)";
+  std::string hint;
+  if (kind == ScaleKind::E8M0 && t.dtype == io::DType::F8_E4M3)
+    hint = "; F8_E4M3 block scales are NVFP4's: torchao NVFP4Tensor names them <name>._scale_e4m3, TE NVFP4Tensor "
+           "stores <name>._amax_rowwise beside them";
+  if (kind == ScaleKind::E8M0 && t.dtype == io::DType::F32)
+    hint = "; F32 scale_inv is FP8 per-tensor or blockwise scaling (TE Float8Tensor ._scale_inv, "
+           "Float8BlockwiseQTensor ._rowwise_scale_inv)";
+  throw std::runtime_error("tensor '" + t.name + "' is " + io::name_of(t.dtype) + ": the " + layout + " layout needs " +
+                           want + hint);
+}
+
+/// The element format of codes `d`: --elem-dtype, else the dtype's, else `fallback`
+/// (with a note), else UsageError. A dtype that names another format than --elem-dtype is refused.
+Format codes_format(const io::RawTensor& d, std::optional<Format> opt, std::optional<Format> fallback, Notes& notes,
+                    const std::string& fallback_why) {
+  const std::optional<Format> typed = elem_from_dtype(d.dtype);
+  if (opt && typed && *opt != *typed)
+    throw std::runtime_error("tensor '" + d.name + "' is " + io::name_of(d.dtype) + " (" + short_name(*typed) +
+                             ") but --elem-dtype says " + short_name(*opt));
+  if (opt) return *opt;
+  if (typed) return *typed;
+  if (fallback) {
+    std::string up = short_name(*fallback);
+    for (char& ch : up) ch = char(std::toupper(static_cast<unsigned char>(ch)));
+    notes.add("tensor '" + d.name + "' is " + io::name_of(d.dtype) + ": read as " + up + " (" + fallback_why +
+              "; --elem-dtype to choose)");
+    return *fallback;
+  }
+  throw UsageError("tensor '" + d.name + "' is " + io::name_of(d.dtype) +
+                   ": give its element format with --elem-dtype (float8_e4m3fn, float8_e5m2, fp6_e2m3, fp6_e3m2, "
+                   "float4_e2m1fn_x2)");
+}
+
+/// NVFP4 codes: E2M1, packed two per byte (U8 / I8 bytes or F4 elements).
+void need_e2m1(const io::RawTensor& d, std::optional<Format> opt, const std::string& layout) {
+  if (d.dtype != io::DType::U8 && d.dtype != io::DType::I8 && d.dtype != io::DType::F4)
+    throw std::runtime_error("tensor '" + d.name + "' is " + io::name_of(d.dtype) + ": the " + layout +
+                             " layout holds packed E2M1 codes (U8 bytes or F4)");
+  if (opt && *opt != Format::E2M1)
+    throw std::runtime_error("tensor '" + d.name + "': the " + layout + " layout holds E2M1 codes, not " +
+                             short_name(*opt) + " (--elem-dtype)");
+}
+
+/// Shape of packed E2M1 bytes: an F4 tensor counts 4-bit elements.
+std::vector<size_t> packed_shape(const io::RawTensor& d) {
+  std::vector<size_t> s = d.shape;
+  if (d.dtype == io::DType::F4 && !s.empty()) s.back() /= 2;
+  return s;
+}
+
+float one_f32(const QuantSources& all, const std::string& name, const std::string& why) {
+  const auto v = f32_span(need(all, name, why).t, why);
+  if (v.size() != 1) throw std::runtime_error("tensor '" + name + "' (" + why + ") must hold one value, not " + std::to_string(v.size()));
+  return v[0];
+}
+
+bool starts_with(const std::string& s, const std::string& pre) { return s.rfind(pre, 0) == 0; }
+
+const char* const kLayouts[] = {"mxsim",           "torchao",          "torchao-nvfp4",        "te-rowwise",
+                                "te-columnwise",   "te-nvfp4-rowwise", "te-nvfp4-columnwise",  "te-blockwise-rowwise",
+                                "te-blockwise-columnwise", "te-tensor"};
 
 }  // namespace
 
@@ -98,33 +137,32 @@ bool scale_layout_option(const Parsed& p) {
   return v == "blocked";
 }
 
+int block_scaling_dim_option(const Parsed& p) {
+  if (!p.has("block-scaling-dim")) return 0;
+  const std::string v = p.str("block-scaling-dim");
+  if (v != "1" && v != "2") throw UsageError("--block-scaling-dim must be 1 (1 x 128 blocks) or 2 (128 x 128 tiles), not '" + v + "'");
+  return v == "1" ? 1 : 2;
+}
+
+std::string layout_option(const Parsed& p) {
+  const std::string v = p.str("layout");
+  if (v == "auto" || v == "te") return v;
+  for (const char* l : kLayouts)
+    if (v == l) return v;
+  std::string names;
+  for (const char* l : kLayouts) names += std::string(", ") + l;
+  throw UsageError("--layout must be auto, te" + names + "; not '" + v + "'");
+}
+
 QuantizedTensor load_quantized(const QuantJob& j, const QuantSources& all, std::optional<Format> elem_opt, int block,
-                               std::vector<size_t>& out_shape, Notes& notes, bool blocked_scales) {
+                               std::vector<size_t>& out_shape, Notes& notes, bool blocked_scales, int block_dim) {
   const std::string& b = j.base;
   if (j.layout == "mxsim") {
-    const QuantSource& d = need(all, b + ".data", "the codes");
+    const QuantSource& d = need(all, j.data, "the codes");
     need_bytes(d.t, "the codes");
-    const auto meta = [&](const std::string& k) -> std::string {
-      const auto it = d.meta.find(k);
-      if (it == d.meta.end())
-        throw std::runtime_error("tensor '" + b + "': no '" + k + "' in the metadata of " + d.file.string() +
-                                 " (the mxsim layout needs what `mxsim quantize` records; for other layouts use --layout)");
-      return it->second;
-    };
-    QuantSpec s;
-    Format f;
-    if (!format_from_name(meta("elem_format"), f)) throw std::runtime_error("tensor '" + b + "': unknown elem_format '" + meta("elem_format") + "'");
-    s.elem = f;
-    const std::string sk = meta("scale_kind");
-    s.scale_kind = sk == "e8m0" ? ScaleKind::E8M0 : sk == "fp32" ? ScaleKind::FP32 : sk == "ue4m3" ? ScaleKind::UE4M3
-                 : throw std::runtime_error("tensor '" + b + "': unknown scale_kind '" + sk + "'");
-    const auto blk = dims_of(b + ".block", meta("block"));
-    const auto ls = dims_of(b + ".logical_shape", meta("logical_shape"));
-    if (blk.size() != 2 || ls.size() != 3) throw std::runtime_error("tensor '" + b + "': block or logical_shape has the wrong rank");
-    s.block_rows = int(blk[0]);
-    s.block_cols = int(blk[1]);
-    const bool tr = meta("transposed") == "true";
-    out_shape = dims_of(b + ".shape", meta("shape"));
+    const io::QuantMeta m = io::quant_meta(d.meta, "tensor '" + b + "' (metadata of " + d.file.string() + ")");
+    const QuantSpec& s = m.spec;
+    out_shape = m.shape;
     float tsi = 1.0f;
     std::span<const uint8_t> sb;
     std::span<const float> si;
@@ -132,88 +170,170 @@ QuantizedTensor load_quantized(const QuantJob& j, const QuantSources& all, std::
       si = f32_span(need(all, b + ".scale_inv", "FP32 scales").t, "scale_inv");
     } else {
       const QuantSource& sc = need(all, b + ".scale", "the block scales");
-      need_bytes(sc.t, "the scales");
+      need_scale_bytes(sc.t, s.scale_kind, std::string("mxsim (scale_kind ") + name_of(s.scale_kind) + ")");
       sb = sc.t.bytes;
     }
-    if (s.scale_kind == ScaleKind::UE4M3) {
-      const auto t = f32_span(need(all, b + ".tensor_scale_inv", "NVFP4's tensor scale").t, "tensor_scale_inv");
-      if (t.size() != 1) throw std::runtime_error("tensor '" + b + ".tensor_scale_inv' must hold one value");
-      tsi = t[0];
-    }
-    return layout::from_mxsim(s, ls[0], ls[1], ls[2], tr, d.t.bytes, sb, si, tsi);
+    if (s.scale_kind == ScaleKind::UE4M3) tsi = one_f32(all, b + ".tensor_scale_inv", "NVFP4's tensor scale");
+    return layout::from_mxsim(s, m.groups, m.rows, m.cols, m.transposed, d.t.bytes, sb, si, tsi);
   }
+  const QuantSource& d = need(all, j.data, "the codes");
+  const QuantSource& sc = need(all, j.scale, "the scales");
   if (j.layout == "torchao") {
-    const QuantSource& d = need(all, b + ".qdata", "torchao MXTensor.qdata");
-    const QuantSource& sc = need(all, b + ".scale", "torchao MXTensor.scale");
     need_bytes(d.t, "qdata");
-    need_bytes(sc.t, "scale");
-    std::optional<Format> f = elem_opt ? elem_opt : elem_from_dtype(d.t.dtype);
-    if (!f)
-      throw UsageError("tensor '" + b + ".qdata' is " + io::name_of(d.t.dtype) +
-                       ": give its element format with --elem-dtype (float8_e4m3fn, float8_e5m2, fp6_e2m3, fp6_e3m2, "
-                       "float4_e2m1fn_x2)");
-    // An F4 tensor counts 4-bit elements: torchao's [.., K/2] float4_e2m1fn_x2 bytes.
-    std::vector<size_t> qs = d.t.shape;
-    if (d.t.dtype == io::DType::F4) qs.back() /= 2;
+    need_scale_bytes(sc.t, ScaleKind::E8M0, "torchao MXTensor");
+    const Format f = codes_format(d.t, elem_opt, std::nullopt, notes, "");
+    const std::vector<size_t> qs = packed_shape(d.t);
     out_shape = qs;
-    if (*f == Format::E2M1) out_shape.back() *= 2;
-    return layout::from_torchao(*f, block, qs, d.t.bytes, sc.t.shape, sc.t.bytes, blocked_scales);
+    if (f == Format::E2M1) out_shape.back() *= 2;
+    return layout::from_torchao(f, block, qs, d.t.bytes, sc.t.shape, sc.t.bytes, blocked_scales);
   }
-  // TransformerEngine
-  const std::string dn = j.layout == "te-rowwise" ? "._rowwise_data" : j.layout == "te-columnwise" ? "._columnwise_data" : "._data";
-  const std::string sn = j.layout == "te-rowwise" ? "._rowwise_scale_inv" : j.layout == "te-columnwise" ? "._columnwise_scale_inv" : "._scale_inv";
-  const QuantSource& d = need(all, b + dn, "TE data");
-  const QuantSource& sc = need(all, b + sn, "TE scale_inv");
+  if (j.layout == "torchao-nvfp4") {
+    need_e2m1(d.t, elem_opt, j.layout);
+    need_scale_bytes(sc.t, ScaleKind::UE4M3, "torchao NVFP4Tensor");
+    float pts = 1.0f;
+    if (j.extra.at(0).empty())
+      notes.add("tensor '" + b + "': no per_tensor_scale beside it: single-level NVFP4 scaling (tensor scale 1)");
+    else
+      pts = one_f32(all, j.extra[0], "torchao NVFP4Tensor per_tensor_scale");
+    const std::vector<size_t> qs = packed_shape(d.t);
+    out_shape = qs;
+    out_shape.back() *= 2;
+    return layout::from_torchao_nvfp4(qs, d.t.bytes, sc.t.shape, sc.t.bytes, pts, blocked_scales);
+  }
+  const bool col = ends_with(j.layout, "columnwise");
+  if (starts_with(j.layout, "te-nvfp4")) {
+    need_e2m1(d.t, elem_opt, j.layout);
+    need_scale_bytes(sc.t, ScaleKind::UE4M3, "TE NVFP4Tensor");
+    const float amax = one_f32(all, j.extra.at(0), "TE NVFP4Tensor amax");
+    const std::vector<size_t> ds = packed_shape(d.t);
+    if (col) {
+      if (ds.size() != 2) throw std::runtime_error("tensor '" + j.data + "': columnwise NVFP4 data must be 2-D [K, M/2]");
+      out_shape = {2 * ds[1], ds[0]};
+    } else {
+      out_shape = ds;
+      if (!out_shape.empty()) out_shape.back() *= 2;
+    }
+    return layout::from_te_nvfp4(col, ds, d.t.bytes, sc.t.shape, sc.t.bytes, amax, blocked_scales);
+  }
   need_bytes(d.t, "TE data");
-  std::optional<Format> f = elem_opt ? elem_opt : elem_from_dtype(d.t.dtype);
-  if (!f) {
-    f = Format::E4M3;
-    notes.add("tensor '" + b + dn + "' is " + io::name_of(d.t.dtype) +
-              ": read as E4M3 (TE's default forward format; --elem-dtype to choose)");
-  }
-  out_shape = d.t.shape;
+  const Format f = codes_format(d.t, elem_opt, Format::E4M3, notes, "TE's default forward format");
   if (j.layout == "te-tensor") {
+    out_shape = d.t.shape;
     const auto si = f32_span(sc.t, "scale_inv");
-    if (si.size() != 1) throw std::runtime_error("tensor '" + b + sn + "' must hold one FP32 value (Float8Tensor)");
-    return layout::from_te_fp8(*f, d.t.shape, d.t.bytes, si[0]);
+    if (si.size() != 1) throw std::runtime_error("tensor '" + j.scale + "' must hold one FP32 value (Float8Tensor)");
+    return layout::from_te_fp8(f, d.t.shape, d.t.bytes, si[0]);
   }
-  need_bytes(sc.t, "TE MXFP8 scale_inv");
-  return layout::from_te_mxfp8(*f, j.layout == "te-columnwise", d.t.shape, d.t.bytes, sc.t.shape, sc.t.bytes);
+  if (starts_with(j.layout, "te-blockwise")) {
+    const auto si = f32_span(sc.t, "Float8BlockwiseQTensor scale_inv");
+    out_shape = d.t.shape;
+    if (col && !out_shape.empty()) std::rotate(out_shape.begin(), out_shape.begin() + 1, out_shape.end());
+    return layout::from_te_fp8_blockwise(f, col, block_dim, d.t.shape, d.t.bytes, sc.t.shape, si);
+  }
+  need_scale_bytes(sc.t, ScaleKind::E8M0, "TE MXFP8Tensor");
+  out_shape = d.t.shape;
+  return layout::from_te_mxfp8(f, col, d.t.shape, d.t.bytes, sc.t.shape, sc.t.bytes);
 }
 
-/// The jobs the inputs hold, by the suffixes each layout uses.
+/// The jobs the inputs hold, by the suffixes each layout uses (and, where
+/// layouts share suffixes, by the scale dtype and the companions present).
 std::vector<QuantJob> find_quant_jobs(const QuantSources& all, const std::string& layout) {
-  struct Pat {
-    const char* layout;
-    const char* data;
-    const char* scale;
-    const char* alt_scale;
-  };
-  const Pat pats[] = {{"mxsim", ".data", ".scale", ".scale_inv"},
-                      {"torchao", ".qdata", ".scale", nullptr},
-                      {"te-rowwise", "._rowwise_data", "._rowwise_scale_inv", nullptr},
-                      {"te-columnwise", "._columnwise_data", "._columnwise_scale_inv", nullptr},
-                      {"te-tensor", "._data", "._scale_inv", nullptr}};
+  const auto has = [&](const std::string& n) { return all.count(n) > 0; };
+  const auto dtype = [&](const std::string& n) { return all.at(n).t.dtype; };
   std::vector<QuantJob> jobs;
-  for (const auto& [name, src] : all)
-    for (const auto& p : pats) {
-      if (!ends_with(name, p.data)) continue;
-      const std::string base = name.substr(0, name.size() - std::strlen(p.data));
-      if (!all.count(base + p.scale) && !(p.alt_scale && all.count(base + p.alt_scale))) continue;
-      const std::string lay = p.layout;
-      if (layout != "auto" && lay.rfind(layout, 0) != 0) continue;
+  const auto add = [&](QuantJob j) {
+    if (layout != "auto" && !starts_with(j.layout, layout)) return;
+    jobs.push_back(std::move(j));
+  };
+  for (const auto& [name, src] : all) {
+    if (ends_with(name, ".data")) {  // mxsim
+      const std::string base = name.substr(0, name.size() - 5);
+      const std::string sc = has(base + ".scale") ? base + ".scale" : base + ".scale_inv";
+      if (!has(sc)) continue;
       std::string out = base;
-      if (lay == "mxsim") {
-        const auto it = src.meta.find("tensor");  // .npy outputs name the source tensor in meta.json
-        if (it != src.meta.end()) out = it->second;
+      const auto it = src.meta.find("tensor");  // .npy outputs name the source tensor in meta.json
+      if (it != src.meta.end()) out = it->second;
+      QuantJob j{out, "mxsim", base, name, sc, {}};
+      if (has(base + ".tensor_scale_inv")) j.extra.push_back(base + ".tensor_scale_inv");
+      add(std::move(j));
+    } else if (ends_with(name, ".qdata")) {  // torchao MXTensor / NVFP4Tensor
+      const std::string base = name.substr(0, name.size() - 6);
+      std::string pts;
+      for (const char* s : {"._per_tensor_scale", ".per_tensor_scale"})
+        if (has(base + s)) pts = base + s;
+      if (has(base + "._scale_e4m3")) {
+        add({base, "torchao-nvfp4", base, name, base + "._scale_e4m3", {pts}});
+      } else if (has(base + ".scale")) {
+        if (dtype(base + ".scale") == io::DType::F8_E4M3 || !pts.empty())
+          add({base, "torchao-nvfp4", base, name, base + ".scale", {pts}});
+        else
+          add({base, "torchao", base, name, base + ".scale", {}});
       }
-      if (lay == "te-rowwise" || lay == "te-columnwise") {
+    } else if (ends_with(name, "._data")) {  // TE Float8Tensor
+      const std::string base = name.substr(0, name.size() - 6);
+      if (has(base + "._scale_inv")) add({base, "te-tensor", base, name, base + "._scale_inv", {}});
+    } else {
+      for (const std::string dir : {"rowwise", "columnwise"}) {
+        const std::string suf = "._" + dir + "_data";
+        if (!ends_with(name, suf)) continue;
+        const std::string base = name.substr(0, name.size() - suf.size());
+        const std::string sc = base + "._" + dir + "_scale_inv", amax = base + "._amax_" + dir;
+        if (!has(sc)) continue;
         // Both copies of one TE tensor: keep the rowwise one unless only columnwise was asked for.
-        if (lay == "te-columnwise" && layout == "auto" && all.count(base + "._rowwise_data")) continue;
+        if (dir == "columnwise" && layout == "auto" && has(base + "._rowwise_data") && has(base + "._rowwise_scale_inv"))
+          continue;
+        if (has(amax) || src.t.dtype == io::DType::F4 || dtype(sc) == io::DType::F8_E4M3) {
+          // NVFP4 needs its amax: an empty name is reported by load_quantized.
+          add({base, "te-nvfp4-" + dir, base, name, sc, {has(amax) ? amax : std::string()}});
+        } else if (dtype(sc) == io::DType::F32) {
+          add({base, "te-blockwise-" + dir, base, name, sc, {}});
+        } else {
+          add({base, "te-" + dir, base, name, sc, {}});
+        }
       }
-      jobs.push_back({out, lay, base});
     }
+  }
+  for (const auto& j : jobs)
+    if (starts_with(j.layout, "te-nvfp4") && j.extra.at(0).empty())
+      throw std::runtime_error("tensor '" + j.base + "' (" + j.layout + " layout): no '" + j.base + "._amax_" +
+                               (ends_with(j.layout, "columnwise") ? "columnwise" : "rowwise") +
+                               "' among the inputs: TE NVFP4Tensor's tensor amax, which its decode scale needs");
   return jobs;
+}
+
+bool takes_swizzled_scales(const QuantJob& j) {
+  return j.layout == "torchao" || j.layout == "torchao-nvfp4" || starts_with(j.layout, "te-nvfp4");
+}
+
+void check_scale_layout_used(bool blocked, const std::vector<std::string>& layouts) {
+  if (!blocked) return;
+  for (const auto& l : layouts)
+    if (takes_swizzled_scales({"", l, "", "", "", {}})) return;
+  std::string names;
+  for (const auto& l : layouts) names += (names.empty() ? "" : ", ") + l;
+  throw UsageError("--scale-layout blocked applies to torchao (MXTensor, NVFP4Tensor) and TE NVFP4Tensor scales; "
+                   "the inputs are in the " + names + " layout");
+}
+
+void note_unused_tensors(const QuantSources& all, const std::vector<QuantJob>& jobs, Notes& notes,
+                         const std::string* only_base) {
+  std::set<std::string> used;
+  for (const auto& j : jobs) {
+    used.insert(j.data);
+    used.insert(j.scale);
+    for (const auto& e : j.extra) used.insert(e);
+  }
+  for (const auto& [name, src] : all) {
+    if (used.count(name)) continue;
+    if (only_base && !starts_with(name, *only_base + ".")) continue;
+    std::string why = "not part of any codes + scales pair";
+    for (const char* c : {"._columnwise_data", "._columnwise_scale_inv", "._amax_columnwise"})
+      if (ends_with(name, c) && used.count(name.substr(0, name.size() - std::strlen(c)) + "._rowwise_data"))
+        why = "the columnwise copy of a tensor whose rowwise copy is decoded (--layout te-...-columnwise reads it)";
+    if (ends_with(name, "._act_per_tensor_scale"))
+      why = "torchao's per-tensor scale for the activation this weight multiplies, not a scale of its own values";
+    notes.add("tensor '" + name + "' (" + io::name_of(src.t.dtype) + " " + io::shape_str(src.t.shape) + "): " + why +
+              "; not used");
+  }
 }
 
 /// Reads every input; .npy files named "<stem>.data.npy" pick up "<stem>.meta.json"; a
@@ -251,16 +371,7 @@ QuantSources read_quant_inputs(const std::vector<std::string>& args, Notes& note
       QuantSource s{std::move(t), f.path, {}};
       if (f.npy && ends_with(s.t.name, ".data")) {
         const fs::path mj = f.path.parent_path() / (s.t.name.substr(0, s.t.name.size() - 5) + ".meta.json");
-        if (fs::exists(mj)) {
-          const auto bytes = io::read_all(mj);
-          json j;
-          try {
-            j = json::parse(bytes.begin(), bytes.end());
-          } catch (const json::exception& e) {
-            throw std::runtime_error(mj.string() + ": not valid JSON: " + e.what());
-          }
-          for (const auto& [k, v] : j.items()) s.meta[k] = v.is_string() ? v.get<std::string>() : v.dump();
-        }
+        if (fs::exists(mj)) s.meta = io::parse_meta_json(io::read_all(mj), mj.string());
       } else if (!f.npy && ends_with(s.t.name, ".data")) {
         const std::string pre = s.t.name.substr(0, s.t.name.size() - 4);  // "<base>."
         for (const auto& [k, v] : file_meta)

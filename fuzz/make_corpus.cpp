@@ -76,6 +76,13 @@ int main(int argc, char** argv) {
   put(out / "safetensors/two.safetensors",
       io::encode_safetensors({io::from_f32("w", {2, 3}, f), bf}, {{"format", "pt"}}));
   put(out / "safetensors/empty.safetensors", io::encode_safetensors({io::RawTensor{"e", io::DType::F32, {0, 4}, {}}}, {}));
+  // Sharded-checkpoint index (the Hugging Face "model.safetensors.index.json" form): two shards,
+  // metadata; one shard in a subfolder.
+  put(out / "safetensors_index/two_shards.index.json",
+      std::string(R"({"metadata": {"total_size": 96}, "weight_map": {"a.weight": "model-00001-of-00002.safetensors", )"
+                  R"("a.bias": "model-00001-of-00002.safetensors", "b.weight": "model-00002-of-00002.safetensors"}})"));
+  put(out / "safetensors_index/subfolder.index.json", std::string(R"({"weight_map": {"w": "shards/part0.safetensors"}})"));
+  // (meta_json/ holds .meta.json files written by `mxsim quantize`, fuzz/README.md.)
   // TOML config: the embedded default, a small one with overrides.
   put(out / "toml_config/default.toml", std::string(sim::default_config_text()));
   put(out / "toml_config/overrides.toml",

@@ -41,7 +41,7 @@ echo "sanitize: suite under ASan + UBSan $((t2 - t1)) s"
 findings=build-asan/fuzz-findings
 mkdir -p "$findings"
 status=0
-for h in npy safetensors toml_config idx trace checkpoint; do
+for h in npy safetensors safetensors_index meta_json toml_config idx trace checkpoint; do
   work="$(mktemp -d)"
   cp fuzz/corpus/"$h"/* "$work"/
   if ! build-asan/fuzz/fuzz_"$h" -max_total_time="$secs" -timeout=20 -rss_limit_mb=2048 -max_len=65536 \

@@ -52,7 +52,9 @@ void expect_same(const Config& a, const Config& b) {
   for (auto [x, y] : {std::pair{a.aux_loss_coeff, b.aux_loss_coeff}, {a.lr, b.lr}, {a.min_lr, b.min_lr},
                       {a.beta1, b.beta1}, {a.beta2, b.beta2}, {a.eps, b.eps}, {a.weight_decay, b.weight_decay},
                       {a.init_std, b.init_std}, {a.deosc_ratio, b.deosc_ratio},
-                      {a.osc_ema_momentum, b.osc_ema_momentum}})
+                      {a.osc_ema_momentum, b.osc_ema_momentum},
+                      {a.recipe.fp8_current_amax_epsilon, b.recipe.fp8_current_amax_epsilon},
+                      {a.recipe.fp8_block_amax_epsilon, b.recipe.fp8_block_amax_epsilon}})
     EXPECT_EQ(std::bit_cast<uint32_t>(x), std::bit_cast<uint32_t>(y)) << x << " vs " << y;
   EXPECT_EQ(a.warmup_steps, b.warmup_steps);
   for (Layer l : kLayers) EXPECT_EQ(a.recipe.of(l), b.recipe.of(l));
@@ -60,6 +62,8 @@ void expect_same(const Config& a, const Config& b) {
   EXPECT_EQ(a.recipe.mxfp4_sr_grad, b.recipe.mxfp4_sr_grad);
   EXPECT_EQ(a.recipe.fp8_amax_history, b.recipe.fp8_amax_history);
   EXPECT_EQ(a.recipe.fp8_margin, b.recipe.fp8_margin);
+  EXPECT_EQ(a.recipe.fp8_current_pow2_scale, b.recipe.fp8_current_pow2_scale);
+  EXPECT_EQ(a.recipe.fp8_block_pow2_scale, b.recipe.fp8_block_pow2_scale);
   EXPECT_EQ(a.deosc, b.deosc);
   EXPECT_EQ(a.deosc_period, b.deosc_period);
   EXPECT_EQ(a.deosc_start_step, b.deosc_start_step);
@@ -188,7 +192,8 @@ TEST(SimConfigValues, PrintedConfigParsesBackToTheSameConfig) {
        "optim.weight_decay=0", "optim.warmup_steps=3", "optim.init_std=0.02", "recipe.embed=fp8_block",
        "recipe.router=fp8_current", "recipe.fc1=mxfp8", "recipe.fc2=fp8_delayed", "recipe.head=mxfp4",
        "recipe.mxfp4_hadamard_wgrad=false", "recipe.mxfp4_sr_grad=true", "recipe.fp8_amax_history=1024",
-       "recipe.fp8_margin=3", "deosc.enable=false", "deosc.period=7", "deosc.ratio=0.3", "deosc.start_step=5",
+       "recipe.fp8_margin=3", "recipe.fp8_current_amax_epsilon=0", "recipe.fp8_current_pow2_scale=true",
+       "recipe.fp8_block_amax_epsilon=3e-5", "recipe.fp8_block_pow2_scale=true", "deosc.enable=false", "deosc.period=7", "deosc.ratio=0.3", "deosc.start_step=5",
        "metrics.osc_ema_momentum=1", "trace.snapshot_layers=[\"head\", \"embed\"]", "trace.snapshot_steps=[]",
        "trace.checkpoint_every=4"});
   EXPECT_EQ(other.data_dir, "it's");

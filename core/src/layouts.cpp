@@ -1,8 +1,11 @@
 #include "mxsim/layouts.hpp"
 
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+
+#include "mxsim/hd/quant_block.hpp"
 
 namespace mxsim::layout {
 namespace {
@@ -73,25 +76,149 @@ QuantizedTensor from_mxsim(const QuantSpec& spec, size_t groups, size_t rows, si
   return q;
 }
 
+namespace {
+
+/// torchao's axes: 1-D [K], 2-D [R, K], 3-D [G, R, K] (K counts elements).
+struct TorchaoDims {
+  size_t G, R, K;
+};
+TorchaoDims torchao_dims(const std::vector<size_t>& qs, bool packed) {
+  if (qs.empty() || qs.size() > 3) bad("qdata shape " + shape_s(qs) + ": torchao layouts are read 1-D to 3-D");
+  return {qs.size() == 3 ? qs[0] : 1, qs.size() == 1 ? 1 : qs[qs.size() - 2], packed ? 2 * qs.back() : qs.back()};
+}
+
+/// A plain torchao scale shape [..., ceil(K/block)] beside qdata's.
+void check_torchao_scale_shape(const std::vector<size_t>& qs, const std::vector<size_t>& ss, size_t K, size_t block) {
+  if (ss.size() != qs.size()) bad("scale shape " + shape_s(ss) + " and qdata shape " + shape_s(qs) + " differ in rank");
+  for (size_t i = 0; i + 1 < qs.size(); ++i)
+    if (ss[i] != qs[i]) bad("scale shape " + shape_s(ss) + " does not match qdata shape " + shape_s(qs));
+  if (ss.back() != cdiv(K, block))
+    bad("scale shape " + shape_s(ss) + ": " + std::to_string(K) + " elements per row in blocks of " +
+        std::to_string(block) + " need " + std::to_string(cdiv(K, block)) + " scales per row");
+}
+
+QuantSpec nvfp4_1x16_spec() {
+  QuantSpec s;
+  s.elem = Format::E2M1;
+  s.block_rows = 1;
+  s.block_cols = 16;
+  s.scale_kind = ScaleKind::UE4M3;
+  return s;
+}
+
+/// The [rows, cols] scales of a matrix TE stores padded to [prows, pcols]
+/// (prows >= rows, pcols >= cols), or swizzled in 128 x 4 tiles; padding never read.
+std::vector<uint8_t> te_padded_bytes(std::span<const uint8_t> scale, const std::vector<size_t>& ss, size_t rows,
+                                     size_t cols, size_t prows, size_t pcols, bool swizzled, const std::string& what) {
+  if (swizzled) return unswizzle_blocked_scales(scale, 1, rows, cols);
+  if (ss.size() != 2 || ss[0] != prows || ss[1] != pcols)
+    bad(what + " shape " + shape_s(ss) + ": TE pads it to [" + std::to_string(prows) + ", " + std::to_string(pcols) + "]");
+  std::vector<uint8_t> out(rows * cols);
+  for (size_t r = 0; r < rows; ++r) std::memcpy(&out[r * cols], &scale[r * pcols], cols);
+  return out;
+}
+
+}  // namespace
+
 QuantizedTensor from_torchao(Format elem, int block_size, const std::vector<size_t>& qs, std::span<const uint8_t> qdata,
                              const std::vector<size_t>& ss, std::span<const uint8_t> scale, bool blocked_scales) {
   if (block_size <= 0) bad("block_size must be positive");
-  if (qs.empty() || qs.size() > 3) bad("qdata shape " + shape_s(qs) + ": torchao layouts are read 1-D to 3-D");
-  const bool packed = elem == Format::E2M1;
-  const size_t K = packed ? 2 * qs.back() : qs.back();
-  const size_t G = qs.size() == 3 ? qs[0] : 1;
-  const size_t R = qs.size() == 1 ? 1 : qs[qs.size() - 2];
+  const auto [G, R, K] = torchao_dims(qs, elem == Format::E2M1);
   if (blocked_scales) {
     const std::vector<uint8_t> plain = unswizzle_blocked_scales(scale, G, R, cdiv(K, size_t(block_size)));
     return from_mxsim(mx_spec(elem, 1, block_size), G, R, K, false, qdata, plain, {});
   }
-  if (ss.size() != qs.size()) bad("scale shape " + shape_s(ss) + " and qdata shape " + shape_s(qs) + " differ in rank");
-  for (size_t i = 0; i + 1 < qs.size(); ++i)
-    if (ss[i] != qs[i]) bad("scale shape " + shape_s(ss) + " does not match qdata shape " + shape_s(qs));
-  if (ss.back() != cdiv(K, size_t(block_size)))
-    bad("scale shape " + shape_s(ss) + ": " + std::to_string(K) + " elements per row in blocks of " +
-        std::to_string(block_size) + " need " + std::to_string(cdiv(K, size_t(block_size))) + " scales per row");
+  check_torchao_scale_shape(qs, ss, K, size_t(block_size));
   return from_mxsim(mx_spec(elem, 1, block_size), G, R, K, false, qdata, scale, {});
+}
+
+QuantizedTensor from_torchao_nvfp4(const std::vector<size_t>& qs, std::span<const uint8_t> qdata,
+                                   const std::vector<size_t>& ss, std::span<const uint8_t> scale,
+                                   float per_tensor_scale, bool blocked_scales) {
+  const auto [G, R, K] = torchao_dims(qs, true);
+  const size_t nb = cdiv(K, 16);
+  if (blocked_scales)
+    return from_mxsim(nvfp4_1x16_spec(), G, R, K, false, qdata, unswizzle_blocked_scales(scale, G, R, nb), {},
+                      per_tensor_scale);
+  // torchao views the scale as [M, K/16] whatever its stored shape; a flattened copy is common.
+  if (!(ss.size() == 1 && ss[0] == G * R * nb && qs.size() > 1)) check_torchao_scale_shape(qs, ss, K, 16);
+  return from_mxsim(nvfp4_1x16_spec(), G, R, K, false, qdata, scale, {}, per_tensor_scale);
+}
+
+QuantizedTensor from_te_nvfp4(bool columnwise, const std::vector<size_t>& ds, std::span<const uint8_t> data,
+                              const std::vector<size_t>& ss, std::span<const uint8_t> scale, float amax,
+                              bool swizzled) {
+  if (ds.empty()) bad("data is 0-D");
+  if (std::signbit(amax) && !std::isnan(amax)) bad("amax " + std::to_string(amax) + " is negative");
+  if (columnwise && ds.size() != 2) bad("columnwise data shape " + shape_s(ds) + " is not 2-D [K, M/2]");
+  // Storage rows x storage columns (elements; two per byte along the columns).
+  const size_t sr = prod(ds, 0, ds.size() - 1), sc = 2 * ds.back();
+  if (data.size() != mul(sr, ds.back())) bad("data holds " + std::to_string(data.size()) + " bytes for shape " + shape_s(ds));
+  const size_t nb = cdiv(sc, 16);
+  const std::vector<uint8_t> sb = te_padded_bytes(scale, ss, sr, nb, roundup(sr, 128), roundup(nb, 4), swizzled,
+                                                  std::string(columnwise ? "columnwise" : "rowwise") + " scale_inv");
+  const float s_dec = hd::nvfp4_tensor_scale(f32_bits(amax)).s_dec;
+  // Columnwise: storage [K, M] is the transpose of the logical [M, K], blocks along M.
+  return columnwise ? from_mxsim(nvfp4_1x16_spec(), 1, sc, sr, true, data, sb, {}, s_dec)
+                    : from_mxsim(nvfp4_1x16_spec(), 1, sr, sc, false, data, sb, {}, s_dec);
+}
+
+QuantizedTensor from_te_fp8_blockwise(Format elem, bool columnwise, int dim, const std::vector<size_t>& ds,
+                                      std::span<const uint8_t> data, const std::vector<size_t>& ss,
+                                      std::span<const float> si) {
+  if (elem != Format::E4M3 && elem != Format::E5M2) bad("TE Float8BlockwiseQTensor elements are E4M3 or E5M2");
+  if (ds.empty()) bad("data is 0-D");
+  if (dim < 0 || dim > 2) bad("block_scaling_dim must be 1 or 2 (0: from the scale_inv shape)");
+  // Storage [sr, sc]: rowwise [M, K], columnwise [K, M]; blocks run along sc (1-D) or tile it (2-D).
+  const size_t sr = columnwise ? ds[0] : prod(ds, 0, ds.size() - 1);
+  const size_t sc = columnwise ? prod(ds, 1, ds.size()) : ds.back();
+  if (data.size() != mul(sr, sc)) bad("data holds " + std::to_string(data.size()) + " bytes for shape " + shape_s(ds));
+  const std::vector<size_t> one = {cdiv(sc, 128), roundup(sr, 4)}, two = {cdiv(sr, 128), roundup(cdiv(sc, 128), 4)};
+  const std::string what = std::string(columnwise ? "columnwise" : "rowwise") + " scale_inv shape " + shape_s(ss);
+  if (dim == 0) {
+    const bool f1 = ss == one, f2 = ss == two;
+    if (f1 && f2)
+      bad(what + " for data " + shape_s(ds) + " fits both 1 x 128 blocks and 128 x 128 tiles: give block_scaling_dim (1 or 2)");
+    if (!f1 && !f2)
+      bad(what + " for data " + shape_s(ds) + ": TE's is " + shape_s(one) + " for 1 x 128 blocks or " + shape_s(two) +
+          " for 128 x 128 tiles");
+    dim = f1 ? 1 : 2;
+  }
+  const std::vector<size_t>& want = dim == 1 ? one : two;
+  if (ss != want)
+    bad(what + " for data " + shape_s(ds) + ": TE's for " + (dim == 1 ? "1 x 128 blocks" : "128 x 128 tiles") + " is " +
+        shape_s(want));
+  if (si.size() != want[0] * want[1]) bad(what + " holds " + std::to_string(si.size()) + " values");
+  QuantSpec s;
+  s.elem = elem;
+  s.scale_kind = ScaleKind::FP32;
+  if (dim == 1) {
+    // Block b of storage row r at scale_inv[b, r]; mxsim keeps [sr, ceil(sc/128)].
+    s.block_rows = 1;
+    s.block_cols = 128;
+    const size_t nb = cdiv(sc, 128);
+    std::vector<float> v(sr * nb);
+    for (size_t r = 0; r < sr; ++r)
+      for (size_t b = 0; b < nb; ++b) v[r * nb + b] = si[b * ss[1] + r];
+    return columnwise ? from_mxsim(s, 1, sc, sr, true, data, {}, v) : from_mxsim(s, 1, sr, sc, false, data, {}, v);
+  }
+  // 2-D tiles are kept in the logical layout [M, K] (quantized_tensor.hpp): transpose a columnwise copy.
+  s.block_rows = 128;
+  s.block_cols = 128;
+  const size_t tr = cdiv(sr, 128), tc = cdiv(sc, 128);
+  if (!columnwise) {
+    std::vector<float> v(tr * tc);
+    for (size_t i = 0; i < tr; ++i)
+      for (size_t j = 0; j < tc; ++j) v[i * tc + j] = si[i * ss[1] + j];
+    return from_mxsim(s, 1, sr, sc, false, data, {}, v);
+  }
+  std::vector<uint8_t> d(sr * sc);
+  for (size_t r = 0; r < sr; ++r)
+    for (size_t c = 0; c < sc; ++c) d[c * sr + r] = data[r * sc + c];
+  std::vector<float> v(tc * tr);
+  for (size_t i = 0; i < tr; ++i)
+    for (size_t j = 0; j < tc; ++j) v[j * tr + i] = si[i * ss[1] + j];
+  return from_mxsim(s, 1, sc, sr, false, d, {}, v);
 }
 
 std::vector<uint8_t> unswizzle_blocked_scales(std::span<const uint8_t> blocked, size_t groups, size_t rows, size_t cols) {

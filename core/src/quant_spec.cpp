@@ -1,3 +1,6 @@
+#include <cmath>
+#include <iomanip>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 
@@ -136,6 +139,36 @@ const char* name_of(ScaleKind k) {
   return "?";
 }
 
+namespace {
+void need_fp32_scales(const QuantSpec& s, const std::string& what) {
+  if (s.scale_kind != ScaleKind::FP32)
+    throw std::invalid_argument(what + " applies to FP32-scaled specs (fp8_tensor, fp8_row, fp8_block, ...); this one has " +
+                                name_of(s.scale_kind) + " scales");
+  if (s.fixed_scale != 0.0f)
+    throw std::invalid_argument(what + " applies to current scaling; this spec has a fixed (delayed-scaling) scale");
+}
+}  // namespace
+
+void set_amax_epsilon(QuantSpec& s, double eps, const std::string& what) {
+  need_fp32_scales(s, what);
+  if (!std::isfinite(eps) || eps < 0)
+    throw std::invalid_argument(what + " must be a finite number >= 0, not " + std::to_string(eps));
+  const float f = float(eps);
+  if (!std::isfinite(f)) throw std::invalid_argument(what + " " + std::to_string(eps) + " overflows FP32");
+  if (f == 0.0f && eps != 0.0) {
+    std::ostringstream o;
+    o << what << " " << eps << " becomes 0 in FP32 (the scale arithmetic's type; smallest positive "
+      << std::numeric_limits<float>::denorm_min() << ")";
+    throw std::invalid_argument(o.str());
+  }
+  s.amax_epsilon = f;
+}
+
+void set_pow2_scale(QuantSpec& s, bool on, const std::string& what) {
+  need_fp32_scales(s, what);
+  s.pow2_scale = on;
+}
+
 std::string QuantSpec::describe() const {
   std::ostringstream o;
   o << short_name(elem) << " ";
@@ -145,6 +178,7 @@ std::string QuantSpec::describe() const {
   o << " scale=" << name_of(scale_kind);
   if (scale_kind == ScaleKind::E8M0) o << "/" << name_of(rule);
   if (pow2_scale) o << "/pow2";
+  if (amax_epsilon != 0.0f) o << " amax_epsilon=" << std::setprecision(9) << amax_epsilon << std::setprecision(6);
   if (fixed_scale != 0) o << " delayed(" << fixed_scale << ")";
   o << " round=" << name_of(round);
   if (hadamard16) o << " hadamard16";

@@ -62,6 +62,10 @@ mxfp4_hadamard_wgrad = true
 mxfp4_sr_grad = false
 fp8_amax_history = 16
 fp8_margin = 0           # integer, scale = fp8_max / amax / 2^margin
+fp8_current_amax_epsilon = 1e-12   # amax used = max(amax, eps) (Primus-Turbo)
+fp8_current_pow2_scale = false
+fp8_block_amax_epsilon = 1e-4
+fp8_block_pow2_scale = false       # true: TE Float8BlockScaling's power-of-two scales
 
 [deosc]                  # Primus weight_deosc (MXFP4-forward weights only)
 enable = true
@@ -241,6 +245,10 @@ std::map<std::string, Setter> setters(Config& c) {
   m["recipe.mxfp4_sr_grad"] = bool_setter(c.recipe.mxfp4_sr_grad);
   m["recipe.fp8_amax_history"] = int_setter(c.recipe.fp8_amax_history, 1, kMaxAmaxHistory);
   m["recipe.fp8_margin"] = int_setter(c.recipe.fp8_margin, 0);
+  m["recipe.fp8_current_amax_epsilon"] = float_setter(c.recipe.fp8_current_amax_epsilon, 0, false);
+  m["recipe.fp8_current_pow2_scale"] = bool_setter(c.recipe.fp8_current_pow2_scale);
+  m["recipe.fp8_block_amax_epsilon"] = float_setter(c.recipe.fp8_block_amax_epsilon, 0, false);
+  m["recipe.fp8_block_pow2_scale"] = bool_setter(c.recipe.fp8_block_pow2_scale);
   m["deosc.enable"] = bool_setter(c.deosc);
   m["deosc.period"] = int_setter(c.deosc_period, 1);
   m["deosc.ratio"] = float_setter(c.deosc_ratio, 0, true);
@@ -399,7 +407,11 @@ std::string to_toml(const Config& c) {
   toml::table recipe{{"mxfp4_hadamard_wgrad", c.recipe.mxfp4_hadamard_wgrad},
                      {"mxfp4_sr_grad", c.recipe.mxfp4_sr_grad},
                      {"fp8_amax_history", int64_t(c.recipe.fp8_amax_history)},
-                     {"fp8_margin", int64_t(c.recipe.fp8_margin)}};
+                     {"fp8_margin", int64_t(c.recipe.fp8_margin)},
+                     {"fp8_current_amax_epsilon", fl(c.recipe.fp8_current_amax_epsilon)},
+                     {"fp8_current_pow2_scale", c.recipe.fp8_current_pow2_scale},
+                     {"fp8_block_amax_epsilon", fl(c.recipe.fp8_block_amax_epsilon)},
+                     {"fp8_block_pow2_scale", c.recipe.fp8_block_pow2_scale}};
   for (Layer l : kLayers) recipe.insert(name_of(l), c.recipe.of(l));
   const toml::table t{
       {"run", toml::table{{"seed", int64_t(c.seed)},

@@ -56,12 +56,14 @@ Recipe make_recipe(const std::string& given, const RecipeConfig& rc) {
     r.specs = {a, w, a, a, a};
     return r;
   }
-  if (name == "fp8_current") {  // TENSORWISE HYBRID: E4M3 forward, E5M2 dy; eps 1e-12
+  if (name == "fp8_current") {  // TENSORWISE HYBRID: E4M3 forward, E5M2 dy; eps 1e-12 by default
     Fp8CurrentRecipe r;
     QuantSpec f = named_spec("fp8_tensor");
-    f.amax_epsilon = 1e-12f;
     QuantSpec b = named_spec("fp8_tensor_e5m2");
-    b.amax_epsilon = 1e-12f;
+    for (QuantSpec* s : {&f, &b}) {
+      set_amax_epsilon(*s, rc.fp8_current_amax_epsilon, "recipe.fp8_current_amax_epsilon");
+      set_pow2_scale(*s, rc.fp8_current_pow2_scale, "recipe.fp8_current_pow2_scale");
+    }
     r.specs = {f, f, b, b, f};
     return r;
   }
@@ -74,14 +76,14 @@ Recipe make_recipe(const std::string& given, const RecipeConfig& rc) {
     r.margin = rc.fp8_margin;
     return r;
   }
-  if (name == "fp8_block") {  // BLOCKWISE: 1x128 activations/gradients, 128x128 W, eps 1e-4
+  if (name == "fp8_block") {  // BLOCKWISE: 1x128 activations/gradients, 128x128 W; eps 1e-4, general scales by default
     Fp8BlockRecipe r;
     QuantSpec a = named_spec("fp8_block");
-    a.amax_epsilon = 1e-4f;
-    a.pow2_scale = false;
     QuantSpec w = named_spec("fp8_block2d");
-    w.amax_epsilon = 1e-4f;
-    w.pow2_scale = false;
+    for (QuantSpec* s : {&a, &w}) {
+      set_amax_epsilon(*s, rc.fp8_block_amax_epsilon, "recipe.fp8_block_amax_epsilon");
+      set_pow2_scale(*s, rc.fp8_block_pow2_scale, "recipe.fp8_block_pow2_scale");
+    }
     r.specs = {a, w, a, a, a};
     return r;
   }

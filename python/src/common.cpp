@@ -82,7 +82,8 @@ std::string name_of_object(const pyb::object& o) {
 QuantSpec make_spec(const std::optional<std::string>& recipe, const std::optional<pyb::object>& elem_dtype,
                     const std::optional<pyb::object>& block_size, const std::optional<std::string>& scaling_mode,
                     const std::optional<std::string>& rounding, const std::optional<uint64_t>& seed,
-                    const std::optional<bool>& hadamard) {
+                    const std::optional<bool>& hadamard, const std::optional<double>& amax_epsilon,
+                    const std::optional<bool>& pow2_scale) {
   QuantSpec s;
   if (recipe) {
     s = *recipe == "bf16" ? emu::bf16_spec() : tensor_recipe(*recipe);
@@ -117,6 +118,8 @@ QuantSpec make_spec(const std::optional<std::string>& recipe, const std::optiona
     s.sr.seed = *seed;
   }
   if (hadamard) s.hadamard16 = *hadamard;
+  if (amax_epsilon) set_amax_epsilon(s, *amax_epsilon, "amax_epsilon");
+  if (pow2_scale) set_pow2_scale(s, *pow2_scale, "pow2_scale");
   return s;
 }
 

@@ -47,11 +47,13 @@ Axis axis_arg(const std::string& name);
 /// The spec of the keyword arguments (docs/python.md): start from `recipe`
 /// (a tensor_recipe name, or "bf16"), or, when only elem_dtype is given, from
 /// OCP MX (E8M0 scales, 1 x block_size, scaling_mode default "floor" as
-/// torchao's to_mx); then apply the given overrides.
+/// torchao's to_mx); then apply the given overrides. amax_epsilon and
+/// pow2_scale: FP32-scaled specs only (mxsim::set_amax_epsilon, set_pow2_scale).
 QuantSpec make_spec(const std::optional<std::string>& recipe, const std::optional<pyb::object>& elem_dtype,
                     const std::optional<pyb::object>& block_size, const std::optional<std::string>& scaling_mode,
                     const std::optional<std::string>& rounding, const std::optional<uint64_t>& seed,
-                    const std::optional<bool>& hadamard);
+                    const std::optional<bool>& hadamard, const std::optional<double>& amax_epsilon = std::nullopt,
+                    const std::optional<bool>& pow2_scale = std::nullopt);
 /// A spec argument of the GEMM functions: a recipe name or a QuantSpec.
 QuantSpec spec_arg(const pyb::object& o);
 

@@ -1,5 +1,6 @@
 // mxsim.quantize / dequantize / qdq / quant_stats / block_stats, QuantSpec and
 // QuantizedTensor, and QuantizedTensor from torchao / TE / mxsim arrays.
+#include <algorithm>
 #include <climits>
 #include <cmath>
 
@@ -35,11 +36,18 @@ PyQuantized quantize_py(const pyb::array& x, const std::optional<std::string>& r
                         const std::optional<pyb::object>& elem_dtype, const std::optional<pyb::object>& block_size,
                         const std::optional<std::string>& scaling_mode, const std::optional<std::string>& rounding,
                         const std::optional<uint64_t>& seed, const std::optional<bool>& hadamard,
-                        const std::string& axis, uint64_t stream, const std::optional<QuantSpec>& spec) {
+                        const std::string& axis, uint64_t stream, const std::optional<QuantSpec>& spec,
+                        const std::optional<double>& amax_epsilon, const std::optional<bool>& pow2_scale) {
   PyQuantized p;
   p.shape = shape_of(x);
   p.rank = p.shape.size();
-  QuantSpec s = spec ? *spec : make_spec(recipe, elem_dtype, block_size, scaling_mode, rounding, seed, hadamard);
+  QuantSpec s = spec ? *spec
+                     : make_spec(recipe, elem_dtype, block_size, scaling_mode, rounding, seed, hadamard, amax_epsilon,
+                                 pow2_scale);
+  if (spec) {  // the two FP32-scale settings also apply on top of a given spec
+    if (amax_epsilon) set_amax_epsilon(s, *amax_epsilon, "amax_epsilon");
+    if (pow2_scale) set_pow2_scale(s, *pow2_scale, "pow2_scale");
+  }
   s.sr.stream = stream;
   const Axis ax = axis_arg(axis);
   if (x.dtype().kind() == 'f' && x.dtype().itemsize() == 8) {
@@ -126,6 +134,36 @@ std::span<const uint8_t> bytes_of(const pyb::array& a) {
 }
 pyb::array c_contig(const pyb::array& a) { return pyb::array::ensure(a, pyb::array::c_style); }
 
+std::string dtype_name(const pyb::array& a) { return pyb::str(a.dtype()).cast<std::string>(); }
+
+/// Scale bytes of `kind`: raw bytes (uint8, int8) or the ml_dtypes type of that
+/// kind; any other 1-byte type (an E4M3 array given as E8M0 scales, ...) is refused.
+std::span<const uint8_t> scale_bytes_of(const pyb::array& a, ScaleKind kind, const char* what) {
+  const std::string n = dtype_name(a);
+  const char* typed = kind == ScaleKind::E8M0 ? "float8_e8m0fnu" : "float8_e4m3fn";
+  if (n != "uint8" && n != "int8" && n != typed)
+    throw std::invalid_argument(std::string(what) + " is " + n + ": " +
+                                (kind == ScaleKind::E8M0 ? "E8M0 scale bytes (uint8, int8 or float8_e8m0fnu)"
+                                                         : "UE4M3 scale bytes (uint8, int8 or float8_e4m3fn)") +
+                                " expected");
+  return bytes_of(a);
+}
+/// Packed E2M1 bytes (two codes per byte): uint8 / int8 views; an unpacked
+/// one-code-per-byte float4_e2m1fn array is refused.
+std::span<const uint8_t> packed_e2m1_of(const pyb::array& a, const char* what) {
+  const std::string n = dtype_name(a);
+  if (n != "uint8" && n != "int8")
+    throw std::invalid_argument(std::string(what) + " is " + n +
+                                ": packed E2M1 bytes (uint8, two codes per byte, element 2i in the low nibble; "
+                                "mxsim.pack_fp4 packs codes) expected");
+  return bytes_of(a);
+}
+std::span<const float> f32_of(const pyb::array& a, const char* what) {
+  if (!a.dtype().is(pyb::dtype::of<float>()))
+    throw std::invalid_argument(std::string(what) + " is " + dtype_name(a) + ": float32 scale_inv expected");
+  return {static_cast<const float*>(a.data()), size_t(a.size())};
+}
+
 }  // namespace
 
 void init_quantize(pyb::module_& m) {
@@ -143,16 +181,21 @@ void init_quantize(pyb::module_& m) {
       .def_property_readonly("seed", [](const QuantSpec& s) { return s.sr.seed; })
       .def_property_readonly("hadamard", [](const QuantSpec& s) { return s.hadamard16; })
       .def_property_readonly("pow2_scale", [](const QuantSpec& s) { return s.pow2_scale; })
+      .def_property_readonly("amax_epsilon", [](const QuantSpec& s) { return s.amax_epsilon; })
       .def("__repr__", [](const QuantSpec& s) { return "QuantSpec(" + s.describe() + ")"; });
 
   m.def("spec", &make_spec, pyb::arg("recipe") = pyb::none(), pyb::arg("elem_dtype") = pyb::none(),
         pyb::arg("block_size") = pyb::none(), pyb::arg("scaling_mode") = pyb::none(), pyb::arg("rounding") = pyb::none(),
-        pyb::arg("seed") = pyb::none(), pyb::arg("hadamard") = pyb::none(),
+        pyb::arg("seed") = pyb::none(), pyb::arg("hadamard") = pyb::none(), pyb::arg("amax_epsilon") = pyb::none(),
+        pyb::arg("pow2_scale") = pyb::none(),
         R"(A QuantSpec from a recipe name (mxsim.recipes()) and/or torchao-style arguments:
 elem_dtype (e2m1 / float4_e2m1fn_x2, e4m3 / float8_e4m3fn, e5m2, e2m3 / fp6_e2m3, e3m2 / fp6_e3m2,
 or a torch dtype), block_size (int: 1 x n blocks along the last axis; (rows, cols): tiles; 0:
 per-tensor), scaling_mode (floor, rceil, even, ceil: the E8M0 scale rule), rounding (rne, rz,
-sr), seed (Philox seed for sr), hadamard (16-point transform first). Without a recipe the spec
+sr), seed (Philox seed for sr), hadamard (16-point transform first); for FP32-scaled recipes
+(fp8_tensor, fp8_row, fp8_block, ...) amax_epsilon (amax used = max(amax, eps), stored as FP32;
+TE's amax_epsilon) and pow2_scale (scale rounded down to a power of two; TE's
+force_pow_2_scales) (docs/numerics.md §3.3; ValueError for other specs). Without a recipe the spec
 is OCP MX: E8M0 scales, blocks of 32, scaling_mode floor (torchao to_mx's defaults).)");
   m.def("recipes", &tensor_recipe_names, "Names of the single-tensor recipes (mxsim/quant_spec.hpp).");
 
@@ -182,7 +225,7 @@ is OCP MX: E8M0 scales, blocks of 32, scaling_mode floor (torchao to_mx's defaul
         pyb::arg("elem_dtype") = pyb::none(), pyb::arg("block_size") = pyb::none(),
         pyb::arg("scaling_mode") = pyb::none(), pyb::arg("rounding") = pyb::none(), pyb::arg("seed") = pyb::none(),
         pyb::arg("hadamard") = pyb::none(), pyb::arg("axis") = "cols", pyb::arg("stream") = 0,
-        pyb::arg("spec") = pyb::none(),
+        pyb::arg("spec") = pyb::none(), pyb::arg("amax_epsilon") = pyb::none(), pyb::arg("pow2_scale") = pyb::none(),
         R"(Quantize x (float16/32/64 array, 1-D, 2-D or 3-D [G, N, K]) exactly as emu::quantize
 (docs/numerics.md); float64 as emu::quantize_f64 (§4.7: amax and scales from x rounded to
 float32, MX elements rounded once from float64, other recipes from the float32 rounding). The spec from `recipe` and the torchao-style keywords (mxsim.spec), or
@@ -197,14 +240,17 @@ quantize --all-tensors uses the tensor's position). Returns a QuantizedTensor.)"
       [](const pyb::array& x, const std::optional<std::string>& recipe, const std::optional<pyb::object>& elem_dtype,
          const std::optional<pyb::object>& block_size, const std::optional<std::string>& scaling_mode,
          const std::optional<std::string>& rounding, const std::optional<uint64_t>& seed,
-         const std::optional<bool>& hadamard, const std::string& axis, const std::optional<QuantSpec>& spec) {
-        return dequantize_py(quantize_py(x, recipe, elem_dtype, block_size, scaling_mode, rounding, seed, hadamard, axis, 0, spec),
+         const std::optional<bool>& hadamard, const std::string& axis, const std::optional<QuantSpec>& spec,
+         const std::optional<double>& amax_epsilon, const std::optional<bool>& pow2_scale) {
+        return dequantize_py(quantize_py(x, recipe, elem_dtype, block_size, scaling_mode, rounding, seed, hadamard, axis,
+                                         0, spec, amax_epsilon, pow2_scale),
                              "float32");
       },
       pyb::arg("x"), pyb::arg("recipe") = pyb::none(), pyb::kw_only(), pyb::arg("elem_dtype") = pyb::none(),
       pyb::arg("block_size") = pyb::none(), pyb::arg("scaling_mode") = pyb::none(), pyb::arg("rounding") = pyb::none(),
       pyb::arg("seed") = pyb::none(), pyb::arg("hadamard") = pyb::none(), pyb::arg("axis") = "cols",
-      pyb::arg("spec") = pyb::none(), "dequantize(quantize(x, ...)): the quantize-dequantize (QDQ) values, float32.");
+      pyb::arg("spec") = pyb::none(), pyb::arg("amax_epsilon") = pyb::none(), pyb::arg("pow2_scale") = pyb::none(),
+      "dequantize(quantize(x, ...)): the quantize-dequantize (QDQ) values, float32.");
   m.def("quant_stats", &stats_py, pyb::arg("x"), pyb::arg("q"),
         "Error statistics of q against its source x (emu::quant_stats, docs/numerics.md §4.6) as a dict.");
   m.def("block_stats", &block_stats_py, pyb::arg("x"), pyb::arg("q"),
@@ -218,7 +264,9 @@ quantize --all-tensors uses the tensor's position). Returns a QuantizedTensor.)"
         Format f = format_arg(pyb::isinstance<pyb::str>(elem_dtype) ? elem_dtype.cast<std::string>()
                                                                    : std::string(pyb::str(elem_dtype)));
         PyQuantized p;
-        p.q = layout::from_torchao(f, block_size, shape_of(q), bytes_of(q), shape_of(s), bytes_of(s), blocked_scales);
+        const auto qb = f == Format::E2M1 ? packed_e2m1_of(q, "qdata") : bytes_of(q);
+        p.q = layout::from_torchao(f, block_size, shape_of(q), qb, shape_of(s),
+                                   scale_bytes_of(s, ScaleKind::E8M0, "scale"), blocked_scales);
         p.shape = shape_of(q);
         if (f == Format::E2M1) p.shape.back() *= 2;
         p.rank = p.shape.size();
@@ -245,13 +293,86 @@ Raises ValueError naming both shapes (or the byte counts) when they do not fit.)
       [](const pyb::array& dd, const pyb::array& sc, const std::string& elem, bool columnwise) {
         const pyb::array d = c_contig(dd), s = c_contig(sc);
         PyQuantized p;
-        p.q = layout::from_te_mxfp8(format_arg(elem), columnwise, shape_of(d), bytes_of(d), shape_of(s), bytes_of(s));
+        p.q = layout::from_te_mxfp8(format_arg(elem), columnwise, shape_of(d), bytes_of(d), shape_of(s),
+                                    scale_bytes_of(s, ScaleKind::E8M0, "scale_inv"));
         p.shape = shape_of(d);
         p.rank = p.shape.size() == 1 ? 1 : 2;
         return p;
       },
       pyb::arg("data"), pyb::arg("scale_inv"), pyb::arg("elem_dtype") = "e4m3", pyb::arg("columnwise") = false,
       "A QuantizedTensor from TransformerEngine MXFP8Tensor data and padded E8M0 scale_inv (mxsim/layouts.hpp).");
+  m.def(
+      "from_torchao_nvfp4",
+      [](const pyb::array& qd, const pyb::array& sc, std::optional<float> per_tensor_scale, bool blocked_scales) {
+        const pyb::array q = c_contig(qd), s = c_contig(sc);
+        PyQuantized p;
+        p.q = layout::from_torchao_nvfp4(shape_of(q), packed_e2m1_of(q, "qdata"), shape_of(s),
+                                         scale_bytes_of(s, ScaleKind::UE4M3, "scale"), per_tensor_scale.value_or(1.0f),
+                                         blocked_scales);
+        p.shape = shape_of(q);
+        p.shape.back() *= 2;
+        p.rank = p.shape.size();
+        return p;
+      },
+      pyb::arg("qdata"), pyb::arg("scale"), pyb::arg("per_tensor_scale") = pyb::none(), pyb::kw_only(),
+      pyb::arg("blocked_scales") = false,
+      R"(A QuantizedTensor from torchao NVFP4Tensor arrays (mxsim/layouts.hpp layout::from_torchao_nvfp4).
+
+qdata: uint8 [..., K/2] packed E2M1 (float4_e2m1fn_x2 viewed as uint8), element 2i in the low nibble.
+scale: the E4M3 block scales (_scale_e4m3 as uint8 or float8_e4m3fn), blocks of 16 along the last
+  axis: [..., ceil(K/16)], or the same bytes flattened; with blocked_scales the swizzled 128 x 4
+  tile layout (_is_swizzled_scales), padding never read.
+per_tensor_scale: torchao's _per_tensor_scale (the FP32 decode scale amax / 2688), None for
+  single-level scaling (1).
+Values: fl32(fl32(code * e4m3(scale)) * per_tensor_scale) (docs/numerics.md §2.4).
+Raises ValueError naming the shapes, or a scale dtype that is not E4M3 bytes.)");
+  m.def(
+      "from_te_nvfp4",
+      [](const pyb::array& dd, const pyb::array& sc, float amax, bool columnwise, bool swizzled_scales) {
+        const pyb::array d = c_contig(dd), s = c_contig(sc);
+        PyQuantized p;
+        p.q = layout::from_te_nvfp4(columnwise, shape_of(d), packed_e2m1_of(d, "data"), shape_of(s),
+                                    scale_bytes_of(s, ScaleKind::UE4M3, "scale_inv"), amax, swizzled_scales);
+        p.shape = {p.q.rows, p.q.cols};
+        if (!columnwise) {
+          p.shape = shape_of(d);
+          p.shape.back() *= 2;
+        }
+        p.rank = p.shape.size();
+        return p;
+      },
+      pyb::arg("data"), pyb::arg("scale_inv"), pyb::arg("amax"), pyb::arg("columnwise") = false, pyb::kw_only(),
+      pyb::arg("swizzled_scales") = false,
+      R"(A QuantizedTensor from a TransformerEngine NVFP4Tensor copy (layout::from_te_nvfp4).
+
+data: rowwise _rowwise_data uint8 [..., K/2], or columnwise _columnwise_data [K, M/2] (the transpose).
+scale_inv: uint8 E4M3 bytes padded to [roundup(M, 128), roundup(ceil(K/16), 4)] (columnwise
+  [roundup(K, 128), roundup(ceil(M/16), 4)]); padding never read; swizzled_scales: the GEMM
+  tile layout (_with_gemm_swizzled_scales).
+amax: _amax_rowwise / _amax_columnwise; the decode scale is S_dec of docs/numerics.md §3.3.
+The result's shape is the logical [..., K] (columnwise: [M, K]).)");
+  m.def(
+      "from_te_fp8_blockwise",
+      [](const pyb::array& dd, const pyb::array& sc, const std::string& elem, bool columnwise,
+         std::optional<int> block_scaling_dim) {
+        const pyb::array d = c_contig(dd), s = c_contig(sc);
+        PyQuantized p;
+        p.q = layout::from_te_fp8_blockwise(format_arg(elem), columnwise, block_scaling_dim.value_or(0), shape_of(d),
+                                            bytes_of(d), shape_of(s), f32_of(s, "scale_inv"));
+        p.shape = shape_of(d);
+        if (columnwise && !p.shape.empty()) std::rotate(p.shape.begin(), p.shape.begin() + 1, p.shape.end());
+        p.rank = p.shape.size();
+        return p;
+      },
+      pyb::arg("data"), pyb::arg("scale_inv"), pyb::arg("elem_dtype") = "e4m3", pyb::arg("columnwise") = false,
+      pyb::kw_only(), pyb::arg("block_scaling_dim") = pyb::none(),
+      R"(A QuantizedTensor from a TransformerEngine Float8BlockwiseQTensor copy (layout::from_te_fp8_blockwise).
+
+data: uint8 FP8 codes, rowwise [..., K] or columnwise [K, ...] (the transpose).
+scale_inv: float32 in TE's layout: 1 x 128 blocks rowwise [ceil(K/128), roundup(M, 4)],
+  columnwise [ceil(M/128), roundup(K, 4)]; 128 x 128 tiles rowwise [ceil(M/128),
+  roundup(ceil(K/128), 4)], columnwise [ceil(K/128), roundup(ceil(M/128), 4)]; padding never read.
+block_scaling_dim: 1 or 2; None takes it from the scale_inv shape (ValueError when both fit).)");
   m.def(
       "from_te_fp8",
       [](const pyb::array& dd, float scale_inv, const std::string& elem) {

@@ -94,3 +94,100 @@ def test_torchao_blocked_scales_equal_plain_and_padding_is_not_read():
     blocked[16] = 128  # row 1, col 0: byte (1 % 32) * 16
     d = mxsim.dequantize(mxsim.from_torchao(qdata, blocked, "float8_e4m3fn", 32, blocked_scales=True))
     np.testing.assert_array_equal(d[:, 0], np.array([1, 2, 1], np.float32))
+
+
+E2M1 = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0.0, -.5, -1, -1.5, -2, -3, -4, -6], np.float32)
+
+
+def test_torchao_nvfp4_hand_values_and_swizzled_padding():
+    # 3 rows x 32: codes cycle 0..15; E4M3 block scales 1.0 (0x38) and 0.5 (0x30); per_tensor_scale 0.25
+    codes = (np.arange(96) % 16).astype(np.uint8).reshape(3, 32)
+    qdata = mxsim.pack_fp4(codes.reshape(-1)).reshape(3, 16)
+    scale = np.array([[0x38, 0x30]] * 3, np.uint8)
+    want = E2M1[codes] * np.repeat(np.array([1.0, 0.5], np.float32), 16)[None, :] * np.float32(0.25)
+    q = mxsim.from_torchao_nvfp4(qdata, scale, 0.25)
+    np.testing.assert_array_equal(mxsim.dequantize(q).view(np.uint32), want.astype(np.float32).view(np.uint32))
+    blocked = _to_blocked(scale)  # 0xFF (E4M3 NaN) padding
+    qb = mxsim.from_torchao_nvfp4(qdata, blocked, 0.25, blocked_scales=True)
+    np.testing.assert_array_equal(mxsim.dequantize(qb), mxsim.dequantize(q))
+    # no per_tensor_scale: single-level, tensor scale 1
+    np.testing.assert_array_equal(mxsim.dequantize(mxsim.from_torchao_nvfp4(qdata, scale)), want * 4)
+    with pytest.raises(ValueError, match="float32: UE4M3 scale bytes"):
+        mxsim.from_torchao_nvfp4(qdata, scale.astype(np.float32))
+
+
+def test_te_nvfp4_rowwise_columnwise_and_amax():
+    M, K = 2, 32
+    codes = (np.arange(M * K) * 3 % 16).astype(np.uint8).reshape(M, K)
+    sc = np.full((128, 4), 0xFF, np.uint8)
+    sc[:M, :2] = [[0x38, 0x40], [0x30, 0x3C]]  # 1, 2; 0.5, 1.5
+    s = np.array([[1, 2], [0.5, 1.5]], np.float32)
+    q = mxsim.from_te_nvfp4(mxsim.pack_fp4(codes.reshape(-1)).reshape(M, K // 2), sc, 10752.0)  # S_dec = 4
+    want = E2M1[codes] * np.repeat(s, 16, axis=1) * 4
+    np.testing.assert_array_equal(mxsim.dequantize(q), want)
+    # columnwise: data [K, M/2] is the transpose, scale of (k, m) at [k, m / 16]
+    Mc, Kc = 32, 2
+    cc = (np.arange(Kc * Mc) % 16).astype(np.uint8).reshape(Kc, Mc)
+    cs = np.full((128, 4), 0xFF, np.uint8)
+    cs[:Kc, :2] = [[0x38, 0x30], [0x40, 0x38]]
+    csv = np.array([[1, 0.5], [2, 1]], np.float32)
+    qc = mxsim.from_te_nvfp4(mxsim.pack_fp4(cc.reshape(-1)).reshape(Kc, Mc // 2), cs, 2688.0, columnwise=True)
+    wantc = (E2M1[cc] * np.repeat(csv, 16, axis=1)).T  # S_dec = 1
+    np.testing.assert_array_equal(mxsim.dequantize(qc), wantc)
+    cdata = mxsim.pack_fp4(cc.reshape(-1)).reshape(Kc, Mc // 2)
+    assert np.isnan(mxsim.dequantize(mxsim.from_te_nvfp4(cdata, cs, float("nan"), columnwise=True))).all()
+    with pytest.raises(ValueError, match="negative"):
+        mxsim.from_te_nvfp4(cdata, cs, -1.0, columnwise=True)
+
+
+def test_te_fp8_blockwise_1x128_and_128x128():
+    nan = np.float32(np.nan)
+    d = np.full((2, 256), 0x38, np.uint8)  # E4M3 1.0
+    si1 = np.array([[1, 2, nan, nan], [4, 8, nan, nan]], np.float32)  # [kb, m]
+    np.testing.assert_array_equal(mxsim.dequantize(mxsim.from_te_fp8_blockwise(d, si1)),
+                                  np.repeat(si1[:, :2].T, 128, axis=1))
+    si2 = np.array([[0.5, 0.25, nan, nan]], np.float32)  # one row tile, two column tiles
+    np.testing.assert_array_equal(mxsim.dequantize(mxsim.from_te_fp8_blockwise(d, si2)),
+                                  np.repeat(np.array([[0.5, 0.25]] * 2, np.float32), 128, axis=1))
+    with pytest.raises(ValueError, match="float32 scale_inv"):
+        mxsim.from_te_fp8_blockwise(d, si1.astype(np.float64))
+    with pytest.raises(ValueError, match="block_scaling_dim"):
+        mxsim.from_te_fp8_blockwise(np.full((4, 128), 0x38, np.uint8), np.ones((1, 4), np.float32))
+    a = mxsim.from_te_fp8_blockwise(np.full((4, 128), 0x38, np.uint8), np.array([[1, 2, 4, 8]], np.float32),
+                                    block_scaling_dim=1)
+    np.testing.assert_array_equal(mxsim.dequantize(a)[:, 0], [1, 2, 4, 8])
+
+
+def test_scale_dtype_of_mx_layouts_is_checked():
+    # 1-byte arrays of another kind were once read as E8M0 bytes; the dtype is checked now
+    qdata = np.full((1, 32), 0x38, np.uint8)
+    with pytest.raises(ValueError, match="scale is bool: E8M0 scale bytes"):
+        mxsim.from_torchao(qdata, np.ones((1, 1), np.bool_), "e4m3", 32)
+    with pytest.raises(ValueError, match="scale_inv is bool: E8M0 scale bytes"):
+        mxsim.from_te_mxfp8(qdata, np.ones((128, 4), np.bool_), "e4m3")
+    with pytest.raises(ValueError, match="qdata is bool: packed E2M1 bytes"):
+        mxsim.from_torchao(qdata[:, :16].astype(np.bool_), np.full((1, 1), 127, np.uint8), "float4_e2m1fn_x2", 32)
+
+
+def test_cli_dequantize_te_blockwise_and_nvfp4_equal_python(tmp):
+    rng = np.random.default_rng(3)
+    d = rng.integers(0, 256, size=(3, 200), dtype=np.uint8)
+    d[(d & 0x7F) == 0x7F] = 0x38
+    si = np.zeros((2, 4), np.float32)
+    si[:, :3] = rng.choice(np.array([0.5, 1, 2, 0.125], np.float32), size=(2, 3))
+    np.save(tmp / "g._rowwise_data.npy", d)
+    np.save(tmp / "g._rowwise_scale_inv.npy", si)
+    run_mxsim("dequantize", tmp / "g._rowwise_data.npy", tmp / "g._rowwise_scale_inv.npy", "-o", tmp / "g.npy")
+    py = mxsim.dequantize(mxsim.from_te_fp8_blockwise(d, si))
+    np.testing.assert_array_equal(np.load(tmp / "g.npy").view(np.uint32), py.view(np.uint32))
+    codes = rng.integers(0, 16, size=(4, 32), dtype=np.uint8)
+    data = mxsim.pack_fp4(codes.reshape(-1)).reshape(4, 16)
+    sc = np.full((128, 4), 0xFF, np.uint8)
+    sc[:4, :2] = rng.choice(np.array([0x30, 0x38, 0x40, 0x3C], np.uint8), size=(4, 2))
+    np.save(tmp / "n._rowwise_data.npy", data)
+    np.save(tmp / "n._rowwise_scale_inv.npy", sc)
+    np.save(tmp / "n._amax_rowwise.npy", np.array([3.0], np.float32))
+    run_mxsim("dequantize", tmp / "n._rowwise_data.npy", tmp / "n._rowwise_scale_inv.npy", tmp / "n._amax_rowwise.npy",
+              "-o", tmp / "n.npy")
+    pyn = mxsim.dequantize(mxsim.from_te_nvfp4(data, sc, 3.0))
+    np.testing.assert_array_equal(np.load(tmp / "n.npy").view(np.uint32), pyn.view(np.uint32))

@@ -129,3 +129,29 @@ def test_quantize_float64_rounds_mx_elements_once():
     assert q.scale[0, 0] == 127
     q32 = mxsim.quantize(x.astype(np.float32), "mxfp8")
     assert list(q32.qdata[0, :3]) == [0x38, 0x3A, 0x7E]
+
+
+def test_amax_epsilon_and_pow2_scale_by_hand():
+    # x = [0.25, -0.5, 0.125, 0] (amax 0.5), E4M3 current scaling (docs/numerics.md §3.3):
+    # eps 1 -> scale 448: codes 112 0x6E, -224 0xF6, 56 0x66, 0; scale_inv fl32(1/448) = 0x3B124925.
+    # eps 3 + pow2 -> 448/3 rounded down to 128: 0x60, 0xE8, 0x58, 0; scale_inv 2^-7.
+    x = np.array([[0.25, -0.5, 0.125, 0]], np.float32)
+    q = mxsim.quantize(x, "fp8_tensor", amax_epsilon=1.0)
+    assert q.qdata.tolist() == [[0x6E, 0xF6, 0x66, 0x00]]
+    assert q.scale.view(np.uint32).tolist() == [[0x3B124925]]
+    s = mxsim.spec("fp8_tensor", amax_epsilon=3.0, pow2_scale=True)
+    assert s.pow2_scale and s.amax_epsilon == 3.0
+    q = mxsim.quantize(x, spec=s)
+    assert q.qdata.tolist() == [[0x60, 0xE8, 0x58, 0x00]]
+    assert q.scale.view(np.uint32).tolist() == [[0x3C000000]]
+    # on top of a given spec; fp8_block off its default power of two: scale 896, scale_inv fl32(1/896)
+    q = mxsim.quantize(x, spec=mxsim.spec("fp8_block"), pow2_scale=False)
+    assert q.qdata.tolist() == [[0x76, 0xFE, 0x6E, 0x00]]
+    assert q.scale.view(np.uint32).tolist() == [[0x3A924925]]
+    np.testing.assert_array_equal(mxsim.qdq(x, "fp8_tensor", amax_epsilon=1.0),
+                                  mxsim.dequantize(mxsim.quantize(x, "fp8_tensor", amax_epsilon=1.0)))
+    for bad, msg in [(dict(recipe="mxfp4", amax_epsilon=1.0), "applies to FP32-scaled"),
+                     (dict(recipe="fp8_tensor", amax_epsilon=-1.0), "finite number >= 0"),
+                     (dict(recipe="fp8_tensor", amax_epsilon=1e-50), "becomes 0 in FP32")]:
+        with pytest.raises(ValueError, match=msg):
+            mxsim.spec(**bad)

@@ -23,6 +23,36 @@
 //             columns (TE common/recipe mxfp8 padding: rowwise 128 x 4,
 //             columnwise 4 x 128; the padding is not read). Float8Tensor:
 //             data [M, K], one FP32 scale_inv. Leading axes of data fold into M.
+//   torchao   NVFP4Tensor (torchao/prototype/mx_formats/nvfp4_tensor.py):
+//             qdata [..., K/2] E2M1 packed as float4_e2m1fn_x2 (kernels.py
+//             pack_uint4: element 2i in the low nibble), _scale_e4m3
+//             [..., K/16] float8_e4m3fn (or the same bytes flattened, as its
+//             slicing leaves them; or swizzled, _is_swizzled_scales), blocks of
+//             16 along the last axis, optional FP32 _per_tensor_scale: the
+//             decode scale amax / (448 * 6) (per_tensor_amax_to_scale),
+//             element = code * e4m3(scale) * per_tensor_scale.
+//   te        NVFP4Tensor (transformer_engine/pytorch/tensor/nvfp4_tensor.py,
+//             NVFP4Quantizer.get_scale_shape): rowwise data [..., K/2] (E2M1
+//             packed, element 2i in the low nibble: custom_recipes/
+//             quantization_nvfp4.py cast_to_fp4x2), rowwise scale_inv U8
+//             E4M3 bytes [roundup(M, 128), roundup(ceil(K/16), 4)]; columnwise
+//             data [K, M/2] (the transpose, packed along M), columnwise
+//             scale_inv [roundup(K, 128), roundup(ceil(M/16), 4)]; FP32
+//             _amax_rowwise / _amax_columnwise [1] (the tensor amax; the
+//             decode scale is derived from it as mxsim's quantizer does,
+//             docs/numerics.md §3.3). Scales may be GEMM-swizzled
+//             (_with_gemm_swizzled_scales: the 128 x 4 tile layout below).
+//             Float8BlockwiseQTensor (float8_blockwise_tensor.py
+//             Float8BlockQuantizer.get_scale_shape, storage/
+//             float8_blockwise_tensor_storage.py dequantize): FP32 scale_inv,
+//             blocks of 128; rowwise data [..., K]; columnwise data [K, ...]
+//             (the transpose). 1-D blocks (block_scaling_dim 1, 1 x 128):
+//             rowwise scale_inv [ceil(K/128), roundup(M, 4)] (scale of row m,
+//             block kb at [kb, m]), columnwise [ceil(M/128), roundup(K, 4)]
+//             (column k, block mb at [mb, k]). 2-D (128 x 128 tiles): rowwise
+//             [ceil(M/128), roundup(ceil(K/128), 4)] (tile (mb, kb)),
+//             columnwise [ceil(K/128), roundup(ceil(M/128), 4)] (tile (kb, mb)).
+//             The padding columns are not read.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -65,6 +95,36 @@ std::vector<uint8_t> unswizzle_blocked_scales(std::span<const uint8_t> blocked, 
 QuantizedTensor from_te_mxfp8(Format elem, bool columnwise, const std::vector<size_t>& data_shape,
                               std::span<const uint8_t> data, const std::vector<size_t>& scale_shape,
                               std::span<const uint8_t> scale);
+
+/// torchao NVFP4Tensor: qdata [..., K/2] packed E2M1 bytes (1-D to 3-D, leading
+/// axes as from_torchao), scale the E4M3 block-scale bytes of blocks of 16
+/// along the last axis: shape [..., ceil(K/16)] or 1-D with that many bytes,
+/// or (blocked_scales) the swizzled layout of unswizzle_blocked_scales.
+/// per_tensor_scale: the FP32 decode scale (torchao's _per_tensor_scale; 1 when
+/// the tensor has none), stored as tensor_scale_inv. The values then follow
+/// docs/numerics.md §2.4: fl32(fl32(code * e4m3(s)) * per_tensor_scale)
+/// (torchao's to_dtype multiplies the two scales first; see docs/python.md).
+QuantizedTensor from_torchao_nvfp4(const std::vector<size_t>& qdata_shape, std::span<const uint8_t> qdata,
+                                   const std::vector<size_t>& scale_shape, std::span<const uint8_t> scale,
+                                   float per_tensor_scale, bool blocked_scales = false);
+
+/// TransformerEngine NVFP4Tensor rowwise (columnwise = false: data [..., K/2],
+/// leading axes folded into M) or columnwise (data [K, M/2]) bytes with the
+/// padded E4M3 scale_inv bytes and the FP32 amax of that copy. The tensor's
+/// decode scale is S_dec of docs/numerics.md §3.3 from amax (hd::nvfp4_tensor_scale:
+/// NaN or Inf amax gives NaN); a negative amax is refused. swizzled_scales:
+/// scale_inv holds the same byte count in the 128 x 4 tile layout.
+QuantizedTensor from_te_nvfp4(bool columnwise, const std::vector<size_t>& data_shape, std::span<const uint8_t> data,
+                              const std::vector<size_t>& scale_shape, std::span<const uint8_t> scale, float amax,
+                              bool swizzled_scales = false);
+
+/// TransformerEngine Float8BlockwiseQTensor rowwise or columnwise FP8 data with
+/// its FP32 scale_inv (shapes above). elem: E4M3 or E5M2. block_scaling_dim:
+/// 1 (1 x 128), 2 (128 x 128), or 0: taken from the scale_inv shape, refused
+/// naming both candidates when the shape fits both (small tensors) or neither.
+QuantizedTensor from_te_fp8_blockwise(Format elem, bool columnwise, int block_scaling_dim,
+                                      const std::vector<size_t>& data_shape, std::span<const uint8_t> data,
+                                      const std::vector<size_t>& scale_shape, std::span<const float> scale_inv);
 
 /// TransformerEngine Float8Tensor: data [.., K] with one FP32 scale_inv.
 QuantizedTensor from_te_fp8(Format elem, const std::vector<size_t>& data_shape, std::span<const uint8_t> data,

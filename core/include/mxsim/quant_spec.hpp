@@ -111,6 +111,16 @@ std::string canonical_spec_name(std::string_view name);
 inline QuantSpec tensor_recipe(std::string_view name) { return named_spec(name); }
 inline std::vector<std::string> tensor_recipe_names() { return named_spec_names(); }
 
+/// The FP32-scale parameters of current scaling (docs/numerics.md §3.3) set on
+/// a spec by a user: amax_epsilon (a = max(amax, amax_epsilon)) and pow2_scale
+/// (the scale rounded down to a power of two). `what` names the setting in
+/// messages (a CLI option, a config key, a Python argument). amax_epsilon must
+/// be finite and >= 0; it is stored as its FP32 rounding (RNE), and a positive
+/// value whose rounding is 0 is refused. Throws std::invalid_argument naming
+/// `what` unless the spec has FP32 scales and no fixed (delayed-scaling) scale.
+void set_amax_epsilon(QuantSpec& s, double amax_epsilon, const std::string& what);
+void set_pow2_scale(QuantSpec& s, bool pow2_scale, const std::string& what);
+
 /// Parse enums from their documented lower-case names ("floor", "rceil",
 /// "even", "ceil"; "rne", "rz", "sr"). Throw std::invalid_argument.
 ScaleRule scale_rule_from_name(std::string_view);

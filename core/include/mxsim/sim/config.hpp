@@ -21,6 +21,13 @@ struct RecipeConfig {
   bool mxfp4_sr_grad = false;          ///< stochastic rounding on dy (dgrad + wgrad)
   int fp8_amax_history = 16;           ///< fp8_delayed: amax history length
   int fp8_margin = 0;                  ///< fp8_delayed: scale = max / amax / 2^margin (integer >= 0, TE)
+  /// Current scaling's FP32-scale parameters (docs/numerics.md §3.3) of every
+  /// operand spec of the recipe: a = max(amax, amax_epsilon); pow2_scale rounds
+  /// the scale down to a power of two. Defaults: Primus-Turbo's epsilons, general scales.
+  float fp8_current_amax_epsilon = 1e-12f;  ///< fp8_current (Primus TENSORWISE)
+  bool fp8_current_pow2_scale = false;
+  float fp8_block_amax_epsilon = 1e-4f;     ///< fp8_block (Primus BLOCKWISE)
+  bool fp8_block_pow2_scale = false;        ///< true: TE Float8BlockScaling's default
   /// The recipe name of a layer (the field of the same name).
   std::string& of(Layer l) { return *fields()[size_t(l)]; }
   const std::string& of(Layer l) const { return *const_cast<RecipeConfig*>(this)->fields()[size_t(l)]; }
