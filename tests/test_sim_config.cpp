@@ -218,7 +218,8 @@ TEST(SimConfigValues, PrintedFloatsAreTheShortestThatReadBack) {
   const std::vector<std::string> want = {
       "ratio = 4.0",      "osc_ema_momentum = 0.01", "aux_loss_coeff = 0.01", "beta1 = 0.9",
       "beta2 = 0.95",     "eps = 1e-08",             "init_std = 0.0",        "lr = 0.002",
-      "min_lr = 0.0001",  "weight_decay = 0.01"};
+      "min_lr = 0.0001",  "weight_decay = 0.01",
+      "fp8_block_amax_epsilon = 0.0001", "fp8_current_amax_epsilon = 1e-12"};
   EXPECT_EQ(float_lines, want) << text;  // every float line, in the text's (alphabetical) order
   // Values given otherwise: more digits, an FP32 subnormal, an integer given to a float key.
   const std::string other = to_toml(parse_config(
