@@ -19,6 +19,7 @@
 #include "mxsim/sim/config.hpp"
 #include "mxsim/sim/parallel.hpp"
 #include "mxsim/sim/trainer.hpp"
+#include "sim_parallel_test_config.hpp"
 #include "mxsim/trace/compare.hpp"
 #include "test_util.hpp"
 
@@ -123,16 +124,7 @@ class ThreadComm final : public Comm {
   std::vector<int> ranks_;
 };
 
-Config tiny(std::vector<std::string> extra) {
-  std::vector<std::string> s = {"run.epochs=1",          "run.max_steps=5",   "run.train_limit=1024",
-                                "run.test_limit=300",    "model.d_model=32",  "model.d_ff=64",
-                                "model.experts=4",       "model.top_k=2",     "batch.global_batch=128",
-                                "batch.num_microbatches=2", "optim.warmup_steps=2", "deosc.period=2",
-                                "deosc.start_step=1",    "deosc.ratio=1.0",
-                                "trace.snapshot_layers=[\"embed\", \"fc1\", \"fc2\"]", "trace.snapshot_steps=[2, 4]"};
-  s.insert(s.end(), extra.begin(), extra.end());
-  return parse_config(default_config_text(), s, "tiny");
-}
+Config tiny(std::vector<std::string> extra) { return ::mxsim::sim::test::tiny_parallel_config(std::move(extra)); }
 
 /// P threads, one rank each, every rank given the same options (as `mxsim launch` gives every
 /// process the same command line), except that rank r > 0 gets its own trace and checkpoint
