@@ -20,6 +20,7 @@
 #include "mxsim/hip/backend_hip.hpp"
 #include "mxsim/hip/comm.hpp"
 #include "mxsim/hip/device.hpp"
+#include "gpu_test_util.hpp"  // REQUIRE_GPU
 #endif
 
 using namespace mxsim;
@@ -64,11 +65,6 @@ const SumCase kSums[] = {
 
 #ifdef MXSIM_HAVE_GPU
 
-#define REQUIRE_GPU()                                                        \
-  do {                                                                       \
-    std::string why_;                                                        \
-    if (!::mxsim::hip::available(&why_)) GTEST_SKIP() << "no GPU: " << why_; \
-  } while (0)
 #define REQUIRE_NCCL()                                                                     \
   do {                                                                                     \
     REQUIRE_GPU();                                                                         \
