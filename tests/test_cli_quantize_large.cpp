@@ -1,8 +1,9 @@
 // Tensors of more than 2^31 elements, without allocating them: `mxsim quantize` refuses an input
-// whose quantization would not fit in memory, streamed or read whole, before reading any data (a
-// sparse file whose header claims 2^31 + 2^16 F32 elements), naming the size and the limit; truncated and overflowing
-// headers are clear errors; the index arithmetic of the quantizer (logical index, Philox counter)
-// is 64-bit.
+// whose quantization would not fit under the memory limit, streamed or read whole, before reading
+// any data (a sparse file whose header claims 2^31 + 2^16 F32 elements), naming the size and the
+// limit; truncated and overflowing headers are clear errors; the index arithmetic of the
+// quantizer (logical index, Philox counter) is 64-bit. (Such tensors quantized end to end, where
+// the memory is there: test_cli_quantize_2to31.cpp.)
 #include <gtest/gtest.h>
 
 #include <Random123/philox.h>
@@ -22,7 +23,7 @@ namespace fs = std::filesystem;
 
 using mxsim::test::EnvVar;
 
-TEST(CliQuantizeLarge, SparseFileAbove2To31ElementsIsRefusedNamingSizeAndLimit) {
+TEST(CliQuantizeLarge, SparseFileAbove2To31ElementsOverTheMemoryLimitIsRefusedNamingSizeAndLimit) {
   CliSandbox s;
   const uint64_t rows = 65536, cols = 32769, n = rows * cols;  // 2^31 + 2^16 elements, 8 GiB of F32
   ASSERT_GT(n, uint64_t(1) << 31);
