@@ -188,7 +188,16 @@ std::vector<std::pair<uint64_t, uint64_t>> target_blocks(const Case& cs) {
   auto of = [&](uint64_t i) { return std::make_pair(i / cs.cols, (i % cs.cols) / 32); };
   const uint64_t last_slice_row0 = (cs.rows - 1) / cs.slice_rows() * cs.slice_rows();
   const uint64_t R = cs.rows, B = cs.nbc();
-  return {{0, 0}, {0, 2}, {0, B - 1}, of(uint64_t(1) << 29), of(uint64_t(1) << 30), of(uint64_t(1) << 31), {last_slice_row0 - 1, B - 1}, {last_slice_row0, 0}, {R - 1, B - 3}, {R - 1, B - 2},
+  return {{0, 0},
+          {0, 2},
+          {0, B - 1},
+          of(uint64_t(1) << 29),
+          of(uint64_t(1) << 30),
+          of(uint64_t(1) << 31),
+          {last_slice_row0 - 1, B - 1},
+          {last_slice_row0, 0},
+          {R - 1, B - 3},
+          {R - 1, B - 2},
           {R - 1, B - 1}};
 }
 
@@ -327,7 +336,8 @@ std::string cannot_run(const Case& cs, const fs::path& dir) {
            std::to_string(mem_available());
   struct statvfs v {};
   if (::statvfs(dir.c_str(), &v) != 0) return "statvfs failed on " + dir.string();
-  const uint64_t disk = cs.code_bytes() + cs.scale_bytes() + (uint64_t(1) << 30), free = uint64_t(v.f_bavail) * v.f_frsize;
+  const uint64_t disk = cs.code_bytes() + cs.scale_bytes() + (uint64_t(1) << 30);
+  const uint64_t free = uint64_t(v.f_bavail) * v.f_frsize;
   if (free < disk)
     return "needs " + std::to_string(disk) + " bytes of free disk in " + dir.string() + " for the outputs, have " +
            std::to_string(free);
