@@ -120,11 +120,11 @@ struct Expected {
   double se = 0, sx = 0, max_abs_err = 0;  // the exact sums of (x - d)^2 and x^2, max |x - d|
 };
 
-/// Values for the blocks holding the elements `targets` (flat indices), block t of them: amax
-/// c * 2^e (c 3 or 7, e in [-1, 2], the sign alternating), the others c * m * 2^(e-5) with
-/// m = (13k + 5t) mod 63 - 31 in [-31, 31] (a -0 where m = 0 on odd k + t): values exact in BF16
-/// (c * |m| < 256), some rounding, some underflowing. Exponents stay within 4 binades so that the
-/// sums of the statistics are exact in FP64 in any order.
+/// Values for the blocks `where` (row, block column), block t of them: amax c * 2^e (c 3 or 7,
+/// e in [-1, 2], its sign varying), the others c * m * 2^(e-5) with m = (13k + 5t) mod 63 - 31 in
+/// [-31, 31] (a -0 where m = 0 on odd k + t) and, in blocks of e = 2, one tiny element: values
+/// exact in BF16 (c * |m| < 256), some rounding, some underflowing. Exponents stay within a few
+/// binades so that the sums of the statistics are exact in FP64 in any order (checked).
 Expected expected_for(const Case& cs, std::vector<std::pair<uint64_t, uint64_t>> where) {
   std::sort(where.begin(), where.end());
   where.erase(std::unique(where.begin(), where.end()), where.end());
@@ -139,6 +139,9 @@ Expected expected_for(const Case& cs, std::vector<std::pair<uint64_t, uint64_t>>
       const int m = k == 0 ? (t % 3 ? 32 : -32) : int((13 * k + 5 * t) % 63) - 31;
       float x = std::ldexp(float(b.c * m), b.e - 5);
       if (m == 0 && (k + t) % 2) x = -0.0f;
+      // in the blocks of e = 2, one element of 2^(e-18): x / 2^s is 2^-11 (c = 3, mxfp8), 2^-12
+      // (c = 7) or less, below half of E4M3's and E2M1's smallest subnormal, so it underflows
+      if (k == 1 && b.e == 2) x = std::ldexp(t % 2 ? -1.0f : 1.0f, b.e - 18);
       const uint32_t xb = std::bit_cast<uint32_t>(x);
       const uint32_t code =
           oracle::expect(tab, oracle::decide(tab, xb, b.s), oracle::Mode::RNE, oracle::Ov::Sat, 0);
