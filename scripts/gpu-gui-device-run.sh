@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (no Qt, no fonts, no display) over the bundle
-# scripts/gpu-gui-pack.sh made here (carry .gpu-gui-build/gui.tar.xz): the
+# scripts/gpu-gui-pack.sh made here (carry .gpu-build-gui/gui.tar.xz): the
 # inspector and its Qt Test suites with the bundle's Qt runtime and the
 # offscreen platform, run mode and live follow on the GPU backend, and
 # `mxsim-inspector --render` of a trace written on the GPU.
@@ -19,11 +19,11 @@
 # ldd), gui-tests/<suite>.txt, render-hip/ (PNG + CSV of every view),
 # render-compare/, gui-runs.txt. Exit status: non-zero when any check failed.
 set -uo pipefail
-# The bundle: $GUI_BUNDLE, else .gpu-gui-build/gui.tar.xz of the current folder (the run tool's
+# The bundle: $GUI_BUNDLE, else .gpu-build-gui/gui.tar.xz of the current folder (the run tool's
 # repository root) or of this script's repository. The bundle holds a copy of this script, so
-# `tar -xJOf .gpu-gui-build/gui.tar.xz gpu-gui-device-run.sh | bash` works without the repository.
-bundle="${GUI_BUNDLE:-.gpu-gui-build/gui.tar.xz}"
-[ -f "$bundle" ] || bundle="$(dirname "$0")/../.gpu-gui-build/gui.tar.xz"
+# `tar -xJOf .gpu-build-gui/gui.tar.xz gpu-gui-device-run.sh | bash` works without the repository.
+bundle="${GUI_BUNDLE:-.gpu-build-gui/gui.tar.xz}"
+[ -f "$bundle" ] || bundle="$(dirname "$0")/../.gpu-build-gui/gui.tar.xz"
 mkdir -p "${OUT:-out}/gui-tests"
 OUT=$(cd "${OUT:-out}" && pwd)
 REQUIRE_GPU="${REQUIRE_GPU:-1}"

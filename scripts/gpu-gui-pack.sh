@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds mxsim-inspector, its Qt Test suites and mxsim with the GPU backend
-# here (cmake --preset gpu-gui-sm90a: sm_90a only, into .gpu-gui-build) and
+# here (cmake --preset gpu-gui-sm90a: sm_90a only, into .gpu-build-gui) and
 # packs them, with the Qt 6 runtime they need, for a GPU machine that has no Qt
 # (the device machine: Ubuntu 24.04, glibc 2.39, the NVIDIA driver) into
-#   .gpu-gui-build/gui.tar.xz
+#   .gpu-build-gui/gui.tar.xz
 #     bin/      mxsim, mxsim-inspector, test_gui_* (stripped)
 #     lib/      every shared library ldd names except the machine's own: glibc
 #               (libc, libm, libdl, libpthread, librt, libresolv, ld-linux),
@@ -20,14 +20,14 @@
 #     env.sh    `. env.sh` sets LD_LIBRARY_PATH, QT_PLUGIN_PATH,
 #               QT_QPA_PLATFORM=offscreen, FONTCONFIG_FILE, MXSIM_DATA_DIR, MXSIM_CLI
 #     gpu-gui-device-run.sh   a copy of the runner (usable without the repository)
-# Carry it (run tool: carry [".gpu-gui-build/gui.tar.xz"]) and run
+# Carry it (run tool: carry [".gpu-build-gui/gui.tar.xz"]) and run
 # scripts/gpu-gui-device-run.sh there. The run tool carries 64 MiB in all (the
 # tracked files too): the script fails when the bundle and the tracked files
 # exceed MAX_MIB (default 60).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD/..}"
-B=.gpu-gui-build
+B=.gpu-build-gui
 if [ ! -f $B/CMakeCache.txt ]; then
   launch=()
   command -v ccache >/dev/null && launch=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
