@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -320,6 +321,192 @@ TEST(GpuMxQuantize, RowwiseBf16SourceMatchesEmulator) {
                                                     static_cast<uint8_t*>(d.get()), static_cast<uint8_t*>(sc.get())),
                std::invalid_argument);  // cols % 8 != 0
   std::printf("[gpu] mx rowwise from BF16: %zu cases match emu::quantize of the widened values\n", cases);
+}
+
+// Every BF16 value under every scale exponent the rules give, as rowwise
+// blocks of [rows, 4096] (rows a multiple of 64): for each exponent field of
+// the block amax (and amax mantissas 0 and all ones, where the rules part),
+// blocks whose first element is that amax and whose others run through every
+// BF16 pattern of magnitude <= amax, both signs, NaN excluded; then NaN, Inf
+// and zero blocks.
+std::vector<uint16_t> every_bf16_under_every_scale(size_t cols) {
+  std::vector<uint16_t> bf;
+  for (uint32_t ea = 0; ea <= 254; ++ea)
+    for (uint32_t am : {0x00u, 0x7Fu}) {
+      const uint32_t amax = ea << 7 | am;
+      if (amax == 0) continue;
+      size_t in_block = 0;
+      for (uint32_t mag = 0; mag <= amax; ++mag)
+        for (uint32_t sign : {0x0000u, 0x8000u}) {
+          if (in_block == 0) {
+            bf.push_back(uint16_t(amax | sign));
+            in_block = 1;
+          }
+          bf.push_back(uint16_t(mag | sign));
+          in_block = (in_block + 1) % 32;
+        }
+      while (in_block != 0) {  // close the block with zeros
+        bf.push_back(0);
+        in_block = (in_block + 1) % 32;
+      }
+    }
+  for (uint16_t special : {uint16_t(0x7FC0), uint16_t(0xFF81), uint16_t(0x7F80), uint16_t(0xFF80)})
+    for (int i = 0; i < 32; ++i) bf.push_back(i == 7 ? special : uint16_t(0x3F80 + i));
+  bf.resize((bf.size() + 64 * cols - 1) / (64 * cols) * (64 * cols), 0);  // and zero blocks
+  return bf;
+}
+
+Tensor2f widen(const std::vector<uint16_t>& bf, size_t rows, size_t cols) {
+  Tensor2f x = Tensor2f::from_shape({rows, cols});
+  for (size_t i = 0; i < bf.size(); ++i) x.data()[i] = f32_from_bits(uint32_t(bf[i]) << 16);
+  return x;
+}
+
+// Number of differing bytes of a device buffer against the oracle's, and the first.
+std::string diff_bytes(const hip::DeviceBuffer& d, const Bytes3& want_t) {
+  const std::span<const uint8_t> want(want_t.data(), want_t.size());
+  std::vector<uint8_t> got(want.size());
+  d.download(got.data(), got.size());
+  size_t bad = 0, first = SIZE_MAX;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (got[i] != want[i]) {
+      ++bad;
+      first = std::min(first, i);
+    }
+  if (bad == 0) return "";
+  char msg[160];
+  std::snprintf(msg, sizeof msg, "%zu of %zu bytes differ, first at %zu (got 0x%02x, emu 0x%02x)", bad, got.size(),
+                first, got[first], want[first]);
+  return msg;
+}
+
+const Format kPackedElems[] = {Format::E2M1, Format::E2M3, Format::E3M2, Format::E4M3, Format::E5M2};
+const ScaleRule kRules[] = {ScaleRule::Floor, ScaleRule::Rceil, ScaleRule::Even, ScaleRule::Ceil};
+
+// On NVIDIA the rowwise case is the packed bf16x2 path (cols % 32 == 0, RNE);
+// emu::quantize of the widened values is the oracle.
+TEST(GpuMxQuantize, RowwiseBf16EveryValueUnderEveryScale) {
+  REQUIRE_GPU();
+  constexpr size_t kCols = 4096;
+  const std::vector<uint16_t> bf = every_bf16_under_every_scale(kCols);
+  const size_t rows = bf.size() / kCols;
+  const Tensor2f x = widen(bf, rows, kCols);
+  hip::DeviceBuffer dx(bf.size() * 2, "bf16 source");
+  dx.upload(bf.data(), bf.size() * 2);
+  size_t cases = 0;
+  for (Format e : kPackedElems)
+    for (ScaleRule rule : kRules) {
+      QuantSpec s;
+      s.elem = e;
+      s.rule = rule;
+      s.round = RoundMode::RNE;
+      const QuantizedTensor q = emu::quantize(x, s, Axis::Cols);
+      hip::DeviceBuffer dd(q.data.size(), "codes"), ds(q.scale_bytes.size(), "scales");
+      hip::mx_quantize_rowwise_bf16_device(static_cast<const uint16_t*>(dx.get()), rows, kCols, s,
+                                           static_cast<uint8_t*>(dd.get()), static_cast<uint8_t*>(ds.get()));
+      EXPECT_EQ(diff_bytes(ds, q.scale_bytes), "") << s.describe() << " scales";
+      EXPECT_EQ(diff_bytes(dd, q.data), "") << s.describe() << " codes";
+      ++cases;
+    }
+  std::printf("[gpu] mx rowwise from BF16: every value under every scale, %zu elements, %zu (format, rule) cases\n",
+              bf.size(), cases);
+}
+
+// The same values as columns: the transposed tensor [4096, rows], whose
+// columnwise blocks are the rowwise blocks above; columnwise alone and both
+// orientations from one read, against emu::quantize along each axis.
+TEST(GpuMxQuantize, ColwiseAndBothBf16EveryValueUnderEveryScale) {
+  REQUIRE_GPU();
+  constexpr size_t kRows = 4096;
+  const std::vector<uint16_t> src = every_bf16_under_every_scale(kRows);
+  const size_t cols = src.size() / kRows;
+  std::vector<uint16_t> bf(src.size());
+  for (size_t r = 0; r < kRows; ++r)
+    for (size_t c = 0; c < cols; ++c) bf[r * cols + c] = src[c * kRows + r];
+  const Tensor2f x = widen(bf, kRows, cols);
+  hip::DeviceBuffer dx(bf.size() * 2, "bf16 source");
+  dx.upload(bf.data(), bf.size() * 2);
+  size_t cases = 0;
+  for (Format e : kPackedElems)
+    for (ScaleRule rule : kRules) {
+      QuantSpec s;
+      s.elem = e;
+      s.rule = rule;
+      s.round = RoundMode::RNE;
+      const QuantizedTensor qc = emu::quantize(x, s, Axis::Rows), qr = emu::quantize(x, s, Axis::Cols);
+      hip::DeviceBuffer cd(qc.data.size(), "codes"), cs(qc.scale_bytes.size(), "scales");
+      hip::DeviceBuffer rd(qr.data.size(), "codes"), rs(qr.scale_bytes.size(), "scales");
+      const auto* px = static_cast<const uint16_t*>(dx.get());
+      hip::mx_quantize_colwise_bf16_device(px, kRows, cols, s, static_cast<uint8_t*>(cd.get()),
+                                           static_cast<uint8_t*>(cs.get()));
+      EXPECT_EQ(diff_bytes(cs, qc.scale_bytes), "") << s.describe() << " colwise scales";
+      EXPECT_EQ(diff_bytes(cd, qc.data), "") << s.describe() << " colwise codes";
+      cd.fill(0xA5), cs.fill(0xA5);  // poison: both must write every byte again
+      hip::mx_quantize_both_bf16_device(px, kRows, cols, s, static_cast<uint8_t*>(rd.get()),
+                                        static_cast<uint8_t*>(rs.get()), static_cast<uint8_t*>(cd.get()),
+                                        static_cast<uint8_t*>(cs.get()));
+      EXPECT_EQ(diff_bytes(cs, qc.scale_bytes), "") << s.describe() << " both: colwise scales";
+      EXPECT_EQ(diff_bytes(cd, qc.data), "") << s.describe() << " both: colwise codes";
+      EXPECT_EQ(diff_bytes(rs, qr.scale_bytes), "") << s.describe() << " both: rowwise scales";
+      EXPECT_EQ(diff_bytes(rd, qr.data), "") << s.describe() << " both: rowwise codes";
+      ++cases;
+    }
+  std::printf("[gpu] mx colwise and both from BF16: every value under every scale, %zu elements, %zu cases\n",
+              bf.size(), cases);
+}
+
+// Every format, rule and rounding mode on ragged shapes: a short last row
+// block, columns not a multiple of 32 or 64 (both then runs the two
+// quantizers), a single short block.
+TEST(GpuMxQuantize, ColwiseAndBothBf16SourceMatchEmulator) {
+  REQUIRE_GPU();
+  const Format elems[] = {Format::E2M1, Format::E2M3, Format::E3M2, Format::E4M3,
+                          Format::E5M2, Format::E4M3FNUZ, Format::E5M2FNUZ};
+  struct Shape { size_t rows, cols; };
+  const Shape shapes[] = {{64, 256}, {37, 200}, {96, 96}, {45, 160}, {5, 8}};
+  size_t cases = 0;
+  for (const auto& sh : shapes) {
+    const Tensor2f x32 = mx_input(sh.rows, sh.cols, uint32_t(sh.rows * 131 + sh.cols));
+    std::vector<uint16_t> bf(sh.rows * sh.cols);
+    for (size_t i = 0; i < bf.size(); ++i) bf[i] = uint16_t(f32_bits(x32.data()[i]) >> 16);  // keeps NaN, Inf
+    const Tensor2f x = widen(bf, sh.rows, sh.cols);
+    hip::DeviceBuffer dx(bf.size() * 2, "bf16 source");
+    dx.upload(bf.data(), bf.size() * 2);
+    const auto* px = static_cast<const uint16_t*>(dx.get());
+    for (Format e : elems)
+      for (ScaleRule rule : {ScaleRule::Floor, ScaleRule::Rceil, ScaleRule::Even})
+        for (RoundMode m : {RoundMode::RNE, RoundMode::RZ, RoundMode::Stochastic}) {
+          QuantSpec s;
+          s.elem = e;
+          s.rule = rule;
+          s.round = m;
+          s.sr_index_base = m == RoundMode::Stochastic ? 4096 : 0;
+          s.sr = PhiloxStream{0x51ED2702ull, make_stream(4, 2)};
+          const QuantizedTensor qc = emu::quantize(x, s, Axis::Rows), qr = emu::quantize(x, s, Axis::Cols);
+          hip::DeviceBuffer cd(qc.data.size(), "codes"), cs(qc.scale_bytes.size(), "scales");
+          hip::DeviceBuffer rd(qr.data.size(), "codes"), rs(qr.scale_bytes.size(), "scales");
+          hip::mx_quantize_colwise_bf16_device(px, sh.rows, sh.cols, s, static_cast<uint8_t*>(cd.get()),
+                                               static_cast<uint8_t*>(cs.get()));
+          const std::string at = s.describe() + " " + std::to_string(sh.rows) + "x" + std::to_string(sh.cols);
+          ASSERT_EQ(diff_bytes(cs, qc.scale_bytes), "") << at << " colwise scales";
+          ASSERT_EQ(diff_bytes(cd, qc.data), "") << at << " colwise codes";
+          cd.fill(0xA5), cs.fill(0xA5);
+          hip::mx_quantize_both_bf16_device(px, sh.rows, sh.cols, s, static_cast<uint8_t*>(rd.get()),
+                                            static_cast<uint8_t*>(rs.get()), static_cast<uint8_t*>(cd.get()),
+                                            static_cast<uint8_t*>(cs.get()));
+          ASSERT_EQ(diff_bytes(cs, qc.scale_bytes), "") << at << " both: colwise scales";
+          ASSERT_EQ(diff_bytes(cd, qc.data), "") << at << " both: colwise codes";
+          ASSERT_EQ(diff_bytes(rs, qr.scale_bytes), "") << at << " both: rowwise scales";
+          ASSERT_EQ(diff_bytes(rd, qr.data), "") << at << " both: rowwise codes";
+          ++cases;
+        }
+  }
+  hip::DeviceBuffer odd(64 * 2, "bf16 source"), d(64, "codes"), sc(8, "scales");
+  QuantSpec ok;
+  EXPECT_THROW(hip::mx_quantize_colwise_bf16_device(static_cast<const uint16_t*>(odd.get()), 3, 7, ok,
+                                                    static_cast<uint8_t*>(d.get()), static_cast<uint8_t*>(sc.get())),
+               std::invalid_argument);  // odd column count
+  std::printf("[gpu] mx colwise and both from BF16: %zu cases match emu::quantize of the widened values\n", cases);
 }
 
 TEST(GpuMxQuantize, RejectsSpecsItCannotTake) {

@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   const hip::DeviceInfo d = hip::device_info();
-  hip::DeviceBuffer x(n * 4), y(n * 4), codes(n * 4), copy_dst(n * 4), scales((n / 32 + 1));
+  hip::DeviceBuffer x(n * 4), y(n * 4), codes(n * 4), copy_dst(n * 4), scales(n / 16 + 64);  // both orientations: two scale tensors
   fill_random<<<1024, 256>>>(static_cast<float*>(x.get()), n, PhiloxStream{12345, 1});
   hip::synchronize();
   const float* dx = static_cast<const float*>(x.get());
@@ -173,6 +173,28 @@ int main(int argc, char** argv) {
                                            static_cast<uint8_t*>(codes.get()), static_cast<uint8_t*>(scales.get()));
     });
     row(std::string(c.name).replace(0, 10, "MX rowwise from BF16"), moved, ms, peer(moved));
+  }
+  // Columnwise (transposed storage) and both orientations from one read, BF16 source.
+  for (const auto& c : mx) {
+    if (c.m == RoundMode::Stochastic) continue;
+    QuantSpec s;
+    s.elem = c.f;
+    s.rule = c.r;
+    s.round = c.m;
+    const size_t codes_bytes = cols * hip::mx_row_bytes(c.f, rows) + cols * (rows / 32);
+    const auto* px = static_cast<const uint16_t*>(xb.get());
+    auto* cd = static_cast<uint8_t*>(codes.get());
+    auto* cs = static_cast<uint8_t*>(scales.get());
+    size_t moved = rows * cols * 2 + codes_bytes;
+    float ms = median_ms(reps, [&] { hip::mx_quantize_colwise_bf16_device(px, rows, cols, s, cd, cs); });
+    row(std::string(c.name).replace(0, 10, "MX columnwise from BF16"), moved, ms, peer(moved));
+    moved = rows * cols * 2 + 2 * codes_bytes;
+    // Both: the rowwise outputs after the columnwise ones in the same buffers.
+    const size_t col_data = cols * hip::mx_row_bytes(c.f, rows), col_scales = cols * (rows / 32);
+    ms = median_ms(reps, [&] {
+      hip::mx_quantize_both_bf16_device(px, rows, cols, s, cd + col_data, cs + col_scales, cd, cs);
+    });
+    row(std::string(c.name).replace(0, 10, "MX both orientations from BF16"), moved, ms, peer(moved));
   }
   // The training backend's quantizer (quantize.hip, any recipe and layout):
   // rowwise, columnwise (Axis::Rows, transposed storage) and both

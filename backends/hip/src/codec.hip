@@ -6,7 +6,12 @@
 // decode and the per-block step of hd/quant_block.hpp (amax, E8M0 scale,
 // element encoder, E2M1 packing), the same inline functions the CPU emulator
 // runs; the kernels only move data and pick the Philox word of each element.
+// The one exception is the packed BF16 path, which rounds with the GPU's
+// bf16x2 FMA by the argument written beside it, and is checked against
+// emu::quantize on every BF16 value under every scale.
 #include "check.hpp"
+#include "mx_bf16.hpp"
+#include "mx_dispatch.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -23,7 +28,14 @@
 namespace mxsim::hip {
 namespace {
 
+using detail::check_mx_spec;
+using detail::FormatTag;
+using detail::ModeTag;
+using detail::mx_rowwise_bf16_packed;
 using detail::stream_of;
+using detail::with_format;
+using detail::with_mode;
+using detail::with_mx_format;
 constexpr unsigned kThreads = 256;
 unsigned grid_for(size_t work_items) { return detail::grid_for(work_items, kThreads); }
 
@@ -267,61 +279,6 @@ bool vec_rowwise_ok(const void* d_x, size_t cols, const QuantSpec& spec, const v
   return cols % 8 == 0 && spec.sr_index_base % 4 == 0 && aligned(d_x, 16) && aligned(d_data, code_align);
 }
 
-template <Format F> using FormatTag = std::integral_constant<Format, F>;
-template <RoundMode M> using ModeTag = std::integral_constant<RoundMode, M>;
-
-template <typename Fn>
-void with_format(Format f, Fn&& fn) {
-  switch (f) {
-    case Format::FP32: fn(FormatTag<Format::FP32>{}); break;
-    case Format::BF16: fn(FormatTag<Format::BF16>{}); break;
-    case Format::FP16: fn(FormatTag<Format::FP16>{}); break;
-    case Format::E4M3: fn(FormatTag<Format::E4M3>{}); break;
-    case Format::E5M2: fn(FormatTag<Format::E5M2>{}); break;
-    case Format::E4M3FNUZ: fn(FormatTag<Format::E4M3FNUZ>{}); break;
-    case Format::E5M2FNUZ: fn(FormatTag<Format::E5M2FNUZ>{}); break;
-    case Format::E3M2: fn(FormatTag<Format::E3M2>{}); break;
-    case Format::E2M3: fn(FormatTag<Format::E2M3>{}); break;
-    case Format::E2M1: fn(FormatTag<Format::E2M1>{}); break;
-    case Format::E8M0: fn(FormatTag<Format::E8M0>{}); break;
-  }
-}
-template <typename Fn>
-void with_mx_format(Format f, Fn&& fn) {
-  switch (f) {
-    case Format::E4M3: fn(FormatTag<Format::E4M3>{}); break;
-    case Format::E5M2: fn(FormatTag<Format::E5M2>{}); break;
-    case Format::E4M3FNUZ: fn(FormatTag<Format::E4M3FNUZ>{}); break;
-    case Format::E5M2FNUZ: fn(FormatTag<Format::E5M2FNUZ>{}); break;
-    case Format::E3M2: fn(FormatTag<Format::E3M2>{}); break;
-    case Format::E2M3: fn(FormatTag<Format::E2M3>{}); break;
-    case Format::E2M1: fn(FormatTag<Format::E2M1>{}); break;
-    default:
-      throw std::invalid_argument(std::string("mx_quantize_rowwise: ") + spec_of(f).name + " is not an MX element format");
-  }
-}
-template <typename Fn>
-void with_mode(RoundMode m, Fn&& fn) {
-  switch (m) {
-    case RoundMode::RNE: fn(ModeTag<RoundMode::RNE>{}); break;
-    case RoundMode::RZ: fn(ModeTag<RoundMode::RZ>{}); break;
-    case RoundMode::Stochastic: fn(ModeTag<RoundMode::Stochastic>{}); break;
-    case RoundMode::RU: throw std::invalid_argument("round up (ru) is for single conversions, not quantization");
-  }
-}
-
-void check_mx_spec(const QuantSpec& spec) {
-  if (spec.block_rows != 1 || spec.block_cols != 32)
-    throw std::invalid_argument("mx_quantize_rowwise: needs 1x32 blocks, got " + std::to_string(spec.block_rows) +
-                                "x" + std::to_string(spec.block_cols));
-  if (spec.scale_kind != ScaleKind::E8M0)
-    throw std::invalid_argument(std::string("mx_quantize_rowwise: needs E8M0 scales, got ") + name_of(spec.scale_kind));
-  if (spec.hadamard16) throw std::invalid_argument("mx_quantize_rowwise: the Hadamard transform is not supported");
-  if (!hd::quant_elem(spec.elem))
-    throw std::invalid_argument(std::string("mx_quantize_rowwise: ") + spec_of(spec.elem).name +
-                                " is not an MX element format");
-}
-
 }  // namespace
 
 size_t code_bytes(Format f) {
@@ -441,6 +398,9 @@ void launch_mx_rowwise(const Src* d_x, size_t rows, size_t cols, const QuantSpec
   if (nblk == 0) return;
   const hipStream_t s = stream_of(stream);
   const size_t rb = mx_row_bytes(spec.elem, cols);
+  if constexpr (std::is_same_v<Src, uint16_t>) {  // two elements per instruction where it applies
+    if (spec.round == RoundMode::RNE && mx_rowwise_bf16_packed(d_x, rows, cols, spec, d_data, d_scales, stream)) return;
+  }
   const bool vec = vec_rowwise_ok(d_x, cols, spec, d_data);
   with_mx_format(spec.elem, [&](auto ft) {
     constexpr Format F = decltype(ft)::value;

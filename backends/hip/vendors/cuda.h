@@ -10,6 +10,8 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #define MXSIM_GPU_VENDOR "nvidia"
 
 // Errors
@@ -76,3 +78,36 @@
 #define MXSIM_SHFL32(v, l) __shfl_sync(0xFFFFFFFFu, (v), (l), 32)
 // Orders shared-memory accesses among the 32 lanes of a warp.
 #define MXSIM_SYNCWARP() __syncwarp()
+
+// Two 16-bit lanes in one 32-bit register: the BF16 quantizer's packed path
+// (codec.hip). fma.rn.bf16x2 rounds a*b+c once, RNE (sm_80+); the u16x2
+// min/max are single instructions from sm_90 (PTX ISA 8.0), and __vmaxu2 /
+// __vminu2 compute the same on older GPUs.
+#define MXSIM_HAS_PACKED_BF16 1
+__device__ inline uint32_t mxsim_fma_bf16x2(uint32_t a, uint32_t b, uint32_t c) {
+  uint32_t d = 0;
+#ifdef __CUDA_ARCH__
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+#endif
+  return d;
+}
+__device__ inline uint32_t mxsim_max_u16x2(uint32_t a, uint32_t b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint32_t d;
+  asm("max.u16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+#else
+  return __vmaxu2(a, b);
+#endif
+}
+__device__ inline uint32_t mxsim_min_u16x2(uint32_t a, uint32_t b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint32_t d;
+  asm("min.u16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+#else
+  return __vminu2(a, b);
+#endif
+}
+#define MXSIM_BYTE_PERM(x, y, s) __byte_perm((x), (y), (s))
+

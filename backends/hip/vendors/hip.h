@@ -16,6 +16,10 @@
 // lanes run in lockstep; the fence keeps the compiler from reordering).
 #define MXSIM_SYNCWARP() (__builtin_amdgcn_fence(__ATOMIC_SEQ_CST, "wavefront"), __builtin_amdgcn_wave_barrier())
 
+// No packed BF16 FMA on CDNA2: the BF16 quantizer takes its per-element path.
+#define MXSIM_HAS_PACKED_BF16 0
+#define MXSIM_BYTE_PERM(x, y, s) __byte_perm((x), (y), (s))
+
 // Largest dynamic shared memory a block may use (bytes): HIP 5.2 reports no
 // separate opt-in limit; CDNA's LDS is 64 KiB per workgroup.
 #define MXSIM_PROP_SHARED_OPTIN(prop) ((prop).sharedMemPerBlock)

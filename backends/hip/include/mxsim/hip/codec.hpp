@@ -88,6 +88,26 @@ void mx_quantize_rowwise_device(const float* d_x, size_t rows, size_t cols, cons
 void mx_quantize_rowwise_bf16_device(const uint16_t* d_x, size_t rows, size_t cols, const QuantSpec& spec,
                                      uint8_t* d_data, uint8_t* d_scales, void* stream = nullptr);
 
+/// Columnwise MX quantization of BF16 x [rows, cols] (uint16 bit patterns,
+/// row-major): blocks of 32 consecutive elements of a column (Axis::Rows,
+/// the wgrad operands' orientation), stored transposed exactly as
+/// emu::quantize(widened x, spec, Axis::Rows) stores them: data [cols,
+/// mx_row_bytes(elem, rows)], scales [cols, ceil(rows / 32)] E8M0 bytes; SR
+/// index r * cols + c. A ragged last block counts its missing rows as zeros.
+/// Throws std::invalid_argument for the specs mx_quantize_rowwise_device
+/// refuses, and unless cols is even and d_x 4-byte aligned.
+void mx_quantize_colwise_bf16_device(const uint16_t* d_x, size_t rows, size_t cols, const QuantSpec& spec,
+                                     uint8_t* d_data, uint8_t* d_scales, void* stream = nullptr);
+/// Both orientations of BF16 x [rows, cols] with one read of x: the outputs of
+/// mx_quantize_rowwise_bf16_device (d_row_*) and of
+/// mx_quantize_colwise_bf16_device (d_col_*), bit for bit. One kernel reads x
+/// once where cols % 32 == 0, d_x and d_row_data are 16-byte aligned;
+/// otherwise the two quantizers run one after the other (x read twice), with
+/// their requirements (so cols % 8 == 0). Throws std::invalid_argument as they do.
+void mx_quantize_both_bf16_device(const uint16_t* d_x, size_t rows, size_t cols, const QuantSpec& spec,
+                                  uint8_t* d_row_data, uint8_t* d_row_scales, uint8_t* d_col_data,
+                                  uint8_t* d_col_scales, void* stream = nullptr);
+
 /// Self-check of the quantizers' one-add element encoder on this device: the
 /// number of FP32 bit patterns x (all 2^32 but the NaNs) for which
 /// encode_by_add(spec_of(f), x, scale_exp, mode) differs from
