@@ -1,5 +1,6 @@
 // mxsim-inspector [TRACE.h5 ...]                 the window, traces opened
-// mxsim-inspector --render TRACE.h5 [B.h5] -o DIR  every view as PNG + CSV, no display needed
+// mxsim-inspector --render TRACE.h5 [B.h5] -o DIR  every view of every layer as PNG + CSV, overview
+//                                                 figures and index.html, no display needed
 #include <QApplication>
 #include <QCommandLineParser>
 #include <cstdio>
@@ -25,14 +26,18 @@ int main(int argc, char** argv) {
   p.addVersionOption();
   p.addPositionalArgument("traces", "trace files (HDF5) to open; the first is the primary, the second the comparison trace",
                           "[TRACE.h5 ...]");
-  p.addOption({"render", "render every view to PNG (and its data to CSV) without a display, then exit"});
+  p.addOption({"render",
+               "render every view of every layer and operand the trace holds to PNG (and its data to CSV), overview "
+               "figures across layers (overview-*.png) and DIR/index.html listing them, without a display, then exit "
+               "(exit status 0 ok, 1 a trace cannot be read or a file written, 2 usage error)"});
   p.addOption({{"o", "out"}, "output directory of --render", "DIR", "."});
   p.addOption({"step", "trace row to show (default: the last complete step)", "N"});
-  p.addOption({"layer", "layer (embed, router, fc1, fc2, head)", "L"});
-  p.addOption({"tensor", "operand: w, x, dy, x_wgrad or dy_wgrad", "OP"});
-  p.addOption({"expert", "expert index", "E", "0"});
+  p.addOption({"layer", "layer (embed, router, fc1, fc2, head); --render: only this layer (default: every layer)", "L"});
+  p.addOption({"tensor", "operand: w, x, dy, x_wgrad or dy_wgrad; --render: only this one (default: every one held)", "OP"});
+  p.addOption({"expert", "expert index (--render default: the expert of the layer's first watched element, else 0)", "E", "0"});
   p.addOption({"element", "weight element n,k within the expert (oscillation and accumulation views)", "N,K"});
-  p.addOption({"views", "comma-separated view ids to render (curves,quant,osc,accum,compare,data)", "IDS"});
+  p.addOption({"views", "comma-separated view ids to render (curves,overview,quant,osc,accum,compare,data; default: all, "
+               "compare only with two traces)", "IDS"});
   p.addOption({"size", "window size for --render", "WxH", "1280x800"});
   p.addOption({"dataset", "--render: dataset shown by the compare and raw-data views", "NAME"});
   p.addOption({"view-only", "--render: PNG of the view without the window around it"});
@@ -69,6 +74,7 @@ int main(int argc, char** argv) {
     o.layer = p.value("layer");
     o.op = p.value("tensor");
     o.expert = p.value("expert").toInt();
+    o.expert_set = p.isSet("expert");
     if (p.isSet("element")) {
       const QStringList nk = p.value("element").split(',');
       if (nk.size() != 2) {
