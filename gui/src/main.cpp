@@ -11,12 +11,26 @@
 #include "main_window.hpp"
 #include "render.hpp"
 
+namespace {
+/// Headless modes: Qt's notes that are true of every offscreen run and say nothing about this one
+/// (the offscreen platform cannot propagate size hints; no XDG_RUNTIME_DIR on a server) are
+/// dropped, so that stderr holds only what went wrong.
+void quiet_headless(QtMsgType type, const QMessageLogContext& ctx, const QString& msg) {
+  if (msg.contains("does not support propagateSizeHints") || msg.startsWith("QStandardPaths: XDG_RUNTIME_DIR not set"))
+    return;
+  std::fprintf(stderr, "%s\n", qPrintable(qFormatLogMessage(type, ctx, msg)));
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   // Headless modes (and --help / --version, which only print) use Qt's offscreen platform
   // unless the caller chose one: the QApplication they need aborts without a display otherwise.
   for (int i = 1; i < argc; ++i)
     for (const char* o : {"--render", "--bench", "--help", "-h", "--help-all", "-?", "--version", "-v"})
-      if (std::strcmp(argv[i], o) == 0 && !std::getenv("QT_QPA_PLATFORM")) setenv("QT_QPA_PLATFORM", "offscreen", 1);
+      if (std::strcmp(argv[i], o) == 0) {
+        if (!std::getenv("QT_QPA_PLATFORM")) setenv("QT_QPA_PLATFORM", "offscreen", 1);
+        qInstallMessageHandler(quiet_headless);
+      }
   QApplication app(argc, argv);
   QApplication::setApplicationName("mxsim-inspector");
   QApplication::setApplicationVersion(MXSIM_VERSION);
