@@ -192,12 +192,20 @@ int render(const RenderOptions& o) {
     std::fprintf(stderr, "mxsim-inspector: cannot create the output folder %s\n", qPrintable(o.out_dir));
     return 1;
   }
+  QString default_layer = m.layers.empty() ? QString("fc1") : m.layers.front().name;  // the first quantized one
+  for (auto it = m.layers.rbegin(); it != m.layers.rend(); ++it)
+    if (it->quantized) default_layer = it->name;
   std::vector<ReportImage> images;
   const std::vector<Target> targets = plan(o, m, st->traces()->size(), row);
   auto write_view = [&](const Target& t) {
     View* v = w.view(t.view);
     st->setStep(t.row >= 0 ? t.row : row);
-    if (!t.layer.isEmpty()) {
+    if (t.layer.isEmpty()) {  // the views of no layer (compare, data) follow the options as given
+      st->setLayer(o.layer.isEmpty() ? default_layer : o.layer);
+      st->setOperand(o.op.isEmpty() ? QString("w") : o.op);
+      st->setExpert(o.expert);
+      if (o.elem_n >= 0) st->setElement(o.elem_n, o.elem_k);
+    } else {
       st->setLayer(t.layer);
       st->setOperand(t.op);
       int g = 0, n = -1, k = -1;
