@@ -35,7 +35,9 @@ uint64_t memory_limit(std::string& source) {
         t.pop_back();
       }
     }
-    const int64_t v = parse_int("MXSIM_MEMORY_LIMIT", t, 1, INT64_MAX / int64_t(1ull << 40));
+    // the bound of the count is the unit's: a plain byte count may be any int64 (4294967296), a T
+    // count at most what fits in int64 bytes
+    const int64_t v = parse_int("MXSIM_MEMORY_LIMIT", t, 1, INT64_MAX / int64_t(mul));
     return uint64_t(v) * mul;
   }
   std::ifstream f("/proc/meminfo");

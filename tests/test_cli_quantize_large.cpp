@@ -1,8 +1,9 @@
 // Tensors of more than 2^31 elements, without allocating them: `mxsim quantize` refuses an input
-// whose quantization would not fit in memory, streamed or read whole, before reading any data (a
-// sparse file whose header claims 2^31 + 2^16 F32 elements), naming the size and the limit; truncated and overflowing
-// headers are clear errors; the index arithmetic of the quantizer (logical index, Philox counter)
-// is 64-bit.
+// whose quantization would not fit under the memory limit, streamed or read whole, before reading
+// any data (a sparse file whose header claims 2^31 + 2^16 F32 elements), naming the size and the
+// limit; truncated and overflowing headers are clear errors; the index arithmetic of the
+// quantizer (logical index, Philox counter) is 64-bit. (Such tensors quantized end to end, where
+// the memory is there: test_cli_quantize_2to31.cpp.)
 #include <gtest/gtest.h>
 
 #include <Random123/philox.h>
@@ -22,7 +23,7 @@ namespace fs = std::filesystem;
 
 using mxsim::test::EnvVar;
 
-TEST(CliQuantizeLarge, SparseFileAbove2To31ElementsIsRefusedNamingSizeAndLimit) {
+TEST(CliQuantizeLarge, SparseFileAbove2To31ElementsOverTheMemoryLimitIsRefusedNamingSizeAndLimit) {
   CliSandbox s;
   const uint64_t rows = 65536, cols = 32769, n = rows * cols;  // 2^31 + 2^16 elements, 8 GiB of F32
   ASSERT_GT(n, uint64_t(1) << 31);
@@ -97,6 +98,34 @@ TEST(CliQuantizeLarge, SparseFileAbove2To31ElementsIsRefusedNamingSizeAndLimit) 
   const auto r2 = s.mxsim("quantize --recipe mxfp8 big.npy -o q");
   EXPECT_EQ(r2.rc, 2) << r2.err;
   EXPECT_NE(r2.err.find("MXSIM_MEMORY_LIMIT"), std::string::npos) << r2.err;
+}
+
+// MXSIM_MEMORY_LIMIT is a byte count, optionally with a binary suffix: a plain count above 8 MiB
+// (2^23) is a limit like any other, and the bound of the count is its unit's (int64 bytes in all).
+TEST(CliQuantizeLarge, MemoryLimitIsBytesOrBinarySuffixed) {
+  CliSandbox s;
+  const uint64_t rows = 65536, cols = 32769, n = rows * cols;
+  const std::string h = npy_bytes("<f4", "(" + std::to_string(rows) + ", " + std::to_string(cols) + ")", "");
+  fs::resize_file(s.put("big.npy", h), h.size() + 4 * n);
+  s.put("small.npy", npy_bytes("<f4", "(4, 32)", std::string(4 * 4 * 32, '\0')));
+  {  // 2 GiB as bytes refuses the 3.9 GiB tensor as "2G" does
+    const EnvVar lim("MXSIM_MEMORY_LIMIT", "2147483648");
+    const auto r = s.mxsim("quantize --recipe mxfp8 big.npy -o q");
+    EXPECT_EQ(r.rc, 1) << r.err;
+    EXPECT_NE(r.err.find("needs 3.9 GiB (4160251947 bytes) of memory to quantize streamed"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("above the limit of 2.0 GiB (2147483648 bytes) (MXSIM_MEMORY_LIMIT)"), std::string::npos) << r.err;
+  }
+  for (const char* ok : {"17179869184", "9223372036854775807", "8388607T", "16g"}) {  // admitted
+    const EnvVar lim("MXSIM_MEMORY_LIMIT", ok);
+    const auto r = s.mxsim("quantize --recipe mxfp8 small.npy -o /dev/null");
+    EXPECT_EQ(r.rc, 0) << ok << ": " << r.err;
+  }
+  for (const char* bad : {"0", "8388608T", "9223372036854775808", "-1G", "1.5G", "G"}) {  // usage errors
+    const EnvVar lim("MXSIM_MEMORY_LIMIT", bad);
+    const auto r = s.mxsim("quantize --recipe mxfp8 small.npy -o /dev/null");
+    EXPECT_EQ(r.rc, 2) << bad << ": " << r.err;
+    EXPECT_NE(r.err.find("MXSIM_MEMORY_LIMIT"), std::string::npos) << bad << ": " << r.err;
+  }
 }
 
 // A header claiming a huge shape in a short file, or a shape whose byte count overflows: clear

@@ -6,9 +6,11 @@
 #include <QElapsedTimer>
 #include <QTemporaryDir>
 #include <QTest>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "mxsim/backend_select.hpp"
 #include "mxsim/emu/backend_emu.hpp"
 #include "mxsim/sim/config.hpp"
 #include "mxsim/sim/trainer.hpp"
@@ -26,8 +28,26 @@ inline std::vector<std::string> tiny_overrides(std::vector<std::string> extra = 
                                 "batch.num_microbatches=4", "optim.warmup_steps=2",  "deosc.period=2",
                                 "deosc.start_step=1",     "deosc.ratio=1.0",         "trace.snapshot_layers=[\"fc1\"]",
                                 "trace.snapshot_steps=[2, 4]"};  // global steps: trace rows 1 and 3
+  // $MXSIM_DATA_DIR: the Fashion-MNIST folder on a machine without the Debian package (the GPU
+  // machine's bundle, scripts/gpu-gui-pack.sh: the first 2048 training and 500 test images are
+  // all these runs read)
+  if (const char* d = std::getenv("MXSIM_DATA_DIR"); d && *d) s.push_back("run.data_dir=\"" + std::string(d) + "\"");
   s.insert(s.end(), extra.begin(), extra.end());
   return s;
+}
+
+/// The `mxsim` CLI the tests start in another process: $MXSIM_CLI when set (a bundle whose
+/// binaries moved), else the one of this build tree.
+inline QString mxsim_cli() {
+  if (const char* c = std::getenv("MXSIM_CLI"); c && *c) return QString::fromLocal8Bit(c);
+  return QString(MXSIM_BINARY_DIR) + "/cli/mxsim";
+}
+
+/// "" when the GPU backend can train here (this build has it and a usable GPU is present), else
+/// the reason: the runtime's, as `mxsim train --backend hip` gives it.
+inline QString no_gpu_reason() {
+  std::string why;
+  return mxsim::gpu_backend_usable(&why) ? QString() : QString::fromStdString("no usable GPU: " + why);
 }
 
 inline mxsim::sim::Config tiny(std::vector<std::string> extra = {}) {

@@ -1,11 +1,13 @@
 // Live follow: a trace still being written (HDF5 SWMR) updates in the window
 // as steps arrive, from a writer thread in this process and from `mxsim train`
-// in another process (rows seen while that process still ran); "follow latest step" keeps the
-// scrubber on the newest step.
+// in another process on the emulator and, where a usable GPU is present, on the
+// GPU backend (rows seen while that process still ran); "follow latest step"
+// keeps the scrubber on the newest step.
 #include <QFile>
 #include <QFileInfo>
 #include <QProcess>
 #include <QTest>
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <thread>
@@ -15,6 +17,7 @@
 
 #include "gui_test_util.hpp"
 #include "main_window.hpp"
+#include "mxsim/trace/compare.hpp"
 #include "mxsim/trace/writer.hpp"
 #include "view_curves.hpp"
 
@@ -73,19 +76,23 @@ class GuiFollow : public QObject {
     for (int i = 0; i < 40; ++i) QCOMPARE(v[i], 1.0 / double(i + 1));
   }
 
-  // The writer is a separate `mxsim train` process. It runs in short bursts (SIGCONT ... SIGSTOP)
-  // until the window has seen rows; then, with the writer stopped and provably alive, the rows
-  // the window shows must be more than 0 and fewer than the run's: they arrived while the
-  // process ran, not after it ended.
-  void mxsimTrainInAnotherProcess() {
-    constexpr int kSteps = 60;
-    const QString path = dir_.filePath("proc.h5");
-    const std::vector<std::string> cfg = {"run.epochs=4", "run.max_steps=" + std::to_string(kSteps)};
-    QStringList args = {"train", "--threads", "1", "--trace", path};
+ private:
+  // The writer is a separate `mxsim train --backend BACKEND` process. It runs in short bursts
+  // (SIGCONT ... SIGSTOP, from burst_ms long) until the window has seen rows; then, with the writer
+  // stopped and provably alive, the rows the window shows must be more than 0 and fewer than the
+  // run's: they arrived while the process ran, not after it ended. The finished trace equals, bit
+  // for bit, the emulator's run of the same config in this process (the GPU backend computes the
+  // emulator's bits: docs/gpu.md).
+  void followProcess(const QString& backend, int steps, int burst_ms) {
+    const QString path = dir_.filePath("proc." + backend + ".h5");
+    // 16 steps per epoch
+    const std::vector<std::string> cfg = {"run.epochs=" + std::to_string((steps + 15) / 16),
+                                          "run.max_steps=" + std::to_string(steps)};
+    QStringList args = {"train", "--backend", backend, "--threads", "1", "--trace", path};
     for (const auto& s : guitest::tiny_overrides(cfg)) args << "--set" << QString::fromStdString(s);
     QProcess p;
-    p.start(QString(MXSIM_BINARY_DIR) + "/cli/mxsim", args);
-    QVERIFY(p.waitForStarted(10000));
+    p.start(guitest::mxsim_cli(), args);
+    QVERIFY2(p.waitForStarted(10000), qPrintable(guitest::mxsim_cli() + ": " + p.errorString()));
     const pid_t pid = pid_t(p.processId());
     // the process state letter of /proc/<pid>/stat: 'T' stopped, 'Z' exited, ...
     auto state = [pid] {
@@ -99,9 +106,13 @@ class GuiFollow : public QObject {
       ::kill(pid, SIGSTOP);
       QTRY_VERIFY_WITH_TIMEOUT(state() == 'T' || state() == 'Z' || state() == '?', 5000);
     };
-    QTRY_VERIFY_WITH_TIMEOUT(QFileInfo::exists(path) || p.state() == QProcess::NotRunning, 60000);
+    // polled every millisecond, not QTRY's 50: a GPU writer appends rows fast
+    QElapsedTimer appear;
+    appear.start();
+    while (!QFileInfo::exists(path) && state() != 'Z' && state() != '?' && appear.elapsed() < 60000)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     stop();
-    QVERIFY2(state() == 'T', "the writer ended before its trace appeared");
+    QVERIFY2(state() == 'T', qPrintable("the writer ended before its trace appeared: " + p.readAllStandardError()));
     QVERIFY2(QFileInfo::exists(path), p.readAllStandardError().constData());
     MainWindow w;
     w.resize(1280, 800);
@@ -112,31 +123,52 @@ class GuiFollow : public QObject {
     QVERIFY(d->following());
     QElapsedTimer t;
     t.start();
-    while (d->steps() == 0 && t.elapsed() < 120000) {  // bursts of ~30 ms until rows show
+    // bursts until rows show, each twice the last up to 4 * burst_ms (the writer's start-up,
+    // e.g. loading GPU kernels, may take more than a few)
+    for (int ms = burst_ms; d->steps() == 0 && t.elapsed() < 120000; ms = std::min(2 * ms, 4 * burst_ms)) {
       ::kill(pid, SIGCONT);
-      QTest::qWait(30);
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
       stop();
       QVERIFY2(state() == 'T', "the writer ended before the window saw a row (it must run longer)");
       QTest::qWait(600);  // the follow poll (2 Hz) catches up with the stopped writer
     }
     const uint64_t seen_while_running = d->steps();
-    qInfo("rows seen while the writer ran: %llu of %d", (unsigned long long)seen_while_running, kSteps);
+    qInfo("%s: rows seen while the writer ran: %llu of %d", qPrintable(backend), (unsigned long long)seen_while_running,
+          steps);
     QVERIFY2(state() == 'T', "the writer is stopped, alive, while the rows were counted");
     ::kill(pid, SIGCONT);
     QVERIFY(p.waitForFinished(120000));
     QCOMPARE(p.exitStatus(), QProcess::NormalExit);
-    QCOMPARE(p.exitCode(), 0);
-    QTRY_COMPARE_WITH_TIMEOUT(d->steps(), uint64_t(kSteps), 10000);
-    QVERIFY2(seen_while_running > 0 && seen_while_running < uint64_t(kSteps),
-             qPrintable(QString("rows seen while the writer ran: %1 of %2").arg(seen_while_running).arg(kSteps)));
-    QTRY_COMPARE_WITH_TIMEOUT(w.state()->step(), qint64(kSteps - 1), 5000);
-    // same config, same bits: the in-process run is the oracle of the other process's trace
-    const auto res = guitest::write_trace(guitest::tiny(cfg), dir_.filePath("oracle.h5"));
+    QVERIFY2(p.exitCode() == 0, p.readAllStandardError().constData());
+    QTRY_COMPARE_WITH_TIMEOUT(d->steps(), uint64_t(steps), 10000);
+    QVERIFY2(seen_while_running > 0 && seen_while_running < uint64_t(steps),
+             qPrintable(QString("rows seen while the writer ran: %1 of %2").arg(seen_while_running).arg(steps)));
+    QTRY_COMPARE_WITH_TIMEOUT(w.state()->step(), qint64(steps - 1), 5000);
+    // same config, same bits: the emulator's run in this process is the oracle of the other
+    // process's trace, its losses as the window shows them and every dataset
+    const QString oracle = dir_.filePath("oracle." + backend + ".h5");
+    const auto res = guitest::write_trace(guitest::tiny(cfg), oracle);
     auto* c = static_cast<CurvesView*>(w.view("curves"));
     w.showView("curves");
-    QTRY_COMPARE_WITH_TIMEOUT(c->values(d, "/train/loss").size(), kSteps, 10000);
+    QTRY_COMPARE_WITH_TIMEOUT(c->values(d, "/train/loss").size(), steps, 10000);
     const QVector<double> v = c->values(d, "/train/loss");
-    for (int i = 0; i < kSteps; ++i) QVERIFY(std::memcmp(&v[i], &res.losses[size_t(i)], sizeof(double)) == 0);
+    for (int i = 0; i < steps; ++i) QVERIFY(std::memcmp(&v[i], &res.losses[size_t(i)], sizeof(double)) == 0);
+    const auto cmp = mxsim::trace::compare(path.toStdString(), oracle.toStdString());
+    QVERIFY2(cmp.identical(), cmp.first_difference
+                                  ? qPrintable(QString("first difference at step %1 in %2")
+                                                   .arg(cmp.first_difference->step)
+                                                   .arg(QString::fromStdString(cmp.first_difference->dataset)))
+                                  : "datasets or steps differ");
+    QCOMPARE(cmp.steps_compared, uint64_t(steps));
+  }
+
+ private slots:
+  void mxsimTrainInAnotherProcess() { followProcess("emu", 60, 30); }
+
+  // `mxsim train --backend hip`: more steps and shorter bursts, its steps are fast
+  void mxsimTrainOnGpuInAnotherProcess() {
+    if (const QString why = guitest::no_gpu_reason(); !why.isEmpty()) QSKIP(qPrintable(why));
+    followProcess("hip", 320, 5);
   }
 };
 
