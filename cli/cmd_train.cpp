@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -168,35 +170,28 @@ int run_train(const Args& args, const sim::ProcessPlace* place) {
     print_help(stdout, help, d);
     return kExitOk;
   }
-  if (stop_after < 0) {  // before anything starts (a GPU backend included)
-    std::fprintf(stderr, "mxsim train: --stop-after %lld: must be >= 0\n", static_cast<long long>(stop_after));
-    return 2;
-  }
+  // Usage errors (UsageError: "mxsim train: usage error: ..." and the --help pointer, exit 2)
+  // are found before anything starts, a GPU backend included.
+  if (stop_after < 0) throw UsageError("--stop-after " + std::to_string(stop_after) + ": must be >= 0");
   // Worker threads: at most the online cores (more only oversubscribe them; 20000 threads
   // drove the load average to ~1900) unless --force-threads, and never above kMaxThreads
   // (libgomp allocates per-thread state up front: 2^31 threads ran it out of memory).
   constexpr int64_t kMaxThreads = 1024;
   const int64_t cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
   if (threads < 0 || threads > kMaxThreads || (threads > cores && !force_threads)) {
+    const std::string t = "--threads " + std::to_string(threads) + ": ";
     if (force_threads || threads < 0)
-      std::fprintf(stderr, "mxsim train: --threads %lld: expected 0 (all cores) or 1 to %lld (%s)\n", (long long)threads,
-                   (long long)(force_threads ? kMaxThreads : cores),
-                   force_threads ? "the bound with --force-threads" : "the online cores");
-    else
-      std::fprintf(stderr,
-                   "mxsim train: --threads %lld: more than the %lld online cores (expected 0 = all cores, or 1 to "
-                   "%lld); --force-threads allows up to %lld\n",
-                   (long long)threads, (long long)cores, (long long)cores, (long long)kMaxThreads);
-    return 2;
+      throw UsageError(t + "expected 0 (all cores) or 1 to " + std::to_string(force_threads ? kMaxThreads : cores) +
+                       (force_threads ? " (the bound with --force-threads)" : " (the online cores)"));
+    throw UsageError(t + "more than the " + std::to_string(cores) + " online cores (expected 0 = all cores, or 1 to " +
+                     std::to_string(cores) + "); --force-threads allows up to " + std::to_string(kMaxThreads));
   }
   if (threads == 0) threads = cores;
   std::string text = sim::default_config_text(), source = "default config";
   if (!config.empty()) {
     std::ifstream f(config);
-    if (!f) {
-      std::fprintf(stderr, "mxsim train: cannot read config '%s'\n", config.c_str());
-      return 2;
-    }
+    // a missing input file is a runtime / data error (exit 1), as for every command
+    if (!f) throw std::runtime_error("--config " + config + ": cannot read: " + std::strerror(errno));
     std::stringstream ss;
     ss << f.rdbuf();
     text = ss.str();
@@ -206,8 +201,7 @@ int run_train(const Args& args, const sim::ProcessPlace* place) {
   try {
     cfg = sim::parse_config(text, sets, source);
   } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "mxsim train: bad config: %s\n", e.what());
-    return 2;
+    throw UsageError(std::string("bad config: ") + e.what());  // a key or value of the run's configuration
   }
   if (print_config) {
     std::cout << sim::to_toml(cfg);
@@ -233,11 +227,9 @@ int run_train(const Args& args, const sim::ProcessPlace* place) {
         };
         std::error_code ec;
         const bool same = norm(a) == norm(b) || (fs::exists(a, ec) && fs::exists(b, ec) && fs::equivalent(a, b, ec));
-        if (same) {
-          std::fprintf(stderr, "mxsim train: %s '%s' and %s '%s' are the same file; give them different paths\n",
-                       paths[i].first, a.c_str(), paths[j].first, b.c_str());
-          return 2;
-        }
+        if (same)
+          throw UsageError(std::string(paths[i].first) + " '" + a + "' and " + paths[j].first + " '" + b +
+                           "' are the same file; give them different paths");
       }
   }
   // One process per rank (mxsim launch): the GPU of the rank, and NCCL between the processes.
@@ -265,15 +257,10 @@ int run_train(const Args& args, const sim::ProcessPlace* place) {
     }
   } else if (backend == "emu" || backend == "hip") {
     be = make_backend(backend, &why);
-    if (!be) {
-      const std::string who =
-          place ? "rank " + std::to_string(place->rank) + " of " + std::to_string(place->size) + ": " : "";
-      std::fprintf(stderr, "mxsim train: %s--backend %s: %s\n", who.c_str(), backend.c_str(), why.c_str());
-      return 1;
-    }
+    // a runtime condition, not a usage error (cmd_train names the rank in process mode)
+    if (!be) throw std::runtime_error("--backend " + backend + ": " + why);
   } else {
-    std::fprintf(stderr, "mxsim train: unknown --backend '%s' (expected auto, emu or hip)\n", backend.c_str());
-    return 2;
+    throw UsageError("unknown --backend '" + backend + "' (expected auto, emu or hip)");
   }
   std::unique_ptr<sim::Comm> comm;  // before the profiler wraps be: NCCL needs the hip backend itself
   if (place) comm = join_ranks(*place, *be);
@@ -284,10 +271,8 @@ int run_train(const Args& args, const sim::ProcessPlace* place) {
     profiler = p.get();
     be = std::move(p);
   }
-  if (!be->supports_training()) {  // per-op capability (Backend::supports)
-    std::fprintf(stderr, "mxsim train: backend %s does not implement every training-step op\n", be->name().c_str());
-    return 2;
-  }
+  if (!be->supports_training())  // per-op capability (Backend::supports): the build's, not the command line's
+    throw std::runtime_error("backend " + be->name() + " does not implement every training-step op");
   std::FILE* log = json ? stderr : stdout;  // --json: stdout holds the JSON summary only
   const bool tty = isatty(fileno(log));
   sim::TrainOptions opt;

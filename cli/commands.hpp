@@ -17,5 +17,6 @@ int cmd_dequantize(const Args& args);
 int cmd_cast(const Args& args);
 int cmd_verify(const Args& args);
 int cmd_launch(const Args& args);
+int cmd_report(const Args& args);
 
 }  // namespace mxsim::cli

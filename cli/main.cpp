@@ -23,6 +23,7 @@ const std::map<std::string, Command>& commands() {
       {"info", {mxsim::cli::cmd_info, "version, build options, backends present"}},
       {"launch", {mxsim::cli::cmd_launch, "start one process per GPU for a multi-process run (-n P -- train ...)"}},
       {"quantize", {mxsim::cli::cmd_quantize, "quantize .npy/.safetensors tensors or checkpoints, print error statistics"}},
+      {"report", {mxsim::cli::cmd_report, "PNG plots of a trace (curves, per-layer SQNR, saturation, oscillations) without a display"}},
       {"train", {mxsim::cli::cmd_train, "train the MoE classifier on Fashion-MNIST, write an HDF5 trace"}},
       {"verify", {mxsim::cli::cmd_verify, "check a backend (the GPU) against the emulator op by op, bit for bit"}},
   };

@@ -40,7 +40,7 @@ if(HELP2MAN_EXECUTABLE)
                      COMMAND ${HELP2MAN_EXECUTABLE} --no-info --name "bit-exact low-precision training numerics"
                              --output ${_man}/mxsim.1 $<TARGET_FILE:mxsim>
                      DEPENDS mxsim VERBATIM)
-  foreach(c cast compare dequantize gemm info launch quantize train verify)
+  foreach(c cast compare dequantize gemm info launch quantize report train verify)
     add_custom_command(OUTPUT ${_man}/mxsim-${c}.1
                        COMMAND ${CMAKE_COMMAND} -E make_directory ${_man}
                        COMMAND ${HELP2MAN_EXECUTABLE} --no-info --no-discard-stderr --name "mxsim ${c}"

@@ -106,7 +106,7 @@ first=$(grep -m1 '^first_difference' "$OUT/render-compare/compare.csv" 2>/dev/nu
 r7=0; [[ "$first" == "first_difference,,-1,"* ]] || r7=1
 r8=0; [ "$pngs" -ge 6 ] && [ -z "$csv_diff" ] || r8=1
 rc=$((rc | r4 | r5 | r6 | r7 | r8))
-echo "- --render of the GPU trace: exit $r4, $pngs PNGs over 10 KiB (6 views); CSVs differing from the emulator trace's render: ${csv_diff:-none}" >>"$summary"
+echo "- --render of the GPU trace: exit $r4, $pngs PNGs over 10 KiB (every view of every layer, and the overviews); CSVs differing from the emulator trace's render: ${csv_diff:-none}" >>"$summary"
 echo "- --render hip/run.h5 emu/run.h5 --views compare: exit $r6, compare.csv: ${first:-missing} ($([ $r7 = 0 ] && echo 'no difference' || echo 'DIFFERENCE'))" >>"$summary"
 for f in "$work"/*.log "$work"/*.txt; do echo "==== $f"; tail -25 "$f"; done >"$OUT/gui-runs.txt"
 echo "gpu-gui-device-run: exit $rc" | tee -a "$summary"

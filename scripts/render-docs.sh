@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Renders every view of mxsim-inspector on real default-run traces into
-# docs/images/ (PNG, 1280x800) under Xvfb with Qt's xcb platform.
+# Renders every view of mxsim-inspector and the report's SQNR overview on real
+# default-run traces into docs/images/ (PNG, 1280x800) under Xvfb with Qt's xcb platform.
 #
 #   scripts/render-docs.sh            # writes the traces below if missing, then renders
 #
@@ -30,10 +30,19 @@ OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 render() { xvfb-run -a -s "-screen 0 1280x800x24" env QT_QPA_PLATFORM=xcb "$INSPECTOR" --render "$@" -o "$OUT"; }
 render "$DEFAULT" --views curves,quant,data --step 300 --layer fc1 --tensor w --dataset /train/tokens_per_expert
+# the report's overview across layers (what `mxsim report` writes as overview-sqnr.png)
+render "$DEFAULT" --views overview
 # the oscillation view on a watched element (trace.watch_elements: its timeline has every step)
 render "$DEFAULT" --views osc --step 300 --layer fc1 --expert 0 --element 0,1
 render "$DEFAULT" --views accum --step 300 --layer fc1 --expert 2
 render build/docs/short_a.h5 build/docs/short_b.h5 --views compare --step 1 --layer fc1 --expert 6 \
   --dataset /snap/fc1/master
-for v in curves quant osc accum compare data; do cp "$OUT/$v.png" "docs/images/inspector-$v.png"; done
-echo "docs/images/inspector-{curves,quant,osc,accum,compare,data}.png written"
+# file names of --render: view, layer, tensor
+cp "$OUT/curves.png" docs/images/inspector-curves.png
+cp "$OUT/quant-fc1-w.png" docs/images/inspector-quant.png
+cp "$OUT/osc-fc1.png" docs/images/inspector-osc.png
+cp "$OUT/accum-fc1.png" docs/images/inspector-accum.png
+cp "$OUT/compare.png" docs/images/inspector-compare.png
+cp "$OUT/data.png" docs/images/inspector-data.png
+cp "$OUT/overview-sqnr.png" docs/images/report-overview-sqnr.png
+echo "docs/images/inspector-{curves,quant,osc,accum,compare,data}.png and report-overview-sqnr.png written"

@@ -16,7 +16,7 @@ using mxsim::test::npy_bytes;
 
 namespace {
 // The commands of this CLI whose --help follows the common format.
-const char* kCommands[] = {"cast", "compare", "dequantize", "gemm", "info", "quantize", "verify"};
+const char* kCommands[] = {"cast", "compare", "dequantize", "gemm", "info", "launch", "quantize", "report", "train", "verify"};
 
 std::string row32() {
   std::vector<float> v(32);

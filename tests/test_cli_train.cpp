@@ -133,17 +133,27 @@ TEST(CliTrain, BadInputNamedNonZeroNoTrace) {
       {"--set model.top_k=9", 2, {"'model.top_k'", "model.experts"}},
       {"--set batch.num_microbatches=3", 2, {"'batch.num_microbatches'", "divisor"}},
       {"--set batch.global_batch=1024 --set run.train_limit=512", 1, {"batch.global_batch", "larger than the training set"}},
-      {"--config /nonexistent/x.toml", 2, {"/nonexistent/x.toml"}},
+      // a missing input file: a runtime / data error, as for every command (docs/cli.md)
+      {"--config /nonexistent/x.toml", 1, {"mxsim train: error: --config /nonexistent/x.toml: cannot read: No such file"}},
       {"--bogus", 2, {"--bogus"}},
+      {"--stop-after -1", 2, {"mxsim train: usage error: --stop-after -1: must be >= 0"}},
       {"--backend nope", 2, {"--backend 'nope'", "expected auto, emu or hip"}},
   };
 #ifndef MXSIM_HAVE_GPU
   // A CPU-only build has no GPU backend: exit 1 with the runtime's reason (cmd_train.cpp).
-  cases.push_back({"--backend hip", 1, {"mxsim train: --backend hip: ", "without a GPU backend"}});
+  cases.push_back({"--backend hip", 1, {"mxsim train: error: --backend hip: ", "without a GPU backend"}});
 #endif
   for (const Case& c : cases) {
     const CliRun r = mxsim_train(std::string(kSmall) + c.args + " --trace '" + trace + "'");
     EXPECT_EQ(r.rc, c.rc) << c.args << "\n" << r.out;
+    // docs/cli.md's one format: exit 2 "mxsim train: usage error: ..." and the --help pointer,
+    // exit 1 "mxsim train: error: ..."
+    if (c.rc == 2) {
+      EXPECT_TRUE(has(r.out, "mxsim train: usage error: ")) << c.args << "\n" << r.out;
+      EXPECT_TRUE(has(r.out, "(mxsim train --help lists the options)")) << c.args << "\n" << r.out;
+    } else {
+      EXPECT_TRUE(has(r.out, "mxsim train: error: ")) << c.args << "\n" << r.out;
+    }
     for (const auto& w : c.want) EXPECT_TRUE(has(r.out, w)) << c.args << ": wants '" << w << "'\n" << r.out;
     EXPECT_FALSE(has(r.out, "summary:")) << c.args;
     EXPECT_FALSE(std::filesystem::exists(trace)) << c.args << ": a trace was left behind";
@@ -162,7 +172,7 @@ TEST(CliTrain, BackendHipWithoutGpuExitsOneWithTheReason) {
   const std::string trace = tmp("nogpu.h5");
   const CliRun r = mxsim_train(std::string(kSmall) + " --backend hip --trace '" + trace + "'");
   EXPECT_EQ(r.rc, 1) << r.out;
-  EXPECT_TRUE(has(r.out, "mxsim train: --backend hip: ")) << r.out;
+  EXPECT_TRUE(has(r.out, "mxsim train: error: --backend hip: ")) << r.out;
   EXPECT_FALSE(has(r.out, "summary:"));
   EXPECT_FALSE(std::filesystem::exists(trace));
   const CliRun a = mxsim_train(std::string(kSmall) + " --set run.max_steps=1 --backend auto");
@@ -195,6 +205,8 @@ TEST(CliTrain, ThreadsBoundedByCores) {
   for (const Case& c : cases) {
     const CliRun r = mxsim_train(small + c.args);
     EXPECT_EQ(r.rc, 2) << c.args << "\n" << r.out;
+    EXPECT_TRUE(has(r.out, "mxsim train: usage error: --threads ")) << c.args << "\n" << r.out;
+    EXPECT_TRUE(has(r.out, "(mxsim train --help lists the options)")) << c.args << "\n" << r.out;
     for (const auto& w : c.want) EXPECT_TRUE(has(r.out, w)) << c.args << ": wants '" << w << "'\n" << r.out;
     EXPECT_FALSE(has(r.out, "mxsim train: backend")) << c.args << ": started\n" << r.out;
   }
@@ -231,6 +243,7 @@ TEST(CliTrain, SamePathForTwoRolesRefused) {
   for (const Case& c : cases) {
     const CliRun r = mxsim_train(std::string(kSmall) + c.args);
     EXPECT_EQ(r.rc, 2) << c.args << "\n" << r.out;
+    EXPECT_TRUE(has(r.out, "mxsim train: usage error: ")) << c.args << "\n" << r.out;
     for (const auto& w : c.want) EXPECT_TRUE(has(r.out, w)) << c.args << ": wants '" << w << "'\n" << r.out;
     EXPECT_FALSE(has(r.out, "summary:")) << c.args;
     std::ifstream in(f);

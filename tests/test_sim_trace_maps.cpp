@@ -301,8 +301,10 @@ TEST(SimTraceMaps, ElementMapsAgreeWithTheSeries) {
 }
 
 // The trace reads without the docs: every dataset carries `units` and a
-// `description` (trace::schema::describe), every per-step series the row
-// convention (`rows`) and /train/step as the dimension scale of its row axis.
+// `description` (trace::schema::describe), every per-step series (/steps too) the row
+// convention (`rows`) and /train/step as the dimension scale of its row axis, every snapshot
+// its own row convention and /snapshot_rows (the trace rows of its `steps` attribute) as
+// the dimension scale of its row axis.
 TEST(SimTraceMaps, EveryDatasetSaysWhatItHolds) {
   const hid_t f = H5Fopen(run().trace.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   ASSERT_GE(f, 0);
@@ -338,15 +340,34 @@ TEST(SimTraceMaps, EveryDatasetSaysWhatItHolds) {
   const hid_t step = H5Dopen(f, schema::kTrainStep, H5P_DEFAULT);
   ASSERT_GE(step, 0);
   EXPECT_GT(H5DSis_scale(step), 0);
-  size_t series = 0;
+  // the snapshots' row scale: one list of steps in this run ({1, 4, 8} global: rows 0, 3, 7)
+  const hid_t rows = H5Dopen(f, schema::kSnapshotRows, H5P_DEFAULT);
+  ASSERT_GE(rows, 0);
+  EXPECT_GT(H5DSis_scale(rows), 0);
+  int64_t row_values[3] = {};
+  const hid_t rows_space = H5Dget_space(rows);
+  ASSERT_EQ(H5Sget_simple_extent_npoints(rows_space), 3);
+  H5Sclose(rows_space);
+  ASSERT_GE(H5Dread(rows, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, row_values), 0);
+  EXPECT_EQ(std::vector<int64_t>(row_values, row_values + 3), (std::vector<int64_t>{0, 3, 7}));
+  EXPECT_EQ(H5Lexists(f, schema::snapshot_rows_scale(1).c_str(), H5P_DEFAULT), 0);  // no second list
+  size_t series = 0, snapshots = 0;
+  bool saw_steps = false;
   for (const std::string& n : names) {
-    if (n == schema::kSteps) continue;  // the completion counter
     const hid_t d = H5Dopen(f, n.c_str(), H5P_DEFAULT);
     ASSERT_GE(d, 0) << n;
     EXPECT_FALSE(attr(d, "units").empty()) << n;
     EXPECT_FALSE(attr(d, "description").empty()) << n;
-    if (n.rfind("/snap/", 0) != 0) {
+    if (n == schema::kSnapshotRows) {
+      EXPECT_EQ(attr(d, "units"), "row");
+    } else if (n.rfind("/snap/", 0) == 0) {
+      ++snapshots;
+      EXPECT_EQ(attr(d, "rows"), schema::kSnapshotRowConvention) << n;
+      EXPECT_GT(H5DSis_attached(d, rows, 0), 0) << n;
+      EXPECT_EQ(H5DSget_num_scales(d, 0), 1) << n;
+    } else {
       ++series;
+      saw_steps = saw_steps || n == schema::kSteps;
       EXPECT_EQ(attr(d, "rows"), schema::kRowConvention) << n;
       if (n != schema::kTrainStep) {
         EXPECT_GT(H5DSis_attached(d, step, 0), 0) << n;
@@ -354,10 +375,18 @@ TEST(SimTraceMaps, EveryDatasetSaysWhatItHolds) {
     }
     H5Dclose(d);
   }
+  EXPECT_TRUE(saw_steps);
   EXPECT_GT(series, 30u);
+  EXPECT_GT(snapshots, 20u);
+  const hid_t counter = H5Dopen(f, schema::kSteps, H5P_DEFAULT);
+  EXPECT_EQ(attr(counter, "units"), "row");
+  H5Dclose(counter);
   char label[64] = {};
   H5DSget_scale_name(step, label, sizeof label);
   EXPECT_STREQ(label, schema::kStepScaleName);
+  H5DSget_scale_name(rows, label, sizeof label);
+  EXPECT_STREQ(label, schema::kSnapshotScaleName);
+  H5Dclose(rows);
   H5Dclose(step);
   H5Fclose(f);
 }

@@ -17,6 +17,7 @@
 
 #include "mxsim/trace/histogram.hpp"
 #include <hdf5.h>
+#include <hdf5_hl.h>
 
 #include "mxsim/trace/reader.hpp"
 #include "mxsim/trace/schema.hpp"
@@ -26,6 +27,7 @@
 extern char** environ;
 namespace fs = std::filesystem;
 using namespace mxsim::trace;
+namespace schema = mxsim::trace::schema;
 
 namespace {
 fs::path temp_dir() { return mxsim::test::make_temp_dir("trace"); }
@@ -252,6 +254,10 @@ TEST(TraceWriter, DeclareErrorsRemoveThePartialFile) {
   }
   {
     Writer w(f, "", make_provenance("emu", 1));
+    EXPECT_THROW(w.declare_snapshot(schema::kSnapshotRows, DType::f32, {2}, {0}), TraceError);  // reserved
+  }
+  {
+    Writer w(f, "", make_provenance("emu", 1));
     EXPECT_THROW(w.declare_snapshot("/s", DType::f32, {2}, {3, 3}), TraceError);
   }
   {
@@ -289,6 +295,67 @@ TEST(TraceWriter, MisuseIsAnError) {
   Reader r(f);
   EXPECT_EQ(r.steps_completed(), 1u);
   EXPECT_EQ(r.read_series<uint8_t>("/b"), (std::vector<uint8_t>{1, 2}));
+  fs::remove_all(dir);
+}
+
+// The snapshots' row axis is an HDF5 dimension scale: one i64 dataset of the trace rows per
+// distinct steps list, named in the order of the snapshots' names and attached to each; the
+// reader passes over it (it is neither a series nor a snapshot) and over the new attributes.
+TEST(TraceWriter, SnapshotRowsAreDimensionScales) {
+  const fs::path dir = temp_dir();
+  const fs::path f = dir / "t.h5";
+  {
+    Writer w(f, "", make_provenance("emu", 1));
+    w.declare_series("/a", DType::f32, {});
+    w.declare_snapshot("/snap/a", DType::f32, {2}, {0, 2});
+    w.declare_snapshot("/snap/b", DType::u8, {1}, {1});
+    w.declare_snapshot("/snap/c", DType::f32, {3}, {0, 2});
+    w.start_swmr();
+    for (int s = 0; s < 3; ++s) {
+      w.append("/a", float(s));
+      if (s != 1) {
+        const float v[3] = {float(s), 1, 2};
+        w.write_snapshot("/snap/a", v);
+        w.write_snapshot("/snap/c", v);
+      } else {
+        const uint8_t b = 7;
+        w.write_snapshot("/snap/b", &b);
+      }
+      w.end_step();
+    }
+  }
+  const hid_t file = H5Fopen(f.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  auto values = [&](const std::string& n) {
+    const hid_t d = H5Dopen(file, n.c_str(), H5P_DEFAULT);
+    const hid_t sp = H5Dget_space(d);
+    std::vector<int64_t> v(size_t(H5Sget_simple_extent_npoints(sp)));
+    H5Dread(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data());
+    H5Sclose(sp);
+    H5Dclose(d);
+    return v;
+  };
+  EXPECT_EQ(values("/snapshot_rows"), (std::vector<int64_t>{0, 2}));  // the first list, of /snap/a
+  EXPECT_EQ(values("/snapshot_rows_2"), (std::vector<int64_t>{1}));   // /snap/b's
+  EXPECT_EQ(H5Lexists(file, "/snapshot_rows_3", H5P_DEFAULT), 0);    // /snap/c shares /snap/a's
+  const hid_t s1 = H5Dopen(file, "/snapshot_rows", H5P_DEFAULT), s2 = H5Dopen(file, "/snapshot_rows_2", H5P_DEFAULT);
+  EXPECT_GT(H5DSis_scale(s1), 0);
+  for (const auto& [n, scale] : {std::pair<const char*, hid_t>{"/snap/a", s1}, {"/snap/b", s2}, {"/snap/c", s1}}) {
+    const hid_t d = H5Dopen(file, n, H5P_DEFAULT);
+    EXPECT_GT(H5DSis_attached(d, scale, 0), 0) << n;
+    EXPECT_EQ(H5DSget_num_scales(d, 0), 1) << n;
+    EXPECT_GT(H5Aexists(d, "rows"), 0) << n;
+    H5Dclose(d);
+  }
+  const hid_t steps = H5Dopen(file, "/steps", H5P_DEFAULT);
+  for (const char* a : {"units", "description", "rows"}) EXPECT_GT(H5Aexists(steps, a), 0) << a;
+  H5Dclose(steps);
+  H5Dclose(s1);
+  H5Dclose(s2);
+  H5Fclose(file);
+  const Reader r(f);
+  EXPECT_EQ(r.datasets().size(), 4u);  // /a and the three snapshots
+  EXPECT_EQ(r.read_snapshot<uint8_t>("/snap/b", 1), (std::vector<uint8_t>{7}));
   fs::remove_all(dir);
 }
 

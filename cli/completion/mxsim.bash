@@ -28,6 +28,8 @@ _mxsim() {
     --dtype|--out-dtype) COMPREPLY=($(compgen -W "fp32 bf16" -- "${cur}")); return ;;
     --impl) COMPREPLY=($(compgen -W "fast reference" -- "${cur}")); return ;;
     --backend) COMPREPLY=($(compgen -W "auto emu hip" -- "${cur}")); return ;;
+    --layer) COMPREPLY=($(compgen -W "embed router fc1 fc2 head" -- "${cur}")); return ;;
+    --tensor) [[ "${cmd}" == report ]] && { COMPREPLY=($(compgen -W "w x dy x_wgrad dy_wgrad" -- "${cur}")); return; } ;;
     --op) COMPREPLY=($(compgen -W "$("${COMP_WORDS[0]}" verify --help 2>/dev/null | sed -n 's/^ops: //p' | tr -d ',')" -- "${cur}")); return ;;
   esac
   if [[ "${cur}" == -* ]]; then

@@ -90,6 +90,12 @@ DatasetDoc find(std::string_view name, const Entry* begin, const Entry* end) {
 }  // namespace
 
 DatasetDoc describe(std::string_view name) {
+  if (name == kSteps)
+    return {"row", "completion counter: row i holds i (the 0-based trace row), written after every series of row "
+                   "i; a reader trusts len(/steps) rows of every dataset"};
+  if (starts_with(name, kSnapshotRows))
+    return {"row", "trace rows of the snapshot steps (the snapshots' steps attribute): the HDF5 dimension scale of "
+                   "the row axis of the snapshots it is attached to"};
   if (starts_with(name, "/snap/")) return find(name, std::begin(kSnapshots), std::end(kSnapshots));
   return find(name, std::begin(kSeries), std::end(kSeries));
 }

@@ -57,6 +57,9 @@ struct Writer::Impl {
   void check_name(const std::string& name) {
     if (name.empty() || name[0] != '/' || name.back() == '/') throw TraceError(fname + ": " + name + ": dataset name must be an absolute HDF5 path like /train/loss");
     if (name == kSteps) throw TraceError(fname + ": /steps is reserved for the completion counter");
+    if (name.rfind(schema::kSnapshotRows, 0) == 0)
+      throw TraceError(fname + ": " + name + ": names starting with " + schema::kSnapshotRows +
+                       " are reserved for the snapshots' dimension scales");
     if (dsets.count(name)) throw TraceError(fname + ": " + name + ": declared twice");
   }
   /// The units and description attributes of a dataset the schema knows.
@@ -86,6 +89,30 @@ struct Writer::Impl {
     if (H5Sselect_hyperslab(fs, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr) < 0 ||
         H5Dwrite(d.id, detail::native_type(d.dtype), ms, fs, H5P_DEFAULT, data) < 0)
       fail(fname, name + ": " + what + ": write failed at row " + std::to_string(row));
+  }
+  /// The snapshots' row axis as an HDF5 dimension scale: one i64 dataset of the trace rows per
+  /// distinct steps list (schema::snapshot_rows_scale), attached to dimension 0 of each snapshot
+  /// with that list. Before SWMR: that mode can create no dataset and write no attribute.
+  void attach_snapshot_scales() {
+    std::vector<std::pair<const std::vector<int64_t>*, Hid>> scales;
+    for (auto& [name, d] : dsets) {
+      if (!d.snapshot) continue;
+      auto it = std::find_if(scales.begin(), scales.end(), [&](const auto& s) { return *s.first == d.snap_steps; });
+      if (it == scales.end()) {
+        const std::string sn = schema::snapshot_rows_scale(scales.size());
+        const hsize_t n = d.snap_steps.size();
+        Hid s = make(sn, DType::i64, {n}, {n}, {n}, schema::kSnapshotRowsKind);
+        if (H5Dwrite(s, detail::native_type(DType::i64), H5S_ALL, H5S_ALL, H5P_DEFAULT, d.snap_steps.data()) < 0)
+          fail(fname, sn + ": write failed");
+        document(s, sn);
+        if (H5DSset_scale(s, schema::kSnapshotScaleName) < 0) fail(fname, "cannot make " + sn + " a dimension scale");
+        scales.emplace_back(&d.snap_steps, std::move(s));
+        it = scales.end() - 1;
+      }
+      if (H5DSattach_scale(d.id, it->second, 0) < 0)
+        fail(fname, name + ": cannot attach the " + schema::snapshot_rows_scale(size_t(it - scales.begin())) +
+                        " dimension scale");
+    }
   }
   Dset& lookup(const std::string& name, DType dtype, bool snapshot) {
     if (closed) throw TraceError(fname + ": writer is closed");
@@ -125,6 +152,8 @@ Writer::Writer(const std::filesystem::path& path, const std::string& config_toml
     detail::write_string_attr(m.file, "host", prov.host, f);
     m.steps.dtype = DType::i64;
     m.steps.id = m.make(kSteps, DType::i64, {0}, {H5S_UNLIMITED}, {1024}, "steps");
+    m.document(m.steps.id, kSteps);
+    detail::write_string_attr(m.steps.id, "rows", schema::kRowConvention, f);
   } catch (...) {
     m.discard();
     throw;
@@ -194,6 +223,7 @@ void Writer::declare_snapshot(const std::string& name, DType dtype, const std::v
     d.id = m.make(name, dtype, dims, dims, chunk, "snapshot");
     m.document(d.id, name);
     detail::write_i64_attr(d.id, "steps", steps, m.fname);
+    detail::write_string_attr(d.id, "rows", schema::kSnapshotRowConvention, m.fname);
     m.dsets.emplace(name, std::move(d));
   } catch (...) {
     m.discard();
@@ -214,7 +244,9 @@ void Writer::start_swmr() {
       for (auto& [name, d] : m.dsets)
         if (!d.snapshot && name != schema::kTrainStep && H5DSattach_scale(d.id, st->second.id, 0) < 0)
           fail(m.fname, name + ": cannot attach the /train/step dimension scale");
+      if (H5DSattach_scale(m.steps.id, st->second.id, 0) < 0) fail(m.fname, "/steps: cannot attach the /train/step dimension scale");
     }
+    m.attach_snapshot_scales();
     if (H5Fstart_swmr_write(m.file) < 0) fail(m.fname, "H5Fstart_swmr_write failed");
     std::error_code ec;
     std::filesystem::rename(m.partial_path, m.final_path, ec);

@@ -1,5 +1,6 @@
 // mxsim-inspector [TRACE.h5 ...]                 the window, traces opened
-// mxsim-inspector --render TRACE.h5 [B.h5] -o DIR  every view as PNG + CSV, no display needed
+// mxsim-inspector --render TRACE.h5 [B.h5] -o DIR  every view of every layer as PNG + CSV, overview
+//                                                 figures and index.html, no display needed
 #include <QApplication>
 #include <QCommandLineParser>
 #include <cstdio>
@@ -10,12 +11,26 @@
 #include "main_window.hpp"
 #include "render.hpp"
 
+namespace {
+/// Headless modes: Qt's notes that are true of every offscreen run and say nothing about this one
+/// (the offscreen platform cannot propagate size hints; no XDG_RUNTIME_DIR on a server) are
+/// dropped, so that stderr holds only what went wrong.
+void quiet_headless(QtMsgType type, const QMessageLogContext& ctx, const QString& msg) {
+  if (msg.contains("does not support propagateSizeHints") || msg.startsWith("QStandardPaths: XDG_RUNTIME_DIR not set"))
+    return;
+  std::fprintf(stderr, "%s\n", qPrintable(qFormatLogMessage(type, ctx, msg)));
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   // Headless modes (and --help / --version, which only print) use Qt's offscreen platform
   // unless the caller chose one: the QApplication they need aborts without a display otherwise.
   for (int i = 1; i < argc; ++i)
     for (const char* o : {"--render", "--bench", "--help", "-h", "--help-all", "-?", "--version", "-v"})
-      if (std::strcmp(argv[i], o) == 0 && !std::getenv("QT_QPA_PLATFORM")) setenv("QT_QPA_PLATFORM", "offscreen", 1);
+      if (std::strcmp(argv[i], o) == 0) {
+        if (!std::getenv("QT_QPA_PLATFORM")) setenv("QT_QPA_PLATFORM", "offscreen", 1);
+        qInstallMessageHandler(quiet_headless);
+      }
   QApplication app(argc, argv);
   QApplication::setApplicationName("mxsim-inspector");
   QApplication::setApplicationVersion(MXSIM_VERSION);
@@ -25,14 +40,18 @@ int main(int argc, char** argv) {
   p.addVersionOption();
   p.addPositionalArgument("traces", "trace files (HDF5) to open; the first is the primary, the second the comparison trace",
                           "[TRACE.h5 ...]");
-  p.addOption({"render", "render every view to PNG (and its data to CSV) without a display, then exit"});
+  p.addOption({"render",
+               "render every view of every layer and operand the trace holds to PNG (and its data to CSV), overview "
+               "figures across layers (overview-*.png) and DIR/index.html listing them, without a display, then exit "
+               "(exit status 0 ok, 1 a trace cannot be read or a file written, 2 usage error)"});
   p.addOption({{"o", "out"}, "output directory of --render", "DIR", "."});
   p.addOption({"step", "trace row to show (default: the last complete step)", "N"});
-  p.addOption({"layer", "layer (embed, router, fc1, fc2, head)", "L"});
-  p.addOption({"tensor", "operand: w, x, dy, x_wgrad or dy_wgrad", "OP"});
-  p.addOption({"expert", "expert index", "E", "0"});
+  p.addOption({"layer", "layer (embed, router, fc1, fc2, head); --render: only this layer (default: every layer)", "L"});
+  p.addOption({"tensor", "operand: w, x, dy, x_wgrad or dy_wgrad; --render: only this one (default: every one held)", "OP"});
+  p.addOption({"expert", "expert index (--render default: the expert of the layer's first watched element, else 0)", "E", "0"});
   p.addOption({"element", "weight element n,k within the expert (oscillation and accumulation views)", "N,K"});
-  p.addOption({"views", "comma-separated view ids to render (curves,quant,osc,accum,compare,data)", "IDS"});
+  p.addOption({"views", "comma-separated view ids to render (curves,overview,quant,osc,accum,compare,data; default: all, "
+               "compare only with two traces)", "IDS"});
   p.addOption({"size", "window size for --render", "WxH", "1280x800"});
   p.addOption({"dataset", "--render: dataset shown by the compare and raw-data views", "NAME"});
   p.addOption({"view-only", "--render: PNG of the view without the window around it"});
@@ -69,6 +88,7 @@ int main(int argc, char** argv) {
     o.layer = p.value("layer");
     o.op = p.value("tensor");
     o.expert = p.value("expert").toInt();
+    o.expert_set = p.isSet("expert");
     if (p.isSet("element")) {
       const QStringList nk = p.value("element").split(',');
       if (nk.size() != 2) {

@@ -7,6 +7,8 @@
 #include <cstdio>
 
 #include "main_window.hpp"
+#include "names.hpp"
+#include "report.hpp"
 #include "view_compare.hpp"
 #include "view_data.hpp"
 
@@ -29,7 +31,129 @@ bool wait_idle(MainWindow& w, int ms) {
   return false;
 }
 
+namespace {
+
+int usage_error(const QString& what) {
+  std::fprintf(stderr, "mxsim-inspector: usage error: %s\n(mxsim-inspector --help lists the options)\n", qPrintable(what));
+  return 2;
+}
+
+/// One image to write: a view of the window with the selection it needs.
+struct Target {
+  QString view, layer, op;  ///< layer and op empty for the views that show no layer
+  QString file;             ///< stem inside the output folder
+  QString section, caption;
+  qint64 row = -1;          ///< trace row shown; -1 = the render's row
+};
+
+/// The operands of `l` that the trace holds per-step statistics or block maps of, in kOperandInfo order.
+QStringList operands_held(const TraceMeta& m, const QString& l) {
+  QStringList ops;
+  const std::string ln = l.toStdString();
+  for (const auto& o : kOperandInfo)
+    if (m.dataset(names::quant(ln, o.key, "sqnr_db")) || m.dataset(names::block_map(ln, o.key, "block_sqnr_db")))
+      ops << o.key;
+  return ops;
+}
+
+QString operand_label(const QString& op) {
+  for (const auto& o : kOperandInfo)
+    if (op == o.key) return QString(o.label).simplified();
+  return op;
+}
+
+/// The images of a render, in index order: the curves, the overview (drawn separately), then
+/// per layer its operands' quantization views, its oscillation and accumulation views, then
+/// the comparison and the raw data.
+std::vector<Target> plan(const RenderOptions& o, const TraceMeta& m, int traces, qint64 row) {
+  auto wanted = [&](const char* id) {
+    if (!o.views.isEmpty()) return o.views.contains(id);
+    return QString(id) != "compare" || traces > 1;
+  };
+  std::vector<Target> t;
+  if (wanted("curves")) t.push_back({"curves", "", "", "curves", "Training", "Training curves: loss, accuracy, learning rate"});
+  const bool one = !o.layer.isEmpty();  // an explicit --layer: its views even where data is missing (they say why)
+  for (const LayerMeta& lm : m.layers) {
+    if (one && lm.name != o.layer) continue;
+    const QString sec = "Layer " + lm.name + (lm.recipe.isEmpty() ? QString() : " (" + lm.recipe + ")");
+    if (wanted("quant")) {
+      QStringList ops = o.op.isEmpty() ? operands_held(m, lm.name) : QStringList{o.op};
+      if (ops.isEmpty() && one) ops << "w";
+      for (const QString& op : ops) {
+        Target q{"quant", lm.name, op, QString("quant-%1-%2").arg(lm.name, op), sec,
+                 QString("Quantization error of %1.%2, %3: per-block map, scale exponents, SQNR / MSE and "
+                         "underflow / saturation over steps")
+                     .arg(lm.name, op, operand_label(op))};
+        // an operand with block maps only (the wgrad operands): at its last snapshot row, unless --step says
+        const std::string ln = lm.name.toStdString(), on = op.toStdString();
+        const trace::DatasetInfo* maps = m.dataset(names::block_map(ln, on, "block_sqnr_db"));
+        if (o.step < 0 && maps && !m.dataset(names::quant(ln, on, "sqnr_db")))
+          for (int64_t r : maps->snapshot_steps)
+            if (r <= row) q.row = r;
+        if (q.row >= 0)
+          q.caption = QString("Quantization error of %1.%2, %3: per-block map and scale exponents at trace row %4, "
+                              "its last snapshot (per-step statistics are recorded for W, x and dy only)")
+                          .arg(lm.name, op, operand_label(op))
+                          .arg(q.row);
+        t.push_back(q);
+      }
+    }
+    if (wanted("osc") && (lm.osc || one))
+      t.push_back({"osc", lm.name, "w", "osc-" + lm.name, sec,
+                   QString("Weight oscillation of %1: element map, one element's timeline against its block's grid, "
+                           "oscillations and frequency over steps")
+                       .arg(lm.name)});
+    if (wanted("accum") && (m.dataset(names::snap(lm.name.toStdString(), "main_grad")) || one))
+      t.push_back({"accum", lm.name, "w", "accum-" + lm.name, sec,
+                   QString("Gradient accumulation of %1: main_grad, micro-batch contributions, norms per micro-batch, "
+                           "tokens per expert")
+                       .arg(lm.name)});
+  }
+  if (wanted("compare")) t.push_back({"compare", "", "", "compare", "Traces", "Comparison of the two traces (bit differences)"});
+  if (wanted("data")) t.push_back({"data", "", "", "data", "Traces", "Raw data of one dataset at the step"});
+  return t;
+}
+
+/// The layer's first watched element as (expert, n, k), when the trace records watched elements.
+bool first_watched(TraceDocument* d, const LayerMeta& lm, int timeout_ms, int& g, int& n, int& k) {
+  const std::string name = names::watch(lm.name.toStdString(), "element");
+  if (!d->meta().dataset(name) || d->steps() == 0 || lm.shape[1] == 0 || lm.shape[2] == 0) return false;
+  QObject receiver;
+  bool done = false;
+  int64_t flat = -1;
+  struct Flat {
+    int64_t v = -1;
+  };
+  d->fetch<Flat>(
+      "watch0:" + lm.name, QString(),
+      [name](const trace::Reader& r) { return Flat{r.read_series<int64_t>(name, 0, 1).at(0)}; }, &receiver,
+      [&](const Flat& f) {
+        flat = f.v;
+        done = true;
+      },
+      [&](const QString&) { done = true; });
+  QElapsedTimer t;
+  t.start();
+  while (!done && t.elapsed() < timeout_ms) QApplication::processEvents(QEventLoop::AllEvents, 20);
+  const int64_t N = int64_t(lm.shape[1]), K = int64_t(lm.shape[2]);
+  if (flat < 0 || flat >= int64_t(lm.shape[0]) * N * K) return false;
+  g = int(flat / (N * K));
+  n = int(flat / K % N);
+  k = int(flat % K);
+  return true;
+}
+
+}  // namespace
+
 int render(const RenderOptions& o) {
+  for (const QString& v : o.views)
+    if (!kRenderViews.contains(v))
+      return usage_error(QString("--views: unknown view '%1' (views: %2)").arg(v, kRenderViews.join(", ")));
+  if (!o.op.isEmpty()) {
+    QStringList keys;
+    for (const auto& x : kOperandInfo) keys << x.key;
+    if (!keys.contains(o.op)) return usage_error(QString("--tensor %1: expected one of %2").arg(o.op, keys.join(", ")));
+  }
   MainWindow w;
   w.resize(o.size);
   w.show();
@@ -44,40 +168,101 @@ int render(const RenderOptions& o) {
     TraceDocument* d = st->traces()->at(i);
     if (d->state() == TraceDocument::State::Failed) {
       std::fprintf(stderr, "mxsim-inspector: %s\n", qPrintable(d->error()));
-      status = 2;
+      status = 1;  // a runtime / data error, as the CLI's scheme has it
     }
   }
   if (status) return status;
   if (st->traces()->size() > 0) st->setPrimary(st->traces()->at(0));
   if (st->traces()->size() > 1) st->setOther(st->traces()->at(1));
   TraceDocument* d = st->primary();
-  if (!o.layer.isEmpty()) st->setLayer(o.layer);
-  if (!o.op.isEmpty()) st->setOperand(o.op);
-  st->setExpert(o.expert);
-  if (o.elem_n >= 0) st->setElement(o.elem_n, o.elem_k);
-  if (d && d->steps() > 0) st->setStep(o.step >= 0 ? std::min<qint64>(o.step, qint64(d->steps()) - 1) : qint64(d->steps()) - 1);
+  if (!d) return usage_error("--render needs a trace file");
+  const TraceMeta& m = d->meta();
+  if (!o.layer.isEmpty() && !m.layer(o.layer)) {
+    QStringList ls;
+    for (const auto& l : m.layers) ls << l.name;
+    return usage_error(QString("--layer %1: %2 holds no such layer (layers: %3)").arg(o.layer, d->path(), ls.join(", ")));
+  }
+  const qint64 row = d->steps() > 0 ? (o.step >= 0 ? std::min<qint64>(o.step, qint64(d->steps()) - 1) : qint64(d->steps()) - 1) : 0;
+  st->setStep(row);
   if (!o.dataset.isEmpty()) {
     if (auto* c = qobject_cast<CompareView*>(w.view("compare"))) c->setDataset(o.dataset);
     if (auto* dv = qobject_cast<DataView*>(w.view("data"))) dv->setDataset(o.dataset);
   }
-  QDir().mkpath(o.out_dir);
-  for (View* v : w.views()) {
-    if (!o.views.isEmpty() && !o.views.contains(v->id())) continue;
-    w.showView(v->id());
-    if (!wait_idle(w, o.timeout_ms)) {
-      std::fprintf(stderr, "mxsim-inspector: view %s timed out\n", qPrintable(v->id()));
-      status = 1;
-      continue;
+  if (!QDir().mkpath(o.out_dir)) {
+    std::fprintf(stderr, "mxsim-inspector: cannot create the output folder %s\n", qPrintable(o.out_dir));
+    return 1;
+  }
+  QString default_layer = m.layers.empty() ? QString("fc1") : m.layers.front().name;  // the first quantized one
+  for (auto it = m.layers.rbegin(); it != m.layers.rend(); ++it)
+    if (it->quantized) default_layer = it->name;
+  std::vector<ReportImage> images;
+  const std::vector<Target> targets = plan(o, m, st->traces()->size(), row);
+  auto write_view = [&](const Target& t) {
+    View* v = w.view(t.view);
+    st->setStep(t.row >= 0 ? t.row : row);
+    if (t.layer.isEmpty()) {  // the views of no layer (compare, data) follow the options as given
+      st->setLayer(o.layer.isEmpty() ? default_layer : o.layer);
+      st->setOperand(o.op.isEmpty() ? QString("w") : o.op);
+      st->setExpert(o.expert);
+      if (o.elem_n >= 0) st->setElement(o.elem_n, o.elem_k);
+    } else {
+      st->setLayer(t.layer);
+      st->setOperand(t.op);
+      int g = 0, n = -1, k = -1;
+      const bool watched = o.elem_n < 0 && first_watched(d, *m.layer(t.layer), o.timeout_ms, g, n, k);
+      const int expert = o.expert_set || !watched ? o.expert : g;
+      st->setExpert(expert);
+      if (o.elem_n >= 0) st->setElement(o.elem_n, o.elem_k);
+      else if (watched && g == expert) st->setElement(n, k);  // its timeline has every step
     }
-    const QString png = o.out_dir + "/" + v->id() + ".png", csv = o.out_dir + "/" + v->id() + ".csv";
+    w.showView(t.view);
+    if (!wait_idle(w, o.timeout_ms)) {
+      std::fprintf(stderr, "mxsim-inspector: view %s timed out\n", qPrintable(t.file));
+      status = 1;
+      return;
+    }
+    const QString png = o.out_dir + "/" + t.file + ".png", csv = o.out_dir + "/" + t.file + ".csv";
     const QPixmap pm = o.window ? w.grab() : v->grab();
     if (!pm.save(png, "PNG") || !v->exportCsv(csv)) {
       std::fprintf(stderr, "mxsim-inspector: cannot write %s\n", qPrintable(png));
       status = 1;
-      continue;
+      return;
     }
+    images.push_back({t.section, t.file + ".png", t.file + ".csv", t.caption});
     std::printf("%s  %s (%dx%d, view updated in %.1f ms)\n", qPrintable(png), qPrintable(v->title()), pm.width(),
                 pm.height(), v->lastUpdateMs());
+  };
+  size_t i = 0;
+  if (i < targets.size() && targets[i].view == "curves") write_view(targets[i++]);
+  if (o.views.isEmpty() || o.views.contains("overview")) {
+    OverviewOptions ov;
+    for (const auto& l : m.layers)
+      if (o.layer.isEmpty() || l.name == o.layer) ov.layers << l.name;
+    ov.size = o.size;
+    ov.out_dir = o.out_dir;
+    ov.timeout_ms = o.timeout_ms;
+    QString err;
+    if (!render_overviews(d, ov, images, &err)) {
+      std::fprintf(stderr, "mxsim-inspector: overview figures: %s\n", qPrintable(err));
+      status = 1;
+    }
+  }
+  for (; i < targets.size(); ++i) write_view(targets[i]);
+  std::vector<std::pair<QString, QString>> notes;
+  for (const LayerMeta& lm : m.layers) {
+    if (lm.snapshot_steps.empty()) continue;
+    QStringList rs;
+    for (size_t j = 0; j < lm.snapshot_steps.size() && j < 16; ++j) rs << QString::number(lm.snapshot_steps[j]);
+    if (lm.snapshot_steps.size() > 16) rs << "...";
+    notes.push_back({"Layer " + lm.name + (lm.recipe.isEmpty() ? QString() : " (" + lm.recipe + ")"),
+                     QString("Snapshots of %1 (block and element maps, micro-batch contributions) exist at trace rows "
+                             "%2: render one with --step ROW.")
+                         .arg(lm.name, rs.join(", "))});
+  }
+  QString err;
+  if (!write_index(o.out_dir, m, row, images, notes, &err)) {
+    std::fprintf(stderr, "mxsim-inspector: %s\n", qPrintable(err));
+    status = 1;
   }
   return status;
 }

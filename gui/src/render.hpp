@@ -1,5 +1,7 @@
 // Headless rendering: every view of a trace as PNG (and its data as CSV),
-// with no display (Qt's offscreen platform). `mxsim-inspector --render`.
+// with no display (Qt's offscreen platform), for every layer and operand the
+// trace holds, plus overview figures across layers and an index page.
+// `mxsim-inspector --render`, and `mxsim report` through it.
 #pragma once
 #include <QSize>
 #include <QString>
@@ -14,11 +16,12 @@ struct RenderOptions {
   QString out_dir;
   QSize size{1280, 800};
   qint64 step = -1;            ///< trace row; -1 = the last complete step
-  QString layer;               ///< "" = the first quantized layer
-  QString op;                  ///< "" = w
+  QString layer;               ///< "" = every layer the trace holds; else only this one
+  QString op;                  ///< "" = every operand the trace holds for the layer; else only this one
   int expert = 0;
+  bool expert_set = false;     ///< false: the expert of the layer's first watched element (else 0)
   int elem_n = -1, elem_k = -1;  ///< element of the oscillation/accumulation views
-  QStringList views;           ///< ids; empty = all
+  QStringList views;           ///< ids (kRenderViews); empty = all but compare with one trace
   QString dataset;             ///< dataset of the compare and raw-data views ("" = their defaults)
   bool window = true;          ///< PNG of the whole window (true) or of the view only
   int timeout_ms = 120000;     ///< per view
@@ -27,8 +30,16 @@ struct RenderOptions {
 /// Waits (processing events) until `w` has nothing outstanding or `ms` passed; false on timeout.
 bool wait_idle(MainWindow& w, int ms);
 
-/// Renders; returns the process exit status (0 ok, 2 a trace could not be opened,
-/// 1 a view timed out or a file could not be written) and prints what it wrote.
+/// The ids --views takes: the window's views and "overview" (the figures across layers).
+inline const QStringList kRenderViews = {"curves", "overview", "quant", "osc", "accum", "compare", "data"};
+
+/// Renders into o.out_dir, prints each file it wrote, and returns the process exit status:
+/// 0 ok; 1 a trace could not be opened, a view timed out or a file could not be written;
+/// 2 a usage error (a --layer the trace lacks, an unknown --tensor or --views id). Files:
+/// curves, data (and compare with two traces) once; per layer quant-<layer>-<tensor> for
+/// each operand it holds statistics or block maps of, osc-<layer> (layers with oscillation
+/// metrics), accum-<layer> (layers with main_grad snapshots); overview-{sqnr,saturation,
+/// underflow,osc}; each a PNG and a CSV; then index.html listing them.
 int render(const RenderOptions& o);
 
 }  // namespace mxsim::inspector

@@ -449,6 +449,8 @@ void QuantView::drawHist() {
     set_title(hist_, QString("Block scale exponents of %1.%2 at step %3 (block map)").arg(sel_layer_, sel_op_).arg(sel_step_));
   }
   if (!e || e->hist.size() != 256) {
+    hist_->xAxis->setRange(-1, 1);  // not the previous selection's exponents
+    hist_->yAxis->setRange(0, 1);
     set_plot_note(hist_, !step_err_.isEmpty()   ? "Cannot read: " + step_err_
                          : lm && !lm->quantized ? QString("%1 is not quantized (recipe %2): no statistics").arg(sel_layer_, lm->recipe)
                          : step_ok_             ? QString("No scale statistics for %1.%2 in this trace").arg(sel_layer_, sel_op_)
@@ -534,6 +536,11 @@ void QuantView::drawCurves() {
     set_step_marker(err_curve_, marker);
     set_plot_note(err_curve_, "");
   } else {
+    // no stale axes of the previous selection behind the note
+    err_curve_->yAxis2->setVisible(false);
+    err_curve_->yAxis->setRange(0, 1);
+    if (d && d->state() == TraceDocument::State::Ready && d->steps() > 0)
+      err_curve_->xAxis->setRange(double(d->meta().global(0)), double(d->meta().global(d->steps() - 1)));
     set_plot_note(err_curve_, !d ? QString()
                               : sel_op_.contains("wgrad")
                                   ? QString("Per-step statistics are recorded for W, x and dy;\n%1.%2 has block maps at the snapshot steps").arg(sel_layer_, sel_op_)
@@ -566,6 +573,9 @@ void QuantView::drawCurves() {
     set_step_marker(uf_curve_, marker);
     set_plot_note(uf_curve_, "");
   } else {
+    uf_curve_->yAxis->setRange(0, 1);
+    if (d && d->state() == TraceDocument::State::Ready && d->steps() > 0)
+      uf_curve_->xAxis->setRange(double(d->meta().global(0)), double(d->meta().global(d->steps() - 1)));
     set_plot_note(uf_curve_, !d ? QString()
                              : sel_op_.contains("wgrad")
                                  ? QString("Per-step statistics are recorded for W, x and dy;\n%1.%2 has block maps at the snapshot steps").arg(sel_layer_, sel_op_)

@@ -56,6 +56,16 @@ if(INSPECTOR)
     message(FATAL_ERROR "mxsim-inspector.1 does not document --render")
   endif()
   message(STATUS "installed: ${out}")
+  # the installed `mxsim report` finds the inspector beside it: its message about the missing trace
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env --unset=MXSIM_INSPECTOR ${prefix}/bin/mxsim report ${WORK}/missing.h5
+                          -o ${WORK}/report
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 1 OR NOT err MATCHES "mxsim-inspector: .*missing.h5")
+    message(FATAL_ERROR "installed mxsim report did not run the installed inspector: ${rc} ${out} ${err}")
+  endif()
+  if(NOT EXISTS ${prefix}/share/man/man1/mxsim-report.1)
+    message(FATAL_ERROR "not installed: share/man/man1/mxsim-report.1")
+  endif()
 endif()
 if(PYTHON)
   file(GLOB_RECURSE init ${prefix}/__init__.py)

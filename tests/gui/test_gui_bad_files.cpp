@@ -153,7 +153,8 @@ class GuiBadFiles : public QObject {
     RenderOptions o;
     o.traces = {dir_.filePath("nope.h5")};
     o.out_dir = dir_.filePath("render");
-    QCOMPARE(render(o), 2);
+    QCOMPARE(render(o), 1);  // a runtime / data error (2 is a usage error)
+    QVERIFY(!QFile::exists(o.out_dir + "/index.html"));  // nothing written for a trace that does not open
   }
 };
 

@@ -314,18 +314,24 @@ class GuiViews : public QObject {
     QCOMPARE(v.ulp()->differing, uint64_t(0));
   }
 
+  // Every view of one layer (--layer fc1, every view named, compare too): files named after the
+  // view, layer and operand. tests/gui/test_gui_report.cpp covers the all-layers report.
   void headlessRenderWritesEveryView() {
     RenderOptions o;
     o.traces = {trace_};
     o.out_dir = dir_.filePath("render");
     o.step = 3;
     o.size = QSize(1280, 800);
+    o.layer = "fc1";
+    o.views = kRenderViews;
     QCOMPARE(render(o), 0);
-    for (const char* id : {"curves", "quant", "osc", "accum", "compare", "data"}) {
-      const QImage img(o.out_dir + "/" + id + ".png");
+    for (const char* f : {"curves", "quant-fc1-w", "quant-fc1-x", "quant-fc1-dy", "quant-fc1-x_wgrad", "quant-fc1-dy_wgrad",
+                          "osc-fc1", "accum-fc1", "compare", "data", "overview-sqnr", "overview-osc"}) {
+      const QImage img(o.out_dir + "/" + f + ".png");
       QCOMPARE(img.size(), QSize(1280, 800));
-      QVERIFY(QFile::exists(o.out_dir + "/" + id + ".csv"));
+      QVERIFY2(QFile::exists(o.out_dir + "/" + f + ".csv"), f);
     }
+    QVERIFY(QFile::exists(o.out_dir + "/index.html"));
   }
 
   void cleanupTestCase() { delete st_; }

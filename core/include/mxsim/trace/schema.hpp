@@ -19,6 +19,9 @@ namespace mxsim::trace::schema {
 
 /// Root attribute holding the integer schema version; a file without it is
 /// not an mxsim trace. Readers refuse versions newer than kFormatVersion.
+/// Additions that readers of the same version pass over (attributes, the
+/// snapshot_rows dimension scale) keep the version: a bump would make every
+/// older reader refuse the file for nothing it needs.
 /// 2: format 1 plus the block and element maps of the snapshot layers (block_map, element_map).
 /// 3: no dots in dataset names (osc/ema_frac_above, formerly osc/ema_frac_above_0.01).
 /// 4: format 3 plus the block maps of the activation operands (kActivationOperands) with their
@@ -29,7 +32,8 @@ inline constexpr int kFormatVersion = 4;
 /// The first format that holds a dataset of the given kind (readers name it when one is missing).
 inline constexpr int kFormatWeightMaps = 2, kFormatOperandMaps = 4;
 /// The completion counter: row i holds i (the trace row), written after
-/// every series of that row; a reader trusts len(/steps) rows.
+/// every series of that row; a reader trusts len(/steps) rows. It carries
+/// units, description and rows as the series do (describe, kRowConvention).
 inline constexpr const char* kSteps = "/steps";
 
 // --- per-step scalar series of the whole model ---
@@ -149,8 +153,25 @@ DatasetDoc describe(std::string_view name);
 /// The `rows` attribute of every per-step series: the row convention.
 inline constexpr const char* kRowConvention =
     "one row per optimizer step of this run: row i holds global step /train/step[i] (1-based)";
-/// The name of /train/step as an HDF5 dimension scale (H5DS), attached to dimension 0 of every series.
+/// The name of /train/step as an HDF5 dimension scale (H5DS), attached to dimension 0 of every
+/// series and of /steps.
 inline constexpr const char* kStepScaleName = "optimizer step";
+/// The `rows` attribute of every snapshot: its row convention.
+inline constexpr const char* kSnapshotRowConvention =
+    "one row per snapshot step: row j holds trace row steps[j] (attribute steps, dimension scale "
+    "/snapshot_rows), whose global optimizer step is /train/step[steps[j]]";
+/// The dimension scale (H5DS) of the snapshots' row axis: i64 [S], the trace rows of the
+/// snapshot steps (the snapshots' `steps` attribute), attached to dimension 0 of every snapshot
+/// with those steps. One per distinct list of steps, in the order of the snapshots' names:
+/// snapshot_rows_scale(0) = "/snapshot_rows", then "/snapshot_rows_2", "/snapshot_rows_3", ...
+/// (a run of `mxsim train` has one list). Its mxsim_kind is kSnapshotRowsKind, which readers of
+/// series and snapshots pass over. Names starting with "/snapshot_rows" are reserved.
+inline constexpr const char* kSnapshotRows = "/snapshot_rows";
+inline constexpr const char* kSnapshotRowsKind = "snapshot_rows";
+inline constexpr const char* kSnapshotScaleName = "trace row";
+inline std::string snapshot_rows_scale(std::size_t i) {
+  return i == 0 ? std::string(kSnapshotRows) : std::string(kSnapshotRows) + "_" + std::to_string(i + 1);
+}
 
 // --- checkpoint entries (relative names inside a checkpoint file) ---
 namespace ckpt {
