@@ -91,12 +91,22 @@ Heatmap add_heatmap(QCustomPlot* p, const QString& zlabel) {
 }
 
 void fill_heatmap(Heatmap& h, int nx, int ny, const std::vector<double>& z, bool log_scale) {
+  // QCPColorMap spreads its cells over the key/value range between the first
+  // and last cell centres, so a dimension of one cell (zero range) draws
+  // nothing: such a dimension is stored as two equal half cells centred at
+  // -0.25 and 0.25, which cover the same [-0.5, 0.5] as one whole cell.
+  const int sx = std::max(nx, 2), sy = std::max(ny, 2);
+  const auto range_of = [](int n) { return n == 1 ? QCPRange(-0.25, 0.25) : QCPRange(0, std::max(0, n - 1)); };
   auto* d = h.map->data();
-  d->setSize(nx, ny);
-  d->setRange(QCPRange(0, std::max(0, nx - 1)), QCPRange(0, std::max(0, ny - 1)));
+  d->setSize(sx, sy);
+  d->setRange(range_of(nx), range_of(ny));
   double lo = INFINITY, hi = -INFINITY;
-  for (int iy = 0; iy < ny; ++iy)
-    for (int ix = 0; ix < nx; ++ix) {
+  for (int iy = 0; iy < sy; ++iy)
+    for (int ix = 0; ix < sx; ++ix) {
+      if (ix >= nx || iy >= ny) {  // the second half cell of a one-cell dimension, or nothing (n == 0)
+        d->setCell(ix, iy, nx > 0 && ny > 0 ? d->cell(std::min(ix, nx - 1), std::min(iy, ny - 1)) : NAN);
+        continue;
+      }
       double v = z[size_t(iy) * size_t(nx) + size_t(ix)];
       if (log_scale && !(v > 0)) v = NAN;
       d->setCell(ix, iy, v);

@@ -165,6 +165,32 @@ class GuiMaps : public QObject {
     st_->setOperand("w");
   }
 
+  // A map of one block row, one block column or one cell (an FP8 tensor-scaled
+  // weight, a per-step series in Compare) is drawn: the centre of every cell
+  // has the colour of its value, not the background.
+  void singleRowAndColumnMapsAreDrawn() {
+    struct Case { int nx, ny; };
+    for (const Case c : {Case{1, 1}, Case{5, 1}, Case{1, 4}, Case{3, 2}}) {
+      QCustomPlot p;
+      p.resize(400, 300);
+      Heatmap h = add_heatmap(&p, "value");
+      std::vector<double> z(size_t(c.nx) * size_t(c.ny));
+      for (size_t i = 0; i < z.size(); ++i) z[i] = double(i + 1);
+      fill_heatmap(h, c.nx, c.ny, z, false);
+      p.replot();
+      const QImage img = p.toPixmap(400, 300).toImage();
+      for (int iy = 0; iy < c.ny; ++iy)
+        for (int ix = 0; ix < c.nx; ++ix) {
+          const int px = int(std::lround(p.xAxis->coordToPixel(ix)));
+          const int py = int(std::lround(p.yAxis->coordToPixel(iy)));
+          const QRgb want = h.map->gradient().color(z[size_t(iy) * size_t(c.nx) + size_t(ix)],
+                                                    h.map->dataRange(), false);
+          QCOMPARE_NE(img.pixel(px, py) & 0xFFFFFFu, QColor(Qt::white).rgb() & 0xFFFFFFu);
+          QCOMPARE(img.pixel(px, py) & 0xFFFFFFu, want & 0xFFFFFFu);
+        }
+    }
+  }
+
   void blockMapAndHover() {
     QuantView v(st_);
     v.resize(1100, 750);
