@@ -93,6 +93,44 @@ TEST(CliGemmOperands, MxExactTorchaoMxfp4ByHand) {
   EXPECT_EQ(j["nan"], 2);
 }
 
+// The same operands with torchao's scales in the swizzled layout of
+// block-scaled GEMMs (--scale-layout blocked: [rows, blocks] padded to 128 x 4
+// tiles, byte (r % 32) * 16 + (r % 128 / 32) * 4 + c % 4 of tile (r / 128,
+// c / 4), the cuBLAS rule), every padding byte 0xFF (a NaN scale): the same
+// products, so padding is never read.
+TEST(CliGemmOperands, MxExactTorchaoBlockedScalesIgnorePoisonedPadding) {
+  CliSandbox s;
+  const size_t K = 96;
+  std::vector<uint8_t> a(2 * K, 0), b(3 * K, 0);
+  a[0] = 7, a[1] = 2, a[32] = 0xD;
+  for (int k = 0; k < 32; ++k) a[K + k] = 2;
+  a[K + 63] = 1, a[K + 95] = 1;
+  for (size_t k = 0; k < K; ++k) b[k] = 2;
+  b[K + 0] = 0xA, b[K + 33] = 7;
+  const auto blocked = [](size_t rows, const std::vector<uint8_t>& plain) {  // plain [rows, 3]
+    std::vector<uint8_t> t(512, 0xFF);
+    for (size_t r = 0; r < rows; ++r)
+      for (size_t c = 0; c < 3; ++c) t[(r % 32) * 16 + (r % 128 / 32) * 4 + c] = plain[r * 3 + c];
+    return t;
+  };
+  s.put("x.qdata.npy", npy_bytes("|u1", shape2(2, K / 2), u8s(pack_e2m1(a))));
+  s.put("x.scale.npy", npy_bytes("|u1", "(512,)", u8s(blocked(2, {130, 125, 127, 127, 109, 109}))));
+  s.put("w.qdata.npy", npy_bytes("|u1", shape2(3, K / 2), u8s(pack_e2m1(b))));
+  s.put("w.scale.npy", npy_bytes("|u1", "(512,)", u8s(blocked(3, {127, 127, 127, 127, 130, 127, 127, 0xFF, 127}))));
+  const auto r = s.mxsim("gemm --elem-dtype float4_e2m1fn_x2 --scale-layout blocked --a x.qdata.npy --a x.scale.npy "
+                         "--b w.qdata.npy --b w.scale.npy -o y.npy --json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto y = read_f32(s.p / "y.npy");
+  ASSERT_EQ(y.size(), 6u);
+  EXPECT_EQ(bits(y[0]), bits(55.25f));
+  EXPECT_EQ(bits(y[1]), bits(-48.0f));
+  EXPECT_EQ(bits(y[2]), 0x7FC00000u);  // B row 2's own NaN scale, not padding
+  EXPECT_EQ(bits(y[3]), bits(32.0f));
+  EXPECT_EQ(bits(y[4]), bits(-1.0f));
+  EXPECT_EQ(bits(y[5]), 0x7FC00000u);
+  EXPECT_EQ(nlohmann::json::parse(r.out)["nan"], 2);
+}
+
 // mx-f13 (§5.2 class 2, §5.3 with F = 13): A from TransformerEngine (MXFP8Tensor rowwise, padded
 // scale_inv [128, 4]), B from torchao, E4M3, one block of 32, all scales 2^0.
 // E4M3 codes: 0x58 = 16, 0x24 = 0.1875, 0x28 = 0.25, 0x20 = 0.125.
