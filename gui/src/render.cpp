@@ -84,30 +84,42 @@ std::vector<Target> plan(const RenderOptions& o, const TraceMeta& m, int traces,
                  QString("Quantization error of %1.%2, %3: per-block map, scale exponents, SQNR / MSE and "
                          "underflow / saturation over steps")
                      .arg(lm.name, op, operand_label(op))};
-        // an operand with block maps only (the wgrad operands): at its last snapshot row, unless --step says
+        // An operand with block maps: at its last snapshot row (the map exists only there; the curves
+        // cover every step either way), unless --step says otherwise.
         const std::string ln = lm.name.toStdString(), on = op.toStdString();
         const trace::DatasetInfo* maps = m.dataset(names::block_map(ln, on, "block_sqnr_db"));
-        if (o.step < 0 && maps && !m.dataset(names::quant(ln, on, "sqnr_db")))
+        if (o.step < 0 && maps)
           for (int64_t r : maps->snapshot_steps)
             if (r <= row) q.row = r;
         if (q.row >= 0)
           q.caption = QString("Quantization error of %1.%2, %3: per-block map and scale exponents at trace row %4, "
-                              "its last snapshot (per-step statistics are recorded for W, x and dy only)")
+                              "its last snapshot%5")
                           .arg(lm.name, op, operand_label(op))
-                          .arg(q.row);
+                          .arg(q.row)
+                          .arg(m.dataset(names::quant(ln, on, "sqnr_db"))
+                                   ? QString("; SQNR / MSE and underflow / saturation over every step")
+                                   : QString(" (per-step statistics are recorded for W, x and dy only)"));
         t.push_back(q);
       }
     }
+    // The element and main_grad maps exist at snapshot rows only: the layer's last one, unless --step says.
+    qint64 snap_row = -1;
+    if (o.step < 0)
+      for (int64_t r : lm.snapshot_steps)
+        if (r <= row) snap_row = r;
+    const QString at = snap_row >= 0 ? QString(" (maps at trace row %1, the last snapshot)").arg(snap_row) : QString();
     if (wanted("osc") && (lm.osc || one))
       t.push_back({"osc", lm.name, "w", "osc-" + lm.name, sec,
                    QString("Weight oscillation of %1: element map, one element's timeline against its block's grid, "
-                           "oscillations and frequency over steps")
-                       .arg(lm.name)});
+                           "oscillations and frequency over steps%2")
+                       .arg(lm.name, at),
+                   snap_row});
     if (wanted("accum") && (m.dataset(names::snap(lm.name.toStdString(), "main_grad")) || one))
       t.push_back({"accum", lm.name, "w", "accum-" + lm.name, sec,
                    QString("Gradient accumulation of %1: main_grad, micro-batch contributions, norms per micro-batch, "
-                           "tokens per expert")
-                       .arg(lm.name)});
+                           "tokens per expert%2")
+                       .arg(lm.name, at),
+                   snap_row});
   }
   if (wanted("compare")) t.push_back({"compare", "", "", "compare", "Traces", "Comparison of the two traces (bit differences)"});
   if (wanted("data")) t.push_back({"data", "", "", "data", "Traces", "Raw data of one dataset at the step"});
