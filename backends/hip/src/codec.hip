@@ -28,6 +28,7 @@
 namespace mxsim::hip {
 namespace {
 
+using detail::aligned;
 using detail::check_mx_spec;
 using detail::FormatTag;
 using detail::ModeTag;
@@ -269,7 +270,6 @@ __global__ void mx_rowwise_vec_kernel(const Src* __restrict__ x, uint8_t* __rest
   }
 }
 
-bool aligned(const void* p, size_t a) { return (reinterpret_cast<uintptr_t>(p) % a) == 0; }
 
 // The vector kernel's conditions. QuantSpec::sr_index_base offsets the
 // Philox element index (grouped wgrad operands, numerics.md §2.5); the vector

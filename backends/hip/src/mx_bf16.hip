@@ -37,13 +37,13 @@
 namespace mxsim::hip {
 namespace {
 
+using detail::aligned;
 using detail::check_mx_spec;
 using detail::stream_of;
 using detail::with_mode;
 using detail::with_mx_format;
 constexpr unsigned kThreads = 256;
 unsigned grid_for(size_t work_items) { return detail::grid_for(work_items, kThreads); }
-__host__ __device__ inline bool aligned(const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
 
 __device__ inline uint32_t max_u16x2(uint32_t a, uint32_t b) {
 #if MXSIM_HAS_PACKED_BF16
@@ -142,7 +142,6 @@ template <Format F, RoundMode M, int N, typename SrIndex>
 __device__ inline void encode_words(const uint32_t (&w)[N], const hd::BlockQuant& lo, uint32_t amax_lo,
                                     const hd::BlockQuant& hi, uint32_t amax_hi, const QuantSpec& spec, SrIndex sr,
                                     uint32_t (&code)[N]) {
-  constexpr FormatSpec f = spec_of(F);
   if constexpr (packed_ok<F, M>()) {
     if (packed_block_ok<F>(lo, amax_lo) && packed_block_ok<F>(hi, amax_hi)) {
       const PackedBlock k = packed_block<F>(lo.scale_exp, hi.scale_exp);

@@ -3,6 +3,8 @@
 // the spec check of the MX quantizers. Shared by codec.hip and mx_bf16.hip.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -13,6 +15,9 @@
 #include "mxsim/rounding.hpp"
 
 namespace mxsim::hip::detail {
+
+/// True when p is a multiple of a bytes (the vector paths' precondition); host and device.
+__host__ __device__ inline bool aligned(const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
 
 template <Format F> using FormatTag = std::integral_constant<Format, F>;
 template <RoundMode M> using ModeTag = std::integral_constant<RoundMode, M>;
