@@ -38,6 +38,21 @@ std::vector<uint8_t> pack_e2m1(const std::vector<uint8_t>& codes) {
   return b;
 }
 
+/// The hand-derived mx-exact problem below (K = 96): A [2, 96] and B [3, 96]
+/// as E2M1 codes, one per element, and their E8M0 scales [rows, 3].
+struct Mxfp4ByHand {
+  static constexpr size_t K = 96;
+  std::vector<uint8_t> a = std::vector<uint8_t>(2 * K, 0), b = std::vector<uint8_t>(3 * K, 0);
+  std::vector<uint8_t> a_scale{130, 125, 127, 127, 109, 109}, b_scale{127, 127, 127, 127, 130, 127, 127, 0xFF, 127};
+  Mxfp4ByHand() {
+    a[0] = 7, a[1] = 2, a[32] = 0xD;
+    for (size_t k = 0; k < 32; ++k) a[K + k] = 2;
+    a[K + 63] = 1, a[K + 95] = 1;
+    for (size_t k = 0; k < K; ++k) b[k] = 2;
+    b[K + 0] = 0xA, b[K + 33] = 7;
+  }
+};
+
 std::vector<float> read_f32(const fs::path& p, std::vector<size_t>* shape = nullptr) {
   const auto t = mxsim::io::read_npy(p);
   EXPECT_EQ(t.dtype, mxsim::io::DType::F32);
@@ -62,17 +77,12 @@ uint32_t bits(float f) { return mxsim::f32_bits(f); }
 // Y[1][1] = 1 * -1 = -1.
 TEST(CliGemmOperands, MxExactTorchaoMxfp4ByHand) {
   CliSandbox s;
-  const size_t K = 96;
-  std::vector<uint8_t> a(2 * K, 0), b(3 * K, 0);
-  a[0] = 7, a[1] = 2, a[32] = 0xD;
-  for (int k = 0; k < 32; ++k) a[K + k] = 2;
-  a[K + 63] = 1, a[K + 95] = 1;
-  for (size_t k = 0; k < K; ++k) b[k] = 2;
-  b[K + 0] = 0xA, b[K + 33] = 7;
-  s.put("x.qdata.npy", npy_bytes("|u1", shape2(2, K / 2), u8s(pack_e2m1(a))));
-  s.put("x.scale.npy", npy_bytes("|u1", shape2(2, 3), u8s({130, 125, 127, 127, 109, 109})));
-  s.put("w.qdata.npy", npy_bytes("|u1", shape2(3, K / 2), u8s(pack_e2m1(b))));
-  s.put("w.scale.npy", npy_bytes("|u1", shape2(3, 3), u8s({127, 127, 127, 127, 130, 127, 127, 0xFF, 127})));
+  const Mxfp4ByHand op;
+  const size_t K = op.K;
+  s.put("x.qdata.npy", npy_bytes("|u1", shape2(2, K / 2), u8s(pack_e2m1(op.a))));
+  s.put("x.scale.npy", npy_bytes("|u1", shape2(2, 3), u8s(op.a_scale)));
+  s.put("w.qdata.npy", npy_bytes("|u1", shape2(3, K / 2), u8s(pack_e2m1(op.b))));
+  s.put("w.scale.npy", npy_bytes("|u1", shape2(3, 3), u8s(op.b_scale)));
   const auto r = s.mxsim("gemm --elem-dtype float4_e2m1fn_x2 --a x.qdata.npy --a x.scale.npy --b w.qdata.npy "
                          "--b w.scale.npy -o y.npy --json");
   ASSERT_EQ(r.rc, 0) << r.err;
@@ -100,23 +110,18 @@ TEST(CliGemmOperands, MxExactTorchaoMxfp4ByHand) {
 // products, so padding is never read.
 TEST(CliGemmOperands, MxExactTorchaoBlockedScalesIgnorePoisonedPadding) {
   CliSandbox s;
-  const size_t K = 96;
-  std::vector<uint8_t> a(2 * K, 0), b(3 * K, 0);
-  a[0] = 7, a[1] = 2, a[32] = 0xD;
-  for (int k = 0; k < 32; ++k) a[K + k] = 2;
-  a[K + 63] = 1, a[K + 95] = 1;
-  for (size_t k = 0; k < K; ++k) b[k] = 2;
-  b[K + 0] = 0xA, b[K + 33] = 7;
+  const Mxfp4ByHand op;
+  const size_t K = op.K;
   const auto blocked = [](size_t rows, const std::vector<uint8_t>& plain) {  // plain [rows, 3]
     std::vector<uint8_t> t(512, 0xFF);
     for (size_t r = 0; r < rows; ++r)
       for (size_t c = 0; c < 3; ++c) t[(r % 32) * 16 + (r % 128 / 32) * 4 + c] = plain[r * 3 + c];
     return t;
   };
-  s.put("x.qdata.npy", npy_bytes("|u1", shape2(2, K / 2), u8s(pack_e2m1(a))));
-  s.put("x.scale.npy", npy_bytes("|u1", "(512,)", u8s(blocked(2, {130, 125, 127, 127, 109, 109}))));
-  s.put("w.qdata.npy", npy_bytes("|u1", shape2(3, K / 2), u8s(pack_e2m1(b))));
-  s.put("w.scale.npy", npy_bytes("|u1", "(512,)", u8s(blocked(3, {127, 127, 127, 127, 130, 127, 127, 0xFF, 127}))));
+  s.put("x.qdata.npy", npy_bytes("|u1", shape2(2, K / 2), u8s(pack_e2m1(op.a))));
+  s.put("x.scale.npy", npy_bytes("|u1", "(512,)", u8s(blocked(2, op.a_scale))));
+  s.put("w.qdata.npy", npy_bytes("|u1", shape2(3, K / 2), u8s(pack_e2m1(op.b))));
+  s.put("w.scale.npy", npy_bytes("|u1", "(512,)", u8s(blocked(3, op.b_scale))));
   const auto r = s.mxsim("gemm --elem-dtype float4_e2m1fn_x2 --scale-layout blocked --a x.qdata.npy --a x.scale.npy "
                          "--b w.qdata.npy --b w.scale.npy -o y.npy --json");
   ASSERT_EQ(r.rc, 0) << r.err;
