@@ -97,7 +97,8 @@ struct Writer::Impl {
     std::vector<std::pair<const std::vector<int64_t>*, Hid>> scales;
     for (auto& [name, d] : dsets) {
       if (!d.snapshot) continue;
-      auto it = std::find_if(scales.begin(), scales.end(), [&](const auto& s) { return *s.first == d.snap_steps; });
+      const std::vector<int64_t>& steps = d.snap_steps;  // a named reference: Clang 14 cannot capture a structured binding
+      auto it = std::find_if(scales.begin(), scales.end(), [&](const auto& s) { return *s.first == steps; });
       if (it == scales.end()) {
         const std::string sn = schema::snapshot_rows_scale(scales.size());
         const hsize_t n = d.snap_steps.size();
