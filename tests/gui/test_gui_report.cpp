@@ -12,6 +12,7 @@
 #include <QTest>
 #include <cmath>
 #include <cstring>
+#include <tuple>
 
 #include "gui_test_util.hpp"
 #include "mxsim/trace/reader.hpp"
@@ -68,6 +69,29 @@ QSet<QString> pngs_in(const QString& dir) {
   return s;
 }
 
+/// The fields of one CSV line (RFC 4180: a field with a comma is quoted, "" inside is a quote).
+QStringList csv_fields(const QString& line) {
+  QStringList out;
+  QString cur;
+  bool quoted = false;
+  for (int i = 0; i < line.size(); ++i) {
+    const QChar ch = line[i];
+    if (quoted && ch == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+      cur += '"';
+      ++i;
+    } else if (ch == '"') {
+      quoted = !quoted;
+    } else if (ch == ',' && !quoted) {
+      out << cur;
+      cur.clear();
+    } else {
+      cur += ch;
+    }
+  }
+  out << cur;
+  return out;
+}
+
 /// CSV rows of an overview figure: (panel, layer, tensor) -> values by row.
 std::map<std::tuple<QString, QString, QString>, std::vector<double>> read_overview_csv(const QString& path) {
   std::map<std::tuple<QString, QString, QString>, std::vector<double>> m;
@@ -75,7 +99,7 @@ std::map<std::tuple<QString, QString, QString>, std::vector<double>> read_overvi
   if (!f.open(QIODevice::ReadOnly | QIODevice::Text)) return m;
   f.readLine();  // header
   while (!f.atEnd()) {
-    const QStringList c = QString::fromUtf8(f.readLine()).trimmed().split(',');
+    const QStringList c = csv_fields(QString::fromUtf8(f.readLine()).trimmed());
     if (c.size() != 6) continue;
     const double v = c[5] == "nan" ? NAN : c[5].toDouble();
     m[{c[0], c[1], c[2]}].push_back(v);
@@ -158,12 +182,17 @@ class GuiReport : public QObject {
     }
   }
 
-  // The overview's values are the trace's: SQNR as stored, saturation as 100 * saturated / count.
+  // The overview's values are the trace's: SQNR as stored, saturation and underflow as
+  // 100 * (elements) / count, the oscillation panels as flips, flips_total and 100 * ema_frac_above,
+  // every row bit for bit.
   void overviewValuesAreTheTraces() {
     const QString dir = dir_.filePath("all");
     mxsim::trace::Reader r(trace_.toStdString());
     const auto sq = read_overview_csv(dir + "/overview-sqnr.csv");
     const auto sat = read_overview_csv(dir + "/overview-saturation.csv");
+    const auto und = read_overview_csv(dir + "/overview-underflow.csv");
+    const auto osc = read_overview_csv(dir + "/overview-osc.csv");
+    uint64_t underflows = 0;
     for (const char* l : {"fc1", "fc2"})
       for (const auto& [op, panel] : {std::pair<const char*, const char*>{"w", "W (fprop/dgrad weight)"},
                                       {"x", "x (fprop input)"},
@@ -177,8 +206,39 @@ class GuiReport : public QObject {
         const auto c = r.read_series<uint64_t>(names::quant(l, op, "count"));
         const auto jt = sat.find({panel, l, op});
         QVERIFY(jt != sat.end());
+        QCOMPARE(jt->second.size(), s.size());
         for (size_t i = 0; i < s.size(); ++i) QVERIFY(same_bits(jt->second[i], 100.0 * double(s[i]) / double(c[i])));
+        const auto u = r.read_series<uint64_t>(names::quant(l, op, "underflow"));
+        const auto ut = und.find({panel, l, op});
+        QVERIFY2(ut != und.end(), qPrintable(QString("underflow %1.%2").arg(l, op)));
+        QCOMPARE(ut->second.size(), u.size());
+        for (size_t i = 0; i < u.size(); ++i) {
+          QVERIFY(same_bits(ut->second[i], 100.0 * double(u[i]) / double(c[i])));
+          underflows += u[i];
+        }
       }
+    // dy of an MXFP4 layer loses its small elements: the underflow panel is not all zeros, so a
+    // figure that drew zeros (or the saturation series) in its place would fail above
+    QVERIFY(underflows > 0);
+    uint64_t flips = 0;
+    for (const char* l : {"fc1", "fc2"})
+      for (const auto& [stat, panel, scale] :
+           {std::tuple<const char*, const char*, double>{"flips", "Oscillations at this step", 1.0},
+            {"flips_total", "Oscillations, cumulative over the run", 1.0},
+            {"ema_frac_above", "Share of elements with EMA oscillation frequency > 0.01", 100.0}}) {
+        std::vector<double> want;  // flips and flips_total are u64 counts, ema_frac_above an f64 share
+        if (std::strcmp(stat, "ema_frac_above") == 0) {
+          want = r.read_series<double>(names::osc(l, stat));
+        } else {
+          for (uint64_t n : r.read_series<uint64_t>(names::osc(l, stat))) want.push_back(double(n));
+        }
+        const auto it = osc.find({panel, l, "w"});
+        QVERIFY2(it != osc.end(), qPrintable(QString("%1 %2").arg(l, stat)));
+        QCOMPARE(it->second.size(), want.size());
+        for (size_t i = 0; i < want.size(); ++i) QVERIFY(same_bits(it->second[i], scale * want[i]));
+        if (std::strcmp(stat, "flips_total") == 0 && !want.empty()) flips += uint64_t(want.back());
+      }
+    QVERIFY(flips > 0);  // the run oscillates: the panels hold more than zeros
   }
 
   void layerOptionRestricts() {
