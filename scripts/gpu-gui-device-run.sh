@@ -14,10 +14,12 @@
 #            with `mxsim train` on --backend hip and on --backend emu: mxsim
 #            compare says identical; --render of each (the CSVs of every view
 #            identical) and of the Compare view of the two (no difference)
+#   report   `mxsim report` of the GPU trace: exit 0, index.html's every image
+#            written (curves, overviews, every layer's views: at least 17)
 # REQUIRE_GPU=0 GPU_BACKEND=emu check this script on a machine without a GPU.
 # Writes to $OUT (default ./out): gui-summary.md, gui-env.txt (nvidia-smi, OS,
 # ldd), gui-tests/<suite>.txt, render-hip/ (PNG + CSV of every view),
-# render-compare/, gui-runs.txt. Exit status: non-zero when any check failed.
+# render-compare/, report-hip/, gui-runs.txt. Exit status: non-zero when any check failed.
 set -uo pipefail
 # The bundle: $GUI_BUNDLE, else .gpu-build-gui/gui.tar.xz of the current folder (the run tool's
 # repository root) or of this script's repository. The bundle holds a copy of this script, so
@@ -108,6 +110,16 @@ r8=0; [ "$pngs" -ge 6 ] && [ -z "$csv_diff" ] || r8=1
 rc=$((rc | r4 | r5 | r6 | r7 | r8))
 echo "- --render of the GPU trace: exit $r4, $pngs PNGs over 10 KiB (every view of every layer, and the overviews); CSVs differing from the emulator trace's render: ${csv_diff:-none}" >>"$summary"
 echo "- --render hip/run.h5 emu/run.h5 --views compare: exit $r6, compare.csv: ${first:-missing} ($([ $r7 = 0 ] && echo 'no difference' || echo 'DIFFERENCE'))" >>"$summary"
+# report: `mxsim report` of the GPU trace (the inspector found beside mxsim in bin/): exit 0, an
+# index.html whose every <img> exists, and at least one image per quantized layer and operand.
+(cd "$work/hip" && timeout 300 mxsim report run.h5 -o "$OUT/report-hip") >"$work/report-hip.txt" 2>&1
+r9=$?
+imgs=$(grep -o '<img src="[^"]*"' "$OUT/report-hip/index.html" 2>/dev/null | sed 's/<img src="//;s/"$//')
+nimg=$(grep -c . <<<"$imgs")
+absent=$(for i in $imgs; do [ -s "$OUT/report-hip/$i" ] || echo "$i"; done | tr '\n' ' ')
+r10=0; [ "$nimg" -ge 17 ] && [ -z "$absent" ] || r10=1
+rc=$((rc | r9 | r10))
+echo "- mxsim report run.h5 (GPU trace): exit $r9, index.html lists $nimg images, missing: ${absent:-none}" >>"$summary"
 for f in "$work"/*.log "$work"/*.txt; do echo "==== $f"; tail -25 "$f"; done >"$OUT/gui-runs.txt"
 echo "gpu-gui-device-run: exit $rc" | tee -a "$summary"
 cat "$summary"
