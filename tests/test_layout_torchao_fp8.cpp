@@ -303,3 +303,39 @@ TEST(TorchaoFloat8Training, GemmTakesTheReciprocalAsTorchaoDoes) {
   EXPECT_EQ(f_bits(yr(0, 0)), f_bits(3.0f));
   EXPECT_EQ(f_bits(yr(1, 0)), f_bits(4.5f));
 }
+
+// Backward operands as torchao's rowwise float8 training hands them to
+// torch.mm (torchao/float8/float8_linear.py): a scale per column is read as
+// blocks down the columns, so dgrad's W [N, K] with _scale [1, K] is quantized
+// along N, wgrad's dY [M, N] and X [M, K] with _scale [1, N], [1, K] along M.
+// Every _scale s enters as scale_inv 1 / s (exact here: powers of two).
+// dgrad: dY [1, 2] codes 1, 2 over 0.5 (scale_inv 2); W [2, 2] codes 1, 3; 2, 1
+//   over [1, 2] = 4, 0.25 (scale_inv 0.25, 4): Q_k = sum_n dY_n W_nk = 5, 5;
+//   dX = 5 * 2 * 0.25, 5 * 2 * 4 = 2.5, 40 (= dequantized 2 * 0.25 + 4 * 0.5, 2 * 12 + 4 * 4).
+// wgrad: dY [2, 2] codes 1, 2; 3, 1 over [1, 2] = 0.5, 2 (scale_inv 2, 0.5); X
+//   [2, 2] codes 1, 1; 2, 1 over [1, 2] = 1, 0.25 (scale_inv 1, 4): Q_nk =
+//   sum_m dY_mn X_mk = 7, 4; 4, 3; dW = 7 * 2 * 1, 4 * 2 * 4; 4 * 0.5 * 1, 3 * 0.5 * 4
+//   = 14, 32; 2, 6.
+TEST(TorchaoFloat8Training, BackwardOperandsTakeTheirAxisFromTheScale) {
+  const QuantizedTensor dy = layout::from_torchao_float8_training(Format::E4M3, {1, 2}, Bytes{0x38, 0x40}, {1, 1},
+                                                                  std::vector<float>{0.5f});
+  const QuantizedTensor w = layout::from_torchao_float8_training(Format::E4M3, {2, 2}, Bytes{0x38, 0x44, 0x40, 0x38}, {1, 2},
+                                                                 std::vector<float>{4, 0.25f});
+  Tensor2f dx;
+  const std::vector<int64_t> one = {1};
+  emu::grouped_dgrad(dy, w, one, dx, emu::GemmOptions{});
+  EXPECT_EQ(f_bits(dx(0, 0)), f_bits(2.5f));
+  EXPECT_EQ(f_bits(dx(0, 1)), f_bits(40.0f));
+
+  const std::vector<QuantizedTensor> gy = {layout::from_torchao_float8_training(
+      Format::E4M3, {2, 2}, Bytes{0x38, 0x40, 0x44, 0x38}, {1, 2}, std::vector<float>{0.5f, 2})};
+  const std::vector<QuantizedTensor> gx = {layout::from_torchao_float8_training(
+      Format::E4M3, {2, 2}, Bytes{0x38, 0x38, 0x40, 0x38}, {1, 2}, std::vector<float>{1, 0.25f})};
+  Tensor3f dw;
+  const std::vector<int64_t> two = {2};
+  emu::grouped_wgrad(gy, gx, two, dw, emu::GemmOptions{});
+  EXPECT_EQ(f_bits(dw(0, 0, 0)), f_bits(14.0f));
+  EXPECT_EQ(f_bits(dw(0, 0, 1)), f_bits(32.0f));
+  EXPECT_EQ(f_bits(dw(0, 1, 0)), f_bits(2.0f));
+  EXPECT_EQ(f_bits(dw(0, 1, 1)), f_bits(6.0f));
+}
