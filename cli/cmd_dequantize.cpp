@@ -36,8 +36,9 @@ int run(const Args& args) {
   opts.add_options()("help,h", "this help")
       ("output,o", po::value<std::string>(), "OUT: .safetensors, .npy (one tensor) or a folder; none: statistics only")
       ("layout", po::value<std::string>()->default_value("auto"),
-       "auto | mxsim | torchao | te (by tensor-name suffixes), or one layout: torchao-nvfp4, te-rowwise, "
-       "te-columnwise, te-nvfp4-rowwise, te-nvfp4-columnwise, te-blockwise-rowwise, te-blockwise-columnwise, te-tensor")
+       "auto | mxsim | torchao | te (by tensor-name suffixes), or one layout: torchao-nvfp4, torchao-float8, "
+       "torchao-float8-training, te-rowwise, te-columnwise, te-nvfp4-rowwise, te-nvfp4-columnwise, "
+       "te-blockwise-rowwise, te-blockwise-columnwise, te-tensor")
       ("elem-dtype", po::value<std::string>(), "element format of U8 codes (torchao names: float8_e4m3fn, float8_e5m2, "
        "fp6_e2m3, fp6_e3m2, float4_e2m1fn_x2; or e4m3, ...)")
       ("block-size", po::value<std::string>(), "torchao block size along the last axis, 1 to 65536 (default 32)")
@@ -52,13 +53,18 @@ int run(const Args& args) {
   const CommandHelp help{
       "dequantize", "IN... [-o OUT] [--layout L] [--elem-dtype F] [--block-size N] [--dtype fp32|bf16]",
       "Decodes codes + scales back to FP32 (or BF16) with the one dequantizer (emu::dequantize3):\n"
-      "code * 2^(byte-127) for E8M0 scales, fl32(code * scale_inv) for FP32 scales, NVFP4 in two steps.\n"
+      "code * 2^(byte-127) for E8M0 scales, fl32(code * scale_inv) for FP32 scales, fl32(code / scale)\n"
+      "for torchao Float8TrainingTensor, NVFP4 in two steps.\n"
       "IN: .safetensors or .npy files (or an mxsim <stem>.meta.json), whose tensors pair by name:",
       "  mxsim    <name>.data + <name>.scale | .scale_inv [+ .tensor_scale_inv], with the metadata\n"
       "           `mxsim quantize` writes (safetensors __metadata__ or <stem>.meta.json)\n"
-      "  torchao  <name>.qdata + <name>.scale (MXTensor; blocks along the last axis, --block-size)\n"
+      "  torchao  <name>.qdata + <name>.scale (MXTensor, E8M0 scale; blocks along the last axis, --block-size)\n"
       "  torchao  <name>.qdata + <name>._scale_e4m3 (or an F8_E4M3 .scale) [+ ._per_tensor_scale]\n"
       "           (NVFP4Tensor; blocks of 16)\n"
+      "  torchao  <name>.qdata + an F32 <name>.scale (Float8Tensor: per tensor, per row or blockwise, the\n"
+      "           blocks from the two shapes; fl32(code * scale))\n"
+      "  torchao  <name>._data + <name>._scale (Float8TrainingTensor: tensorwise or axiswise;\n"
+      "           fl32(code / _scale))\n"
       "  te       <name>._rowwise_data + ._rowwise_scale_inv, ._columnwise_data + ._columnwise_scale_inv\n"
       "           (MXFP8Tensor, padded E8M0 scales; NVFP4Tensor with ._amax_rowwise / ._amax_columnwise,\n"
       "           padded E4M3 scales; Float8BlockwiseQTensor, F32 scale_inv) or ._data + ._scale_inv (Float8Tensor)\n"

@@ -148,6 +148,10 @@ std::vector<Operand> read_operands(const std::string& role, const std::vector<st
       o.groups = o.q.groups;
       o.rows = o.q.rows;
       o.cols = o.q.cols;
+      if (o.q.divides_by_scale())
+        notes.add(role + ": tensor '" + j.name + "' (torchao Float8TrainingTensor): each _scale s enters the GEMM as "
+                  "scale_inv = fl32(1 / s), as torchao's matmul passes _scale.reciprocal() to torch._scaled_mm "
+                  "(torchao/float8/float8_ops.py addmm_float8_unwrapped); `mxsim dequantize` divides, fl32(code / s)");
     }
     o.files = files;
     out.push_back(std::move(o));

@@ -64,8 +64,9 @@ void need_scale_bytes(const io::RawTensor& t, ScaleKind kind, const std::string&
     hint = "; F8_E4M3 block scales are NVFP4's: torchao NVFP4Tensor names them <name>._scale_e4m3, TE NVFP4Tensor "
            "stores <name>._amax_rowwise beside them";
   if (kind == ScaleKind::E8M0 && t.dtype == io::DType::F32)
-    hint = "; F32 scale_inv is FP8 per-tensor or blockwise scaling (TE Float8Tensor ._scale_inv, "
-           "Float8BlockwiseQTensor ._rowwise_scale_inv)";
+    hint = "; F32 scales are FP8 per-tensor, per-row or blockwise scaling (torchao Float8Tensor .qdata + .scale, "
+           "Float8TrainingTensor ._data + ._scale; TE Float8Tensor ._scale_inv, Float8BlockwiseQTensor "
+           "._rowwise_scale_inv)";
   throw std::runtime_error("tensor '" + t.name + "' is " + io::name_of(t.dtype) + ": the " + layout + " layout needs " +
                            want + hint);
 }
@@ -117,9 +118,17 @@ float one_f32(const QuantSources& all, const std::string& name, const std::strin
 
 bool starts_with(const std::string& s, const std::string& pre) { return s.rfind(pre, 0) == 0; }
 
-const char* const kLayouts[] = {"mxsim",           "torchao",          "torchao-nvfp4",        "te-rowwise",
-                                "te-columnwise",   "te-nvfp4-rowwise", "te-nvfp4-columnwise",  "te-blockwise-rowwise",
-                                "te-blockwise-columnwise", "te-tensor"};
+const char* const kLayouts[] = {"mxsim",          "torchao",          "torchao-nvfp4",       "torchao-float8",
+                                "torchao-float8-training", "te-rowwise", "te-columnwise",  "te-nvfp4-rowwise",
+                                "te-nvfp4-columnwise",     "te-blockwise-rowwise",          "te-blockwise-columnwise",
+                                "te-tensor"};
+
+/// Whether --layout `want` takes a job of layout `job`: auto all; the family
+/// names torchao and te every layout of theirs; any other name that layout only.
+bool layout_takes(const std::string& want, const std::string& job) {
+  if (want == "auto" || want == job) return true;
+  return (want == "torchao" || want == "te") && starts_with(job, want + "-");
+}
 
 }  // namespace
 
@@ -178,6 +187,15 @@ QuantizedTensor load_quantized(const QuantJob& j, const QuantSources& all, std::
   }
   const QuantSource& d = need(all, j.data, "the codes");
   const QuantSource& sc = need(all, j.scale, "the scales");
+  if (j.layout == "torchao-float8" || j.layout == "torchao-float8-training") {
+    const bool training = j.layout == "torchao-float8-training";
+    need_bytes(d.t, training ? "_data" : "qdata");
+    const auto s = f32_span(sc.t, training ? "torchao Float8TrainingTensor _scale" : "torchao Float8Tensor scale");
+    const Format f = codes_format(d.t, elem_opt, std::nullopt, notes, "");
+    out_shape = d.t.shape;
+    return training ? layout::from_torchao_float8_training(f, d.t.shape, d.t.bytes, sc.t.shape, s)
+                    : layout::from_torchao_float8(f, d.t.shape, d.t.bytes, sc.t.shape, s);
+  }
   if (j.layout == "torchao") {
     need_bytes(d.t, "qdata");
     need_scale_bytes(sc.t, ScaleKind::E8M0, "torchao MXTensor");
@@ -241,8 +259,7 @@ std::vector<QuantJob> find_quant_jobs(const QuantSources& all, const std::string
   const auto dtype = [&](const std::string& n) { return all.at(n).t.dtype; };
   std::vector<QuantJob> jobs;
   const auto add = [&](QuantJob j) {
-    if (layout != "auto" && !starts_with(j.layout, layout)) return;
-    jobs.push_back(std::move(j));
+    if (layout_takes(layout, j.layout)) jobs.push_back(std::move(j));
   };
   for (const auto& [name, src] : all) {
     if (ends_with(name, ".data")) {  // mxsim
@@ -255,7 +272,7 @@ std::vector<QuantJob> find_quant_jobs(const QuantSources& all, const std::string
       QuantJob j{out, "mxsim", base, name, sc, {}};
       if (has(base + ".tensor_scale_inv")) j.extra.push_back(base + ".tensor_scale_inv");
       add(std::move(j));
-    } else if (ends_with(name, ".qdata")) {  // torchao MXTensor / NVFP4Tensor
+    } else if (ends_with(name, ".qdata")) {  // torchao MXTensor / NVFP4Tensor / Float8Tensor
       const std::string base = name.substr(0, name.size() - 6);
       std::string pts;
       for (const char* s : {"._per_tensor_scale", ".per_tensor_scale"})
@@ -263,14 +280,19 @@ std::vector<QuantJob> find_quant_jobs(const QuantSources& all, const std::string
       if (has(base + "._scale_e4m3")) {
         add({base, "torchao-nvfp4", base, name, base + "._scale_e4m3", {pts}});
       } else if (has(base + ".scale")) {
-        if (dtype(base + ".scale") == io::DType::F8_E4M3 || !pts.empty())
+        const io::DType sd = dtype(base + ".scale");
+        if (layout == "torchao-float8" || (sd == io::DType::F32 && pts.empty()))  // FP32 scales: Float8Tensor
+          add({base, "torchao-float8", base, name, base + ".scale", {}});
+        else if (sd == io::DType::F8_E4M3 || !pts.empty())
           add({base, "torchao-nvfp4", base, name, base + ".scale", {pts}});
         else
           add({base, "torchao", base, name, base + ".scale", {}});
       }
-    } else if (ends_with(name, "._data")) {  // TE Float8Tensor
+    } else if (ends_with(name, "._data")) {  // TE Float8Tensor, torchao Float8TrainingTensor
       const std::string base = name.substr(0, name.size() - 6);
-      if (has(base + "._scale_inv")) add({base, "te-tensor", base, name, base + "._scale_inv", {}});
+      const bool training = has(base + "._scale") && (layout == "torchao-float8-training" || !has(base + "._scale_inv"));
+      if (training) add({base, "torchao-float8-training", base, name, base + "._scale", {}});
+      else if (has(base + "._scale_inv")) add({base, "te-tensor", base, name, base + "._scale_inv", {}});
     } else {
       for (const std::string dir : {"rowwise", "columnwise"}) {
         const std::string suf = "._" + dir + "_data";

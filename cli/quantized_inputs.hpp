@@ -27,7 +27,8 @@ using QuantSources = std::map<std::string, QuantSource>;
 /// One codes + scales pair found among the inputs.
 struct QuantJob {
   std::string name;    ///< output tensor name
-  /// mxsim | torchao | torchao-nvfp4 | te-rowwise | te-columnwise (MXFP8Tensor) |
+  /// mxsim | torchao (MXTensor) | torchao-nvfp4 | torchao-float8 (Float8Tensor) |
+  /// torchao-float8-training (Float8TrainingTensor) | te-rowwise | te-columnwise (MXFP8Tensor) |
   /// te-nvfp4-rowwise | te-nvfp4-columnwise | te-blockwise-rowwise |
   /// te-blockwise-columnwise | te-tensor (Float8Tensor)
   std::string layout;
@@ -53,12 +54,16 @@ QuantSources read_quant_inputs(const std::vector<std::string>& args, Notes& note
 /// each layout and, where several layouts share the suffixes, by the scale's
 /// dtype and the companion tensors present (docs/cli.md "dequantize"):
 /// torchao `.qdata` + `._scale_e4m3`, or + `.scale` that is F8_E4M3 or has a
-/// `(_)per_tensor_scale` beside it, is NVFP4Tensor; TE `._rowwise_data` +
+/// `(_)per_tensor_scale` beside it, is NVFP4Tensor; + an F32 `.scale`
+/// Float8Tensor; else MXTensor (E8M0 scales); `._data` + `._scale` is
+/// Float8TrainingTensor (+ `._scale_inv`: TE Float8Tensor); TE `._rowwise_data` +
 /// `._rowwise_scale_inv` is NVFP4Tensor when `._amax_rowwise` is present (or
 /// the data is F4, or the scale F8_E4M3), Float8BlockwiseQTensor when the scale
 /// is F32, else MXFP8Tensor (columnwise alike). `layout` is auto, mxsim,
-/// torchao, te (a prefix of the layout names) or one layout name. TE rowwise
-/// wins over columnwise under auto.
+/// torchao, te (each of these takes every layout of its family) or one layout
+/// name, which takes that layout only (`torchao-float8` then reads a `.qdata` +
+/// `.scale` pair as Float8Tensor whatever the scale's dtype, so a wrong dtype is
+/// named by load_quantized). TE rowwise wins over columnwise under auto.
 std::vector<QuantJob> find_quant_jobs(const QuantSources& all, const std::string& layout);
 
 /// --layout: auto, mxsim, torchao, te or a layout name of QuantJob (UsageError otherwise).

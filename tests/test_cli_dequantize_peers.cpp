@@ -1,5 +1,6 @@
-// `mxsim dequantize` and `mxsim gemm --a/--b` on the NVFP4 and FP8-blockwise
-// layouts of torchao and TransformerEngine, written as safetensors files with
+// `mxsim dequantize` and `mxsim gemm --a/--b` on the NVFP4, FP8 (Float8Tensor,
+// Float8TrainingTensor) and FP8-blockwise layouts of torchao and
+// TransformerEngine, written as safetensors files with
 // the dtypes those libraries' tensors have: values worked out by hand from the
 // layouts (mxsim/layouts.hpp) and docs/numerics.md §2.4, §5.2; padding bytes
 // poisoned (0xFF, NaN). Then the misreads these files used to allow: scale
@@ -205,9 +206,12 @@ TEST(CliDequantizePeers, ScaleDtypesMustMatchTheScaleKind) {
   };
   const std::vector<uint8_t> q32(32, 0x38);
   const Bad cases[] = {
-      // torchao MXTensor scale as F32 values: not E8M0 bytes.
-      {{{"a.qdata", DType::F8_E4M3, {1, 32}, q32}, {"a.scale", DType::F32, {1, 1}, f32b({1.0f})}}, "",
-       "tensor 'a.scale' is F32: the torchao MXTensor layout needs E8M0 scale bytes"},
+      // torchao MXTensor scale typed F8_E5M2: not E8M0 bytes (an F32 one is a Float8Tensor, tested below).
+      {{{"a.qdata", DType::F8_E4M3, {1, 32}, q32}, {"a.scale", DType::F8_E5M2, {1, 1}, {127}}}, "",
+       "tensor 'a.scale' is F8_E5M2: the torchao MXTensor layout needs E8M0 scale bytes"},
+      // --layout torchao-float8 names the Float8Tensor's F32 scale it needs.
+      {{{"f.qdata", DType::F8_E4M3, {1, 32}, q32}, {"f.scale", DType::U8, {1, 1}, {127}}}, "--layout torchao-float8",
+       "tensor 'f.scale': torchao Float8Tensor scale must be F32, not U8"},
       // TE MXFP8 scale typed F8_E5M2.
       {{{"b._rowwise_data", DType::F8_E4M3, {1, 32}, q32}, {"b._rowwise_scale_inv", DType::F8_E5M2, {128, 4}, std::vector<uint8_t>(512, 127)}},
        "", "tensor 'b._rowwise_scale_inv' is F8_E5M2: the TE MXFP8Tensor layout needs E8M0"},
@@ -264,4 +268,147 @@ TEST(CliDequantizePeers, UnusedTensorsAreNotedAndBlockedNeedsATakingLayout) {
   r = s.mxsim("dequantize --scale-layout blocked te.safetensors");
   EXPECT_EQ(r.rc, 2);
   EXPECT_TRUE(has(r.err, "te-rowwise")) << r.err;
+}
+
+// torchao Float8Tensor, per row, auto-detected by its F32 scale beside an F8
+// qdata (torchao/quantization/quantize_/workflows/float8/float8_tensor.py):
+// qdata F8_E4M3 [2, 4] codes 1 (0x38), 2 (0x40), 5 (0x4A), -3 (0xC4); 0.5
+// (0x30), 2^-9 (0x01), 448 (0x7E), -0 (0x80); scale F32 [2, 1] = 2, 0.5:
+// element = code * scale, exact (powers of two): 2, 4, 10, -6; 0.25, 2^-10, 224, -0.
+// Such a file was once read as an MXTensor and refused ("the torchao MXTensor
+// layout needs E8M0 scale bytes"); an E8M0 scale beside the same qdata is
+// still an MXTensor.
+TEST(CliDequantizePeers, TorchaoFloat8TensorPerRowNotMxTensor) {
+  CliSandbox s;
+  put_st(s, "f.safetensors",
+         {{"w.qdata", DType::F8_E4M3, {2, 4}, {0x38, 0x40, 0x4A, 0xC4, 0x30, 0x01, 0x7E, 0x80}},
+          {"w.scale", DType::F32, {2, 1}, f32b({2.0f, 0.5f})}});
+  auto r = s.mxsim("dequantize f.safetensors -o w.npy --json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["tensors"][0]["layout"], "torchao-float8");
+  EXPECT_EQ(j["tensors"][0]["elem"], "e4m3");
+  EXPECT_EQ(j["tensors"][0]["shape"], nlohmann::json::array({2, 4}));
+  EXPECT_FALSE(has(r.err, "MXTensor")) << r.err;
+  const auto v = read_values(s.p / "w.npy");
+  const std::vector<float> want = {2, 4, 10, -6, 0.25f, std::ldexp(1.0f, -10), 224, -0.0f};
+  ASSERT_EQ(v.size(), want.size());
+  for (size_t i = 0; i < v.size(); ++i) EXPECT_EQ(bits(v[i]), bits(want[i])) << i;
+  // The same qdata with an E8M0 scale (127 = 2^0 per block of 4): the MXTensor layout.
+  put_st(s, "m.safetensors",
+         {{"w.qdata", DType::F8_E4M3, {2, 4}, {0x38, 0x40, 0x4A, 0xC4, 0x30, 0x01, 0x7E, 0x80}},
+          {"w.scale", DType::F8_E8M0, {2, 1}, {127, 128}}});
+  r = s.mxsim("dequantize --block-size 4 m.safetensors -o m.npy --json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["tensors"][0]["layout"], "torchao");
+  EXPECT_EQ(read_values(s.p / "m.npy")[4], 1.0f);  // 0.5 * 2^(128 - 127)
+  // A scale shape that fits no granularity: exit 1 naming both shapes.
+  put_st(s, "bad.safetensors",
+         {{"w.qdata", DType::F8_E4M3, {4, 6}, std::vector<uint8_t>(24, 0x38)},
+          {"w.scale", DType::F32, {3, 2}, f32b({1, 1, 1, 1, 1, 1})}});
+  r = s.mxsim("dequantize bad.safetensors -o bad.npy");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "scale shape [3, 2] does not fit qdata shape [4, 6]")) << r.err;
+  EXPECT_FALSE(fs::exists(s.p / "bad.npy"));
+}
+
+// Float8Tensor blockwise with E5M2 codes stored as U8 (the element format then
+// needs --elem-dtype: usage error without it). qdata [2, 4] codes 1 (0x3C), 3
+// (0x42), +Inf (0x7C), -1 (0xBC) in each row; scale [1, 2] = 0.25, 3 (blocks
+// 2 x 2): 0.25, 0.75, +Inf, -3 per row.
+TEST(CliDequantizePeers, TorchaoFloat8TensorBlockwiseE5m2) {
+  CliSandbox s;
+  const std::vector<uint8_t> q = {0x3C, 0x42, 0x7C, 0xBC, 0x3C, 0x42, 0x7C, 0xBC};
+  put_st(s, "f.safetensors", {{"w.qdata", DType::U8, {2, 4}, q}, {"w.scale", DType::F32, {1, 2}, f32b({0.25f, 3})}});
+  auto r = s.mxsim("dequantize f.safetensors -o w.npy");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_TRUE(has(r.err, "--elem-dtype")) << r.err;
+  r = s.mxsim("dequantize --elem-dtype float8_e5m2 f.safetensors -o w.npy --json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["tensors"][0]["elem"], "e5m2");
+  const std::vector<float> row = {0.25f, 0.75f, std::numeric_limits<float>::infinity(), -3};
+  const auto v = read_values(s.p / "w.npy");
+  ASSERT_EQ(v.size(), 8u);
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(bits(v[i]), bits(row[i % 4])) << i;
+}
+
+// torchao Float8TrainingTensor (torchao/float8/float8_training_tensor.py):
+// _data F8_E4M3 [1, 3] codes 5 (0x4A), 1 (0x38), 3 (0x44), tensorwise _scale
+// F32 0-D = 3; hp = _data / _scale, one RNE division:
+//   5/3: 5 * 2^23 / 3 = 13981013.33 -> 13981013 * 2^-23 = 0x3FD55555
+//     (5 * fl32(1/3) would be 0x3FD55556: fl32(1/3) = 11184811 * 2^-25 and
+//     5 * 11184811 / 4 = 13981013.75 -> 13981014);
+//   1/3: round(2^25 / 3) = 11184811 * 2^-25 = 0x3EAAAAAB; 3/3 = 1.
+// A TE Float8Tensor beside it (._data + ._scale_inv) stays te-tensor, and
+// --layout torchao-float8 picks neither (the layout names are exact).
+TEST(CliDequantizePeers, TorchaoFloat8TrainingTensorDivides) {
+  CliSandbox s;
+  put_st(s, "t.safetensors",
+         {{"x._data", DType::F8_E4M3, {1, 3}, {0x4A, 0x38, 0x44}},
+          {"x._scale", DType::F32, {}, f32b({3.0f})},
+          {"y._data", DType::F8_E4M3, {1, 1}, {0x4A}},
+          {"y._scale_inv", DType::F32, {1}, f32b({3.0f})}});
+  auto r = s.mxsim("dequantize t.safetensors -o out.safetensors --json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["tensors"].size(), 2u);
+  EXPECT_EQ(j["tensors"][0]["name"], "x");
+  EXPECT_EQ(j["tensors"][0]["layout"], "torchao-float8-training");
+  EXPECT_EQ(j["tensors"][1]["layout"], "te-tensor");
+  const auto f = mxsim::io::read_safetensors(s.p / "out.safetensors");
+  std::vector<float> x, y;
+  for (const auto& t : f.tensors) (t.name == "x" ? x : y) = mxsim::io::to_f32(t);
+  ASSERT_EQ(x.size(), 3u);
+  EXPECT_EQ(bits(x[0]), 0x3FD55555u);
+  EXPECT_EQ(bits(x[1]), 0x3EAAAAABu);
+  EXPECT_EQ(bits(x[2]), 0x3F800000u);
+  ASSERT_EQ(y.size(), 1u);
+  EXPECT_EQ(y[0], 15.0f);  // TE multiplies by scale_inv: 5 * 3
+  r = s.mxsim("dequantize --layout torchao-float8-training t.safetensors --json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["tensors"].size(), 1u);
+  r = s.mxsim("dequantize --layout torchao-float8 t.safetensors");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "no codes + scales pair found (torchao-float8)")) << r.err;
+  // Axiswise with a shape that is not: a block divisor is refused, naming both shapes.
+  put_st(s, "b.safetensors",
+         {{"z._data", DType::F8_E4M3, {2, 4}, std::vector<uint8_t>(8, 0x38)}, {"z._scale", DType::F32, {1, 2}, f32b({1, 2})}});
+  r = s.mxsim("dequantize b.safetensors");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_TRUE(has(r.err, "_scale shape [1, 2] does not fit _data shape [2, 4]")) << r.err;
+}
+
+// mxsim gemm on torchao FP8 operands (fp8-chunk128, numerics.md §5.2). A: a
+// Float8TrainingTensor X [1, 1] = 5 (0x4A) over _scale 3; B: a Float8Tensor W
+// [1, 1] = 1 (0x38) with scale 1. torchao's matmul passes _scale.reciprocal():
+// scale_inv = fl32(1/3), so y = fmaf(5, fl32(fl32(1/3) * 1), 0) = fl32(5 *
+// fl32(1/3)) = 0x3FD55556 (derived above), which the note says. Per-row
+// Float8Tensor operands: X [2, 2] codes 1 with scales [2, 1] = 2, 3; W [1, 2]
+// codes 1, 2 with scale [1, 1] = 0.5: each row's Q = 3; y = 3 * 1, 3 * 1.5.
+TEST(CliDequantizePeers, GemmOnTorchaoFloat8Operands) {
+  CliSandbox s;
+  put_st(s, "a.safetensors", {{"x._data", DType::F8_E4M3, {1, 1}, {0x4A}}, {"x._scale", DType::F32, {}, f32b({3})}});
+  put_st(s, "b.safetensors", {{"w.qdata", DType::F8_E4M3, {1, 1}, {0x38}}, {"w.scale", DType::F32, {1, 1}, f32b({1})}});
+  auto r = s.mxsim("gemm --a a.safetensors --b b.safetensors -o y.npy --json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["class"], "fp8-chunk128");
+  EXPECT_EQ(j["a"]["layout"], "torchao-float8-training");
+  EXPECT_EQ(j["b"]["layout"], "torchao-float8");
+  bool noted = false;
+  for (const auto& n : j["notes"]) noted = noted || has(n.get<std::string>(), "scale_inv = fl32(1 / s)");
+  EXPECT_TRUE(noted) << r.out;
+  auto y = read_values(s.p / "y.npy");
+  ASSERT_EQ(y.size(), 1u);
+  EXPECT_EQ(bits(y[0]), 0x3FD55556u);
+
+  put_st(s, "c.safetensors",
+         {{"x.qdata", DType::F8_E4M3, {2, 2}, std::vector<uint8_t>(4, 0x38)}, {"x.scale", DType::F32, {2, 1}, f32b({2, 3})}});
+  put_st(s, "d.safetensors", {{"w.qdata", DType::F8_E4M3, {1, 2}, {0x38, 0x40}}, {"w.scale", DType::F32, {1, 1}, f32b({0.5f})}});
+  r = s.mxsim("gemm --a c.safetensors --b d.safetensors -o y2.npy");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  y = read_values(s.p / "y2.npy");
+  ASSERT_EQ(y.size(), 2u);
+  EXPECT_EQ(bits(y[0]), bits(3.0f));
+  EXPECT_EQ(bits(y[1]), bits(4.5f));
 }

@@ -1,6 +1,7 @@
 #include "mxsim/layouts.hpp"
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -277,6 +278,121 @@ QuantizedTensor from_te_fp8(Format elem, const std::vector<size_t>& ds, std::spa
   s.scale_kind = ScaleKind::FP32;
   const float si[1] = {scale_inv};
   return from_mxsim(s, 1, M, K, false, data, {}, si);
+}
+
+namespace {
+
+bool fp8_elem(Format f) {
+  return f == Format::E4M3 || f == Format::E5M2 || f == Format::E4M3FNUZ || f == Format::E5M2FNUZ;
+}
+
+/// torchao's FP8 layouts (layouts.hpp): the block extent along each axis of the
+/// data from the two shapes (and block_size), then mxsim's storage.
+QuantizedTensor torchao_fp8(Format elem, const std::vector<size_t>& qs, std::span<const uint8_t> qdata,
+                            const std::vector<size_t>& ss, std::span<const float> scale,
+                            const std::optional<std::vector<size_t>>& block_size, bool training) {
+  const std::string who = training ? "torchao Float8TrainingTensor" : "torchao Float8Tensor";
+  const std::string dname = training ? "_data" : "qdata", sname = training ? "_scale" : "scale";
+  if (!fp8_elem(elem))
+    bad(who + " elements are FP8 (float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz), not " +
+        short_name(elem));
+  if (qs.empty() || qs.size() > 3) bad(dname + " shape " + shape_s(qs) + ": torchao layouts are read 1-D to 3-D");
+  size_t nq = 1, ns = 1;
+  for (size_t d : qs) nq = mul(nq, d);
+  for (size_t d : ss) ns = mul(ns, d);
+  if (qdata.size() != nq) bad(dname + " holds " + std::to_string(qdata.size()) + " bytes for shape " + shape_s(qs));
+  if (scale.size() != ns) bad(sname + " holds " + std::to_string(scale.size()) + " values for shape " + shape_s(ss));
+  const std::string both = sname + " shape " + shape_s(ss) + " does not fit " + dname + " shape " + shape_s(qs);
+  const std::string kinds =
+      training ? ": a Float8TrainingTensor _scale is one value (tensorwise) or has the rank of _data with each axis 1 "
+                 "or the data's extent (axiswise, e.g. [M, 1] or [1, K])"
+               : ": a Float8Tensor scale is one value (per tensor), [..., 1] (per row) or qdata / block_size per axis "
+                 "(blockwise, exact divisors, e.g. [M, K/128] or [M/128, K/128])";
+  std::vector<size_t> blk(qs.size());  // block extent along each axis of the data
+  if (ns == 1) {
+    blk = qs;  // one value: the whole tensor
+  } else {
+    if (ss.size() != qs.size()) bad(both + " (their ranks differ)" + kinds);
+    for (size_t i = 0; i < qs.size(); ++i) {
+      if (ss[i] == qs[i]) blk[i] = 1;
+      else if (ss[i] == 1) blk[i] = qs[i];
+      else if (!training && ss[i] != 0 && qs[i] % ss[i] == 0) blk[i] = qs[i] / ss[i];
+      else bad(both + " (axis " + std::to_string(i) + ": " + std::to_string(qs[i]) + " elements, " +
+               std::to_string(ss[i]) + " scales)" + kinds);
+    }
+  }
+  if (block_size) {  // torchao's own attribute: the scale shape must be what it gives
+    const std::vector<size_t>& b = *block_size;
+    std::vector<size_t> want(qs.size(), 1);
+    if (!b.empty()) {
+      if (b.size() != qs.size())
+        bad("block_size " + shape_s(b) + " and qdata shape " + shape_s(qs) + " differ in rank (torchao's block_size "
+            "has qdata's rank, or is empty for per tensor)");
+      for (size_t i = 0; i < qs.size(); ++i) {
+        if (b[i] == 0 || qs[i] % b[i] != 0)
+          bad("block_size " + shape_s(b) + " does not divide qdata shape " + shape_s(qs) + " (axis " +
+              std::to_string(i) + ")");
+        want[i] = qs[i] / b[i];
+      }
+    }
+    size_t nw = 1;
+    for (size_t d : want) nw *= d;
+    if (nw == 1 ? ns != 1 : ss != want)
+      bad("scale shape " + shape_s(ss) + " for qdata shape " + shape_s(qs) + " and block_size " + shape_s(b) +
+          ": torchao's is " + shape_s(want));
+    blk = b.empty() ? qs : b;
+  }
+  // [G, R, K] and the block (bg, br, bk); the scale of logical block (g, i, j).
+  const size_t rank = qs.size();
+  const size_t G = rank == 3 ? qs[0] : 1, R = rank == 1 ? 1 : qs[rank - 2], K = qs[rank - 1];
+  const size_t bg = rank == 3 ? blk[0] : 1, br = rank == 1 ? 1 : blk[rank - 2], bk = blk[rank - 1];
+  const size_t nR = R / br, nK = K / bk;
+  const auto at = [&](size_t g, size_t i, size_t j) { return ns == 1 ? scale[0] : scale[((g / bg) * nR + i) * nK + j]; };
+  // mxsim's spec; blocks down the columns (bk = 1 < br) are stored transposed, blocks along storage rows.
+  QuantSpec s;
+  s.elem = elem;
+  s.scale_kind = ScaleKind::FP32;
+  bool col = false;
+  const auto use = [&](size_t rows, size_t cols, bool transposed) {
+    if (rows > size_t(INT32_MAX) || cols > size_t(INT32_MAX)) bad(both + ": its blocks are too large");
+    s.block_rows = int(rows);
+    s.block_cols = int(cols);
+    col = transposed;
+  };
+  if (br == R && bk == K) use(0, 0, false);       // per tensor (per group)
+  else if (br == 1 && bk == K) use(1, 0, false);  // per row
+  else if (bk == 1 && br == R) use(1, 0, true);   // per column
+  else if (br == 1) use(1, bk, false);            // 1 x bk along the rows
+  else if (bk == 1) use(1, br, true);             // br x 1 down the columns
+  else use(br, bk, false);                        // br x bk tiles
+  const size_t nbr = col ? nK : nR, nbc = col ? nR : nK;  // scales in storage order
+  std::vector<float> v(G * nbr * nbc);
+  for (size_t g = 0; g < G; ++g)
+    for (size_t i = 0; i < nbr; ++i)
+      for (size_t j = 0; j < nbc; ++j) v[(g * nbr + i) * nbc + j] = col ? at(g, j, i) : at(g, i, j);
+  std::vector<uint8_t> dt;
+  if (col) {
+    dt.resize(nq);
+    for (size_t g = 0; g < G; ++g)
+      for (size_t r = 0; r < R; ++r)
+        for (size_t k = 0; k < K; ++k) dt[(g * K + k) * R + r] = qdata[(g * R + r) * K + k];
+  }
+  QuantizedTensor q = from_mxsim(s, G, R, K, col, col ? std::span<const uint8_t>(dt) : qdata, {}, v);
+  q.fp32_scale_use = training ? Fp32ScaleUse::DivideByScale : Fp32ScaleUse::MultiplyScaleInv;
+  return q;
+}
+
+}  // namespace
+
+QuantizedTensor from_torchao_float8(Format elem, const std::vector<size_t>& qs, std::span<const uint8_t> qdata,
+                                    const std::vector<size_t>& ss, std::span<const float> scale,
+                                    const std::optional<std::vector<size_t>>& block_size) {
+  return torchao_fp8(elem, qs, qdata, ss, scale, block_size, false);
+}
+
+QuantizedTensor from_torchao_float8_training(Format elem, const std::vector<size_t>& ds, std::span<const uint8_t> data,
+                                             const std::vector<size_t>& ss, std::span<const float> scale) {
+  return torchao_fp8(elem, ds, data, ss, scale, std::nullopt, true);
 }
 
 }  // namespace mxsim::layout

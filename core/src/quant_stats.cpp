@@ -36,8 +36,8 @@ ScaleExpCounts scale_exp_counts(const QuantizedTensor& q) {
     case ScaleKind::E8M0:
       for (uint8_t b : q.scale_bytes) add(b == kE8M0Nan ? INT_MIN : int(b) - 127);
       break;
-    case ScaleKind::FP32:
-      for (float si : q.scale_inv) from_scale_inv(si);
+    case ScaleKind::FP32:  // a divisor s (torchao Float8TrainingTensor) applies as 1 / s
+      for (float si : q.scale_inv) from_scale_inv(q.divides_by_scale() ? 1.0f / si : si);
       break;
     case ScaleKind::UE4M3:
       for (uint8_t b : q.scale_bytes) from_scale_inv(decode(Format::E4M3, b) * q.tensor_scale_inv);

@@ -24,6 +24,7 @@ QuantizedTensor slice_rows(const QuantizedTensor& q, size_t r0, size_t n, const 
   s.cols = q.cols;
   s.transposed = q.transposed;
   s.tensor_scale_inv = q.tensor_scale_inv;
+  s.fp32_scale_use = q.fp32_scale_use;
   if (n == 0) return s;  // no elements, so no block to cut
   // Logical rows are storage rows, or storage cols when transposed.
   const int spec_ext = q.transposed ? q.spec.block_cols : q.spec.block_rows;

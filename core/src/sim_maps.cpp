@@ -42,6 +42,9 @@ std::vector<float> reference(const float* x, const QuantizedTensor& q) {
 }  // namespace
 
 BlockMaps block_maps(const float* x, const QuantizedTensor& q) {
+  // The maps record scale_inv; the training's tensors are quantizer-made (numerics.md §2.4).
+  if (q.divides_by_scale())
+    throw std::invalid_argument("block_maps: FP32 scales that divide (torchao Float8TrainingTensor) have no scale_inv map");
   BlockMaps m;
   const size_t R = q.rows, C = q.cols;
   const BlockExtent ext = logical_block_extent(q.spec, q.transposed);

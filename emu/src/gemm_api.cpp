@@ -146,10 +146,15 @@ Panel make_panel(const Src& s, size_t g, bool contract_rows, size_t r0, size_t n
         dst[r * nk + b] = scales(g, sr / br, sc / bc);
       }
   };
-  if (q.spec.scale_kind == ScaleKind::E8M0)
+  if (q.spec.scale_kind == ScaleKind::E8M0) {
     gather(p.sbyte, p.kb(), 32, q.scale_bytes);
-  else
+  } else {
     gather(p.sinv, p.kc(), 128, q.scale_inv);
+    // Divisors s (torchao Float8TrainingTensor) enter as scale_inv = fl32(1 / s), as
+    // torchao's matmul passes them (numerics.md §5.2, fp8-chunk128).
+    if (q.divides_by_scale())
+      for (float& v : p.sinv) v = 1.0f / v;
+  }
   return p;
 }
 

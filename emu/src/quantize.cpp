@@ -246,6 +246,8 @@ Tensor3f dequantize3(const QuantizedTensor& q) {
   Tensor3f out = Tensor3f::from_shape({q.groups, q.rows, q.cols});
   const FormatSpec ef = spec_of(q.spec.elem);
   const size_t br = q.block_rows(), bc = q.block_cols();
+  // FP32 values that are divisors (torchao Float8TrainingTensor): fl32(code / s).
+  const bool divide = q.divides_by_scale();
   // Element values from a code table (formats of at most 8 bits): the same
   // decode() values, computed once instead of per element.
   float lut[256];
@@ -258,10 +260,10 @@ Tensor3f dequantize3(const QuantizedTensor& q) {
         const size_t bi = r / br, bj = c / bc;
         const uint32_t code = q.code(g, r, c);
         const float e = use_lut ? lut[code & 0xFFu] : decode(ef, code);
-        const float v = hd::dequant_value(q.spec.scale_kind, e,
-                                          q.spec.scale_kind == ScaleKind::FP32 ? 0 : q.scale_bytes(g, bi, bj),
-                                          q.spec.scale_kind == ScaleKind::FP32 ? q.scale_inv(g, bi, bj) : 0.0f,
-                                          q.tensor_scale_inv);
+        const bool fp32 = q.spec.scale_kind == ScaleKind::FP32;
+        const float v = divide ? hd::dequant_value_divide(e, q.scale_inv(g, bi, bj))
+                               : hd::dequant_value(q.spec.scale_kind, e, fp32 ? uint8_t(0) : q.scale_bytes(g, bi, bj),
+                                                   fp32 ? q.scale_inv(g, bi, bj) : 0.0f, q.tensor_scale_inv);
         if (q.transposed) out(g, c, r) = v; else out(g, r, c) = v;
       }
     }
@@ -280,6 +282,7 @@ Tensor2f qdq(const Tensor2f& x, const QuantSpec& spec, Axis axis) { return dequa
 namespace {
 /// Largest magnitude block (g, bi, bj) can represent (hd::block_max_value).
 float block_max(const QuantizedTensor& q, size_t g, size_t bi, size_t bj, float elem_max) {
+  if (q.divides_by_scale()) return hd::dequant_value_divide(elem_max, q.scale_inv(g, bi, bj));
   const bool fp32 = q.spec.scale_kind == ScaleKind::FP32;
   return hd::block_max_value(q.spec.scale_kind, elem_max, fp32 ? uint8_t(0) : q.scale_bytes(g, bi, bj),
                              fp32 ? q.scale_inv(g, bi, bj) : 0.0f, q.tensor_scale_inv);
@@ -340,7 +343,8 @@ void BlockStatsAccumulator::add(const Tensor3f& x_in, const QuantizedTensor& q, 
             break;
           }
           case ScaleKind::FP32: {
-            const float si = q.scale_inv(g, bi, bj);
+            // A divisor s applies as 1 / s: floor(log2(fl32(1 / s))) (numerics.md §4.6).
+            const float si = q.divides_by_scale() ? 1.0f / q.scale_inv(g, bi, bj) : q.scale_inv(g, bi, bj);
             s.scale_exp = (std::isfinite(si) && si > 0) ? f32_floor_log2(f32_bits(si)) : INT_MIN;
             break;
           }

@@ -30,6 +30,8 @@ from ._core import (  # noqa: F401
     from_te_mxfp8,
     from_te_nvfp4,
     from_torchao,
+    from_torchao_float8,
+    from_torchao_float8_training,
     from_torchao_nvfp4,
     gemm_class,
     grouped_dgrad,

@@ -158,6 +158,37 @@ std::span<const uint8_t> packed_e2m1_of(const pyb::array& a, const char* what) {
                                 "mxsim.pack_fp4 packs codes) expected");
   return bytes_of(a);
 }
+/// FP8 codes one per byte: a float8 array (ml_dtypes float8_e4m3fn, float8_e5m2,
+/// ...: its dtype names the format) or uint8 / int8 bytes with elem_dtype. A
+/// dtype that names another format than elem_dtype is refused.
+Format fp8_codes_format(const pyb::array& a, const std::optional<pyb::object>& elem_dtype, const char* what) {
+  const std::string n = dtype_name(a);
+  std::optional<Format> typed;
+  if (n.rfind("float8_", 0) == 0) {
+    Format f;
+    if (format_from_name(n, f)) typed = f;
+  }
+  if (!typed && n != "uint8" && n != "int8")
+    throw std::invalid_argument(std::string(what) + " is " + n + ": FP8 codes (uint8 / int8 bytes, or a float8 array) "
+                                "expected");
+  std::optional<Format> given;
+  if (elem_dtype && !elem_dtype->is_none())
+    given = format_arg(pyb::isinstance<pyb::str>(*elem_dtype) ? elem_dtype->cast<std::string>()
+                                                              : std::string(pyb::str(*elem_dtype)));
+  if (typed && given && *typed != *given)
+    throw std::invalid_argument(std::string(what) + " is " + n + " but elem_dtype says " + short_name(*given));
+  if (typed) return *typed;
+  if (given) return *given;
+  throw std::invalid_argument(std::string(what) + " is " + n + ": give elem_dtype (float8_e4m3fn, float8_e5m2) for "
+                              "FP8 codes as bytes");
+}
+/// An FP32 scale array (torchao keeps its FP8 scales in float32); others are refused, not converted.
+std::span<const float> f32_scale_of(const pyb::array& a, const char* what) {
+  if (!a.dtype().is(pyb::dtype::of<float>()))
+    throw std::invalid_argument(std::string(what) + " is " + dtype_name(a) + ": float32 expected (torchao's FP8 "
+                                "scales are float32; np.float32(...) for one value)");
+  return {static_cast<const float*>(a.data()), size_t(a.size())};
+}
 std::span<const float> f32_of(const pyb::array& a, const char* what) {
   if (!a.dtype().is(pyb::dtype::of<float>()))
     throw std::invalid_argument(std::string(what) + " is " + dtype_name(a) + ": float32 scale_inv expected");
@@ -207,7 +238,15 @@ is OCP MX: E8M0 scales, blocks of 32, scaling_mode floor (torchao to_mx's defaul
                              "(axis='rows') the last two axes swapped")
       .def_property_readonly("scale", &scale,
                              "block scales: uint8 E8M0 bytes (MX) or UE4M3 bytes (NVFP4), or float32 scale_inv "
-                             "(FP8 recipes); one per block, blocks along the storage rows")
+                             "(FP8 recipes; from_torchao_float8_training: the _scale divisors as given, "
+                             "fp32_scale_use 'divide_by_scale'); one per block, blocks along the storage rows")
+      .def_property_readonly("fp32_scale_use",
+                             [](const PyQuantized& p) -> std::optional<std::string> {
+                               if (p.q.spec.scale_kind != ScaleKind::FP32) return std::nullopt;
+                               return p.q.divides_by_scale() ? "divide_by_scale" : "multiply_scale_inv";
+                             },
+                             "FP32 scales: 'multiply_scale_inv' (x = fl32(code * scale)) or 'divide_by_scale' "
+                             "(x = fl32(code / scale): torchao Float8TrainingTensor); None for other scales")
       .def_property_readonly("tensor_scale_inv", [](const PyQuantized& p) { return p.q.tensor_scale_inv; })
       .def_property_readonly("spec", [](const PyQuantized& p) { return p.q.spec; })
       .def_property_readonly("elem_dtype", [](const PyQuantized& p) { return short_name(p.q.spec.elem); })
@@ -218,7 +257,8 @@ is OCP MX: E8M0 scales, blocks of 32, scaling_mode floor (torchao to_mx's defaul
       .def("__repr__", [](const PyQuantized& p) {
         std::string s = "QuantizedTensor(shape=[";
         for (size_t i = 0; i < p.shape.size(); ++i) s += (i ? ", " : "") + std::to_string(p.shape[i]);
-        return s + "], " + p.q.spec.describe() + (p.q.transposed ? ", columnwise" : "") + ")";
+        return s + "], " + p.q.spec.describe() + (p.q.transposed ? ", columnwise" : "") +
+               (p.q.divides_by_scale() ? ", divide_by_scale" : "") + ")";
       });
 
   m.def("quantize", &quantize_py, pyb::arg("x"), pyb::arg("recipe") = pyb::none(), pyb::kw_only(),
@@ -373,6 +413,61 @@ scale_inv: float32 in TE's layout: 1 x 128 blocks rowwise [ceil(K/128), roundup(
   columnwise [ceil(M/128), roundup(K, 4)]; 128 x 128 tiles rowwise [ceil(M/128),
   roundup(ceil(K/128), 4)], columnwise [ceil(K/128), roundup(ceil(M/128), 4)]; padding never read.
 block_scaling_dim: 1 or 2; None takes it from the scale_inv shape (ValueError when both fit).)");
+  m.def(
+      "from_torchao_float8",
+      [](const pyb::array& qd, const pyb::array& sc, const std::optional<std::vector<size_t>>& block_size,
+         const std::optional<pyb::object>& elem_dtype) {
+        const pyb::array q = c_contig(qd), s = c_contig(sc);
+        PyQuantized p;
+        p.q = layout::from_torchao_float8(fp8_codes_format(q, elem_dtype, "qdata"), shape_of(q), bytes_of(q),
+                                          shape_of(s), f32_scale_of(s, "scale"), block_size);
+        p.shape = shape_of(q);
+        p.rank = p.shape.size();
+        return p;
+      },
+      pyb::arg("qdata"), pyb::arg("scale"), pyb::arg("block_size") = pyb::none(), pyb::kw_only(),
+      pyb::arg("elem_dtype") = pyb::none(),
+      R"(A QuantizedTensor from a torchao Float8Tensor (torchao/quantization/quantize_/workflows/float8/
+float8_tensor.py; mxsim/layouts.hpp layout::from_torchao_float8).
+
+qdata: the FP8 codes [...] (1-D to 3-D; 3-D [E, N, K] is E groups), a float8 array
+  (ml_dtypes float8_e4m3fn / float8_e5m2: the dtype gives the format) or uint8 bytes
+  (t.qdata.view(torch.uint8).numpy()) with elem_dtype.
+scale: float32, the rank of qdata with scale.shape[i] = qdata.shape[i] / block_size[i]:
+  per tensor (one value, any shape such as [1, 1] or []), per row ([..., 1], PerRow) or
+  blockwise (PerBlock: [M, K/128], [M/128, K/128], exact divisors only).
+block_size: torchao's block_size attribute (a list of qdata's rank, [] for per tensor) to
+  check the scale shape against; None takes the blocks from the two shapes.
+elem_dtype: float8_e4m3fn, float8_e5m2 (also the fnuz variants) for byte codes.
+Values: fl32(code * scale), torchao's dequantize() (_dequantize_affine_float8 in
+  torchao/quantization/quant_primitives.py: qdata.to(float32) * scale); its `scale` is a
+  scale_inv. NaN / Inf scales follow IEEE (code * NaN = NaN, 0 * Inf = NaN).
+Raises ValueError naming both shapes when the scale fits none of these, or a dtype that
+  is not FP8 codes / float32.)");
+  m.def(
+      "from_torchao_float8_training",
+      [](const pyb::array& dd, const pyb::array& sc, const std::optional<pyb::object>& elem_dtype) {
+        const pyb::array d = c_contig(dd), s = c_contig(sc);
+        PyQuantized p;
+        p.q = layout::from_torchao_float8_training(fp8_codes_format(d, elem_dtype, "data"), shape_of(d), bytes_of(d),
+                                                   shape_of(s), f32_scale_of(s, "scale"));
+        p.shape = shape_of(d);
+        p.rank = p.shape.size();
+        return p;
+      },
+      pyb::arg("data"), pyb::arg("scale"), pyb::kw_only(), pyb::arg("elem_dtype") = pyb::none(),
+      R"(A QuantizedTensor from a torchao Float8TrainingTensor (torchao/float8/float8_training_tensor.py;
+layout::from_torchao_float8_training).
+
+data: _data, FP8 codes (as qdata of from_torchao_float8), 1-D to 3-D.
+scale: _scale, float32: one value (tensorwise, torchao's 0-D tensor) or the rank of data with
+  each axis 1 or data's extent (axiswise: [M, 1] for axiswise_dim -1, [1, K] for 0).
+Values: fl32(code / scale), one RNE division as torchao's to_original_precision
+  (_FromFloat8ConstrFunc: _data.to(orig_dtype) / _scale): _scale is the quantization scale
+  (fp8_max / amax), not a scale_inv. A zero scale gives +-Inf (0 / 0: NaN), an infinite one
+  +-0, NaN gives NaN. In grouped_* GEMMs each scale enters as scale_inv = fl32(1 / scale), as
+  torchao's matmul passes _scale.reciprocal() (docs/numerics.md §5.2).
+Raises ValueError naming both shapes otherwise.)");
   m.def(
       "from_te_fp8",
       [](const pyb::array& dd, float scale_inv, const std::string& elem) {

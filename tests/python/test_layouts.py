@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import mxsim
-from conftest import run_mxsim
+from conftest import mxsim_json, run_mxsim
 
 
 def test_torchao_fp4_hand_values():
@@ -191,3 +191,103 @@ def test_cli_dequantize_te_blockwise_and_nvfp4_equal_python(tmp):
               "-o", tmp / "n.npy")
     pyn = mxsim.dequantize(mxsim.from_te_nvfp4(data, sc, 3.0))
     np.testing.assert_array_equal(np.load(tmp / "n.npy").view(np.uint32), pyn.view(np.uint32))
+
+
+# torchao's FP8 tensors. E4M3 code bytes: 0x38 = 1, 0x40 = 2, 0x44 = 3, 0x4A = 0.1001.010 = 5,
+# 0x4C = 0.1001.100 = 6, 0x30 = 0.5, 0xB8 = -1; E5M2: 0x3C = 1, 0x42 = 0.10000.10 = 3, 0x7C = +Inf.
+# fl32(0.1) = 13421773 * 2^-27 (0x3DCCCCCD); fl32(1/3) = round(2^25 / 3) * 2^-25 = 11184811 * 2^-25
+# (0x3EAAAAAB).
+def _bits(a):
+    return [int(b) for b in np.ascontiguousarray(a, np.float32).reshape(-1).view(np.uint32)]
+
+
+def test_torchao_float8_tensor_per_tensor_row_and_block():
+    # Float8Tensor.dequantize: qdata.to(float32) * scale. Per tensor with fl32(0.1):
+    #   5 * s = (2^26 + 1) * 2^-27 = 0.5 + 2^-27 -> 0.5 (1/8 of the spacing 2^-24 in [0.5, 1));
+    #   6 * s = 80530638 * 2^-27 = 10066329.75 * 2^-24 -> 10066330 * 2^-24 = 0x3F19999A.
+    q = np.array([[0x38, 0x4A], [0x4C, 0xB8]], np.uint8)
+    want = [0x3DCCCCCD, 0x3F000000, 0x3F19999A, 0xBDCCCCCD]
+    for s in (np.array([[0.1]], np.float32), np.array(0.1, np.float32), np.array([0.1], np.float32)):
+        t = mxsim.from_torchao_float8(q, s, elem_dtype="float8_e4m3fn")
+        assert _bits(mxsim.dequantize(t)) == want
+        assert t.fp32_scale_use == "multiply_scale_inv"
+    for bs in ([], [2, 2]):  # torchao's block_size for per tensor
+        assert _bits(mxsim.dequantize(mxsim.from_torchao_float8(q, np.array([[0.1]], np.float32), bs,
+                                                                 elem_dtype="e4m3"))) == want
+    # per row (PerRow, scale [2, 1] = 2, 0.5): 1 * 2, 5 * 2; 6 * 0.5, -1 * 0.5, exact
+    d = mxsim.dequantize(mxsim.from_torchao_float8(q, np.array([[2], [0.5]], np.float32), elem_dtype="e4m3"))
+    np.testing.assert_array_equal(d, np.array([[2, 10], [3, -0.5]], np.float32))
+    # 1 x 128 blocks (PerBlock([1, 128])): qdata [2, 256] all 1.0, scale [2, 2]: element (r, c) = scale[r, c // 128]
+    sb = np.array([[1, 2], [4, 8]], np.float32)
+    d = mxsim.dequantize(mxsim.from_torchao_float8(np.full((2, 256), 0x38, np.uint8), sb, [1, 128], elem_dtype="e4m3"))
+    np.testing.assert_array_equal(d, np.repeat(sb, 128, axis=1))
+    with pytest.raises(ValueError, match=r"torchao's is \[2, 2\]"):
+        mxsim.from_torchao_float8(np.full((2, 256), 0x38, np.uint8), sb[:, :1], [1, 128], elem_dtype="e4m3")
+    # E5M2 per tensor, scale 3: 1, 3, +Inf -> 3, 9, +Inf
+    d = mxsim.dequantize(mxsim.from_torchao_float8(np.array([0x3C, 0x42, 0x7C], np.uint8), np.array([3], np.float32),
+                                                   elem_dtype="float8_e5m2"))
+    np.testing.assert_array_equal(d, np.array([3, 9, np.inf], np.float32))
+
+
+def test_torchao_float8_training_tensor_divides_once():
+    # Float8TrainingTensor.to_original_precision: _data / _scale. 5 / 3: 5 * 2^23 / 3 = 13981013.33
+    # -> 13981013 * 2^-23 = 0x3FD55555; 1 / 3 = 0x3EAAAAAB; 3 / 3 = 1.
+    t = mxsim.from_torchao_float8_training(np.array([[0x4A, 0x38, 0x44]], np.uint8), np.array(3, np.float32),
+                                           elem_dtype="e4m3")
+    assert _bits(mxsim.dequantize(t)) == [0x3FD55555, 0x3EAAAAAB, 0x3F800000]
+    assert t.fp32_scale_use == "divide_by_scale" and "divide_by_scale" in repr(t)
+    np.testing.assert_array_equal(t.scale, np.array([[3]], np.float32))  # the divisor as given
+    # a multiply by fl32(1/3) instead: 5 * 11184811 * 2^-25 = 13981013.75 * 2^-23 -> 0x3FD55556
+    m = mxsim.from_torchao_float8(np.array([[0x4A]], np.uint8), np.array([[1 / 3]], np.float32), elem_dtype="e4m3")
+    assert _bits(mxsim.dequantize(m)) == [0x3FD55556]
+    # axiswise_dim 0 (_scale [1, 3] = 2, 4, 0.5): codes 1, 2, 3; 5, 6, 0.5 -> 0.5, 0.5, 6; 2.5, 1.5, 1
+    c = mxsim.from_torchao_float8_training(np.array([[0x38, 0x40, 0x44], [0x4A, 0x4C, 0x30]], np.uint8),
+                                           np.array([[2, 4, 0.5]], np.float32), elem_dtype="e4m3")
+    np.testing.assert_array_equal(mxsim.dequantize(c), np.array([[0.5, 0.5, 6], [2.5, 1.5, 1]], np.float32))
+    # IEEE division by 0, Inf, NaN (rowwise _scale [3, 1]): 1/0 = +Inf, -1/0 = -Inf; 1/Inf = +0, -1/Inf = -0; NaN
+    z = mxsim.from_torchao_float8_training(np.array([[0x38, 0xB8]] * 3, np.uint8),
+                                           np.array([[0], [np.inf], [np.nan]], np.float32), elem_dtype="e4m3")
+    assert _bits(mxsim.dequantize(z)) == [0x7F800000, 0xFF800000, 0x00000000, 0x80000000, 0x7FC00000, 0x7FC00000]
+    # GEMM: torchao's matmul uses _scale.reciprocal(): fl32(5 * fl32(1/3)) = 0x3FD55556 (fp8-chunk128, K = 1)
+    x = mxsim.from_torchao_float8_training(np.array([[0x4A]], np.uint8), np.array(3, np.float32), elem_dtype="e4m3")
+    w = mxsim.from_torchao_float8(np.array([[[0x38]]], np.uint8), np.array([[[1]]], np.float32), elem_dtype="e4m3")
+    assert _bits(mxsim.grouped_fprop(x, w, [1])) == [0x3FD55556]
+
+
+def test_torchao_float8_errors_name_the_shapes_and_dtypes():
+    q = np.full((4, 6), 0x38, np.uint8)
+    with pytest.raises(ValueError, match=r"scale shape \[3, 2\] does not fit qdata shape \[4, 6\]"):
+        mxsim.from_torchao_float8(q, np.ones((3, 2), np.float32), elem_dtype="e4m3")
+    with pytest.raises(ValueError, match=r"_scale shape \[2, 3\] does not fit _data shape \[4, 6\]"):
+        mxsim.from_torchao_float8_training(q, np.ones((2, 3), np.float32), elem_dtype="e4m3")
+    with pytest.raises(ValueError, match="float64: float32 expected"):
+        mxsim.from_torchao_float8(q, np.ones((1, 1)), elem_dtype="e4m3")
+    with pytest.raises(ValueError, match="give elem_dtype"):
+        mxsim.from_torchao_float8(q, np.ones((1, 1), np.float32))
+    with pytest.raises(ValueError, match="elements are FP8"):
+        mxsim.from_torchao_float8(q, np.ones((1, 1), np.float32), elem_dtype="float4_e2m1fn_x2")
+
+
+def test_cli_dequantize_torchao_float8_equal_python(tmp):
+    rng = np.random.default_rng(7)
+    qdata = rng.integers(0, 256, size=(4, 256), dtype=np.uint8)
+    qdata[(qdata & 0x7F) == 0x7F] = 0x38  # no NaN codes
+    scale = rng.choice(np.array([0.1, 3, 0.7, 1e-3], np.float32), size=(4, 2))  # 1 x 128 blocks
+    np.save(tmp / "w.qdata.npy", qdata)
+    np.save(tmp / "w.scale.npy", scale)
+    out = mxsim_json("dequantize", "--elem-dtype", "float8_e4m3fn", tmp / "w.qdata.npy", tmp / "w.scale.npy",
+                     "-o", tmp / "w.npy")
+    assert out["tensors"][0]["layout"] == "torchao-float8"
+    py = mxsim.dequantize(mxsim.from_torchao_float8(qdata, scale, elem_dtype="float8_e4m3fn"))
+    np.testing.assert_array_equal(np.load(tmp / "w.npy").view(np.uint32), py.view(np.uint32))
+    s = rng.choice(np.array([0.1, 3, 7, 1e-3], np.float32), size=(4, 1))  # rowwise divisors
+    np.save(tmp / "x._data.npy", qdata)
+    np.save(tmp / "x._scale.npy", s)
+    out = mxsim_json("dequantize", "--elem-dtype", "e4m3", tmp / "x._data.npy", tmp / "x._scale.npy",
+                     "-o", tmp / "x.npy")
+    assert out["tensors"][0]["layout"] == "torchao-float8-training"
+    pyt = mxsim.dequantize(mxsim.from_torchao_float8_training(qdata, s, elem_dtype="e4m3"))
+    np.testing.assert_array_equal(np.load(tmp / "x.npy").view(np.uint32), pyt.view(np.uint32))
+    # and the division differs from a multiply by the reciprocal somewhere in this tensor
+    recip = mxsim.dequantize(mxsim.from_torchao_float8(qdata, (1 / s).astype(np.float32), elem_dtype="e4m3"))
+    assert (recip.view(np.uint32) != pyt.view(np.uint32)).any()

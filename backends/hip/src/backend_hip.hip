@@ -204,6 +204,9 @@ QuantizedTensor to_host(HipBackend& be, const DeviceQuantized& d) {
 QuantizedTensor HipBackend::download(const QTensor& q) { return to_host(*this, dev(q, "download", "quantized tensor")); }
 
 QTensor HipBackend::upload(const QuantizedTensor& q) {
+  // The device kernels apply FP32 values as scale_inv only (numerics.md §2.4).
+  if (q.divides_by_scale())
+    throw std::invalid_argument("upload: FP32 scales that divide (torchao Float8TrainingTensor) are not supported on the GPU backend");
   DeviceQuantized d = alloc_quantized(q.spec, q.groups, q.rows, q.cols, axis_of(q), "uploaded quantized tensor");
   const hd::QuantLayout& L = d.t.layout;
   if (q.data.size() != L.data_bytes() || L.transposed != q.transposed)

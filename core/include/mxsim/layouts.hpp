@@ -53,8 +53,33 @@
 //             [ceil(M/128), roundup(ceil(K/128), 4)] (tile (mb, kb)),
 //             columnwise [ceil(K/128), roundup(ceil(M/128), 4)] (tile (kb, mb)).
 //             The padding columns are not read.
+//   torchao   Float8Tensor (torchao/quantization/quantize_/workflows/float8/
+//             float8_tensor.py): qdata [...] float8_e4m3fn / float8_e5m2, FP32
+//             scale of the rank of qdata with scale.shape[i] = qdata.shape[i] /
+//             block_size[i] (quant_primitives.py _choose_scale_float8): per
+//             tensor (all ones; also any one-element shape, e.g. []), per row
+//             ([..., 1]: PerRow), blockwise (PerBlock, e.g. [M, K/128] for
+//             1 x 128, [M/128, K/128] for 128 x 128), exact divisors only.
+//             dequantize() is _dequantize_affine_float8 (quant_primitives.py):
+//             qdata.to(float32) * scale broadcast by block
+//             (_maybe_expand_scale_to_tensor_shape), i.e. fl32(code * scale):
+//             torchao's `scale` is a scale_inv.
+//   torchao   Float8TrainingTensor (torchao/float8/float8_training_tensor.py):
+//             _data float8, FP32 _scale: tensorwise one value (0-D), axiswise
+//             the rank of _data with one axis kept (amax keepdim: [M, 1] for
+//             axiswise_dim -1, [1, K] for axiswise_dim 0). The value is
+//             _FromFloat8ConstrFunc.forward's `_data.to(orig_dtype) / _scale`:
+//             _scale is the quantization scale (fp8_max / amax, float8_utils.py
+//             amax_to_scale), so each code is DIVIDED by it: fl32(code / _scale)
+//             (Fp32ScaleUse::DivideByScale; docs/numerics.md §2.4).
+//   Both torchao FP8 layouts: 1-D to 3-D (3-D [G, R, K]: G groups), FP8 codes
+//             one per byte. An axis whose scale extent is 1 shares one scale,
+//             one whose extent equals the data's has one per index. Blocks that
+//             run down the columns (a scale [1, K] or [M/b, K]) are stored
+//             transposed, as mxsim stores columnwise blocks (quantized_tensor.hpp).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -129,5 +154,27 @@ QuantizedTensor from_te_fp8_blockwise(Format elem, bool columnwise, int block_sc
 /// TransformerEngine Float8Tensor: data [.., K] with one FP32 scale_inv.
 QuantizedTensor from_te_fp8(Format elem, const std::vector<size_t>& data_shape, std::span<const uint8_t> data,
                             float scale_inv);
+
+/// torchao Float8Tensor: qdata (FP8 codes, one per byte; elem E4M3, E5M2,
+/// E4M3FNUZ or E5M2FNUZ) with its FP32 `scale` (shapes above). block_size:
+/// torchao's `block_size` attribute when known (the rank of qdata, or empty for
+/// per tensor): the scale shape must then be qdata / block_size exactly;
+/// nullopt takes the blocks from the two shapes. Values fl32(code * scale)
+/// (Fp32ScaleUse::MultiplyScaleInv). Throws std::invalid_argument naming both
+/// shapes when the scale is neither one value, per row / per axis nor an exact
+/// block divisor of qdata, or its value count differs from its shape.
+QuantizedTensor from_torchao_float8(Format elem, const std::vector<size_t>& qdata_shape, std::span<const uint8_t> qdata,
+                                    const std::vector<size_t>& scale_shape, std::span<const float> scale,
+                                    const std::optional<std::vector<size_t>>& block_size = std::nullopt);
+
+/// torchao Float8TrainingTensor: _data (FP8 codes as for from_torchao_float8)
+/// with its FP32 _scale: one value (tensorwise) or, at the rank of _data, each
+/// axis either 1 or the data's extent (axiswise). Values fl32(code / _scale)
+/// (Fp32ScaleUse::DivideByScale): a zero _scale gives +-Inf (0 / 0 NaN), an
+/// infinite one +-0, a NaN one NaN; a negative one flips the sign. Throws
+/// std::invalid_argument naming both shapes otherwise.
+QuantizedTensor from_torchao_float8_training(Format elem, const std::vector<size_t>& data_shape,
+                                             std::span<const uint8_t> data, const std::vector<size_t>& scale_shape,
+                                             std::span<const float> scale);
 
 }  // namespace mxsim::layout

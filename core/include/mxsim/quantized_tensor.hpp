@@ -9,6 +9,19 @@
 
 namespace mxsim {
 
+/// What the FP32 block values of a ScaleKind::FP32 tensor are, i.e. how one
+/// decodes (docs/numerics.md §2.4). mxsim's quantizers make MultiplyScaleInv
+/// only; DivideByScale exists for tensors read from torchao's float8 training
+/// (layout::from_torchao_float8_training).
+enum class Fp32ScaleUse : uint8_t {
+  /// The value v is scale_inv (the dequantization factor): x = fl32(code * v).
+  /// mxsim, TE Float8Tensor / Float8BlockwiseQTensor scale_inv, torchao Float8Tensor `scale`.
+  MultiplyScaleInv,
+  /// The value v is the quantization scale (x ~= code / v): x = fl32(code / v), one
+  /// RNE division, not code * fl32(1 / v). torchao Float8TrainingTensor `_scale`.
+  DivideByScale,
+};
+
 /// A tensor of shape [groups, rows, cols] (groups = 1 for a plain matrix;
 /// grouped MoE weights [G, N, K] quantize each expert on its own, tiles never
 /// cross experts) quantized according to `spec`.
@@ -23,7 +36,9 @@ namespace mxsim {
 ///       2i+1 in the high nibble; an odd scols leaves the last high nibble 0
 ///       (padding: never read).
 /// scales (E8M0, UE4M3) [groups, ceil(srows/br), ceil(scols/bc)] bytes in
-///       scale_bytes; (FP32) the same shape of FP32 scale_inv in scale_inv.
+///       scale_bytes; (FP32) the same shape of FP32 values in scale_inv: the
+///       scale_inv itself, or with fp32_scale_use == DivideByScale the
+///       quantization scale each code is divided by.
 /// tensor_scale_inv: NVFP4's FP32 per-tensor decode scale (S_dec), else 1.
 struct QuantizedTensor {
   QuantSpec spec;
@@ -33,7 +48,12 @@ struct QuantizedTensor {
   Bytes3 scale_bytes;
   Tensor3f scale_inv;
   float tensor_scale_inv = 1.0f;
+  Fp32ScaleUse fp32_scale_use = Fp32ScaleUse::MultiplyScaleInv;  ///< FP32 scales only
 
+  /// FP32 scales that are divisors (torchao Float8TrainingTensor), not scale_inv.
+  bool divides_by_scale() const {
+    return spec.scale_kind == ScaleKind::FP32 && fp32_scale_use == Fp32ScaleUse::DivideByScale;
+  }
   size_t srows() const { return transposed ? cols : rows; }
   size_t scols() const { return transposed ? rows : cols; }
   /// Block extent in storage coordinates (0 in the spec resolved to the extent).

@@ -233,6 +233,15 @@ MXSIM_HD inline float dequant_value(ScaleKind kind, float e, uint8_t scale_byte,
   return canonical_nan(__builtin_nanf(""));
 }
 
+/// The exact value of one element whose FP32 block value is a divisor (a
+/// quantization scale, Fp32ScaleUse::DivideByScale; numerics.md §2.4):
+/// fl32(e / scale), one IEEE RNE division. Not e * fl32(1 / scale): that rounds
+/// twice and differs in the last bit for some pairs (e = 5, scale = 3). torchao
+/// Float8TrainingTensor (torchao/float8/float8_training_tensor.py,
+/// _FromFloat8ConstrFunc.forward: `_data.to(orig_dtype) / _scale`). NaN as
+/// dequant_value: canonical.
+MXSIM_HD inline float dequant_value_divide(float e, float scale) { return canonical_nan(e / scale); }
+
 /// Largest magnitude a block can represent (saturation in numerics.md §4.6):
 /// dequant_value of the element format's largest finite value.
 MXSIM_HD inline float block_max_value(ScaleKind kind, float elem_max_value, uint8_t scale_byte, float scale_inv,

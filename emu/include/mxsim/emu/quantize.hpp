@@ -126,8 +126,10 @@ QuantizedTensor quantize_slice_f64(const double* data, size_t rows, size_t cols,
 bool f64_rounds_once(const QuantSpec& spec);
 
 /// Dequantize to the logical shape, FP32. E8M0: code * 2^s exactly; FP32
-/// scales: fl32(code * scale_inv); NVFP4: fl32(fl32(code * s_block) * S_dec).
-/// A block with a NaN scale dequantizes to NaN throughout.
+/// scales: fl32(code * scale_inv), or fl32(code / scale) when they are divisors
+/// (q.fp32_scale_use == DivideByScale: torchao Float8TrainingTensor); NVFP4:
+/// fl32(fl32(code * s_block) * S_dec). A block with a NaN scale dequantizes to
+/// NaN throughout.
 Tensor3f dequantize3(const QuantizedTensor& q);
 /// Same, for groups == 1 (throws std::invalid_argument otherwise).
 Tensor2f dequantize(const QuantizedTensor& q);
@@ -170,7 +172,7 @@ class QuantStatsAccumulator {
 /// Each sum runs over the block's elements in storage order (sequentially).
 struct BlockStat {
   float amax = 0;       ///< source amax of the block (NaN if it holds a NaN)
-  int scale_exp = 0;    ///< E8M0: s; FP32/UE4M3: floor(log2 scale_inv); INT32_MIN for NaN
+  int scale_exp = 0;    ///< E8M0: s; FP32/UE4M3: floor(log2 scale_inv) (a divisor s: of fl32(1 / s)); INT32_MIN for NaN
   double sq_err = 0;    ///< sum of squared errors (same elements as QuantStats::mse)
   double sq_src = 0;    ///< sum of x^2 over the same elements (the signal power of the block's SQNR)
   uint64_t count = 0;   ///< those elements: finite source, non-NaN result
