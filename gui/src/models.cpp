@@ -27,6 +27,7 @@ QVariant TableModel::data(const QModelIndex& i, int role) const {
   if (size_t(i.column()) >= r.size()) return {};
   const QVariant& v = r[size_t(i.column())];
   if (role == Qt::UserRole) return v;
+  if (role == Qt::ToolTipRole) return data(i, Qt::DisplayRole);  // the whole text where a narrow column elides it
   if (role == Qt::TextAlignmentRole)
     return v.typeId() == QMetaType::QString ? QVariant(Qt::AlignLeft | Qt::AlignVCenter)
                                             : QVariant(Qt::AlignRight | Qt::AlignVCenter);

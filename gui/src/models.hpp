@@ -11,7 +11,8 @@
 
 namespace mxsim::inspector {
 
-/// Rows of cells; Qt::DisplayRole shows the cell, Qt::UserRole holds a sort/raw value.
+/// Rows of cells; Qt::DisplayRole shows the cell (Qt::ToolTipRole too: the whole text where a
+/// column is too narrow), Qt::UserRole holds a sort/raw value.
 class TableModel : public QAbstractTableModel {
   Q_OBJECT
  public:
