@@ -14,6 +14,7 @@
 #include <QStatusBar>
 #include <QToolBar>
 #include <QVBoxLayout>
+#include <functional>
 
 #include "names.hpp"
 #include "run_panel.hpp"
@@ -25,6 +26,45 @@
 #include "view_quant.hpp"
 
 namespace mxsim::inspector {
+
+namespace {
+/// The scrubber's spin box: its value is the trace row (what InspectorState holds), its text the
+/// row's global optimizer step, as the views and the plots' axes show steps; typing a step
+/// selects the row holding it.
+class StepSpinBox : public QSpinBox {
+ public:
+  StepSpinBox(QWidget* parent, std::function<const TraceMeta*()> meta) : QSpinBox(parent), meta_(std::move(meta)) {}
+
+ protected:
+  QString textFromValue(int row) const override {
+    const TraceMeta* m = meta_();
+    return QString::number(m ? m->global(uint64_t(std::max(0, row))) : qint64(row));
+  }
+  int valueFromText(const QString& text) const override {
+    bool ok = false;
+    const qint64 s = text.trimmed().toLongLong(&ok);
+    const TraceMeta* m = meta_();
+    if (!ok) return value();
+    if (!m) return int(s);
+    const int64_t r = m->row_of(s);
+    return r >= 0 ? int(r) : value();
+  }
+  QValidator::State validate(QString& input, int&) const override {
+    const QString t = input.trimmed();
+    if (t.isEmpty()) return QValidator::Intermediate;
+    bool ok = false;
+    const qint64 s = t.toLongLong(&ok);
+    if (!ok) return QValidator::Invalid;
+    const TraceMeta* m = meta_();
+    if (!m) return QValidator::Acceptable;
+    const int64_t r = m->row_of(s);
+    return r >= minimum() && r <= maximum() ? QValidator::Acceptable : QValidator::Intermediate;
+  }
+
+ private:
+  std::function<const TraceMeta*()> meta_;
+};
+}  // namespace
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   setWindowTitle("mxsim-inspector");
@@ -48,10 +88,14 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   auto* scrub = new QHBoxLayout;
   step_slider_ = new QSlider(Qt::Horizontal, central);
   step_slider_->setFocusPolicy(Qt::StrongFocus);
-  step_spin_ = new QSpinBox(central);
+  step_spin_ = new StepSpinBox(central, [this]() -> const TraceMeta* {
+    const TraceDocument* d = state_.primary();
+    return d && d->state() == TraceDocument::State::Ready ? &d->meta() : nullptr;
+  });
+  step_spin_->setToolTip("global optimizer step (/train/step); type a step to go there");
   step_label_ = new QLabel(central);
   step_label_->setMinimumWidth(260);
-  scrub->addWidget(new QLabel("Step (trace row):", central));
+  scrub->addWidget(new QLabel("Step:", central));
   scrub->addWidget(step_slider_, 1);
   scrub->addWidget(step_spin_);
   scrub->addWidget(step_label_);
@@ -284,9 +328,14 @@ void MainWindow::updateScrubber() {
   step_spin_->blockSignals(true);
   step_spin_->setRange(0, std::max(0, k - 1));
   step_spin_->setValue(int(state_.step()));
+  step_spin_->setPrefix(QString());  // re-renders the text: the same row of another trace is another step
   step_spin_->blockSignals(false);
   step_slider_->setPageStep(std::max(1, k / 20));
-  step_label_->setText(k ? QString("global step %1  (%2 complete steps)").arg(d->meta().global(uint64_t(state_.step()))).arg(k)
+  step_label_->setText(k ? QString("trace row %1 of %2 complete steps (optimizer steps %3 to %4)")
+                               .arg(state_.step())
+                               .arg(k)
+                               .arg(d->meta().global(0))
+                               .arg(d->meta().global(uint64_t(k - 1)))
                          : QString("no steps"));
 }
 

@@ -38,6 +38,11 @@ class MainWindow : public QMainWindow {
   RunPanel* runPanel() const { return run_; }
   /// Views, documents and runs have nothing outstanding.
   bool idle() const;
+  /// The step scrubber's slider and spin box (value: the trace row; the spin box's text: its
+  /// global optimizer step) and the label beside them (tests).
+  QSlider* stepSlider() const { return step_slider_; }
+  QSpinBox* stepSpin() const { return step_spin_; }
+  QString stepLabel() const { return step_label_->text(); }
 
  protected:
   void dragEnterEvent(QDragEnterEvent* e) override;

@@ -66,6 +66,17 @@ bool View::exportCsv(const QString& path) const {
   return f.error() == QFile::NoError;
 }
 
+int64_t step_of(const TraceDocument* d, int64_t row) {
+  return d && d->state() == TraceDocument::State::Ready && row >= 0 ? d->meta().global(uint64_t(row)) : row;
+}
+
+QString steps_list(const TraceDocument* d, const std::vector<int64_t>& rows, size_t max) {
+  QStringList ss;
+  for (size_t i = 0; i < rows.size() && i < max; ++i) ss << QString::number(step_of(d, rows[i]));
+  if (rows.size() > max) ss << "...";
+  return ss.join(", ");
+}
+
 QString csv_field(const QString& s) {
   if (!s.contains(',') && !s.contains('"') && !s.contains('\n')) return s;
   QString q = s;

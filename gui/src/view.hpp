@@ -86,6 +86,14 @@ class View : public QWidget {
 /// snapshot the layer). One sentence, no trailing period.
 QString missing_dataset_reason(int trace_format, int since, const QString& what);
 
+/// What every view shows as "step": the global optimizer step of trace row `row` of `d`
+/// (/train/step, 1-based; TraceMeta::global), as the plots' axes show steps. The row itself
+/// when `d` is not open.
+int64_t step_of(const TraceDocument* d, int64_t row);
+/// The global optimizer steps of trace rows `rows` (a snapshot's steps attribute), comma-separated:
+/// the first `max`, then "...".
+QString steps_list(const TraceDocument* d, const std::vector<int64_t>& rows, size_t max = 12);
+
 /// CSV field quoting (RFC 4180).
 QString csv_field(const QString& s);
 /// Round-trip text of a double ("%.17g"), "nan"/"inf" for non-finite values.

@@ -135,10 +135,7 @@ void OscView::refresh() {
                                .arg(sel_layer_, QString::fromStdString(mn),
                                     missing_dataset_reason(m.format, since, "per-element maps"));
   } else if (std::find(mi->snapshot_steps.begin(), mi->snapshot_steps.end(), s) == mi->snapshot_steps.end()) {
-    QStringList ss;
-    for (size_t i = 0; i < mi->snapshot_steps.size() && i < 12; ++i) ss << QString::number(mi->snapshot_steps[i]);
-    if (mi->snapshot_steps.size() > 12) ss << "...";
-    map_note_ = QString("No element map at step %1.\nSnapshots exist at steps %2.").arg(s).arg(ss.join(", "));
+    map_note_ = QString("No element map at step %1.\nSnapshots exist at steps %2.").arg(step_of(d, s)).arg(steps_list(d, mi->snapshot_steps));
   } else {
     load<ElementMap>(
         d, QString("emap:%1/%2/%3@%4").arg(sel_layer_, kMetricName[metric_]).arg(e).arg(s), "emap",
@@ -270,7 +267,10 @@ void OscView::present() {
 }
 
 void OscView::drawMap() {
-  set_title(heat_plot_, QString("%1 of %2, expert %3, at step %4").arg(metric_pick_->currentText(), sel_layer_).arg(sel_expert_).arg(sel_step_));
+  set_title(heat_plot_, QString("%1 of %2, expert %3, at step %4")
+                            .arg(metric_pick_->currentText(), sel_layer_)
+                            .arg(sel_expert_)
+                            .arg(step_of(st_->primary(), sel_step_)));
   heat_.scale->axis()->setLabel(kMetricLabel[metric_]);
   if (!map_ok_) {
     heat_.map->setVisible(false);
@@ -527,20 +527,23 @@ void OscView::drawCurves() {
 }
 
 void OscView::writeCsv(QTextStream& out) const {
-  out << "section,layer,expert,n,k,step,value\n";
+  // row: the trace row; step: its global optimizer step
+  const TraceDocument* d = st_->primary();
+  const auto at = [d](int64_t row) { return QString("%1,%2").arg(row).arg(step_of(d, row)); };
+  out << "section,layer,expert,n,k,row,step,value\n";
   if (map_ok_)
     for (int n = 0; n < map_.N; ++n)
       for (int k = 0; k < map_.K; ++k)
         out << "map_" << kMetricName[metric_] << ',' << sel_layer_ << ',' << sel_expert_ << ',' << n << ',' << k << ','
-            << sel_step_ << ',' << csv_num(map_.v[size_t(n) * size_t(map_.K) + size_t(k)]) << '\n';
+            << at(sel_step_) << ',' << csv_num(map_.v[size_t(n) * size_t(map_.K) + size_t(k)]) << '\n';
   if (tl_ok_)
     for (size_t i = 0; i < tl_.steps.size(); ++i) {
-      out << "master," << sel_layer_ << ',' << sel_expert_ << ',' << sel_n_ << ',' << sel_k_ << ',' << qint64(tl_.steps[i]) << ','
+      out << "master," << sel_layer_ << ',' << sel_expert_ << ',' << sel_n_ << ',' << sel_k_ << ',' << at(int64_t(tl_.steps[i])) << ','
           << csv_num(tl_.master[i]) << '\n';
-      out << "weight_q," << sel_layer_ << ',' << sel_expert_ << ',' << sel_n_ << ',' << sel_k_ << ',' << qint64(tl_.steps[i]) << ','
+      out << "weight_q," << sel_layer_ << ',' << sel_expert_ << ',' << sel_n_ << ',' << sel_k_ << ',' << at(int64_t(tl_.steps[i])) << ','
           << csv_num(tl_.wq[i]) << '\n';
       if (i < tl_.scale.size())
-        out << "block_scale," << sel_layer_ << ',' << sel_expert_ << ',' << sel_n_ << ',' << sel_k_ << ',' << qint64(tl_.steps[i])
+        out << "block_scale," << sel_layer_ << ',' << sel_expert_ << ',' << sel_n_ << ',' << sel_k_ << ',' << at(int64_t(tl_.steps[i]))
             << ',' << csv_num(tl_.scale[i]) << '\n';
     }
 }
