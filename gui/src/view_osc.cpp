@@ -389,19 +389,37 @@ void OscView::drawTimeline() {
   gq->setPen(QPen(palette_color(1), 1.6));
   gq->setName("quantized value fprop used (weight_q)");
   // de-oscillation snaps of this element, or else the layer's snap steps
+  const auto snapped = curves_.find(names::deosc_snapped(sel_layer_.toStdString()));
   if (!tl_.snaps.empty()) {
+    // The element's count at row r is the state before row r's step (the snaps of rows
+    // 0..r-1; docs/trace-format.md "Element and block maps"), while the layer's snapped series
+    // counts a window end's snaps at its own row: a count that grows from timeline point i-1
+    // to point i is a snap at one of the rows steps[i-1] .. steps[i] - 1, which for a watched
+    // element (every row) is steps[i] - 1, and for snapshot rows the last of those rows where
+    // the layer snapped (else steps[i] - 1). Drawn at that row's step, on the master line.
     QVector<double> sx, sy;
     for (size_t i = 1; i < tl_.snaps.size(); ++i)
       if (tl_.snaps[i] > tl_.snaps[i - 1]) {
-        sx << x[int(i)];
-        sy << tl_.master[i];
+        const int64_t lo = int64_t(tl_.steps[i - 1]), hi = int64_t(tl_.steps[i]) - 1;
+        int64_t row = hi;
+        if (snapped != curves_.end() && hi > lo) {
+          for (int64_t r = hi; r >= lo; --r)
+            if (size_t(r) < snapped->second.v.size() && snapped->second.v[size_t(r)] > 0) {
+              row = r;
+              break;
+            }
+        }
+        const double gx = double(m.global(uint64_t(row))), x0 = x[int(i - 1)], x1 = x[int(i)];
+        const double t = x1 > x0 ? (gx - x0) / (x1 - x0) : 0;  // on the straight master line between the points
+        sx << gx;
+        sy << tl_.master[i - 1] + t * (tl_.master[i] - tl_.master[i - 1]);
       }
     QCPGraph* gs = tl_plot_->addGraph();
     gs->setData(sx, sy, true);
     gs->setLineStyle(QCPGraph::lsNone);
     gs->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssTriangle, QColor(200, 0, 0), QColor(200, 0, 0), 9));
     gs->setName("de-osc snap of this element");
-  } else if (auto it = curves_.find(names::deosc_snapped(sel_layer_.toStdString())); it != curves_.end()) {
+  } else if (auto it = snapped; it != curves_.end()) {
     bool first = true;
     for (size_t i = 0; i < it->second.v.size(); ++i)
       if (it->second.v[i] > 0) {
