@@ -277,6 +277,11 @@ void set_step_marker(QCustomPlot* p, double x) {
   line->point2->setCoords(x, 1);
 }
 
+double step_marker(QCustomPlot* p) {
+  const auto* line = static_cast<QCPItemStraightLine*>(p->property(kMarkerProp).value<void*>());
+  return line ? line->point1->coords().x() : NAN;
+}
+
 void replot_marker(QCustomPlot* p) {
   if (QCPLayer* l = p->layer("marker")) l->replot();
 }

@@ -43,6 +43,8 @@ void fill_heatmap(Heatmap& h, int nx, int ny, const std::vector<double>& z, bool
 /// Vertical dashed line at x on p's main axis rect (the current step); created once, on
 /// its own buffered layer so that moving it redraws only that layer (replot_marker).
 void set_step_marker(QCustomPlot* p, double x);
+/// Where p's step marker stands (x in axis coordinates); NaN when p has none.
+double step_marker(QCustomPlot* p);
 /// Redraws only the marker layer (after set_step_marker with the data unchanged).
 void replot_marker(QCustomPlot* p);
 /// A centred text inside the axis rect (a reason why nothing is drawn, or a hint); "" removes it.

@@ -171,6 +171,7 @@ int render(const RenderOptions& o) {
     if (!keys.contains(o.op)) return usage_error(QString("--tensor %1: expected one of %2").arg(o.op, keys.join(", ")));
   }
   MainWindow w;
+  w.setRememberRecent(false);  // a report is no visit: File > Open recent stays as it was
   w.resize(o.size);
   w.show();
   for (const QString& p : o.traces) w.openTrace(p);

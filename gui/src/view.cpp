@@ -26,6 +26,7 @@ void View::instantUpdate(const std::function<void()>& f) {
   }
   timer_.start();
   f();
+  shown_row_ = st_->step();
   last_ms_ = double(timer_.nsecsElapsed()) * 1e-6;
   emit updated();
 }
@@ -34,6 +35,7 @@ void View::runRefresh() {
   scheduled_ = false;
   dirty_ = false;
   ++gen_;
+  refresh_row_ = st_->step();
   pending_ = 1;  // guard: loads answered from the cache complete synchronously
   refresh();
   loaded();
@@ -41,6 +43,7 @@ void View::runRefresh() {
 
 void View::loaded() {
   if (pending_ > 0 && --pending_ == 0) {
+    shown_row_ = refresh_row_;
     present();
     last_ms_ = double(timer_.nsecsElapsed()) * 1e-6;
     emit updated();

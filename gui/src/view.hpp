@@ -27,6 +27,9 @@ class View : public QWidget {
   bool busy() const { return pending_ > 0 || scheduled_; }
   /// Milliseconds from the last refresh request to the last plot update.
   double lastUpdateMs() const { return last_ms_; }
+  /// The trace row (InspectorState::step) the view last drew: of the last refresh whose loads
+  /// all arrived, or of the last instantUpdate; -1 before the first.
+  qint64 shownRow() const { return shown_row_; }
   /// Renders the whole view (all its plots and tables) into a PNG of its current size.
   bool exportPng(const QString& path) const;
   bool exportCsv(const QString& path) const;
@@ -75,6 +78,7 @@ class View : public QWidget {
   void runRefresh();
   int pending_ = 0;
   quint64 gen_ = 0;
+  qint64 refresh_row_ = -1, shown_row_ = -1;
   bool scheduled_ = false, dirty_ = true;
   QElapsedTimer timer_;
   double last_ms_ = 0;
