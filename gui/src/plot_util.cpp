@@ -97,6 +97,22 @@ class NoteItem : public QCPItemText {
   QRect drawn_;
 };
 
+/// An axis label wraps to the axis' length like the title (a colour scale's vertical label, a
+/// map's long x label in a narrow window). The label as given is kept in a property: label()
+/// holds the wrapped text until the next setLabel, which the hook tells apart from its own.
+void wrap_axis_label(QCPAxis* a) {
+  if (!a || !a->visible() || !a->axisRect()) return;
+  const QString cur = a->label();
+  const bool ours = a->property("mxsim_label_wrapped").toString() == cur && !cur.isEmpty();
+  const QString raw = ours ? a->property("mxsim_label_raw").toString() : cur;
+  if (raw.isEmpty()) return;
+  const int len = a->orientation() == Qt::Horizontal ? a->axisRect()->width() : a->axisRect()->height();
+  const QString w = wrap_text(raw, a->labelFont(), len - 8);  // slack: more lines widen the margins a little
+  a->setProperty("mxsim_label_raw", raw);
+  a->setProperty("mxsim_label_wrapped", w);
+  if (w != cur) a->setLabel(w);
+}
+
 TitleElement* title_of(QCustomPlot* p) { return static_cast<TitleElement*>(p->property(kTitleProp).value<void*>()); }
 }  // namespace
 
@@ -129,6 +145,10 @@ QCustomPlot* make_plot(QWidget* parent, const QString& title) {
     for (auto phase : {QCPLayoutElement::upPreparation, QCPLayoutElement::upMargins, QCPLayoutElement::upLayout})
       l->update(phase);
     t->setWrapWidth(t->outerRect().width());
+    for (QCPAxisRect* ar : p->axisRects())
+      for (QCPAxis* a : ar->axes()) wrap_axis_label(a);
+    for (QCPLayoutElement* e : l->elements(true))
+      if (auto* cs = qobject_cast<QCPColorScale*>(e)) wrap_axis_label(cs->axis());
   });
   return p;
 }
@@ -184,7 +204,16 @@ Heatmap add_heatmap(QCustomPlot* p, const QString& zlabel) {
   h.map->setInterpolate(false);
   h.map->setTightBoundary(false);  // whole cells around the cell centres (element indices)
   h.scale = new QCPColorScale(p);
-  p->plotLayout()->addElement(1, 1, h.scale);
+  // The axis rect and its colour scale side by side in a grid of their own under the title, so
+  // that the title spans the plot's whole width (in a second column of the plot's layout, the
+  // title would have only the axis rect's column to wrap in).
+  QCPAxisRect* ar = p->axisRect();
+  auto* row = new QCPLayoutGrid;
+  p->plotLayout()->take(ar);
+  p->plotLayout()->addElement(1, 0, row);
+  row->addElement(0, 0, ar);
+  row->addElement(0, 1, h.scale);
+  row->setColumnSpacing(0);
   h.scale->setType(QCPAxis::atRight);
   h.scale->axis()->setLabel(zlabel);
   QFont f = p->xAxis->labelFont();

@@ -131,7 +131,9 @@ void QuantView::refresh() {
       d, QString("qstep@%1").arg(s), "qstep",
       [ops, s](const trace::Reader& r) {
         QuantStep q;
-        for (const auto& [l, op] : ops) {
+        for (const auto& lo : ops) {
+          const std::string& l = lo.first;  // named, not a structured binding: Clang 14 cannot capture one
+          const std::string& op = lo.second;
           QuantStep::Entry e;
           e.layer = QString::fromStdString(l);
           e.op = QString::fromStdString(op);
@@ -309,7 +311,7 @@ void QuantView::drawMap() {
     set_step_marker(map_, double(d->meta().global(uint64_t(sel_step_))));
     set_plot_note(map_, "");
     if (d && !d->meta().dataset(names::block_map(sel_layer_.toStdString(), sel_op_.toStdString(), "block_sqnr_db")))
-      set_title(map_, QString("Block scale exponents of %1.%2 over steps\n(no per-block maps: %3)")
+      set_title(map_, QString("Block scale exponents of %1.%2 over steps\n(%3)")
                           .arg(sel_layer_, sel_op_)
                           .arg(missing_dataset_reason(d->meta().format,
                                                       sel_op_ == "w" ? names::kFormatWeightMaps : names::kFormatOperandMaps,

@@ -1,7 +1,8 @@
-// Every plot title and every note inside a plot fits in its plot: in every view of every
-// layer and operand of the tests' default trace (the simulator's tiny run), at the render's
-// window size and a smaller one, the text as drawn lies inside the plot widget, and a title
-// inside its own row (so no line runs past the plot's edge or into the axes below).
+// Every plot title, note and axis label fits in its plot: in every view of every layer and
+// operand of the tests' default trace (the simulator's tiny run), at the render's window size
+// and a smaller one, the text as drawn lies inside the plot widget, a title inside its own row
+// (so no line runs past the plot's edge or into the axes below), and no line of an axis label
+// is longer than its axis (QCustomPlot centres a label on its axis and clips the rest).
 #include <QTest>
 
 #include "gui_test_util.hpp"
@@ -16,7 +17,23 @@ class GuiLayout : public QObject {
   QTemporaryDir dir_;
   QString trace_;
 
-  /// Every visible plot of `v`: its title and its note inside the plot, the title in its row.
+  /// The first axis label of `p` with a line longer than its axis ("" when none).
+  static QString axis_label_overflow(QCustomPlot* p) {
+    QList<QCPAxis*> axes;
+    for (QCPAxisRect* ar : p->axisRects()) axes += ar->axes();
+    for (QCPLayoutElement* e : p->plotLayout()->elements(true))
+      if (auto* cs = qobject_cast<QCPColorScale*>(e); cs && cs->visible()) axes << cs->axis();
+    for (QCPAxis* a : axes) {
+      if (!a->visible() || a->label().isEmpty()) continue;
+      const int len = a->orientation() == Qt::Horizontal ? a->axisRect()->width() : a->axisRect()->height();
+      const int w = QFontMetrics(a->labelFont()).boundingRect(QRect(), Qt::TextDontClip, a->label()).width();
+      if (w > len) return QString("axis label '%1': %2 px on a %3 px axis").arg(a->label()).arg(w).arg(len);
+    }
+    return {};
+  }
+
+  /// Every visible plot of `v`: its title and its note inside the plot, the title in its row,
+  /// its axis labels no longer than their axes.
   static void check_view(View* v, const QString& where) {
     int plots = 0;
     for (QCustomPlot* p : v->findChildren<QCustomPlot*>()) {
@@ -33,6 +50,8 @@ class GuiLayout : public QObject {
         QVERIFY2(box.contains(t), qPrintable(QString("%1: title text %2x%3 taller or wider than its row %4x%5")
                                                  .arg(at).arg(t.width()).arg(t.height()).arg(box.width()).arg(box.height())));
       }
+      const QString over = axis_label_overflow(p);
+      QVERIFY2(over.isEmpty(), qPrintable(at + ": " + over));
       const QRect n = note_box(p);
       if (!n.isEmpty())
         QVERIFY2(pr.contains(n), qPrintable(QString("%1: note '%2' (%3,%4 %5x%6) outside the plot")
