@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
         qInstallMessageHandler(quiet_headless);
       }
   QApplication app(argc, argv);
+  QApplication::setOrganizationName("mxsim");  // QSettings (File > Open recent): mxsim/mxsim-inspector
   QApplication::setApplicationName("mxsim-inspector");
   QApplication::setApplicationVersion(MXSIM_VERSION);
   QCommandLineParser p;

@@ -13,7 +13,10 @@
 #include <QSettings>
 #include <QStatusBar>
 #include <QToolBar>
+#include <QUrl>
 #include <QVBoxLayout>
+#include <algorithm>
+#include <functional>
 
 #include "names.hpp"
 #include "run_panel.hpp"
@@ -25,6 +28,55 @@
 #include "view_quant.hpp"
 
 namespace mxsim::inspector {
+
+namespace {
+/// PageUp / PageDown move the step by this many steps.
+constexpr int kPageSteps = 10;
+
+/// Drops and File > Open take HDF5 files by these suffixes (case-insensitive).
+bool is_trace_file(const QUrl& u) {
+  if (!u.isLocalFile()) return false;
+  const QString s = QFileInfo(u.toLocalFile()).suffix().toLower();
+  return s == "h5" || s == "hdf5";
+}
+
+/// The scrubber's spin box: its value is the trace row (what InspectorState holds), its text the
+/// row's global optimizer step, as the views and the plots' axes show steps; typing a step
+/// selects the row holding it.
+class StepSpinBox : public QSpinBox {
+ public:
+  StepSpinBox(QWidget* parent, std::function<const TraceMeta*()> meta) : QSpinBox(parent), meta_(std::move(meta)) {}
+
+ protected:
+  QString textFromValue(int row) const override {
+    const TraceMeta* m = meta_();
+    return QString::number(m ? m->global(uint64_t(std::max(0, row))) : qint64(row));
+  }
+  int valueFromText(const QString& text) const override {
+    bool ok = false;
+    const qint64 s = text.trimmed().toLongLong(&ok);
+    const TraceMeta* m = meta_();
+    if (!ok) return value();
+    if (!m) return int(s);
+    const int64_t r = m->row_of(s);
+    return r >= 0 ? int(r) : value();
+  }
+  QValidator::State validate(QString& input, int&) const override {
+    const QString t = input.trimmed();
+    if (t.isEmpty()) return QValidator::Intermediate;
+    bool ok = false;
+    const qint64 s = t.toLongLong(&ok);
+    if (!ok) return QValidator::Invalid;
+    const TraceMeta* m = meta_();
+    if (!m) return QValidator::Acceptable;
+    const int64_t r = m->row_of(s);
+    return r >= minimum() && r <= maximum() ? QValidator::Acceptable : QValidator::Intermediate;
+  }
+
+ private:
+  std::function<const TraceMeta*()> meta_;
+};
+}  // namespace
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   setWindowTitle("mxsim-inspector");
@@ -48,10 +100,16 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   auto* scrub = new QHBoxLayout;
   step_slider_ = new QSlider(Qt::Horizontal, central);
   step_slider_->setFocusPolicy(Qt::StrongFocus);
-  step_spin_ = new QSpinBox(central);
+  step_slider_->installEventFilter(this);
+  step_spin_ = new StepSpinBox(central, [this]() -> const TraceMeta* {
+    const TraceDocument* d = state_.primary();
+    return d && d->state() == TraceDocument::State::Ready ? &d->meta() : nullptr;
+  });
+  step_spin_->setToolTip("global optimizer step (/train/step); type a step to go there");
+  step_spin_->installEventFilter(this);
   step_label_ = new QLabel(central);
   step_label_->setMinimumWidth(260);
-  scrub->addWidget(new QLabel("Step (trace row):", central));
+  scrub->addWidget(new QLabel("Step:", central));
   scrub->addWidget(step_slider_, 1);
   scrub->addWidget(step_spin_);
   scrub->addWidget(step_label_);
@@ -190,7 +248,16 @@ void MainWindow::buildMenus() {
 
 TraceDocument* MainWindow::openTrace(const QString& path) {
   const QString abs = QFileInfo(path).absoluteFilePath();
+  const int before = state_.traces()->size();
   TraceDocument* d = state_.traces()->add(abs);
+  if (state_.traces()->size() == before) {  // open already (TraceListModel::add): bring it forward
+    if (d->state() == TraceDocument::State::Ready) {
+      addRecent(abs);
+      if (state_.other() == d) state_.setOther(state_.primary());
+      state_.setPrimary(d);
+    }
+    return d;
+  }
   connect(d, &TraceDocument::failed, this, [this](const QString& m) { showBanner(m); });
   connect(d, &TraceDocument::opened, this, [this, d, abs] {
     addRecent(abs);
@@ -284,40 +351,82 @@ void MainWindow::updateScrubber() {
   step_spin_->blockSignals(true);
   step_spin_->setRange(0, std::max(0, k - 1));
   step_spin_->setValue(int(state_.step()));
+  step_spin_->setPrefix(QString());  // re-renders the text: the same row of another trace is another step
   step_spin_->blockSignals(false);
-  step_slider_->setPageStep(std::max(1, k / 20));
-  step_label_->setText(k ? QString("global step %1  (%2 complete steps)").arg(d->meta().global(uint64_t(state_.step()))).arg(k)
+  step_slider_->setPageStep(kPageSteps);  // as stepKey pages (the slider's keys go there; this is for clicks beside the handle)
+  step_label_->setText(k ? QString("trace row %1 of %2 complete steps (optimizer steps %3 to %4)")
+                               .arg(state_.step())
+                               .arg(k)
+                               .arg(d->meta().global(0))
+                               .arg(d->meta().global(uint64_t(k - 1)))
                          : QString("no steps"));
 }
 
-void MainWindow::keyPressEvent(QKeyEvent* e) {
+bool MainWindow::stepKey(int key) {
   TraceDocument* d = state_.primary();
-  const qint64 k = d ? qint64(d->steps()) : 0;
+  const qint64 k = d && d->state() == TraceDocument::State::Ready ? qint64(d->steps()) : 0;
   qint64 s = state_.step();
-  switch (e->key()) {
+  switch (key) {
     case Qt::Key_Left: s -= 1; break;
     case Qt::Key_Right: s += 1; break;
-    case Qt::Key_PageUp: s -= 10; break;
-    case Qt::Key_PageDown: s += 10; break;
+    case Qt::Key_PageUp: s -= kPageSteps; break;
+    case Qt::Key_PageDown: s += kPageSteps; break;
     case Qt::Key_Home: s = 0; break;
     case Qt::Key_End: s = k - 1; break;
-    default: QMainWindow::keyPressEvent(e); return;
+    default: return false;
   }
   state_.setStep(std::clamp<qint64>(s, 0, std::max<qint64>(0, k - 1)));
+  return true;
+}
+
+void MainWindow::keyPressEvent(QKeyEvent* e) {
+  if (e->modifiers() == Qt::NoModifier && stepKey(e->key())) return;
+  QMainWindow::keyPressEvent(e);
+}
+
+bool MainWindow::eventFilter(QObject* o, QEvent* e) {
+  if (e->type() == QEvent::KeyPress && (o == step_slider_ || o == step_spin_)) {
+    auto* ke = static_cast<QKeyEvent*>(e);
+    // the slider's own keys would page forward on PageUp and by its page step; the spin box's
+    // Left/Right/Home/End move its text cursor and stay its own
+    const bool ours = o == step_slider_ || ke->key() == Qt::Key_PageUp || ke->key() == Qt::Key_PageDown;
+    if (ours && ke->modifiers() == Qt::NoModifier && stepKey(ke->key())) return true;
+  }
+  return QMainWindow::eventFilter(o, e);
 }
 
 void MainWindow::dragEnterEvent(QDragEnterEvent* e) {
-  if (e->mimeData()->hasUrls()) e->acceptProposedAction();
+  // only HDF5 files on this machine: anything else is refused before the drop
+  const auto urls = e->mimeData()->urls();
+  if (std::any_of(urls.begin(), urls.end(), is_trace_file)) e->acceptProposedAction();
+  else e->ignore();
 }
 
 void MainWindow::dropEvent(QDropEvent* e) {
-  for (const QUrl& u : e->mimeData()->urls())
-    if (u.isLocalFile()) openTrace(u.toLocalFile());
-  e->acceptProposedAction();
+  QStringList refused;
+  int opened = 0;
+  for (const QUrl& u : e->mimeData()->urls()) {
+    if (is_trace_file(u)) {
+      openTrace(u.toLocalFile());
+      ++opened;
+    } else {
+      refused << (u.isLocalFile() ? QFileInfo(u.toLocalFile()).fileName() : u.toString());
+    }
+  }
+  if (!refused.isEmpty())
+    showBanner(QString("Not opened: %1 (drop mxsim traces: .h5 or .hdf5 files on this machine)").arg(refused.join(", ")));
+  if (opened) e->acceptProposedAction();
+  else e->ignore();
 }
 
+// File > Open recent lives in the application's QSettings (QCoreApplication's organisation
+// and application name: mxsim / mxsim-inspector, set in main(); a test sets its own), key
+// "recent": the last 10 traces opened, newest first, absolute paths.
 void MainWindow::addRecent(const QString& path) {
-  QSettings s("mxsim", "mxsim-inspector");
+  // nothing remembered for a headless render, nor for a program that named no organisation
+  // (QSettings would write under "Unknown Organization")
+  if (!remember_recent_ || QCoreApplication::organizationName().isEmpty()) return;
+  QSettings s;
   QStringList r = s.value("recent").toStringList();
   r.removeAll(path);
   r.prepend(path);
@@ -326,10 +435,32 @@ void MainWindow::addRecent(const QString& path) {
   rebuildRecentMenu();
 }
 
+void MainWindow::removeRecent(const QString& path) {
+  if (QCoreApplication::organizationName().isEmpty()) return;
+  QSettings s;
+  QStringList r = s.value("recent").toStringList();
+  r.removeAll(path);
+  s.setValue("recent", r);
+  rebuildRecentMenu();
+}
+
+void MainWindow::openRecent(const QString& path) {
+  if (!QFileInfo::exists(path)) {
+    removeRecent(path);
+    showBanner(QString("%1: no such file; removed from Open recent").arg(path));
+    return;
+  }
+  openTrace(path);
+}
+
 void MainWindow::rebuildRecentMenu() {
   recent_menu_->clear();
-  const QStringList r = QSettings("mxsim", "mxsim-inspector").value("recent").toStringList();
-  for (const QString& p : r) recent_menu_->addAction(p, this, [this, p] { openTrace(p); });
+  const QStringList r =
+      QCoreApplication::organizationName().isEmpty() ? QStringList() : QSettings().value("recent").toStringList();
+  for (const QString& p : r) {
+    QAction* a = recent_menu_->addAction(QString(p).replace("&", "&&"), this, [this, p] { openRecent(p); });
+    a->setData(p);
+  }
   recent_menu_->setEnabled(!r.isEmpty());
 }
 

@@ -36,13 +36,24 @@ class MainWindow : public QMainWindow {
   void setFollow(bool on);
   bool follow() const { return follow_; }
   RunPanel* runPanel() const { return run_; }
+  /// Whether traces opened go into File > Open recent (QSettings); a headless render sets false.
+  void setRememberRecent(bool on) { remember_recent_ = on; }
   /// Views, documents and runs have nothing outstanding.
   bool idle() const;
+  /// The step scrubber's slider and spin box (value: the trace row; the spin box's text: its
+  /// global optimizer step) and the label beside them (tests).
+  QSlider* stepSlider() const { return step_slider_; }
+  QSpinBox* stepSpin() const { return step_spin_; }
+  QString stepLabel() const { return step_label_->text(); }
+  /// File > Open recent: one action per remembered trace, its path in data() (tests).
+  QMenu* recentMenu() const { return recent_menu_; }
 
  protected:
   void dragEnterEvent(QDragEnterEvent* e) override;
   void dropEvent(QDropEvent* e) override;
   void keyPressEvent(QKeyEvent* e) override;
+  /// The scrubber's slider and spin box hand their step keys to stepKey (one behaviour wherever the focus is).
+  bool eventFilter(QObject* o, QEvent* e) override;
 
  private:
   void buildMenus();
@@ -50,7 +61,11 @@ class MainWindow : public QMainWindow {
   void showBanner(const QString& text);
   void primaryChanged();
   void updateScrubber();
+  /// Moves the step for a scrubber key (docs/inspector.md "Views"); false for any other key.
+  bool stepKey(int key);
   void addRecent(const QString& path);
+  void removeRecent(const QString& path);
+  void openRecent(const QString& path);
   void rebuildRecentMenu();
   void exportCurrent(bool png);
   void exportAll();
@@ -69,6 +84,7 @@ class MainWindow : public QMainWindow {
   QAction* follow_act_ = nullptr;
   RunPanel* run_ = nullptr;
   bool follow_ = false;
+  bool remember_recent_ = true;
 };
 
 }  // namespace mxsim::inspector

@@ -27,6 +27,7 @@ QVariant TableModel::data(const QModelIndex& i, int role) const {
   if (size_t(i.column()) >= r.size()) return {};
   const QVariant& v = r[size_t(i.column())];
   if (role == Qt::UserRole) return v;
+  if (role == Qt::ToolTipRole) return data(i, Qt::DisplayRole);  // the whole text where a narrow column elides it
   if (role == Qt::TextAlignmentRole)
     return v.typeId() == QMetaType::QString ? QVariant(Qt::AlignLeft | Qt::AlignVCenter)
                                             : QVariant(Qt::AlignRight | Qt::AlignVCenter);
@@ -101,8 +102,15 @@ QVariant ArrayModel::data(const QModelIndex& i, int role) const {
   return {};
 }
 
-QVariant ArrayModel::headerData(int s, Qt::Orientation, int role) const {
-  return role == Qt::DisplayRole ? QVariant(s) : QVariant();
+void ArrayModel::setRowLabels(std::vector<int64_t> labels) {
+  row_labels_ = std::move(labels);
+  emit headerDataChanged(Qt::Vertical, 0, std::max(0, rowCount() - 1));
+}
+
+QVariant ArrayModel::headerData(int s, Qt::Orientation o, int role) const {
+  if (role != Qt::DisplayRole) return {};
+  if (o == Qt::Vertical && size_t(s) < row_labels_.size()) return QVariant(qint64(row_labels_[size_t(s)]));
+  return QVariant(s);
 }
 
 }  // namespace mxsim::inspector

@@ -11,7 +11,8 @@
 
 namespace mxsim::inspector {
 
-/// Rows of cells; Qt::DisplayRole shows the cell, Qt::UserRole holds a sort/raw value.
+/// Rows of cells; Qt::DisplayRole shows the cell (Qt::ToolTipRole too: the whole text where a
+/// column is too narrow), Qt::UserRole holds a sort/raw value.
 class TableModel : public QAbstractTableModel {
   Q_OBJECT
  public:
@@ -38,6 +39,8 @@ class ArrayModel : public QAbstractTableModel {
   using QAbstractTableModel::QAbstractTableModel;
   void setArray(std::vector<unsigned char> raw, trace::DType t, size_t rows, size_t cols, size_t offset_elems = 0);
   void setHex(bool on);
+  /// Vertical header labels (e.g. the optimizer steps of a column of trace rows); empty: the row index.
+  void setRowLabels(std::vector<int64_t> labels);
   int rowCount(const QModelIndex& parent = {}) const override;
   int columnCount(const QModelIndex& parent = {}) const override;
   QVariant data(const QModelIndex& index, int role) const override;
@@ -51,6 +54,7 @@ class ArrayModel : public QAbstractTableModel {
   trace::DType t_ = trace::DType::f32;
   size_t rows_ = 0, cols_ = 0, off_ = 0;
   bool hex_ = false;
+  std::vector<int64_t> row_labels_;
 };
 
 }  // namespace mxsim::inspector

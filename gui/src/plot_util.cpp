@@ -1,5 +1,6 @@
 #include "plot_util.hpp"
 
+#include <QTextLayout>
 #include <cmath>
 
 namespace mxsim::inspector {
@@ -8,6 +9,111 @@ namespace {
 const char* kTitleProp = "mxsim_title";
 const char* kMarkerProp = "mxsim_marker";
 const char* kNoteProp = "mxsim_note";
+
+/// `text` broken into lines no wider than `width` pixels in font `f`: each line of it
+/// (explicit line breaks stay) at word boundaries, and inside a word only where one word is
+/// wider than a line (a dataset path). width <= 0: unchanged.
+QString wrap_text(const QString& text, const QFont& f, int width) {
+  if (width <= 0) return text;
+  QTextOption opt;
+  opt.setWrapMode(QTextOption::WrapAtWordBoundaryOrAnywhere);
+  QStringList out;
+  for (const QString& para : text.split('\n')) {
+    QTextLayout tl(para, f);
+    tl.setTextOption(opt);
+    tl.beginLayout();
+    bool any = false;
+    for (QTextLine line = tl.createLine(); line.isValid(); line = tl.createLine()) {
+      line.setLineWidth(width);
+      out << para.mid(line.textStart(), line.textLength()).trimmed();
+      any = true;
+    }
+    tl.endLayout();
+    if (!any) out << QString();
+  }
+  return out.join('\n');
+}
+
+/// The title row of make_plot: a text element whose text wraps to the width the plot's layout
+/// gives it, its height growing by the lines, so that no title runs past the plot's edges.
+/// QCPTextElement asks for its text's full width as its minimum (the row then spans the plot
+/// and the text is clipped at both ends when the plot is narrower, and a title beside a colour
+/// scale is centred on the axis rect's column, not the plot); this one asks only for its
+/// margins' width and for the height of its text wrapped to `wrap_width` (set before every
+/// replot from a layout pass, see make_plot). text() stays the text as given.
+class TitleElement : public QCPTextElement {
+ public:
+  TitleElement(QCustomPlot* p, const QString& text, const QFont& f) : QCPTextElement(p, text, f) {}
+  QRect drawn() const { return mTextBoundingRect; }
+  void setWrapWidth(int w) { wrap_w_ = w; }
+
+ protected:
+  QString shown(int outer_width) const {
+    return wrap_text(mText, mainFont(), outer_width - mMargins.left() - mMargins.right() - 2);
+  }
+  QSize text_size() const {
+    return QFontMetrics(mainFont()).boundingRect(0, 0, 0, 0, Qt::TextDontClip | mTextFlags, shown(wrap_w_)).size();
+  }
+  QSize minimumOuterSizeHint() const override {
+    return {mMargins.left() + mMargins.right(), text_size().height() + mMargins.top() + mMargins.bottom()};
+  }
+  QSize maximumOuterSizeHint() const override {
+    return {QWIDGETSIZE_MAX, text_size().height() + mMargins.top() + mMargins.bottom()};
+  }
+  void draw(QCPPainter* painter) override {
+    painter->setFont(mainFont());
+    painter->setPen(QPen(mainTextColor()));
+    painter->drawText(mRect, mTextFlags, shown(mOuterRect.width()), &mTextBoundingRect);
+  }
+
+ private:
+  int wrap_w_ = 0;
+};
+
+/// The note of set_plot_note: a text item whose text wraps to its axis rect's width (less its
+/// padding), so that a long reason stays inside the plot; it remembers where it drew its box.
+class NoteItem : public QCPItemText {
+ public:
+  using QCPItemText::QCPItemText;
+  QRect drawn() const { return drawn_; }
+
+ protected:
+  void draw(QCPPainter* painter) override {
+    const QString raw = mText;
+    const QCPAxisRect* ar = parentPlot()->axisRect();
+    const int width = (ar ? ar->rect().width() : parentPlot()->viewport().width()) - padding().left() - padding().right() - 8;
+    mText = wrap_text(raw, mainFont(), std::max(width, 40));
+    QCPItemText::draw(painter);
+    // the box QCPItemText::draw paints: the text's bounding rect plus padding, placed by the
+    // position alignment (centre) at the position's pixel
+    const QRect t = QFontMetrics(mainFont()).boundingRect(0, 0, 0, 0, Qt::TextDontClip | textAlignment(), mText);
+    QRect box = t.adjusted(-padding().left(), -padding().top(), padding().right(), padding().bottom());
+    box.moveCenter(position->pixelPosition().toPoint());
+    drawn_ = box;
+    mText = raw;
+  }
+
+ private:
+  QRect drawn_;
+};
+
+/// An axis label wraps to the axis' length like the title (a colour scale's vertical label, a
+/// map's long x label in a narrow window). The label as given is kept in a property: label()
+/// holds the wrapped text until the next setLabel, which the hook tells apart from its own.
+void wrap_axis_label(QCPAxis* a) {
+  if (!a || !a->visible() || !a->axisRect()) return;
+  const QString cur = a->label();
+  const bool ours = a->property("mxsim_label_wrapped").toString() == cur && !cur.isEmpty();
+  const QString raw = ours ? a->property("mxsim_label_raw").toString() : cur;
+  if (raw.isEmpty()) return;
+  const int len = a->orientation() == Qt::Horizontal ? a->axisRect()->width() : a->axisRect()->height();
+  const QString w = wrap_text(raw, a->labelFont(), len - 8);  // slack: more lines widen the margins a little
+  a->setProperty("mxsim_label_raw", raw);
+  a->setProperty("mxsim_label_wrapped", w);
+  if (w != cur) a->setLabel(w);
+}
+
+TitleElement* title_of(QCustomPlot* p) { return static_cast<TitleElement*>(p->property(kTitleProp).value<void*>()); }
 }  // namespace
 
 QCustomPlot* make_plot(QWidget* parent, const QString& title) {
@@ -27,9 +133,23 @@ QCustomPlot* make_plot(QWidget* parent, const QString& title) {
   p->plotLayout()->insertRow(0);
   QFont tf = f;
   tf.setBold(true);
-  auto* t = new QCPTextElement(p, title, tf);
+  auto* t = new TitleElement(p, title, tf);
   p->plotLayout()->addElement(0, 0, t);
   p->setProperty(kTitleProp, QVariant::fromValue(static_cast<void*>(t)));
+  // Before every replot, one layout pass at the plot's current size tells the title its width
+  // (its column's: the layout's columns do not depend on the title, whose minimum width is its
+  // margins); the replot's own layout then gives its row the height of the wrapped lines.
+  QObject::connect(p, &QCustomPlot::beforeReplot, t, [p, t] {
+    QCPLayoutGrid* l = p->plotLayout();
+    l->setOuterRect(p->viewport());
+    for (auto phase : {QCPLayoutElement::upPreparation, QCPLayoutElement::upMargins, QCPLayoutElement::upLayout})
+      l->update(phase);
+    t->setWrapWidth(t->outerRect().width());
+    for (QCPAxisRect* ar : p->axisRects())
+      for (QCPAxis* a : ar->axes()) wrap_axis_label(a);
+    for (QCPLayoutElement* e : l->elements(true))
+      if (auto* cs = qobject_cast<QCPColorScale*>(e)) wrap_axis_label(cs->axis());
+  });
   return p;
 }
 
@@ -40,6 +160,16 @@ void set_title(QCustomPlot* p, const QString& title) {
 QString plot_title(QCustomPlot* p) {
   const auto* t = static_cast<QCPTextElement*>(p->property(kTitleProp).value<void*>());
   return t ? t->text() : QString();
+}
+
+QRect title_text_rect(QCustomPlot* p) {
+  const TitleElement* t = title_of(p);
+  return t ? t->drawn() : QRect();
+}
+
+QRect title_box(QCustomPlot* p) {
+  const TitleElement* t = title_of(p);
+  return t ? t->outerRect() : QRect();
 }
 
 QColor palette_color(int i) {
@@ -74,7 +204,16 @@ Heatmap add_heatmap(QCustomPlot* p, const QString& zlabel) {
   h.map->setInterpolate(false);
   h.map->setTightBoundary(false);  // whole cells around the cell centres (element indices)
   h.scale = new QCPColorScale(p);
-  p->plotLayout()->addElement(1, 1, h.scale);
+  // The axis rect and its colour scale side by side in a grid of their own under the title, so
+  // that the title spans the plot's whole width (in a second column of the plot's layout, the
+  // title would have only the axis rect's column to wrap in).
+  QCPAxisRect* ar = p->axisRect();
+  auto* row = new QCPLayoutGrid;
+  p->plotLayout()->take(ar);
+  p->plotLayout()->addElement(1, 0, row);
+  row->addElement(0, 0, ar);
+  row->addElement(0, 1, h.scale);
+  row->setColumnSpacing(0);
   h.scale->setType(QCPAxis::atRight);
   h.scale->axis()->setLabel(zlabel);
   QFont f = p->xAxis->labelFont();
@@ -167,6 +306,11 @@ void set_step_marker(QCustomPlot* p, double x) {
   line->point2->setCoords(x, 1);
 }
 
+double step_marker(QCustomPlot* p) {
+  const auto* line = static_cast<QCPItemStraightLine*>(p->property(kMarkerProp).value<void*>());
+  return line ? line->point1->coords().x() : NAN;
+}
+
 void replot_marker(QCustomPlot* p) {
   if (QCPLayer* l = p->layer("marker")) l->replot();
 }
@@ -174,7 +318,7 @@ void replot_marker(QCustomPlot* p) {
 void set_plot_note(QCustomPlot* p, const QString& text) {
   auto* t = static_cast<QCPItemText*>(p->property(kNoteProp).value<void*>());
   if (!t) {
-    t = new QCPItemText(p);
+    t = new NoteItem(p);
     t->setPositionAlignment(Qt::AlignCenter);
     t->position->setType(QCPItemPosition::ptAxisRectRatio);
     t->position->setCoords(0.5, 0.5);
@@ -197,6 +341,11 @@ void clear_items(QCustomPlot* p) {
 }
 
 QCPItemText* plot_note(QCustomPlot* p) { return static_cast<QCPItemText*>(p->property(kNoteProp).value<void*>()); }
+
+QRect note_box(QCustomPlot* p) {
+  const auto* n = static_cast<NoteItem*>(p->property(kNoteProp).value<void*>());
+  return n && n->visible() ? n->drawn() : QRect();
+}
 
 QVector<double> smooth_ema(const QVector<double>& v, double w) {
   QVector<double> out(v.size());

@@ -16,6 +16,10 @@ QCustomPlot* make_plot(QWidget* parent, const QString& title = {});
 void set_title(QCustomPlot* p, const QString& title);
 /// The title text set_title gave p ("" when none).
 QString plot_title(QCustomPlot* p);
+/// Where p's title text was drawn at its last replot (plot pixels; empty before the first).
+QRect title_text_rect(QCustomPlot* p);
+/// The title's row, as laid out at p's last replot (the text must fit inside it).
+QRect title_box(QCustomPlot* p);
 
 /// Colour of the i-th trace (overlay) or series; a qualitative palette
 /// (Okabe-Ito, distinguishable with colour-vision deficiencies).
@@ -39,6 +43,8 @@ void fill_heatmap(Heatmap& h, int nx, int ny, const std::vector<double>& z, bool
 /// Vertical dashed line at x on p's main axis rect (the current step); created once, on
 /// its own buffered layer so that moving it redraws only that layer (replot_marker).
 void set_step_marker(QCustomPlot* p, double x);
+/// Where p's step marker stands (x in axis coordinates); NaN when p has none.
+double step_marker(QCustomPlot* p);
 /// Redraws only the marker layer (after set_step_marker with the data unchanged).
 void replot_marker(QCustomPlot* p);
 /// A centred text inside the axis rect (a reason why nothing is drawn, or a hint); "" removes it.
@@ -48,6 +54,8 @@ void set_plot_note(QCustomPlot* p, const QString& text);
 void clear_items(QCustomPlot* p);
 /// The note item of p (nullptr when none was set).
 QCPItemText* plot_note(QCustomPlot* p);
+/// Where p's note box (text and padding) was drawn at its last replot (empty: none drawn).
+QRect note_box(QCustomPlot* p);
 
 /// TensorBoard's smoothing: debiased exponential moving average with weight w in [0, 1);
 /// non-finite values pass through and do not enter the average.

@@ -92,9 +92,10 @@ std::vector<Target> plan(const RenderOptions& o, const TraceMeta& m, int traces,
           for (int64_t r : maps->snapshot_steps)
             if (r <= row) q.row = r;
         if (q.row >= 0)
-          q.caption = QString("Quantization error of %1.%2, %3: per-block map and scale exponents at trace row %4, "
-                              "its last snapshot%5")
+          q.caption = QString("Quantization error of %1.%2, %3: per-block map and scale exponents at step %4 "
+                              "(trace row %5), its last snapshot%6")
                           .arg(lm.name, op, operand_label(op))
+                          .arg(m.global(uint64_t(q.row)))
                           .arg(q.row)
                           .arg(m.dataset(names::quant(ln, on, "sqnr_db"))
                                    ? QString("; SQNR / MSE and underflow / saturation over every step")
@@ -107,7 +108,10 @@ std::vector<Target> plan(const RenderOptions& o, const TraceMeta& m, int traces,
     if (o.step < 0)
       for (int64_t r : lm.snapshot_steps)
         if (r <= row) snap_row = r;
-    const QString at = snap_row >= 0 ? QString(" (maps at trace row %1, the last snapshot)").arg(snap_row) : QString();
+    const QString at = snap_row >= 0 ? QString(" (maps at step %1, trace row %2, the last snapshot)")
+                                           .arg(m.global(uint64_t(snap_row)))
+                                           .arg(snap_row)
+                                     : QString();
     if (wanted("osc") && (lm.osc || one))
       t.push_back({"osc", lm.name, "w", "osc-" + lm.name, sec,
                    QString("Weight oscillation of %1: element map, one element's timeline against its block's grid, "
@@ -167,6 +171,7 @@ int render(const RenderOptions& o) {
     if (!keys.contains(o.op)) return usage_error(QString("--tensor %1: expected one of %2").arg(o.op, keys.join(", ")));
   }
   MainWindow w;
+  w.setRememberRecent(false);  // a report is no visit: File > Open recent stays as it was
   w.resize(o.size);
   w.show();
   for (const QString& p : o.traces) w.openTrace(p);
@@ -263,13 +268,16 @@ int render(const RenderOptions& o) {
   std::vector<std::pair<QString, QString>> notes;
   for (const LayerMeta& lm : m.layers) {
     if (lm.snapshot_steps.empty()) continue;
-    QStringList rs;
-    for (size_t j = 0; j < lm.snapshot_steps.size() && j < 16; ++j) rs << QString::number(lm.snapshot_steps[j]);
-    if (lm.snapshot_steps.size() > 16) rs << "...";
+    QStringList gs, rs;
+    for (size_t j = 0; j < lm.snapshot_steps.size() && j < 16; ++j) {
+      gs << QString::number(m.global(uint64_t(lm.snapshot_steps[j])));
+      rs << QString::number(lm.snapshot_steps[j]);
+    }
+    if (lm.snapshot_steps.size() > 16) gs << "...", rs << "...";
     notes.push_back({"Layer " + lm.name + (lm.recipe.isEmpty() ? QString() : " (" + lm.recipe + ")"),
-                     QString("Snapshots of %1 (block and element maps, micro-batch contributions) exist at trace rows "
-                             "%2: render one with --step ROW.")
-                         .arg(lm.name, rs.join(", "))});
+                     QString("Snapshots of %1 (block and element maps, micro-batch contributions) exist at steps %2 "
+                             "(trace rows %3): render one with --step ROW.")
+                         .arg(lm.name, gs.join(", "), rs.join(", "))});
   }
   QString err;
   if (!write_index(o.out_dir, m, row, images, notes, &err)) {

@@ -373,8 +373,8 @@ bool write_index(const QString& out_dir, const TraceMeta& m, qint64 row, const s
       << html(QString::fromStdString(m.prov.git_describe)) << "), backend " << html(QString::fromStdString(m.prov.backend))
       << ", seed " << m.prov.seed << ", " << html(QString::fromStdString(m.prov.date)) << ".</p>\n";
   if (m.steps > 0)
-    out << "<p>Views that show one step show trace row " << row << " (optimizer step " << m.global(uint64_t(row))
-        << "); the overview figures and every curve cover all steps.</p>\n";
+    out << "<p>Views that show one step show optimizer step " << m.global(uint64_t(row)) << " (trace row " << row
+        << ", what --step takes); the overview figures and every curve cover all steps.</p>\n";
   QStringList sections;
   for (const ReportImage& im : images)
     if (!sections.contains(im.section)) sections << im.section;

@@ -155,6 +155,14 @@ int64_t TraceMeta::global(uint64_t row) const {
   return row < global_step.size() ? global_step[row] : int64_t(row) + 1;
 }
 
+int64_t TraceMeta::row_of(int64_t step) const {
+  if (global_step.empty()) return step >= 1 && uint64_t(step) <= steps ? step - 1 : -1;
+  // /train/step grows by one per row (docs/trace-format.md); search, so that any increasing one works
+  const auto end = global_step.begin() + std::ptrdiff_t(std::min<uint64_t>(steps, global_step.size()));
+  const auto it = std::lower_bound(global_step.begin(), end, step);
+  return it != end && *it == step ? int64_t(it - global_step.begin()) : -1;
+}
+
 SeriesData read_series_double(const trace::Reader& r, const std::string& name, uint64_t first, uint64_t count) {
   const auto& in = r.info(name);
   SeriesData s;

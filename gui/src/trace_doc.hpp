@@ -66,6 +66,8 @@ struct TraceMeta {
   const trace::DatasetInfo* dataset(const std::string& name) const;
   /// Global optimizer step of trace row `row` (row + 1 when /train/step is absent).
   int64_t global(uint64_t row) const;
+  /// The complete trace row holding global optimizer step `step` (the inverse of global); -1: none.
+  int64_t row_of(int64_t step) const;
 };
 
 /// Values of rows of a series converted to double for plotting (exact for

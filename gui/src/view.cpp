@@ -26,6 +26,7 @@ void View::instantUpdate(const std::function<void()>& f) {
   }
   timer_.start();
   f();
+  shown_row_ = st_->step();
   last_ms_ = double(timer_.nsecsElapsed()) * 1e-6;
   emit updated();
 }
@@ -34,6 +35,7 @@ void View::runRefresh() {
   scheduled_ = false;
   dirty_ = false;
   ++gen_;
+  refresh_row_ = st_->step();
   pending_ = 1;  // guard: loads answered from the cache complete synchronously
   refresh();
   loaded();
@@ -41,6 +43,7 @@ void View::runRefresh() {
 
 void View::loaded() {
   if (pending_ > 0 && --pending_ == 0) {
+    shown_row_ = refresh_row_;
     present();
     last_ms_ = double(timer_.nsecsElapsed()) * 1e-6;
     emit updated();
@@ -64,6 +67,17 @@ bool View::exportCsv(const QString& path) const {
   writeCsv(out);
   out.flush();
   return f.error() == QFile::NoError;
+}
+
+int64_t step_of(const TraceDocument* d, int64_t row) {
+  return d && d->state() == TraceDocument::State::Ready && row >= 0 ? d->meta().global(uint64_t(row)) : row;
+}
+
+QString steps_list(const TraceDocument* d, const std::vector<int64_t>& rows, size_t max) {
+  QStringList ss;
+  for (size_t i = 0; i < rows.size() && i < max; ++i) ss << QString::number(step_of(d, rows[i]));
+  if (rows.size() > max) ss << "...";
+  return ss.join(", ");
 }
 
 QString csv_field(const QString& s) {

@@ -27,6 +27,9 @@ class View : public QWidget {
   bool busy() const { return pending_ > 0 || scheduled_; }
   /// Milliseconds from the last refresh request to the last plot update.
   double lastUpdateMs() const { return last_ms_; }
+  /// The trace row (InspectorState::step) the view last drew: of the last refresh whose loads
+  /// all arrived, or of the last instantUpdate; -1 before the first.
+  qint64 shownRow() const { return shown_row_; }
   /// Renders the whole view (all its plots and tables) into a PNG of its current size.
   bool exportPng(const QString& path) const;
   bool exportCsv(const QString& path) const;
@@ -75,6 +78,7 @@ class View : public QWidget {
   void runRefresh();
   int pending_ = 0;
   quint64 gen_ = 0;
+  qint64 refresh_row_ = -1, shown_row_ = -1;
   bool scheduled_ = false, dirty_ = true;
   QElapsedTimer timer_;
   double last_ms_ = 0;
@@ -85,6 +89,14 @@ class View : public QWidget {
 /// "<what> are written for trace.snapshot_layers at trace.snapshot_steps" (the run did not
 /// snapshot the layer). One sentence, no trailing period.
 QString missing_dataset_reason(int trace_format, int since, const QString& what);
+
+/// What every view shows as "step": the global optimizer step of trace row `row` of `d`
+/// (/train/step, 1-based; TraceMeta::global), as the plots' axes show steps. The row itself
+/// when `d` is not open.
+int64_t step_of(const TraceDocument* d, int64_t row);
+/// The global optimizer steps of trace rows `rows` (a snapshot's steps attribute), comma-separated:
+/// the first `max`, then "...".
+QString steps_list(const TraceDocument* d, const std::vector<int64_t>& rows, size_t max = 12);
 
 /// CSV field quoting (RFC 4180).
 QString csv_field(const QString& s);

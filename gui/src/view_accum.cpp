@@ -159,12 +159,9 @@ void AccumView::refresh() {
     return;
   }
   if (std::find(wi->snapshot_steps.begin(), wi->snapshot_steps.end(), s) == wi->snapshot_steps.end()) {
-    QStringList ss;
-    for (size_t i = 0; i < wi->snapshot_steps.size() && i < 12; ++i) ss << QString::number(wi->snapshot_steps[i]);
-    if (wi->snapshot_steps.size() > 12) ss << "...";
     data_note_ = QString("No micro-batch contributions at step %1.\nSnapshots of %2 exist at steps %3.")
-                     .arg(s)
-                     .arg(sel_layer_, ss.join(", "));
+                     .arg(step_of(d, s))
+                     .arg(sel_layer_, steps_list(d, wi->snapshot_steps));
     return;
   }
   const int e = std::clamp(sel_expert_, 0, std::max(0, int(wi->row_shape.at(1)) - 1));
@@ -213,7 +210,10 @@ void AccumView::present() {
 }
 
 void AccumView::drawMap() {
-  set_title(map_plot_, QString("main_grad of %1 expert %2 at step %3 (after all micro-batches)").arg(sel_layer_).arg(sel_expert_).arg(sel_step_));
+  set_title(map_plot_, QString("main_grad of %1 expert %2 at step %3 (after all micro-batches)")
+                           .arg(sel_layer_)
+                           .arg(sel_expert_)
+                           .arg(step_of(st_->primary(), sel_step_)));
   clear_items(map_plot_);
   if (!data_ok_) {
     heat_.map->setVisible(false);
@@ -247,7 +247,8 @@ void AccumView::drawContrib() {
   contrib_plot_->clearPlottables();
   clear_items(contrib_plot_);
   const QString what = block_ ? QString("block (rows %1.., cols %2.., %3x%4)").arg((sel_n_ / bh_) * bh_).arg((sel_k_ / bw_) * bw_).arg(bh_).arg(bw_)
-                              : QString("element (n %1, k %2)").arg(sel_n_).arg(sel_k_);
+                     : sel_n_ < 0 ? QString("no element chosen")
+                                  : QString("element (n %1, k %2)").arg(sel_n_).arg(sel_k_);
   set_title(contrib_plot_, QString("Micro-batch contributions to main_grad: %1").arg(what));
   contrib_plot_->xAxis->setLabel("micro-batch");
   contrib_plot_->yAxis->setLabel(block_ ? "L2 norm over the block (gradient units)" : "gradient (value units)");
@@ -307,7 +308,7 @@ void AccumView::drawContrib() {
 void AccumView::drawNorms() {
   norm_plot_->clearPlottables();
   clear_items(norm_plot_);
-  set_title(norm_plot_, QString("Norms per micro-batch, %1 at step %2").arg(sel_layer_).arg(sel_step_));
+  set_title(norm_plot_, QString("Norms per micro-batch, %1 at step %2").arg(sel_layer_).arg(step_of(st_->primary(), sel_step_)));
   norm_plot_->xAxis->setLabel("micro-batch");
   norm_plot_->yAxis->setLabel("L2 norm (gradient units)");
   if (norms_.empty()) {
@@ -360,7 +361,7 @@ void AccumView::drawNorms() {
 
 void AccumView::drawTokens() {
   clear_items(tok_plot_);
-  set_title(tok_plot_, QString("Tokens per expert and micro-batch, step %1 (red: empty)").arg(sel_step_));
+  set_title(tok_plot_, QString("Tokens per expert and micro-batch, step %1 (red: empty)").arg(step_of(st_->primary(), sel_step_)));
   if (tokens_.empty() || tok_nmb_ == 0) {
     tok_heat_.map->setVisible(false);
     set_plot_note(tok_plot_, "No tokens_per_expert series in this trace");
@@ -401,22 +402,24 @@ void AccumView::drawTokens() {
 }
 
 void AccumView::writeCsv(QTextStream& out) const {
-  out << "section,layer,expert,n,k,step,micro_batch,value\n";
+  // row: the trace row; step: its global optimizer step
+  const QString at = QString("%1,%2").arg(sel_step_).arg(step_of(st_->primary(), sel_step_));
+  out << "section,layer,expert,n,k,row,step,micro_batch,value\n";
   if (point_ok_)
     for (size_t m = 0; m < point_.contrib.size(); ++m) {
       out << (block_ ? "block_contrib_norm," : "contribution,") << sel_layer_ << ',' << sel_expert_ << ',' << sel_n_ << ',' << sel_k_
-          << ',' << sel_step_ << ',' << m << ',' << csv_num(point_.contrib[m]) << '\n';
+          << ',' << at << ',' << m << ',' << csv_num(point_.contrib[m]) << '\n';
       out << (block_ ? "block_running_norm," : "running_sum,") << sel_layer_ << ',' << sel_expert_ << ',' << sel_n_ << ','
-          << sel_k_ << ',' << sel_step_ << ',' << m << ',' << csv_num(point_.running[m]) << '\n';
+          << sel_k_ << ',' << at << ',' << m << ',' << csv_num(point_.running[m]) << '\n';
     }
   if (point_ok_)
     out << (block_ ? "block_main_grad_norm," : "main_grad,") << sel_layer_ << ',' << sel_expert_ << ',' << sel_n_ << ','
-        << sel_k_ << ',' << sel_step_ << ",," << csv_num(point_.main_grad) << '\n';
+        << sel_k_ << ',' << at << ",," << csv_num(point_.main_grad) << '\n';
   for (size_t m = 0; m < norms_.size(); ++m)
-    out << "main_grad_norm," << sel_layer_ << ",,,," << sel_step_ << ',' << m << ',' << csv_num(norms_[m]) << '\n';
+    out << "main_grad_norm," << sel_layer_ << ",,,," << at << ',' << m << ',' << csv_num(norms_[m]) << '\n';
   for (int m = 0; m < tok_nmb_; ++m)
     for (int e = 0; e < tok_e_; ++e)
-      out << "tokens,," << e << ",,," << sel_step_ << ',' << m << ',' << csv_num(tokens_[size_t(m) * size_t(tok_e_) + size_t(e)]) << '\n';
+      out << "tokens,," << e << ",,," << at << ',' << m << ',' << csv_num(tokens_[size_t(m) * size_t(tok_e_) + size_t(e)]) << '\n';
 }
 
 }  // namespace mxsim::inspector

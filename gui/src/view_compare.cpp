@@ -4,6 +4,7 @@
 #include <QGridLayout>
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QScrollBar>
 #include <QSplitter>
 #include <QVBoxLayout>
 #include <cmath>
@@ -110,11 +111,13 @@ CompareView::CompareView(InspectorState* st, QWidget* parent) : View(st, parent)
   summary_->setStyleSheet("QLabel { padding: 4px; }");
   l->addWidget(summary_);
   auto* split = new QSplitter(Qt::Horizontal, this);
+  split_ = split;
   table_ = new QTableView(split);
   table_->setModel(&rows_);
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   table_->setSelectionMode(QAbstractItemView::SingleSelection);
-  table_->setTextElideMode(Qt::ElideMiddle);  // dataset paths differ at their ends
+  table_->setTextElideMode(Qt::ElideMiddle);  // only where even 3/5 of the view is too narrow (present())
+  table_->setHorizontalScrollBarPolicy(Qt::ScrollBarAsNeeded);
   table_->verticalHeader()->setVisible(false);
   table_->verticalHeader()->setDefaultSectionSize(20);
   table_->horizontalHeader()->setStretchLastSection(true);
@@ -147,6 +150,11 @@ void CompareView::fillPickers() {
 }
 
 void CompareView::refresh() {
+  struct Guard {
+    bool& b;
+    explicit Guard(bool& x) : b(x) { b = true; }
+    ~Guard() { b = false; }
+  } guard(in_refresh_);
   fillPickers();
   cmp_ok_ = ulp_ok_ = false;
   cmp_err_.clear();
@@ -171,7 +179,17 @@ void CompareView::refresh() {
         d.steps_a = c.steps_a;
         d.steps_b = c.steps_b;
         d.compared = c.steps_compared;
+        d.row_a = int64_t(c.alignment.row_a);
+        d.row_b = int64_t(c.alignment.row_b);
+        d.by_global_step = c.alignment.by_global_step;
+        d.alignment_note = QString::fromStdString(c.alignment.note);
         d.identical = c.identical();
+        // A's trace row of a step as trace::CompareResult names it (step_of: the global step, or
+        // the compared index when paired by index)
+        const auto row_of = [&c](int64_t step) {
+          return step < 0 ? int64_t(-1)
+                          : c.alignment.by_global_step ? step - c.alignment.first_step_a : int64_t(c.alignment.row_a) + step;
+        };
         if (c.first_difference) {
           d.first_step = int64_t(c.first_difference->row_a);  // this view works in A's trace rows
           d.first_dataset = QString::fromStdString(c.first_difference->dataset);
@@ -180,35 +198,19 @@ void CompareView::refresh() {
         for (const auto& cd : c.config_diffs)
           d.config_diffs << QString("%1: %2 -> %3").arg(QString::fromStdString(cd.key), QString::fromStdString(cd.a),
                                                        QString::fromStdString(cd.b));
-        // every common dataset's first differing step, row by row
-        for (const auto& n : c.common) {
-          const auto& in = ra.info(n);
+        // every common dataset's first differing step, over the steps paired as above
+        for (const auto& pd : c.per_dataset) {
           CompareData::Row row;
-          row.name = QString::fromStdString(n);
-          row.snapshot = in.snapshot;
-          if (in.snapshot) {
-            for (int64_t s : in.snapshot_steps) {
-              if (s < 0 || uint64_t(s) >= c.steps_compared) break;
-              if (row_bytes(ra, in, s) != row_bytes(rb, rb.info(n), s)) {
-                row.first_step = s;
-                break;
-              }
-            }
-          } else {
-            const auto xa = ra.read_raw(n, in.dtype, 0, c.steps_compared), xb = rb.read_raw(n, in.dtype, 0, c.steps_compared);
-            const size_t rowb = in.row_elems() * trace::dtype_size(in.dtype);
-            for (uint64_t s = 0; s < c.steps_compared; ++s)
-              if (std::memcmp(xa.data() + s * rowb, xb.data() + s * rowb, rowb) != 0) {
-                row.first_step = int64_t(s);
-                break;
-              }
-          }
-          row.status = row.first_step < 0 ? "identical" : QString("differs from step %1").arg(row.first_step);
+          row.name = QString::fromStdString(pd.dataset);
+          row.snapshot = ra.info(pd.dataset).snapshot;
+          row.first_step = row_of(pd.first_step);
+          row.steps_differing = pd.steps_differing;
+          row.max_abs_diff = pd.max_abs_diff;
           d.rows.push_back(row);
         }
-        for (const auto& n : c.only_a) d.rows.push_back({QString::fromStdString(n), "only in A", -1, false});
-        for (const auto& n : c.only_b) d.rows.push_back({QString::fromStdString(n), "only in B", -1, false});
-        for (const auto& n : c.mismatched) d.rows.push_back({QString::fromStdString(n), "dtype or shape differ", -1, false});
+        for (const auto& n : c.only_a) d.rows.push_back({QString::fromStdString(n), "only in A", -1, 0, 0, false});
+        for (const auto& n : c.only_b) d.rows.push_back({QString::fromStdString(n), "only in B", -1, 0, 0, false});
+        for (const auto& n : c.mismatched) d.rows.push_back({QString::fromStdString(n), "dtype or shape differ", -1, 0, 0, false});
         std::stable_sort(d.rows.begin(), d.rows.end(), [](const auto& x, const auto& y) {
           const int64_t a = x.first_step < 0 ? INT64_MAX : x.first_step, b = y.first_step < 0 ? INT64_MAX : y.first_step;
           return a < b;
@@ -218,24 +220,27 @@ void CompareView::refresh() {
       [this](const CompareData& d) {
         cmp_ = d;
         cmp_ok_ = true;
-        if (dataset_.isEmpty() && !d.first_dataset.isEmpty()) {  // show the first difference's map
-          dataset_ = d.first_dataset;
-          scheduleRefresh();
-        }
+        if (dataset_.isEmpty() && !d.first_dataset.isEmpty()) dataset_ = d.first_dataset;  // the first difference's map
+        // arrived after refresh() returned: the ULP map, which needs the pairing, is read now
+        if (!in_refresh_ && !dataset_.isEmpty()) scheduleRefresh();
       },
       [this](const QString& e) { cmp_err_ = "Cannot compare: " + e; });
-  // the ULP map of the chosen dataset (default: the first differing one) at the step
+  // the ULP map of the chosen dataset (default: the first differing one) at the step, once the
+  // comparison says which row of B pairs with the selected row of A
   QString ds = dataset_;
   if (ds.isEmpty() && cmp_ok_ && !cmp_.first_dataset.isEmpty()) ds = cmp_.first_dataset;
-  if (ds.isEmpty()) return;
+  if (ds.isEmpty() || !cmp_ok_) return;
   const std::string n = ds.toStdString();
   const trace::DatasetInfo *ia = A->meta().dataset(n), *ib = B->meta().dataset(n);
   if (!ia || !ib) return;
   const qint64 s = sel_step_;
+  const int64_t sb = s - cmp_.row_a + cmp_.row_b;  // B's row of the same step
+  const bool in_window = s >= cmp_.row_a && s - cmp_.row_a < int64_t(cmp_.compared);
+  const int64_t gs = A->meta().global(uint64_t(std::max<qint64>(0, s)));
   const int expert = st_->expert();
   load<UlpMap>(
-      A, QString("ulp:%1|%2@%3/%4").arg(pb, ds).arg(s).arg(expert), "ulp",
-      [n, pb, s, expert, refb](const trace::Reader& ra) {
+      A, QString("ulp:%1|%2@%3~%4/%5").arg(pb, ds).arg(s).arg(sb).arg(expert), "ulp",
+      [n, pb, s, sb, in_window, gs, expert, refb](const trace::Reader& ra) {
         UlpMap u;
         const auto& in = ra.info(n);
         if (!*refb) throw trace::TraceError(pb.toStdString() + ": closed");
@@ -245,15 +250,18 @@ void CompareView::refresh() {
           u.note = "dtype or shape differ: no element-wise comparison";
           return u;
         }
-        if (uint64_t(s) >= std::min(ra.steps_completed(), rb.steps_completed())) {
-          u.note = QString("step %1 is not complete in both traces").arg(s);
+        if (!in_window || uint64_t(s) >= ra.steps_completed() || sb < 0 || uint64_t(sb) >= rb.steps_completed()) {
+          u.note = QString("step %1 is not among the steps both traces hold").arg(gs);
           return u;
         }
-        if (in.snapshot && std::find(in.snapshot_steps.begin(), in.snapshot_steps.end(), s) == in.snapshot_steps.end()) {
-          u.note = QString("%1 has no snapshot at step %2").arg(QString::fromStdString(n)).arg(s);
+        const auto has_snap = [](const trace::DatasetInfo& i, int64_t r) {
+          return std::find(i.snapshot_steps.begin(), i.snapshot_steps.end(), r) != i.snapshot_steps.end();
+        };
+        if (in.snapshot && (!has_snap(in, s) || !has_snap(jn, sb))) {
+          u.note = QString("%1 has no snapshot at step %2 in %3").arg(QString::fromStdString(n)).arg(gs).arg(has_snap(in, s) ? "B" : "A");
           return u;
         }
-        const auto a = row_bytes(ra, in, s), b = row_bytes(rb, jn, s);
+        const auto a = row_bytes(ra, in, s), b = row_bytes(rb, jn, sb);
         // 2-D view: the last two dimensions; leading dimensions flattened and indexed by `expert`
         const auto& sh = in.row_shape;
         size_t lead = 1;
@@ -292,36 +300,67 @@ void CompareView::refresh() {
 
 void CompareView::present() {
   fillPickers();
+  TraceDocument* A = st_->primary();
+  // A's global optimizer step of A's trace row r, as the plots' axes show steps
+  const auto step_of = [A](int64_t r) {
+    return A && A->state() == TraceDocument::State::Ready && r >= 0 ? A->meta().global(uint64_t(r)) : r;
+  };
   if (!cmp_ok_) {
     summary_->setText(cmp_err_.isEmpty() ? "comparing..." : cmp_err_);
     rows_.setRows({});
   } else {
-    QString t = QString("<b>A</b> %1 (%2 steps) &nbsp; <b>B</b> %3 (%4 steps) &nbsp; compared %5 steps: ")
+    QString t = QString("<b>A</b> %1 (%2 steps) &nbsp; <b>B</b> %3 (%4 steps) &nbsp; compared %5 steps")
                     .arg(QFileInfo(cmp_.a).fileName())
                     .arg(cmp_.steps_a)
                     .arg(QFileInfo(cmp_.b).fileName())
                     .arg(cmp_.steps_b)
                     .arg(cmp_.compared);
+    if (cmp_.compared > 0)
+      t += QString(" (%1 %2 to %3%4)")
+               .arg(cmp_.by_global_step ? "optimizer steps" : "A's steps")
+               .arg(step_of(cmp_.row_a))
+               .arg(step_of(cmp_.row_a + int64_t(cmp_.compared) - 1))
+               .arg(cmp_.by_global_step ? QString() : ", row by row: " + cmp_.alignment_note.toHtmlEscaped());
+    t += ": ";
     if (cmp_.first_step < 0)
       t += cmp_.identical ? "<b>bit-identical</b>" : "no bit difference in common data (datasets or step counts differ)";
     else
-      t += QString("<b>first difference at step %1 in %2</b> (element %3)").arg(cmp_.first_step).arg(cmp_.first_dataset).arg(cmp_.first_element);
+      t += QString("<b>first difference at step %1 in %2</b> (element %3)").arg(step_of(cmp_.first_step)).arg(cmp_.first_dataset).arg(cmp_.first_element);
     if (!cmp_.config_diffs.isEmpty()) t += "<br>config differs: " + cmp_.config_diffs.mid(0, 6).join("; ").toHtmlEscaped();
     summary_->setText(t);
     rows_.setHeaders({"dataset", "status", "first diff. step"});
     std::vector<std::vector<QVariant>> r;
-    for (const auto& x : cmp_.rows)
-      r.push_back({x.name, x.status, x.first_step < 0 ? QVariant("-") : QVariant(qint64(x.first_step))});
+    for (const auto& x : cmp_.rows) {
+      QString status = x.status;
+      if (status.isEmpty())
+        status = x.first_step < 0 ? QString("identical")
+                                  : QString("differs at %1 step%2, max |A - B| %3")
+                                        .arg(x.steps_differing)
+                                        .arg(x.steps_differing == 1 ? "" : "s")
+                                        .arg(fmt_num(x.max_abs_diff, 3));
+      r.push_back({x.name, status, x.first_step < 0 ? QVariant("-") : QVariant(qint64(step_of(x.first_step)))});
+    }
     rows_.setRows(std::move(r));
-    table_->horizontalHeader()->setStretchLastSection(false);
-    table_->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
-    table_->horizontalHeader()->setSectionResizeMode(1, QHeaderView::ResizeToContents);
-    table_->horizontalHeader()->setSectionResizeMode(2, QHeaderView::ResizeToContents);
+    // Dataset paths differ anywhere (layer, operand, statistic): the name column is as wide as
+    // the longest, and the table gets the width its columns need (up to 3/5 of the view).
+    QHeaderView* h = table_->horizontalHeader();
+    h->setStretchLastSection(true);
+    h->setSectionResizeMode(0, QHeaderView::ResizeToContents);
+    h->setSectionResizeMode(1, QHeaderView::ResizeToContents);
+    h->setSectionResizeMode(2, QHeaderView::ResizeToContents);
+    int need = 2 * table_->frameWidth() + table_->verticalScrollBar()->sizeHint().width() + 4;
+    table_->resizeColumnsToContents();
+    for (int c = 0; c < rows_.columnCount(); ++c) need += table_->columnWidth(c);
+    const int total = split_->width() - split_->handleWidth();
+    if (total > 0) {
+      const int tw = std::min(need, total * 3 / 5);
+      split_->setSizes({tw, total - tw});
+    }
     for (int i = 0; i < rows_.rowCount(); ++i)
       if (rows_.rows()[size_t(i)][0].toString() == dataset_) table_->selectRow(i);
   }
   goto_first_->setEnabled(cmp_ok_ && cmp_.first_step >= 0);
-  set_title(plot_, dataset_.isEmpty() ? "ULP distance A vs B" : QString("ULP distance A vs B: %1 at step %2").arg(dataset_).arg(sel_step_));
+  set_title(plot_, dataset_.isEmpty() ? "ULP distance A vs B" : QString("ULP distance A vs B: %1 at step %2").arg(dataset_).arg(step_of(sel_step_)));
   if (!ulp_ok_ || ulp_.ulp.empty()) {
     heat_.map->setVisible(false);
     set_plot_note(plot_, ulp_ok_ ? ulp_.note : dataset_.isEmpty() ? (cmp_ok_ ? "Pick a dataset in the table." : "") : "loading...");
@@ -342,21 +381,29 @@ void CompareView::present() {
                                              .arg(ulp_.max_at)
                                              .arg(ulp_.nan_mismatch ? QString("\n%1 NaN on one side only").arg(ulp_.nan_mismatch) : QString());
     if (!ulp_.note.isEmpty()) note += "\n" + ulp_.note;
-    set_title(plot_, QString("ULP distance A vs B: %1 at step %2\n%3").arg(dataset_).arg(sel_step_).arg(note));
+    set_title(plot_, QString("ULP distance A vs B: %1 at step %2\n%3").arg(dataset_).arg(step_of(sel_step_)).arg(note));
     set_plot_note(plot_, "");
   }
   plot_->replot();
 }
 
 void CompareView::writeCsv(QTextStream& out) const {
-  out << "section,dataset,step,element,value\n";
+  // row: A's trace row; step: A's global optimizer step of that row (-1, -1: none)
+  TraceDocument* A = st_->primary();
+  const auto step_of = [A](int64_t r) {
+    return A && A->state() == TraceDocument::State::Ready && r >= 0 ? A->meta().global(uint64_t(r)) : int64_t(-1);
+  };
+  out << "section,dataset,row,step,element,value\n";
   if (cmp_ok_) {
-    out << "first_difference," << csv_field(cmp_.first_dataset) << ',' << cmp_.first_step << ',' << cmp_.first_element << ",\n";
-    for (const auto& r : cmp_.rows) out << "dataset," << csv_field(r.name) << ',' << r.first_step << ",," << csv_field(r.status) << '\n';
+    out << "first_difference," << csv_field(cmp_.first_dataset) << ',' << cmp_.first_step << ',' << step_of(cmp_.first_step) << ','
+        << cmp_.first_element << ",\n";
+    for (const auto& r : cmp_.rows)
+      out << "dataset," << csv_field(r.name) << ',' << r.first_step << ',' << step_of(r.first_step) << ",,"
+          << csv_field(r.status.isEmpty() ? (r.first_step < 0 ? QString("identical") : QString("differs")) : r.status) << '\n';
   }
   if (ulp_ok_)
     for (size_t i = 0; i < ulp_.ulp.size(); ++i)
-      out << "ulp," << csv_field(dataset_) << ',' << sel_step_ << ',' << i << ',' << csv_num(ulp_.ulp[i]) << '\n';
+      out << "ulp," << csv_field(dataset_) << ',' << sel_step_ << ',' << step_of(sel_step_) << ',' << i << ',' << csv_num(ulp_.ulp[i]) << '\n';
 }
 
 }  // namespace mxsim::inspector

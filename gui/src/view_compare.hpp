@@ -6,6 +6,7 @@
 #include <QComboBox>
 #include <QLabel>
 #include <QPushButton>
+#include <QSplitter>
 #include <QTableView>
 
 #include "models.hpp"
@@ -14,16 +15,25 @@
 
 namespace mxsim::inspector {
 
+/// The comparison of A (primary) with B, rows paired as `mxsim compare` pairs them
+/// (trace::Alignment: by global step when both traces hold /train/step, else row i with row i).
+/// Steps here are A's trace rows (what the scrubber selects); the view shows them as A's global
+/// optimizer steps (TraceMeta::global), as the plots' axes do.
 struct CompareData {
   QString a, b;
   uint64_t steps_a = 0, steps_b = 0, compared = 0;
+  int64_t row_a = 0, row_b = 0;  ///< first compared row of A and of B (A's row r pairs with B's row r - row_a + row_b)
+  bool by_global_step = false;
+  QString alignment_note;        ///< why rows are paired by index ("" when by global step)
   bool identical = false;
-  int64_t first_step = -1;
+  int64_t first_step = -1;       ///< A's trace row of the first difference; -1: none
   QString first_dataset;
   uint64_t first_element = 0;
   struct Row {
     QString name, status;
-    int64_t first_step = -1;  ///< -1: no difference (or not comparable)
+    int64_t first_step = -1;  ///< A's trace row of the dataset's first difference; -1: none (or not comparable)
+    uint64_t steps_differing = 0;
+    double max_abs_diff = 0;
     bool snapshot = false;
   };
   std::vector<Row> rows;
@@ -56,6 +66,10 @@ class CompareView : public View {
   void setDataset(const QString& name);
   const CompareData* result() const { return cmp_ok_ ? &cmp_ : nullptr; }
   const UlpMap* ulp() const { return ulp_ok_ ? &ulp_ : nullptr; }
+  /// The per-dataset table, the summary line and the ULP plot as shown (tests).
+  const QTableView* table() const { return table_; }
+  QString summaryText() const { return summary_->text(); }
+  QCustomPlot* ulpPlot() const { return plot_; }
 
  protected:
   void refresh() override;
@@ -67,6 +81,7 @@ class CompareView : public View {
   QLabel* summary_ = nullptr;
   QPushButton* goto_first_ = nullptr;
   QTableView* table_ = nullptr;
+  QSplitter* split_ = nullptr;
   TableModel rows_;
   QCustomPlot* plot_ = nullptr;
   Heatmap heat_;
@@ -77,6 +92,7 @@ class CompareView : public View {
   bool ulp_ok_ = false;
   QString dataset_;
   qint64 sel_step_ = 0;
+  bool in_refresh_ = false;
 };
 
 }  // namespace mxsim::inspector

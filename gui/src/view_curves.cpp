@@ -218,7 +218,8 @@ bool CurvesView::eventFilter(QObject* o, QEvent* e) {
       de->acceptProposedAction();
       return true;
     }
-  } else if (e->type() == QEvent::Drop) {
+  } else if (e->type() == QEvent::Drop && static_cast<QDropEvent*>(e)->mimeData()->hasFormat(kMime)) {
+    // series from the tree only: files dropped here go on to the window (it opens traces)
     auto* de = static_cast<QDropEvent*>(e);
     const QStringList ns = QString::fromUtf8(de->mimeData()->data(kMime)).split('\n', Qt::SkipEmptyParts);
     int target = int(panels_.size());

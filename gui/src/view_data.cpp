@@ -93,11 +93,10 @@ void DataView::refresh() {
   const qint64 s = sel_step_;
   const uint64_t k = m.steps;
   if (in->snapshot && std::find(in->snapshot_steps.begin(), in->snapshot_steps.end(), s) == in->snapshot_steps.end()) {
-    note_ = QString("%1: no snapshot at step %2 (snapshot steps: %3%4)")
+    note_ = QString("%1: no snapshot at step %2 (snapshot steps: %3)")
                 .arg(dataset_)
-                .arg(s)
-                .arg(in->snapshot_steps.empty() ? QString("none") : QString::number(in->snapshot_steps.front()))
-                .arg(in->snapshot_steps.size() > 1 ? QString(" ... %1").arg(in->snapshot_steps.back()) : QString());
+                .arg(step_of(d, s))
+                .arg(in->snapshot_steps.empty() ? QString("none") : steps_list(d, in->snapshot_steps));
     return;
   }
   const bool column = !in->snapshot && in->row_shape.empty();  // a scalar series: every step
@@ -152,22 +151,37 @@ void DataView::present() {
   slice_->blockSignals(false);
   const size_t sl = size_t(slice_->value());
   array_.setArray(row_.raw, row_.dtype, rows_, cols_, sl * rows_ * cols_);
+  TraceDocument* d = st_->primary();
   array_view_->horizontalHeader()->setDefaultSectionSize(row_.dtype == trace::DType::f64 ? 170 : row_.dtype == trace::DType::f32 ? 110 : 64);
-  const bool column = sh.size() == 1 && st_->primary() && st_->primary()->meta().dataset(dataset_.toStdString()) &&
-                      st_->primary()->meta().dataset(dataset_.toStdString())->row_shape.empty();
+  const bool column = sh.size() == 1 && d && d->meta().dataset(dataset_.toStdString()) &&
+                      d->meta().dataset(dataset_.toStdString())->row_shape.empty();
+  // a scalar series' column: one row per trace row, labelled by its optimizer step
+  std::vector<int64_t> labels;
+  if (column)
+    for (size_t r = 0; r < rows_; ++r) labels.push_back(step_of(d, int64_t(r)));
+  array_.setRowLabels(std::move(labels));
   info_->setText(QString("<b>%1</b> (%2) %3%4")
                      .arg(dataset_, trace::dtype_name(row_.dtype))
-                     .arg(column ? QString("all %1 steps (row = step)").arg(sh[0])
-                                 : QString("at step %1, shape %2").arg(sel_step_).arg(shape_text(sh)))
+                     .arg(column ? QString("all %1 steps (rows labelled by optimizer step)").arg(sh[0])
+                                 : QString("at step %1, shape %2").arg(step_of(d, sel_step_)).arg(shape_text(sh)))
                      .arg(slices_ > 1 ? QString(", showing slice %1 of %2 leading-index slices").arg(sl).arg(slices_) : QString()));
 }
 
+QString DataView::infoText() const { return info_->text(); }
+
 void DataView::writeCsv(QTextStream& out) const {
-  out << "dataset,step,row,col,value\n";
+  // row, step: the trace row shown and its global optimizer step (a scalar series' column: each
+  // array row i is trace row i); i, j: the array's row and column
+  out << "dataset,row,step,i,j,value\n";
   if (!row_ok_) return;
+  const TraceDocument* d = st_->primary();
+  const bool column = row_.shape.size() == 1 && d && d->meta().dataset(dataset_.toStdString()) &&
+                      d->meta().dataset(dataset_.toStdString())->row_shape.empty();
   for (size_t r = 0; r < rows_; ++r)
-    for (size_t c = 0; c < cols_; ++c)
-      out << csv_field(dataset_) << ',' << sel_step_ << ',' << r << ',' << c << ',' << array_.text(r, c) << '\n';
+    for (size_t c = 0; c < cols_; ++c) {
+      const int64_t row = column ? int64_t(r) : sel_step_;
+      out << csv_field(dataset_) << ',' << row << ',' << step_of(d, row) << ',' << r << ',' << c << ',' << array_.text(r, c) << '\n';
+    }
 }
 
 }  // namespace mxsim::inspector

@@ -29,6 +29,8 @@ class DataView : public View {
   void writeCsv(QTextStream& out) const override;
   void setDataset(const QString& name);
   const ArrayModel& array() const { return array_; }
+  /// The line above the array: dataset, dtype, step, shape (tests).
+  QString infoText() const;
 
  protected:
   void refresh() override;

@@ -135,10 +135,7 @@ void OscView::refresh() {
                                .arg(sel_layer_, QString::fromStdString(mn),
                                     missing_dataset_reason(m.format, since, "per-element maps"));
   } else if (std::find(mi->snapshot_steps.begin(), mi->snapshot_steps.end(), s) == mi->snapshot_steps.end()) {
-    QStringList ss;
-    for (size_t i = 0; i < mi->snapshot_steps.size() && i < 12; ++i) ss << QString::number(mi->snapshot_steps[i]);
-    if (mi->snapshot_steps.size() > 12) ss << "...";
-    map_note_ = QString("No element map at step %1.\nSnapshots exist at steps %2.").arg(s).arg(ss.join(", "));
+    map_note_ = QString("No element map at step %1.\nSnapshots exist at steps %2.").arg(step_of(d, s)).arg(steps_list(d, mi->snapshot_steps));
   } else {
     load<ElementMap>(
         d, QString("emap:%1/%2/%3@%4").arg(sel_layer_, kMetricName[metric_]).arg(e).arg(s), "emap",
@@ -270,7 +267,10 @@ void OscView::present() {
 }
 
 void OscView::drawMap() {
-  set_title(heat_plot_, QString("%1 of %2, expert %3, at step %4").arg(metric_pick_->currentText(), sel_layer_).arg(sel_expert_).arg(sel_step_));
+  set_title(heat_plot_, QString("%1 of %2, expert %3, at step %4")
+                            .arg(metric_pick_->currentText(), sel_layer_)
+                            .arg(sel_expert_)
+                            .arg(step_of(st_->primary(), sel_step_)));
   heat_.scale->axis()->setLabel(kMetricLabel[metric_]);
   if (!map_ok_) {
     heat_.map->setVisible(false);
@@ -389,19 +389,37 @@ void OscView::drawTimeline() {
   gq->setPen(QPen(palette_color(1), 1.6));
   gq->setName("quantized value fprop used (weight_q)");
   // de-oscillation snaps of this element, or else the layer's snap steps
+  const auto snapped = curves_.find(names::deosc_snapped(sel_layer_.toStdString()));
   if (!tl_.snaps.empty()) {
+    // The element's count at row r is the state before row r's step (the snaps of rows
+    // 0..r-1; docs/trace-format.md "Element and block maps"), while the layer's snapped series
+    // counts a window end's snaps at its own row: a count that grows from timeline point i-1
+    // to point i is a snap at one of the rows steps[i-1] .. steps[i] - 1, which for a watched
+    // element (every row) is steps[i] - 1, and for snapshot rows the last of those rows where
+    // the layer snapped (else steps[i] - 1). Drawn at that row's step, on the master line.
     QVector<double> sx, sy;
     for (size_t i = 1; i < tl_.snaps.size(); ++i)
       if (tl_.snaps[i] > tl_.snaps[i - 1]) {
-        sx << x[int(i)];
-        sy << tl_.master[i];
+        const int64_t lo = int64_t(tl_.steps[i - 1]), hi = int64_t(tl_.steps[i]) - 1;
+        int64_t row = hi;
+        if (snapped != curves_.end() && hi > lo) {
+          for (int64_t r = hi; r >= lo; --r)
+            if (size_t(r) < snapped->second.v.size() && snapped->second.v[size_t(r)] > 0) {
+              row = r;
+              break;
+            }
+        }
+        const double gx = double(m.global(uint64_t(row))), x0 = x[int(i - 1)], x1 = x[int(i)];
+        const double t = x1 > x0 ? (gx - x0) / (x1 - x0) : 0;  // on the straight master line between the points
+        sx << gx;
+        sy << tl_.master[i - 1] + t * (tl_.master[i] - tl_.master[i - 1]);
       }
     QCPGraph* gs = tl_plot_->addGraph();
     gs->setData(sx, sy, true);
     gs->setLineStyle(QCPGraph::lsNone);
     gs->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssTriangle, QColor(200, 0, 0), QColor(200, 0, 0), 9));
     gs->setName("de-osc snap of this element");
-  } else if (auto it = curves_.find(names::deosc_snapped(sel_layer_.toStdString())); it != curves_.end()) {
+  } else if (auto it = snapped; it != curves_.end()) {
     bool first = true;
     for (size_t i = 0; i < it->second.v.size(); ++i)
       if (it->second.v[i] > 0) {
@@ -527,20 +545,23 @@ void OscView::drawCurves() {
 }
 
 void OscView::writeCsv(QTextStream& out) const {
-  out << "section,layer,expert,n,k,step,value\n";
+  // row: the trace row; step: its global optimizer step
+  const TraceDocument* d = st_->primary();
+  const auto at = [d](int64_t row) { return QString("%1,%2").arg(row).arg(step_of(d, row)); };
+  out << "section,layer,expert,n,k,row,step,value\n";
   if (map_ok_)
     for (int n = 0; n < map_.N; ++n)
       for (int k = 0; k < map_.K; ++k)
         out << "map_" << kMetricName[metric_] << ',' << sel_layer_ << ',' << sel_expert_ << ',' << n << ',' << k << ','
-            << sel_step_ << ',' << csv_num(map_.v[size_t(n) * size_t(map_.K) + size_t(k)]) << '\n';
+            << at(sel_step_) << ',' << csv_num(map_.v[size_t(n) * size_t(map_.K) + size_t(k)]) << '\n';
   if (tl_ok_)
     for (size_t i = 0; i < tl_.steps.size(); ++i) {
-      out << "master," << sel_layer_ << ',' << sel_expert_ << ',' << sel_n_ << ',' << sel_k_ << ',' << qint64(tl_.steps[i]) << ','
+      out << "master," << sel_layer_ << ',' << sel_expert_ << ',' << sel_n_ << ',' << sel_k_ << ',' << at(int64_t(tl_.steps[i])) << ','
           << csv_num(tl_.master[i]) << '\n';
-      out << "weight_q," << sel_layer_ << ',' << sel_expert_ << ',' << sel_n_ << ',' << sel_k_ << ',' << qint64(tl_.steps[i]) << ','
+      out << "weight_q," << sel_layer_ << ',' << sel_expert_ << ',' << sel_n_ << ',' << sel_k_ << ',' << at(int64_t(tl_.steps[i])) << ','
           << csv_num(tl_.wq[i]) << '\n';
       if (i < tl_.scale.size())
-        out << "block_scale," << sel_layer_ << ',' << sel_expert_ << ',' << sel_n_ << ',' << sel_k_ << ',' << qint64(tl_.steps[i])
+        out << "block_scale," << sel_layer_ << ',' << sel_expert_ << ',' << sel_n_ << ',' << sel_k_ << ',' << at(int64_t(tl_.steps[i]))
             << ',' << csv_num(tl_.scale[i]) << '\n';
     }
 }

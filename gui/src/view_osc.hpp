@@ -44,6 +44,8 @@ class OscView : public View {
   const ElementMap* map() const { return map_ok_ ? &map_ : nullptr; }
   QCustomPlot* mapPlot() const { return heat_plot_; }
   QCustomPlot* timelinePlot() const { return tl_plot_; }
+  /// The layer's oscillations per step with its de-osc snaps per window end (tests).
+  QCustomPlot* flipPlot() const { return flip_plot_; }
 
  protected:
   void refresh() override;

@@ -131,7 +131,9 @@ void QuantView::refresh() {
       d, QString("qstep@%1").arg(s), "qstep",
       [ops, s](const trace::Reader& r) {
         QuantStep q;
-        for (const auto& [l, op] : ops) {
+        for (const auto& lo : ops) {
+          const std::string& l = lo.first;  // named, not a structured binding: Clang 14 cannot capture one
+          const std::string& op = lo.second;
           QuantStep::Entry e;
           e.layer = QString::fromStdString(l);
           e.op = QString::fromStdString(op);
@@ -204,10 +206,7 @@ void QuantView::refresh() {
     return;
   }
   if (std::find(mi->snapshot_steps.begin(), mi->snapshot_steps.end(), s) == mi->snapshot_steps.end()) {
-    QStringList ss;
-    for (size_t i = 0; i < mi->snapshot_steps.size() && i < 12; ++i) ss << QString::number(mi->snapshot_steps[i]);
-    if (mi->snapshot_steps.size() > 12) ss << "...";
-    maps_note_ = QString("No per-block map at step %1.\nMaps exist at steps %2.").arg(s).arg(ss.join(", "));
+    maps_note_ = QString("No per-block map at step %1.\nMaps exist at steps %2.").arg(step_of(d, s)).arg(steps_list(d, mi->snapshot_steps));
     return;
   }
   load<BlockMaps>(
@@ -312,7 +311,7 @@ void QuantView::drawMap() {
     set_step_marker(map_, double(d->meta().global(uint64_t(sel_step_))));
     set_plot_note(map_, "");
     if (d && !d->meta().dataset(names::block_map(sel_layer_.toStdString(), sel_op_.toStdString(), "block_sqnr_db")))
-      set_title(map_, QString("Block scale exponents of %1.%2 over steps\n(no per-block maps: %3)")
+      set_title(map_, QString("Block scale exponents of %1.%2 over steps\n(%3)")
                           .arg(sel_layer_, sel_op_)
                           .arg(missing_dataset_reason(d->meta().format,
                                                       sel_op_ == "w" ? names::kFormatWeightMaps : names::kFormatOperandMaps,
@@ -322,7 +321,7 @@ void QuantView::drawMap() {
   const QString grid = block_grid_text();
   set_title(map_, QString("Block %1 of %2.%3, step %4%5")
                       .arg(metric, sel_layer_, sel_op_)
-                      .arg(sel_step_)
+                      .arg(step_of(d, sel_step_))
                       .arg(grid.isEmpty() ? QString() : "  (" + grid + ")"));
   heat_.scale->axis()->setLabel(metric + (metric_ == Metric::Sqnr ? "  (higher = less error)" : "  (lower = less error)"));
   heat_.scale->setVisible(maps_ok_);
@@ -366,7 +365,7 @@ void QuantView::drawMap() {
     map_->xAxis->setLabel(map_->xAxis->label() + "; blank: zero padding rows");
     set_title(map_, QString("Block %1 of %2.%3, step %4  (%5)\nmicro-batch 0, rows per %6: %7")
                         .arg(metric_ == Metric::Sqnr ? "SQNR (dB)" : "MSE", sel_layer_, sel_op_)
-                        .arg(sel_step_)
+                        .arg(step_of(d, sel_step_))
                         .arg(block_grid_text())
                         .arg(maps_.G > 1 ? "expert" : "tensor")
                         .arg(rs.join(", ")));
@@ -424,7 +423,7 @@ void QuantView::drawHist() {
   const LayerMeta* lm = d && d->state() == TraceDocument::State::Ready ? d->meta().layer(sel_layer_) : nullptr;
   const int oi = operand_index(sel_op_);
   const bool fp32 = lm && lm->blocks[size_t(oi)].scale.startsWith("FP32");
-  set_title(hist_, QString("Block scale exponents of %1.%2 at step %3").arg(sel_layer_, sel_op_).arg(sel_step_));
+  set_title(hist_, QString("Block scale exponents of %1.%2 at step %3").arg(sel_layer_, sel_op_).arg(step_of(d, sel_step_)));
   hist_->xAxis->setLabel(fp32 ? "floor(log2 scale_inv)" : "scale exponent (E8M0 byte - 127)");
   hist_->yAxis->setLabel("blocks");
   QuantStep::Entry from_map;  // an operand without per-step series: its block map's scales at a snapshot step
@@ -446,7 +445,7 @@ void QuantView::drawHist() {
     }
     for (int64_t r : maps_.rows) from_map.count += double(r) * double(maps_.C);
     e = &from_map;
-    set_title(hist_, QString("Block scale exponents of %1.%2 at step %3 (block map)").arg(sel_layer_, sel_op_).arg(sel_step_));
+    set_title(hist_, QString("Block scale exponents of %1.%2 at step %3 (block map)").arg(sel_layer_, sel_op_).arg(step_of(d, sel_step_)));
   }
   if (!e || e->hist.size() != 256) {
     hist_->xAxis->setRange(-1, 1);  // not the previous selection's exponents
@@ -624,33 +623,36 @@ void QuantView::fillSummary() {
 
 void QuantView::writeCsv(QTextStream& out) const {
   // the per-tensor summary at the step, then the histogram and (when present) the block map
-  out << "section,layer,tensor,step,key,value\n";
+  // row: the trace row; step: its global optimizer step
+  const TraceDocument* d = st_->primary();
+  const QString at = QString("%1,%2").arg(sel_step_).arg(step_of(d, sel_step_));
+  out << "section,layer,tensor,row,step,key,value\n";
   const auto* e = step_ok_ ? step_.find(sel_layer_, sel_op_) : nullptr;
   for (const auto& x : step_.e) {
     if (!step_ok_) break;
     for (auto [k, v] : {std::pair<const char*, double>{"mse", x.mse}, {"sqnr_db", x.sqnr_db}, {"underflow", x.underflow},
                         {"saturated", x.saturated}, {"count", x.count}})
-      out << "summary," << x.layer << ',' << x.op << ',' << sel_step_ << ',' << k << ',' << csv_num(v) << '\n';
+      out << "summary," << x.layer << ',' << x.op << ',' << at << ',' << k << ',' << csv_num(v) << '\n';
   }
   if (e)
     for (size_t b = 0; b < e->hist.size(); ++b)
       if (e->hist[b] != 0)
-        out << "scale_exp_hist," << sel_layer_ << ',' << sel_op_ << ',' << sel_step_ << ','
+        out << "scale_exp_hist," << sel_layer_ << ',' << sel_op_ << ',' << at << ','
             << (int(b) == kNanBin ? QString("nan") : QString::number(int(b) - 127)) << ',' << csv_num(e->hist[b]) << '\n';
   if (hist_steps_ok_ && hist_steps_.elems == 256)
     for (uint64_t r = 0; r < hist_steps_.rows; ++r)
       for (int b = 0; b < 256; ++b)
         if (const double c = hist_steps_.v[r * 256 + uint64_t(b)]; c != 0)
-          out << "scale_exp_hist_over_steps," << sel_layer_ << ',' << sel_op_ << ',' << r << ','
+          out << "scale_exp_hist_over_steps," << sel_layer_ << ',' << sel_op_ << ',' << r << ',' << step_of(d, int64_t(r)) << ','
               << (b == kNanBin ? QString("nan") : QString::number(b - 127)) << ',' << csv_num(c) << '\n';
   if (maps_ok_)
     for (int g = 0; g < maps_.G; ++g)
       for (int br = 0; br < maps_.BR; ++br)
         for (int bc = 0; bc < maps_.BC; ++bc) {
           const size_t i = (size_t(g) * size_t(maps_.BR) + size_t(br)) * size_t(maps_.BC) + size_t(bc);
-          out << "block," << sel_layer_ << ',' << sel_op_ << ',' << sel_step_ << ','
+          out << "block," << sel_layer_ << ',' << sel_op_ << ',' << at << ','
               << QString("g%1_r%2_c%3_sqnr_db").arg(g).arg(br).arg(bc) << ',' << csv_num(maps_.sqnr_db[i]) << '\n';
-          out << "block," << sel_layer_ << ',' << sel_op_ << ',' << sel_step_ << ','
+          out << "block," << sel_layer_ << ',' << sel_op_ << ',' << at << ','
               << QString("g%1_r%2_c%3_mse").arg(g).arg(br).arg(bc) << ',' << csv_num(maps_.mse[i]) << '\n';
         }
 }

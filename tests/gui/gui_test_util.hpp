@@ -63,6 +63,24 @@ inline mxsim::sim::TrainResult write_trace(const mxsim::sim::Config& cfg, const 
   return mxsim::sim::train(cfg, *be, o);
 }
 
+/// A resumed run's trace: trains `cfg` for `stop_after` optimizer steps writing a checkpoint
+/// (no trace), then resumes from it to the end writing the trace at `path`, so trace row r
+/// holds global optimizer step stop_after + 1 + r (docs/trace-format.md, "Datasets written by
+/// `mxsim train`"). The checkpoint goes beside the trace.
+inline mxsim::sim::TrainResult write_resumed_trace(const mxsim::sim::Config& cfg, int64_t stop_after, const QString& path) {
+  auto be = mxsim::emu::make_emu_backend();
+  mxsim::sim::TrainOptions first;
+  first.threads = 1;
+  first.stop_after = stop_after;
+  first.checkpoint_path = (path + ".ckpt.h5").toStdString();
+  mxsim::sim::train(cfg, *be, first);
+  mxsim::sim::TrainOptions rest;
+  rest.threads = 1;
+  rest.resume_path = first.checkpoint_path;
+  rest.trace_path = path.toStdString();
+  return mxsim::sim::train(cfg, *be, rest);
+}
+
 /// Processes events until `v` has no load outstanding (true) or `ms` passed.
 inline bool wait_view(mxsim::inspector::View* v, int ms = 20000) {
   QElapsedTimer t;
