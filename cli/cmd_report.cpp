@@ -100,7 +100,8 @@ int cmd_report(const Args& args) {
       ("layer", po::value<std::string>(), "only this layer (embed, router, fc1, fc2, head); default: every layer")
       ("tensor", po::value<std::string>(), "only this operand (w, x, dy, x_wgrad, dy_wgrad); default: every one held")
       ("step", po::value<std::string>(),
-       "trace row the one-step views show (0-based; default: the last complete step)")
+       "global optimizer step the one-step views show, as the plots label it (default: the last complete step)")
+      ("row", po::value<std::string>(), "trace row the one-step views show instead (0-based)")
       ("size", po::value<std::string>(), "image size WxH (default 1280x800, at least 320x240)")
       ("views", po::value<std::string>(), "comma-separated views: curves, overview, quant, osc, accum, compare, data (default: all; compare with "
        "two traces)")
@@ -108,7 +109,7 @@ int cmd_report(const Args& args) {
        "the mxsim-inspector to run (default: $MXSIM_INSPECTOR, else beside this mxsim, the build tree's gui/, the "
        "install prefix's bin, PATH)");
   const CommandHelp help{
-      "report", "TRACE.h5 [OTHER.h5] -o DIR [--layer L] [--tensor OP] [options]",
+      "report", "TRACE.h5 [OTHER.h5] -o DIR [--layer L] [--tensor OP] [--step N | --row R] [options]",
       "Writes PNG plots of a trace, for runs on machines without a display: the training curves; overview\n"
       "figures of every layer's SQNR, saturation and underflow over steps (W, x, dy) and oscillations;\n"
       "per layer the quantization error of each operand, the weight oscillation and the gradient\n"
@@ -131,7 +132,12 @@ int cmd_report(const Args& args) {
   std::vector<std::string> argv = {"", "--render"};
   for (const std::string& t : p.positional) argv.push_back(t);
   argv.insert(argv.end(), {"-o", p.str("output")});
-  if (p.has("step")) argv.insert(argv.end(), {"--step", std::to_string(parse_int("--step", p.str("step"), 0, int64_t(1) << 53))});
+  if (p.has("step") && p.has("row")) throw UsageError("--step and --row both given: one names the step to show");
+  for (const char* o : {"step", "row"})
+    if (p.has(o)) {
+      const std::string opt = std::string("--") + o;
+      argv.insert(argv.end(), {opt, std::to_string(parse_int(opt, p.str(o), 0, int64_t(1) << 53))});
+    }
   if (p.has("size")) {
     const std::string s = p.str("size");
     const size_t x = s.find('x');

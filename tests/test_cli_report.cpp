@@ -55,6 +55,8 @@ TEST(CliReport, HelpAndUsageErrors) {
       {"report t.h5", "-o DIR is required"},
       {"report a.h5 b.h5 c.h5 -o out", "unexpected argument 'c.h5'"},
       {"report t.h5 -o out --step -1", "--step: -1 is out of range"},
+      {"report t.h5 -o out --row x", "--row"},
+      {"report t.h5 -o out --step 3 --row 2", "--step and --row both given"},
       {"report t.h5 -o out --size 100x100", "--size width: 100 is out of range (allowed: 320 to 16384)"},
       {"report t.h5 -o out --size big", "--size big: expected WxH"},
       {"report t.h5 -o out --no-such-option", "no-such-option"},
@@ -87,6 +89,8 @@ TEST(CliReport, RunsTheInspectorAndPassesItsStatusThrough) {
   EnvVar env("MXSIM_INSPECTOR", fake.c_str());
   EXPECT_EQ(s.mxsim("report t.h5 -o out").rc, 0);
   EXPECT_EQ(s.slurp_text("args"), "--render\nt.h5\n-o\nout\n");
+  EXPECT_EQ(s.mxsim("report t.h5 -o out --row 2").rc, 0);  // the trace row instead of the step
+  EXPECT_EQ(s.slurp_text("args"), "--render\nt.h5\n-o\nout\n--row\n2\n");
 }
 
 // An inspector named but absent, and none anywhere: exit 1 saying the report needs the Qt

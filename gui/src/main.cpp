@@ -46,7 +46,9 @@ int main(int argc, char** argv) {
                "figures across layers (overview-*.png) and DIR/index.html listing them, without a display, then exit "
                "(exit status 0 ok, 1 a trace cannot be read or a file written, 2 usage error)"});
   p.addOption({{"o", "out"}, "output directory of --render", "DIR", "."});
-  p.addOption({"step", "trace row to show (default: the last complete step)", "N"});
+  p.addOption({"step", "global optimizer step the one-step views show, as every view labels it (default: the last "
+               "complete step)", "N"});
+  p.addOption({"row", "trace row the one-step views show instead (0-based; rows past the end: the last)", "R"});
   p.addOption({"layer", "layer (embed, router, fc1, fc2, head); --render: only this layer (default: every layer)", "L"});
   p.addOption({"tensor", "operand: w, x, dy, x_wgrad or dy_wgrad; --render: only this one (default: every one held)", "OP"});
   p.addOption({"expert", "expert index (--render default: the expert of the layer's first watched element, else 0)", "E", "0"});
@@ -85,7 +87,17 @@ int main(int argc, char** argv) {
       return 2;
     }
     o.size = QSize(wh[0].toInt(), wh[1].toInt());
-    if (p.isSet("step")) o.step = p.value("step").toLongLong();
+    for (const char* opt : {"step", "row"}) {
+      if (!p.isSet(opt)) continue;
+      bool ok = false;
+      const qint64 v = p.value(opt).toLongLong(&ok);
+      if (!ok || v < 0) {
+        std::fprintf(stderr, "mxsim-inspector: --%s '%s': expected a non-negative integer\n", opt,
+                     qPrintable(p.value(opt)));
+        return 2;
+      }
+      (std::strcmp(opt, "step") == 0 ? o.step : o.row) = v;
+    }
     o.layer = p.value("layer");
     o.op = p.value("tensor");
     o.expert = p.value("expert").toInt();

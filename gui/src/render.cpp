@@ -66,6 +66,7 @@ QString operand_label(const QString& op) {
 /// per layer its operands' quantization views, its oscillation and accumulation views, then
 /// the comparison and the raw data.
 std::vector<Target> plan(const RenderOptions& o, const TraceMeta& m, int traces, qint64 row) {
+  const bool picked = o.step >= 0 || o.row >= 0;  // a step asked for: every view shows it
   auto wanted = [&](const char* id) {
     if (!o.views.isEmpty()) return o.views.contains(id);
     return QString(id) != "compare" || traces > 1;
@@ -88,7 +89,7 @@ std::vector<Target> plan(const RenderOptions& o, const TraceMeta& m, int traces,
         // cover every step either way), unless --step says otherwise.
         const std::string ln = lm.name.toStdString(), on = op.toStdString();
         const trace::DatasetInfo* maps = m.dataset(names::block_map(ln, on, "block_sqnr_db"));
-        if (o.step < 0 && maps)
+        if (!picked && maps)
           for (int64_t r : maps->snapshot_steps)
             if (r <= row) q.row = r;
         if (q.row >= 0)
@@ -105,7 +106,7 @@ std::vector<Target> plan(const RenderOptions& o, const TraceMeta& m, int traces,
     }
     // The element and main_grad maps exist at snapshot rows only: the layer's last one, unless --step says.
     qint64 snap_row = -1;
-    if (o.step < 0)
+    if (!picked)
       for (int64_t r : lm.snapshot_steps)
         if (r <= row) snap_row = r;
     const QString at = snap_row >= 0 ? QString(" (maps at step %1, trace row %2, the last snapshot)")
@@ -199,7 +200,20 @@ int render(const RenderOptions& o) {
     for (const auto& l : m.layers) ls << l.name;
     return usage_error(QString("--layer %1: %2 holds no such layer (layers: %3)").arg(o.layer, d->path(), ls.join(", ")));
   }
-  const qint64 row = d->steps() > 0 ? (o.step >= 0 ? std::min<qint64>(o.step, qint64(d->steps()) - 1) : qint64(d->steps()) - 1) : 0;
+  if (o.step >= 0 && o.row >= 0) return usage_error("--step and --row both given: one names the step to show");
+  qint64 row = d->steps() > 0 ? qint64(d->steps()) - 1 : 0;
+  if (o.row >= 0) row = std::min<qint64>(o.row, row);
+  if (o.step >= 0) {
+    row = m.row_of(o.step);
+    if (row < 0)
+      return usage_error(m.steps > 0 ? QString("--step %1: %2 holds steps %3 to %4 (rows 0 to %5)")
+                                           .arg(o.step)
+                                           .arg(d->path())
+                                           .arg(m.global(0))
+                                           .arg(m.global(m.steps - 1))
+                                           .arg(m.steps - 1)
+                                     : QString("--step %1: %2 holds no complete step").arg(o.step).arg(d->path()));
+  }
   st->setStep(row);
   if (!o.dataset.isEmpty()) {
     if (auto* c = qobject_cast<CompareView*>(w.view("compare"))) c->setDataset(o.dataset);

@@ -15,7 +15,9 @@ struct RenderOptions {
   QStringList traces;          ///< first = primary; a second one is the comparison trace
   QString out_dir;
   QSize size{1280, 800};
-  qint64 step = -1;            ///< trace row; -1 = the last complete step
+  qint64 step = -1;            ///< global optimizer step to show (--step, as every label names it); -1 = unset
+  qint64 row = -1;             ///< trace row to show (--row, 0-based; past the end: the last); -1 = unset
+                               ///< neither set: the last complete step (set both: a usage error)
   QString layer;               ///< "" = every layer the trace holds; else only this one
   QString op;                  ///< "" = every operand the trace holds for the layer; else only this one
   int expert = 0;

@@ -120,6 +120,37 @@ class GuiSteps : public QObject {
   }
 
   // Typing a step into the scrubber's spin box selects the row that holds it.
+  // --step names the global step (step 5 = row 1 of this trace), --row the trace row; a step
+  // the trace does not hold, or both options, is a usage error naming the steps it holds.
+  void renderStepIsTheGlobalStep() {
+    RenderOptions o;
+    o.traces = {trace_};
+    o.layer = "fc1";
+    o.op = "w";
+    o.views = {"quant"};
+    o.out_dir = dir_.filePath("step5");
+    o.step = 5;
+    QCOMPARE(render(o), 0);
+    QFile idx(o.out_dir + "/index.html");
+    QVERIFY(idx.open(QIODevice::ReadOnly));
+    const QString html = QString::fromUtf8(idx.readAll());
+    QVERIFY2(html.contains("step 5") && html.contains("row 1"), qPrintable(html.left(2000)));
+    o.out_dir = dir_.filePath("row1");
+    o.step = -1;
+    o.row = 1;
+    QCOMPARE(render(o), 0);
+    QFile idx2(o.out_dir + "/index.html");
+    QVERIFY(idx2.open(QIODevice::ReadOnly));
+    QCOMPARE(QString::fromUtf8(idx2.readAll()).replace("row1", "step5"), html);  // the same page
+    o.out_dir = dir_.filePath("bad");
+    o.row = -1;
+    o.step = 2;  // the resumed trace starts at step 4
+    QCOMPARE(render(o), 2);
+    o.step = 5;
+    o.row = 1;
+    QCOMPARE(render(o), 2);
+  }
+
   void typingAStepSelectsItsRow() {
     MainWindow w;
     w.resize(1280, 800);
