@@ -456,14 +456,16 @@ TEST(GpuMxQuantize, ColwiseAndBothBf16EveryValueUnderEveryScale) {
 }
 
 // Every format, rule and rounding mode on ragged shapes: a short last row
-// block, columns not a multiple of 32 or 64 (both then runs the two
-// quantizers), a single short block.
+// block ending in its first 16 rows (37, 45) and in its second (57: the
+// columnwise kernel's lower 16-row lane segment then holds 9 rows, an odd
+// count of E2M1 nibbles), columns not a multiple of 32 or 64 (both then runs
+// the two quantizers), a single short block.
 TEST(GpuMxQuantize, ColwiseAndBothBf16SourceMatchEmulator) {
   REQUIRE_GPU();
   const Format elems[] = {Format::E2M1, Format::E2M3, Format::E3M2, Format::E4M3,
                           Format::E5M2, Format::E4M3FNUZ, Format::E5M2FNUZ};
   struct Shape { size_t rows, cols; };
-  const Shape shapes[] = {{64, 256}, {37, 200}, {96, 96}, {45, 160}, {5, 8}};
+  const Shape shapes[] = {{64, 256}, {37, 200}, {96, 96}, {45, 160}, {57, 96}, {5, 8}};
   size_t cases = 0;
   for (const auto& sh : shapes) {
     const Tensor2f x32 = mx_input(sh.rows, sh.cols, uint32_t(sh.rows * 131 + sh.cols));
