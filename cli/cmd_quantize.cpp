@@ -60,6 +60,9 @@ struct Result {
   json meta;
   std::vector<emu::BlockStat> blocks;  // --per-block: one per block, storage order
   size_t nbr = 0, nbc = 0;             // blocks per group down / across the storage rows
+  /// --per-block of a tensor whose written scales are not in storage order
+  /// (torchao layouts of columnwise blocks): the FP32 values in storage order.
+  std::vector<float> storage_scale_inv;
 };
 
 std::string layout_of(const QuantizedTensor& q, bool grouped) {
@@ -116,6 +119,55 @@ QuantizedTensor shape_only(const QuantizedTensor& q) {
 
 size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
+/// The outputs of a tensor quantized with a torchao scale convention, in
+/// torchao's layout (docs/cli.md "Output"): codes in the logical layout (a
+/// columnwise tensor's storage transposed back) as `.qdata` (Float8Tensor) or
+/// `._data` (Float8TrainingTensor), FP32 `.scale` / `._scale` of the codes'
+/// rank holding one value per block of the logical layout (per row [R, 1], per
+/// column [1, C], blocks [R/b, C] ...; a 1-D tensor's [n]; tensorwise training
+/// scales 0-D, as torchao's), the values as the quantizer stored them.
+void finish_torchao(Result& r, const QuantizedTensor& q, size_t rank, Outputs& o) {
+  const size_t G = q.groups, R = q.rows, C = q.cols;
+  const bool training = q.spec.scale_convention == ScaleConvention::TorchaoTraining;
+  const size_t nbr = r.nbr, nbc = r.nbc;
+  if (q.transposed) {  // storage [G, C, R] -> logical [G, R, C]; scales [G, C, nbc] -> [G, nbc, C]
+    std::vector<uint8_t> d(o.data.size());
+    for (size_t g = 0; g < G; ++g)
+      for (size_t c = 0; c < C; ++c)
+        for (size_t row = 0; row < R; ++row) d[(g * R + row) * C + c] = o.data[(g * C + c) * R + row];
+    o.data = std::move(d);
+    if (!r.blocks.empty()) r.storage_scale_inv = o.scale_inv;
+    std::vector<float> sc(o.scale_inv.size());
+    for (size_t g = 0; g < G; ++g)
+      for (size_t c = 0; c < nbr; ++c)
+        for (size_t j = 0; j < nbc; ++j) sc[(g * nbc + j) * nbr + c] = o.scale_inv[(g * nbr + c) * nbc + j];
+    o.scale_inv = std::move(sc);
+  }
+  const size_t lr = q.transposed ? nbc : nbr, lc = q.transposed ? nbr : nbc;  // logical scale grid per group
+  std::vector<size_t> dshape = rank == 3 ? std::vector<size_t>{G, R, C} : rank == 2 ? std::vector<size_t>{R, C}
+                                                                                     : std::vector<size_t>{C};
+  std::vector<size_t> sshape = rank == 3 ? std::vector<size_t>{G, lr, lc} : rank == 2 ? std::vector<size_t>{lr, lc}
+                                                                                      : std::vector<size_t>{lc};
+  if (training && q.spec.per_tensor() && rank < 3) sshape.clear();  // torchao's tensorwise _scale is 0-D
+  const std::string dn = training ? "._data" : ".qdata", sn = training ? "._scale" : ".scale";
+  r.outs.push_back(io::RawTensor{dn, io::DType::U8, dshape, std::move(o.data)});
+  r.st_dtypes.push_back(code_dtype(q.spec.elem));
+  r.st_shapes.push_back(dshape);
+  r.outs.push_back(io::from_f32(sn, sshape, o.scale_inv.data()));
+  o.scale_inv = {};
+  r.st_dtypes.push_back(io::DType::F32);
+  r.st_shapes.push_back(sshape);
+}
+
+/// torchao's block_size of the written layout (Float8Tensor's attribute): the
+/// block extent along each axis of the codes' shape.
+std::vector<size_t> torchao_block_size(const QuantizedTensor& q, size_t rank) {
+  const size_t bl_r = q.transposed ? q.block_cols() : q.block_rows(), bl_c = q.transposed ? q.block_rows() : q.block_cols();
+  if (rank == 3) return {1, bl_r, bl_c};
+  if (rank == 2) return {bl_r, bl_c};
+  return {bl_c};
+}
+
 /// Fill r.outs, st_dtypes, st_shapes and meta from the tensor's codes and
 /// scales (r.name, file, src_shape, src_dtype already set).
 void finish(Result& r, const QuantizedTensor& q, size_t rank, Outputs&& o, const std::string& recipe) {
@@ -127,25 +179,30 @@ void finish(Result& r, const QuantizedTensor& q, size_t rank, Outputs&& o, const
   const size_t nbr = ceil_div(q.srows(), q.block_rows()), nbc = ceil_div(q.scols(), q.block_cols());
   r.nbr = nbr;
   r.nbc = nbc;
-  r.outs.push_back(io::RawTensor{".data", io::DType::U8, dims(dr, dc), std::move(o.data)});
-  r.st_dtypes.push_back(code_dtype(spec.elem));
-  // F4 counts 4-bit elements: the packed bytes of [.., dc] are [.., 2 dc] of F4.
-  r.st_shapes.push_back(spec.elem == Format::E2M1 ? dims(dr, 2 * dc) : dims(dr, dc));
-  const auto sdims = dims(nbr, nbc);
-  if (spec.scale_kind == ScaleKind::FP32) {
-    r.outs.push_back(io::from_f32(".scale_inv", sdims, o.scale_inv.data()));
-    o.scale_inv = {};
-    r.st_dtypes.push_back(io::DType::F32);
-    r.st_shapes.push_back(sdims);
+  const bool torchao = spec.scale_kind == ScaleKind::FP32 && is_torchao(spec.scale_convention);
+  if (torchao) {
+    finish_torchao(r, q, rank, o);
   } else {
-    r.outs.push_back(io::RawTensor{".scale", io::DType::U8, sdims, std::move(o.scale)});
-    r.st_dtypes.push_back(spec.scale_kind == ScaleKind::E8M0 ? io::DType::F8_E8M0 : io::DType::F8_E4M3);
-    r.st_shapes.push_back(sdims);
-  }
-  if (spec.scale_kind == ScaleKind::UE4M3) {
-    r.outs.push_back(io::from_f32(".tensor_scale_inv", {1}, &o.tensor_scale_inv));
-    r.st_dtypes.push_back(io::DType::F32);
-    r.st_shapes.push_back({1});
+    r.outs.push_back(io::RawTensor{".data", io::DType::U8, dims(dr, dc), std::move(o.data)});
+    r.st_dtypes.push_back(code_dtype(spec.elem));
+    // F4 counts 4-bit elements: the packed bytes of [.., dc] are [.., 2 dc] of F4.
+    r.st_shapes.push_back(spec.elem == Format::E2M1 ? dims(dr, 2 * dc) : dims(dr, dc));
+    const auto sdims = dims(nbr, nbc);
+    if (spec.scale_kind == ScaleKind::FP32) {
+      r.outs.push_back(io::from_f32(".scale_inv", sdims, o.scale_inv.data()));
+      o.scale_inv = {};
+      r.st_dtypes.push_back(io::DType::F32);
+      r.st_shapes.push_back(sdims);
+    } else {
+      r.outs.push_back(io::RawTensor{".scale", io::DType::U8, sdims, std::move(o.scale)});
+      r.st_dtypes.push_back(spec.scale_kind == ScaleKind::E8M0 ? io::DType::F8_E8M0 : io::DType::F8_E4M3);
+      r.st_shapes.push_back(sdims);
+    }
+    if (spec.scale_kind == ScaleKind::UE4M3) {
+      r.outs.push_back(io::from_f32(".tensor_scale_inv", {1}, &o.tensor_scale_inv));
+      r.st_dtypes.push_back(io::DType::F32);
+      r.st_shapes.push_back({1});
+    }
   }
 
   json& m = r.meta;
@@ -158,15 +215,30 @@ void finish(Result& r, const QuantizedTensor& q, size_t rank, Outputs&& o, const
   if (spec.scale_kind == ScaleKind::FP32) {
     m["amax_epsilon"] = double(spec.amax_epsilon);
     m["pow2_scale"] = spec.pow2_scale;
+    m["scale_convention"] = name_of(spec.scale_convention);
+    if (spec.scale_convention == ScaleConvention::Torchao || spec.scale_convention == ScaleConvention::TorchaoCuda)
+      m["hp_dtype"] = spec_of(spec.hp_dtype).name;
   }
   m["hadamard"] = spec.hadamard16;
   m["shape"] = r.src_shape;
   m["logical_shape"] = {G, R, C};
   m["grouped"] = grouped;
   m["source_dtype"] = io::name_of(r.src_dtype);
-  m["layout"] = layout_of(q, grouped);
-  m["transposed"] = q.transposed;
-  m["block"] = {q.block_rows(), q.block_cols()};
+  if (torchao) {  // the written layout is torchao's: logical, never transposed
+    const bool training = spec.scale_convention == ScaleConvention::TorchaoTraining;
+    m["layout"] = std::string(training ? "torchao Float8TrainingTensor: _data" : "torchao Float8Tensor: qdata") +
+                  " in the logical layout" + (grouped ? " [G, rows, cols]" : "") + ", FP32 " +
+                  (training ? "_scale (the quantization scale: x = code / _scale)"
+                            : "scale (x = code * scale)") +
+                  " one per block, of the codes' rank" + (q.transposed ? "; blocks run down the columns" : "");
+    m["transposed"] = false;
+    m["block"] = {q.transposed ? q.block_cols() : q.block_rows(), q.transposed ? q.block_rows() : q.block_cols()};
+    m["block_size"] = torchao_block_size(q, rank);
+  } else {
+    m["layout"] = layout_of(q, grouped);
+    m["transposed"] = q.transposed;
+    m["block"] = {q.block_rows(), q.block_cols()};
+  }
   if (spec.round == RoundMode::Stochastic) {
     m["sr_seed"] = spec.sr.seed;
     m["sr_stream"] = spec.sr.stream;
@@ -481,7 +553,9 @@ BlockRow block_row(const Result& r, size_t i) {
   BlockRow b{i / (r.nbr * r.nbc), i / r.nbc % r.nbr, i % r.nbc, 0, s.scale_exp, double(s.amax), size_t(s.count),
              NAN, NAN, s.saturated, s.underflow};
   const io::RawTensor& sc = r.outs[1];  // .scale (U8) or .scale_inv (F32)
-  if (sc.dtype == io::DType::F32) {
+  if (!r.storage_scale_inv.empty()) {
+    b.scale = double(r.storage_scale_inv[i]);
+  } else if (sc.dtype == io::DType::F32) {
     float v;
     std::memcpy(&v, sc.bytes.data() + 4 * i, 4);
     b.scale = double(v);
@@ -554,7 +628,9 @@ const CommandHelp& help() {
       "other recipes after one RNE rounding to F32, with a note; 1-D, 2-D or 3-D [G, N, K]). Without -o (or with -o /dev/null) nothing is written: the\n"
       "statistics only.",
       "OUT:  *.safetensors: one file holding <name>.data, <name>.scale | <name>.scale_inv (dtypes F4,\n"
-      "      F8_E4M3, F8_E5M2, F8_E8M0 where they exist, else U8 / F32);\n"
+      "      F8_E4M3, F8_E5M2, F8_E8M0 where they exist, else U8 / F32); with --scale-convention torchao*\n"
+      "      torchao's layouts instead: <name>.qdata + <name>.scale (Float8Tensor) or <name>._data +\n"
+      "      <name>._scale (Float8TrainingTensor), codes in the logical layout;\n"
       "      an existing folder (or a path ending in '/'): <folder>/<name>.data.npy, ..., <name>.meta.json;\n"
       "      otherwise a new prefix: OUT.data.npy, ... (several tensors: OUT.<name>.data.npy, ...).\n"
       "      Tensor names are made file names by percent-encoding '/', '\\\\', '%', control bytes and a\n"
@@ -654,6 +730,9 @@ int run(const Args& args) {
        "FP32-scale recipes: amax used = max(amax, E), E >= 0 as FP32 (default: the recipe's, 0 = TE)")  //
       ("pow2-scale", po::value<std::string>(),
        "FP32-scale recipes: on | off, round the scale down to a power of two (default: the recipe's)")  //
+      ("scale-convention", po::value<std::string>(),
+       "FP32-scale recipes: te (default), torchao, torchao_cuda (torchao Float8Tensor as PyTorch computes it "
+       "on the CPU / on CUDA), torchao_training (Float8TrainingTensor); torchao layouts written")  //
       ("seed", po::value<std::string>(), "Philox seed for --round sr, 0 to 2^64-1 (default 0)")        //
       ("hadamard", po::bool_switch(), "apply the 16-point Hadamard transform along the blocks first")  //
       ("tensor", po::value<std::vector<std::string>>(), "safetensors input: a tensor to quantize (repeatable)")  //
@@ -713,6 +792,10 @@ int run(const Args& args) {
       spec.round = round_mode_from_name(p.str("round"));
       label += std::string(" round=") + name_of(spec.round);
     }
+    if (p.has("scale-convention")) {  // first: it resets pow2_scale, and epsilon / pow2 are checked against it
+      set_scale_convention(spec, scale_convention_from_name(p.str("scale-convention")), "--scale-convention");
+      label += std::string(" scale-convention=") + name_of(spec.scale_convention);
+    }
     if (p.has("amax-epsilon")) {
       const std::string v = p.str("amax-epsilon");
       char* end = nullptr;
@@ -736,6 +819,13 @@ int run(const Args& args) {
     label += " hadamard";
   }
   if (axis == Axis::Rows) label += " axis=rows";
+  if (is_torchao(spec.scale_convention)) {  // a combination torchao has no counterpart for is a usage error
+    try {
+      hd::validate_quant_spec(spec, 0, "--scale-convention");
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+  }
   const OutPlan plan = OutPlan::resolve(p.has("output") ? p.str("output") : "");
   std::optional<fs::path> per_block;
   if (p.has("per-block")) {
@@ -807,6 +897,9 @@ int run(const Args& args) {
     }
     QuantSpec s = spec;
     s.sr.stream = results.size();  // one Philox stream per tensor, in input order
+    // torchao's Float8Tensor computes the scale in the dtype of the tensor it is given (BF16 / FP16 sources)
+    if (s.scale_convention == ScaleConvention::Torchao || s.scale_convention == ScaleConvention::TorchaoCuda)
+      s.hp_dtype = t.dtype == io::DType::BF16 ? Format::BF16 : t.dtype == io::DType::F16 ? Format::FP16 : Format::FP32;
     results.push_back(quantize_tensor(*in, ref, s, axis, label, per_block.has_value(), notes));
     if (t.dtype == io::DType::F64)
       notes.add(in->path.string() + ": tensor '" + t.name + "' is F64: " +

@@ -191,7 +191,12 @@ QuantizedTensor load_quantized(const QuantJob& j, const QuantSources& all, std::
     const bool training = j.layout == "torchao-float8-training";
     need_bytes(d.t, training ? "_data" : "qdata");
     const auto s = f32_span(sc.t, training ? "torchao Float8TrainingTensor _scale" : "torchao Float8Tensor scale");
-    const Format f = codes_format(d.t, elem_opt, std::nullopt, notes, "");
+    // U8 codes written by `mxsim quantize --scale-convention torchao*` carry their format in its metadata
+    std::optional<Format> from_meta;
+    const auto em = d.meta.find("elem_format");
+    Format mf;
+    if (em != d.meta.end() && format_from_name(em->second, mf)) from_meta = mf;
+    const Format f = codes_format(d.t, elem_opt, from_meta, notes, "the elem_format of its mxsim metadata");
     out_shape = d.t.shape;
     return training ? layout::from_torchao_float8_training(f, d.t.shape, d.t.bytes, sc.t.shape, s)
                     : layout::from_torchao_float8(f, d.t.shape, d.t.bytes, sc.t.shape, s);
@@ -366,18 +371,27 @@ QuantSources read_quant_inputs(const std::vector<std::string>& args, Notes& note
     if (ends_with(a, ".meta.json")) {
       const std::string stem = a.substr(0, a.size() - 10);
       bool any = false;
-      for (const char* suf : {".data.npy", ".scale.npy", ".scale_inv.npy", ".tensor_scale_inv.npy"})
+      // mxsim's own names, and the torchao layouts `mxsim quantize --scale-convention torchao*` writes
+      for (const char* suf : {".data.npy", ".scale.npy", ".scale_inv.npy", ".tensor_scale_inv.npy", ".qdata.npy",
+                              "._data.npy", "._scale.npy"})
         if (fs::exists(stem + suf)) {
           expanded.push_back(stem + suf);
-          any = any || std::strcmp(suf, ".data.npy") == 0;
+          any = any || std::strcmp(suf, ".data.npy") == 0 || std::strcmp(suf, ".qdata.npy") == 0 ||
+                std::strcmp(suf, "._data.npy") == 0;
         }
-      if (!any) throw std::runtime_error(a + ": no " + stem + ".data.npy beside it");
+      if (!any) throw std::runtime_error(a + ": no " + stem + ".data.npy (or .qdata.npy, ._data.npy) beside it");
       continue;
     }
     expanded.push_back(a);
-    if (ends_with(a, ".data.npy")) {  // its scales beside it
-      const std::string stem = a.substr(0, a.size() - 9);
-      for (const char* suf : {".scale.npy", ".scale_inv.npy", ".tensor_scale_inv.npy"})
+    const bool training = ends_with(a, "._data.npy"), torchao = training || ends_with(a, ".qdata.npy");
+    if (ends_with(a, ".data.npy") || torchao) {  // its scales beside it
+      const std::string stem = a.substr(0, a.size() - (torchao ? 10 : 9));
+      const std::vector<const char*> sufs = training ? std::vector<const char*>{"._scale.npy"}
+                                            : ends_with(a, ".qdata.npy")
+                                                ? std::vector<const char*>{".scale.npy"}
+                                                : std::vector<const char*>{".scale.npy", ".scale_inv.npy",
+                                                                           ".tensor_scale_inv.npy"};
+      for (const char* suf : sufs)
         if (fs::exists(stem + suf) && std::find(args.begin(), args.end(), stem + suf) == args.end())
           expanded.push_back(stem + suf);
     }
@@ -391,8 +405,10 @@ QuantSources read_quant_inputs(const std::vector<std::string>& args, Notes& note
     if (!in.npy) file_meta = io::read_safetensors_header(in.path).metadata;
     for_each_tensor({in}, {}, notes, [&](const InputFile& f, io::RawTensor&& t) {
       QuantSource s{std::move(t), f.path, {}};
-      if (f.npy && ends_with(s.t.name, ".data")) {
-        const fs::path mj = f.path.parent_path() / (s.t.name.substr(0, s.t.name.size() - 5) + ".meta.json");
+      const bool torchao_codes = ends_with(s.t.name, ".qdata") || ends_with(s.t.name, "._data");
+      if (f.npy && (ends_with(s.t.name, ".data") || torchao_codes)) {
+        const size_t cut = torchao_codes ? 6 : 5;
+        const fs::path mj = f.path.parent_path() / (s.t.name.substr(0, s.t.name.size() - cut) + ".meta.json");
         if (fs::exists(mj)) s.meta = io::parse_meta_json(io::read_all(mj), mj.string());
       } else if (!f.npy && ends_with(s.t.name, ".data")) {
         const std::string pre = s.t.name.substr(0, s.t.name.size() - 4);  // "<base>."

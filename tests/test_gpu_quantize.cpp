@@ -276,6 +276,12 @@ TEST(GpuQuantize, ErrorsAreNamed) {
   bf.elem = Format::BF16;
   hip::DeviceQuantized qb = hip::alloc_quantized(bf, 1, 64, 40, Axis::Cols, "x");
   EXPECT_NE(msg([&] { hip::quantize_device(dx.as<float>(), qb.t); }).find("one code per byte"), std::string::npos);
+  // torchao's scale conventions are the CPU quantizer's only (docs/numerics.md §3.4).
+  QuantSpec ao = tensor_recipe("fp8_row");
+  set_scale_convention(ao, ScaleConvention::Torchao, "test");
+  hip::DeviceQuantized qa = hip::alloc_quantized(ao, 1, 64, 40, Axis::Cols, "x");
+  EXPECT_NE(msg([&] { hip::quantize_device(dx.as<float>(), qa.t); }).find("not supported by the GPU quantizer"),
+            std::string::npos);
   // Both orientations need a 1-D spec without Hadamard, and matching outputs.
   const std::vector<int64_t> ms = {64};
   hip::DeviceQuantized r = hip::alloc_quantized(tensor_recipe("mxfp4_2d"), 1, 64, 40, Axis::Cols, "r");

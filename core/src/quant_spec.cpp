@@ -130,6 +130,28 @@ const char* name_of(RoundMode r) {
   }
   return "?";
 }
+ScaleConvention scale_convention_from_name(std::string_view n0) {
+  std::string n(n0);
+  for (char& c : n)
+    if (c == '-') c = '_';
+  if (n == "te") return ScaleConvention::TE;
+  if (n == "torchao") return ScaleConvention::Torchao;
+  if (n == "torchao_cuda") return ScaleConvention::TorchaoCuda;
+  if (n == "torchao_training") return ScaleConvention::TorchaoTraining;
+  throw std::invalid_argument("unknown scale convention '" + std::string(n0) +
+                              "' (known: te, torchao, torchao_cuda, torchao_training)");
+}
+
+const char* name_of(ScaleConvention c) {
+  switch (c) {
+    case ScaleConvention::TE: return "te";
+    case ScaleConvention::Torchao: return "torchao";
+    case ScaleConvention::TorchaoCuda: return "torchao_cuda";
+    case ScaleConvention::TorchaoTraining: return "torchao_training";
+  }
+  return "?";
+}
+
 const char* name_of(ScaleKind k) {
   switch (k) {
     case ScaleKind::E8M0: return "e8m0";
@@ -151,6 +173,9 @@ void need_fp32_scales(const QuantSpec& s, const std::string& what) {
 
 void set_amax_epsilon(QuantSpec& s, double eps, const std::string& what) {
   need_fp32_scales(s, what);
+  if (s.scale_convention == ScaleConvention::TorchaoTraining && eps != 0.0)
+    throw std::invalid_argument(what + " does not apply to scale convention torchao_training: torchao float8 training's "
+                                "epsilon is fixed (EPS = 1e-12 in torchao/float8/float8_utils.py, amax_to_scale)");
   if (!std::isfinite(eps) || eps < 0)
     throw std::invalid_argument(what + " must be a finite number >= 0, not " + std::to_string(eps));
   const float f = float(eps);
@@ -166,7 +191,30 @@ void set_amax_epsilon(QuantSpec& s, double eps, const std::string& what) {
 
 void set_pow2_scale(QuantSpec& s, bool on, const std::string& what) {
   need_fp32_scales(s, what);
+  if (on && (s.scale_convention == ScaleConvention::Torchao || s.scale_convention == ScaleConvention::TorchaoCuda))
+    throw std::invalid_argument(what + " on does not apply to scale convention " + name_of(s.scale_convention) +
+                                ": torchao's Float8Tensor scale (_choose_scale_float8) has no power-of-two option");
   s.pow2_scale = on;
+}
+
+void set_scale_convention(QuantSpec& s, ScaleConvention c, const std::string& what) {
+  need_fp32_scales(s, what);
+  if (c == ScaleConvention::TorchaoTraining && s.amax_epsilon != 0.0f)
+    throw std::invalid_argument(what + " torchao_training: the spec has amax_epsilon set, and torchao float8 "
+                                "training's epsilon is fixed (EPS = 1e-12)");
+  s.scale_convention = c;
+  s.hp_dtype = Format::FP32;
+  if (is_torchao(c)) s.pow2_scale = false;  // torchao's default; fp8_block's TE default dropped
+}
+
+void set_hp_dtype(QuantSpec& s, Format hp, const std::string& what) {
+  if (s.scale_kind != ScaleKind::FP32 ||
+      !(s.scale_convention == ScaleConvention::Torchao || s.scale_convention == ScaleConvention::TorchaoCuda))
+    throw std::invalid_argument(what + " applies to scale conventions torchao and torchao_cuda (the dtype "
+                                "torchao's Float8Tensor computes its scale in)");
+  if (hp != Format::FP32 && hp != Format::BF16 && hp != Format::FP16)
+    throw std::invalid_argument(what + " must be float32, bfloat16 or float16, not " + spec_of(hp).name);
+  s.hp_dtype = hp;
 }
 
 std::string QuantSpec::describe() const {
@@ -180,6 +228,8 @@ std::string QuantSpec::describe() const {
   if (pow2_scale) o << "/pow2";
   if (amax_epsilon != 0.0f) o << " amax_epsilon=" << std::setprecision(9) << amax_epsilon << std::setprecision(6);
   if (fixed_scale != 0) o << " delayed(" << fixed_scale << ")";
+  if (scale_convention != ScaleConvention::TE) o << " convention=" << name_of(scale_convention);
+  if (hp_dtype != Format::FP32) o << " hp_dtype=" << short_name(hp_dtype);
   o << " round=" << name_of(round);
   if (hadamard16) o << " hadamard16";
   return o.str();

@@ -17,6 +17,7 @@
 #include "mxsim/hd/reduce.hpp"
 #include "mxsim/rounding.hpp"
 #include "mxsim/scale_rule.hpp"
+#include "mxsim/torchao_scale.hpp"
 #include "quantize_fast.hpp"  // fast-path dispatch hook (qspeed)
 
 namespace mxsim::emu {
@@ -40,6 +41,9 @@ QuantizedTensor quantize_impl(const Tensor3f& x, const QuantSpec& spec, Axis axi
   q.transposed = one_d && axis == Axis::Rows;
   const size_t G = q.groups, SR = q.srows(), SC = q.scols();
   hd::validate_quant_spec(spec, SC);
+  hd::validate_torchao_blocks(spec, SR, SC);
+  const bool torchao = is_torchao(spec.scale_convention);  // torchao's arithmetic (torchao_scale.hpp)
+  if (spec.scale_convention == ScaleConvention::TorchaoTraining) q.fp32_scale_use = Fp32ScaleUse::DivideByScale;
   const size_t br = q.block_rows(), bc = q.block_cols();
   const size_t nbr = ceil_div(SR, br), nbc = ceil_div(SC, bc);
   q.data = Bytes3::from_shape({G, SR, q.row_bytes()});
@@ -83,6 +87,13 @@ QuantizedTensor quantize_impl(const Tensor3f& x, const QuantSpec& spec, Axis axi
         if (spec.per_tensor() && given.group_amax_bits) amax_bits = *given.group_amax_bits;  // a slice's group
         if (q.transposed && spec.block_cols == 0 && !given.column_amax_bits.empty())
           amax_bits = given.column_amax_bits[r0];  // a band of whole-column blocks: the column's amax
+        if (torchao) {  // scale and codes as torchao computes them: no NaN-block shortcut
+          const torchao::Block tb = torchao::block(spec, amax_bits);
+          q.scale_inv(g, bi, bj) = tb.scale;
+          for (size_t r = r0; r < r1; ++r)
+            for (size_t c = c0; c < c1; ++c) q.set_code(g, r, c, tb.code(spec.elem, buf[r * SC + c]));
+          continue;
+        }
         const hd::BlockQuant bq = hd::block_quant(spec, ef, amax_bits, ts);
         if (spec.scale_kind == ScaleKind::FP32) q.scale_inv(g, bi, bj) = bq.scale_inv;
         else q.scale_bytes(g, bi, bj) = bq.scale_byte;
@@ -192,6 +203,11 @@ QuantizedTensor f64_impl(const double* data, size_t groups, size_t rows, size_t 
   if (__builtin_mul_overflow(groups, rows, &n) || __builtin_mul_overflow(n, cols, &n))
     throw std::invalid_argument("quantize_f64: shape overflows size_t");
   if (!data && n) throw std::invalid_argument("quantize_f64: null data");
+  if (is_torchao(spec.scale_convention))
+    throw std::invalid_argument(std::string("quantize_f64: scale convention ") + name_of(spec.scale_convention) +
+                                ": torchao takes a float64 tensor's amax and scale in float64, not from its float32 "
+                                "rounding; convert the tensor to float32 (as torchao's .to(float32) of the elements) "
+                                "first");
   // The FP32 rounding (RNE) of every value: the amax the scale rules see, and
   // the elements of the specs whose arithmetic is FP32 (see the header).
   Tensor3f x = Tensor3f::from_shape({groups, rows, cols});

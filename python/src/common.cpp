@@ -83,7 +83,8 @@ QuantSpec make_spec(const std::optional<std::string>& recipe, const std::optiona
                     const std::optional<pyb::object>& block_size, const std::optional<std::string>& scaling_mode,
                     const std::optional<std::string>& rounding, const std::optional<uint64_t>& seed,
                     const std::optional<bool>& hadamard, const std::optional<double>& amax_epsilon,
-                    const std::optional<bool>& pow2_scale) {
+                    const std::optional<bool>& pow2_scale, const std::optional<std::string>& scale_convention,
+                    const std::optional<pyb::object>& hp_dtype) {
   QuantSpec s;
   if (recipe) {
     s = *recipe == "bf16" ? emu::bf16_spec() : tensor_recipe(*recipe);
@@ -118,9 +119,22 @@ QuantSpec make_spec(const std::optional<std::string>& recipe, const std::optiona
     s.sr.seed = *seed;
   }
   if (hadamard) s.hadamard16 = *hadamard;
+  apply_fp32_settings(s, amax_epsilon, pow2_scale, scale_convention, hp_dtype);
+  return s;
+}
+
+Format dtype_arg(const pyb::object& o) {
+  std::string n = name_of_object(o);
+  if (n.rfind("torch.", 0) == 0) n = n.substr(6);
+  return format_arg(n);
+}
+
+void apply_fp32_settings(QuantSpec& s, const std::optional<double>& amax_epsilon, const std::optional<bool>& pow2_scale,
+                         const std::optional<std::string>& scale_convention, const std::optional<pyb::object>& hp_dtype) {
+  if (scale_convention) set_scale_convention(s, scale_convention_from_name(*scale_convention), "scale_convention");
   if (amax_epsilon) set_amax_epsilon(s, *amax_epsilon, "amax_epsilon");
   if (pow2_scale) set_pow2_scale(s, *pow2_scale, "pow2_scale");
-  return s;
+  if (hp_dtype && !hp_dtype->is_none()) set_hp_dtype(s, dtype_arg(*hp_dtype), "hp_dtype");
 }
 
 QuantSpec spec_arg(const pyb::object& o) {

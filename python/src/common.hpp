@@ -47,13 +47,22 @@ Axis axis_arg(const std::string& name);
 /// The spec of the keyword arguments (docs/python.md): start from `recipe`
 /// (a tensor_recipe name, or "bf16"), or, when only elem_dtype is given, from
 /// OCP MX (E8M0 scales, 1 x block_size, scaling_mode default "floor" as
-/// torchao's to_mx); then apply the given overrides. amax_epsilon and
-/// pow2_scale: FP32-scaled specs only (mxsim::set_amax_epsilon, set_pow2_scale).
+/// torchao's to_mx); then apply the given overrides. scale_convention,
+/// amax_epsilon, pow2_scale and hp_dtype: FP32-scaled specs only
+/// (mxsim::set_scale_convention first, then set_amax_epsilon, set_pow2_scale,
+/// set_hp_dtype).
 QuantSpec make_spec(const std::optional<std::string>& recipe, const std::optional<pyb::object>& elem_dtype,
                     const std::optional<pyb::object>& block_size, const std::optional<std::string>& scaling_mode,
                     const std::optional<std::string>& rounding, const std::optional<uint64_t>& seed,
                     const std::optional<bool>& hadamard, const std::optional<double>& amax_epsilon = std::nullopt,
-                    const std::optional<bool>& pow2_scale = std::nullopt);
+                    const std::optional<bool>& pow2_scale = std::nullopt,
+                    const std::optional<std::string>& scale_convention = std::nullopt,
+                    const std::optional<pyb::object>& hp_dtype = std::nullopt);
+/// The FP32-scale settings on a spec, in make_spec's order (a given spec's overrides).
+void apply_fp32_settings(QuantSpec& s, const std::optional<double>& amax_epsilon, const std::optional<bool>& pow2_scale,
+                         const std::optional<std::string>& scale_convention, const std::optional<pyb::object>& hp_dtype);
+/// A dtype argument (a string such as 'bfloat16' or a torch / NumPy dtype) as a Format.
+Format dtype_arg(const pyb::object& o);
 /// A spec argument of the GEMM functions: a recipe name or a QuantSpec.
 QuantSpec spec_arg(const pyb::object& o);
 

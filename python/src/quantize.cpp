@@ -37,17 +37,22 @@ PyQuantized quantize_py(const pyb::array& x, const std::optional<std::string>& r
                         const std::optional<std::string>& scaling_mode, const std::optional<std::string>& rounding,
                         const std::optional<uint64_t>& seed, const std::optional<bool>& hadamard,
                         const std::string& axis, uint64_t stream, const std::optional<QuantSpec>& spec,
-                        const std::optional<double>& amax_epsilon, const std::optional<bool>& pow2_scale) {
+                        const std::optional<double>& amax_epsilon, const std::optional<bool>& pow2_scale,
+                        const std::optional<std::string>& scale_convention,
+                        const std::optional<pyb::object>& hp_dtype) {
   PyQuantized p;
   p.shape = shape_of(x);
   p.rank = p.shape.size();
   QuantSpec s = spec ? *spec
                      : make_spec(recipe, elem_dtype, block_size, scaling_mode, rounding, seed, hadamard, amax_epsilon,
-                                 pow2_scale);
-  if (spec) {  // the two FP32-scale settings also apply on top of a given spec
-    if (amax_epsilon) set_amax_epsilon(s, *amax_epsilon, "amax_epsilon");
-    if (pow2_scale) set_pow2_scale(s, *pow2_scale, "pow2_scale");
-  }
+                                 pow2_scale, scale_convention, hp_dtype);
+  // the FP32-scale settings also apply on top of a given spec
+  if (spec) apply_fp32_settings(s, amax_epsilon, pow2_scale, scale_convention, hp_dtype);
+  const bool float8_tensor =
+      s.scale_convention == ScaleConvention::Torchao || s.scale_convention == ScaleConvention::TorchaoCuda;
+  const bool hp_given = (hp_dtype && !hp_dtype->is_none()) || (spec && spec->hp_dtype != Format::FP32);
+  if (float8_tensor && !hp_given && x.dtype().kind() == 'f' && x.dtype().itemsize() == 2)
+    s.hp_dtype = Format::FP16;  // torchao computes a float16 tensor's scale in float16
   s.sr.stream = stream;
   const Axis ax = axis_arg(axis);
   if (x.dtype().kind() == 'f' && x.dtype().itemsize() == 8) {
@@ -62,6 +67,16 @@ PyQuantized quantize_py(const pyb::array& x, const std::optional<std::string>& r
     return p;
   }
   Tensor3f t = to_tensor3(x, "quantize: x");
+  if (float8_tensor && s.hp_dtype != Format::FP32) {
+    // torchao was given a tensor of that dtype: every value must be one of its values
+    const FormatSpec hf = spec_of(s.hp_dtype);
+    const float* v = t.data();
+    for (size_t i = 0; i < t.size(); ++i)
+      if (v[i] == v[i] && decode(hf, encode(hf, f32_bits(v[i]), 0, RoundMode::RNE, Overflow::Ieee, 0)) != v[i])
+        throw std::invalid_argument(std::string("quantize: hp_dtype ") + hf.name + ": x holds " + std::to_string(v[i]) +
+                                    " (flat index " + std::to_string(i) + "), which is not a " + hf.name +
+                                    " value (torchao's Float8Tensor was given a " + hf.name + " tensor)");
+  }
   {
     pyb::gil_scoped_release nogil;
     p.q = emu::quantize(t, s, ax);
@@ -213,12 +228,15 @@ void init_quantize(pyb::module_& m) {
       .def_property_readonly("hadamard", [](const QuantSpec& s) { return s.hadamard16; })
       .def_property_readonly("pow2_scale", [](const QuantSpec& s) { return s.pow2_scale; })
       .def_property_readonly("amax_epsilon", [](const QuantSpec& s) { return s.amax_epsilon; })
+      .def_property_readonly("scale_convention", [](const QuantSpec& s) { return std::string(name_of(s.scale_convention)); })
+      .def_property_readonly("hp_dtype", [](const QuantSpec& s) { return std::string(spec_of(s.hp_dtype).name); })
       .def("__repr__", [](const QuantSpec& s) { return "QuantSpec(" + s.describe() + ")"; });
 
   m.def("spec", &make_spec, pyb::arg("recipe") = pyb::none(), pyb::arg("elem_dtype") = pyb::none(),
         pyb::arg("block_size") = pyb::none(), pyb::arg("scaling_mode") = pyb::none(), pyb::arg("rounding") = pyb::none(),
         pyb::arg("seed") = pyb::none(), pyb::arg("hadamard") = pyb::none(), pyb::arg("amax_epsilon") = pyb::none(),
-        pyb::arg("pow2_scale") = pyb::none(),
+        pyb::arg("pow2_scale") = pyb::none(), pyb::arg("scale_convention") = pyb::none(),
+        pyb::arg("hp_dtype") = pyb::none(),
         R"(A QuantSpec from a recipe name (mxsim.recipes()) and/or torchao-style arguments:
 elem_dtype (e2m1 / float4_e2m1fn_x2, e4m3 / float8_e4m3fn, e5m2, e2m3 / fp6_e2m3, e3m2 / fp6_e3m2,
 or a torch dtype), block_size (int: 1 x n blocks along the last axis; (rows, cols): tiles; 0:
@@ -226,7 +244,10 @@ per-tensor), scaling_mode (floor, rceil, even, ceil: the E8M0 scale rule), round
 sr), seed (Philox seed for sr), hadamard (16-point transform first); for FP32-scaled recipes
 (fp8_tensor, fp8_row, fp8_block, ...) amax_epsilon (amax used = max(amax, eps), stored as FP32;
 TE's amax_epsilon) and pow2_scale (scale rounded down to a power of two; TE's
-force_pow_2_scales) (docs/numerics.md §3.3; ValueError for other specs). Without a recipe the spec
+force_pow_2_scales) (docs/numerics.md §3.3; ValueError for other specs), scale_convention ('te',
+'torchao', 'torchao_cuda', 'torchao_training': whose scale arithmetic, §3.4; set before
+amax_epsilon and pow2_scale, a torchao one turns pow2_scale off) and hp_dtype (torchao /
+torchao_cuda: the dtype torchao computes the scale in). Without a recipe the spec
 is OCP MX: E8M0 scales, blocks of 32, scaling_mode floor (torchao to_mx's defaults).)");
   m.def("recipes", &tensor_recipe_names, "Names of the single-tensor recipes (mxsim/quant_spec.hpp).");
 
@@ -266,12 +287,23 @@ is OCP MX: E8M0 scales, blocks of 32, scaling_mode floor (torchao to_mx's defaul
         pyb::arg("scaling_mode") = pyb::none(), pyb::arg("rounding") = pyb::none(), pyb::arg("seed") = pyb::none(),
         pyb::arg("hadamard") = pyb::none(), pyb::arg("axis") = "cols", pyb::arg("stream") = 0,
         pyb::arg("spec") = pyb::none(), pyb::arg("amax_epsilon") = pyb::none(), pyb::arg("pow2_scale") = pyb::none(),
+        pyb::arg("scale_convention") = pyb::none(), pyb::arg("hp_dtype") = pyb::none(),
         R"(Quantize x (float16/32/64 array, 1-D, 2-D or 3-D [G, N, K]) exactly as emu::quantize
 (docs/numerics.md); float64 as emu::quantize_f64 (§4.7: amax and scales from x rounded to
 float32, MX elements rounded once from float64, other recipes from the float32 rounding). The spec from `recipe` and the torchao-style keywords (mxsim.spec), or
 `spec`. axis: 'cols' (blocks along the last axis, rowwise) or 'rows' (down the columns,
 columnwise; codes stored transposed). stream: the Philox stream of rounding='sr' (mxsim
-quantize --all-tensors uses the tensor's position). Returns a QuantizedTensor.)");
+quantize --all-tensors uses the tensor's position). Returns a QuantizedTensor.
+
+scale_convention (FP32-scaled recipes; docs/numerics.md §3.4): 'te' (default), 'torchao' /
+'torchao_cuda' (torchao Float8Tensor's _choose_scale_float8 + _quantize_affine_float8 as
+PyTorch computes them on the CPU / on CUDA: q.scale is torchao's `scale`, x ~= code * scale),
+'torchao_training' (Float8TrainingTensor's amax_to_scale + _ToFloat8ConstrFunc: q.scale is
+`_scale`, q.fp32_scale_use 'divide_by_scale', x ~= code / _scale). hp_dtype ('float32',
+'bfloat16', 'float16'; torchao / torchao_cuda only): the dtype of the tensor torchao was given,
+in which it computes the scale; default float16 for a float16 x, else float32; a float32 x
+with hp_dtype='bfloat16' must hold bfloat16 values (ValueError naming the first that is not).
+float64 x is refused with a torchao convention (torchao's float64 scale arithmetic differs).)");
   m.def("dequantize", &dequantize_py, pyb::arg("q"), pyb::arg("dtype") = "float32",
         "Values of q in its source's shape (emu::dequantize3): float32, or 'bfloat16_bits' (uint16 BF16 "
         "patterns, one RNE rounding).");
@@ -281,16 +313,19 @@ quantize --all-tensors uses the tensor's position). Returns a QuantizedTensor.)"
          const std::optional<pyb::object>& block_size, const std::optional<std::string>& scaling_mode,
          const std::optional<std::string>& rounding, const std::optional<uint64_t>& seed,
          const std::optional<bool>& hadamard, const std::string& axis, const std::optional<QuantSpec>& spec,
-         const std::optional<double>& amax_epsilon, const std::optional<bool>& pow2_scale) {
+         const std::optional<double>& amax_epsilon, const std::optional<bool>& pow2_scale,
+         const std::optional<std::string>& scale_convention, const std::optional<pyb::object>& hp_dtype) {
         return dequantize_py(quantize_py(x, recipe, elem_dtype, block_size, scaling_mode, rounding, seed, hadamard, axis,
-                                         0, spec, amax_epsilon, pow2_scale),
+                                         0, spec, amax_epsilon, pow2_scale, scale_convention, hp_dtype),
                              "float32");
       },
       pyb::arg("x"), pyb::arg("recipe") = pyb::none(), pyb::kw_only(), pyb::arg("elem_dtype") = pyb::none(),
       pyb::arg("block_size") = pyb::none(), pyb::arg("scaling_mode") = pyb::none(), pyb::arg("rounding") = pyb::none(),
       pyb::arg("seed") = pyb::none(), pyb::arg("hadamard") = pyb::none(), pyb::arg("axis") = "cols",
       pyb::arg("spec") = pyb::none(), pyb::arg("amax_epsilon") = pyb::none(), pyb::arg("pow2_scale") = pyb::none(),
-      "dequantize(quantize(x, ...)): the quantize-dequantize (QDQ) values, float32.");
+      pyb::arg("scale_convention") = pyb::none(), pyb::arg("hp_dtype") = pyb::none(),
+      "dequantize(quantize(x, ...)): the quantize-dequantize (QDQ) values, float32 (with a torchao scale "
+      "convention torchao's dequantize: code * scale, or code / _scale for torchao_training).");
   m.def("quant_stats", &stats_py, pyb::arg("x"), pyb::arg("q"),
         "Error statistics of q against its source x (emu::quant_stats, docs/numerics.md §4.6) as a dict.");
   m.def("block_stats", &block_stats_py, pyb::arg("x"), pyb::arg("q"),

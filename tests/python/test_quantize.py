@@ -155,3 +155,85 @@ def test_amax_epsilon_and_pow2_scale_by_hand():
                      (dict(recipe="fp8_tensor", amax_epsilon=1e-50), "becomes 0 in FP32")]:
         with pytest.raises(ValueError, match=msg):
             mxsim.spec(**bad)
+
+
+def _f32(bits):
+    return np.array(bits, np.uint32).view(np.float32)
+
+
+def test_torchao_scale_conventions_by_hand(tmp):
+    # docs/numerics.md §3.4; the bytes are derived in tests/test_quantize_torchao.cpp. Row 0 =
+    # [1.5, X, -X, 0], X = 0x3D392492 = 12133522 * 2^-28; row 1 zeros. fp8_max 448.
+    # torchao (CPU): scale fl32(1.5 / 448) = 14380471 * 2^-32 = 0x3B5B6DB7; X / it = 13.5 - 0.47 ulp
+    #   -> 13.5, the tie of 13 and 14: 0x56. Zero row: scale 0, 0 / 0 NaN -> 0x7F.
+    # torchao_cuda: fl32(1.5 * fl32(1/448)) = fl32(1.5 * 9586981 * 2^-32), the tie 14380471.5 -> even:
+    #   0x3B5B6DB8; X / it = 13.5 - 1.46 ulp -> 13: 0x55.
+    # torchao_training: _scale fl32(448 / 1.5) = 0x43955555, X * it -> 13 (0x55); zero row
+    #   fl32(448 * (1 / 1e-12)) = 0x57CBBA10, codes 0 (fp32_scale_use divide_by_scale).
+    # te: scale 0x43955555, scale_inv fl32(1 / it) = 0x3B5B6DB7, codes as training; zero row scale 1.
+    x = _f32([[0x3FC00000, 0x3D392492, 0xBD392492, 0], [0, 0, 0, 0x80000000]])
+    want = {
+        "torchao": ([[0x7E, 0x56, 0xD6, 0], [0x7F] * 4], [[0x3B5B6DB7], [0]], "multiply_scale_inv"),
+        "torchao_cuda": ([[0x7E, 0x55, 0xD5, 0], [0x7F] * 4], [[0x3B5B6DB8], [0]], "multiply_scale_inv"),
+        "torchao_training": ([[0x7E, 0x55, 0xD5, 0], [0, 0, 0, 0x80]], [[0x43955555], [0x57CBBA10]], "divide_by_scale"),
+        "te": ([[0x7E, 0x55, 0xD5, 0], [0, 0, 0, 0x80]], [[0x3B5B6DB7], [0x3F800000]], "multiply_scale_inv"),
+    }
+    for conv, (codes, scales, use) in want.items():
+        q = mxsim.quantize(x, "fp8_row", scale_convention=conv)
+        assert q.qdata.tolist() == codes, conv
+        assert q.scale.view(np.uint32).tolist() == scales, conv
+        assert q.fp32_scale_use == use and q.spec.scale_convention == conv
+    # dequantize = torchao's: Float8Tensor code * scale (14 * 0x3B5B6DB7 -> 0.046875), training
+    # code / _scale (13 / 0x43955555 -> 0x3D324925); the layout readers agree from the same arrays.
+    q = mxsim.quantize(x, "fp8_row", scale_convention="torchao")
+    d = mxsim.dequantize(q)
+    assert d.view(np.uint32)[0].tolist() == [0x3FC00000, 0x3D400000, 0xBD400000, 0]
+    assert np.isnan(d[1]).all()
+    r = mxsim.from_torchao_float8(q.qdata, q.scale, elem_dtype="float8_e4m3fn")
+    np.testing.assert_array_equal(mxsim.dequantize(r).view(np.uint32), d.view(np.uint32))
+    t = mxsim.quantize(x, "fp8_row", scale_convention="torchao_training")
+    dt = mxsim.qdq(x, "fp8_row", scale_convention="torchao_training")
+    assert dt.view(np.uint32)[0].tolist() == [0x3FC00000, 0x3D324925, 0xBD324925, 0]
+    rt = mxsim.from_torchao_float8_training(t.qdata, t.scale, elem_dtype="float8_e4m3fn")
+    np.testing.assert_array_equal(mxsim.dequantize(rt).view(np.uint32), dt.view(np.uint32))
+    # the same bytes as `mxsim quantize --scale-convention`
+    np.save(tmp / "x.npy", x)
+    run_mxsim("quantize", "-r", "fp8_row", "--scale-convention", "torchao_cuda", tmp / "x.npy", "-o", tmp / "q.safetensors")
+    tt, meta = read_safetensors(tmp / "q.safetensors")
+    c = mxsim.quantize(x, "fp8_row", scale_convention="torchao_cuda")
+    assert tt["x.qdata"][2].view(np.uint8).tolist() == c.qdata.tolist()
+    assert tt["x.scale"][2].view(np.uint32).tolist() == c.scale.view(np.uint32).tolist()
+    assert meta["x.scale_convention"] == "torchao_cuda"
+
+
+def test_torchao_hp_dtype_and_pow2_by_hand():
+    # BF16 tensor [1.5, 9 * 2^-10]: torchao's scale in BF16: 0x3B5B6DB7 -> 0x3B5B0000 = 219 * 2^-16;
+    # 9 * 2^-10 / it = 576 / 219 = 2.63 -> 2.75 (0x43). In FP32: 2.625 - 2.6e-8 -> 2.625, tie -> 2.5 (0x42).
+    x = _f32([[0x3FC00000, 0x3C100000]])
+    q = mxsim.quantize(x, "fp8_tensor", scale_convention="torchao", hp_dtype="bfloat16")
+    assert q.qdata.tolist() == [[0x7E, 0x43]] and q.scale.view(np.uint32).tolist() == [[0x3B5B0000]]
+    assert q.spec.hp_dtype == "bfloat16"
+    q = mxsim.quantize(x, "fp8_tensor", scale_convention="torchao")
+    assert q.qdata.tolist() == [[0x7E, 0x42]] and q.scale.view(np.uint32).tolist() == [[0x3B5B6DB7]]
+    # a float16 array: hp_dtype float16 by default: 0x3B5B6DB7 to FP16 (10 bits) -> 0x3B5B6000
+    q = mxsim.quantize(x.astype(np.float16), "fp8_tensor", scale_convention="torchao")
+    assert q.spec.hp_dtype == "float16" and q.scale.view(np.uint32).tolist() == [[0x3B5B6000]]
+    with pytest.raises(ValueError, match="not a bfloat16 value"):
+        mxsim.quantize(_f32([[0x3D392492]]), "fp8_tensor", scale_convention="torchao", hp_dtype="bfloat16")
+    # training pow2: A = 0x3F600001, 448 / A = 0x43FFFFFF (512 - 2^-15); torchao's exp2(floor(log2)):
+    # log2 = 9 - 8.6e-8 rounds to 9.0 in FP32, so 512 (not 256); A * 512 -> clamp 448 (0x7E).
+    y = _f32([[0x3F600001, 0x3F000000]])
+    q = mxsim.quantize(y, "fp8_tensor", scale_convention="torchao_training", pow2_scale=True)
+    assert q.scale.view(np.uint32).tolist() == [[0x44000000]] and q.qdata.tolist() == [[0x7E, 0x78]]
+    s = mxsim.spec("fp8_block", scale_convention="torchao")
+    assert not s.pow2_scale and s.scale_convention == "torchao"
+    for bad, msg in [(dict(recipe="fp8_tensor", scale_convention="torchao", pow2_scale=True), "no power-of-two"),
+                     (dict(recipe="fp8_tensor", scale_convention="torchao_training", amax_epsilon=1e-4), "EPS"),
+                     (dict(recipe="fp8_tensor", scale_convention="torchao_training", hp_dtype="bfloat16"),
+                      "applies to scale conventions torchao and torchao_cuda"),
+                     (dict(recipe="mxfp8", scale_convention="torchao"), "applies to FP32-scaled"),
+                     (dict(recipe="fp8_tensor", scale_convention="nope"), "unknown scale convention")]:
+        with pytest.raises(ValueError, match=msg):
+            mxsim.spec(**bad)
+    with pytest.raises(ValueError, match="float64"):
+        mxsim.quantize(x.astype(np.float64), "fp8_tensor", scale_convention="torchao")

@@ -487,6 +487,12 @@ BlockLaunch block_launch(const QuantSpec& spec, const QuantLayout& L) {
 void check_target(const DeviceQTensor& q, const char* who) {
   const QuantLayout& L = q.layout;
   hd::validate_quant_spec(q.spec, L.scols, who);
+  // The GPU kernels implement TransformerEngine's FP32 scale arithmetic only
+  // (hd::block_quant); the torchao conventions are the CPU quantizer's.
+  if (q.spec.scale_convention != ScaleConvention::TE)
+    bad(who, std::string("scale convention ") + name_of(q.spec.scale_convention) +
+                 " is not supported by the GPU quantizer (it implements te only); quantize on the CPU "
+                 "(mxsim::emu::quantize) and upload the result");
   if (!hd::quant_elem(q.spec.elem))
     bad(who, std::string(spec_of(q.spec.elem).name) + " elements are not stored one code per byte (need <= 8 bits)");
   if (q.spec.elem == Format::E2M1 && L.bc % 2 != 0 && L.bc < L.scols)

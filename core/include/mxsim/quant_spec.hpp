@@ -30,6 +30,32 @@ enum class ScaleKind : uint8_t {
 /// layout and the same bytes serve both directions.
 enum class Axis : uint8_t { Cols, Rows };
 
+/// Whose arithmetic an FP32-scaled spec follows (docs/numerics.md §3.4): how
+/// the block scale comes from the amax, how elements are scaled by it and what
+/// is stored. amax is max |x| over the block in every convention.
+///  TE: TransformerEngine current scaling: scale = fl32(fp8_max / max(amax,
+///    amax_epsilon)), codes encode(fl32(x * scale)), scale_inv = fl32(1 /
+///    scale) stored (x ~= code * scale_inv).
+///  Torchao: torchao Float8Tensor (quantize_ workflows;
+///    torchao/quantization/quant_primitives.py _choose_scale_float8 and
+///    _quantize_affine_float8) as PyTorch computes it on the CPU: scale =
+///    fl32(max(amax, hp_value_lb) / fp8_max), a division, rounded to the
+///    high-precision tensor's dtype (hp_dtype); codes encode(clamp(fl32(x /
+///    scale), -max, max)), one RNE division per element; the scale itself is
+///    stored (x ~= code * scale).
+///  TorchaoCuda: the same with the scale as PyTorch computes it on CUDA,
+///    where a tensor divided by a Python number is multiplied by the number's
+///    FP32 reciprocal: scale = fl32(amax * fl32(1 / fp8_max)).
+///  TorchaoTraining: torchao float8 training (torchao/float8/float8_utils.py
+///    amax_to_scale, float8_training_tensor.py _ToFloat8ConstrFunc): scale =
+///    fl32(fl64(fl64(1 / max(amax, 1e-12)) * fp8_max)) in FP64 (optionally
+///    2^floor(log2(scale)) in FP32), codes encode(clamp(fl32(x * scale), -max,
+///    max)); the scale is stored and decodes divide by it
+///    (Fp32ScaleUse::DivideByScale: x ~= code / scale).
+/// The torchao conventions write NaN codes as PyTorch on CUDA does (E4M3 and
+/// E5M2 0x7F, FNUZ 0x80) and take no zero_codes shortcut for NaN/Inf blocks.
+enum class ScaleConvention : uint8_t { TE, Torchao, TorchaoCuda, TorchaoTraining };
+
 struct QuantSpec {
   Format elem = Format::E2M1;
   /// Block shape in storage coordinates; 0 means the whole extent
@@ -47,6 +73,13 @@ struct QuantSpec {
   float amax_epsilon = 0.0f;
   /// FP32 per-tensor only: a given scale (delayed scaling); 0 = current scaling.
   float fixed_scale = 0.0f;
+  /// FP32 scales only: whose scale arithmetic (ScaleConvention; TE default).
+  ScaleConvention scale_convention = ScaleConvention::TE;
+  /// ScaleConvention::Torchao / TorchaoCuda only: the dtype of the tensor
+  /// torchao was given (FP32, BF16 or FP16), in which it computes amax,
+  /// hp_value_lb and the scale (_choose_scale_float8 divides a tensor of that
+  /// dtype); the scale is then rounded to it (RNE). Elements are FP32 either way.
+  Format hp_dtype = Format::FP32;
   /// Apply the 16-point Hadamard transform (scaled 1/4) to runs of 16 along
   /// the block axis before amax (Primus-Turbo MXFP4 wgrad operands).
   bool hadamard16 = false;
@@ -68,6 +101,7 @@ struct QuantSpec {
     return a.elem == b.elem && a.block_rows == b.block_rows && a.block_cols == b.block_cols &&
            a.scale_kind == b.scale_kind && a.rule == b.rule && a.round == b.round && a.pow2_scale == b.pow2_scale &&
            f32_bits(a.amax_epsilon) == f32_bits(b.amax_epsilon) && f32_bits(a.fixed_scale) == f32_bits(b.fixed_scale) &&
+           a.scale_convention == b.scale_convention && a.hp_dtype == b.hp_dtype &&
            a.hadamard16 == b.hadamard16 && a.sr.seed == b.sr.seed && a.sr.stream == b.sr.stream &&
            a.sr_index_base == b.sr_index_base;
   }
@@ -120,11 +154,27 @@ inline std::vector<std::string> tensor_recipe_names() { return named_spec_names(
 /// `what` unless the spec has FP32 scales and no fixed (delayed-scaling) scale.
 void set_amax_epsilon(QuantSpec& s, double amax_epsilon, const std::string& what);
 void set_pow2_scale(QuantSpec& s, bool pow2_scale, const std::string& what);
+/// The scale convention of an FP32-scaled spec (not delayed scaling). A torchao
+/// convention also turns pow2_scale off (torchao's default; fp8_block's TE
+/// default of on is dropped) and hp_dtype back to FP32. With the torchao
+/// conventions set_amax_epsilon is hp_value_lb (Torchao, TorchaoCuda) or
+/// refused (TorchaoTraining: torchao's EPS = 1e-12 is fixed), set_pow2_scale(on)
+/// is refused for Torchao / TorchaoCuda (Float8Tensor has no such option).
+/// Throws std::invalid_argument naming `what`.
+void set_scale_convention(QuantSpec& s, ScaleConvention c, const std::string& what);
+/// hp_dtype of a Torchao / TorchaoCuda spec: FP32, BF16 or FP16; throws
+/// std::invalid_argument naming `what` for another format or convention.
+void set_hp_dtype(QuantSpec& s, Format hp, const std::string& what);
 
 /// Parse enums from their documented lower-case names ("floor", "rceil",
 /// "even", "ceil"; "rne", "rz", "sr"). Throw std::invalid_argument.
 ScaleRule scale_rule_from_name(std::string_view);
 RoundMode round_mode_from_name(std::string_view);
+/// "te", "torchao", "torchao_cuda", "torchao_training" ('-' for '_' accepted).
+ScaleConvention scale_convention_from_name(std::string_view);
+const char* name_of(ScaleConvention);
+/// True for the torchao conventions (every one but TE).
+inline bool is_torchao(ScaleConvention c) { return c != ScaleConvention::TE; }
 const char* name_of(ScaleRule);
 const char* name_of(RoundMode);
 const char* name_of(ScaleKind);

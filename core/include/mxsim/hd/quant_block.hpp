@@ -287,11 +287,51 @@ inline void validate_quant_spec(const QuantSpec& s, size_t scols, const char* wh
     throw std::invalid_argument(w + ": fixed scale " + b +
                                 " is too small: its reciprocal scale_inv overflows FP32 (need scale >= 2^-128)");
   }
+  if (s.scale_convention != ScaleConvention::TE) {
+    // The torchao conventions (docs/numerics.md §3.4) reproduce torchao's FP8
+    // quantizers, which have FP8 elements, RNE casts and no Hadamard step.
+    const std::string c = std::string("scale convention ") + name_of(s.scale_convention);
+    if (s.scale_kind != ScaleKind::FP32) throw std::invalid_argument(w + ": " + c + " needs FP32 scales");
+    if (s.elem != Format::E4M3 && s.elem != Format::E5M2 && s.elem != Format::E4M3FNUZ && s.elem != Format::E5M2FNUZ)
+      throw std::invalid_argument(w + ": " + c + " needs FP8 elements (e4m3, e5m2, e4m3fnuz, e5m2fnuz), not " +
+                                  spec_of(s.elem).name);
+    if (s.fixed_scale != 0) throw std::invalid_argument(w + ": " + c + " has no delayed (fixed) scale");
+    if (s.round != RoundMode::RNE)
+      throw std::invalid_argument(w + ": " + c + " casts RNE (torchao's .to(float8)); rounding " + name_of(s.round) +
+                                  " is not torchao's");
+    if (s.hadamard16) throw std::invalid_argument(w + ": " + c + " has no Hadamard transform");
+    const bool training = s.scale_convention == ScaleConvention::TorchaoTraining;
+    if (training && !(s.per_tensor() || (s.block_rows == 1 && s.block_cols == 0)))
+      throw std::invalid_argument(w + ": " + c + " is tensorwise or axiswise (per row / per column) only, as torchao's "
+                                  "Float8TrainingTensor; this spec has " + std::to_string(s.block_rows) + "x" +
+                                  std::to_string(s.block_cols) + " blocks");
+    if (training && s.amax_epsilon != 0.0f)
+      throw std::invalid_argument(w + ": " + c + " has a fixed epsilon (EPS = 1e-12); amax_epsilon must be 0");
+    if (!training && s.pow2_scale) throw std::invalid_argument(w + ": " + c + " has no power-of-two scales");
+    if (s.hp_dtype != Format::FP32 && (training || (s.hp_dtype != Format::BF16 && s.hp_dtype != Format::FP16)))
+      throw std::invalid_argument(w + ": " + c + ": hp_dtype " + spec_of(s.hp_dtype).name + " is not one it takes");
+  }
   if (s.hadamard16 && (scols % 16) != 0)
     throw std::invalid_argument(w + ": the 16-point Hadamard transform needs the blocked extent (" +
                                 std::to_string(scols) + ") to be a multiple of 16");
   if (s.hadamard16 && s.block_cols != 0 && s.block_cols % 16 != 0)
     throw std::invalid_argument(w + ": the 16-point Hadamard transform needs blocks that are multiples of 16");
+}
+
+/// The torchao conventions' blocks divide the tensor: torchao's
+/// _choose_scale_float8 views the tensor as whole blocks (and its layouts,
+/// layout::from_torchao_float8, hold exact divisors only), so a ragged edge has
+/// no torchao counterpart. srows x scols is the storage extent of one group.
+/// Throws std::invalid_argument naming `who`, the extent and the block; a
+/// no-op for ScaleConvention::TE.
+inline void validate_torchao_blocks(const QuantSpec& s, size_t srows, size_t scols, const char* who = "quantize") {
+  if (s.scale_convention == ScaleConvention::TE) return;
+  const size_t br = s.block_rows == 0 ? srows : size_t(s.block_rows), bc = s.block_cols == 0 ? scols : size_t(s.block_cols);
+  if ((br && srows % br) || (bc && scols % bc))
+    throw std::invalid_argument(std::string(who) + ": scale convention " + name_of(s.scale_convention) + ": blocks " +
+                                std::to_string(br) + "x" + std::to_string(bc) + " do not divide the stored extent " +
+                                std::to_string(srows) + "x" + std::to_string(scols) +
+                                " (torchao's blocks are exact divisors of the tensor; ragged edges have no torchao form)");
 }
 
 }  // namespace mxsim::hd

@@ -16,9 +16,16 @@ namespace mxsim::emu {
 /// Quantize x ([groups, rows, cols] FP32; BF16/FP16 inputs are exact in FP32)
 /// by `spec`, with 1-D blocks along `axis` (ignored for 2-D tiles and
 /// per-tensor scaling).
+/// FP32-scaled specs follow spec.scale_convention (docs/numerics.md §3.4):
+/// TE (default) stores scale_inv; Torchao / TorchaoCuda store torchao
+/// Float8Tensor's `scale` (a multiplier, MultiplyScaleInv) and divide each
+/// element by it; TorchaoTraining stores Float8TrainingTensor's `_scale`
+/// (fp32_scale_use = DivideByScale) and multiplies by it. The torchao
+/// conventions need blocks that divide the stored extent.
 /// Throws std::invalid_argument for a spec the shape cannot take (a Hadamard
 /// run that does not divide the blocked extent, a negative block size, FP32
-/// scale kinds on E8M0 elements, ...), naming the problem.
+/// scale kinds on E8M0 elements, a ragged block under a torchao convention,
+/// ...), naming the problem.
 QuantizedTensor quantize(const Tensor3f& x, const QuantSpec& spec, Axis axis = Axis::Cols);
 QuantizedTensor quantize(const Tensor2f& x, const QuantSpec& spec, Axis axis = Axis::Cols);
 
@@ -111,8 +118,9 @@ QuantizedTensor quantize_bf16(const uint16_t* data, size_t groups, size_t rows, 
 ///     butterflies), so it takes the FP32-rounded values, as quantize().
 /// For input that is all FP32 values the result equals quantize() of them.
 /// `rounded`, when given, receives how many values the FP32 rounding changed.
-/// Throws std::invalid_argument as quantize() does, and for an overflowing
-/// shape or null data with a non-zero size.
+/// Throws std::invalid_argument as quantize() does, for an overflowing
+/// shape or null data with a non-zero size, and for a torchao scale
+/// convention (torchao takes a float64 tensor's amax and scale in float64).
 QuantizedTensor quantize_f64(const double* data, size_t groups, size_t rows, size_t cols, const QuantSpec& spec,
                              Axis axis = Axis::Cols, size_t* rounded = nullptr);
 /// quantize_f64 of a slice ([1, rows, cols] FP64 values, as quantize_slice
