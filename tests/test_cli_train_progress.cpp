@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <thread>
@@ -183,11 +184,35 @@ INSTANTIATE_TEST_SUITE_P(, CliTrainStopSignal, ::testing::Values(SIGINT, SIGTERM
 // A second signal, while the first waits for the step in progress to end, ends the process at
 // once with the signal's default action. (Steps of a 2048-image batch take long enough that both
 // signals, 100 ms apart, arrive within one.)
+/// Waits until `sig`, sent to process `pid`, is no longer pending in it (its handler has been
+/// entered: /proc/PID/status ShdPnd and SigPnd, the process- and thread-directed pending sets);
+/// false after `ms`. A second signal sent before that could merge with the first.
+bool signal_delivered(pid_t pid, int sig, int ms) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/status";
+  const auto t0 = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(ms)) {
+    const std::string st = mxsim::test::read_bytes(path);
+    bool pending = false;
+    for (const char* key : {"\nShdPnd:", "\nSigPnd:"}) {
+      const size_t at = st.find(key);
+      if (at == std::string::npos) return false;
+      const unsigned long long mask = std::stoull(st.substr(at + std::strlen(key)), nullptr, 16);
+      pending = pending || (mask >> (sig - 1) & 1u);
+    }
+    if (!pending) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+// The second SIGINT is sent as soon as the first has been delivered (not after a fixed sleep:
+// on a loaded machine the step in progress could end first and the run stop cleanly), in a run
+// whose steps take long enough (global batch 4096) that the step is still going.
 TEST(CliTrainProgress, SecondSignalEndsTheRunAtOnce) {
   mxsim::test::TempDir dir("train_signal2");
   const std::string out = (dir.p / "out.txt").string();
-  const std::vector<std::string> args = {kBin, "train", "--threads", "1", "--set", "batch.global_batch=2048", "--set",
-                                         "run.train_limit=8192", "--set", "run.test_limit=200"};
+  const std::vector<std::string> args = {kBin, "train", "--threads", "1", "--set", "batch.global_batch=4096", "--set",
+                                         "run.train_limit=16384", "--set", "run.test_limit=200"};
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
@@ -202,7 +227,7 @@ TEST(CliTrainProgress, SecondSignalEndsTheRunAtOnce) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ASSERT_EQ(::kill(pid, SIGINT), 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(signal_delivered(pid, SIGINT, 10000)) << "the first SIGINT was not delivered within 10 s";
   ASSERT_EQ(::kill(pid, SIGINT), 0);
   int st = 0;
   ::waitpid(pid, &st, 0);
