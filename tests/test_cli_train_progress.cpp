@@ -181,9 +181,6 @@ TEST_P(CliTrainStopSignal, PipedRunKeepsItsLinesAndStopsCleanly) {
 INSTANTIATE_TEST_SUITE_P(, CliTrainStopSignal, ::testing::Values(SIGINT, SIGTERM),
                          [](const auto& i) { return std::string(i.param == SIGINT ? "Sigint" : "Sigterm"); });
 
-// A second signal, while the first waits for the step in progress to end, ends the process at
-// once with the signal's default action. (Steps of a 2048-image batch take long enough that both
-// signals, 100 ms apart, arrive within one.)
 /// Waits until `sig`, sent to process `pid`, is no longer pending in it (its handler has been
 /// entered: /proc/PID/status ShdPnd and SigPnd, the process- and thread-directed pending sets);
 /// false after `ms`. A second signal sent before that could merge with the first.
@@ -205,9 +202,10 @@ bool signal_delivered(pid_t pid, int sig, int ms) {
   return false;
 }
 
-// The second SIGINT is sent as soon as the first has been delivered (not after a fixed sleep:
-// on a loaded machine the step in progress could end first and the run stop cleanly), in a run
-// whose steps take long enough (global batch 4096) that the step is still going.
+// A second signal, while the first waits for the step in progress to end, ends the process at
+// once with the signal's default action. The second SIGINT goes as soon as the first has been
+// delivered (not after a fixed sleep: on a loaded machine the step in progress could end first
+// and the run stop cleanly), in a run whose steps (global batch 4096) outlast that.
 TEST(CliTrainProgress, SecondSignalEndsTheRunAtOnce) {
   mxsim::test::TempDir dir("train_signal2");
   const std::string out = (dir.p / "out.txt").string();
