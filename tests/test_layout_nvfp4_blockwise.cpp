@@ -29,16 +29,6 @@ namespace {
 constexpr float kE2M1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-float bits_f(uint32_t b) {
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
-}
-uint32_t f_bits(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-}
 
 /// Two E2M1 codes per byte, element 2i in the low nibble.
 std::vector<uint8_t> pack(const std::vector<uint8_t>& codes) {
@@ -55,7 +45,7 @@ size_t swizzled_at(size_t r, size_t c, size_t cols) {
 }
 
 void expect_bits(const Tensor3f& v, size_t r, size_t c, float want, const std::string& what) {
-  EXPECT_EQ(f_bits(v(0, r, c)), f_bits(want)) << what << " (" << r << ", " << c << "): " << v(0, r, c) << " vs " << want;
+  EXPECT_EQ(f32_bits(v(0, r, c)), f32_bits(want)) << what << " (" << r << ", " << c << "): " << v(0, r, c) << " vs " << want;
 }
 
 }  // namespace
@@ -78,7 +68,7 @@ TEST(TorchaoNvfp4, HandValuesWithPerTensorScale) {
   }
   // The flattened scale bytes (torchao's slicing leaves them 1-D) read the same.
   const Tensor3f f = emu::dequantize3(layout::from_torchao_nvfp4({1, 16}, q, {2}, s, 0.25f));
-  for (size_t i = 0; i < 32; ++i) EXPECT_EQ(f_bits(f(0, 0, i)), f_bits(v(0, 0, i))) << i;
+  for (size_t i = 0; i < 32; ++i) EXPECT_EQ(f32_bits(f(0, 0, i)), f32_bits(v(0, 0, i))) << i;
   const std::vector<uint8_t> three = {0x38, 0x38, 0x38};
   EXPECT_THROW(layout::from_torchao_nvfp4({1, 16}, q, {1, 3}, three, 1.0f), std::invalid_argument);
 }
@@ -93,8 +83,8 @@ TEST(TorchaoNvfp4, BlockScaleThenTensorScaleOrder) {
   std::vector<uint8_t> codes(16, 0);
   codes[0] = 5;
   const std::vector<uint8_t> s15 = {0x3C};
-  const QuantizedTensor t = layout::from_torchao_nvfp4({1, 8}, pack(codes), {1, 1}, s15, bits_f(0x3F800001));
-  EXPECT_EQ(f_bits(emu::dequantize3(t)(0, 0, 0)), 0x40900001u);
+  const QuantizedTensor t = layout::from_torchao_nvfp4({1, 8}, pack(codes), {1, 1}, s15, f32_from_bits(0x3F800001));
+  EXPECT_EQ(f32_bits(emu::dequantize3(t)(0, 0, 0)), 0x40900001u);
 }
 
 // Swizzled scales (NVFP4Tensor with _is_swizzled_scales): 130 rows x 2 blocks,
@@ -144,8 +134,8 @@ TEST(TeNvfp4, DecodeScaleFromAmaxAndSpecials) {
   std::vector<uint8_t> sc(128 * 4, 0xFF);
   sc[0] = 0x38;
   const QuantizedTensor t = layout::from_te_nvfp4(false, {1, 8}, pack(codes), {128, 4}, sc, 3.0f);
-  EXPECT_EQ(f_bits(t.tensor_scale_inv), 0x3A924925u);
-  EXPECT_EQ(f_bits(emu::dequantize3(t)(0, 0, 5)), 0x3BDB6DB8u);
+  EXPECT_EQ(f32_bits(t.tensor_scale_inv), 0x3A924925u);
+  EXPECT_EQ(f32_bits(emu::dequantize3(t)(0, 0, 5)), 0x3BDB6DB8u);
   const Tensor3f n = emu::dequantize3(layout::from_te_nvfp4(false, {1, 8}, pack(codes), {128, 4}, sc, kNaN));
   for (size_t k = 0; k < 16; ++k) EXPECT_TRUE(std::isnan(n(0, 0, k))) << k;
   EXPECT_THROW(layout::from_te_nvfp4(false, {1, 8}, pack(codes), {128, 4}, sc, -1.0f), std::invalid_argument);

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "mxsim/bits.hpp"
 #include "mxsim/emu/grouped_gemm.hpp"
 #include "mxsim/emu/quantize.hpp"
 #include "mxsim/layouts.hpp"
@@ -36,27 +37,17 @@ using Bytes = std::vector<uint8_t>;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-float bits_f(uint32_t b) {
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
-}
-uint32_t f_bits(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-}
 
 /// The values of q in logical row-major order as FP32 bit patterns.
 std::vector<uint32_t> value_bits(const QuantizedTensor& q) {
   const Tensor3f v = emu::dequantize3(q);
   std::vector<uint32_t> out;
-  for (float x : v) out.push_back(f_bits(x));
+  for (float x : v) out.push_back(f32_bits(x));
   return out;
 }
 std::vector<uint32_t> as_bits(const std::vector<float>& v) {
   std::vector<uint32_t> out;
-  for (float x : v) out.push_back(f_bits(x));
+  for (float x : v) out.push_back(f32_bits(x));
   return out;
 }
 
@@ -86,7 +77,7 @@ constexpr uint32_t kThird = 0x3EAAAAABu;   // fl32(1/3)
 //     126, fraction 10066330 - 2^23 = 1677722 = 0x19999A: 0x3F19999A.
 TEST(TorchaoFloat8, PerTensorMultipliesByScale) {
   const Bytes q = {0x38, 0xB8, 0x4A, 0x4C, 0x00, 0x7F};
-  const std::vector<float> s = {bits_f(kPoint1)};
+  const std::vector<float> s = {f32_from_bits(kPoint1)};
   const std::vector<uint32_t> want = {kPoint1, 0xBDCCCCCDu, 0x3F000000u, 0x3F19999Au, 0x00000000u, 0x7FC00000u};
   for (const std::vector<size_t>& ss : {std::vector<size_t>{1, 1}, std::vector<size_t>{}, std::vector<size_t>{1}}) {
     const QuantizedTensor t = layout::from_torchao_float8(Format::E4M3, {2, 3}, q, ss, s);
@@ -128,7 +119,7 @@ TEST(TorchaoFloat8, Blockwise) {
   const Tensor3f va = emu::dequantize3(a);
   const float sa[2][2] = {{1, 2}, {4, 8}};
   for (size_t r = 0; r < 2; ++r)
-    for (size_t c = 0; c < 256; ++c) EXPECT_EQ(f_bits(va(0, r, c)), f_bits(sa[r][c / 128])) << r << ", " << c;
+    for (size_t c = 0; c < 256; ++c) EXPECT_EQ(f32_bits(va(0, r, c)), f32_bits(sa[r][c / 128])) << r << ", " << c;
 
   const QuantizedTensor b = layout::from_torchao_float8(Format::E4M3, {4, 8}, std::vector<uint8_t>(32, 0x44), {2, 2},
                                                         std::vector<float>{0.5f, 0.25f, 2, 4});
@@ -137,7 +128,7 @@ TEST(TorchaoFloat8, Blockwise) {
   const Tensor3f vb = emu::dequantize3(b);
   const float wb[2][2] = {{1.5f, 0.75f}, {6, 12}};
   for (size_t r = 0; r < 4; ++r)
-    for (size_t c = 0; c < 8; ++c) EXPECT_EQ(f_bits(vb(0, r, c)), f_bits(wb[r / 2][c / 4])) << r << ", " << c;
+    for (size_t c = 0; c < 8; ++c) EXPECT_EQ(f32_bits(vb(0, r, c)), f32_bits(wb[r / 2][c / 4])) << r << ", " << c;
 
   const QuantizedTensor c = layout::from_torchao_float8(Format::E4M3, {4, 2}, Bytes{0x38, 0x40, 0x44, 0x4A, 0x4C, 0x30, 0xB8, 0xC4},
                                                         {2, 2}, std::vector<float>{1, 2, 4, 8});
@@ -177,8 +168,8 @@ TEST(TorchaoFloat8, ThreeDGroups) {
 // (Cross-check: long double 5/3 has 64 significant bits, not a float midpoint.)
 // Codes 1 and 3: 1/3 = fl32(1/3) = 0x3EAAAAAB, 3/3 = 1.
 TEST(TorchaoFloat8Training, DivisionIsRoundedOnceNotAReciprocalProduct) {
-  ASSERT_EQ(f_bits(float(5.0L / 3.0L)), 0x3FD55555u);
-  ASSERT_EQ(f_bits(1.0f / 3.0f), kThird);
+  ASSERT_EQ(f32_bits(float(5.0L / 3.0L)), 0x3FD55555u);
+  ASSERT_EQ(f32_bits(1.0f / 3.0f), kThird);
   const QuantizedTensor t =
       layout::from_torchao_float8_training(Format::E4M3, {1, 3}, Bytes{0x4A, 0x38, 0x44}, {}, std::vector<float>{3});
   EXPECT_EQ(t.fp32_scale_use, Fp32ScaleUse::DivideByScale);
@@ -186,7 +177,7 @@ TEST(TorchaoFloat8Training, DivisionIsRoundedOnceNotAReciprocalProduct) {
   EXPECT_EQ(value_bits(t), (std::vector<uint32_t>{0x3FD55555u, kThird, 0x3F800000u}));
   // The same code times fl32(1/3) as a Float8Tensor scale (a multiply): the other bit.
   const QuantizedTensor m =
-      layout::from_torchao_float8(Format::E4M3, {1, 1}, Bytes{0x4A}, {1, 1}, std::vector<float>{bits_f(kThird)});
+      layout::from_torchao_float8(Format::E4M3, {1, 1}, Bytes{0x4A}, {1, 1}, std::vector<float>{f32_from_bits(kThird)});
   EXPECT_EQ(value_bits(m), std::vector<uint32_t>{0x3FD55556u});
 }
 
@@ -210,7 +201,7 @@ TEST(TorchaoFloat8Training, E5m2) {
 // 0.5 -> 0.5, 0.5, 6; 2.5, 1.5, 1 (exact), stored transposed (one scale per column).
 TEST(TorchaoFloat8Training, AxiswiseRowsAndColumns) {
   const QuantizedTensor r = layout::from_torchao_float8_training(Format::E4M3, {2, 2}, Bytes{0x38, 0xB8, 0x38, 0x4A}, {2, 1},
-                                                                 std::vector<float>{3, bits_f(kPoint1)});
+                                                                 std::vector<float>{3, f32_from_bits(kPoint1)});
   EXPECT_FALSE(r.transposed);
   EXPECT_EQ(value_bits(r), (std::vector<uint32_t>{kThird, kThird | 0x80000000u, 0x41200000u, 0x42480000u}));
   const QuantizedTensor c = layout::from_torchao_float8_training(Format::E4M3, {2, 3}, Bytes{0x38, 0x40, 0x44, 0x4A, 0x4C, 0x30},
@@ -292,7 +283,7 @@ TEST(TorchaoFloat8Training, GemmTakesTheReciprocalAsTorchaoDoes) {
   Tensor2f y;
   const std::vector<int64_t> one = {1};
   emu::grouped_fprop(x, w, one, y, emu::GemmOptions{});
-  EXPECT_EQ(f_bits(y(0, 0)), 0x3FD55556u);
+  EXPECT_EQ(f32_bits(y(0, 0)), 0x3FD55556u);
 
   const QuantizedTensor xr = layout::from_torchao_float8(Format::E4M3, {2, 2}, std::vector<uint8_t>(4, 0x38), {2, 1},
                                                          std::vector<float>{2, 3});
@@ -300,8 +291,8 @@ TEST(TorchaoFloat8Training, GemmTakesTheReciprocalAsTorchaoDoes) {
   Tensor2f yr;
   const std::vector<int64_t> two = {2};
   emu::grouped_fprop(xr, wr, two, yr, emu::GemmOptions{});
-  EXPECT_EQ(f_bits(yr(0, 0)), f_bits(3.0f));
-  EXPECT_EQ(f_bits(yr(1, 0)), f_bits(4.5f));
+  EXPECT_EQ(f32_bits(yr(0, 0)), f32_bits(3.0f));
+  EXPECT_EQ(f32_bits(yr(1, 0)), f32_bits(4.5f));
 }
 
 // Backward operands as torchao's rowwise float8 training hands them to
@@ -324,8 +315,8 @@ TEST(TorchaoFloat8Training, BackwardOperandsTakeTheirAxisFromTheScale) {
   Tensor2f dx;
   const std::vector<int64_t> one = {1};
   emu::grouped_dgrad(dy, w, one, dx, emu::GemmOptions{});
-  EXPECT_EQ(f_bits(dx(0, 0)), f_bits(2.5f));
-  EXPECT_EQ(f_bits(dx(0, 1)), f_bits(40.0f));
+  EXPECT_EQ(f32_bits(dx(0, 0)), f32_bits(2.5f));
+  EXPECT_EQ(f32_bits(dx(0, 1)), f32_bits(40.0f));
 
   const std::vector<QuantizedTensor> gy = {layout::from_torchao_float8_training(
       Format::E4M3, {2, 2}, Bytes{0x38, 0x40, 0x44, 0x38}, {1, 2}, std::vector<float>{0.5f, 2})};
@@ -334,8 +325,8 @@ TEST(TorchaoFloat8Training, BackwardOperandsTakeTheirAxisFromTheScale) {
   Tensor3f dw;
   const std::vector<int64_t> two = {2};
   emu::grouped_wgrad(gy, gx, two, dw, emu::GemmOptions{});
-  EXPECT_EQ(f_bits(dw(0, 0, 0)), f_bits(14.0f));
-  EXPECT_EQ(f_bits(dw(0, 0, 1)), f_bits(32.0f));
-  EXPECT_EQ(f_bits(dw(0, 1, 0)), f_bits(2.0f));
-  EXPECT_EQ(f_bits(dw(0, 1, 1)), f_bits(6.0f));
+  EXPECT_EQ(f32_bits(dw(0, 0, 0)), f32_bits(14.0f));
+  EXPECT_EQ(f32_bits(dw(0, 0, 1)), f32_bits(32.0f));
+  EXPECT_EQ(f32_bits(dw(0, 1, 0)), f32_bits(2.0f));
+  EXPECT_EQ(f32_bits(dw(0, 1, 1)), f32_bits(6.0f));
 }
