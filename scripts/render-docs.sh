@@ -29,13 +29,13 @@ SHORT=(--set run.max_steps=30 --set "trace.snapshot_steps=[2]")
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 render() { xvfb-run -a -s "-screen 0 1280x800x24" env QT_QPA_PLATFORM=xcb "$INSPECTOR" --render "$@" -o "$OUT"; }
-render "$DEFAULT" --views curves,quant,data --step 300 --layer fc1 --tensor w --dataset /train/tokens_per_expert
+render "$DEFAULT" --views curves,quant,data --row 300 --layer fc1 --tensor w --dataset /train/tokens_per_expert
 # the report's overview across layers (what `mxsim report` writes as overview-sqnr.png)
 render "$DEFAULT" --views overview
 # the oscillation view on a watched element (trace.watch_elements: its timeline has every step)
-render "$DEFAULT" --views osc --step 300 --layer fc1 --expert 0 --element 0,1
-render "$DEFAULT" --views accum --step 300 --layer fc1 --expert 2
-render build/docs/short_a.h5 build/docs/short_b.h5 --views compare --step 1 --layer fc1 --expert 6 \
+render "$DEFAULT" --views osc --row 300 --layer fc1 --expert 0 --element 0,1
+render "$DEFAULT" --views accum --row 300 --layer fc1 --expert 2
+render build/docs/short_a.h5 build/docs/short_b.h5 --views compare --row 1 --layer fc1 --expert 6 \
   --dataset /snap/fc1/master
 # file names of --render: view, layer, tensor
 cp "$OUT/curves.png" docs/images/inspector-curves.png
