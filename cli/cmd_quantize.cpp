@@ -26,6 +26,7 @@
 #include "mxsim/io/atomic_output.hpp"
 #include "mxsim/io/npy.hpp"
 #include "mxsim/io/safetensors.hpp"
+#include "mxsim/layouts.hpp"
 #include "mxsim/quant_spec.hpp"
 #include "tensor_io.hpp"
 
@@ -131,17 +132,9 @@ void finish_torchao(Result& r, const QuantizedTensor& q, size_t rank, Outputs& o
   const bool training = q.spec.scale_convention == ScaleConvention::TorchaoTraining;
   const size_t nbr = r.nbr, nbc = r.nbc;
   if (q.transposed) {  // storage [G, C, R] -> logical [G, R, C]; scales [G, C, nbc] -> [G, nbc, C]
-    std::vector<uint8_t> d(o.data.size());
-    for (size_t g = 0; g < G; ++g)
-      for (size_t c = 0; c < C; ++c)
-        for (size_t row = 0; row < R; ++row) d[(g * R + row) * C + c] = o.data[(g * C + c) * R + row];
-    o.data = std::move(d);
+    o.data = layout::transpose_groups<uint8_t>(o.data, G, C, R);
     if (!r.blocks.empty()) r.storage_scale_inv = o.scale_inv;
-    std::vector<float> sc(o.scale_inv.size());
-    for (size_t g = 0; g < G; ++g)
-      for (size_t c = 0; c < nbr; ++c)
-        for (size_t j = 0; j < nbc; ++j) sc[(g * nbc + j) * nbr + c] = o.scale_inv[(g * nbr + c) * nbc + j];
-    o.scale_inv = std::move(sc);
+    o.scale_inv = layout::transpose_groups<float>(o.scale_inv, G, nbr, nbc);
   }
   const size_t lr = q.transposed ? nbc : nbr, lc = q.transposed ? nbr : nbc;  // logical scale grid per group
   std::vector<size_t> dshape = rank == 3 ? std::vector<size_t>{G, R, C} : rank == 2 ? std::vector<size_t>{R, C}

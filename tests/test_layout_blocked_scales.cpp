@@ -122,3 +122,17 @@ TEST(TePaddedScales, PoisonedPaddingNeverReachesTheTensor) {
   ASSERT_EQ(qc.scale_bytes.size(), K);  // transposed storage [K, 1]
   for (size_t c = 0; c < K; ++c) EXPECT_EQ(qc.scale_bytes(0, c, 0), 100 + c % 50) << c;
 }
+
+// layout::transpose_groups, hand-written: two groups of [2, 3]
+//   g0 = [[1 2 3] [4 5 6]], g1 = [[7 8 9] [10 11 12]]
+// become [3, 2] each: [[1 4] [2 5] [3 6]], [[7 10] [8 11] [9 12]]; twice is the identity;
+// a size that is not groups x rows x cols is refused.
+TEST(TransposeGroups, TwoGroupsByHandAndWrongSizes) {
+  const std::vector<uint8_t> src = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  const std::vector<uint8_t> want = {1, 4, 2, 5, 3, 6, 7, 10, 8, 11, 9, 12};
+  const std::vector<uint8_t> t = layout::transpose_groups<uint8_t>(src, 2, 2, 3);
+  EXPECT_EQ(t, want);
+  EXPECT_EQ(layout::transpose_groups<uint8_t>(t, 2, 3, 2), src);
+  EXPECT_THROW(layout::transpose_groups<uint8_t>(src, 2, 3, 3), std::invalid_argument);
+  EXPECT_THROW(layout::transpose_groups<uint8_t>(src, size_t(1) << 62, 4, 4), std::invalid_argument);  // overflows
+}

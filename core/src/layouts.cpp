@@ -258,9 +258,8 @@ QuantizedTensor from_te_mxfp8(Format elem, bool columnwise, const std::vector<si
     return from_mxsim(mx_spec(elem, 1, 32), 1, M, K, false, data, sc, {});
   }
   // Columnwise: mxsim stores such blocks transposed ([K, M], blocks along each storage row).
-  std::vector<uint8_t> dt(M * K), sc(K * cdiv(M, 32));
-  for (size_t r = 0; r < M; ++r)
-    for (size_t c = 0; c < K; ++c) dt[c * M + r] = data[r * K + c];
+  const std::vector<uint8_t> dt = transpose_groups(data, 1, M, K);
+  std::vector<uint8_t> sc(K * cdiv(M, 32));
   const size_t nb = cdiv(M, 32);
   for (size_t b = 0; b < nb; ++b)
     for (size_t c = 0; c < K; ++c) sc[c * nb + b] = scale[b * ss[1] + c];
@@ -370,13 +369,7 @@ QuantizedTensor torchao_fp8(Format elem, const std::vector<size_t>& qs, std::spa
   for (size_t g = 0; g < G; ++g)
     for (size_t i = 0; i < nbr; ++i)
       for (size_t j = 0; j < nbc; ++j) v[(g * nbr + i) * nbc + j] = col ? at(g, j, i) : at(g, i, j);
-  std::vector<uint8_t> dt;
-  if (col) {
-    dt.resize(nq);
-    for (size_t g = 0; g < G; ++g)
-      for (size_t r = 0; r < R; ++r)
-        for (size_t k = 0; k < K; ++k) dt[(g * K + k) * R + r] = qdata[(g * R + r) * K + k];
-  }
+  const std::vector<uint8_t> dt = col ? transpose_groups(qdata, G, R, K) : std::vector<uint8_t>{};
   QuantizedTensor q = from_mxsim(s, G, R, K, col, col ? std::span<const uint8_t>(dt) : qdata, {}, v);
   q.fp32_scale_use = training ? Fp32ScaleUse::DivideByScale : Fp32ScaleUse::MultiplyScaleInv;
   return q;

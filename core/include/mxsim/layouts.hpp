@@ -81,11 +81,32 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "mxsim/quantized_tensor.hpp"
 
 namespace mxsim::layout {
+
+/// The transposes of `groups` row-major [rows, cols] matrices stored one after
+/// another in `src`: each group's [cols, rows] transpose, in the same order.
+/// Between a logical layout and mxsim's storage of blocks that run down the
+/// columns (QuantizedTensor::transposed), either way. Throws
+/// std::invalid_argument unless src.size() == groups x rows x cols.
+template <class T>
+std::vector<T> transpose_groups(std::span<const T> src, size_t groups, size_t rows, size_t cols) {
+  size_t n = 0;
+  if (__builtin_mul_overflow(groups, rows, &n) || __builtin_mul_overflow(n, cols, &n) || n != src.size())
+    throw std::invalid_argument("transpose_groups: " + std::to_string(src.size()) + " values for " +
+                                std::to_string(groups) + " x [" + std::to_string(rows) + ", " + std::to_string(cols) +
+                                "]");
+  std::vector<T> out(n);
+  for (size_t g = 0; g < groups; ++g)
+    for (size_t r = 0; r < rows; ++r)
+      for (size_t c = 0; c < cols; ++c) out[(g * cols + c) * rows + r] = src[(g * rows + r) * cols + c];
+  return out;
+}
 
 /// mxsim's own layout. `spec` gives elem, block shape (0 = whole extent) and
 /// scale kind; groups, rows, cols the logical shape; data and scales in
