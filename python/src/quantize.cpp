@@ -197,17 +197,16 @@ Format fp8_codes_format(const pyb::array& a, const std::optional<pyb::object>& e
   throw std::invalid_argument(std::string(what) + " is " + n + ": give elem_dtype (float8_e4m3fn, float8_e5m2) for "
                               "FP8 codes as bytes");
 }
-/// An FP32 scale array (torchao keeps its FP8 scales in float32); others are refused, not converted.
-std::span<const float> f32_scale_of(const pyb::array& a, const char* what) {
+/// An FP32 scale array, refused (not converted) in any other dtype: "<what> is <dtype>: float32
+/// <expected>" (TE's scale_inv, torchao's FP8 scales: both float32).
+std::span<const float> f32_of(const pyb::array& a, const char* what, const char* expected = "scale_inv expected") {
   if (!a.dtype().is(pyb::dtype::of<float>()))
-    throw std::invalid_argument(std::string(what) + " is " + dtype_name(a) + ": float32 expected (torchao's FP8 "
-                                "scales are float32; np.float32(...) for one value)");
+    throw std::invalid_argument(std::string(what) + " is " + dtype_name(a) + ": float32 " + expected);
   return {static_cast<const float*>(a.data()), size_t(a.size())};
 }
-std::span<const float> f32_of(const pyb::array& a, const char* what) {
-  if (!a.dtype().is(pyb::dtype::of<float>()))
-    throw std::invalid_argument(std::string(what) + " is " + dtype_name(a) + ": float32 scale_inv expected");
-  return {static_cast<const float*>(a.data()), size_t(a.size())};
+/// torchao's FP8 scales (float32 in torchao).
+std::span<const float> f32_scale_of(const pyb::array& a, const char* what) {
+  return f32_of(a, what, "expected (torchao's FP8 scales are float32; np.float32(...) for one value)");
 }
 
 }  // namespace
