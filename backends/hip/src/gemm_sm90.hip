@@ -547,7 +547,8 @@ __global__ void image_scales_kernel(const __grid_constant__ ImgBatch b) {
             // never -0 inside the range: see the kernel), which is the
             // contract's exact add of a zero product. Zero blocks (dead ReLU
             // features, masked gradients) sat at byte 0x00 and sent whole
-            // training-step wgrads to the exact-steps twin, 30x slower.
+            // training-step wgrads to the exact-steps twin (H200: 12.2 ms per
+            // launch against the fmaf kernel's 0.71).
             // The largest byte counts every block: an Inf s would make 0 * s NaN.
             if (e < lo && !block_is_zero(p, r, k, unsigned(J.K))) lo = e;
             hi = e > hi ? e : hi;
