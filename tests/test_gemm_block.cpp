@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -26,7 +27,11 @@ namespace {
 /// §5.3 literally on exact values: E = max(align, floor(log2|C|)), zeros as
 /// -126; each term and C truncated toward zero to a multiple of 2^(E - F);
 /// exact sum; RZ to e8m13 or FP32 (round_f32). Specials by exact arithmetic.
-float oracle_fused_group(const std::vector<Term>& terms, float c, int F, bool e8m13) {
+/// hopper: the Hopper BF16 edges instead (numerics.md §5.3; the terms'
+/// align already built with the -126 floor: exact_term): C aligns at
+/// max(floor(log2|C|), -126), zeros take no part in E (none at all: +0), a
+/// sum of magnitude >= 2^128 is +-Inf, a result that truncates to zero +0.
+float oracle_fused_group(const std::vector<Term>& terms, float c, int F, bool e8m13, bool hopper = false) {
   Ex cx = ex_from_float(c);
   Ex special = Ex::zero();
   bool any_special = false;
@@ -40,9 +45,16 @@ float oracle_fused_group(const std::vector<Term>& terms, float c, int F, bool e8
     any_special = true;
   }
   if (any_special) return round_f32(special, true, 23);
-  int E = cx.sig == 0 ? -126 : cx.exp + msb(abs(cx.sig));
-  for (const auto& t : terms) E = std::max(E, t.v.sig == 0 ? -126 : t.align);
-  const int lsb = E - F;
+  std::optional<int> E;
+  const auto take = [&](int e) { E = E ? std::max(*E, e) : e; };
+  if (cx.sig != 0) take(hopper ? std::max(cx.exp + int(msb(abs(cx.sig))), -126) : cx.exp + int(msb(abs(cx.sig))));
+  else if (!hopper) take(-126);
+  for (const auto& t : terms) {
+    if (t.v.sig != 0) take(t.align);
+    else if (!hopper) take(-126);
+  }
+  if (!E) return 0.0f;
+  const int lsb = *E - F;
   auto trunc = [&](const Ex& x) -> cpp_int {
     if (x.sig == 0) return 0;
     const cpp_int m = abs(x.sig);
@@ -53,7 +65,9 @@ float oracle_fused_group(const std::vector<Term>& terms, float c, int F, bool e8
   s.exp = lsb;
   s.sig = trunc(cx);
   for (const auto& t : terms) s.sig += trunc(t.v);
-  return round_f32(s, true, e8m13 ? 13 : 23);
+  if (hopper && s.sig != 0 && s.exp + int(msb(abs(s.sig))) >= 128) return s.sig < 0 ? -INFINITY : INFINITY;
+  const float r = round_f32(s, true, e8m13 ? 13 : 23);
+  return hopper && r == 0.0f ? 0.0f : r;
 }
 
 bool same_bits(float a, float b) {
@@ -84,11 +98,13 @@ float adversarial_float(std::mt19937& g) {
   }
 }
 
-Term exact_term(Format fa, uint32_t ca, Format fb, uint32_t cb, int scale_exp) {
+/// A product term; each element's alignment exponent at least align_floor
+/// (-126: a subnormal BF16 element aligns at its exponent field).
+Term exact_term(Format fa, uint32_t ca, Format fb, uint32_t cb, int scale_exp, int align_floor = -100000) {
   const FormatSpec a = spec_of(fa), b = spec_of(fb);
   Ex p = ex_mul(ex_elem(a, ca), ex_elem(b, cb));
   if (scale_exp != 0 && p.sp == Ex::Fin) p.exp += scale_exp;
-  return {p, elem_exp(a, ca) + elem_exp(b, cb) + scale_exp};
+  return {p, std::max(elem_exp(a, ca), align_floor) + std::max(elem_exp(b, cb), align_floor) + scale_exp};
 }
 
 }  // namespace
@@ -108,6 +124,8 @@ TEST(GemmBlock, FusedGroupMatchesExactArithmetic) {
     const bool specials = g() % 8 == 0;
     // Folded block scales as the matrix-unit models use them, or none.
     const int se = g() % 4 == 0 ? int(g() % 255) - 254 + int(g() % 3) * 100 : 0;
+    // BF16 groups take the Hopper edges (bf16-f25) half the time, unscaled.
+    const bool hopper = fa == Format::BF16 && g() % 2 == 0;
     std::vector<Term> t;
     for (int k = 0; k < n; ++k) {
       uint32_t ca = g() & ((1u << bits_a) - 1), cb = g() & ((1u << bits_b) - 1);
@@ -116,14 +134,14 @@ TEST(GemmBlock, FusedGroupMatchesExactArithmetic) {
         if (!std::isfinite(decode(fb, cb))) cb = 0;
       }
       if (g() % 5 == 0) ca = 0;  // zero products
-      t.push_back(exact_term(fa, ca, fb, cb, se));
+      t.push_back(hopper ? exact_term(fa, ca, fb, cb, 0, -126) : exact_term(fa, ca, fb, cb, se));
     }
     float c = g() % 3 == 0 ? 0.0f : adversarial_float(g);
     if (!specials && !std::isfinite(c)) c = -2.5f;
     const int F = fa == Format::BF16 ? 25 : (g() % 4 == 0 ? 25 : 13);
     const bool e8m13 = F == 13 && g() % 4 != 0;
-    const float want = oracle_fused_group(t, c, F, e8m13);
-    const float got = fused_group(t, c, F, e8m13);
+    const float want = oracle_fused_group(t, c, F, e8m13, hopper);
+    const float got = fused_group(t, c, F, e8m13, hopper ? mxsim::hd::hopper_bf16_edges() : mxsim::hd::mma_sim_edges());
     if (!same_bits(want, got) && bad++ < 10)
       ADD_FAILURE() << short_name(fa) << "x" << short_name(fb) << " n=" << n << " F=" << F << " e8m13=" << e8m13
                     << " c=" << std::hexfloat << c << " want " << want << " got " << got;
@@ -281,8 +299,10 @@ TEST(GemmPacked, FusedGroupMatchesExactArithmetic) {
         if (!std::isfinite(decode(sb, cb[k]))) cb[k] = 0;
       }
       if (g() % 5 == 0) ca[k] = 0;
-      t.push_back(exact_term(fa, ca[k], fb, cb[k], 0));
     }
+    // BF16 groups take the Hopper edges (bf16-f25) half the time.
+    const bool hopper = fa == Format::BF16 && g() % 2 == 0;
+    for (int k = 0; k < n; ++k) t.push_back(exact_term(fa, ca[k], fb, cb[k], 0, hopper ? -126 : -100000));
     float c = g() % 3 == 0 ? 0.0f : adversarial_float(g);
     if (!specials && !std::isfinite(c)) c = -2.5f;
     bool has_special = !std::isfinite(c);
@@ -291,10 +311,11 @@ TEST(GemmPacked, FusedGroupMatchesExactArithmetic) {
     special_groups += has_special;
     const int F = fa == Format::BF16 ? 25 : (g() % 4 == 0 ? 25 : 13);
     const bool e8m13 = F == 13 && g() % 4 != 0;
-    const float want = oracle_fused_group(t, c, F, e8m13);
+    const float want = oracle_fused_group(t, c, F, e8m13, hopper);
     const float got = hd::fused_group_packed(
         n, [&](int k) { return hd::pack_value(hd::exact_elem(sa, ca[k])); },
-        [&](int k) { return hd::pack_value(hd::exact_elem(sb, cb[k])); }, c, F, e8m13);
+        [&](int k) { return hd::pack_value(hd::exact_elem(sb, cb[k])); }, c, F, e8m13,
+        hopper ? hd::hopper_bf16_edges() : hd::mma_sim_edges());
     if (!same_bits(want, got) && bad++ < 10)
       ADD_FAILURE() << short_name(fa) << "x" << short_name(fb) << " n=" << n << " F=" << F << " e8m13=" << e8m13
                     << " c=" << std::hexfloat << c << " want " << want << " got " << got;

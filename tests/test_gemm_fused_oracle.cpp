@@ -87,9 +87,15 @@ float round_to(const Q& r, int p, Rnd mode) {
 
 float rne_fp32(const Q& r) { return round_to(r, 23, Rnd::RNE); }
 
+// The edges of §5.3's group: MMA-Sim's reading (the FP8 classes), or the Hopper BF16 group
+// as an H200 computes it (bf16-f25): a subnormal a, b or c aligns at -126, zeros take no part
+// in E, RZ from 2^128 on gives +-Inf, a sum that truncates to zero gives +0.
+enum class Edges { MmaSim, HopperBf16 };
+
 // §5.3: the truncated fused dot product of products a[k] b[k] and C, F fraction bits of
 // alignment, output RZ to p fraction bits (13: e8m13, 23: FP32).
-float fused_group(const std::vector<float>& a, const std::vector<float>& b, float c, int F, int p) {
+float fused_group(const std::vector<float>& a, const std::vector<float>& b, float c, int F, int p,
+                  Edges edges = Edges::MmaSim) {
   bool nan = std::isnan(c), pinf = false, ninf = false;
   auto inf = [&](bool negative) { (negative ? ninf : pinf) = true; };
   for (size_t k = 0; k < a.size(); ++k) {
@@ -103,12 +109,27 @@ float fused_group(const std::vector<float>& a, const std::vector<float>& b, floa
   if (nan || (pinf && ninf)) return NAN;
   if (pinf) return INFINITY;
   if (ninf) return -INFINITY;
-  int E = c == 0 ? -126 : elog2(c);  // a zero counts as -126 (MMA-Sim's placeholder)
-  for (size_t k = 0; k < a.size(); ++k) E = std::max(E, a[k] == 0 || b[k] == 0 ? -126 : elog2(a[k]) + elog2(b[k]));
+  const bool hopper = edges == Edges::HopperBf16;
+  const auto align = [&](float x) { return hopper ? std::max(elog2(x), -126) : elog2(x); };
+  bool seen = false;  // has any term taken part in E
+  int E = 0;
+  const auto take = [&](int e) {
+    E = seen ? std::max(E, e) : e;
+    seen = true;
+  };
+  if (c != 0) take(align(c));
+  else if (!hopper) take(-126);  // a zero counts as -126 (MMA-Sim's placeholder)
+  for (size_t k = 0; k < a.size(); ++k) {
+    if (a[k] != 0 && b[k] != 0) take(align(a[k]) + align(b[k]));
+    else if (!hopper) take(-126);
+  }
+  if (!seen) return 0.0f;  // every term zero
   const Q q = pow2(E - F);
   Q S = Q(trunc_div(rat(c), q)) * q;
   for (size_t k = 0; k < a.size(); ++k) S += Q(trunc_div(rat(a[k]) * rat(b[k]), q)) * q;
-  return round_to(S, p, Rnd::RZ);  // exact zero: +0
+  if (hopper && abs(S) >= pow2(128)) return S < 0 ? -INFINITY : INFINITY;
+  const float r = round_to(S, p, Rnd::RZ);  // exact zero: +0
+  return hopper && r == 0 ? 0.0f : r;
 }
 
 // acc (+) v * 2^sexp with one RNE, IEEE for non-finite operands (§5.4).
@@ -182,7 +203,7 @@ float oracle_bf16(const Tensor2f& x, const Tensor3f& w, size_t i, size_t g, size
       av.push_back(x(i, k));
       bv.push_back(w(g, j, k));
     }
-    acc = fused_group(av, bv, acc, 25, 23);
+    acc = fused_group(av, bv, acc, 25, 23, Edges::HopperBf16);
   }
   return acc;
 }
@@ -286,6 +307,37 @@ TEST(FusedOracle, HandComputedGroups) {
   EXPECT_EQ(fused_group({1}, {1}, 0x1p23f, 25, 23), 0x1p23f + 1);
   EXPECT_EQ(fused_group({3}, {1}, 0x1p24f, 25, 23), 0x1p24f + 2);
   EXPECT_EQ(fused_group({1.5f}, {1}, 0x1p26f, 25, 23), 0x1p26f);
+}
+
+// The Hopper BF16 edges (numerics.md §5.3) on hand-computed groups, each beside MMA-Sim's reading.
+TEST(FusedOracle, HopperBf16EdgesOnHandComputedGroups) {
+  constexpr Edges H = Edges::HopperBf16;
+  // A subnormal 2^-130 aligns at -126: times 2^20 it sets E = -106 (MMA-Sim: -110), so a
+  // second product 2^-132 falls below the quantum 2^-131 and is truncated away.
+  EXPECT_EQ(fused_group({0x1p-130f, 0x1p-66f}, {0x1p20f, 0x1p-66f}, 0, 25, 23, H), 0x1p-110f);
+  EXPECT_EQ(fused_group({0x1p-130f, 0x1p-66f}, {0x1p20f, 0x1p-66f}, 0, 25, 23), 0x1p-110f + 0x1p-132f);
+  // Zeros take no part in E: a product 2^-140 and eight of 2^-152 with C = 0 give E = -140
+  // (quantum 2^-165) and the eight sum to 2^-149, FP32's smallest step; MMA-Sim's -126 for the
+  // zero C sets the quantum 2^-151 and truncates each of them away.
+  const std::vector<float> a9 = {0x1p-70f, 0x1p-76f, 0x1p-76f, 0x1p-76f, 0x1p-76f, 0x1p-76f, 0x1p-76f, 0x1p-76f, 0x1p-76f};
+  EXPECT_EQ(fused_group(a9, a9, 0, 25, 23, H), 0x1p-140f + 0x1p-149f);
+  EXPECT_EQ(fused_group(a9, a9, 0, 25, 23), 0x1p-140f);
+  // A sum that truncates to zero is +0; MMA-Sim keeps its sign (-2^-150 is two units of its
+  // quantum 2^-151, then below FP32's 2^-149: -0).
+  EXPECT_EQ(std::bit_cast<uint32_t>(fused_group({-0x1p-75f}, {0x1p-75f}, 0, 25, 23, H)), 0u);
+  EXPECT_EQ(std::bit_cast<uint32_t>(fused_group({-0x1p-75f}, {0x1p-75f}, 0, 25, 23)), 0x80000000u);
+  // RZ overflow: +-Inf (MMA-Sim: the largest finite value), and later groups see an Inf C.
+  EXPECT_EQ(fused_group({0x1p127f, 0x1p127f}, {1.5f, 1.5f}, 0, 25, 23, H), INFINITY);
+  EXPECT_EQ(fused_group({-0x1p127f, -0x1p127f}, {1.5f, 1.5f}, 0, 25, 23, H), -INFINITY);
+  EXPECT_EQ(fused_group({0x1p127f, 0x1p127f}, {1.5f, 1.5f}, 0, 25, 23), std::bit_cast<float>(0x7F7FFFFFu));
+  // A subnormal C aligns at -126 too: C = 2^-130 beside sixteen products 2^-153 sets the
+  // quantum 2^-151 and truncates them away; MMA-Sim's E = -130 (quantum 2^-155) keeps them
+  // and their sum 2^-149 lands on FP32's grid.
+  const std::vector<float> a16(16, 0x1p-76f), b16(16, 0x1p-77f);
+  EXPECT_EQ(fused_group(a16, b16, 0x1p-130f, 25, 23, H), 0x1p-130f);
+  EXPECT_EQ(fused_group(a16, b16, 0x1p-130f, 25, 23), 0x1p-130f + 0x1p-149f);
+  // All terms zero, C = -0: +0.
+  EXPECT_EQ(std::bit_cast<uint32_t>(fused_group({0.0f, -0.0f}, {1, 1}, -0.0f, 25, 23, H)), 0u);
 }
 
 // mx-f13: FP8 and FP6 pairs (E2M1 enters as its E4M3 image), ragged K, two groups; NaN and Inf

@@ -145,9 +145,11 @@ struct Term {
 /// The truncated fused dot-product group (docs/numerics.md §5.3) over exact
 /// terms: hd::fused_group of core/include/mxsim/hd/gemm_block.hpp, the one
 /// definition the reference, the fast paths' exact fallback, the matrix-unit
-/// models and the GPU kernels share. The terms' significands are products of
+/// models and the GPU kernels share (terms' alignment exponents already at
+/// least x.align_floor). The terms' significands are products of
 /// element significands (below 2^48), so they fit the int64 of hd::ExactVal.
-inline float fused_group(const std::vector<Term>& terms, float c, int F, bool e8m13) {
+inline float fused_group(const std::vector<Term>& terms, float c, int F, bool e8m13,
+                         hd::FusedEdges x = hd::mma_sim_edges()) {
   auto term_at = [&](int k) {
     const Term& t = terms[size_t(k)];
     hd::Term h;
@@ -163,7 +165,7 @@ inline float fused_group(const std::vector<Term>& terms, float c, int F, bool e8
     }
     return h;
   };
-  return hd::fused_group(int(terms.size()), term_at, c, F, e8m13);
+  return hd::fused_group(int(terms.size()), term_at, c, F, e8m13, x);
 }
 
 }  // namespace mxsim::emu::gemm

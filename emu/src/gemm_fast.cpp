@@ -53,8 +53,9 @@ Decoded decode_panel(const Panel& p) {
   return d;
 }
 
-/// RZ of S * 2^lsb to `frac` fraction bits (FP32 range; overflow -> max finite).
-inline float rz_scaled(int64_t S, int lsb, int frac) {
+/// RZ of S * 2^lsb to `frac` fraction bits (FP32 range; the ends as
+/// hd::rz_to_frac with x's flags).
+inline float rz_scaled(int64_t S, int lsb, int frac, const hd::FusedEdges& x) {
   if (S == 0) return 0.0f;
   const bool neg = S < 0;
   uint64_t m = neg ? uint64_t(-S) : uint64_t(S);
@@ -65,21 +66,29 @@ inline float rz_scaled(int64_t S, int lsb, int frac) {
   const uint64_t kept = shift > 0 ? (shift >= 64 ? 0 : m >> shift) : m << -shift;
   const double d = std::ldexp(double(kept), q);
   const double maxf = std::ldexp(double((uint64_t(1) << (frac + 1)) - 1), 127 - frac);
-  const float r = d > maxf ? float(maxf) : float(d);
+  if (d == 0.0 && x.underflow_pos) return 0.0f;
+  const float r = d > maxf ? (x.overflow_inf ? INFINITY : float(maxf)) : float(d);
   return neg ? -r : r;
 }
 
-/// Fused group over k in [k0, k1) with accumulator input c (finite operands only).
-inline float fused_fast(const Decoded& a, size_t ia, const Decoded& b, size_t ib, size_t n, float c, int F, bool e8m13) {
-  int E = c == 0.0f ? -126 : std::ilogb(c);
+/// Fused group over k in [k0, k1) with accumulator input c (finite operands
+/// only), edges x (hd::fused_group). Products are exact in double (at most
+/// 16 significant bits, exponents above -300), and so are their scaled
+/// values: 2^(F - E) stays below 2^350.
+inline float fused_fast(const Decoded& a, size_t ia, const Decoded& b, size_t ib, size_t n, float c, int F, bool e8m13,
+                        const hd::FusedEdges& x) {
+  const int zero_e = x.zeros_in_max ? -126 : hd::kNoTerm;
+  const auto al = [&](int e) { return std::max(e, x.align_floor); };
+  int E = c == 0.0f ? zero_e : al(std::ilogb(c));
   for (size_t k = 0; k < n; ++k) {
     const double p = a.v[ia + k] * b.v[ib + k];
-    E = std::max(E, p == 0 ? -126 : a.e[ia + k] + b.e[ib + k]);
+    E = std::max(E, p == 0 ? zero_e : al(a.e[ia + k]) + al(b.e[ib + k]));
   }
+  if (E == hd::kNoTerm) return 0.0f;  // every term is zero
   const double sc = std::ldexp(1.0, F - E);
   int64_t S = int64_t(double(c) * sc);  // truncation toward zero
   for (size_t k = 0; k < n; ++k) S += int64_t(a.v[ia + k] * b.v[ib + k] * sc);
-  return rz_scaled(S, E - F, e8m13 ? 13 : 23);
+  return rz_scaled(S, E - F, e8m13 ? 13 : 23, x);
 }
 
 bool any_sp(const Decoded& a, size_t ia, const Decoded& b, size_t ib, size_t n) {
@@ -88,13 +97,14 @@ bool any_sp(const Decoded& a, size_t ia, const Decoded& b, size_t ib, size_t n) 
   return false;
 }
 
-float fused_exact(const Panel& A, size_t i, const Panel& B, size_t j, size_t k0, size_t k1, float c, int F, bool e8m13) {
+float fused_exact(const Panel& A, size_t i, const Panel& B, size_t j, size_t k0, size_t k1, float c, int F, bool e8m13,
+                  const hd::FusedEdges& x) {
   const FormatSpec fa = spec_of(A.elem), fb = spec_of(B.elem);
   std::vector<Term> t;
   for (size_t k = k0; k < k1; ++k)
     t.push_back({ex_mul(ex_elem(fa, A.c(i, k)), ex_elem(fb, B.c(j, k))),
-                 elem_exp(fa, A.c(i, k)) + elem_exp(fb, B.c(j, k))});
-  return fused_group(t, c, F, e8m13);
+                 std::max(elem_exp(fa, A.c(i, k)), x.align_floor) + std::max(elem_exp(fb, B.c(j, k)), x.align_floor)});
+  return fused_group(t, c, F, e8m13, x);
 }
 
 int int_shift(Format f) { return f == Format::E2M1 ? 1 : 3; }  // v * 2^shift is an integer
@@ -148,10 +158,13 @@ void scalar_element(Kind kind, const Panel& A, const Panel& B, const Decoded& da
   float& o = out.p[i * out.ld + j];
   float acc = accumulate ? o : 0.0f;
   const bool sp = da.row_sp[i] | db.row_sp[j];
+  // The edges of the class's group (hd::FusedEdges): bf16-f25 is the
+  // measured Hopper BF16 group, the FP8 classes MMA-Sim's reading.
+  const hd::FusedEdges x = kind == Kind::Bf16 ? hd::hopper_bf16_edges() : hd::mma_sim_edges();
   auto group = [&](size_t k0, size_t k1, float c, int F, bool e8) {
-    if (sp && any_sp(da, i * K + k0, db, j * K + k0, k1 - k0)) return fused_exact(A, i, B, j, k0, k1, c, F, e8);
-    if (!std::isfinite(c)) return fused_exact(A, i, B, j, k0, k1, c, F, e8);
-    return fused_fast(da, i * K + k0, db, j * K + k0, k1 - k0, c, F, e8);
+    if (sp && any_sp(da, i * K + k0, db, j * K + k0, k1 - k0)) return fused_exact(A, i, B, j, k0, k1, c, F, e8, x);
+    if (!std::isfinite(c)) return fused_exact(A, i, B, j, k0, k1, c, F, e8, x);
+    return fused_fast(da, i * K + k0, db, j * K + k0, k1 - k0, c, F, e8, x);
   };
   switch (kind) {
     case Kind::MxF13:

@@ -152,14 +152,43 @@ MXSIM_HD inline int exact_log2(const ExactVal& v) {
   return v.exp + msb64(uint64_t(v.sig < 0 ? -v.sig : v.sig));
 }
 
+/// The edges of a fused group, where readings of the hardware differ
+/// (numerics.md §5.3): where a subnormal input aligns, whether zeros take
+/// part in E, and what the RZ gives at the two ends of the FP32 range.
+struct FusedEdges {
+  int align_floor;     ///< a finite input's alignment exponent is at least this; kNoAlignFloor: floor(log2 |x|)
+  bool zeros_in_max;   ///< zero products and a zero C count as -126 in E; false: they take no part
+  bool overflow_inf;   ///< a result of magnitude >= 2^128 is +-Inf; false: the largest finite value
+  bool underflow_pos;  ///< a non-zero sum that truncates to zero is +0; false: a zero of its sign
+};
+constexpr int kNoAlignFloor = -(1 << 20);
+/// E before any input is seen (no input takes part): every term is zero.
+constexpr int kNoTerm = -(1 << 22);
+
+/// MMA-Sim's reading (arXiv:2511.10909, mmasim/simulator/arithmetic.py):
+/// subnormals normalized, zeros at the placeholder -126, RZ overflow to the
+/// largest finite value. The FP8 classes (mx-f13, fp8-chunk128), where
+/// these edges cannot change a result (their elements' products are at least
+/// 2^-32 and their sums below 2^24) except for subnormal E4M3 / E5M2 elements,
+/// which are not probed on the silicon yet.
+MXSIM_HD constexpr FusedEdges mma_sim_edges() { return {kNoAlignFloor, true, false, false}; }
+
+/// Hopper wgmma BF16 as an H200 computes it (mxsim_gpu_wgmma_probe,
+/// 2026-12-02; docs/numerics.md §5.3): a subnormal BF16 element or FP32 C
+/// aligns at -126, its exponent field, not at floor(log2 |x|); zeros take no
+/// part in E; |result| >= 2^128 is +-Inf; a sum that truncates to zero is +0.
+/// The class bf16-f25.
+MXSIM_HD constexpr FusedEdges hopper_bf16_edges() { return {-126, false, true, true}; }
+
 /// One product of a fused group: its exact value and its alignment exponent
-/// e(a) + e(b) (numerics.md §5.3; not floor(log2 |a b|), which may be one more).
+/// e(a) + e(b) (numerics.md §5.3; not floor(log2 |a b|), which may be one more),
+/// each e at least `align_floor` (FusedEdges).
 struct Term {
   ExactVal v;
   int align = -126;
 };
 
-MXSIM_HD inline Term product_term(const ExactVal& a, const ExactVal& b) {
+MXSIM_HD inline Term product_term(const ExactVal& a, const ExactVal& b, int align_floor = kNoAlignFloor) {
   Term t;
   if (a.kind == ExKind::NaN || b.kind == ExKind::NaN) {
     t.v.kind = ExKind::NaN;
@@ -175,7 +204,8 @@ MXSIM_HD inline Term product_term(const ExactVal& a, const ExactVal& b) {
   }
   t.v.sig = a.sig * b.sig;
   t.v.exp = a.exp + b.exp;
-  t.align = exact_log2(a) + exact_log2(b);
+  const int ea = exact_log2(a), eb = exact_log2(b);
+  t.align = (ea > align_floor ? ea : align_floor) + (eb > align_floor ? eb : align_floor);
   return t;
 }
 
@@ -197,50 +227,65 @@ MXSIM_HD inline int64_t trunc_units(const ExactVal& v, int lsb) {
 /// S * 2^lsb rounded toward zero to `frac` fraction bits in FP32's exponent
 /// range (frac = 23: FP32 with its subnormals; 13: e8m13, subnormal quantum
 /// 2^-139). Exact zero is +0; a non-zero value below the quantum is a zero of
-/// its sign; beyond the range, the largest finite value of that precision.
-MXSIM_HD inline float rz_to_frac(int64_t S, int lsb, int frac) {
+/// its sign (+0 with underflow_pos); from 2^128 on, the largest finite value
+/// of that precision (+-Inf with overflow_inf).
+MXSIM_HD inline float rz_to_frac(int64_t S, int lsb, int frac, bool overflow_inf = false, bool underflow_pos = false) {
   if (S == 0) return 0.0f;
   const uint32_t sign = S < 0 ? 0x80000000u : 0u;
   const uint64_t m = uint64_t(S < 0 ? -S : S);
   const int e = lsb + msb64(m);
   const int drop = 23 - frac;
-  if (e > 127) return f32_from_bits(sign | (0x7F7FFFFFu & ~((1u << drop) - 1u)));
+  if (e > 127) return f32_from_bits(sign | (overflow_inf ? 0x7F800000u : 0x7F7FFFFFu & ~((1u << drop) - 1u)));
   const int q = (e > -126 ? e : -126) - frac;  // exponent of one unit of the result
   const int shift = q - lsb;
   const uint64_t kept = shift > 0 ? (shift >= 64 ? 0 : m >> shift) : m << -shift;
-  if (kept == 0) return f32_from_bits(sign);
+  if (kept == 0) return f32_from_bits(underflow_pos ? 0u : sign);
   if (e >= -126)  // normal: kept has its top bit at position frac
     return f32_from_bits(sign | (uint32_t(e + 127) << 23) | (uint32_t(kept - (uint64_t(1) << frac)) << drop));
   return f32_from_bits(sign | (uint32_t(kept) << drop));  // subnormal: kept * 2^-149 after the shift
 }
 
+/// The alignment exponent of the FP32 input c of a fused group (finite):
+/// floor(log2 |c|) but at least x.align_floor; a zero c: -126, or kNoTerm
+/// where zeros take no part.
+MXSIM_HD inline int c_align(const ExactVal& cx, const FusedEdges& x) {
+  if (cx.sig == 0) return x.zeros_in_max ? -126 : kNoTerm;
+  const int e = exact_log2(cx);
+  return e > x.align_floor ? e : x.align_floor;
+}
+
 /// The truncated fused dot-product group (MMA-Sim; numerics.md §5.3): n
-/// products term_at(0 .. n-1) and the FP32 input c. E = max of the products'
-/// alignment exponents and floor(log2 |c|), zeros counting as -126; every
-/// product and c truncated toward zero to a multiple of 2^(E - F), summed
-/// exactly, rounded toward zero to e8m13 (e8m13) or FP32. Specials: a NaN,
-/// Inf x 0, or +Inf with -Inf give NaN; otherwise an Inf gives that Inf.
-/// term_at is called twice per product (one pass for E, one for the sum).
+/// products term_at(0 .. n-1) (their alignment exponents built with
+/// x.align_floor: product_term) and the FP32 input c. E = max of the
+/// products' alignment exponents and c's (zeros: FusedEdges); every product
+/// and c truncated toward zero to a multiple of 2^(E - F), summed exactly,
+/// rounded toward zero to e8m13 (e8m13) or FP32 (ends: FusedEdges); all
+/// terms zero gives +0. Specials: a NaN, Inf x 0, or +Inf with -Inf give
+/// NaN; otherwise an Inf gives that Inf. term_at is called twice per
+/// product (one pass for E, one for the sum).
 template <class TermAt>
-MXSIM_HD inline float fused_group(int n, const TermAt& term_at, float c, int F, bool e8m13) {
+MXSIM_HD inline float fused_group(int n, const TermAt& term_at, float c, int F, bool e8m13,
+                                  FusedEdges x = mma_sim_edges()) {
   const ExactVal cx = exact_of_float(c);
   bool nan = cx.kind == ExKind::NaN, pinf = cx.kind == ExKind::PosInf, ninf = cx.kind == ExKind::NegInf;
-  int E = cx.kind == ExKind::Finite ? exact_log2(cx) : -126;
+  const int zero_e = x.zeros_in_max ? -126 : kNoTerm;
+  int E = cx.kind == ExKind::Finite ? c_align(cx, x) : zero_e;
   for (int k = 0; k < n; ++k) {
     const Term t = term_at(k);
     nan |= t.v.kind == ExKind::NaN;
     pinf |= t.v.kind == ExKind::PosInf;
     ninf |= t.v.kind == ExKind::NegInf;
-    const int ek = t.v.sig != 0 ? t.align : -126;  // a zero product counts as -126 too
+    const int ek = t.v.sig != 0 ? t.align : zero_e;
     if (t.v.kind == ExKind::Finite && ek > E) E = ek;
   }
   if (nan || (pinf && ninf)) return f32_from_bits(kCanonicalNan32);
   if (pinf) return f32_from_bits(0x7F800000u);
   if (ninf) return f32_from_bits(0xFF800000u);
+  if (E == kNoTerm) return 0.0f;  // every term is zero: the exact zero
   const int lsb = E - F;
   int64_t S = trunc_units(cx, lsb);
   for (int k = 0; k < n; ++k) S += trunc_units(term_at(k).v, lsb);
-  return rz_to_frac(S, lsb, e8m13 ? 13 : 23);
+  return rz_to_frac(S, lsb, e8m13 ? 13 : 23, x.overflow_inf, x.underflow_pos);
 }
 
 // ---- accumulator steps -----------------------------------------------------
@@ -345,10 +390,13 @@ MXSIM_HD inline float fp8_chunk128_dot(float acc, size_t K, const FormatSpec& fa
 template <class RowA, class RowB>
 MXSIM_HD inline float bf16_f25_dot(float acc, size_t K, const RowA& a, const RowB& b) {
   const FormatSpec f = spec_of(Format::BF16);
+  constexpr FusedEdges x = hopper_bf16_edges();
   for (size_t q = 0; q < K; q += 16) {
     const int n = int((K < q + 16 ? K : q + 16) - q);
-    const auto term = [&](int t) { return product_term(exact_elem(f, a.code(q + t)), exact_elem(f, b.code(q + t))); };
-    acc = fused_group(n, term, acc, 25, false);
+    const auto term = [&](int t) {
+      return product_term(exact_elem(f, a.code(q + t)), exact_elem(f, b.code(q + t)), x.align_floor);
+    };
+    acc = fused_group(n, term, acc, 25, false, x);
   }
   return acc;
 }

@@ -4,7 +4,7 @@
 // instructions instead of a decode, an ExactVal and 64-bit shifts.
 //
 // The result is hd::fused_group's, bit for bit: the same E (the products'
-// alignment exponents and floor(log2 |c|), zeros as -126), the same
+// alignment exponents and c's, with the same FusedEdges), the same
 // truncation of every term and of c to a multiple of 2^(E - F), the same
 // exact sum and rounding (hd::rz_to_frac). A group with a special (a NaN or
 // Inf element or c) takes hd::fused_group itself. tests/test_gemm_block.cpp
@@ -76,12 +76,18 @@ MXSIM_HD inline int msb32(uint32_t v) {
 #endif
 }
 
+/// floor(log2 |v|) of a packed non-zero finite value, at least align_floor.
+MXSIM_HD inline int packed_exp(PackedVal v, int align_floor) {
+  const int e = v.exp + msb32(uint32_t(v.sig < 0 ? -v.sig : v.sig));
+  return e > align_floor ? e : align_floor;
+}
+
 /// The alignment exponent of a product of two packed finite values
-/// (floor(log2 |a|) + floor(log2 |b|), as hd::product_term), -126 when the
-/// product is zero (hd::fused_group's rule for zero products).
-MXSIM_HD inline int packed_align(PackedVal a, PackedVal b, int32_t prod) {
-  if (prod == 0) return -126;
-  return a.exp + msb32(uint32_t(a.sig < 0 ? -a.sig : a.sig)) + b.exp + msb32(uint32_t(b.sig < 0 ? -b.sig : b.sig));
+/// (e(a) + e(b), as hd::product_term with x.align_floor); a zero product's
+/// is -126, or kNoTerm where zeros take no part (hd::fused_group).
+MXSIM_HD inline int packed_align(PackedVal a, PackedVal b, int32_t prod, const FusedEdges& x) {
+  if (prod == 0) return x.zeros_in_max ? -126 : kNoTerm;
+  return packed_exp(a, x.align_floor) + packed_exp(b, x.align_floor);
 }
 
 /// sign(prod) * floor(|prod| * 2^(exp - lsb)): trunc_units of the product.
@@ -95,29 +101,33 @@ MXSIM_HD inline int64_t packed_trunc(int32_t prod, int exp, int lsb) {
   return prod < 0 ? -int64_t(r) : int64_t(r);
 }
 
-/// hd::fused_group(n, products of a(k) and b(k), c, F, e8m13) for elements
-/// given packed: a(k), b(k) return PackedVal for k < n.
+/// hd::fused_group(n, products of a(k) and b(k), c, F, e8m13, x) for
+/// elements given packed: a(k), b(k) return PackedVal for k < n.
 template <class A, class B>
-MXSIM_HD inline float fused_group_packed(int n, const A& a, const B& b, float c, int F, bool e8m13) {
+MXSIM_HD inline float fused_group_packed(int n, const A& a, const B& b, float c, int F, bool e8m13,
+                                         FusedEdges x = mma_sim_edges()) {
   const ExactVal cx = exact_of_float(c);
   bool special = cx.kind != ExKind::Finite;
-  int E = special ? -126 : exact_log2(cx);
+  int E = special ? -126 : c_align(cx, x);
   for (int k = 0; k < n; ++k) {
     const PackedVal pa = a(k), pb = b(k);
     special |= pa.exp == kPackedSpecial || pb.exp == kPackedSpecial;
     const int32_t prod = int32_t(pa.sig) * int32_t(pb.sig);
-    const int ek = packed_align(pa, pb, prod);
+    const int ek = packed_align(pa, pb, prod, x);
     E = ek > E ? ek : E;
   }
   if (special)  // rare: the generic group decides NaN / Inf (and nothing else can happen)
-    return fused_group(n, [&](int k) { return product_term(unpack_value(a(k)), unpack_value(b(k))); }, c, F, e8m13);
+    return fused_group(
+        n, [&](int k) { return product_term(unpack_value(a(k)), unpack_value(b(k)), x.align_floor); }, c, F, e8m13,
+        x);
+  if (E == kNoTerm) return 0.0f;  // every term is zero
   const int lsb = E - F;
   int64_t S = trunc_units(cx, lsb);
   for (int k = 0; k < n; ++k) {
     const PackedVal pa = a(k), pb = b(k);
     S += packed_trunc(int32_t(pa.sig) * int32_t(pb.sig), pa.exp + pb.exp, lsb);
   }
-  return rz_to_frac(S, lsb, e8m13 ? 13 : 23);
+  return rz_to_frac(S, lsb, e8m13 ? 13 : 23, x.overflow_inf, x.underflow_pos);
 }
 
 }  // namespace mxsim::hd
