@@ -210,12 +210,12 @@ void run_pair(const Pair& p, std::mt19937& g, int trial, bool specials) {
                     what + (ob ? " bf16-out" : " fp32-out") + (lanes_to_small ? " small-tile" : kKernel[int(gp.kernel)]),
                     [&](float* out) { run_gpu(out, gp); });
           // A forced Wgmma runs the tensor-core kernels wherever they meet
-          // the contract (an H100/H200, mx-exact E2M1 x E2M1), never silently
-          // the tiled ones; every other pair runs the tiled kernels.
+          // the contract (an H100/H200; mx-exact E2M1 x E2M1, bf16-f25), never
+          // silently the tiled ones; every other pair runs the tiled kernels.
           const hip::GemmLaunchCounts after = hip::gemm_launch_counts();
           if (gp.kernel == hip::GemmKernel::Wgmma && after.tiled + after.wgmma > before.tiled + before.wgmma) {
             const bool e2m1 = sa.elem == Format::E2M1 && sw.elem == Format::E2M1;
-            const bool eligible = sm90() && cls == hd::GemmClass::MxExact && e2m1;
+            const bool eligible = sm90() && ((cls == hd::GemmClass::MxExact && e2m1) || bf16);
             EXPECT_EQ(after.wgmma > before.wgmma, eligible) << what << ": which kernel ran";
             EXPECT_EQ(after.tiled > before.tiled, !eligible) << what << ": which kernel ran";
           }
@@ -474,13 +474,15 @@ GemmOptions fast_opt(bool acc) {
   return o;
 }
 
-/// Smallest and largest E8M0 byte (0xFF left out) over operands.
-std::pair<int, int> e8m0_span(std::initializer_list<const QuantizedTensor*> qs) {
+/// Smallest and largest E8M0 byte (0xFF left out, and 0x00 with skip_zero:
+/// on data whose non-zero blocks all sit near 2^0, the bytes of the blocks
+/// that hold a non-zero element) over operands.
+std::pair<int, int> e8m0_span(std::initializer_list<const QuantizedTensor*> qs, bool skip_zero = false) {
   int lo = 255, hi = 0;
   for (const QuantizedTensor* q : qs)
     for (size_t i = 0; i < q->scale_bytes.size(); ++i) {
       const int b = q->scale_bytes.data()[i];
-      if (b != 0xFF) lo = std::min(lo, b), hi = std::max(hi, b);
+      if (b != 0xFF && !(skip_zero && b == 0)) lo = std::min(lo, b), hi = std::max(hi, b);
     }
   return {lo, hi};
 }
@@ -497,13 +499,30 @@ bool fmaf_range(std::pair<int, int> a, std::pair<int, int> b) {
 // for bit against the emulator. The scale bytes are checked to put every
 // call on the fmaf promotion, or, with `extreme` (sources near 2^-127 and
 // 2^120), every call outside it, where the kernels must take the contract's
-// exact steps (a fast path there gives 0 or Inf scale products).
-void run_wgmma_large(bool extreme) {
-  std::mt19937 g(extreme ? 7001 : 7000);
+// exact steps (a fast path there gives 0 or Inf scale products). With
+// `zero_blocks`, ordinary data with whole rows and columns of zeros (dead
+// features, masked gradients): blocks of zeros carry scale byte 0x00, which
+// must not take the launch off the fmaf kernel (a zero block adds an exact
+// zero whatever its scale), asserted by the exact-steps twin's count.
+enum class ScaleCase { Ordinary, Extreme, ZeroBlocks };
+void run_wgmma_large(ScaleCase sc) {
+  const bool extreme = sc == ScaleCase::Extreme, zero_blocks = sc == ScaleCase::ZeroBlocks;
+  std::mt19937 g(7000 + unsigned(sc));
   const std::vector<int64_t> ms = {300, 0, 129, 1000, 77};
   const size_t M = total(ms), N = 333, K = 1000, G = ms.size();
   Tensor2f x = rand2(g, M, K, 3), dy = rand2(g, M, N, 3);
   Tensor3f w = rand3(g, G, N, K, 3);
+  if (zero_blocks) {
+    for (size_t i = 0; i < M; ++i)
+      for (size_t k = 0; k < K; ++k)
+        if (i % 9 == 0 || k % 5 == 0) x(i, k) = 0.0f;
+    for (size_t i = 0; i < M; ++i)
+      for (size_t n = 0; n < N; ++n)
+        if (i % 9 == 4 || n % 5 == 2) dy(i, n) = i % 2 ? 0.0f : -0.0f;
+    for (size_t gg = 0; gg < G; ++gg)
+      for (size_t n = 0; n < N; n += 7)
+        for (size_t k = 0; k < K; ++k) w(gg, n, k) = 0.0f;
+  }
   if (extreme) {
     // Rows of x near 2^-126 and 2^120 (scale bytes near 0x00 and 0xF8), W's
     // group 0 at 2^-30 and group 3 at 2^10, dy at 2^8 with every fifth row
@@ -523,7 +542,7 @@ void run_wgmma_large(bool extreme) {
       for (int acc = 0; acc < 2; ++acc) {
         const std::string what = std::string(form == 0 ? "fprop" : form == 1 ? "dgrad" : "wgrad") +
                                  (sw.is_2d_tile() ? " W 32x32" : " W 1x32") + (acc ? " accumulate" : " overwrite") +
-                                 (extreme ? " extreme scales" : "");
+                                 (extreme ? " extreme scales" : zero_blocks ? " zero blocks" : "");
         SCOPED_TRACE(what);
         hip::GemmParams gp;
         gp.kernel = hip::GemmKernel::Wgmma;
@@ -535,7 +554,9 @@ void run_wgmma_large(bool extreme) {
           Tensor2f ref = init;
           const QuantizedTensor qa = quantize(form == 0 ? x : dy, s4, Axis::Cols);
           const QuantizedTensor qw = quantize(w, sw, form == 0 || sw.is_2d_tile() ? Axis::Cols : Axis::Rows);
-          ASSERT_EQ(fmaf_range(e8m0_span({&qa}), e8m0_span({&qw})), !extreme) << "the data's scale bytes";
+          ASSERT_EQ(fmaf_range(e8m0_span({&qa}, zero_blocks), e8m0_span({&qw}, zero_blocks)), !extreme)
+              << "the data's scale bytes";
+          if (zero_blocks) ASSERT_EQ(e8m0_span({&qa, &qw}).first, 0) << "zero blocks at scale byte 0x00";
           if (form == 0) grouped_fprop(qa, qw, ms, ref, fast_opt(acc));
           else grouped_dgrad(qa, qw, ms, ref, fast_opt(acc));
           const hip::DeviceQuantized da = gputest::upload(qa, "A"), dw = gputest::upload(qw, "W");
@@ -549,12 +570,15 @@ void run_wgmma_large(bool extreme) {
           Tensor3f ref = init;
           const std::vector<QuantizedTensor> qdy = quantize_grouped_colwise(dy, ms, s4), qx = quantize_grouped_colwise(x, ms, s4);
           std::pair<int, int> sdy{255, 0}, sx{255, 0};
+          int lowest = 255;
           for (size_t gg = 0; gg < G; ++gg) {
-            const auto a = e8m0_span({&qdy[gg]}), b = e8m0_span({&qx[gg]});
+            const auto a = e8m0_span({&qdy[gg]}, zero_blocks), b = e8m0_span({&qx[gg]}, zero_blocks);
             sdy = {std::min(sdy.first, a.first), std::max(sdy.second, a.second)};
             sx = {std::min(sx.first, b.first), std::max(sx.second, b.second)};
+            lowest = std::min(lowest, e8m0_span({&qdy[gg], &qx[gg]}).first);
           }
           ASSERT_EQ(fmaf_range(sdy, sx), !extreme) << "the data's scale bytes";
+          if (zero_blocks) ASSERT_EQ(lowest, 0) << "zero blocks at scale byte 0x00";
           grouped_wgrad(qdy, qx, ms, ref, fast_opt(acc));
           std::vector<hip::DeviceQuantized> keep;
           std::vector<hip::GemmOperand> odys, oxs;
@@ -567,7 +591,12 @@ void run_wgmma_large(bool extreme) {
           check_gpu("mx-exact", init.data(), ref.data(), G * N * K, acc, what,
                     [&](float* out) { hip::grouped_wgrad(odys, oxs, ms, out, gp); });
         }
-        if (sm90()) EXPECT_GT(hip::gemm_launch_counts().wgmma, before.wgmma) << what << ": the tensor-core kernel ran";
+        if (sm90()) {
+          const hip::GemmLaunchCounts after = hip::gemm_launch_counts();
+          EXPECT_GT(after.wgmma, before.wgmma) << what << ": the tensor-core kernel ran";
+          EXPECT_EQ(after.wgmma_exact_steps > before.wgmma_exact_steps, extreme)
+              << what << ": which twin did the work (exact steps or fmaf)";
+        }
       }
 }
 
@@ -575,13 +604,75 @@ TEST(GpuGemm, WgmmaMxExactLargeShapesMatchEmulator) {
   REQUIRE_GPU();
   if (!sm90()) GTEST_SKIP() << "the tensor-core kernels need an H100/H200 (sm_90); this GPU is cc "
                             << hip::device_info().cc_major << "." << hip::device_info().cc_minor;
-  run_wgmma_large(false);
+  run_wgmma_large(ScaleCase::Ordinary);
 }
 
 TEST(GpuGemm, WgmmaMxExactExtremeScalesTakeTheExactSteps) {
   REQUIRE_GPU();
   if (!sm90()) GTEST_SKIP() << "the tensor-core kernels need an H100/H200 (sm_90)";
-  run_wgmma_large(true);
+  run_wgmma_large(ScaleCase::Extreme);
+}
+
+TEST(GpuGemm, WgmmaMxExactZeroBlocksKeepTheFmafKernel) {
+  REQUIRE_GPU();
+  if (!sm90()) GTEST_SKIP() << "the tensor-core kernels need an H100/H200 (sm_90)";
+  run_wgmma_large(ScaleCase::ZeroBlocks);
+}
+
+// bf16-f25 on the tensor cores (GemmKernel::Wgmma: the k16 wgmma chain is
+// the class, hd::hopper_bf16_edges) on shapes of many tiles and K stages,
+// ragged edges, every form, both accumulate modes, against the emulator: rows
+// spread over 2^+-40 (sums near FP32's ends, products far below 2^-126) and
+// 1 % specials (zeros, NaN, +-Inf, subnormals, FLT_MAX: overflow to Inf inside
+// a group, then Inf - Inf), where MMA-Sim's reading and the silicon part.
+TEST(GpuGemm, WgmmaBf16LargeShapesMatchEmulator) {
+  REQUIRE_GPU();
+  if (!sm90()) GTEST_SKIP() << "the tensor-core kernels need an H100/H200 (sm_90)";
+  std::mt19937 g(7400);
+  const std::vector<int64_t> ms = {300, 0, 129, 1000, 77};
+  const size_t M = total(ms), N = 333, K = 1000, G = ms.size();
+  const Tensor2f x = rand2(g, M, K, 40, 1), dy = rand2(g, M, N, 40, 1);
+  const Tensor3f w = rand3(g, G, N, K, 40, 1);
+  const QuantSpec b = bf16_spec();
+  BF16Dev bx = bf16_codes(x.data(), x.size(), "X"), bdy = bf16_codes(dy.data(), dy.size(), "dY"),
+          bw = bf16_codes(w.data(), w.size(), "W");
+  for (int form = 0; form < 3; ++form)
+    for (int acc = 0; acc < 2; ++acc) {
+      const std::string what = std::string(form == 0 ? "fprop" : form == 1 ? "dgrad" : "wgrad") +
+                               (acc ? " accumulate" : " overwrite");
+      SCOPED_TRACE(what);
+      hip::GemmParams gp;
+      gp.kernel = hip::GemmKernel::Wgmma;
+      gp.accumulate = acc;
+      const hip::GemmLaunchCounts before = hip::gemm_launch_counts();
+      if (form < 2) {
+        const size_t J = form == 0 ? N : K;
+        const Tensor2f init = rand2(g, M, J, 2, 1);
+        Tensor2f ref = init;
+        if (form == 0) grouped_fprop(x, b, w, b, ms, ref, fast_opt(acc));
+        else grouped_dgrad(dy, b, w, b, ms, ref, fast_opt(acc));
+        check_gpu("bf16-f25", init.data(), ref.data(), M * J, acc, what, [&](float* out) {
+          const auto ow = hip::GemmOperand::from_bf16(bw.codes.as<uint16_t>(), G, N, K);
+          if (form == 0) hip::grouped_fprop(hip::GemmOperand::from_bf16(bx.codes.as<uint16_t>(), 1, M, K), ow, ms, out, gp);
+          else hip::grouped_dgrad(hip::GemmOperand::from_bf16(bdy.codes.as<uint16_t>(), 1, M, N), ow, ms, out, gp);
+        });
+      } else {
+        const Tensor3f init = rand3(g, G, N, K, 2, 1);
+        Tensor3f ref = init;
+        grouped_wgrad(dy, b, x, b, ms, ref, fast_opt(acc));
+        std::vector<hip::GemmOperand> odys, oxs;
+        size_t m0 = 0;
+        for (size_t gg = 0; gg < G; ++gg) {
+          const size_t mg = size_t(ms[gg]);
+          odys.push_back(hip::GemmOperand::from_bf16(bdy.codes.as<uint16_t>() + m0 * N, 1, mg, N));
+          oxs.push_back(hip::GemmOperand::from_bf16(bx.codes.as<uint16_t>() + m0 * K, 1, mg, K));
+          m0 += mg;
+        }
+        check_gpu("bf16-f25", init.data(), ref.data(), G * N * K, acc, what,
+                  [&](float* out) { hip::grouped_wgrad(odys, oxs, ms, out, gp); });
+      }
+      EXPECT_GT(hip::gemm_launch_counts().wgmma, before.wgmma) << what << ": the tensor-core kernel ran";
+    }
 }
 
 // GemmKernel::WgmmaHardware runs mx-f13, fp8-chunk128 and bf16-f25 on the

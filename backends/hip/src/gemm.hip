@@ -19,7 +19,9 @@ std::atomic<size_t> g_tiled_launches{0}, g_wgmma_launches{0};
 
 void gemm::count_launch(bool wgmma) { (wgmma ? g_wgmma_launches : g_tiled_launches)++; }
 
-GemmLaunchCounts gemm_launch_counts() { return {g_tiled_launches.load(), g_wgmma_launches.load()}; }
+GemmLaunchCounts gemm_launch_counts() {
+  return {g_tiled_launches.load(), g_wgmma_launches.load(), gemm::sm90_exact_steps_runs()};
+}
 
 using gemm::Launch;
 using gemm::PanelView;

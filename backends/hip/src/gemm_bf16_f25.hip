@@ -1,7 +1,7 @@
 // Grouped GEMM, class bf16-f25 (numerics.md §5.2.4): unscaled BF16 operands.
 // K in groups of 16, each a truncated fused group (F = 25) whose C is the
 // running accumulator, RZ to FP32 (hd::bf16_f25_dot; the Hopper wgmma bf16
-// group). Portable tiled kernels (gemm_panel.hpp) over packed elements
+// group, with its measured edges: hd::hopper_bf16_edges). Portable tiled kernels (gemm_panel.hpp) over packed elements
 // (hd::fused_group_packed; 16 lanes per output for long K, fused_group_packed_lanes).
 #include "gemm_panel.hpp"
 
@@ -22,7 +22,8 @@ struct Bf16F25Tile {
     for (unsigned q = 0; q < ks; q += 16) {
       const int n = int(ks - q < 16 ? ks - q : 16);
       acc = hd::fused_group_packed(
-          n, [&](int t) { return a.v[q + t][ia]; }, [&](int t) { return b.v[q + t][jb]; }, acc, 25, false);
+          n, [&](int t) { return a.v[q + t][ia]; }, [&](int t) { return b.v[q + t][jb]; }, acc, 25, false,
+          hd::hopper_bf16_edges());
     }
     return acc;
   }
@@ -31,7 +32,8 @@ struct Bf16F25Tile {
     for (unsigned q = 0; q < ks; q += 16) {
       const int n = int(ks - q < 16 ? ks - q : 16);
       acc = fused_group_packed_lanes<16, 25>(
-          n, lane, [&](int t) { return a.v[q + t][ia]; }, [&](int t) { return b.v[q + t][jb]; }, acc, false);
+          n, lane, [&](int t) { return a.v[q + t][ia]; }, [&](int t) { return b.v[q + t][jb]; }, acc, false,
+          hd::hopper_bf16_edges());
     }
     return acc;
   }

@@ -188,14 +188,15 @@ __device__ inline int32_t lanes_sum_i32(int32_t v) {
   return v;
 }
 
-/// hd::fused_group_packed(n, a, b, c, F, e8m13) with lane l < n holding
+/// hd::fused_group_packed(n, a, b, c, F, e8m13, x) with lane l < n holding
 /// product l. Terms truncated to 2^(E - F) are below 2^(F + 2) <= 2^27
 /// (gemm_block.hpp), so W <= 16 of them (F = 25) or 32 (F = 13) sum exactly
 /// in int32. A group with a special anywhere in the warp takes the
 /// sequential form in every lane (the same value in all of them), so the
 /// shuffles below always see all 32 lanes.
 template <unsigned W, int F, class A, class B>
-__device__ inline float fused_group_packed_lanes(int n, unsigned lane, const A& a, const B& b, float c, bool e8m13) {
+__device__ inline float fused_group_packed_lanes(int n, unsigned lane, const A& a, const B& b, float c, bool e8m13,
+                                                 hd::FusedEdges x = hd::mma_sim_edges()) {
   static_assert(W == 16 || W == 32, "a group is 16 or 32 products");
   static_assert((uint64_t(W) << (F + 2)) <= (uint64_t(1) << 31), "W terms below 2^(F + 2) must sum in int32");
   const bool has = int(lane) < n;
@@ -203,13 +204,18 @@ __device__ inline float fused_group_packed_lanes(int n, unsigned lane, const A& 
   const hd::ExactVal cx = hd::exact_of_float(c);
   const bool special =
       cx.kind != hd::ExKind::Finite || (has && (pa.exp == hd::kPackedSpecial || pb.exp == hd::kPackedSpecial));
-  if (lanes_max_i32<32>(special ? 1 : 0)) return hd::fused_group_packed(n, a, b, c, F, e8m13);
+  if (lanes_max_i32<32>(special ? 1 : 0)) return hd::fused_group_packed(n, a, b, c, F, e8m13, x);
   const int32_t prod = int32_t(pa.sig) * int32_t(pb.sig);
-  const int ek = has ? hd::packed_align(pa, pb, prod) : -2147483647 - 1;
-  const int et = lanes_max_i32<W>(ek), ec = hd::exact_log2(cx);
-  const int lsb = (et > ec ? et : ec) - F;
+  const int ek = has ? hd::packed_align(pa, pb, prod, x) : hd::kNoTerm;
+  const int et = lanes_max_i32<W>(ek), ec = hd::c_align(cx, x);
+  const int E = et > ec ? et : ec;
+  // No early return where every term is zero (E == kNoTerm): E is reduced
+  // over W lanes, so with W = 16 the two half-warps may differ, and every
+  // lane must reach the full-warp shuffles below. The sum is then 0: +0.
+  const int lsb = (E == hd::kNoTerm ? 0 : E) - F;
   const int32_t u = has ? int32_t(hd::packed_trunc(prod, pa.exp + pb.exp, lsb)) : 0;
-  return hd::rz_to_frac(hd::trunc_units(cx, lsb) + lanes_sum_i32<W>(u), lsb, e8m13 ? 13 : 23);
+  return hd::rz_to_frac(hd::trunc_units(cx, lsb) + lanes_sum_i32<W>(u), lsb, e8m13 ? 13 : 23, x.overflow_inf,
+                        x.underflow_pos);
 }
 
 /// Cls::kLanes lanes per output (a class policy with kLanes > 0 also has
@@ -367,5 +373,9 @@ void launch_bf16_f25(const Launch* L, size_t n, hipStream_t s);
 /// the work qualify (L[0].kernel Auto and large enough, or Wgmma); returns
 /// false, having launched nothing, otherwise.
 bool launch_sm90(hd::GemmClass cls, const Launch* L, size_t n, hipStream_t s);
+
+/// mx-exact tensor-core launches whose exact-steps twin did the work, read
+/// from the device (synchronises it; 0 before any such launch and on AMD).
+size_t sm90_exact_steps_runs();
 
 }  // namespace mxsim::hip::gemm

@@ -33,6 +33,7 @@
 // whole slabs and tiles, the form TMA and wgmma read.
 #include "gemm_panel.hpp"
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -220,6 +221,10 @@ __device__ inline uint8_t e8m0_of(float s) {
 /// wgmma D fragment's (PTX "Register Fragments", m64nNk32 / m64nNk16): row
 /// 16 w + g + 8 ((i >> 1) & 1), column 8 (i >> 2) + 2 t + (i & 1) of the
 /// warpgroup's 64 x 128 block (w its warp, g = lane / 4, t = lane % 4).
+/// Block32 launches whose exact-steps twin did the work (its scale range
+/// fell outside the fmaf range): tests assert which twin ran.
+__device__ unsigned long long g_exact_steps_runs = 0;
+
 template <Mode M, Img TA, Img TB, bool kTileB, bool kExact>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
@@ -251,6 +256,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     // scale is a multiple of 2^-149, so no add rounds to a -0 mid-walk.)
     const bool plain = r[0] + r[2] >= 254 - 147 && r[1] + r[3] <= 254 + 127;
     if (plain == kExact) return;
+    if constexpr (kExact)  // counted per launch (hip::gemm_launch_counts().wgmma_exact_steps)
+      if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(&g_exact_steps_runs, 1ull);
   }
 
   int li = 0;
@@ -671,11 +678,16 @@ void launch_one(const CUtensorMap& ma, const CUtensorMap& mb, const CUtensorMap&
 
 /// Block32 launches the fmaf kernel and its exact-steps twin (the one whose
 /// scale range does not apply returns at once: the range is on the device).
+std::atomic<bool> g_block32_launched{false};
+
 template <Mode M, Img TA, Img TB, bool kTileB>
 void launch_kernel(const CUtensorMap& ma, const CUtensorMap& mb, const CUtensorMap& msa, const CUtensorMap& msb,
                    const Batch& batch, unsigned tiles, hipStream_t s) {
   launch_one<M, TA, TB, kTileB, false>(ma, mb, msa, msb, batch, tiles, s);
-  if constexpr (M == Mode::Block32) launch_one<M, TA, TB, false, true>(ma, mb, msa, msb, batch, tiles, s);
+  if constexpr (M == Mode::Block32) {
+    launch_one<M, TA, TB, false, true>(ma, mb, msa, msb, batch, tiles, s);
+    g_block32_launched = true;
+  }
   count_launch(true);
 }
 
@@ -831,8 +843,12 @@ void run_batch(Mode mode, Img ia, Img ib, bool mx_exact, const Launch* L, int n,
 }  // namespace sm90
 
 /// Launches of one class and element pair whose work is large enough for the
-/// tensor-core kernels (or forced: GemmKernel::Wgmma).
-constexpr double kSm90MinMacs = double(1u << 30);
+/// tensor-core kernels (or forced: GemmKernel::Wgmma). mx-exact: 2^30
+/// multiply-adds. bf16-f25: 2^20, since its CUDA-core kernels emulate every
+/// group's alignment (about 0.15 TFLOP/s for the lanes kernel on the large
+/// config's 2048 -> 10 head, 1.1 ms per call on an H200), so even a call
+/// padded from 10 to 128 output columns is faster on the tensor cores.
+constexpr double kSm90MinMacs = double(1u << 30), kSm90MinMacsBf16 = double(1u << 20);
 
 bool launch_sm90(hd::GemmClass cls, const Launch* L, size_t n, hipStream_t s) {
   using namespace sm90;
@@ -846,7 +862,7 @@ bool launch_sm90(hd::GemmClass cls, const Launch* L, size_t n, hipStream_t s) {
     case hd::GemmClass::MxExact:
       if (ea != Format::E2M1 || eb != Format::E2M1) return false;  // E2M3 dots are not exact in an FP8 group
       break;
-    // The tensor cores' own FP8 / BF16 arithmetic agrees with these classes'
+    // The tensor cores' own FP8 arithmetic agrees with these classes'
     // definitions on ordinary data but not on every input (docs/gpu.md):
     // only on request, never for Auto or Wgmma.
     case hd::GemmClass::MxF13:
@@ -856,8 +872,9 @@ bool launch_sm90(hd::GemmClass cls, const Launch* L, size_t n, hipStream_t s) {
       if (want != GemmKernel::WgmmaHardware) return false;
       mode = Mode::Chunk128;
       break;
+    // bf16-f25 is the Hopper BF16 group with its measured edges
+    // (hd::hopper_bf16_edges): the k16 wgmma chain is the contract.
     case hd::GemmClass::Bf16F25:
-      if (want != GemmKernel::WgmmaHardware) return false;
       mode = Mode::Bf16, ia = ib = Img::BF16;
       break;
   }
@@ -871,7 +888,7 @@ bool launch_sm90(hd::GemmClass cls, const Launch* L, size_t n, hipStream_t s) {
     macs += double(L[i].RA) * double(L[i].RB) * double(L[i].K);
   }
   if (!same_k && !same_r) return false;
-  if (want == GemmKernel::Auto && macs < kSm90MinMacs) return false;
+  if (want == GemmKernel::Auto && macs < (mode == Mode::Bf16 ? kSm90MinMacsBf16 : kSm90MinMacs)) return false;
   // The workspace is sized for the largest batch before anything is
   // launched: an allocation failure leaves every output untouched.
   std::lock_guard<std::mutex> lock(g_workspace_mu);
@@ -885,9 +902,17 @@ bool launch_sm90(hd::GemmClass cls, const Launch* L, size_t n, hipStream_t s) {
   return true;
 }
 
+size_t sm90_exact_steps_runs() {
+  if (!sm90::g_block32_launched) return 0;  // no device call before any Block32 launch
+  unsigned long long v = 0;
+  MXSIM_HIP_CHECK(cudaMemcpyFromSymbol(&v, sm90::g_exact_steps_runs, sizeof v));  // waits for the device
+  return size_t(v);
+}
+
 #else  // AMD: no sm_90 kernels
 
 bool launch_sm90(hd::GemmClass, const Launch*, size_t, hipStream_t) { return false; }
+size_t sm90_exact_steps_runs() { return 0; }
 
 #endif
 

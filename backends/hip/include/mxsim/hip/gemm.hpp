@@ -72,18 +72,20 @@ struct GemmOperand {
 /// falls back to the small tile for mx-exact, which has no lane form).
 /// Wgmma: the Hopper tensor-core kernels (gemm_sm90.hip; an sm_90 device
 /// and a build with sm_90a code, checked once by a probe kernel) for the
-/// pairs whose contract a tensor core meets by construction (mx-exact
-/// E2M1 x E2M1: an FP8 wgmma of E2M1 values is the exact block dot). Auto
-/// takes them for calls of at least 2^30 multiply-adds there. They build
-/// K-major operand images in a device workspace kept per (device, stream)
-/// and grown on demand (growing waits for that stream; an allocation failure
-/// throws OutOfMemory naming the workspace before any output is touched).
-/// WgmmaHardware also runs mx-f13, fp8-chunk128 and bf16-f25 on the tensor
-/// cores' own FP8 / BF16 arithmetic, which those classes model (MMA-Sim)
-/// and which agreed with them on ordinary data but not on all adversarial
-/// inputs on an H200 (docs/gpu.md): a probe of the hardware against the
-/// contract, never chosen by Auto. Where the device, build or pair does not
-/// qualify, either falls back to Auto's choice among the tiled kernels.
+/// pairs whose contract a tensor core meets: mx-exact E2M1 x E2M1 (an FP8
+/// wgmma of E2M1 values is the exact block dot) and bf16-f25 (the class is
+/// the Hopper BF16 group, edges as an H200 computes them:
+/// hd::hopper_bf16_edges). Auto takes them for calls of at least 2^30 (bf16-f25: 2^20)
+/// multiply-adds there. They build K-major operand images in a device
+/// workspace kept per (device, stream) and grown on demand (growing waits
+/// for that stream; an allocation failure throws OutOfMemory naming the
+/// workspace before any output is touched). WgmmaHardware also runs mx-f13
+/// and fp8-chunk128 on the tensor cores' own FP8 arithmetic, which those
+/// classes model (MMA-Sim) and which agreed with them on ordinary data but
+/// not on all adversarial inputs on an H200 (docs/gpu.md): a probe of the
+/// hardware against the contract, never chosen by Auto. Where the device,
+/// build or pair does not qualify, either falls back to Auto's choice among
+/// the tiled kernels.
 enum class GemmKernel : uint8_t { Auto, LargeTile, SmallTile, Lanes, Wgmma, WgmmaHardware };
 
 struct GemmParams {
@@ -110,6 +112,10 @@ void grouped_wgrad(std::span<const GemmOperand> dy, std::span<const GemmOperand>
 struct GemmLaunchCounts {
   size_t tiled = 0;  ///< the CUDA-core / portable tiled and lanes kernels
   size_t wgmma = 0;  ///< the Hopper tensor-core kernels
+  /// Of the mx-exact wgmma launches, those whose scale range sent the work
+  /// to the exact-steps twin instead of the fmaf kernel (read from the
+  /// device: gemm_launch_counts then waits for it).
+  size_t wgmma_exact_steps = 0;
 };
 GemmLaunchCounts gemm_launch_counts();
 
