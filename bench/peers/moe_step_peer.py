@@ -33,7 +33,7 @@ CONFIGS = {
     # examples/default.toml
     "default": dict(d_in=784, d=128, d_ff=256, experts=8, top_k=2, batch=256, micro=4, classes=10),
     # examples/large.toml: a real-size expert layer
-    "large": dict(d_in=2048, d=2048, d_ff=4096, experts=8, top_k=2, batch=16384, micro=4, classes=10),
+    "large": dict(d_in=784, d=2048, d_ff=4096, experts=8, top_k=2, batch=16384, micro=4, classes=10),
 }
 
 
