@@ -675,6 +675,43 @@ TEST(GpuGemm, WgmmaBf16LargeShapesMatchEmulator) {
     }
 }
 
+// The lanes kernel shares one warp between two BF16 outputs (16 lanes each,
+// one per product of a 16-group). Where one output's group is all zeros and
+// its neighbour's is not, the two half-warps reduce different E; every lane
+// must still reach the full-warp shuffles (an early return for the all-zero
+// group hung the warp: the bug class of a shuffle skipped by some lanes).
+// Rows of X and W alternate zero and ordinary, so zero groups sit beside
+// non-zero ones in every pairing of outputs; overwrite (C = +0) and
+// accumulate into zeros, both against the emulator.
+TEST(GpuGemm, LanesZeroGroupBesideNonZeroGroupMatchesEmulator) {
+  REQUIRE_GPU();
+  std::mt19937 g(7500);
+  const std::vector<int64_t> ms = {37, 0, 20};
+  const size_t M = total(ms), N = 9, K = 200, G = ms.size();
+  Tensor2f x = rand2(g, M, K, 3);
+  Tensor3f w = rand3(g, G, N, K, 3);
+  for (size_t i = 0; i < M; i += 2)
+    for (size_t k = 0; k < K; ++k) x(i, k) = 0.0f;
+  for (size_t gg = 0; gg < G; ++gg)
+    for (size_t n = 1; n < N; n += 2)
+      for (size_t k = 0; k < K; ++k) w(gg, n, k) = 0.0f;
+  BF16Dev bx = bf16_codes(x.data(), x.size(), "X"), bw = bf16_codes(w.data(), w.size(), "W");
+  for (int acc = 0; acc < 2; ++acc) {
+    Tensor2f init = Tensor2f::from_shape({M, N});
+    init.fill(0.0f);  // C = +0 either way
+    Tensor2f ref = init;
+    grouped_fprop(x, bf16_spec(), w, bf16_spec(), ms, ref, ref_opt(acc, false));
+    hip::GemmParams gp;
+    gp.kernel = hip::GemmKernel::Lanes;
+    gp.accumulate = acc;
+    check_gpu("bf16-f25", init.data(), ref.data(), M * N, acc, acc ? "lanes accumulate" : "lanes overwrite",
+              [&](float* out) {
+                hip::grouped_fprop(hip::GemmOperand::from_bf16(bx.codes.as<uint16_t>(), 1, M, K),
+                                   hip::GemmOperand::from_bf16(bw.codes.as<uint16_t>(), G, N, K), ms, out, gp);
+              });
+  }
+}
+
 // GemmKernel::WgmmaHardware runs mx-f13, fp8-chunk128 and bf16-f25 on the
 // tensor cores' own FP8 / BF16 arithmetic, which those classes model
 // (MMA-Sim: F = 13 for FP8, 25 for BF16). On ordinary data (normal values

@@ -171,7 +171,8 @@ class HipBackend final : public Backend {
  private:
   hipStream_t stream_ = nullptr;
   std::string device_;
-  // fetch_later: page-locked chunks handed out in order, reset once drained.
+  // fetch_later and upload staging: page-locked chunks handed out in order,
+  // reset after a sync once no callback waits.
   struct PinnedChunk {
     std::byte* p = nullptr;
     size_t size = 0, used = 0;
