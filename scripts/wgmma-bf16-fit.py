@@ -9,9 +9,13 @@ combination of the four edge rules, and prints per dataset how many outputs of
 a sample each combination gets right against the hardware:
 
   field    a subnormal BF16 element or FP32 C aligns at -126 (else floor(log2))
+           (hd::FusedEdges::align_floor = -126)
   nozero   zero products and a zero C take no part in E (else -126, MMA-Sim)
+           (zeros_in_max = false)
   ovfinf   |sum| >= 2^128 gives +-Inf (else the largest finite value)
+           (overflow_inf)
   ufpos    a non-zero sum that truncates to zero gives +0 (else a signed zero)
+           (underflow_pos)
 
 Usage: scripts/wgmma-bf16-fit.py OUT_DIR [--sample N]
 The combination with every rule on is the bf16-f25 contract (hd::hopper_bf16_edges).
@@ -79,8 +83,9 @@ def rz_fp32(S, lsb, ovfinf, ufpos):
 
 def group(a, b, cbits, field, nozero, ovfinf, ufpos, F=25):
     c = f32(cbits)
-    if c is None:
-        return None  # specials: not what this fit is about
+    if c is None:  # an Inf C (an earlier group overflowed) stays Inf; NaN and Inf elements are outside this fit
+        finite = all(bf16(x) is not None and bf16(y) is not None for x, y in zip(a, b))
+        return int(cbits) if finite and (int(cbits) & 0x7FFFFFFF) == 0x7F800000 else None
     terms, exps = [], []
     align = (lambda e: max(e, -126)) if field else (lambda e: e)
     if c[0]:

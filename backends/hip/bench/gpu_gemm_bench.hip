@@ -13,7 +13,8 @@
 // main_grad). The time is one whole call as the simulator makes it: the
 // operand images and the GEMM (kernel Auto; the check runs LargeTile). The
 // FP8 / BF16 cases also run GemmKernel::WgmmaHardware (kernel column
-// "wgmma-hardware"), with its own count of bits that differ.
+// "wgmma-hardware"; for BF16 the same kernel as Auto), with its own count of
+// bits that differ.
 // Inputs: FP32 normal values, random sign and mantissa, exponents 2^-4 ..
 // 2^4, drawn on the device from Philox, then quantized on the device.
 // Prints CSV: case,shape,kernel,ms,tflops,mismatches
@@ -219,9 +220,9 @@ int main(int argc, char** argv) {
         if (csv) std::fputs(line, csv);
       };
       report("auto", hip::GemmKernel::Auto, bad);
-      // The fused-group classes on the tensor cores' own arithmetic (not the
-      // contract's bits on every input: docs/gpu.md), with its bit count
-      // against the contract kernels on these operands.
+      // The fused-group classes on the tensor cores' own arithmetic (for the
+      // FP8 classes not the contract's bits on every input: docs/gpu.md),
+      // with its bit count against the contract kernels on these operands.
       if (c.name != "mxfp4-fprop" && c.name != "mxfp4-dgrad" && c.name != "mxfp4-wgrad") {
         long long hbad = -1;
         if (check) {

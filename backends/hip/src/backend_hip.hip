@@ -37,6 +37,7 @@ void HipBackend::sync() {
   try {
     MXSIM_HIP_CHECK(hipStreamSynchronize(stream_));
     MXSIM_HIP_CHECK(hipGetLastError());
+    staged_bytes_ = 0;  // every staged upload has landed
   } catch (...) {
     later_.clear();  // the device failed: nothing queued will be delivered
     if (draining_ == 0)
@@ -72,7 +73,7 @@ void HipBackend::fetch_later(const void* d_src, size_t bytes, std::function<void
 
 void HipBackend::drain() {
   if (later_.empty()) {  // after a sync: the staging of uploads is free again too
-    if (draining_ == 0)
+    if (draining_ == 0 && staged_bytes_ == 0)
       for (PinnedChunk& c : pinned_) c.used = 0;
     return;
   }
@@ -89,8 +90,9 @@ void HipBackend::drain() {
   }
   --draining_;
   // The staging is free again once no callback of an outer drain still has
-  // bytes to read in it and nothing new waits.
-  if (draining_ == 0 && later_.empty())
+  // bytes to read in it, nothing new waits, and no callback staged an upload
+  // that may still be in flight.
+  if (draining_ == 0 && later_.empty() && staged_bytes_ == 0)
     for (PinnedChunk& c : pinned_) c.used = 0;
   if (first) std::rethrow_exception(first);
 }
@@ -146,11 +148,15 @@ void HipBackend::upload(Tensor& t, const void* src, size_t bytes) {
   // sync), so a micro-batch's upload neither waits for the device nor takes
   // the pageable path (H200: 12.8 MB took 3.4 ms pageable). Larger ones (the
   // initial weights) copy synchronously rather than pin that much memory.
+  // The staging in flight is bounded too: past kStagedUpload since the last
+  // sync, one sync recycles it first.
   constexpr size_t kStagedUpload = size_t(64) << 20;
   if (bytes <= kStagedUpload) {
+    if (staged_bytes_ + bytes > kStagedUpload) sync();
     std::byte* h = pinned_bytes(bytes);
     std::memcpy(h, src, bytes);
     MXSIM_HIP_CHECK(hipMemcpyAsync(d, h, bytes, hipMemcpyHostToDevice, stream_));
+    staged_bytes_ += bytes;
     return;
   }
   MXSIM_HIP_CHECK(hipMemcpyAsync(d, src, bytes, hipMemcpyHostToDevice, stream_));

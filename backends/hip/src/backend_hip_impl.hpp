@@ -184,6 +184,7 @@ class HipBackend final : public Backend {
   std::vector<PinnedChunk> pinned_;
   std::vector<Later> later_;
   int draining_ = 0;  // callbacks running (a callback may synchronise: drain nests)
+  size_t staged_bytes_ = 0;  // upload staging in flight since the last sync
   std::byte* pinned_bytes(size_t bytes);
   void drain();
 };

@@ -374,8 +374,8 @@ void launch_bf16_f25(const Launch* L, size_t n, hipStream_t s);
 /// false, having launched nothing, otherwise.
 bool launch_sm90(hd::GemmClass cls, const Launch* L, size_t n, hipStream_t s);
 
-/// mx-exact tensor-core launches whose exact-steps twin did the work, read
-/// from the device (synchronises it; 0 before any such launch and on AMD).
+/// E8M0 tensor-core launches whose exact-steps twin did the work, read from
+/// the current device (synchronises it; 0 before any such launch and on AMD).
 size_t sm90_exact_steps_runs();
 
 }  // namespace mxsim::hip::gemm

@@ -217,13 +217,15 @@ __device__ inline uint8_t e8m0_of(float s) {
 }
 #endif  // sm_90a device code
 
+/// Block32 launches (mx-exact, and mx-f13 under WgmmaHardware) whose
+/// exact-steps twin did the work (the scale range fell outside the fmaf
+/// range): tests assert which twin ran.
+__device__ unsigned long long g_exact_steps_runs = 0;
+
 /// The kernel: see the file comment. Value i of a consumer thread's 64 is the
 /// wgmma D fragment's (PTX "Register Fragments", m64nNk32 / m64nNk16): row
 /// 16 w + g + 8 ((i >> 1) & 1), column 8 (i >> 2) + 2 t + (i & 1) of the
 /// warpgroup's 64 x 128 block (w its warp, g = lane / 4, t = lane % 4).
-/// Block32 launches whose exact-steps twin did the work (its scale range
-/// fell outside the fmaf range): tests assert which twin ran.
-__device__ unsigned long long g_exact_steps_runs = 0;
 
 template <Mode M, Img TA, Img TB, bool kTileB, bool kExact>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -676,9 +678,11 @@ void launch_one(const CUtensorMap& ma, const CUtensorMap& mb, const CUtensorMap&
   MXSIM_HIP_CHECK_LAUNCH("gemm_sm90_kernel");
 }
 
+/// Whether any Block32 launch happened (before one, the counter is not read).
+std::atomic<bool> g_block32_launched{false};
+
 /// Block32 launches the fmaf kernel and its exact-steps twin (the one whose
 /// scale range does not apply returns at once: the range is on the device).
-std::atomic<bool> g_block32_launched{false};
 
 template <Mode M, Img TA, Img TB, bool kTileB>
 void launch_kernel(const CUtensorMap& ma, const CUtensorMap& mb, const CUtensorMap& msa, const CUtensorMap& msb,

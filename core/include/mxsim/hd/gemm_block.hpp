@@ -167,10 +167,11 @@ constexpr int kNoTerm = -(1 << 22);
 
 /// MMA-Sim's reading (arXiv:2511.10909, mmasim/simulator/arithmetic.py):
 /// subnormals normalized, zeros at the placeholder -126, RZ overflow to the
-/// largest finite value. The FP8 classes (mx-f13, fp8-chunk128), where
-/// these edges cannot change a result (their elements' products are at least
-/// 2^-32 and their sums below 2^24) except for subnormal E4M3 / E5M2 elements,
-/// which are not probed on the silicon yet.
+/// largest finite value. The FP8 classes (mx-f13, fp8-chunk128) use it. There
+/// only the subnormal rule can change a result: their non-zero products are
+/// at least 2^-32, so the zero rule never sets E, and their group sums stay
+/// far below 2^128 (32 x 57344^2 < 2^37), so RZ never overflows. Subnormal
+/// E4M3 / E5M2 elements have not been probed on the silicon yet.
 MXSIM_HD constexpr FusedEdges mma_sim_edges() { return {kNoAlignFloor, true, false, false}; }
 
 /// Hopper wgmma BF16 as an H200 computes it (mxsim_gpu_wgmma_probe,

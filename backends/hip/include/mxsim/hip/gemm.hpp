@@ -112,9 +112,10 @@ void grouped_wgrad(std::span<const GemmOperand> dy, std::span<const GemmOperand>
 struct GemmLaunchCounts {
   size_t tiled = 0;  ///< the CUDA-core / portable tiled and lanes kernels
   size_t wgmma = 0;  ///< the Hopper tensor-core kernels
-  /// Of the mx-exact wgmma launches, those whose scale range sent the work
-  /// to the exact-steps twin instead of the fmaf kernel (read from the
-  /// device: gemm_launch_counts then waits for it).
+  /// Of the E8M0 wgmma launches (mx-exact; mx-f13 under WgmmaHardware),
+  /// those whose scale range sent the work to the exact-steps twin instead
+  /// of the fmaf kernel. Read from the current device, which it waits for;
+  /// counts of launches on other devices are not included.
   size_t wgmma_exact_steps = 0;
 };
 GemmLaunchCounts gemm_launch_counts();
