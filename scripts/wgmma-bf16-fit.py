@@ -41,27 +41,25 @@ def load(path):
     return A, W, C, H, F
 
 
-def bf16(code):
-    """(signed integer significand, exponent of its unit, floor(log2|x|)) or None for Inf/NaN."""
-    code = int(code)
-    e, m = (code >> 7) & 0xFF, code & 0x7F
+def decode(bits, mbits):
+    """A BF16 (mbits 7) or FP32 (mbits 23) pattern, 8 exponent bits: (signed integer
+    significand, exponent of its unit, floor(log2|x|) or None for zero), or None for Inf/NaN."""
+    bits = int(bits)
+    e, m = (bits >> mbits) & 0xFF, bits & ((1 << mbits) - 1)
     if e == 0xFF:
         return None
-    sig, unit = (m, -133) if e == 0 else (m | 0x80, e - 134)
-    if code >> 15:
+    sig, unit = (m, -126 - mbits) if e == 0 else (m | (1 << mbits), e - 127 - mbits)
+    if bits >> (mbits + 8):
         sig = -sig
     return sig, unit, (unit + abs(sig).bit_length() - 1) if sig else None
+
+
+def bf16(code):
+    return decode(code, 7)
 
 
 def f32(bits):
-    bits = int(bits)
-    e, m = (bits >> 23) & 0xFF, bits & 0x7FFFFF
-    if e == 0xFF:
-        return None
-    sig, unit = (m, -149) if e == 0 else (m | 0x800000, e - 150)
-    if bits >> 31:
-        sig = -sig
-    return sig, unit, (unit + abs(sig).bit_length() - 1) if sig else None
+    return decode(bits, 23)
 
 
 def rz_fp32(S, lsb, ovfinf, ufpos):

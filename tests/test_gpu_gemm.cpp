@@ -159,6 +159,18 @@ BF16Dev bf16_codes(const float* p, size_t n, const char* name) {
   return d;
 }
 
+/// Per-group wgrad operands [1, m_splits[g], cols] viewing consecutive rows
+/// of one BF16 code array [M, cols].
+std::vector<hip::GemmOperand> bf16_group_operands(const BF16Dev& d, const std::vector<int64_t>& ms, size_t cols) {
+  std::vector<hip::GemmOperand> ops;
+  size_t m0 = 0;
+  for (int64_t m : ms) {
+    ops.push_back(hip::GemmOperand::from_bf16(d.codes.as<uint16_t>() + m0 * cols, 1, size_t(m), cols));
+    m0 += size_t(m);
+  }
+  return ops;
+}
+
 void run_pair(const Pair& p, std::mt19937& g, int trial, bool specials) {
   const QuantSpec sa = spec(p.a), sw = spec(p.w);
   hd::GemmClass cls;
@@ -263,13 +275,8 @@ void run_pair(const Pair& p, std::mt19937& g, int trial, bool specials) {
           grouped_wgrad(dy, sag, x, swg, ms, ref, ref_opt(acc, false));
           bdy = bf16_codes(dy.data(), dy.size(), "dY bf16");
           bx = bf16_codes(x.data(), x.size(), "X bf16");
-          size_t m0 = 0;
-          for (size_t gg = 0; gg < G; ++gg) {
-            const size_t mg = size_t(ms[gg]);
-            odys.push_back(hip::GemmOperand::from_bf16(bdy.codes.as<uint16_t>() + m0 * N, 1, mg, N));
-            oxs.push_back(hip::GemmOperand::from_bf16(bx.codes.as<uint16_t>() + m0 * K, 1, mg, K));
-            m0 += mg;
-          }
+          odys = bf16_group_operands(bdy, ms, N);
+          oxs = bf16_group_operands(bx, ms, K);
         } else {
           std::vector<QuantizedTensor> qdy = quantize_grouped_colwise(dy, ms, sag);
           std::vector<QuantizedTensor> qx = quantize_grouped_colwise(x, ms, swg);
@@ -682,14 +689,8 @@ void run_wgmma_bf16(bool tiny) {
         if (tiny) {
           EXPECT_GT(finite_share(ref.data(), ref.size()), 0.5) << "outputs the edges decide";
         }
-        std::vector<hip::GemmOperand> odys, oxs;
-        size_t m0 = 0;
-        for (size_t gg = 0; gg < G; ++gg) {
-          const size_t mg = size_t(ms[gg]);
-          odys.push_back(hip::GemmOperand::from_bf16(bdy.codes.as<uint16_t>() + m0 * N, 1, mg, N));
-          oxs.push_back(hip::GemmOperand::from_bf16(bx.codes.as<uint16_t>() + m0 * K, 1, mg, K));
-          m0 += mg;
-        }
+        const std::vector<hip::GemmOperand> odys = bf16_group_operands(bdy, ms, N);
+        const std::vector<hip::GemmOperand> oxs = bf16_group_operands(bx, ms, K);
         check_gpu("bf16-f25", init.data(), ref.data(), G * N * K, acc, what,
                   [&](float* out) { hip::grouped_wgrad(odys, oxs, ms, out, gp); });
       }

@@ -53,24 +53,6 @@ Decoded decode_panel(const Panel& p) {
   return d;
 }
 
-/// RZ of S * 2^lsb to `frac` fraction bits (FP32 range; the ends as
-/// hd::rz_to_frac with x's flags).
-inline float rz_scaled(int64_t S, int lsb, int frac, const hd::FusedEdges& x) {
-  if (S == 0) return 0.0f;
-  const bool neg = S < 0;
-  uint64_t m = neg ? uint64_t(-S) : uint64_t(S);
-  const int n = 63 - std::countl_zero(m);
-  const int e = lsb + n;
-  const int q = std::max(e, -126) - frac;
-  const int shift = q - lsb;
-  const uint64_t kept = shift > 0 ? (shift >= 64 ? 0 : m >> shift) : m << -shift;
-  const double d = std::ldexp(double(kept), q);
-  const double maxf = std::ldexp(double((uint64_t(1) << (frac + 1)) - 1), 127 - frac);
-  if (d == 0.0 && x.underflow_pos) return 0.0f;
-  const float r = d > maxf ? (x.overflow_inf ? INFINITY : float(maxf)) : float(d);
-  return neg ? -r : r;
-}
-
 /// Fused group over k in [k0, k1) with accumulator input c (finite operands
 /// only), edges x (hd::fused_group). Products are exact in double (at most
 /// 16 significant bits, exponents above -300), and so are their scaled
@@ -88,7 +70,7 @@ inline float fused_fast(const Decoded& a, size_t ia, const Decoded& b, size_t ib
   const double sc = std::ldexp(1.0, F - E);
   int64_t S = int64_t(double(c) * sc);  // truncation toward zero
   for (size_t k = 0; k < n; ++k) S += int64_t(a.v[ia + k] * b.v[ib + k] * sc);
-  return rz_scaled(S, E - F, e8m13 ? 13 : 23, x);
+  return hd::rz_to_frac(S, E - F, e8m13 ? 13 : 23, x.overflow_inf, x.underflow_pos);
 }
 
 bool any_sp(const Decoded& a, size_t ia, const Decoded& b, size_t ib, size_t n) {

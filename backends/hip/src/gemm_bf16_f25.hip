@@ -1,8 +1,9 @@
 // Grouped GEMM, class bf16-f25 (numerics.md §5.2.4): unscaled BF16 operands.
 // K in groups of 16, each a truncated fused group (F = 25) whose C is the
 // running accumulator, RZ to FP32 (hd::bf16_f25_dot; the Hopper wgmma bf16
-// group, with its measured edges: hd::hopper_bf16_edges). Portable tiled kernels (gemm_panel.hpp) over packed elements
-// (hd::fused_group_packed; 16 lanes per output for long K, fused_group_packed_lanes).
+// group, with its measured edges: hd::hopper_bf16_edges). Portable tiled
+// kernels (gemm_panel.hpp) over packed elements (hd::fused_group_packed; 16
+// lanes per output for long K, fused_group_packed_lanes).
 #include "gemm_panel.hpp"
 
 namespace mxsim::hip::gemm {

@@ -226,7 +226,6 @@ __device__ unsigned long long g_exact_steps_runs = 0;
 /// wgmma D fragment's (PTX "Register Fragments", m64nNk32 / m64nNk16): row
 /// 16 w + g + 8 ((i >> 1) & 1), column 8 (i >> 2) + 2 t + (i & 1) of the
 /// warpgroup's 64 x 128 block (w its warp, g = lane / 4, t = lane % 4).
-
 template <Mode M, Img TA, Img TB, bool kTileB, bool kExact>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
