@@ -5,7 +5,7 @@ Reads the OUT_DIR/<dataset>.bin files of backends/hip/bench/gpu_wgmma_probe.hip
 (int32 R, N, K; uint16 A [R*K], W [N*K]; float32 C, hardware, contract [R*N]),
 recomputes each output with the truncated fused group of docs/numerics.md §5.3
 (K in groups of 16, F = 25, RZ to FP32; exact Python integers) under each
-combination of the four edge rules, and prints per dataset how many outputs of
+combination of the five edge rules, and prints per dataset how many outputs of
 a sample each combination gets right against the hardware:
 
   field    a subnormal BF16 element or FP32 C aligns at -126 (else floor(log2))
@@ -16,6 +16,7 @@ a sample each combination gets right against the hardware:
            (overflow_inf)
   ufpos    a non-zero sum that truncates to zero gives +0 (else a signed zero)
            (underflow_pos)
+  floor    E is at least -133: the window lsb never below 2^-158 (e_floor)
 
 Usage: scripts/wgmma-bf16-fit.py OUT_DIR [--sample N]
 The combination with every rule on is the bf16-f25 contract (hd::hopper_bf16_edges).
@@ -79,7 +80,7 @@ def rz_fp32(S, lsb, ovfinf, ufpos):
     return sign | kept
 
 
-def group(a, b, cbits, field, nozero, ovfinf, ufpos, F=25):
+def group(a, b, cbits, field, nozero, ovfinf, ufpos, floor, F=25):
     c = f32(cbits)
     if c is None:  # an Inf C (an earlier group overflowed) stays Inf; NaN and Inf elements are outside this fit
         finite = all(bf16(x) is not None and bf16(y) is not None for x, y in zip(a, b))
@@ -101,7 +102,7 @@ def group(a, b, cbits, field, nozero, ovfinf, ufpos, F=25):
         terms.append((p[0] * q[0], p[1] + q[1]))
     if not exps:
         return 0
-    lsb = max(exps) - F
+    lsb = max(max(exps), -133 if floor else max(exps)) - F
 
     def trunc(v, unit):
         if v == 0:
@@ -127,8 +128,8 @@ def main():
     ap.add_argument("out_dir")
     ap.add_argument("--sample", type=int, default=2000, help="outputs per dataset drawn at random, beside as many of the contract's mismatches")
     args = ap.parse_args()
-    names = ["field", "nozero", "ovfinf", "ufpos"]
-    combos = list(itertools.product([False, True], repeat=4))
+    names = ["field", "nozero", "ovfinf", "ufpos", "floor"]
+    combos = list(itertools.product([False, True], repeat=5))
     print("dataset,outputs_checked,contract_vs_hw_mismatches," + ",".join(
         "+".join(n for n, on in zip(names, c) if on) or "mma-sim" for c in combos))
     for path in sorted(glob.glob(os.path.join(args.out_dir, "*.bin"))):

@@ -29,8 +29,9 @@ namespace {
 /// exact sum; RZ to e8m13 or FP32 (round_f32). Specials by exact arithmetic.
 /// hopper: the Hopper BF16 edges instead (numerics.md §5.3; the terms'
 /// align already built with the -126 floor: exact_term): C aligns at
-/// max(floor(log2|C|), -126), zeros take no part in E (none at all: +0), a
-/// sum of magnitude >= 2^128 is +-Inf, a result that truncates to zero +0.
+/// max(floor(log2|C|), -126), zeros take no part in E (none at all: +0), E
+/// is at least -133, a sum of magnitude >= 2^128 is +-Inf, a result that
+/// truncates to zero +0.
 float oracle_fused_group(const std::vector<Term>& terms, float c, int F, bool e8m13, bool hopper = false) {
   Ex cx = ex_from_float(c);
   Ex special = Ex::zero();
@@ -54,7 +55,7 @@ float oracle_fused_group(const std::vector<Term>& terms, float c, int F, bool e8
     else if (!hopper) take(-126);
   }
   if (!E) return 0.0f;
-  const int lsb = *E - F;
+  const int lsb = (hopper ? std::max(*E, -133) : *E) - F;  // Hopper: E at least -133
   auto trunc = [&](const Ex& x) -> cpp_int {
     if (x.sig == 0) return 0;
     const cpp_int m = abs(x.sig);
@@ -77,6 +78,13 @@ bool same_bits(float a, float b) {
 
 /// Adversarial FP32 values: zeros of both signs, subnormals, the normal
 /// boundary, powers of two, FLT_MAX, Inf, NaN, e8m13-exact values and randoms.
+/// A BF16 code with its exponent field in [lo, hi] (0: subnormal), random
+/// sign and fraction: tiny groups whose E falls on both sides of the Hopper
+/// window floor (E >= -133) come from exponent fields 0-7 times 100-119.
+uint32_t bf16_code_in(std::mt19937& g, uint32_t lo, uint32_t hi) {
+  return (g() & 0x8000u) | ((lo + g() % (hi - lo + 1)) << 7) | (g() & 0x7Fu);
+}
+
 float adversarial_float(std::mt19937& g) {
   std::uniform_int_distribution<int> pick(0, 11);
   std::uniform_int_distribution<uint32_t> any;
@@ -126,9 +134,11 @@ TEST(GemmBlock, FusedGroupMatchesExactArithmetic) {
     const int se = g() % 4 == 0 ? int(g() % 255) - 254 + int(g() % 3) * 100 : 0;
     // BF16 groups take the Hopper edges (bf16-f25) half the time, unscaled.
     const bool hopper = fa == Format::BF16 && g() % 2 == 0;
+    const bool tiny = hopper && g() % 4 == 0;  // subnormal x small elements, E near the window floor
     std::vector<Term> t;
     for (int k = 0; k < n; ++k) {
       uint32_t ca = g() & ((1u << bits_a) - 1), cb = g() & ((1u << bits_b) - 1);
+      if (tiny) ca = bf16_code_in(g, 0, 7), cb = bf16_code_in(g, 100, 119);
       if (!specials) {  // keep specials rare unless asked for
         if (!std::isfinite(decode(fa, ca))) ca = 0;
         if (!std::isfinite(decode(fb, cb))) cb = 0;
@@ -136,7 +146,7 @@ TEST(GemmBlock, FusedGroupMatchesExactArithmetic) {
       if (g() % 5 == 0) ca = 0;  // zero products
       t.push_back(hopper ? exact_term(fa, ca, fb, cb, 0, -126) : exact_term(fa, ca, fb, cb, se));
     }
-    float c = g() % 3 == 0 ? 0.0f : adversarial_float(g);
+    float c = g() % 3 == 0 || tiny ? 0.0f : adversarial_float(g);
     if (!specials && !std::isfinite(c)) c = -2.5f;
     const int F = fa == Format::BF16 ? 25 : (g() % 4 == 0 ? 25 : 13);
     const bool e8m13 = F == 13 && g() % 4 != 0;
@@ -300,10 +310,14 @@ TEST(GemmPacked, FusedGroupMatchesExactArithmetic) {
       }
       if (g() % 5 == 0) ca[k] = 0;
     }
-    // BF16 groups take the Hopper edges (bf16-f25) half the time.
+    // BF16 groups take the Hopper edges (bf16-f25) half the time, a quarter
+    // of those tiny (E near the window floor).
     const bool hopper = fa == Format::BF16 && g() % 2 == 0;
+    const bool tiny = hopper && g() % 4 == 0;
+    if (tiny)
+      for (int k = 0; k < n; ++k) ca[k] = k % 5 ? bf16_code_in(g, 0, 7) : 0, cb[k] = bf16_code_in(g, 100, 119);
     for (int k = 0; k < n; ++k) t.push_back(exact_term(fa, ca[k], fb, cb[k], 0, hopper ? -126 : -100000));
-    float c = g() % 3 == 0 ? 0.0f : adversarial_float(g);
+    float c = g() % 3 == 0 || tiny ? 0.0f : adversarial_float(g);
     if (!specials && !std::isfinite(c)) c = -2.5f;
     bool has_special = !std::isfinite(c);
     for (int k = 0; k < n; ++k)

@@ -124,6 +124,7 @@ float fused_group(const std::vector<float>& a, const std::vector<float>& b, floa
     else if (!hopper) take(-126);
   }
   if (!seen) return 0.0f;  // every term zero
+  if (hopper) E = std::max(E, -133);  // the window reaches no lower than 2^(-133 - F)
   const Q q = pow2(E - F);
   Q S = Q(trunc_div(rat(c), q)) * q;
   for (size_t k = 0; k < a.size(); ++k) S += Q(trunc_div(rat(a[k]) * rat(b[k]), q)) * q;

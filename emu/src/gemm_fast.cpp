@@ -67,10 +67,11 @@ inline float fused_fast(const Decoded& a, size_t ia, const Decoded& b, size_t ib
     E = std::max(E, p == 0 ? zero_e : al(a.e[ia + k]) + al(b.e[ib + k]));
   }
   if (E == hd::kNoTerm) return 0.0f;  // every term is zero
-  const double sc = std::ldexp(1.0, F - E);
+  const int lsb = hd::group_lsb(E, F, x);
+  const double sc = std::ldexp(1.0, -lsb);
   int64_t S = int64_t(double(c) * sc);  // truncation toward zero
   for (size_t k = 0; k < n; ++k) S += int64_t(a.v[ia + k] * b.v[ib + k] * sc);
-  return hd::rz_to_frac(S, E - F, e8m13 ? 13 : 23, x.overflow_inf, x.underflow_pos);
+  return hd::rz_to_frac(S, lsb, e8m13 ? 13 : 23, x.overflow_inf, x.underflow_pos);
 }
 
 bool any_sp(const Decoded& a, size_t ia, const Decoded& b, size_t ib, size_t n) {

@@ -212,7 +212,7 @@ __device__ inline float fused_group_packed_lanes(int n, unsigned lane, const A& 
   // No early return where every term is zero (E == kNoTerm): E is reduced
   // over W lanes, so with W = 16 the two half-warps may differ, and every
   // lane must reach the full-warp shuffles below. The sum is then 0: +0.
-  const int lsb = (E == hd::kNoTerm ? 0 : E) - F;
+  const int lsb = E == hd::kNoTerm ? -F : hd::group_lsb(E, F, x);
   const int32_t u = has ? int32_t(hd::packed_trunc(prod, pa.exp + pb.exp, lsb)) : 0;
   return hd::rz_to_frac(hd::trunc_units(cx, lsb) + lanes_sum_i32<W>(u), lsb, e8m13 ? 13 : 23, x.overflow_inf,
                         x.underflow_pos);

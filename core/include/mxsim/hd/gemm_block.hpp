@@ -154,12 +154,14 @@ MXSIM_HD inline int exact_log2(const ExactVal& v) {
 
 /// The edges of a fused group, where readings of the hardware differ
 /// (numerics.md §5.3): where a subnormal input aligns, whether zeros take
-/// part in E, and what the RZ gives at the two ends of the FP32 range.
+/// part in E, how low the window may reach, and what the RZ gives at the two
+/// ends of the FP32 range.
 struct FusedEdges {
   int align_floor;     ///< a finite input's alignment exponent is at least this; kNoAlignFloor: floor(log2 |x|)
   bool zeros_in_max;   ///< zero products and a zero C count as -126 in E; false: they take no part
   bool overflow_inf;   ///< a result of magnitude >= 2^128 is +-Inf; false: the largest finite value
   bool underflow_pos;  ///< a non-zero sum that truncates to zero is +0; false: a zero of its sign
+  int e_floor;         ///< E is at least this where a term takes part (window lsb >= e_floor - F); kNoAlignFloor: none
 };
 constexpr int kNoAlignFloor = -(1 << 20);
 /// E before any input is seen (no input takes part): every term is zero.
@@ -172,14 +174,21 @@ constexpr int kNoTerm = -(1 << 22);
 /// at least 2^-32, so the zero rule never sets E, and their group sums stay
 /// far below 2^128 (32 x 57344^2 < 2^37), so RZ never overflows. Subnormal
 /// E4M3 / E5M2 elements have not been probed on the silicon yet.
-MXSIM_HD constexpr FusedEdges mma_sim_edges() { return {kNoAlignFloor, true, false, false}; }
+MXSIM_HD constexpr FusedEdges mma_sim_edges() { return {kNoAlignFloor, true, false, false, kNoAlignFloor}; }
 
 /// Hopper wgmma BF16 as an H200 computes it (mxsim_gpu_wgmma_probe,
 /// 2026-12-02; docs/numerics.md §5.3): a subnormal BF16 element or FP32 C
 /// aligns at -126, its exponent field, not at floor(log2 |x|); zeros take no
-/// part in E; |result| >= 2^128 is +-Inf; a sum that truncates to zero is +0.
+/// part in E; |result| >= 2^128 is +-Inf; a sum that truncates to zero is +0;
+/// E is at least -133 (BF16's smallest subnormal exponent), so the window's
+/// lsb never goes below 2^-158 (measured on groups of subnormal elements
+/// whose exact sum lay just below a multiple of 2^-149: test_gemm_bf16_h200).
 /// The class bf16-f25.
-MXSIM_HD constexpr FusedEdges hopper_bf16_edges() { return {-126, false, true, true}; }
+MXSIM_HD constexpr FusedEdges hopper_bf16_edges() { return {-126, false, true, true, -133}; }
+
+/// The window lsb of a group whose largest alignment is E (not kNoTerm): every
+/// term and C are truncated to multiples of 2^lsb.
+MXSIM_HD constexpr int group_lsb(int E, int F, const FusedEdges& x) { return (E > x.e_floor ? E : x.e_floor) - F; }
 
 /// One product of a fused group: its exact value and its alignment exponent
 /// e(a) + e(b) (numerics.md §5.3; not floor(log2 |a b|), which may be one more),
@@ -259,7 +268,8 @@ MXSIM_HD inline int c_align(const ExactVal& cx, const FusedEdges& x) {
 /// products term_at(0 .. n-1) (their alignment exponents built with
 /// x.align_floor: product_term) and the FP32 input c. E = max of the
 /// products' alignment exponents and c's (zeros: FusedEdges); every product
-/// and c truncated toward zero to a multiple of 2^(E - F), summed exactly,
+/// and c truncated toward zero to a multiple of 2^lsb (group_lsb: E - F, or
+/// less deep under x.e_floor), summed exactly,
 /// rounded toward zero to e8m13 (e8m13) or FP32 (ends: FusedEdges); all
 /// terms zero gives +0. Specials: a NaN, Inf x 0, or +Inf with -Inf give
 /// NaN; otherwise an Inf gives that Inf. term_at is called twice per
@@ -283,7 +293,7 @@ MXSIM_HD inline float fused_group(int n, const TermAt& term_at, float c, int F, 
   if (pinf) return f32_from_bits(0x7F800000u);
   if (ninf) return f32_from_bits(0xFF800000u);
   if (E == kNoTerm) return 0.0f;  // every term is zero: the exact zero
-  const int lsb = E - F;
+  const int lsb = group_lsb(E, F, x);
   int64_t S = trunc_units(cx, lsb);
   for (int k = 0; k < n; ++k) S += trunc_units(term_at(k).v, lsb);
   return rz_to_frac(S, lsb, e8m13 ? 13 : 23, x.overflow_inf, x.underflow_pos);

@@ -121,7 +121,7 @@ MXSIM_HD inline float fused_group_packed(int n, const A& a, const B& b, float c,
         n, [&](int k) { return product_term(unpack_value(a(k)), unpack_value(b(k)), x.align_floor); }, c, F, e8m13,
         x);
   if (E == kNoTerm) return 0.0f;  // every term is zero
-  const int lsb = E - F;
+  const int lsb = group_lsb(E, F, x);
   int64_t S = trunc_units(cx, lsb);
   for (int k = 0; k < n; ++k) {
     const PackedVal pa = a(k), pb = b(k);
