@@ -533,5 +533,59 @@ TEST(GpuOpsTree, DeOscAndOscLarge) {
   }
 }
 
+// The watched elements of the trace (gather_deferred, quant_elements_deferred):
+// the GPU's element-by-element copies against the emulator's download, for
+// nibble-packed E2M1 (even and odd columns), E8M0, FP32 and UE4M3 scales
+// with NVFP4's tensor scale, logical and transposed storage; a bad index is
+// refused with the emulator's message before anything is queued.
+TEST(GpuOps, WatchedElementsMatchEmulator) {
+  REQUIRE_GPU();
+  Backends b;
+  std::mt19937 rng(25);
+  const Shape s{3, 40, 70};
+  const Both x = b.f32(s, values(rng, s.numel(), 3.0f, true));
+  const std::vector<int64_t> idx = {0, 1, 69, 70, 2799, 2800, 5000, 8399, 4321, 1};
+  for (const char* recipe : {"mxfp4", "mxfp8", "fp8_block", "nvfp4", "fp8_tensor"})
+    for (Axis axis : {Axis::Cols, Axis::Rows}) {
+      const QuantSpec spec = tensor_recipe(recipe);
+      const std::string what = std::string(recipe) + (axis == Axis::Rows ? " rows" : " cols");
+      const QTensor qe = b.e->quantize(x.e, spec, axis), qg = b.g->quantize(x.g, spec, axis);
+      Backend::QuantElements e, g;
+      b.e->quant_elements_deferred(qe, idx, &e);
+      b.g->quant_elements_deferred(qg, idx, &g);
+      b.g->resolve_deferred();
+      EXPECT_EQ(e.code, g.code) << what;
+      EXPECT_EQ(e.scale_bytes, g.scale_bytes) << what;
+      ASSERT_EQ(e.value.size(), idx.size()) << what;
+      ASSERT_EQ(g.value.size(), idx.size()) << what;
+      for (size_t j = 0; j < idx.size(); ++j) {
+        EXPECT_EQ(std::bit_cast<uint32_t>(e.scale_inv[j]), std::bit_cast<uint32_t>(g.scale_inv[j])) << what << " " << j;
+        EXPECT_EQ(std::bit_cast<uint32_t>(e.value[j]), std::bit_cast<uint32_t>(g.value[j])) << what << " " << j;
+      }
+      // The values are the dequantized tensor's (an independent path: dequantize).
+      const std::vector<float> d = [&] {
+        Tensor out = b.e->alloc(DType::f32, s);
+        b.e->dequantize(qe, out);
+        return b.e->download<float>(out);
+      }();
+      for (size_t j = 0; j < idx.size(); ++j)
+        EXPECT_EQ(std::bit_cast<uint32_t>(d[size_t(idx[j])]), std::bit_cast<uint32_t>(g.value[j])) << what << " " << j;
+    }
+  std::vector<float> ge(idx.size()), gg(idx.size());
+  b.e->gather_deferred(x.e, idx, ge.data());
+  b.g->gather_deferred(x.g, idx, gg.data());
+  b.g->resolve_deferred();
+  for (size_t j = 0; j < idx.size(); ++j) EXPECT_EQ(std::bit_cast<uint32_t>(ge[j]), std::bit_cast<uint32_t>(gg[j])) << j;
+  const std::vector<int64_t> bad = {3, 8400};
+  std::vector<float> sink(2);
+  const std::string m = thrown([&] { b.e->gather_deferred(x.e, bad, sink.data()); });
+  EXPECT_EQ(m, thrown([&] { b.g->gather_deferred(x.g, bad, sink.data()); }));
+  EXPECT_NE(m.find("index 8400"), std::string::npos) << m;
+  const QTensor q4 = b.g->quantize(x.g, tensor_recipe("mxfp4"), Axis::Cols);
+  Backend::QuantElements none;
+  const std::string mq = thrown([&] { b.g->quant_elements_deferred(q4, bad, &none); });
+  EXPECT_NE(mq.find("index 8400"), std::string::npos) << mq;
+}
+
 #endif  // MXSIM_HAVE_GPU
 }  // namespace

@@ -475,6 +475,28 @@ TEST(SimBackend, FastPathsMatchReference) {
   }
 }
 
+// The trace's rows go through a writer thread (sim::TraceRecorder): a run
+// that ends by an exception after step 10 still has rows 1..10 in its trace,
+// each the step it names, though some were only queued when the exception
+// left the step loop.
+TEST(SimTrain, RunEndedByExceptionKeepsItsQueuedRows) {
+  const Config c = tiny();  // 16 steps
+  const std::string path = tmp("ended.h5");
+  auto be = emu::make_emu_backend();
+  TrainOptions o;
+  o.trace_path = path;
+  o.evaluate = false;
+  o.on_step = [](const StepInfo& si) {
+    if (si.step == 10) throw std::runtime_error("stop at 10");
+  };
+  EXPECT_THROW(train(c, *be, o), std::runtime_error);
+  trace::Reader rd(path);
+  ASSERT_EQ(rd.steps_completed(), 10u);
+  const auto step = rd.read_series<int64_t>("/train/step");
+  ASSERT_EQ(step.size(), 10u);
+  for (size_t i = 0; i < step.size(); ++i) EXPECT_EQ(step[i], int64_t(i + 1));
+}
+
 // A run killed with SIGKILL mid-run leaves a trace that opens (SWMR read) and is
 // complete up to its last finished step.
 TEST(SimTrain, KilledRunLeavesReadableTrace) {

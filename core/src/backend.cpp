@@ -1,8 +1,11 @@
 // Backend-independent parts of mxsim::Backend and its tensor handles.
 #include "mxsim/backend.hpp"
 
+#include "mxsim/hd/quant_block.hpp"
+
 #include <algorithm>
 #include <cstddef>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -59,6 +62,42 @@ void Backend::copy_range(const Tensor& src, size_t so, Tensor& dst, size_t d_o, 
   download(dst, d.data(), d.size());
   std::copy_n(s.data() + so * es, count * es, d.data() + d_o * es);
   upload(dst, d.data(), d.size());
+}
+
+void Backend::check_indices(std::span<const int64_t> idx, size_t n, const char* op, const char* what) {
+  for (int64_t i : idx)
+    if (i < 0 || uint64_t(i) >= n)
+      throw std::invalid_argument(std::string(op) + ": index " + std::to_string(i) + " lies outside " + what + " of " +
+                                  std::to_string(n) + " elements");
+}
+
+void Backend::gather_deferred(const Tensor& t, std::span<const int64_t> idx, void* dst) {
+  check_indices(idx, t.numel(), "gather", "the tensor");
+  const size_t es = dtype_size(t.dtype());
+  std::vector<std::byte> h(t.bytes());
+  download(t, h.data(), h.size());
+  for (size_t j = 0; j < idx.size(); ++j) std::memcpy(static_cast<std::byte*>(dst) + j * es, &h[size_t(idx[j]) * es], es);
+}
+
+void Backend::quant_elements_deferred(const QTensor& qh, std::span<const int64_t> idx, QuantElements* dst) {
+  const QuantizedTensor q = download(qh);
+  check_indices(idx, q.groups * q.rows * q.cols, "quant_elements", "the quantized tensor");
+  const FormatSpec ef = spec_of(q.spec.elem);
+  const bool fp32 = q.spec.scale_kind == ScaleKind::FP32;
+  QuantElements o;
+  for (int64_t e : idx) {
+    const size_t g = size_t(e) / (q.rows * q.cols), lr = (size_t(e) / q.cols) % q.rows, lc = size_t(e) % q.cols;
+    const size_t r = q.transposed ? lc : lr, k = q.transposed ? lr : lc;  // storage coordinates
+    const size_t bi = r / q.block_rows(), bj = k / q.block_cols();
+    const uint32_t c = q.code(g, r, k);
+    const uint8_t byte = fp32 ? 0 : q.scale_bytes(g, bi, bj);
+    const float sinv = fp32 ? q.scale_inv(g, bi, bj) : 0.0f;
+    o.code.push_back(uint8_t(c));
+    o.scale_bytes.push_back(byte);
+    o.scale_inv.push_back(sinv);
+    o.value.push_back(hd::dequant_value(q.spec.scale_kind, decode(ef, c), byte, sinv, q.tensor_scale_inv));
+  }
+  *dst = std::move(o);
 }
 
 Tensor Backend::upload(const Tensor2f& x) {

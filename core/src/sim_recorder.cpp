@@ -1,6 +1,8 @@
 // The trace recorder: one list of datasets, declared and appended from it.
 #include "mxsim/sim/recorder.hpp"
 
+#include <hdf5.h>
+
 #include <algorithm>
 
 #include "mxsim/hd/elementwise.hpp"
@@ -69,12 +71,12 @@ TraceRecorder::TraceRecorder(const std::string& path, const std::string& config_
       auto wt = [l](const StepRecord& r) -> const StepRecord::LayerRecord::Watch& { return r.layers[l].watch; };
       add(schema::watch(L, "element"), DType::i64, {W}, [wt](const StepRecord& r) { return wt(r).element.data(); });
       add(schema::watch(L, "master"), DType::f32, {W}, [wt](const StepRecord& r) { return wt(r).master.data(); });
-      add(schema::watch(L, "weight_q"), DType::f32, {W}, [wt](const StepRecord& r) { return wt(r).weight_q.data(); });
-      add(schema::watch(L, "code"), DType::u8, {W}, [wt](const StepRecord& r) { return wt(r).code.data(); });
+      add(schema::watch(L, "weight_q"), DType::f32, {W}, [wt](const StepRecord& r) { return wt(r).q.value.data(); });
+      add(schema::watch(L, "code"), DType::u8, {W}, [wt](const StepRecord& r) { return wt(r).q.code.data(); });
       if (operand_specs(w->recipe).w.scale_kind == ScaleKind::FP32)
-        add(schema::watch(L, "scale"), DType::f32, {W}, [wt](const StepRecord& r) { return wt(r).scale_inv.data(); });
+        add(schema::watch(L, "scale"), DType::f32, {W}, [wt](const StepRecord& r) { return wt(r).q.scale_inv.data(); });
       else
-        add(schema::watch(L, "scale"), DType::u8, {W}, [wt](const StepRecord& r) { return wt(r).scale_bytes.data(); });
+        add(schema::watch(L, "scale"), DType::u8, {W}, [wt](const StepRecord& r) { return wt(r).q.scale_bytes.data(); });
       add(schema::watch(L, "flips"), DType::u32, {W}, [wt](const StepRecord& r) { return wt(r).flips.data(); });
       if (cfg.deosc && deosc_eligible(w->recipe))
         add(schema::watch(L, "snaps"), DType::u32, {W}, [wt](const StepRecord& r) { return wt(r).snaps.data(); });
@@ -114,9 +116,51 @@ TraceRecorder::TraceRecorder(const std::string& path, const std::string& config_
   for (int64_t s : snap_steps_) rows.push_back(s - first.n());
   for (const Snapshot& s : snaps_) w_->declare_snapshot(s.name, s.dtype, s.shape, rows);
   w_->start_swmr();
+  hbool_t safe = 0;
+  if (H5is_library_threadsafe(&safe) >= 0 && safe) writer_ = std::thread([this] { writer_loop(); });
 }
 
-TraceRecorder::~TraceRecorder() = default;
+TraceRecorder::~TraceRecorder() { stop_writer(); }
+
+void TraceRecorder::writer_loop() {
+  std::unique_lock<std::mutex> lk(mu_);
+  for (;;) {
+    cv_.wait(lk, [this] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) return;  // stopping, and every row written
+    busy_ = true;
+    const StepRecord r = std::move(queue_.front());
+    queue_.pop_front();
+    lk.unlock();
+    std::exception_ptr e;
+    if (!error_) try {  // (error_ is written only here)
+        write_row(r);
+      } catch (...) {
+        e = std::current_exception();
+      }
+    lk.lock();
+    if (e) error_ = e;
+    busy_ = false;
+    cv_.notify_all();
+  }
+}
+
+void TraceRecorder::drain() {
+  if (writer_.joinable()) {
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait(lk, [this] { return queue_.empty() && !busy_; });
+  }
+  if (error_) std::rethrow_exception(error_);
+}
+
+void TraceRecorder::stop_writer() noexcept {
+  if (!writer_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  writer_.join();  // the queued rows are written first
+}
 
 OperandGrid operand_grid(const Config& cfg, const Weight& w, Operand o) {
   const OperandSpecs& sp = operand_specs(w.recipe);
@@ -153,6 +197,7 @@ bool TraceRecorder::snapshot_due(Step n) const { return std::binary_search(snap_
 
 void TraceRecorder::write_snapshots(Step n, const SnapshotSource& src) {
   (void)n;  // the writer knows its row; n is checked by the caller through snapshot_due
+  drain();  // the rows before this step are written (the writer's row count places the snapshot)
   for (const Snapshot& s : snaps_) {
     const std::vector<unsigned char> b = src(s.layer, s.kind);
     uint64_t n = trace::dtype_size(s.dtype);
@@ -164,11 +209,25 @@ void TraceRecorder::write_snapshots(Step n, const SnapshotSource& src) {
   }
 }
 
-void TraceRecorder::append(const StepRecord& r) {
+void TraceRecorder::write_row(const StepRecord& r) {
   for (const Series& s : series_) w_->append_raw(s.name, s.dtype, s.row(r));
   w_->end_step();
 }
 
-void TraceRecorder::close() { w_->close(); }
+void TraceRecorder::append(const StepRecord& r) {
+  if (!writer_.joinable()) return write_row(r);
+  std::unique_lock<std::mutex> lk(mu_);
+  if (error_) std::rethrow_exception(error_);
+  cv_.wait(lk, [this] { return queue_.size() < kMaxQueuedRows || error_; });
+  if (error_) std::rethrow_exception(error_);
+  queue_.push_back(r);
+  cv_.notify_all();
+}
+
+void TraceRecorder::close() {
+  stop_writer();
+  if (error_) std::rethrow_exception(error_);
+  w_->close();
+}
 
 }  // namespace mxsim::sim

@@ -307,6 +307,7 @@ class Trainer {
       res.epoch_test_accuracy.push_back(r.test_accuracy);
       res.test_accuracy = r.test_accuracy;
     }
+    resolve();  // the watched elements (record_watch) land in r before it leaves
     return r;
   }
 
@@ -321,34 +322,18 @@ class Trainer {
         continue;
       StepRecord::LayerRecord::Watch& o = r.layers[size_t(w->layer)].watch;
       o.element = idx;
-      o.master = gather<float>(w->master, idx);
-      // the quantization this step's fprop used (the weight_q snapshot's), read on the host
-      const QuantizedTensor q = be_.download(w->quantized(be_, weight_fprop_spec(be_, *w, w->model)));
-      const FormatSpec ef = spec_of(q.spec.elem);
-      const bool fp32 = q.spec.scale_kind == ScaleKind::FP32;
-      for (int64_t e : idx) {
-        const size_t g = size_t(e) / (w->N * w->K), n = (size_t(e) / w->K) % w->N, k = size_t(e) % w->K;
-        const size_t bi = n / q.block_rows(), bj = k / q.block_cols();
-        const uint32_t c = q.code(g, n, k);
-        const uint8_t byte = fp32 ? 0 : q.scale_bytes(g, bi, bj);
-        const float sinv = fp32 ? q.scale_inv(g, bi, bj) : 0.0f;
-        o.code.push_back(uint8_t(c));
-        o.weight_q.push_back(hd::dequant_value(q.spec.scale_kind, decode(ef, c), byte, sinv, q.tensor_scale_inv));
-        if (fp32) o.scale_inv.push_back(sinv);
-        else o.scale_bytes.push_back(byte);
-      }
-      const Backend::OscState* os = osc_.state(w->name);
-      o.flips = os ? gather<uint32_t>(os->flips, idx) : std::vector<uint32_t>(idx.size(), 0);
+      // Deferred: no synchronisation and no download of the whole weight per step; the
+      // values arrive by the step's last resolve (o stays in place until then).
+      o.master.assign(idx.size(), 0.0f);
+      be_.gather_deferred(w->master, idx, o.master.data());
+      // the quantization this step's fprop used (the weight_q snapshot's)
+      be_.quant_elements_deferred(w->quantized(be_, weight_fprop_spec(be_, *w, w->model)), idx, &o.q);
+      o.flips.assign(idx.size(), 0);
+      if (const Backend::OscState* os = osc_.state(w->name)) be_.gather_deferred(os->flips, idx, o.flips.data());
+      o.snaps.assign(idx.size(), 0);
       const DeOsc::State* ds = deosc_.state_of(w->name);
-      o.snaps = ds && !ds->snaps.empty() ? gather<uint32_t>(ds->snaps, idx) : std::vector<uint32_t>(idx.size(), 0);
+      if (ds && !ds->snaps.empty()) be_.gather_deferred(ds->snaps, idx, o.snaps.data());
     }
-  }
-  /// Elements idx of t (flat indices), through a small backend tensor.
-  template <class T>
-  std::vector<T> gather(const Tensor& t, const std::vector<int64_t>& idx) {
-    Tensor g = be_.alloc(t.dtype(), {idx.size()});
-    for (size_t j = 0; j < idx.size(); ++j) be_.copy_range(t, size_t(idx[j]), g, j, 1);
-    return be_.download<T>(g);
   }
 
   /// Snapshot layers: micro-batch mb's dW contribution into wgrad_mb [NMB * G, N, K].

@@ -192,6 +192,14 @@ void HipBackend::copy_range(const Tensor& src, size_t so, Tensor& dst, size_t d_
                                  static_cast<const std::byte*>(raw(src, "copy_range", "src")) + so * es, count * es,
                                  hipMemcpyDeviceToDevice, stream_));
 }
+void HipBackend::gather_deferred(const Tensor& t, std::span<const int64_t> idx, void* dst) {
+  check_indices(idx, t.numel(), "gather", "the tensor");
+  const size_t es = dtype_size(t.dtype());
+  const std::byte* p = static_cast<const std::byte*>(raw(t, "gather", "t"));
+  for (size_t j = 0; j < idx.size(); ++j)
+    fetch_later(p + size_t(idx[j]) * es, es,
+                [d = static_cast<std::byte*>(dst) + j * es, es](const std::byte* h) { std::memcpy(d, h, es); });
+}
 void HipBackend::fill_zero(Tensor& t) {
   if (t.bytes()) MXSIM_HIP_CHECK(hipMemsetAsync(raw(t, "fill_zero", "tensor"), 0, t.bytes(), stream_));
 }

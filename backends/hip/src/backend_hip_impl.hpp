@@ -125,6 +125,8 @@ class HipBackend final : public Backend {
                               double* dst) override;
   void count_correct_deferred(const Tensor& logits, const Tensor& labels, int64_t* dst) override;
   void aux_loss_deferred(const Tensor& p, const Tensor& counts, size_t k, float coeff, Tensor& f, double* dst) override;
+  void gather_deferred(const Tensor& t, std::span<const int64_t> idx, void* dst) override;
+  void quant_elements_deferred(const QTensor& q, std::span<const int64_t> idx, QuantElements* dst) override;
   void resolve_deferred() override { sync(); }
 
   // ---- for the op files ------------------------------------------------

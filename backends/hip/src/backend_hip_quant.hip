@@ -35,7 +35,7 @@ Dims3 dims3(const Tensor& x, const char* op) {
 struct StorageAt {
   size_t g, r, c;
 };
-__device__ inline StorageAt storage_at(const QuantLayout& L, size_t i) {
+__host__ __device__ inline StorageAt storage_at(const QuantLayout& L, size_t i) {
   const size_t g = i / (L.rows * L.cols), lr = (i / L.cols) % L.rows, lc = i % L.cols;
   return L.transposed ? StorageAt{g, lc, lr} : StorageAt{g, lr, lc};
 }
@@ -45,7 +45,7 @@ __device__ inline uint32_t code_at(const DeviceQTensor& q, const StorageAt& s) {
   const uint8_t b = q.data[(s.g * L.srows + s.r) * L.rbytes + (e2m1 ? s.c / 2 : s.c)];
   return e2m1 ? ((s.c & 1) ? b >> 4 : b & 0xFu) : b;
 }
-__device__ inline size_t block_at(const QuantLayout& L, const StorageAt& s) {
+__host__ __device__ inline size_t block_at(const QuantLayout& L, const StorageAt& s) {
   return (s.g * L.nbr + s.r / L.br) * L.nbc + s.c / L.bc;
 }
 // Value (exact) and representable maximum of logical element i.
@@ -227,6 +227,42 @@ void HipBackend::scale_exp_histogram_deferred(const QTensor& qh, ScaleExpCounts*
 }
 ScaleExpCounts HipBackend::scale_exp_histogram(const QTensor& q) {
   return now<ScaleExpCounts>([&](ScaleExpCounts* d) { scale_exp_histogram_deferred(q, d); });
+}
+
+// The bytes of each element (its code, its block's scale) come by fetch_later,
+// and the values are computed on the host by the same hd::dequant_value once
+// the tensor scale, queued last, has arrived: no kernel, no synchronisation.
+void HipBackend::quant_elements_deferred(const QTensor& qh, std::span<const int64_t> idx, QuantElements* dst) {
+  const DeviceQTensor& q = dev(qh, "quant_elements", "q").t;
+  const QuantLayout& L = q.layout;
+  check_indices(idx, L.groups * L.rows * L.cols, "quant_elements", "the quantized tensor");
+  const size_t W = idx.size();
+  dst->code.assign(W, 0);
+  dst->scale_bytes.assign(W, 0);
+  dst->scale_inv.assign(W, 0.0f);
+  dst->value.assign(W, 0.0f);
+  const bool e2m1 = q.spec.elem == Format::E2M1;
+  for (size_t j = 0; j < W; ++j) {
+    const StorageAt s = storage_at(L, size_t(idx[j]));
+    const size_t at = (s.g * L.srows + s.r) * L.rbytes + (e2m1 ? s.c / 2 : s.c);
+    const int shift = e2m1 && (s.c & 1) ? 4 : 0;
+    const uint8_t mask = e2m1 ? 0xF : 0xFF;
+    fetch_later(q.data + at, 1, [dst, j, shift, mask](const std::byte* h) {
+      dst->code[j] = uint8_t((uint8_t(h[0]) >> shift) & mask);
+    });
+    const size_t b = block_at(L, s);
+    if (q.scale_inv)
+      fetch_later(q.scale_inv + b, sizeof(float), [dst, j](const std::byte* h) { std::memcpy(&dst->scale_inv[j], h, 4); });
+    else
+      fetch_later(q.scale_bytes + b, 1, [dst, j](const std::byte* h) { dst->scale_bytes[j] = uint8_t(h[0]); });
+  }
+  fetch_later(q.tensor_scale_inv, sizeof(float), [dst, kind = q.spec.scale_kind, elem = q.spec.elem](const std::byte* h) {
+    float ts;
+    std::memcpy(&ts, h, sizeof ts);
+    const FormatSpec ef = spec_of(elem);
+    for (size_t j = 0; j < dst->value.size(); ++j)
+      dst->value[j] = hd::dequant_value(kind, decode(ef, dst->code[j]), dst->scale_bytes[j], dst->scale_inv[j], ts);
+  });
 }
 
 float HipBackend::amax(const Tensor& x) {

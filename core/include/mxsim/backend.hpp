@@ -92,6 +92,9 @@ class Backend {
   /// naming both tensors when a range leaves its tensor or the dtypes differ.
   static void check_copy_range(const Tensor& src, size_t src_offset, const Tensor& dst, size_t dst_offset,
                                size_t count);
+  /// gather_deferred's / quant_elements_deferred's check: throws
+  /// std::invalid_argument naming `op` and the first index outside [0, n).
+  static void check_indices(std::span<const int64_t> idx, size_t n, const char* op, const char* what);
   /// Every element = 0 (+0.0 for f32).
   virtual void fill_zero(Tensor& t) = 0;
   /// The host form of a quantized tensor (files, tests) and back.
@@ -266,6 +269,23 @@ class Backend {
   virtual void aux_loss_deferred(const Tensor& p, const Tensor& counts, size_t k, float coeff, Tensor& f, double* dst) {
     *dst = aux_loss(p, counts, k, coeff, f);
   }
+  /// Elements idx of t (flat row-major indices, any dtype) into dst: idx.size()
+  /// elements of t's dtype, little-endian. Throws std::invalid_argument naming
+  /// the first index outside t (before anything is queued). The default
+  /// downloads t.
+  virtual void gather_deferred(const Tensor& t, std::span<const int64_t> idx, void* dst);
+  /// What the trace's watched elements (trace.watch_elements) record of a
+  /// quantized tensor, for elements idx (flat indices into q's logical
+  /// [G, rows, cols]): [idx.size()] each.
+  struct QuantElements {
+    std::vector<uint8_t> code;         ///< stored element code (E2M1: the nibble)
+    std::vector<uint8_t> scale_bytes;  ///< the block's E8M0 / UE4M3 scale byte (0 for FP32 scales)
+    std::vector<float> scale_inv;      ///< the block's FP32 scale_inv (0 for byte scales)
+    std::vector<float> value;          ///< exact dequantized value (hd::dequant_value)
+  };
+  /// Throws std::invalid_argument naming the first index outside q. The
+  /// default downloads q.
+  virtual void quant_elements_deferred(const QTensor& q, std::span<const int64_t> idx, QuantElements* dst);
   /// Delivers every deferred value queued so far (a synchronisation point).
   virtual void resolve_deferred() {}
 };

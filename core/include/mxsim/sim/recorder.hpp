@@ -4,10 +4,15 @@
 // docs/trace-format.md "Datasets written by mxsim train" says what each means.
 #pragma once
 #include <array>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <exception>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <string_view>
 #include <vector>
 
@@ -39,8 +44,8 @@ struct StepRecord {
     /// trace.watch_elements of a quantized snapshot layer (schema::watch), [W] each.
     struct Watch {
       std::vector<int64_t> element;
-      std::vector<float> master, weight_q, scale_inv;
-      std::vector<uint8_t> code, scale_bytes;
+      std::vector<float> master;
+      Backend::QuantElements q;  ///< code, scale (byte or scale_inv) and weight_q (value)
       std::vector<uint32_t> flips, snaps;
     } watch;
   };
@@ -56,8 +61,17 @@ struct OperandGrid {
 };
 OperandGrid operand_grid(const Config& cfg, const Weight& w, Operand o);
 
+/// Rows are written by a writer thread (where the HDF5 library is
+/// thread-safe, as Debian's is; else on the caller's thread), so a step's
+/// HDF5 appends and flushes overlap the next step's device work instead of
+/// holding up its launches. append() queues a copy of the record (at most
+/// kMaxQueuedRows behind; then it waits); an error of the writer is thrown by
+/// the next append / write_snapshots / close. The destructor writes every
+/// queued row before the file is closed, so a run that ends by an exception
+/// keeps its trace complete up to the last appended step.
 class TraceRecorder {
  public:
+  static constexpr size_t kMaxQueuedRows = 16;
   /// Creates the trace at `path` and declares every series of `cfg`'s run and
   /// the snapshots of trace.snapshot_layers at the steps of
   /// trace.snapshot_steps that lie in [first, last] (global steps). Throws
@@ -74,13 +88,24 @@ class TraceRecorder {
   /// operands (sim::Operand names) with m in kBlockMaps or "rows", "osc/<m>" for flips, ema,
   /// dist_ratio (the path below /snap/<l>/).
   using SnapshotSource = std::function<std::vector<unsigned char>(Layer, std::string_view kind)>;
-  /// Writes every declared snapshot of step `n` (must be snapshot_due).
+  /// Writes every declared snapshot of step `n` (must be snapshot_due), on
+  /// the caller's thread after the queued rows (src reads the backend, and
+  /// the tensors are written one at a time to bound host memory).
   void write_snapshots(Step n, const SnapshotSource& src);
-  /// Appends the row of every series and finishes the row (completeness rule).
+  /// Queues the row of every series; the writer appends them and finishes the
+  /// row (completeness rule).
   void append(const StepRecord& r);
+  /// Writes the queued rows, stops the writer and closes the file; throws
+  /// trace::TraceError for any write that failed.
   void close();
 
  private:
+  void write_row(const StepRecord& r);
+  void writer_loop();
+  /// Waits until the writer has written every queued row; rethrows its error.
+  void drain();
+  void stop_writer() noexcept;
+
   struct Series {
     std::string name;
     trace::DType dtype;
@@ -100,6 +125,13 @@ class TraceRecorder {
   std::vector<Snapshot> snaps_;
   std::vector<int64_t> snap_steps_;  ///< global steps (sorted, unique)
   Step first_;
+  // The writer thread and its queue (guarded by mu_).
+  std::thread writer_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<StepRecord> queue_;
+  bool busy_ = false, stopping_ = false;
+  std::exception_ptr error_;
 };
 
 }  // namespace mxsim::sim
