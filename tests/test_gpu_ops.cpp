@@ -525,9 +525,12 @@ TEST(GpuOps, DeOscAndOscSmall) {
   }
 }
 
+// From 4096 chunks (1 Mi elements) level 0 is one thread per chunk
+// (tree_sum.hpp's tree_chunks_kernel); below, records then chunk folds. The
+// sizes straddle that, with a ragged last chunk.
 TEST(GpuOpsTree, DeOscAndOscLarge) {
   REQUIRE_GPU();
-  for (size_t n : {258u, 100000u}) {
+  for (size_t n : {size_t(258), size_t(100000), (size_t(1) << 20) + 514}) {
     deosc_case(n, 22 + uint32_t(n));
     osc_case(n, 23 + uint32_t(n));
   }
@@ -585,6 +588,34 @@ TEST(GpuOps, WatchedElementsMatchEmulator) {
   Backend::QuantElements none;
   const std::string mq = thrown([&] { b.g->quant_elements_deferred(q4, bad, &none); });
   EXPECT_NE(mq.find("index 8400"), std::string::npos) << mq;
+}
+
+// quant_stats' eight-component fold on both level-0 shapes of the tree
+// (1,047,552 elements: 4092 chunks; 1,500,000: 5860, the last ragged).
+TEST(GpuOpsTree, QuantStatsLargeMatchesEmulator) {
+  REQUIRE_GPU();
+  Backends b;
+  std::mt19937 rng(24);
+  for (const char* recipe : {"mxfp4", "fp8_block"})
+    for (Shape s : {Shape{1023, 1024}, Shape{1500, 1000}}) {
+      const size_t n = s[0] * s[1];
+      const std::vector<float> x = values(rng, n, 2.0f, true);
+      const Both xb = b.f32(s, x);
+      const QuantSpec spec = tensor_recipe(recipe);
+      const QTensor qe = b.e->quantize(xb.e, spec, Axis::Cols), qg = b.g->quantize(xb.g, spec, Axis::Cols);
+      const QuantStats e = b.e->quant_stats(xb.e, qe), g = b.g->quant_stats(xb.g, qg);
+      const std::string what = std::string(recipe) + " n " + std::to_string(n);
+      EXPECT_EQ(e.count, g.count) << what;
+      EXPECT_EQ(e.nonfinite_in, g.nonfinite_in) << what;
+      EXPECT_EQ(e.nan_out, g.nan_out) << what;
+      EXPECT_EQ(e.underflow, g.underflow) << what;
+      EXPECT_EQ(e.saturated, g.saturated) << what;
+      EXPECT_GT(e.underflow + e.saturated, 0u) << what << ": the data meets neither edge";
+      EXPECT_EQ(bits(e.mse), bits(g.mse)) << what;
+      EXPECT_EQ(bits(e.max_abs_err), bits(g.max_abs_err)) << what;
+      EXPECT_EQ(bits(e.signal_power), bits(g.signal_power)) << what;
+      EXPECT_EQ(bits(e.sqnr_db), bits(g.sqnr_db)) << what;
+    }
 }
 
 #endif  // MXSIM_HAVE_GPU
