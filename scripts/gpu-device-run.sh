@@ -14,7 +14,7 @@
 #           compared by mxsim compare ("result: identical" expected)
 # Also: memcheck (compute-sanitizer over kernel suites and the Backend suite),
 # bench (mxsim_gpu_bench), gemm (grouped GEMM vs PyTorch), profile, kernels,
-# large (see below).
+# large, steps (see below).
 # STAGES (default "tests verify runs nccl peers") picks stages. Writes to $OUT
 # (default ./out): summary.md (the table), tests.txt, verify.txt, runs.txt,
 # peers.csv, env.txt. Exit status: non-zero when any check failed.
@@ -220,6 +220,73 @@ if has large; then
   sed -n '/^backend ops/,$p' "$work/large.log" | head -16 >>"$summary"
   echo '```' >>"$summary"
   PYTHONUNBUFFERED=1 timeout 200 python3 bench/peers/moe_step_peer.py --config large --mode both --steps 10 >>"$OUT/peers.csv" 2>&1
+fi
+
+# steps: the training step beside its PyTorch peer, in this call. Step time is
+# the wall-clock difference of a long and a short run over their step
+# difference (start-up cancels), STEP_REPS pairs each (default 3): the default
+# config 200 vs 1000 steps without and with the default trace, the large
+# config 3 vs 24 steps; then moe_step_peer.py STEP_REPS times (default config)
+# and once (large, BF16 and fake-quant). Writes steps.csv (every run) and the
+# table steps.md (medians, ratios).
+if has steps; then
+  reps=${STEP_REPS:-3}
+  echo "run,rep,steps,exit,wall_s" >"$OUT/steps.csv"
+  step_run() {  # step_run NAME REP STEPS ARGS...
+    local name=$1 rep=$2 n=$3; shift 3
+    local t0=$(date +%s.%N)
+    eval "\"$mx\" train --backend hip $data --set run.max_steps=$n $*" >"$work/step_$name.log" 2>&1
+    echo "$name,$rep,$n,$?,$(awk "BEGIN {printf \"%.3f\", $(date +%s.%N) - $t0}")" >>"$OUT/steps.csv"
+  }
+  for ((i = 1; i <= reps; ++i)); do
+    step_run default $i 200 --set run.test_limit=500
+    step_run default $i 1000 --set run.test_limit=500
+    step_run default_trace $i 200 --set run.test_limit=500 --trace "$work/st_a$i.h5"
+    step_run default_trace $i 1000 --set run.test_limit=500 --trace "$work/st_b$i.h5"
+    step_run large $i 3 --config examples/large.toml --set run.test_limit=64
+    step_run large $i 24 --config examples/large.toml --set run.test_limit=64
+  done
+  : >"$work/step_peers.csv"
+  for ((i = 1; i <= reps; ++i)); do
+    PYTHONUNBUFFERED=1 timeout 150 python3 bench/peers/moe_step_peer.py --config default --mode bf16 --steps 200 >>"$work/step_peers.csv" 2>&1
+  done
+  PYTHONUNBUFFERED=1 timeout 200 python3 bench/peers/moe_step_peer.py --config large --mode both --steps 20 >>"$work/step_peers.csv" 2>&1
+  grep -v '^config' "$work/step_peers.csv" >>"$OUT/peers.csv"
+  python3 - "$OUT/steps.csv" "$work/step_peers.csv" >"$OUT/steps.md" <<'PY'
+import csv, statistics, sys
+runs = list(csv.DictReader(open(sys.argv[1])))
+peers = {}
+for line in open(sys.argv[2]):
+    f = line.strip().split(",")
+    if len(f) == 5 and f[0] != "config":
+        peers.setdefault((f[0], f[1]), []).append(float(f[3]))
+def per_step(name):
+    by = {}
+    for r in runs:
+        if r["run"] == name and r["exit"] == "0":
+            by.setdefault(r["rep"], {})[int(r["steps"])] = float(r["wall_s"])
+    out = []
+    for d in by.values():
+        if len(d) == 2:
+            (n0, t0), (n1, t1) = sorted(d.items())
+            out.append((t1 - t0) / (n1 - n0) * 1000)
+    return out
+print("| config | mxsim ms/step (samples; median) | PyTorch eager BF16 ms/step | ratio | fake-quant ms/step | ratio |")
+print("|---|---|---|---|---|---|")
+for name, cfg in (("default", "default"), ("default_trace", "default"), ("large", "large")):
+    m = per_step(name)
+    if not m:
+        print(f"| {name} | failed | | | | |")
+        continue
+    med = statistics.median(m)
+    b = peers.get((cfg, "bf16"), [])
+    q = peers.get((cfg, "fakequant"), [])
+    bm = statistics.median(b) if b else float("nan")
+    qm = statistics.median(q) if q else float("nan")
+    print(f"| {name} | {', '.join(f'{x:.2f}' for x in m)}; {med:.2f} | {bm:.2f} | {med / bm:.2f}x | "
+          + (f"{qm:.1f} | {med / qm:.2f}x |" if q else "| |"))
+PY
+  echo -e "\n## Training step beside the PyTorch peer (${reps} pairs each)\n" >>"$summary"; cat "$OUT/steps.md" >>"$summary"
 fi
 
 # kernels: Nsight Compute's duration of every kernel of KERNEL_STEPS steps of
