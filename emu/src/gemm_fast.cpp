@@ -59,7 +59,7 @@ Decoded decode_panel(const Panel& p) {
 /// values: 2^(F - E) stays below 2^350.
 inline float fused_fast(const Decoded& a, size_t ia, const Decoded& b, size_t ib, size_t n, float c, int F, bool e8m13,
                         const hd::FusedEdges& x) {
-  const int zero_e = x.zeros_in_max ? -126 : hd::kNoTerm;
+  const int zero_e = hd::zero_align(x);
   const auto al = [&](int e) { return std::max(e, x.align_floor); };
   int E = c == 0.0f ? zero_e : al(std::ilogb(c));
   for (size_t k = 0; k < n; ++k) {

@@ -186,6 +186,10 @@ MXSIM_HD constexpr FusedEdges mma_sim_edges() { return {kNoAlignFloor, true, fal
 /// The class bf16-f25.
 MXSIM_HD constexpr FusedEdges hopper_bf16_edges() { return {-126, false, true, true, -133}; }
 
+/// The alignment exponent of a zero product or a zero C: MMA-Sim's
+/// placeholder -126, or kNoTerm where zeros take no part in E.
+MXSIM_HD constexpr int zero_align(const FusedEdges& x) { return x.zeros_in_max ? -126 : kNoTerm; }
+
 /// The window lsb of a group whose largest alignment is E (not kNoTerm): every
 /// term and C are truncated to multiples of 2^lsb.
 MXSIM_HD constexpr int group_lsb(int E, int F, const FusedEdges& x) { return (E > x.e_floor ? E : x.e_floor) - F; }
@@ -259,7 +263,7 @@ MXSIM_HD inline float rz_to_frac(int64_t S, int lsb, int frac, bool overflow_inf
 /// floor(log2 |c|) but at least x.align_floor; a zero c: -126, or kNoTerm
 /// where zeros take no part.
 MXSIM_HD inline int c_align(const ExactVal& cx, const FusedEdges& x) {
-  if (cx.sig == 0) return x.zeros_in_max ? -126 : kNoTerm;
+  if (cx.sig == 0) return zero_align(x);
   const int e = exact_log2(cx);
   return e > x.align_floor ? e : x.align_floor;
 }
@@ -279,7 +283,7 @@ MXSIM_HD inline float fused_group(int n, const TermAt& term_at, float c, int F, 
                                   FusedEdges x = mma_sim_edges()) {
   const ExactVal cx = exact_of_float(c);
   bool nan = cx.kind == ExKind::NaN, pinf = cx.kind == ExKind::PosInf, ninf = cx.kind == ExKind::NegInf;
-  const int zero_e = x.zeros_in_max ? -126 : kNoTerm;
+  const int zero_e = zero_align(x);
   int E = cx.kind == ExKind::Finite ? c_align(cx, x) : zero_e;
   for (int k = 0; k < n; ++k) {
     const Term t = term_at(k);

@@ -86,7 +86,7 @@ MXSIM_HD inline int packed_exp(PackedVal v, int align_floor) {
 /// (e(a) + e(b), as hd::product_term with x.align_floor); a zero product's
 /// is -126, or kNoTerm where zeros take no part (hd::fused_group).
 MXSIM_HD inline int packed_align(PackedVal a, PackedVal b, int32_t prod, const FusedEdges& x) {
-  if (prod == 0) return x.zeros_in_max ? -126 : kNoTerm;
+  if (prod == 0) return zero_align(x);
   return packed_exp(a, x.align_floor) + packed_exp(b, x.align_floor);
 }
 
