@@ -7,6 +7,7 @@
 
 #include "mxsim/backend_profile.hpp"
 #include "mxsim/emu/backend_emu.hpp"
+#include "mxsim/quant_spec.hpp"
 
 namespace mxsim {
 namespace {
@@ -35,6 +36,30 @@ TEST_P(ProfilingModes, ForwardsBitForBitAndCountsCalls) {
   EXPECT_EQ(prof.name(), "emu");
   EXPECT_GT(prof.total_seconds(), 0.0);  // the ops took time (steady_clock counts nanoseconds)
   EXPECT_LT(prof.total_seconds(), 60.0);
+}
+// The trace's watched-element ops reach the wrapped backend as themselves
+// (not through Backend's defaults, which download the whole tensor: a
+// wrapper that does not forward a deferred op turns it into a download).
+TEST_P(ProfilingModes, ForwardsTheWatchedElementOps) {
+  ProfilingBackend prof(emu::make_emu_backend(), GetParam());
+  Tensor x = prof.alloc(DType::f32, {4, 32});
+  std::vector<float> v(128);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = float(i) * 0.25f;
+  prof.upload(x, std::span<const float>(v));
+  const QTensor q = prof.quantize(x, tensor_recipe("mxfp8"), Axis::Cols);
+  const std::vector<int64_t> idx = {3, 77};
+  std::vector<float> g(2);
+  prof.gather_deferred(x, idx, g.data());
+  Backend::QuantElements e;
+  prof.quant_elements_deferred(q, idx, &e);
+  prof.resolve_deferred();
+  EXPECT_EQ(g[0], 0.75f);
+  EXPECT_EQ(g[1], 19.25f);
+  ASSERT_EQ(e.value.size(), 2u);
+  const std::string r = prof.report();
+  EXPECT_NE(r.find("gather (watched elements)             1"), std::string::npos) << r;
+  EXPECT_NE(r.find("quant_elements (watched)              1"), std::string::npos) << r;
+  EXPECT_EQ(r.find("download"), std::string::npos) << "nothing went through a download\n" << r;
 }
 INSTANTIATE_TEST_SUITE_P(DeviceAndHost, ProfilingModes,
                          ::testing::Values(ProfilingBackend::Mode::Device, ProfilingBackend::Mode::Host),

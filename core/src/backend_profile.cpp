@@ -38,7 +38,8 @@ const char* ProfilingBackend::slot_name(Slot s) {
       "grouped_wgrad (quantized)", "grouped_wgrad (bf16)", "accumulate_groups",
       "softmax_rows", "topk_rows", "moe_route", "permute_rows", "unpermute_combine", "combine_backward", "aux_loss",
       "router_backward", "embed_grad_sum", "activation", "activation_grad", "cross_entropy", "argmax_rows",
-      "count_correct", "l2_norm", "adamw", "deosc_update", "osc_update", "resolve_deferred"};
+      "count_correct", "l2_norm", "adamw", "deosc_update", "osc_update", "gather (watched elements)",
+      "quant_elements (watched)", "resolve_deferred"};
   static_assert(sizeof(names) / sizeof(names[0]) == kSlots, "one name per slot");
   return names[s];
 }
@@ -189,6 +190,12 @@ Backend::OscStep ProfilingBackend::osc_update(const Tensor& w, const Tensor& q, 
 
 // Deferred forms: timed in the immediate op's slot (the synchronisation after
 // each op delivers the value at once, so the time is the op's).
+void ProfilingBackend::gather_deferred(const Tensor& t, std::span<const int64_t> idx, void* dst) {
+  timed(kGather, [&] { inner_->gather_deferred(t, idx, dst); });
+}
+void ProfilingBackend::quant_elements_deferred(const QTensor& q, std::span<const int64_t> idx, QuantElements* dst) {
+  timed(kQuantElements, [&] { inner_->quant_elements_deferred(q, idx, dst); });
+}
 void ProfilingBackend::l2_norm_deferred(const Tensor& x, double* dst) {
   timed(kL2Norm, [&] { inner_->l2_norm_deferred(x, dst); });
 }

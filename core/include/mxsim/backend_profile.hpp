@@ -109,6 +109,8 @@ class ProfilingBackend final : public Backend {
                               double* dst) override;
   void count_correct_deferred(const Tensor& logits, const Tensor& labels, int64_t* dst) override;
   void aux_loss_deferred(const Tensor& p, const Tensor& counts, size_t k, float coeff, Tensor& f, double* dst) override;
+  void gather_deferred(const Tensor& t, std::span<const int64_t> idx, void* dst) override;
+  void quant_elements_deferred(const QTensor& q, std::span<const int64_t> idx, QuantElements* dst) override;
   void resolve_deferred() override;
 
  private:
@@ -119,7 +121,7 @@ class ProfilingBackend final : public Backend {
     kFpropQ, kFpropBf16, kDgradQ, kDgradBf16, kWgradQ, kWgradBf16, kAccumulate,
     kSoftmax, kTopk, kRoute, kPermute, kCombine, kCombineBackward, kAuxLoss, kRouterBackward, kEmbedGrad,
     kActivation, kActivationGrad, kCrossEntropy, kArgmax, kCountCorrect, kL2Norm, kAdamW, kDeOsc, kOsc,
-    kResolve, kSlots
+    kGather, kQuantElements, kResolve, kSlots
   };
   struct Stat {
     uint64_t calls = 0;
