@@ -235,8 +235,10 @@ if has steps; then
   step_run() {  # step_run NAME REP STEPS ARGS...
     local name=$1 rep=$2 n=$3; shift 3
     local t0=$(date +%s.%N)
-    eval "\"$mx\" train --backend hip $data --set run.max_steps=$n $*" >"$work/step_$name.log" 2>&1
-    echo "$name,$rep,$n,$?,$(awk "BEGIN {printf \"%.3f\", $(date +%s.%N) - $t0}")" >>"$OUT/steps.csv"
+    eval "timeout 300 \"$mx\" train --backend hip $data --set run.max_steps=$n $*" >"$work/step_$name.log" 2>&1
+    local r=$?
+    [ $r -eq 0 ] || rc=1
+    echo "$name,$rep,$n,$r,$(awk "BEGIN {printf \"%.3f\", $(date +%s.%N) - $t0}")" >>"$OUT/steps.csv"
   }
   for ((i = 1; i <= reps; ++i)); do
     step_run default $i 200 --set run.test_limit=500

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "mxsim/emu/grouped_gemm.hpp"
+#include "bf16_h200_floor_groups.hpp"
 #include "mxsim/hd/gemm_block.hpp"
 
 using namespace mxsim;
@@ -78,29 +79,6 @@ const MeasuredGroup kGroups[] = {
      0x00000000u, 0x43197f3eu, 0x43197f3eu},
 };
 
-// Groups of subnormal elements (a) times small normal ones (b), C = +0, whose
-// exact sum lies just below a multiple of 2^-149 (by 0.0005 to 0.002 of it):
-// the H200 gives the multiple, because its window reaches no lower than
-// 2^-158 (E at least -133) and truncating the negative products there lifts
-// the sum onto it. Measured on 2026-12-02 as groups of
-// GpuGemm.WgmmaBf16SubnormalAndTinyValuesMatchEmulator's fprop chains (run
-// one group per wgmma launch with the chain's C); without_floor is the
-// group with the other four edges alone (the window at E - 25 = 2^-170 ...).
-struct FloorGroup {
-  uint16_t a[16], b[16];
-  uint32_t h200, without_floor;
-};
-const FloorGroup kFloorGroups[] = {
-    {{0x0001,0x8026,0x8032,0x000c,0x8029,0x0022,0x8006,0x003d,0x000e,0x0033,0x000d,0x001d,0x802e,0x001f,0x8038,0x802c},
-     {0xb57d,0x3521,0x35e9,0x35b5,0xb65c,0xb620,0x338a,0xb60a,0x34bf,0x34d6,0x351c,0xb5d9,0xb58c,0x359d,0xb673,0xb53e},
-     0x00000009u, 0x00000008u},
-    {{0x8001,0x0001,0x8000,0x8001,0x8002,0x0001,0x8004,0x0002,0x0002,0x8001,0x8001,0x8002,0x8002,0x0002,0x0003,0x0003},
-     {0xb6d8,0xb5c4,0x3585,0x3620,0x34ff,0xb682,0xb6bd,0x36b7,0x36e3,0xb5d5,0x3515,0x3701,0x35ab,0xb6ca,0xb3c2,0xb3d9},
-     0x00000001u, 0x00000000u},
-    {{0x0070,0x8168,0x8184,0x0013,0x8097,0x0008,0x812f,0x0076,0x0029,0x0090,0x80b0,0x00ba,0x00db,0x009d,0x8115,0x0096},
-     {0xb57f,0x3521,0xb78e,0xb7f8,0x35d7,0xb74f,0xb6f6,0xb6bb,0xb706,0xb7ff,0x37d8,0xb6d7,0x370b,0x3792,0x3588,0xb6d1},
-     0x000000a0u, 0x0000009fu},
-};
 // clang-format on
 
 float f32(uint32_t b) { return std::bit_cast<float>(b); }
@@ -166,6 +144,7 @@ TEST(Bf16F25Measured, MmaSimReadingGivesOtherBits) {
 // Fast) give the H200's bits; the same group with the floor taken away gives
 // the sum truncated only at the end (the recorded without_floor bits).
 TEST(Bf16F25Measured, WindowFloorGroupsGiveTheH200Bits) {
+  using testdata::FloorGroup, testdata::kFloorGroups;
   const FormatSpec f = spec_of(Format::BF16);
   hd::FusedEdges no_floor = hd::hopper_bf16_edges();
   no_floor.e_floor = hd::kNoAlignFloor;

@@ -7,6 +7,8 @@
 // against a rational oracle, tests/test_gpu_gemm.cpp the GPU against it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -76,15 +78,16 @@ bool same_bits(float a, float b) {
   return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b);
 }
 
-/// Adversarial FP32 values: zeros of both signs, subnormals, the normal
-/// boundary, powers of two, FLT_MAX, Inf, NaN, e8m13-exact values and randoms.
 /// A BF16 code with its exponent field in [lo, hi] (0: subnormal), random
-/// sign and fraction: tiny groups whose E falls on both sides of the Hopper
-/// window floor (E >= -133) come from exponent fields 0-7 times 100-119.
+/// sign and fraction: exponent fields 0-7 times 100-119 give tiny groups
+/// whose E lies on both sides of the Hopper window floor (E >= -133). (Few of
+/// them does the floor decide: GemmBlock.HopperWindowFloorDecides builds those.)
 uint32_t bf16_code_in(std::mt19937& g, uint32_t lo, uint32_t hi) {
   return (g() & 0x8000u) | ((lo + g() % (hi - lo + 1)) << 7) | (g() & 0x7Fu);
 }
 
+/// Adversarial FP32 values: zeros of both signs, subnormals, the normal
+/// boundary, powers of two, FLT_MAX, Inf, NaN, e8m13-exact values and randoms.
 float adversarial_float(std::mt19937& g) {
   std::uniform_int_distribution<int> pick(0, 11);
   std::uniform_int_distribution<uint32_t> any;
@@ -158,6 +161,33 @@ TEST(GemmBlock, FusedGroupMatchesExactArithmetic) {
     ++cases;
   }
   EXPECT_EQ(bad, 0u) << "of " << cases;
+}
+
+// Groups the Hopper window floor decides, worked out by hand: a product
+// m * 2^-149 (subnormal element m * 2^-133 times 2^-16, alignment -142) and n
+// products -2^-159 (2^-133 times -2^-26), C = +0, in shuffled order. With
+// the floor the window's lsb is 2^(-133 - 25) = 2^-158, the -2^-159 terms
+// truncate to 0 and the result is m * 2^-149 (bits m); without it the lsb is
+// 2^-167, the sum m * 2^-149 - n * 2^-159 is exact and RZ gives m - 1.
+TEST(GemmBlock, HopperWindowFloorDecides) {
+  std::mt19937 g(133);
+  size_t groups = 0;
+  for (uint32_t m = 1; m <= 127; ++m)
+    for (int n = 1; n <= 15; n += 7) {
+      std::vector<std::pair<uint32_t, uint32_t>> codes = {{m, 0x3780u}};  // m * 2^-133, 2^-16
+      for (int k = 0; k < n; ++k) codes.push_back({0x0001u, 0xB280u});    // 2^-133, -2^-26
+      std::shuffle(codes.begin(), codes.end(), g);
+      std::vector<Term> t;
+      for (auto [a, b] : codes) t.push_back(exact_term(Format::BF16, a, Format::BF16, b, 0, -126));
+      const float got = fused_group(t, 0.0f, 25, false, mxsim::hd::hopper_bf16_edges());
+      EXPECT_EQ(std::bit_cast<uint32_t>(got), m) << "m " << m << " n " << n;
+      mxsim::hd::FusedEdges no_floor = mxsim::hd::hopper_bf16_edges();
+      no_floor.e_floor = mxsim::hd::kNoAlignFloor;
+      EXPECT_EQ(std::bit_cast<uint32_t>(fused_group(t, 0.0f, 25, false, no_floor)), m - 1) << "m " << m << " n " << n;
+      EXPECT_EQ(std::bit_cast<uint32_t>(oracle_fused_group(t, 0.0f, 25, false, true)), m) << "oracle, m " << m;
+      ++groups;
+    }
+  EXPECT_EQ(groups, 127u * 3);
 }
 
 // rz_to_frac against round_f32(RZ) on random integers and exponents, across

@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "bf16_h200_floor_groups.hpp"
 #include "gpu_test_util.hpp"
 #include "mxsim/emu/grouped_gemm.hpp"
 #include "mxsim/emu/quantize.hpp"
@@ -704,6 +705,32 @@ TEST(GpuGemm, WgmmaBf16LargeShapesMatchEmulator) {
   REQUIRE_GPU();
   if (!sm90()) GTEST_SKIP() << "the tensor-core kernels need an H100/H200 (sm_90)";
   run_wgmma_bf16(false);
+}
+
+// The groups the window floor decides (measured on the H200; the emulator's
+// side is test_gemm_bf16_h200) on every GPU kernel of bf16-f25: the
+// CUDA-core large-tile, small-tile and lanes kernels and, on an sm_90 GPU,
+// the wgmma chain. One output, K = 16, C = +0.
+TEST(GpuGemm, Bf16WindowFloorGroupsGiveTheH200BitsOnEveryKernel) {
+  REQUIRE_GPU();
+  std::vector<hip::GemmKernel> kinds = {hip::GemmKernel::LargeTile, hip::GemmKernel::SmallTile, hip::GemmKernel::Lanes};
+  if (sm90()) kinds.push_back(hip::GemmKernel::Wgmma);
+  const std::vector<int64_t> ms = {1};
+  for (const testdata::FloorGroup& m : testdata::kFloorGroups) {
+    hip::DeviceBuffer a(32, "a"), b(32, "b");
+    a.upload(m.a, 32);
+    b.upload(m.b, 32);
+    for (hip::GemmKernel k : kinds) {
+      hip::GemmParams gp;
+      gp.kernel = k;
+      const uint32_t want = m.h200;
+      check_gpu("bf16-f25", nullptr, reinterpret_cast<const float*>(&want), 1, false,
+                "kernel " + std::to_string(int(k)), [&](float* out) {
+                  hip::grouped_fprop(hip::GemmOperand::from_bf16(a.as<uint16_t>(), 1, 1, 16),
+                                     hip::GemmOperand::from_bf16(b.as<uint16_t>(), 1, 1, 16), ms, out, gp);
+                });
+    }
+  }
 }
 
 TEST(GpuGemm, WgmmaBf16SubnormalAndTinyValuesMatchEmulator) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -26,6 +27,7 @@
 #include "mxsim/rounding.hpp"
 #include "mxsim/sim/config.hpp"
 #include "mxsim/sim/model.hpp"
+#include "mxsim/sim/recorder.hpp"
 #include "mxsim/sim/trainer.hpp"
 #include "mxsim/trace/checkpoint.hpp"
 #include "mxsim/trace/reader.hpp"
@@ -475,10 +477,11 @@ TEST(SimBackend, FastPathsMatchReference) {
   }
 }
 
-// The trace's rows go through a writer thread (sim::TraceRecorder): a run
-// that ends by an exception after step 10 still has rows 1..10 in its trace,
-// each the step it names, though some were only queued when the exception
-// left the step loop.
+// The trace's rows go through a writer thread (sim::TraceRecorder). With the
+// writer held 100 ms per row, a run that throws at step 10 after less than
+// 1 s has rows still queued (at most one row per 100 ms is written); its
+// trace must hold rows 1..10 all the same, each the step it names: the
+// recorder writes its queue before the file closes.
 TEST(SimTrain, RunEndedByExceptionKeepsItsQueuedRows) {
   const Config c = tiny();  // 16 steps
   const std::string path = tmp("ended.h5");
@@ -486,10 +489,18 @@ TEST(SimTrain, RunEndedByExceptionKeepsItsQueuedRows) {
   TrainOptions o;
   o.trace_path = path;
   o.evaluate = false;
-  o.on_step = [](const StepInfo& si) {
-    if (si.step == 10) throw std::runtime_error("stop at 10");
+  const auto t0 = std::chrono::steady_clock::now();
+  double at_10 = 0;
+  o.on_step = [&](const StepInfo& si) {
+    if (si.step == 10) {
+      at_10 = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      throw std::runtime_error("stop at 10");
+    }
   };
+  TraceRecorder::test_row_delay_ms = 100;
   EXPECT_THROW(train(c, *be, o), std::runtime_error);
+  TraceRecorder::test_row_delay_ms = 0;
+  ASSERT_LT(at_10, 0.95) << "steps this slow leave no row queued: the test would check nothing";
   trace::Reader rd(path);
   ASSERT_EQ(rd.steps_completed(), 10u);
   const auto step = rd.read_series<int64_t>("/train/step");

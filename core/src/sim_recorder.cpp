@@ -1,9 +1,8 @@
 // The trace recorder: one list of datasets, declared and appended from it.
 #include "mxsim/sim/recorder.hpp"
 
-#include <hdf5.h>
-
 #include <algorithm>
+#include <chrono>
 
 #include "mxsim/hd/elementwise.hpp"
 #include "mxsim/sim/maps.hpp"
@@ -116,8 +115,7 @@ TraceRecorder::TraceRecorder(const std::string& path, const std::string& config_
   for (int64_t s : snap_steps_) rows.push_back(s - first.n());
   for (const Snapshot& s : snaps_) w_->declare_snapshot(s.name, s.dtype, s.shape, rows);
   w_->start_swmr();
-  hbool_t safe = 0;
-  if (H5is_library_threadsafe(&safe) >= 0 && safe) writer_ = std::thread([this] { writer_loop(); });
+  if (trace::hdf5_thread_safe()) writer_ = std::thread([this] { writer_loop(); });
 }
 
 TraceRecorder::~TraceRecorder() { stop_writer(); }
@@ -132,6 +130,7 @@ void TraceRecorder::writer_loop() {
     queue_.pop_front();
     lk.unlock();
     std::exception_ptr e;
+    if (const int ms = test_row_delay_ms.load()) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     if (!error_) try {  // (error_ is written only here)
         write_row(r);
       } catch (...) {

@@ -313,4 +313,9 @@ void Writer::close() {
   if (rc < 0) fail(m.fname, "close failed");
 }
 
+bool hdf5_thread_safe() {
+  hbool_t safe = 0;
+  return H5is_library_threadsafe(&safe) >= 0 && safe;
+}
+
 }  // namespace mxsim::trace

@@ -4,6 +4,7 @@
 // docs/trace-format.md "Datasets written by mxsim train" says what each means.
 #pragma once
 #include <array>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -72,6 +73,9 @@ OperandGrid operand_grid(const Config& cfg, const Weight& w, Operand o);
 class TraceRecorder {
  public:
   static constexpr size_t kMaxQueuedRows = 16;
+  /// Tests only: the writer sleeps this many milliseconds before each row, so
+  /// that a test can have rows queued when a run ends (0: no delay).
+  inline static std::atomic<int> test_row_delay_ms{0};
   /// Creates the trace at `path` and declares every series of `cfg`'s run and
   /// the snapshots of trace.snapshot_layers at the steps of
   /// trace.snapshot_steps that lie in [first, last] (global steps). Throws

@@ -24,7 +24,7 @@ struct StepInfo {
 /// Where a run is, for TrainOptions::control.
 struct Progress {
   int64_t step = 0, total = 0;  ///< global optimizer step being run (1-based) / planned
-  int microbatch = -1;          ///< micro-batch just done (0-based); -1: the optimizer step and its trace row are done
+  int microbatch = -1;          ///< micro-batch just done (0-based); -1: the optimizer step is done and its trace row queued
   int num_microbatches = 0;
   double loss = 0;              ///< mean CE of the micro-batches done so far (mb >= 0); the step's loss (mb = -1)
 };

@@ -21,7 +21,8 @@
 //
 // Errors: every failure throws TraceError naming the path (and dataset) and HDF5's message.
 // If the constructor or any declare_* fails, nothing is left at `path` or at the ".partial"
-// name. Not thread-safe: one thread writes.
+// name. Not thread-safe: one thread at a time uses a Writer (sim::TraceRecorder hands
+// it from the training thread to its writer thread where hdf5_thread_safe()).
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -32,6 +33,11 @@
 #include "mxsim/trace/common.hpp"
 
 namespace mxsim::trace {
+
+/// Whether the HDF5 library in use serialises its API calls itself
+/// (H5is_library_threadsafe; Debian's build does): then another thread may
+/// use HDF5, other files included, while a Writer works.
+bool hdf5_thread_safe();
 
 class Writer {
  public:
