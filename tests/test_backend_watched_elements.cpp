@@ -1,5 +1,6 @@
 // Backend::gather_deferred and Backend::quant_elements_deferred (the trace's
-// watched elements) on the emulator, i.e. the Backend defaults: each
+// watched elements): the emulator's overrides (read in place) and Backend's
+// defaults (through a download; called by name on the emulator): each
 // element's code and scale are read back from the host QuantizedTensor at
 // storage coordinates worked out here (a transposed tensor swaps them; an
 // E2M1 code is the low nibble of its byte for an even column, the high one
@@ -52,9 +53,12 @@ TEST(BackendWatchedElements, CodesScalesAndValuesAtTheirStorageCoordinates) {
     Tensor d = be->alloc(DType::f32, {G, R, C});
     be->dequantize(qh, d);
     const std::vector<float> dv = be->download<float>(d);
+    for (int how = 0; how < 2; ++how) {
     Backend::QuantElements e;
-    be->quant_elements_deferred(qh, idx, &e);
+    if (how == 0) be->quant_elements_deferred(qh, idx, &e);
+    else be->Backend::quant_elements_deferred(qh, idx, &e);  // the default, not the override
     be->resolve_deferred();
+    SCOPED_TRACE(how == 0 ? "emulator" : "Backend default");
     ASSERT_EQ(e.code.size(), idx.size()) << what;
     for (size_t j = 0; j < idx.size(); ++j) {
       const size_t i = size_t(idx[j]), g = i / (R * C), lr = i / C % R, lc = i % C;
@@ -73,11 +77,15 @@ TEST(BackendWatchedElements, CodesScalesAndValuesAtTheirStorageCoordinates) {
       }
       EXPECT_EQ(bits(e.value[j]), bits(dv[i])) << what << " element " << i;
     }
+    }
   }
-  std::vector<float> got(idx.size());
-  be->gather_deferred(x, idx, got.data());
-  be->resolve_deferred();
-  for (size_t j = 0; j < idx.size(); ++j) EXPECT_EQ(bits(got[j]), bits(v[size_t(idx[j])])) << j;
+  for (int how = 0; how < 2; ++how) {
+    std::vector<float> got(idx.size());
+    if (how == 0) be->gather_deferred(x, idx, got.data());
+    else be->Backend::gather_deferred(x, idx, got.data());
+    be->resolve_deferred();
+    for (size_t j = 0; j < idx.size(); ++j) EXPECT_EQ(bits(got[j]), bits(v[size_t(idx[j])])) << j << " how " << how;
+  }
 }
 
 TEST(BackendWatchedElements, IndexOutsideTheTensorIsNamed) {
@@ -88,6 +96,12 @@ TEST(BackendWatchedElements, IndexOutsideTheTensorIsNamed) {
   for (std::vector<int64_t> bad : {std::vector<int64_t>{3, 128}, std::vector<int64_t>{-1}}) {
     try {
       be->gather_deferred(x, bad, sink.data());
+      ADD_FAILURE() << "no error for index " << bad.back();
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("index " + std::to_string(bad.back())), std::string::npos) << e.what();
+    }
+    try {
+      be->Backend::gather_deferred(x, bad, sink.data());
       ADD_FAILURE() << "no error for index " << bad.back();
     } catch (const std::invalid_argument& e) {
       EXPECT_NE(std::string(e.what()).find("index " + std::to_string(bad.back())), std::string::npos) << e.what();

@@ -79,8 +79,7 @@ void Backend::gather_deferred(const Tensor& t, std::span<const int64_t> idx, voi
   for (size_t j = 0; j < idx.size(); ++j) std::memcpy(static_cast<std::byte*>(dst) + j * es, &h[size_t(idx[j]) * es], es);
 }
 
-void Backend::quant_elements_deferred(const QTensor& qh, std::span<const int64_t> idx, QuantElements* dst) {
-  const QuantizedTensor q = download(qh);
+Backend::QuantElements Backend::quant_elements_of(const QuantizedTensor& q, std::span<const int64_t> idx) {
   check_indices(idx, q.groups * q.rows * q.cols, "quant_elements", "the quantized tensor");
   const FormatSpec ef = spec_of(q.spec.elem);
   const bool fp32 = q.spec.scale_kind == ScaleKind::FP32;
@@ -97,7 +96,11 @@ void Backend::quant_elements_deferred(const QTensor& qh, std::span<const int64_t
     o.scale_inv.push_back(sinv);
     o.value.push_back(hd::dequant_value(q.spec.scale_kind, decode(ef, c), byte, sinv, q.tensor_scale_inv));
   }
-  *dst = std::move(o);
+  return o;
+}
+
+void Backend::quant_elements_deferred(const QTensor& qh, std::span<const int64_t> idx, QuantElements* dst) {
+  *dst = quant_elements_of(download(qh), idx);
 }
 
 Tensor Backend::upload(const Tensor2f& x) {

@@ -115,6 +115,15 @@ void EmuBackend::copy_range(const Tensor& src, size_t so, Tensor& dst, size_t d_
   std::memmove(static_cast<std::byte*>(raw_data(*this, dst, "copy_range", "dst")) + d_o * es,
                static_cast<const std::byte*>(raw_data(*this, src, "copy_range", "src")) + so * es, count * es);
 }
+void EmuBackend::gather_deferred(const Tensor& t, std::span<const int64_t> idx, void* dst) {
+  check_indices(idx, t.numel(), "gather", "the tensor");
+  const size_t es = dtype_size(t.dtype());
+  const auto* p = static_cast<const std::byte*>(raw_data(*this, t, "gather", "t"));
+  for (size_t j = 0; j < idx.size(); ++j) std::memcpy(static_cast<std::byte*>(dst) + j * es, p + size_t(idx[j]) * es, es);
+}
+void EmuBackend::quant_elements_deferred(const QTensor& q, std::span<const int64_t> idx, QuantElements* dst) {
+  *dst = quant_elements_of(host(q, "quant_elements", "q"), idx);
+}
 void EmuBackend::fill_zero(Tensor& t) {
   if (t.bytes()) std::memset(raw_data(*this, t, "fill_zero", "tensor"), 0, t.bytes());
 }

@@ -50,6 +50,9 @@ class EmuBackend final : public Backend {
   void copy(const Tensor& src, Tensor& dst) override;
   void copy_into(const Tensor& src, Tensor& dst, size_t offset) override;
   void copy_range(const Tensor& src, size_t src_offset, Tensor& dst, size_t dst_offset, size_t count) override;
+  // The watched elements, read in place (Backend's defaults copy the whole tensor).
+  void gather_deferred(const Tensor& t, std::span<const int64_t> idx, void* dst) override;
+  void quant_elements_deferred(const QTensor& q, std::span<const int64_t> idx, QuantElements* dst) override;
   void fill_zero(Tensor& t) override;
   QuantizedTensor download(const QTensor& q) override;
   QTensor upload(const QuantizedTensor& q) override;

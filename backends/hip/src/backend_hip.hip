@@ -15,7 +15,20 @@ std::string where(const char* op, const char* what) { return std::string(op) + "
 
 // Names device buffers after their shape so an out-of-memory error says what was asked for.
 std::string label(DType dtype, const Shape& shape) { return std::string(name_of(dtype)) + " tensor " + shape.str(); }
+
+// out[j] = src[idx[j]], es bytes each (1, 4 or 8).
+__global__ void gather_kernel(const std::byte* __restrict__ src, size_t es, const int64_t* __restrict__ idx, size_t n,
+                              std::byte* __restrict__ out) {
+  for (size_t j = size_t(blockIdx.x) * blockDim.x + threadIdx.x; j < n; j += size_t(gridDim.x) * blockDim.x)
+    for (size_t b = 0; b < es; ++b) out[j * es + b] = src[size_t(idx[j]) * es + b];
+}
 }  // namespace
+
+Tensor HipBackend::device_indices(std::span<const int64_t> idx) {
+  Tensor t = alloc(DType::i64, {idx.size()});
+  upload(t, idx.data(), idx.size_bytes());  // staged, no synchronisation
+  return t;
+}
 
 HipBackend::HipBackend() {
   std::string why;
@@ -192,13 +205,18 @@ void HipBackend::copy_range(const Tensor& src, size_t so, Tensor& dst, size_t d_
                                  static_cast<const std::byte*>(raw(src, "copy_range", "src")) + so * es, count * es,
                                  hipMemcpyDeviceToDevice, stream_));
 }
+// One gather launch into a small buffer and one copy of it to the host.
 void HipBackend::gather_deferred(const Tensor& t, std::span<const int64_t> idx, void* dst) {
   check_indices(idx, t.numel(), "gather", "the tensor");
-  const size_t es = dtype_size(t.dtype());
-  const std::byte* p = static_cast<const std::byte*>(raw(t, "gather", "t"));
-  for (size_t j = 0; j < idx.size(); ++j)
-    fetch_later(p + size_t(idx[j]) * es, es,
-                [d = static_cast<std::byte*>(dst) + j * es, es](const std::byte* h) { std::memcpy(d, h, es); });
+  if (idx.empty()) return;
+  const size_t es = dtype_size(t.dtype()), n = idx.size();
+  const Tensor di = device_indices(idx);
+  DeviceBuffer out(n * es, "gathered elements");
+  gather_kernel<<<detail::grid_for(n, 256), 256, 0, stream_>>>(static_cast<const std::byte*>(raw(t, "gather", "t")), es,
+                                                               data<int64_t>(di, "gather", "indices"), n,
+                                                               out.as<std::byte>());
+  MXSIM_HIP_CHECK_LAUNCH("gather_kernel");
+  fetch_later(out.get(), n * es, [dst, bytes = n * es](const std::byte* h) { std::memcpy(dst, h, bytes); });
 }
 void HipBackend::fill_zero(Tensor& t) {
   if (t.bytes()) MXSIM_HIP_CHECK(hipMemsetAsync(raw(t, "fill_zero", "tensor"), 0, t.bytes(), stream_));

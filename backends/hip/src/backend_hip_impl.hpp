@@ -169,6 +169,9 @@ class HipBackend final : public Backend {
   [[noreturn]] static void dtype_error(const Tensor& t, DType want, const char* op, const char* what);
   /// Copies `bytes` of device memory to the host after the stream's work (synchronises).
   void fetch(void* dst, const void* d_src, size_t bytes);
+  /// idx as a device i64 tensor, uploaded without a synchronisation (kept
+  /// alive by the caller while its kernels are queued).
+  Tensor device_indices(std::span<const int64_t> idx);
 
  private:
   hipStream_t stream_ = nullptr;

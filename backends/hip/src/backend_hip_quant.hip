@@ -35,7 +35,7 @@ Dims3 dims3(const Tensor& x, const char* op) {
 struct StorageAt {
   size_t g, r, c;
 };
-__host__ __device__ inline StorageAt storage_at(const QuantLayout& L, size_t i) {
+__device__ inline StorageAt storage_at(const QuantLayout& L, size_t i) {
   const size_t g = i / (L.rows * L.cols), lr = (i / L.cols) % L.rows, lc = i % L.cols;
   return L.transposed ? StorageAt{g, lc, lr} : StorageAt{g, lr, lc};
 }
@@ -45,7 +45,7 @@ __device__ inline uint32_t code_at(const DeviceQTensor& q, const StorageAt& s) {
   const uint8_t b = q.data[(s.g * L.srows + s.r) * L.rbytes + (e2m1 ? s.c / 2 : s.c)];
   return e2m1 ? ((s.c & 1) ? b >> 4 : b & 0xFu) : b;
 }
-__host__ __device__ inline size_t block_at(const QuantLayout& L, const StorageAt& s) {
+__device__ inline size_t block_at(const QuantLayout& L, const StorageAt& s) {
   return (s.g * L.nbr + s.r / L.br) * L.nbc + s.c / L.bc;
 }
 // Value (exact) and representable maximum of logical element i.
@@ -229,40 +229,52 @@ ScaleExpCounts HipBackend::scale_exp_histogram(const QTensor& q) {
   return now<ScaleExpCounts>([&](ScaleExpCounts* d) { scale_exp_histogram_deferred(q, d); });
 }
 
-// The bytes of each element (its code, its block's scale) come by fetch_later,
-// and the values are computed on the host by the same hd::dequant_value once
-// the tensor scale, queued last, has arrived: no kernel, no synchronisation.
+// One kernel reads each element's code and its block's scale into a small
+// record array, one copy brings it (and the tensor scale) to the host, and
+// the values are computed there by the same hd::dequant_value.
+struct QuantElementRec {
+  float scale_inv;
+  uint8_t code, scale_byte;
+};
+__global__ void quant_elements_kernel(DeviceQTensor q, const int64_t* __restrict__ idx, size_t n,
+                                      QuantElementRec* __restrict__ out) {
+  for (size_t j = size_t(blockIdx.x) * blockDim.x + threadIdx.x; j < n; j += size_t(gridDim.x) * blockDim.x) {
+    const StorageAt s = storage_at(q.layout, size_t(idx[j]));
+    const size_t b = block_at(q.layout, s);
+    out[j] = {q.scale_inv ? q.scale_inv[b] : 0.0f, uint8_t(code_at(q, s)), q.scale_bytes ? q.scale_bytes[b] : uint8_t(0)};
+  }
+}
+
 void HipBackend::quant_elements_deferred(const QTensor& qh, std::span<const int64_t> idx, QuantElements* dst) {
   const DeviceQTensor& q = dev(qh, "quant_elements", "q").t;
   const QuantLayout& L = q.layout;
   check_indices(idx, L.groups * L.rows * L.cols, "quant_elements", "the quantized tensor");
-  const size_t W = idx.size();
-  dst->code.assign(W, 0);
-  dst->scale_bytes.assign(W, 0);
-  dst->scale_inv.assign(W, 0.0f);
-  dst->value.assign(W, 0.0f);
-  const bool e2m1 = q.spec.elem == Format::E2M1;
-  for (size_t j = 0; j < W; ++j) {
-    const StorageAt s = storage_at(L, size_t(idx[j]));
-    const size_t at = (s.g * L.srows + s.r) * L.rbytes + (e2m1 ? s.c / 2 : s.c);
-    const int shift = e2m1 && (s.c & 1) ? 4 : 0;
-    const uint8_t mask = e2m1 ? 0xF : 0xFF;
-    fetch_later(q.data + at, 1, [dst, j, shift, mask](const std::byte* h) {
-      dst->code[j] = uint8_t((uint8_t(h[0]) >> shift) & mask);
-    });
-    const size_t b = block_at(L, s);
-    if (q.scale_inv)
-      fetch_later(q.scale_inv + b, sizeof(float), [dst, j](const std::byte* h) { std::memcpy(&dst->scale_inv[j], h, 4); });
-    else
-      fetch_later(q.scale_bytes + b, 1, [dst, j](const std::byte* h) { dst->scale_bytes[j] = uint8_t(h[0]); });
-  }
-  fetch_later(q.tensor_scale_inv, sizeof(float), [dst, kind = q.spec.scale_kind, elem = q.spec.elem](const std::byte* h) {
-    float ts;
-    std::memcpy(&ts, h, sizeof ts);
-    const FormatSpec ef = spec_of(elem);
-    for (size_t j = 0; j < dst->value.size(); ++j)
-      dst->value[j] = hd::dequant_value(kind, decode(ef, dst->code[j]), dst->scale_bytes[j], dst->scale_inv[j], ts);
-  });
+  const size_t n = idx.size();
+  *dst = QuantElements{};
+  if (n == 0) return;
+  const Tensor di = device_indices(idx);
+  DeviceBuffer recs(n * sizeof(QuantElementRec) + sizeof(float), "watched element records");
+  auto* pr = reinterpret_cast<QuantElementRec*>(recs.get());
+  quant_elements_kernel<<<grid_for(n, kThreads), kThreads, 0, stream_>>>(q, data<int64_t>(di, "quant_elements", "indices"),
+                                                                        n, pr);
+  MXSIM_HIP_CHECK_LAUNCH("quant_elements_kernel");
+  MXSIM_HIP_CHECK(hipMemcpyAsync(pr + n, q.tensor_scale_inv, sizeof(float), hipMemcpyDeviceToDevice, stream_));
+  fetch_later(recs.get(), n * sizeof(QuantElementRec) + sizeof(float),
+              [dst, n, kind = q.spec.scale_kind, elem = q.spec.elem](const std::byte* h) {
+                std::vector<QuantElementRec> r(n);
+                std::memcpy(r.data(), h, n * sizeof(QuantElementRec));
+                float ts;
+                std::memcpy(&ts, h + n * sizeof(QuantElementRec), sizeof ts);
+                const FormatSpec ef = spec_of(elem);
+                QuantElements o;
+                for (const QuantElementRec& e : r) {
+                  o.code.push_back(e.code);
+                  o.scale_bytes.push_back(e.scale_byte);
+                  o.scale_inv.push_back(e.scale_inv);
+                  o.value.push_back(hd::dequant_value(kind, decode(ef, e.code), e.scale_byte, e.scale_inv, ts));
+                }
+                *dst = std::move(o);
+              });
 }
 
 float HipBackend::amax(const Tensor& x) {

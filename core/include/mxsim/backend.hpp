@@ -286,6 +286,8 @@ class Backend {
   /// Throws std::invalid_argument naming the first index outside q. The
   /// default downloads q.
   virtual void quant_elements_deferred(const QTensor& q, std::span<const int64_t> idx, QuantElements* dst);
+  /// The same read from a host QuantizedTensor (the default's and the emulator's).
+  static QuantElements quant_elements_of(const QuantizedTensor& q, std::span<const int64_t> idx);
   /// Delivers every deferred value queued so far (a synchronisation point).
   virtual void resolve_deferred() {}
 };
