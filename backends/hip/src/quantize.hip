@@ -62,6 +62,16 @@ __device__ inline uint32_t lanes_amax(uint32_t v, unsigned lanes) {
   return v;
 }
 
+// Index of block (g, bi, bj) in the scale grid, and the block's scale stored
+// there (FP32 scale_inv, or its byte): every quantize kernel's.
+__device__ inline size_t scale_index(const QuantLayout& L, size_t g, size_t bi, size_t bj) {
+  return (g * L.nbr + bi) * L.nbc + bj;
+}
+__device__ inline void store_block_scale(const DeviceQTensor& q, size_t si, const hd::BlockQuant& bq) {
+  if (q.spec.scale_kind == ScaleKind::FP32) q.scale_inv[si] = bq.scale_inv;
+  else q.scale_bytes[si] = bq.scale_byte;
+}
+
 // Every block of q, blockIdx.x striding over them (the body of both kernels
 // below). `lanes` threads take one quantization block: the whole thread block
 // (lanes == blockDim.x), or, for blocks of at most 16 units in a 32-thread
@@ -98,11 +108,7 @@ __device__ inline void quantize_blocks(const float* __restrict__ x, const Device
     amax = per == 1 ? block_max(amax, red) : lanes_amax(amax, lanes);
     if (!live) continue;
     const hd::BlockQuant bq = hd::block_quant(q.spec, ef, amax, ts);  // every thread: same inputs, same result
-    if (sl == 0) {
-      const size_t si = (g * L.nbr + bi) * L.nbc + bj;
-      if (q.spec.scale_kind == ScaleKind::FP32) q.scale_inv[si] = bq.scale_inv;
-      else q.scale_bytes[si] = bq.scale_byte;
-    }
+    if (sl == 0) store_block_scale(q, scale_index(L, g, bi, bj), bq);
     for (size_t u = sl; u < units; u += lanes) {
       const size_t r = r0 + u / nu, c = c0 + (u % nu) * U;
       float v[U];
@@ -163,11 +169,7 @@ __device__ inline void quantize_tile32(const float* __restrict__ x, const Device
     }
     amax = lanes_amax(amax, 32);
     const hd::BlockQuant bq = hd::block_quant(q.spec, ef, amax, hd::Nvfp4TensorScale{});
-    if (lane == 0) {
-      const size_t si = (g * L.nbr + bi) * L.nbc + bj;
-      if (q.spec.scale_kind == ScaleKind::FP32) q.scale_inv[si] = bq.scale_inv;
-      else q.scale_bytes[si] = bq.scale_byte;
-    }
+    if (lane == 0) store_block_scale(q, scale_index(L, g, bi, bj), bq);
 #pragma unroll
     for (int k = 0; k < 32; ++k) {
       if (k >= nr) break;  // uniform across the warp
@@ -249,9 +251,7 @@ __device__ inline void quantize_colwise_lanes(const float* __restrict__ x, const
     for (int k = 0; k < L; ++k)
       if (k < nr) amax = hd::amax_step(amax, f32_bits(v[k]));
     const hd::BlockQuant bq = hd::block_quant(sp, ef, amax);
-    const size_t si = (g * Ly.nbr + c) * nbk + bk;
-    if (sp.scale_kind == ScaleKind::FP32) q.scale_inv[si] = bq.scale_inv;
-    else q.scale_bytes[si] = bq.scale_byte;
+    store_block_scale(q, scale_index(Ly, g, c, bk), bq);
     uint8_t* out = q.data + (g * Ly.srows + c) * Ly.rbytes;
     uint32_t code[L];
     if (bq.by_add(ef, sp.round)) {  // the common block: no per-element branch
@@ -466,10 +466,6 @@ __global__ void quantize_both_kernel(const float* __restrict__ x, size_t C, size
   const bool e2m1 = spec.elem == Format::E2M1;
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5, nwarp = blockDim.x >> 5;
   auto word = [&](int rr, int cc) { return hd::sr_word(spec, uint64_t(m0 + rb + rr) * C + cb + cc); };
-  auto store_scale = [&](const DeviceQTensor& q, size_t si, const hd::BlockQuant& bq) {
-    if (spec.scale_kind == ScaleKind::FP32) q.scale_inv[si] = bq.scale_inv;
-    else q.scale_bytes[si] = bq.scale_byte;
-  };
   // Rowwise: block (row m0 + rb + rr, block column tc) of [1, M, C].
   for (int rr = warp; rr < nr; rr += nwarp) {
     uint32_t amax = 0;
@@ -477,7 +473,7 @@ __global__ void quantize_both_kernel(const float* __restrict__ x, size_t C, size
     for (int m = 16; m >= 1; m >>= 1) amax = hd::amax_step(amax, MXSIM_SHFL_XOR32(amax, m));
     const hd::BlockQuant bq = hd::block_quant(spec, ef, amax);
     const size_t r = m0 + rb + rr;
-    if (lane == 0) store_scale(row, r * row.layout.nbc + tc, bq);
+    if (lane == 0) store_block_scale(row, r * row.layout.nbc + tc, bq);
     uint8_t* out = row.data + r * row.layout.rbytes;
     if (e2m1) {
       for (int p = lane; 2 * p < nc; p += 32) {
@@ -498,7 +494,7 @@ __global__ void quantize_both_kernel(const float* __restrict__ x, size_t C, size
     for (int m = 16; m >= 1; m >>= 1) amax = hd::amax_step(amax, MXSIM_SHFL_XOR32(amax, m));
     const hd::BlockQuant bq = hd::block_quant(spec, ef, amax);
     const size_t sr = cb + cc;
-    if (lane == 0) store_scale(col, sr * col.layout.nbc + tm, bq);
+    if (lane == 0) store_block_scale(col, sr * col.layout.nbc + tm, bq);
     uint8_t* out = col.data + sr * col.layout.rbytes;
     if (e2m1) {
       for (int p = lane; 2 * p < nr; p += 32) {
