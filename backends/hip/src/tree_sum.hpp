@@ -53,11 +53,11 @@ __device__ inline void tree_init(double* acc, TreeOps ops) {
 // order. Equal to folding the chunk's elements in order: 0 + (0 + t) = 0 + t
 // for sums, and max / min are order-free.
 template <int D, class Fold>
-__global__ void tree_terms_kernel(Fold fold, size_t i0, size_t n, TreeOps ops, double* __restrict__ rec) {
+__global__ void tree_terms_kernel(Fold fold, size_t n, TreeOps ops, double* __restrict__ rec) {
   for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     double acc[D];
     tree_init<D>(acc, ops);
-    fold(i0 + i, acc);
+    fold(i, acc);
     for (int d = 0; d < D; ++d) rec[i * D + d] = acc[d];
   }
 }
@@ -79,7 +79,7 @@ __global__ void tree_chunks_kernel(Fold fold, size_t n, TreeOps ops, double* __r
   }
 }
 
-/// Chunks from which level 0 takes tree_chunks_kernel (1 Mi elements). Below
+/// Chunks from which level 0 takes tree_chunks_kernel (n > 1,048,320). Below
 /// it the two passes' records stay within D x 8 MiB, and their parallel
 /// element step beats 256 dependent steps per thread on a near-idle GPU.
 constexpr size_t kTreeChunksMin = 4096;
@@ -133,8 +133,8 @@ void tree_reduce_later(HipBackend& be, const Fold& fold, size_t n, TreeOps ops, 
     tree_chunks_kernel<D><<<grid_for(m, kThreads), kThreads, 0, be.stream()>>>(fold, n, ops, a.as<double>());
     MXSIM_HIP_CHECK_LAUNCH("tree_chunks_kernel");
   } else {
-    DeviceBuffer rec(n * D * sizeof(double), "tree reduction element records");  // < 1 Mi elements here
-    tree_terms_kernel<D><<<grid_for(n, kThreads), kThreads, 0, be.stream()>>>(fold, 0, n, ops, rec.as<double>());
+    DeviceBuffer rec(n * D * sizeof(double), "tree reduction element records");  // at most 1,048,320 elements here
+    tree_terms_kernel<D><<<grid_for(n, kThreads), kThreads, 0, be.stream()>>>(fold, n, ops, rec.as<double>());
     MXSIM_HIP_CHECK_LAUNCH("tree_terms_kernel");
     tree_level_kernel<D><<<tree_grid(m), unsigned(kTreeChunk), 0, be.stream()>>>(rec.as<double>(), n, ops, a.as<double>());
     MXSIM_HIP_CHECK_LAUNCH("tree_level_kernel");
