@@ -88,6 +88,25 @@ struct Row {
   uint32_t code(size_t k) const { return p[k]; }
 };
 
+/// One output of grouped_fprop (GemmImpl impl) over the 16 BF16 codes a and
+/// b: K = 16, one group; accumulating into c, or overwriting (C = +0).
+uint32_t fprop_one_group(const uint16_t* a, const uint16_t* b, GemmImpl impl, bool accumulate, float c = 0.0f) {
+  Tensor2f x = Tensor2f::from_shape({1, 16});
+  Tensor3f w = Tensor3f::from_shape({1, 1, 16});
+  for (size_t k = 0; k < 16; ++k) {
+    x(0, k) = f32(uint32_t(a[k]) << 16);
+    w(0, 0, k) = f32(uint32_t(b[k]) << 16);
+  }
+  const int64_t ms[] = {1};
+  Tensor2f y = Tensor2f::from_shape({1, 1});
+  y(0, 0) = c;
+  GemmOptions o;
+  o.impl = impl;
+  o.accumulate = accumulate;
+  grouped_fprop(x, bf16_spec(), w, bf16_spec(), ms, y, o);
+  return std::bit_cast<uint32_t>(y(0, 0));
+}
+
 }  // namespace
 
 // hd's group itself (what the GPU's tiled kernels and the CPU reference call).
@@ -103,23 +122,9 @@ TEST(Bf16F25Measured, GroupGivesTheH200Bits) {
 TEST(Bf16F25Measured, GroupedFpropGivesTheH200Bits) {
   size_t differ_from_mma_sim = 0;
   for (const MeasuredGroup& m : kGroups) {
-    Tensor2f x = Tensor2f::from_shape({1, 16});
-    Tensor3f w = Tensor3f::from_shape({1, 1, 16});
-    for (size_t k = 0; k < 16; ++k) {
-      x(0, k) = f32(uint32_t(m.a[k]) << 16);
-      w(0, 0, k) = f32(uint32_t(m.b[k]) << 16);
-    }
-    const int64_t ms[] = {1};
-    for (GemmImpl impl : {GemmImpl::Reference, GemmImpl::Fast}) {
-      Tensor2f y = Tensor2f::from_shape({1, 1});
-      y(0, 0) = f32(m.c);
-      GemmOptions o;
-      o.impl = impl;
-      o.accumulate = true;
-      grouped_fprop(x, bf16_spec(), w, bf16_spec(), ms, y, o);
-      EXPECT_EQ(std::bit_cast<uint32_t>(y(0, 0)), m.h200)
+    for (GemmImpl impl : {GemmImpl::Reference, GemmImpl::Fast})
+      EXPECT_EQ(fprop_one_group(m.a, m.b, impl, true, f32(m.c)), m.h200)
           << std::hex << (impl == GemmImpl::Reference ? "reference" : "fast") << " C " << m.c;
-    }
     differ_from_mma_sim += m.h200 != m.mma_sim;
   }
   EXPECT_EQ(differ_from_mma_sim, 12u) << "cases where MMA-Sim's reading gives other bits";
@@ -154,19 +159,7 @@ TEST(Bf16F25Measured, WindowFloorGroupsGiveTheH200Bits) {
         16, [&](int k) { return hd::product_term(hd::exact_elem(f, m.a[k]), hd::exact_elem(f, m.b[k]), -126); }, 0.0f,
         25, false, no_floor);
     EXPECT_EQ(std::bit_cast<uint32_t>(other), m.without_floor);
-    Tensor2f x = Tensor2f::from_shape({1, 16});
-    Tensor3f w = Tensor3f::from_shape({1, 1, 16});
-    for (size_t k = 0; k < 16; ++k) {
-      x(0, k) = f32(uint32_t(m.a[k]) << 16);
-      w(0, 0, k) = f32(uint32_t(m.b[k]) << 16);
-    }
-    const int64_t ms[] = {1};
-    for (GemmImpl impl : {GemmImpl::Reference, GemmImpl::Fast}) {
-      Tensor2f y = Tensor2f::from_shape({1, 1});
-      GemmOptions o;
-      o.impl = impl;
-      grouped_fprop(x, bf16_spec(), w, bf16_spec(), ms, y, o);
-      EXPECT_EQ(std::bit_cast<uint32_t>(y(0, 0)), m.h200) << (impl == GemmImpl::Reference ? "reference" : "fast");
-    }
+    for (GemmImpl impl : {GemmImpl::Reference, GemmImpl::Fast})
+      EXPECT_EQ(fprop_one_group(m.a, m.b, impl, false), m.h200) << (impl == GemmImpl::Reference ? "reference" : "fast");
   }
 }
