@@ -130,7 +130,7 @@ void TraceRecorder::writer_loop() {
     queue_.pop_front();
     lk.unlock();
     std::exception_ptr e;
-    if (const int ms = test_row_delay_ms.load()) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    while (test_hold_writer.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     if (!error_) try {  // (error_ is written only here)
         write_row(r);
       } catch (...) {

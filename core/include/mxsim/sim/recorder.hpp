@@ -73,9 +73,9 @@ OperandGrid operand_grid(const Config& cfg, const Weight& w, Operand o);
 class TraceRecorder {
  public:
   static constexpr size_t kMaxQueuedRows = 16;
-  /// Tests only: the writer sleeps this many milliseconds before each row, so
-  /// that a test can have rows queued when a run ends (0: no delay).
-  inline static std::atomic<int> test_row_delay_ms{0};
+  /// Tests only: while true the writer writes no row, so that a test can have
+  /// rows queued when a run ends.
+  inline static std::atomic<bool> test_hold_writer{false};
   /// Creates the trace at `path` and declares every series of `cfg`'s run and
   /// the snapshots of trace.snapshot_layers at the steps of
   /// trace.snapshot_steps that lie in [first, last] (global steps). Throws
