@@ -8,13 +8,15 @@
 #   .gpu-build/data/        the Fashion-MNIST files of run.data_dir (already gzip)
 # Carry both (run tool: carry [".gpu-build/dev.tar.xz", ".gpu-build/data"]) and
 # run scripts/gpu-device-run.sh there. Fails if a GPU test links toml++, HDF5
-# or Boost (the kernel tests must stay free of them; mxsim itself needs them).
+# or Boost (the kernel tests must stay free of them; mxsim itself needs them),
+# or if ptxas spilled or serialised a tensor-core GEMM kernel (sm90-ptxas-check.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tests=(test_gpu_codec test_gpu_quantize test_gpu_gemm test_gpu_math test_gpu_backend test_gpu_ops test_nccl_comm)
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD/..}"
 [ -f .gpu-build/CMakeCache.txt ] || cmake --preset gpu-sm90a
 cmake --build .gpu-build -j"${JOBS:-2}" --target "${tests[@]}" mxsim mxsim_gpu_bench mxsim_gpu_gemm_bench
+scripts/sm90-ptxas-check.sh .gpu-build  # the tensor-core GEMMs compiled without spills or serialised wgmma
 stage=.gpu-build/dev
 rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/lib"
 for t in "${tests[@]}"; do cp ".gpu-build/tests/$t" "$stage/bin/"; done

@@ -640,10 +640,14 @@ TEST(GpuGemm, WgmmaMxExactZeroBlocksKeepTheFmafKernel) {
 // Otherwise rows spread over 2^+-40 with 1 % specials (zeros, NaN, +-Inf,
 // subnormals, FLT_MAX: overflow to Inf inside a group, then Inf - Inf); most
 // of those outputs are NaN or Inf.
-void run_wgmma_bf16(bool tiny) {
+// The kernel reads K-major operands in place when their rows are 16-byte
+// aligned (K = 1000: fprop's X and W; N = 336 also dgrad's dY), so tiles
+// past a group read the next group's rows, specials included; N = 333 takes
+// dY through an image. Both are asserted (bf16_in_place_sides).
+void run_wgmma_bf16(bool tiny, size_t N = 333) {
   std::mt19937 g(tiny ? 7401 : 7400);
   const std::vector<int64_t> ms = {300, 0, 129, 1000, 77};
-  const size_t M = total(ms), N = 333, K = 1000, G = ms.size();
+  const size_t M = total(ms), K = 1000, G = ms.size();
   Tensor2f x = rand2(g, M, K, 40, tiny ? 0 : 1), dy = rand2(g, M, N, 40, tiny ? 0 : 1);
   const Tensor3f w = rand3(g, G, N, K, tiny ? 20 : 40, tiny ? 0 : 1);
   if (tiny) {
@@ -698,6 +702,9 @@ void run_wgmma_bf16(bool tiny) {
       const hip::GemmLaunchCounts after = hip::gemm_launch_counts();
       EXPECT_GT(after.wgmma, before.wgmma) << what << ": the tensor-core kernel ran";
       EXPECT_EQ(after.tiled, before.tiled) << what << ": and no tiled kernel";
+      const size_t in_place = after.bf16_in_place_sides - before.bf16_in_place_sides;
+      if (form == 0 || (form == 1 && N % 8 == 0)) EXPECT_GT(in_place, 0u) << what << ": operands read in place";
+      else EXPECT_EQ(in_place, 0u) << what << ": every operand through an image";
     }
 }
 
@@ -705,6 +712,12 @@ TEST(GpuGemm, WgmmaBf16LargeShapesMatchEmulator) {
   REQUIRE_GPU();
   if (!sm90()) GTEST_SKIP() << "the tensor-core kernels need an H100/H200 (sm_90)";
   run_wgmma_bf16(false);
+}
+
+TEST(GpuGemm, WgmmaBf16InPlaceDyMatchesEmulator) {
+  REQUIRE_GPU();
+  if (!sm90()) GTEST_SKIP() << "the tensor-core kernels need an H100/H200 (sm_90)";
+  run_wgmma_bf16(false, 336);
 }
 
 // The groups the window floor decides (measured on the H200; the emulator's

@@ -14,13 +14,14 @@
 namespace mxsim::hip {
 
 namespace {
-std::atomic<size_t> g_tiled_launches{0}, g_wgmma_launches{0};
+std::atomic<size_t> g_tiled_launches{0}, g_wgmma_launches{0}, g_in_place_sides{0};
 }  // namespace
 
 void gemm::count_launch(bool wgmma) { (wgmma ? g_wgmma_launches : g_tiled_launches)++; }
+void gemm::count_in_place_side() { g_in_place_sides++; }
 
 GemmLaunchCounts gemm_launch_counts() {
-  return {g_tiled_launches.load(), g_wgmma_launches.load(), gemm::sm90_exact_steps_runs()};
+  return {g_tiled_launches.load(), g_wgmma_launches.load(), gemm::sm90_exact_steps_runs(), g_in_place_sides.load()};
 }
 
 using gemm::Launch;

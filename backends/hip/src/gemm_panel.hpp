@@ -251,6 +251,8 @@ __global__ void __launch_bounds__(kTileThreads) gemm_lanes_kernel(LaunchBatch ba
 
 /// Counts a grouped-GEMM kernel launch (hip::gemm_launch_counts).
 void count_launch(bool wgmma);
+/// Counts a bf16-f25 operand side read in place (hip::gemm_launch_counts).
+void count_in_place_side();
 
 /// Outputs of a launch below which it takes the small tile (one output per
 /// thread): about two blocks of the large tile per multiprocessor of an H200

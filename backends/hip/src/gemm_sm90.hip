@@ -19,18 +19,22 @@
 // launch whose scale bytes could leave that range (found while the images
 // are built) promotes with the hd steps instead.
 //
-// Shape of the kernel (DeepGEMM's for FP8 on Hopper): one CTA per 128 x 128
-// output tile, one producer warp issuing bulk tensor copies (TMA) of 128-byte
-// K slabs of A, B and their scales into kStages shared-memory stages, two
-// consumer warpgroups of 64 rows each running wgmma and the promotion on the
-// CUDA cores, mbarriers between them. Each output's K walk stays ascending
-// in one thread's registers: no split-K.
+// Shape of the kernel (DeepGEMM's for FP8 on Hopper): persistent CTAs, one
+// per SM, walking 128 x 128 output tiles (bf16-f25: 128 x 256); in each, one
+// producer thread issuing bulk tensor copies (TMA) of 128-byte K slabs of A,
+// B and their scales into kStages shared-memory stages, two consumer
+// warpgroups of 64 rows each running wgmma and the promotion on the CUDA
+// cores, mbarriers between them. The stages run on across tiles, so the
+// next tile's loads overlap this tile's output stores. Each output's K walk
+// stays ascending in one thread's registers: no split-K.
 //
 // Operands reach the kernel as K-major 8-bit (or BF16) images with FP32
 // scale images, built by image kernels from the QuantizedTensor storage: the
 // E2M1 nibbles, FP6 codes and contraction-along-rows operands (dgrad's W,
 // wgrad's operands) become rows of 128-byte aligned K slabs, zero-padded to
-// whole slabs and tiles, the form TMA and wgmma read.
+// whole slabs and tiles, the form TMA and wgmma read. K-major BF16 operands
+// whose groups lie one after another (fprop's X and W, dgrad's dY) are read
+// in place, with no image.
 #include "gemm_panel.hpp"
 
 #include <atomic>
@@ -56,27 +60,22 @@ constexpr int kThreads = 128 * (1 + kConsumers);
 /// How a launch's K walk is rounded (the class's promotion).
 enum class Mode : int { Block32, Chunk128, Bf16 };
 
-/// Tile columns (B rows) and stage layout. (A 256-column Block32 tile,
-/// which halves the bytes per FLOP pulled through L2, measured no faster on
-/// an H200: ptxas kept every thread at 168 registers, the cap for 384
-/// threads, despite setmaxnreg, and its 128 accumulators plus two MMA
-/// results spilled. docs/gpu.md.)
+/// Tile columns (B rows) and stage layout. Bf16 takes 256 columns (one
+/// m64n256 accumulator per consumer, 128 registers): a 128 x 128 tile pulls
+/// 32 KB through L2 per 2 MFLOP, which at the tensor cores' BF16 rate is
+/// more than an H200's L2 delivers. (A 256-column Block32 tile measured no
+/// faster: its 128 accumulators plus two MMA results spilled at the 168
+/// registers ptxas gives each of 384 threads. docs/gpu.md.)
 template <Mode M>
 struct Geo {
-  // (Measured 2026-12-02 for Bf16: a 256-column tile, one m64n256
-  // accumulator per consumer, spilled 424 bytes at ptxas' 168 registers with
-  // 384 threads (184 bytes at 224 with a 32-thread producer warp); and
-  // keeping one stage's wgmmas in flight behind the next (wait_group 1)
-  // did not help on an H200: 0.45x torch._grouped_mm on 8 x 2048 x 4096 x
-  // 7168 against 0.55x before; ptxas serialised the wgmmas (C7515), as the
-  // accumulator is loaded from the output before the loop.)
-  static constexpr int kBN = 128;
+  static constexpr int kBN = M == Mode::Bf16 ? 256 : 128;
   static constexpr int kATile = kBM * kSlabBytes, kBTile = kBN * kSlabBytes;
   static constexpr int kASc = kBM * 4 * int(sizeof(float)), kBSc = kBN * 4 * int(sizeof(float));  // four 32-blocks
   static constexpr int kStageBytes = kATile + kBTile + (M == Mode::Bf16 ? 0 : kASc + kBSc);
-  static constexpr int kStages = 5;
+  static constexpr int kStages = M == Mode::Bf16 ? 4 : 5;
   static constexpr int kSmemBytes = kStages * kStageBytes + 1024 /* alignment */ + 2 * kStages * 8 /* mbarriers */;
   static_assert(kStageBytes % 1024 == 0 && kATile % 1024 == 0 && kBTile % 1024 == 0, "128-byte swizzle atoms");
+  static_assert(kSmemBytes <= 227 * 1024, "an H200 CTA has 227 KiB of shared memory");
 };
 /// Element type of an 8-bit image (the wgmma operand type).
 enum class Img : int { E4M3, E5M2, BF16 };
@@ -97,6 +96,8 @@ struct Tile {
 struct Batch {
   Tile t[kMaxBatch];
   int n = 0;
+  int tiles = 0;                     // output tiles of every group (the CTAs loop over them)
+  int out_pairs = 0;                 // every group's outputs 8-byte aligned with an even ld: float2 stores
   int accumulate = 0, out_bf16 = 0;
   const int* scale_range = nullptr;  // E8M0 bytes seen: min A, max A, min B, max B
   int mx_exact = 0;                  // Block32: the mx-exact class (else mx-f13)
@@ -142,13 +143,25 @@ __device__ inline void tma_load(void* dst, const CUtensorMap* map, uint64_t* bar
       : "memory");
 }
 
+/// *p when ok, else +0, without a branch (so that the value has one
+/// definition).
+__device__ inline float load_or_zero(const float* p, bool ok) {
+  float v;
+  asm volatile("{\n .reg .pred q;\n setp.ne.b32 q, %2, 0;\n mov.b32 %0, 0;\n @q ld.global.f32 %0, [%1];\n}\n"
+               : "=f"(v)
+               : "l"(p), "r"(int(ok)));
+  return v;
+}
+
 __device__ inline void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ inline void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 __device__ inline void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+__device__ inline void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory"); }
 /// Keeps the compiler from moving register reads across the asynchronous MMA.
-__device__ inline void reg_fence(float (&d)[64]) {
+template <int N>
+__device__ inline void reg_fence(float (&d)[N]) {
 #pragma unroll
-  for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
 /// wgmma shared-memory descriptor of a K-major tile in the 128-byte swizzle
@@ -160,6 +173,9 @@ __device__ inline uint64_t kmajor_desc(const void* tile) {
   return uint64_t((a & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
 }
 
+/// One k32 FP8 step on a 64 x 128 block: D = A B (+ D when scale_d): with
+/// scale_d 0 the exact dot of one MX block (Block32), chained over a
+/// 128-K chunk for Chunk128.
 template <Img A, Img B>
 struct Fp8Mma;
 #define MXSIM_FP8_MMA(TA, TB, NAME)                                                                         \
@@ -179,40 +195,14 @@ MXSIM_FP8_MMA(E5M2, E4M3, "e5m2.e4m3")
 MXSIM_FP8_MMA(E5M2, E5M2, "e5m2.e5m2")
 #undef MXSIM_FP8_MMA
 
-#define MXSIM_WG_D32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
-#define MXSIM_WG_D32_ARGS(d) "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+#define MXSIM_WG_D128 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}"
+#define MXSIM_WG_D128_ARGS(d) "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
 
-/// m64n64k32 with a zero accumulator (scale-d false): one MX block of a
-/// 64 x 64 half tile.
-template <Img A, Img B>
-struct Fp8Mma64;
-#define MXSIM_FP8_MMA64(TA, TB, NAME)                                                                       \
-  template <>                                                                                              \
-  struct Fp8Mma64<Img::TA, Img::TB> {                                                                      \
-    __device__ static void run(float (&d)[32], uint64_t da, uint64_t db) {                                 \
-      asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"                                         \
-                   " wgmma.mma_async.sync.aligned.m64n64k32.f32." NAME " " MXSIM_WG_D32                    \
-                   ", %32, %33, p, 1, 1;\n}\n"                                                             \
-                   : MXSIM_WG_D32_ARGS(d)                                                                  \
-                   : "l"(da), "l"(db), "r"(0));                                                            \
-    }                                                                                                      \
-  };
-MXSIM_FP8_MMA64(E4M3, E4M3, "e4m3.e4m3")
-MXSIM_FP8_MMA64(E4M3, E5M2, "e4m3.e5m2")
-MXSIM_FP8_MMA64(E5M2, E4M3, "e5m2.e4m3")
-MXSIM_FP8_MMA64(E5M2, E5M2, "e5m2.e5m2")
-#undef MXSIM_FP8_MMA64
-
-__device__ inline void wg_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory"); }
-__device__ inline void reg_fence32(float (&d)[32]) {
-#pragma unroll
-  for (int i = 0; i < 32; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-
-__device__ inline void bf16_mma(float (&d)[64], uint64_t da, uint64_t db) {
-  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
-               " wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " MXSIM_WG_D64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
-               : MXSIM_WG_D64_ARGS(d)
+/// One k16 step of the BF16 chain on a 64 x 256 block: D = A B + D.
+__device__ inline void bf16_mma256(float (&d)[128], uint64_t da, uint64_t db) {
+  asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %130, 0;\n"
+               " wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 " MXSIM_WG_D128 ", %128, %129, p, 1, 1, 0, 0;\n}\n"
+               : MXSIM_WG_D128_ARGS(d)
                : "l"(da), "l"(db), "r"(1));
 }
 
@@ -223,6 +213,22 @@ __device__ inline uint8_t e8m0_of(float s) {
   return (b >> 23) ? uint8_t(b >> 23) : uint8_t(0);  // 2^-127 is the one subnormal scale
 }
 #endif  // sm_90a device code
+
+/// A tile of the batch: its group and its place in the group's tile grid.
+struct TileAt {
+  const Tile* t;
+  int tm, tn;
+};
+__device__ inline TileAt tile_at(const Batch& b, int tile) {
+  int li = 0;
+  while (li + 1 < b.n && tile >= b.t[li + 1].tile0) ++li;
+  const Tile& T = b.t[li];
+  const int local = tile - T.tile0;
+  // (Bands of 8 tile columns walked row by row, so that the CTAs running
+  // at once share fewer B rows, measured within the run-to-run noise on an
+  // H200: +2 % on 8 x 2048 x 4096 x 7168, -4 % and -2 % on the others.)
+  return {&T, local / T.tiles_n, local % T.tiles_n};
+}
 
 /// Block32 launches (mx-exact, and mx-f13 under WgmmaHardware) whose
 /// exact-steps twin did the work (the scale range fell outside the fmaf
@@ -268,10 +274,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(&g_exact_steps_runs, 1ull);
   }
 
-  int li = 0;
-  while (li + 1 < batch.n && int(blockIdx.x) >= batch.t[li + 1].tile0) ++li;
-  const Tile& T = batch.t[li];
-  const int local = int(blockIdx.x) - T.tile0, tm = local / T.tiles_n, tn = local % T.tiles_n;
   constexpr bool kScaled = M != Mode::Bf16;
   constexpr int kKElems = M == Mode::Bf16 ? kSlabBytes / 2 : kSlabBytes;  // K elements per stage
   constexpr unsigned kTx = unsigned(kStageBytes);  // every byte of a stage arrives by TMA
@@ -287,11 +289,17 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   const int wg = int(threadIdx.x) / 128;
   if (wg == 0) {  // producer: one thread issues every copy
-    // Registers move to the consumers (64 accumulators + 64 MMA results each).
+    // Registers move to the consumers (ptxas allocates the consumer branch
+    // to 232: 128 accumulators, or 64 accumulators + 64 MMA results).
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (threadIdx.x == 0) {
+      int it0 = 0;  // stages this CTA has filled before this tile
+      for (int tile = int(blockIdx.x); tile < batch.tiles; tile += int(gridDim.x)) {
+      const TileAt at = tile_at(batch, tile);
+      const Tile& T = *at.t;
+      const int tm = at.tm, tn = at.tn;
       for (int kb = 0; kb < T.nk; ++kb) {
-        const int s = kb % kStages, round = kb / kStages;
+        const int s = (it0 + kb) % kStages, round = (it0 + kb) / kStages;
         if (round > 0) mbar_wait(&empty[s], unsigned(round - 1) & 1u);
         mbar_expect_tx(&full[s], kTx);
         const int kc = T.k_col + kb * kKElems;
@@ -302,40 +310,169 @@ __global__ void __launch_bounds__(kThreads, 1)
           tma_load(const_cast<float*>(stage_sb(s)), &map_sb, &full[s], T.b_row + tn * kBN, kc / 32);
         }
       }
+      it0 += T.nk;
+      }
     }
   } else {  // consumers (one branch each, so that setmaxnreg takes effect)
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
 
   const int cw = wg - 1, w = (int(threadIdx.x) / 32) % 4, lane = int(threadIdx.x) % 32, g = lane / 4, t = lane % 4;
   const int lr0 = cw * 64 + 16 * w + g;  // tile-local rows of values 4j + {0,1} and 4j + {2,3}: lr0, lr0 + 8
+  int it0 = 0;  // stages this CTA has consumed before this tile
+  for (int tile = int(blockIdx.x); tile < batch.tiles; tile += int(gridDim.x)) {
+  const TileAt at = tile_at(batch, tile);
+  const Tile& T = *at.t;
+  const int tm = at.tm, tn = at.tn;
   const int row0 = tm * kBM + lr0, row1 = row0 + 8, col_base = tn * kBN + 2 * t;
+  // The output's C: one predicated load per value, at an immediate offset
+  // from its row (rows past the output read a valid row, then drop it).
+  // Values defined on paths of their own, or clamped addresses computed
+  // per value, cost ptxas registers and the wgmma pipeline (C7515).
   float acc[kAcc];
+  if (batch.accumulate) {
+    const int last_r = T.ra - 1;
+    const float* out0 = T.out + size_t(min(row0, last_r)) * size_t(T.ld) + col_base;
+    const float* out1 = T.out + size_t(min(row1, last_r)) * size_t(T.ld) + col_base;
+    const bool ok0 = row0 <= last_r, ok1 = row1 <= last_r;
 #pragma unroll
-  for (int i = 0; i < kAcc; ++i) {
-    const int r = (i >> 1) & 1 ? row1 : row0, c = col_base + 8 * (i >> 2) + (i & 1);
-    float v = batch.accumulate && r < T.ra && c < T.rb ? T.out[r * T.ld + c] : 0.0f;
-    // Block32: the first block's exact add turns a -0 accumulator into +0
-    // whatever the block's value (numerics.md §5.4); doing it here keeps a
-    // zero wgmma result of either sign from reaching the fmaf with -0.
-    if (M == Mode::Block32 && T.nblk > 0 && v == 0.0f) v = 0.0f;
-    acc[i] = v;
+    for (int i = 0; i < kAcc; ++i) {
+      const bool hi = (i >> 1) & 1;
+      const int dc = 8 * (i >> 2) + (i & 1);
+      acc[i] = load_or_zero((hi ? out1 : out0) + dc, (hi ? ok1 : ok0) && col_base + dc < T.rb);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
+  }
+  // Block32: the first block's exact add turns a -0 accumulator into +0
+  // whatever the block's value (numerics.md §5.4); doing it here keeps a
+  // zero wgmma result of either sign from reaching the fmaf with -0.
+  if (M == Mode::Block32 && T.nblk > 0) {
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) acc[i] = acc[i] == 0.0f ? 0.0f : acc[i];
   }
 
+  if constexpr (M == Mode::Bf16) {
+    // The chain is the accumulator itself, so nothing runs on the CUDA cores
+    // between stages: a stage's four k16 steps stay in flight while the
+    // next stage's are issued, and a stage goes back to the producer once
+    // the steps after it are issued and its own have completed (wait_group
+    // 1). The first stage completes on its own (wait_group 0): while acc
+    // still holds the values loaded above, ptxas would otherwise serialise
+    // every wgmma of the loop (C7515).
+    static_assert(kAcc == 128, "one m64n256 accumulator");
+    const auto issue = [&](int kb) {
+      const int s = (it0 + kb) % kStages;
+      mbar_wait(&full[s], unsigned((it0 + kb) / kStages) & 1u);
+      const uint64_t da = kmajor_desc(stage_a(s) + cw * 64 * kSlabBytes), db = kmajor_desc(stage_b(s));
+      wg_fence();
+#pragma unroll
+      for (int q = 0; q < 4; ++q) bf16_mma256(acc, da + 2 * q, db + 2 * q);  // 32 bytes = 16 BF16 per k16
+      wg_commit();
+    };
+    const auto release = [&](int kb) {
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[(it0 + kb) % kStages]);
+    };
+    {  // (nk >= 1: launch_sm90 takes no K = 0 launch)
+      issue(0);
+      wg_wait0();
+      release(0);
+    }
+    for (int kb = 1; kb < T.nk; ++kb) {
+      issue(kb);
+      wg_wait1();
+      if (kb > 1) release(kb - 1);
+    }
+    wg_wait0();
+    if (T.nk > 1) release(T.nk - 1);
+    reg_fence(acc);
+  } else if constexpr (M == Mode::Block32) {
+    // Each 32-block is one m64nNk32 per kPartN columns with a zero
+    // accumulator (the block's exact dot), promoted on the CUDA cores. In a
+    // stage, one MMA is in flight on the tensor cores while the CUDA cores
+    // promote the one before it; the stage ends with no MMA in flight and
+    // goes back to the producer (the other consumer's MMAs fill the gap).
+    // (Keeping MMAs in flight across stages made ptxas serialise them all,
+    // C7514: it does not follow which result registers are in flight around
+    // a loop. kPartN 128: B is read from shared memory once per 64 rows of A
+    // for twice the FLOPs of a 64-column part; on an H200, m64n128k32 parts
+    // gave 388 / 194 / 315 TFLOP/s on the benchmark's fprop shapes against
+    // 350 / 183 / 290 for m64n64k32.)
+    constexpr int kPartN = 128, kParts = kBN / kPartN, kPer = 4 * kParts, kVals = kPartN / 2;
+    static_assert(kPer % 2 == 0, "a step's MMA result register set is known at compile time");
+    float dd[2][kVals];
+    const auto issue = [&](int step) {
+      const int kb = step / kPer, s = (it0 + kb) % kStages, blk = (step % kPer) / kParts, h = step % kParts;
+      if (step % kPer == 0) mbar_wait(&full[s], unsigned((it0 + kb) / kStages) & 1u);
+      const uint64_t da = kmajor_desc(stage_a(s) + cw * 64 * kSlabBytes), db = kmajor_desc(stage_b(s));
+      wg_fence();
+      Fp8Mma<TA, TB>::run(dd[step & 1], da + 2 * blk, db + (h * kPartN * kSlabBytes >> 4) + 2 * blk, 0);
+      wg_commit();
+    };
+    for (int kb = 0; kb < T.nk; ++kb) {
+      const int s = (it0 + kb) % kStages;
+      issue(kb * kPer);
+      issue(kb * kPer + 1);  // (kPer >= 4 steps per stage)
+      const float* sa = stage_sa(s);
+      const float* sb = stage_sb(s);
+#pragma unroll(kExact ? 1 : kPer)
+      for (int u = 0; u < kPer; ++u) {
+        const int step = kb * kPer + u;
+        if (u + 1 < kPer) wg_wait1();
+        else wg_wait0();
+        float(&d)[kVals] = dd[u & 1];
+        reg_fence(d);
+        const int blk = u / kParts, h = u % kParts;
+        float* a = acc + kVals * h;  // values kVals h + i: column kPartN h + 8 (i >> 2) + 2 t + (i & 1)
+        if (kb * 4 + blk < T.nblk) {  // blocks past K are zero padding: the walk has ended
+          const float a0 = sa[lr0 * 4 + blk], a1 = sa[(lr0 + 8) * 4 + blk];
+          const float* sbh = sb + blk * kBN + kPartN * h;
+          if constexpr (kExact) {  // scales near the FP32 range ends: the contract's exact steps
+#pragma unroll 1
+            for (int i = 0; i < kVals; ++i) {
+              const uint8_t ea = e8m0_of((i >> 1) & 1 ? a1 : a0);
+              const uint8_t eb = e8m0_of(sbh[8 * (i >> 2) + 2 * t + (i & 1)]);
+              a[i] = batch.mx_exact ? hd::mx_exact_block(a[i], int32_t(d[i] * 4.0f), ea, eb, 2)
+                                    : hd::mx_f13_block(a[i], d[i], ea, eb);
+            }
+          } else if constexpr (kTileB) {  // B's scale is one per 32 columns (32 x 32 weight tiles)
+            float s0[kPartN / 32], s1[kPartN / 32];
+#pragma unroll
+            for (int q = 0; q < kPartN / 32; ++q) s0[q] = a0 * sbh[32 * q], s1[q] = a1 * sbh[32 * q];
+#pragma unroll
+            for (int j = 0; j < kVals / 4; ++j) {  // values 4j..4j+3 lie in columns 8j..8j+7: tile j / 4
+              a[4 * j + 0] = fmaf(d[4 * j + 0], s0[j / 4], a[4 * j + 0]);
+              a[4 * j + 1] = fmaf(d[4 * j + 1], s0[j / 4], a[4 * j + 1]);
+              a[4 * j + 2] = fmaf(d[4 * j + 2], s1[j / 4], a[4 * j + 2]);
+              a[4 * j + 3] = fmaf(d[4 * j + 3], s1[j / 4], a[4 * j + 3]);
+            }
+          } else {
+#pragma unroll
+            for (int j = 0; j < kVals / 4; ++j) {
+              const float2 b = *reinterpret_cast<const float2*>(sbh + 8 * j + 2 * t);
+              a[4 * j + 0] = fmaf(d[4 * j + 0], a0 * b.x, a[4 * j + 0]);
+              a[4 * j + 1] = fmaf(d[4 * j + 1], a0 * b.y, a[4 * j + 1]);
+              a[4 * j + 2] = fmaf(d[4 * j + 2], a1 * b.x, a[4 * j + 2]);
+              a[4 * j + 3] = fmaf(d[4 * j + 3], a1 * b.y, a[4 * j + 3]);
+            }
+          }
+        }
+        if (u == kPer - 1) {  // the stage's last block is promoted
+          __syncwarp();
+          if (lane == 0) mbar_arrive(&empty[s]);
+        }
+        if (u + 2 < kPer) issue(step + 2);
+      }
+    }
+  } else {
   for (int kb = 0; kb < T.nk; ++kb) {
-    const int s = kb % kStages;
-    mbar_wait(&full[s], unsigned(kb / kStages) & 1u);
+    const int s = (it0 + kb) % kStages;
+    mbar_wait(&full[s], unsigned((it0 + kb) / kStages) & 1u);
     const uint64_t da = kmajor_desc(stage_a(s) + cw * 64 * kSlabBytes), db = kmajor_desc(stage_b(s));
     const float* sa = stage_sa(s);
     const float* sb = stage_sb(s);
-    if constexpr (M == Mode::Bf16) {
-      static_assert(kAcc == 64, "one m64n128 accumulator");
-      wg_fence();
-#pragma unroll
-      for (int q = 0; q < 4; ++q) bf16_mma(acc, da + 2 * q, db + 2 * q);  // 32 bytes = 16 BF16 per k16
-      wg_commit();
-      wg_wait0();
-      reg_fence(acc);
-    } else if constexpr (M == Mode::Chunk128) {
+    {
       static_assert(kAcc == 64, "one m64n128 accumulator");
       float d[64];
       wg_fence();
@@ -355,71 +492,32 @@ __global__ void __launch_bounds__(kThreads, 1)
           acc[4 * j + 3] = fmaf(d[4 * j + 3], a1 * b.y, acc[4 * j + 3]);
         }
       }
-    } else {
-      // kParts m64n64k32 per block (one per 64 columns), each with a zero
-      // accumulator; one stays in flight on the tensor cores while the CUDA
-      // cores promote the one before it.
-      constexpr int kParts = kBN / 64, kSteps = 4 * kParts;
-      float dd[2][32];
-      const auto issue = [&](int step) {
-        const int blk = step / kParts, h = step % kParts;
-        wg_fence();
-        Fp8Mma64<TA, TB>::run(dd[step & 1], da + 2 * blk, db + (h * 64 * kSlabBytes >> 4) + 2 * blk);
-        wg_commit();
-      };
-      issue(0);
-      issue(1);
-#pragma unroll(kExact ? 1 : kSteps)
-      for (int step = 0; step < kSteps; ++step) {
-        if (step < kSteps - 1) wg_wait1();
-        else wg_wait0();
-        float(&d)[32] = dd[step & 1];
-        reg_fence32(d);
-        const int blk = step / kParts, h = step % kParts;
-        float* a = acc + 32 * h;  // values 32 h + i: column 64 h + 8 (i >> 2) + 2 t + (i & 1)
-        if (kb * 4 + blk < T.nblk) {  // blocks past K are zero padding: the walk has ended
-          const float a0 = sa[lr0 * 4 + blk], a1 = sa[(lr0 + 8) * 4 + blk];
-          const float* sbh = sb + blk * kBN + 64 * h;
-          if constexpr (kExact) {  // scales near the FP32 range ends: the contract's exact steps
-#pragma unroll 1
-            for (int i = 0; i < 32; ++i) {
-              const uint8_t ea = e8m0_of((i >> 1) & 1 ? a1 : a0);
-              const uint8_t eb = e8m0_of(sbh[8 * (i >> 2) + 2 * t + (i & 1)]);
-              a[i] = batch.mx_exact ? hd::mx_exact_block(a[i], int32_t(d[i] * 4.0f), ea, eb, 2)
-                                    : hd::mx_f13_block(a[i], d[i], ea, eb);
-            }
-          } else if constexpr (kTileB) {  // B's scale is one per 32 columns (32 x 32 weight tiles)
-            const float s00 = a0 * sbh[0], s01 = a0 * sbh[32], s10 = a1 * sbh[0], s11 = a1 * sbh[32];
-#pragma unroll
-            for (int j = 0; j < 8; ++j) {
-              a[4 * j + 0] = fmaf(d[4 * j + 0], j < 4 ? s00 : s01, a[4 * j + 0]);
-              a[4 * j + 1] = fmaf(d[4 * j + 1], j < 4 ? s00 : s01, a[4 * j + 1]);
-              a[4 * j + 2] = fmaf(d[4 * j + 2], j < 4 ? s10 : s11, a[4 * j + 2]);
-              a[4 * j + 3] = fmaf(d[4 * j + 3], j < 4 ? s10 : s11, a[4 * j + 3]);
-            }
-          } else {
-#pragma unroll
-            for (int j = 0; j < 8; ++j) {
-              const float2 b = *reinterpret_cast<const float2*>(sbh + 8 * j + 2 * t);
-              a[4 * j + 0] = fmaf(d[4 * j + 0], a0 * b.x, a[4 * j + 0]);
-              a[4 * j + 1] = fmaf(d[4 * j + 1], a0 * b.y, a[4 * j + 1]);
-              a[4 * j + 2] = fmaf(d[4 * j + 2], a1 * b.x, a[4 * j + 2]);
-              a[4 * j + 3] = fmaf(d[4 * j + 3], a1 * b.y, a[4 * j + 3]);
-            }
-          }
-        }
-        if (step + 2 < kSteps) issue(step + 2);
-      }
     }
     __syncwarp();
     if (lane == 0) mbar_arrive(&empty[s]);
   }
+  }  // Chunk128
 
+  {
+    float* const out0 = T.out + size_t(row0) * size_t(T.ld);
+    float* const out1 = out0 + 8 * size_t(T.ld);
+    const bool ok0 = row0 < T.ra, ok1 = row1 < T.ra, bf16_out = batch.out_bf16;
 #pragma unroll
-  for (int i = 0; i < kAcc; ++i) {
-    const int r = (i >> 1) & 1 ? row1 : row0, c = col_base + 8 * (i >> 2) + (i & 1);
-    if (r < T.ra && c < T.rb) T.out[r * T.ld + c] = hd::gemm_output(acc[i], batch.out_bf16);
+    for (int i = 0; i < kAcc; i += 2) {  // values i, i + 1: neighbouring columns of one row
+      const bool hi = (i >> 1) & 1;
+      const int c = col_base + 8 * (i >> 2);
+      float* const o = (hi ? out1 : out0) + c;
+      const float v0 = hd::gemm_output(acc[i], bf16_out), v1 = hd::gemm_output(acc[i + 1], bf16_out);
+      if ((hi ? ok1 : ok0) && c + 1 < T.rb && batch.out_pairs) {
+        *reinterpret_cast<float2*>(o) = make_float2(v0, v1);
+        continue;
+      }
+      if ((hi ? ok1 : ok0) && c < T.rb) o[0] = v0;
+      if ((hi ? ok1 : ok0) && c + 1 < T.rb) o[1] = v1;
+    }
   }
+  it0 += T.nk;
+  }  // tiles
   }  // consumers
 #else
   __trap();  // built without sm_90a code: tensor_cores_usable() keeps launch_sm90 from launching it
@@ -629,12 +727,13 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
   return fn;
 }
 
-/// A 2-D tensor map over a row-major image [outer][inner] of `dt` elements.
+/// A 2-D tensor map over a row-major image [outer][inner] of `dt` elements,
+/// rows `ld` elements apart (0: inner).
 CUtensorMap tensor_map(const void* base, CUtensorMapDataType dt, size_t elem_bytes, uint64_t inner, uint64_t outer,
-                       uint32_t box_inner, uint32_t box_outer, bool swizzle128) {
+                       uint32_t box_inner, uint32_t box_outer, bool swizzle128, uint64_t ld = 0) {
   CUtensorMap m;
   const cuuint64_t dims[2] = {inner, outer};
-  const cuuint64_t strides[1] = {inner * elem_bytes};
+  const cuuint64_t strides[1] = {(ld ? ld : inner) * elem_bytes};
   const cuuint32_t box[2] = {box_inner, box_outer};
   const cuuint32_t estr[2] = {1, 1};
   const CUresult r = encode_fn()(&m, dt, 2, const_cast<void*>(base), dims, strides, box, estr,
@@ -680,7 +779,11 @@ void launch_one(const CUtensorMap& ma, const CUtensorMap& mb, const CUtensorMap&
     MXSIM_HIP_CHECK(cudaFuncSetAttribute(gemm_sm90_kernel<M, TA, TB, kTileB, kExact>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   });
-  gemm_sm90_kernel<M, TA, TB, kTileB, kExact><<<tiles, kThreads, smem, s>>>(ma, mb, msa, msb, batch);
+  // Persistent CTAs, one per SM (a CTA takes most of an SM's shared
+  // memory): the producer fills the next tile's stages while the consumers
+  // store the last tile's outputs.
+  static const unsigned sms = unsigned(std::max(1, device_info().multiprocessors));
+  gemm_sm90_kernel<M, TA, TB, kTileB, kExact><<<std::min(tiles, sms), kThreads, smem, s>>>(ma, mb, msa, msb, batch);
   MXSIM_HIP_CHECK_LAUNCH("gemm_sm90_kernel");
 }
 
@@ -721,21 +824,55 @@ struct ImageLayout {
   std::vector<size_t> a_row, b_row, k_col, kp;
   size_t rows_a = 0, rows_b = 0, cols = 0, nsc = 0;
   size_t bytes_a = 0, bytes_b = 0, bytes_sa = 0, bytes_sb = 0;
+  // bf16-f25: a side whose panels TMA reads where they are (no image);
+  // then its rows are the storage's rows from in_place_base on, and the
+  // tensor map covers rows_a / rows_b of them, K wide, ld elements apart.
+  bool in_place[2] = {false, false};
+  const uint16_t* in_place_base[2] = {nullptr, nullptr};
+  size_t in_place_ld[2] = {0, 0};
   size_t total() const { return bytes_a + bytes_b + bytes_sa + bytes_sb + 1024; /* + the scale range words */ }
 };
+
+/// The first storage row of a BF16 panel whose K runs along its rows.
+const uint16_t* bf16_row0(const PanelView& p) { return p.codes16 + p.roff * p.rbytes; }
+
+/// Whether one side's BF16 panels can be read in place by TMA: K along the
+/// storage rows (K-major), one stride, 16-byte aligned rows (TMA's rule),
+/// and the groups' rows one after another in memory, as the rows of one
+/// token tensor split by m_splits and the experts of one weight tensor are.
+/// Tile rows past a group then read the next group's rows (or TMA's zero
+/// fill past the last), and only outputs the kernel does not store depend
+/// on them: an output row reads one A row, an output column one B row.
+bool bf16_in_place(const Launch* L, int n, bool side_b) {
+  const PanelView& p0 = side_b ? L[0].B : L[0].A;
+  size_t rows = 0;
+  for (int i = 0; i < n; ++i) {
+    const PanelView& p = side_b ? L[i].B : L[i].A;
+    if (!p.bf16 || !p.along_scols || p.rbytes != p0.rbytes || L[i].K != L[0].K || L[i].K > p.rbytes) return false;
+    if (bf16_row0(p) != bf16_row0(p0) + rows * p0.rbytes) return false;
+    rows += side_b ? L[i].RB : L[i].RA;
+  }
+  return (reinterpret_cast<uintptr_t>(bf16_row0(p0)) % 16) == 0 && (p0.rbytes * 2) % 16 == 0 &&
+         p0.rbytes * 2 < (size_t(1) << 40);
+}
 
 ImageLayout image_layout(Mode mode, const Launch* L, int n, bool stacked_rows) {
   const bool bf16 = mode == Mode::Bf16;
   const size_t eb = bf16 ? 2 : 1, kel = kSlabBytes / eb;
-  constexpr int kBN = Geo<Mode::Block32>::kBN;  // every mode's
+  const size_t kBN = bf16 ? Geo<Mode::Bf16>::kBN : Geo<Mode::Block32>::kBN;
   ImageLayout g;
+  for (int side = 0; side < 2 && bf16 && stacked_rows; ++side)
+    if ((g.in_place[side] = bf16_in_place(L, n, side == 1))) {
+      const PanelView& p = side ? L[0].B : L[0].A;
+      g.in_place_base[side] = bf16_row0(p), g.in_place_ld[side] = p.rbytes;
+    }
   g.a_row.resize(n), g.b_row.resize(n), g.k_col.resize(n), g.kp.resize(n);
   for (int i = 0; i < n; ++i) {
     g.kp[i] = round_up(L[i].K, kel);
     if (stacked_rows) {
       g.a_row[i] = g.rows_a, g.b_row[i] = g.rows_b, g.k_col[i] = 0;
-      g.rows_a += round_up(L[i].RA, kBM);
-      g.rows_b += round_up(L[i].RB, kBN);
+      g.rows_a += g.in_place[0] ? L[i].RA : round_up(L[i].RA, kBM);
+      g.rows_b += g.in_place[1] ? L[i].RB : round_up(L[i].RB, kBN);
       g.cols = g.kp[i];
     } else {
       g.a_row[i] = g.b_row[i] = 0, g.k_col[i] = g.cols;
@@ -745,7 +882,8 @@ ImageLayout image_layout(Mode mode, const Launch* L, int n, bool stacked_rows) {
     }
   }
   g.nsc = g.cols / 32;
-  g.bytes_a = round_up(g.rows_a * g.cols * eb, 1024), g.bytes_b = round_up(g.rows_b * g.cols * eb, 1024);
+  g.bytes_a = g.in_place[0] ? 0 : round_up(g.rows_a * g.cols * eb, 1024);
+  g.bytes_b = g.in_place[1] ? 0 : round_up(g.rows_b * g.cols * eb, 1024);
   g.bytes_sa = bf16 ? 0 : round_up(g.rows_a * g.nsc * 4, 1024);
   g.bytes_sb = bf16 ? 0 : round_up(g.rows_b * g.nsc * 4, 1024);
   return g;
@@ -757,7 +895,7 @@ void run_batch(Mode mode, Img ia, Img ib, bool mx_exact, const Launch* L, int n,
                hipStream_t s) {
   const bool bf16 = mode == Mode::Bf16;
   const size_t eb = bf16 ? 2 : 1, kel = kSlabBytes / eb;
-  constexpr int kBN = Geo<Mode::Block32>::kBN;  // every mode's
+  const int kBN = bf16 ? Geo<Mode::Bf16>::kBN : Geo<Mode::Block32>::kBN;
   const ImageLayout g = image_layout(mode, L, n, stacked_rows);
   const std::vector<size_t>&a_row = g.a_row, &b_row = g.b_row, &k_col = g.k_col, &kp = g.kp;
   const size_t rows_a = g.rows_a, rows_b = g.rows_b, cols = g.cols, nsc = g.nsc;
@@ -765,10 +903,16 @@ void run_batch(Mode mode, Img ia, Img ib, bool mx_exact, const Launch* L, int n,
   float* sc_a = reinterpret_cast<float*>(base + g.bytes_a + g.bytes_b);
   float* sc_b = reinterpret_cast<float*>(base + g.bytes_a + g.bytes_b + g.bytes_sa);
   int* range = reinterpret_cast<int*>(base + g.bytes_a + g.bytes_b + g.bytes_sa + g.bytes_sb);
-  range_init_kernel<<<1, 32, 0, s>>>(range);
-  MXSIM_HIP_CHECK_LAUNCH("range_init_kernel");
+  if (!bf16) {
+    range_init_kernel<<<1, 32, 0, s>>>(range);
+    MXSIM_HIP_CHECK_LAUNCH("range_init_kernel");
+  }
 
   for (int side = 0; side < 2; ++side) {
+    if (g.in_place[side]) {
+      count_in_place_side();
+      continue;
+    }
     ImgBatch img{};
     img.n = n;
     img.kind = side ? ib : ia;
@@ -810,8 +954,14 @@ void run_batch(Mode mode, Img ia, Img ib, bool mx_exact, const Launch* L, int n,
   }
 
   const CUtensorMapDataType dt = bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8;
-  const CUtensorMap ma = tensor_map(img_a, dt, eb, cols, rows_a, uint32_t(kel), kBM, true);
-  const CUtensorMap mb = tensor_map(img_b, dt, eb, cols, rows_b, uint32_t(kel), kBN, true);
+  // (In place: K wide, so TMA fills the last slab past K with zeros, as
+  // the image's padding is.)
+  const CUtensorMap ma = g.in_place[0] ? tensor_map(g.in_place_base[0], dt, eb, L[0].K, rows_a, uint32_t(kel), kBM, true,
+                                                    g.in_place_ld[0])
+                                       : tensor_map(img_a, dt, eb, cols, rows_a, uint32_t(kel), kBM, true);
+  const CUtensorMap mb = g.in_place[1] ? tensor_map(g.in_place_base[1], dt, eb, L[0].K, rows_b, uint32_t(kel), kBN, true,
+                                                    g.in_place_ld[1])
+                                       : tensor_map(img_b, dt, eb, cols, rows_b, uint32_t(kel), kBN, true);
   const CUtensorMap msa = bf16 ? ma : tensor_map(sc_a, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, nsc, rows_a, 4, kBM, false);
   const CUtensorMap msb = bf16 ? mb : tensor_map(sc_b, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, rows_b, nsc, kBN, 4, false);
 
@@ -837,6 +987,11 @@ void run_batch(Mode mode, Img ia, Img ib, bool mx_exact, const Launch* L, int n,
     T.ld = (long long)L[i].ld;
     tiles += unsigned(T.tiles_n * ((L[i].RA + kBM - 1) / kBM));
   }
+  batch.tiles = int(tiles);
+  batch.out_pairs = 1;
+  for (int i = 0; i < n; ++i)
+    batch.out_pairs &= int(reinterpret_cast<uintptr_t>(L[i].out) % 8 == 0 && L[i].ld % 2 == 0);
+  if (tiles == 0) return;  // no output element
   // B's scales are one per 32 rows of its panel when it is 32 x 32 tiled
   // (the weights of fprop and dgrad); the kernel then reads one per tile.
   const bool tile_b = L[0].B.br == 32 && L[0].B.bc == 32;

@@ -117,6 +117,10 @@ struct GemmLaunchCounts {
   /// of the fmaf kernel. Read from the current device, which it waits for;
   /// counts of launches on other devices are not included.
   size_t wgmma_exact_steps = 0;
+  /// Operand sides of bf16-f25 wgmma launches that the kernel read in place
+  /// from the operand's storage (K-major, groups one after another in
+  /// memory, 16-byte aligned rows) instead of from an operand image.
+  size_t bf16_in_place_sides = 0;
 };
 GemmLaunchCounts gemm_launch_counts();
 
