@@ -13,14 +13,19 @@ cmd=$(python3 - "$build" <<'PY'
 import json, sys
 for e in json.load(open(sys.argv[1] + "/compile_commands.json")):
     if e["file"].endswith("gemm_sm90.hip"):
+        print(e["directory"])
         print(e["command"].split(" -o ")[0] + " -o /dev/null -Xptxas -v --generate-code=arch=compute_90a,code=[sm_90a]")
         break
 PY
 )
 [ -n "$cmd" ] || { echo "sm90-ptxas-check: gemm_sm90.hip not in $build/compile_commands.json" >&2; exit 1; }
-report=$(cd "$build" && eval "$cmd" 2>&1) || { echo "$report" >&2; exit 1; }
+dir=$(head -n1 <<<"$cmd") cmd=$(tail -n +2 <<<"$cmd")
+report=$(cd "$dir" && eval "$cmd" 2>&1) || { echo "$report" >&2; exit 1; }
 # Kernel instantiations: ..._gemm_sm90_kernelILNS2_4ModeE<m>...ELb<tileB>ELb<exact>EEE...
+# Every entry line resets the kernel in hand, so that a spill report of any
+# other kernel in the file is never charged to the GEMM compiled before it.
 bad=$(awk '
+  /Compiling entry function/ { name = ""; exact = 0 }
   /Compiling entry function/ && /gemm_sm90_kernel/ { name = $0; exact = (name ~ /ELb1EEEv/) }
   /C751[45]/ && /gemm_sm90_kernel/ && !/ELb1EEEv/ { print "serialised wgmma pipeline: " $0 }
   /spill stores/ && name != "" && !exact && $5 != "0" { print "spills (" $5 " bytes): " name }

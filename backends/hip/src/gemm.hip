@@ -20,6 +20,8 @@ std::atomic<size_t> g_tiled_launches{0}, g_wgmma_launches{0}, g_in_place_sides{0
 void gemm::count_launch(bool wgmma) { (wgmma ? g_wgmma_launches : g_tiled_launches)++; }
 void gemm::count_in_place_side() { g_in_place_sides++; }
 
+void set_wgmma_max_ctas(unsigned n) { gemm::set_max_ctas(n); }
+
 GemmLaunchCounts gemm_launch_counts() {
   return {g_tiled_launches.load(), g_wgmma_launches.load(), gemm::sm90_exact_steps_runs(), g_in_place_sides.load()};
 }

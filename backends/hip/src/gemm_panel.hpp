@@ -379,5 +379,7 @@ bool launch_sm90(hd::GemmClass cls, const Launch* L, size_t n, hipStream_t s);
 /// E8M0 tensor-core launches whose exact-steps twin did the work, read from
 /// the current device (synchronises it; 0 before any such launch and on AMD).
 size_t sm90_exact_steps_runs();
+/// Caps the Hopper kernels' persistent CTAs (hip::set_wgmma_max_ctas).
+void set_max_ctas(unsigned n);
 
 }  // namespace mxsim::hip::gemm

@@ -63,9 +63,9 @@ enum class Mode : int { Block32, Chunk128, Bf16 };
 /// Tile columns (B rows) and stage layout. Bf16 takes 256 columns (one
 /// m64n256 accumulator per consumer, 128 registers): a 128 x 128 tile pulls
 /// 32 KB through L2 per 2 MFLOP, which at the tensor cores' BF16 rate is
-/// more than an H200's L2 delivers. (A 256-column Block32 tile measured no
-/// faster: its 128 accumulators plus two MMA results spilled at the 168
-/// registers ptxas gives each of 384 threads. docs/gpu.md.)
+/// more than an H200's L2 delivers. (A 256-column Block32 tile would need
+/// 128 accumulators plus two 64-value MMA results, 256 registers, above the
+/// 232 setmaxnreg gives a consumer.)
 template <Mode M>
 struct Geo {
   static constexpr int kBN = M == Mode::Bf16 ? 256 : 128;
@@ -144,7 +144,8 @@ __device__ inline void tma_load(void* dst, const CUtensorMap* map, uint64_t* bar
 }
 
 /// *p when ok, else +0, without a branch (so that the value has one
-/// definition).
+/// definition). No memory clobber: it reads the output before this CTA
+/// writes any of it, and no other CTA writes these elements.
 __device__ inline float load_or_zero(const float* p, bool ok) {
   float v;
   asm volatile("{\n .reg .pred q;\n setp.ne.b32 q, %2, 0;\n mov.b32 %0, 0;\n @q ld.global.f32 %0, [%1];\n}\n"
@@ -224,9 +225,8 @@ __device__ inline TileAt tile_at(const Batch& b, int tile) {
   while (li + 1 < b.n && tile >= b.t[li + 1].tile0) ++li;
   const Tile& T = b.t[li];
   const int local = tile - T.tile0;
-  // (Bands of 8 tile columns walked row by row, so that the CTAs running
-  // at once share fewer B rows, measured within the run-to-run noise on an
-  // H200: +2 % on 8 x 2048 x 4096 x 7168, -4 % and -2 % on the others.)
+  // (Tried: bands of 8 tile columns walked row by row, for L2 reuse;
+  // within the run-to-run noise on an H200, docs/gpu.md.)
   return {&T, local / T.tiles_n, local % T.tiles_n};
 }
 
@@ -235,10 +235,11 @@ __device__ inline TileAt tile_at(const Batch& b, int tile) {
 /// range): tests assert which twin ran.
 __device__ unsigned long long g_exact_steps_runs = 0;
 
-/// The kernel: see the file comment. Value i of a consumer thread's 64 is the
-/// wgmma D fragment's (PTX "Register Fragments", m64nNk32 / m64nNk16): row
-/// 16 w + g + 8 ((i >> 1) & 1), column 8 (i >> 2) + 2 t + (i & 1) of the
-/// warpgroup's 64 x 128 block (w its warp, g = lane / 4, t = lane % 4).
+/// The kernel: see the file comment. Value i of a consumer thread's kAcc
+/// (kBN / 2) is the wgmma D fragment's (PTX "Register Fragments", m64nNk32 /
+/// m64nNk16): row 16 w + g + 8 ((i >> 1) & 1), column 8 (i >> 2) + 2 t +
+/// (i & 1) of the warpgroup's 64 x kBN block (w its warp, g = lane / 4,
+/// t = lane % 4).
 template <Mode M, Img TA, Img TB, bool kTileB, bool kExact>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
@@ -290,7 +291,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int wg = int(threadIdx.x) / 128;
   if (wg == 0) {  // producer: one thread issues every copy
     // Registers move to the consumers (ptxas allocates the consumer branch
-    // to 232: 128 accumulators, or 64 accumulators + 64 MMA results).
+    // to 232: Bf16's 128 accumulators, or 64 accumulators and two 64-value
+    // MMA results).
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (threadIdx.x == 0) {
       int it0 = 0;  // stages this CTA has filled before this tile
@@ -399,15 +401,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     // for twice the FLOPs of a 64-column part; on an H200, m64n128k32 parts
     // gave 388 / 194 / 315 TFLOP/s on the benchmark's fprop shapes against
     // 350 / 183 / 290 for m64n64k32.)
-    constexpr int kPartN = 128, kParts = kBN / kPartN, kPer = 4 * kParts, kVals = kPartN / 2;
-    static_assert(kPer % 2 == 0, "a step's MMA result register set is known at compile time");
+    constexpr int kPartN = 128, kPer = 4, kVals = kPartN / 2;  // one part per 32-block: kPer steps per stage
+    static_assert(kPartN == kBN, "one m64n128 part covers the tile's columns");
     float dd[2][kVals];
     const auto issue = [&](int step) {
-      const int kb = step / kPer, s = (it0 + kb) % kStages, blk = (step % kPer) / kParts, h = step % kParts;
+      const int kb = step / kPer, s = (it0 + kb) % kStages, blk = step % kPer;
       if (step % kPer == 0) mbar_wait(&full[s], unsigned((it0 + kb) / kStages) & 1u);
       const uint64_t da = kmajor_desc(stage_a(s) + cw * 64 * kSlabBytes), db = kmajor_desc(stage_b(s));
       wg_fence();
-      Fp8Mma<TA, TB>::run(dd[step & 1], da + 2 * blk, db + (h * kPartN * kSlabBytes >> 4) + 2 * blk, 0);
+      Fp8Mma<TA, TB>::run(dd[step & 1], da + 2 * blk, db + 2 * blk, 0);
       wg_commit();
     };
     for (int kb = 0; kb < T.nk; ++kb) {
@@ -423,11 +425,11 @@ __global__ void __launch_bounds__(kThreads, 1)
         else wg_wait0();
         float(&d)[kVals] = dd[u & 1];
         reg_fence(d);
-        const int blk = u / kParts, h = u % kParts;
-        float* a = acc + kVals * h;  // values kVals h + i: column kPartN h + 8 (i >> 2) + 2 t + (i & 1)
+        const int blk = u;
+        float* a = acc;  // value i: column 8 (i >> 2) + 2 t + (i & 1)
         if (kb * 4 + blk < T.nblk) {  // blocks past K are zero padding: the walk has ended
           const float a0 = sa[lr0 * 4 + blk], a1 = sa[(lr0 + 8) * 4 + blk];
-          const float* sbh = sb + blk * kBN + kPartN * h;
+          const float* sbh = sb + blk * kBN;
           if constexpr (kExact) {  // scales near the FP32 range ends: the contract's exact steps
 #pragma unroll 1
             for (int i = 0; i < kVals; ++i) {
@@ -770,6 +772,9 @@ Workspace& workspace(hipStream_t s) {
 
 size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
 
+/// hip::set_wgmma_max_ctas (0: one CTA per SM).
+std::atomic<unsigned> g_max_ctas{0};
+
 template <Mode M, Img TA, Img TB, bool kTileB, bool kExact>
 void launch_one(const CUtensorMap& ma, const CUtensorMap& mb, const CUtensorMap& msa, const CUtensorMap& msb,
                 const Batch& batch, unsigned tiles, hipStream_t s) {
@@ -782,8 +787,11 @@ void launch_one(const CUtensorMap& ma, const CUtensorMap& mb, const CUtensorMap&
   // Persistent CTAs, one per SM (a CTA takes most of an SM's shared
   // memory): the producer fills the next tile's stages while the consumers
   // store the last tile's outputs.
+  // (The first device's SM count: all sm_90 parts of one host are alike.)
   static const unsigned sms = unsigned(std::max(1, device_info().multiprocessors));
-  gemm_sm90_kernel<M, TA, TB, kTileB, kExact><<<std::min(tiles, sms), kThreads, smem, s>>>(ma, mb, msa, msb, batch);
+  const unsigned cap = g_max_ctas.load();
+  const unsigned ctas = std::min(tiles, cap ? std::min(cap, sms) : sms);
+  gemm_sm90_kernel<M, TA, TB, kTileB, kExact><<<ctas, kThreads, smem, s>>>(ma, mb, msa, msb, batch);
   MXSIM_HIP_CHECK_LAUNCH("gemm_sm90_kernel");
 }
 
@@ -856,10 +864,19 @@ bool bf16_in_place(const Launch* L, int n, bool side_b) {
          p0.rbytes * 2 < (size_t(1) << 40);
 }
 
+/// Output tile columns of a mode (Geo<M>::kBN on the host).
+size_t tile_cols(Mode m) {
+  switch (m) {
+    case Mode::Block32: return Geo<Mode::Block32>::kBN;
+    case Mode::Chunk128: return Geo<Mode::Chunk128>::kBN;
+    case Mode::Bf16: return Geo<Mode::Bf16>::kBN;
+  }
+  return 0;
+}
+
 ImageLayout image_layout(Mode mode, const Launch* L, int n, bool stacked_rows) {
   const bool bf16 = mode == Mode::Bf16;
-  const size_t eb = bf16 ? 2 : 1, kel = kSlabBytes / eb;
-  const size_t kBN = bf16 ? Geo<Mode::Bf16>::kBN : Geo<Mode::Block32>::kBN;
+  const size_t eb = bf16 ? 2 : 1, kel = kSlabBytes / eb, bn = tile_cols(mode);
   ImageLayout g;
   for (int side = 0; side < 2 && bf16 && stacked_rows; ++side)
     if ((g.in_place[side] = bf16_in_place(L, n, side == 1))) {
@@ -872,12 +889,12 @@ ImageLayout image_layout(Mode mode, const Launch* L, int n, bool stacked_rows) {
     if (stacked_rows) {
       g.a_row[i] = g.rows_a, g.b_row[i] = g.rows_b, g.k_col[i] = 0;
       g.rows_a += g.in_place[0] ? L[i].RA : round_up(L[i].RA, kBM);
-      g.rows_b += g.in_place[1] ? L[i].RB : round_up(L[i].RB, kBN);
+      g.rows_b += g.in_place[1] ? L[i].RB : round_up(L[i].RB, bn);
       g.cols = g.kp[i];
     } else {
       g.a_row[i] = g.b_row[i] = 0, g.k_col[i] = g.cols;
       g.rows_a = round_up(L[i].RA, kBM);
-      g.rows_b = round_up(L[i].RB, kBN);
+      g.rows_b = round_up(L[i].RB, bn);
       g.cols += g.kp[i];
     }
   }
@@ -895,7 +912,7 @@ void run_batch(Mode mode, Img ia, Img ib, bool mx_exact, const Launch* L, int n,
                hipStream_t s) {
   const bool bf16 = mode == Mode::Bf16;
   const size_t eb = bf16 ? 2 : 1, kel = kSlabBytes / eb;
-  const int kBN = bf16 ? Geo<Mode::Bf16>::kBN : Geo<Mode::Block32>::kBN;
+  const int bn = int(tile_cols(mode));
   const ImageLayout g = image_layout(mode, L, n, stacked_rows);
   const std::vector<size_t>&a_row = g.a_row, &b_row = g.b_row, &k_col = g.k_col, &kp = g.kp;
   const size_t rows_a = g.rows_a, rows_b = g.rows_b, cols = g.cols, nsc = g.nsc;
@@ -932,7 +949,7 @@ void run_batch(Mode mode, Img ia, Img ib, bool mx_exact, const Launch* L, int n,
       J.K = int(L[i].K);
       J.row0 = int(side ? b_row[i] : a_row[i]);
       J.col0 = int(k_col[i]);
-      J.rows_pad = int(round_up(J.R, side ? size_t(kBN) : size_t(kBM)));
+      J.rows_pad = int(round_up(J.R, side ? size_t(bn) : size_t(kBM)));
       J.kp = int(kp[i]);
       const unsigned chunks = unsigned(J.kp) / (bf16 ? 8 : 16), nb = unsigned(J.kp) / 32, rows = unsigned(J.rows_pad);
       fast = std::max(fast, J.p.along_scols ? chunks : rows);
@@ -959,11 +976,11 @@ void run_batch(Mode mode, Img ia, Img ib, bool mx_exact, const Launch* L, int n,
   const CUtensorMap ma = g.in_place[0] ? tensor_map(g.in_place_base[0], dt, eb, L[0].K, rows_a, uint32_t(kel), kBM, true,
                                                     g.in_place_ld[0])
                                        : tensor_map(img_a, dt, eb, cols, rows_a, uint32_t(kel), kBM, true);
-  const CUtensorMap mb = g.in_place[1] ? tensor_map(g.in_place_base[1], dt, eb, L[0].K, rows_b, uint32_t(kel), kBN, true,
+  const CUtensorMap mb = g.in_place[1] ? tensor_map(g.in_place_base[1], dt, eb, L[0].K, rows_b, uint32_t(kel), bn, true,
                                                     g.in_place_ld[1])
-                                       : tensor_map(img_b, dt, eb, cols, rows_b, uint32_t(kel), kBN, true);
+                                       : tensor_map(img_b, dt, eb, cols, rows_b, uint32_t(kel), bn, true);
   const CUtensorMap msa = bf16 ? ma : tensor_map(sc_a, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, nsc, rows_a, 4, kBM, false);
-  const CUtensorMap msb = bf16 ? mb : tensor_map(sc_b, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, rows_b, nsc, kBN, 4, false);
+  const CUtensorMap msb = bf16 ? mb : tensor_map(sc_b, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, rows_b, nsc, bn, 4, false);
 
   Batch batch{};
   batch.n = n;
@@ -981,17 +998,16 @@ void run_batch(Mode mode, Img ia, Img ib, bool mx_exact, const Launch* L, int n,
     T.k_col = int(k_col[i]);
     T.nk = int(kp[i] / kel);
     T.nblk = mode == Mode::Block32 ? int((L[i].K + 31) / 32) : mode == Mode::Chunk128 ? int((L[i].K + 127) / 128) : 0;
-    T.tiles_n = int((L[i].RB + kBN - 1) / kBN);
+    T.tiles_n = int((L[i].RB + bn - 1) / bn);
     T.tile0 = int(tiles);
     T.out = L[i].out;
     T.ld = (long long)L[i].ld;
     tiles += unsigned(T.tiles_n * ((L[i].RA + kBM - 1) / kBM));
   }
-  batch.tiles = int(tiles);
+  batch.tiles = int(tiles);  // (>= 1: launch_sm90 takes no launch without output rows or columns)
   batch.out_pairs = 1;
   for (int i = 0; i < n; ++i)
     batch.out_pairs &= int(reinterpret_cast<uintptr_t>(L[i].out) % 8 == 0 && L[i].ld % 2 == 0);
-  if (tiles == 0) return;  // no output element
   // B's scales are one per 32 rows of its panel when it is 32 x 32 tiled
   // (the weights of fprop and dgrad); the kernel then reads one per tile.
   const bool tile_b = L[0].B.br == 32 && L[0].B.bc == 32;
@@ -1046,7 +1062,8 @@ bool launch_sm90(hd::GemmClass cls, const Launch* L, size_t n, hipStream_t s) {
   bool same_k = true, same_r = true;
   double macs = 0;
   for (size_t i = 0; i < n; ++i) {
-    if (L[i].K == 0 || L[i].K > (size_t(1) << 30) || L[i].RA > (size_t(1) << 30) || L[i].RB > (size_t(1) << 30))
+    if (L[i].K == 0 || L[i].RA == 0 || L[i].RB == 0 || L[i].K > (size_t(1) << 30) || L[i].RA > (size_t(1) << 30) ||
+        L[i].RB > (size_t(1) << 30))
       return false;
     same_k = same_k && L[i].K == L[0].K;
     same_r = same_r && L[i].RA == L[0].RA && L[i].RB == L[0].RB;
@@ -1067,6 +1084,8 @@ bool launch_sm90(hd::GemmClass cls, const Launch* L, size_t n, hipStream_t s) {
   return true;
 }
 
+void set_max_ctas(unsigned n) { sm90::g_max_ctas = n; }
+
 size_t sm90_exact_steps_runs() {
   if (!sm90::g_block32_launched) return 0;  // no device call before any Block32 launch
   unsigned long long v = 0;
@@ -1078,6 +1097,7 @@ size_t sm90_exact_steps_runs() {
 
 bool launch_sm90(hd::GemmClass, const Launch*, size_t, hipStream_t) { return false; }
 size_t sm90_exact_steps_runs() { return 0; }
+void set_max_ctas(unsigned) {}
 
 #endif
 

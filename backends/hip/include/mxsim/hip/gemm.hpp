@@ -119,10 +119,16 @@ struct GemmLaunchCounts {
   size_t wgmma_exact_steps = 0;
   /// Operand sides of bf16-f25 wgmma launches that the kernel read in place
   /// from the operand's storage (K-major, groups one after another in
-  /// memory, 16-byte aligned rows) instead of from an operand image.
+  /// memory, 16-byte aligned rows) instead of from an operand image. Counted
+  /// on the host, for launches on every device.
   size_t bf16_in_place_sides = 0;
 };
 GemmLaunchCounts gemm_launch_counts();
+
+/// For tests: caps the persistent CTAs of the Hopper tensor-core kernels
+/// (0, the default: one per SM), so that a launch of a few tiles runs
+/// several tiles per CTA. Applies to launches made after the call.
+void set_wgmma_max_ctas(unsigned n);
 
 /// Rounds n FP32 values to BF16 codes (round_bf16_code: RNE, IEEE overflow,
 /// canonical quiet NaN with the input's sign) for from_bf16 operands.
