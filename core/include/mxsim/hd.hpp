@@ -2,8 +2,8 @@
 //
 // Scalar codecs (formats, rounding, scale rules, Philox) are shared source:
 // the CPU emulator and the GPU kernels include the same headers, so both
-// sides run literally the same arithmetic (DESIGN.md, "Scalar codecs are
-// shared source").
+// sides run literally the same arithmetic (docs/architecture.md,
+// "Shared op sources").
 #pragma once
 
 #if defined(__CUDACC__) || defined(__HIPCC__)

@@ -6,8 +6,8 @@
 //   counter = (i/4 & 0xFFFFFFFF, i/4 >> 32, stream & 0xFFFFFFFF, stream >> 32)
 // Element i of a stream uses 32-bit word (i % 4) of the Philox output for
 // counter block i/4. Streams are 64-bit: make_stream(tensor_id, step) puts the
-// tensor id in the high and the step in the low 32 bits (DESIGN.md:
-// "keyed by (seed, tensor id, step) with the element index as counter").
+// tensor id in the high and the step in the low 32 bits (docs/numerics.md §2.5:
+// keyed by (seed, tensor id, step) with the element index as counter).
 #pragma once
 #include <cstdint>
 

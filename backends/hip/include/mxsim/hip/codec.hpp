@@ -3,8 +3,8 @@
 // over device arrays, plus the rowwise MX block quantizer.
 //
 // The kernels include the same headers as the CPU emulator, so a GPU result
-// is defined to be bit-identical to the CPU one (DESIGN.md, "Scalar codecs
-// are shared source"); tests/test_gpu_codec.cpp checks that on every BF16 and
+// is defined to be bit-identical to the CPU one (docs/architecture.md, "Shared op
+// sources"); tests/test_gpu_codec.cpp checks that on every BF16 and
 // FP16 input.
 //
 // This header is plain C++ (no vendor runtime types) so host code compiled by
