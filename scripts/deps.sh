@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
 # Install the Debian packages mxsim needs, only those missing. Idempotent and
-# quiet when nothing is missing. Sourced by run.sh and test.sh.
+# quiet when nothing is missing. Run by run.sh and test.sh.
+#   scripts/deps.sh main   what building `mxsim` and running the main job need
+#   scripts/deps.sh        (or `all`) that plus the tests, benchmarks, the
+#                          inspector, the Python module and the AMD compile check
+# run.sh installs the first set only: Qt, ROCm's hipcc and Clang are most of
+# the download on a fresh machine and the main job needs none of them.
 set -euo pipefail
 
-MXSIM_PACKAGES=(
+MXSIM_MAIN_PACKAGES=(
   build-essential cmake ninja-build pkg-config
-  libgtest-dev libgmock-dev libbenchmark-dev
   libboost-dev libboost-program-options-dev libboost-iostreams-dev
   libxtensor-dev libxsimd-dev libtomlplusplus-dev nlohmann-json3-dev
-  libhdf5-dev hdf5-tools librandom123-dev libopenblas-dev libomp-dev libmpfr-dev zlib1g-dev
+  libhdf5-dev librandom123-dev zlib1g-dev
   dataset-fashion-mnist
+)
+MXSIM_TEST_PACKAGES=(
+  libgtest-dev libgmock-dev libbenchmark-dev
+  hdf5-tools libopenblas-dev libomp-dev libmpfr-dev
   qt6-base-dev libqcustomplot-dev xvfb xauth fonts-dejavu-core
   python3 python3-h5py python3-numpy python3-dev python3-pytest pybind11-dev
   help2man bash-completion
@@ -17,8 +25,14 @@ MXSIM_PACKAGES=(
   clang libclang-rt-14-dev
 )
 
+case "${1:-all}" in
+  main) wanted=("${MXSIM_MAIN_PACKAGES[@]}") ;;
+  all) wanted=("${MXSIM_MAIN_PACKAGES[@]}" "${MXSIM_TEST_PACKAGES[@]}") ;;
+  *) echo "usage: scripts/deps.sh [main|all]" >&2; exit 2 ;;
+esac
+
 missing=()
-for p in "${MXSIM_PACKAGES[@]}"; do
+for p in "${wanted[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then
