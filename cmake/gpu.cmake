@@ -32,7 +32,16 @@ if(MXSIM_GPU_PLATFORM STREQUAL "nvidia")
     set(CMAKE_CUDA_ARCHITECTURES 90a)
   endif()
   enable_language(CUDA)
+  # Debian 12's CMake 3.25.1 FindCUDAToolkit marks CUDA::nvToolsExt deprecated
+  # when the project requires CMake >= 3.25, without checking that the target
+  # exists; CUDA 13 ships no libnvToolsExt, so the stock module stops the
+  # configure with "set_property could not find TARGET CUDA::nvToolsExt".
+  # Later CMake releases check first. The module reads the minimum version
+  # only for that warning, so it sees an older one for this call.
+  set(_mxsim_min_version ${CMAKE_MINIMUM_REQUIRED_VERSION})
+  set(CMAKE_MINIMUM_REQUIRED_VERSION 3.24)
   find_package(CUDAToolkit REQUIRED GLOBAL)
+  set(CMAKE_MINIMUM_REQUIRED_VERSION ${_mxsim_min_version})
   # CMake 3.25 knows no C++20 flag for nvcc 13; targets inherit cxx_std_20
   # through their dependencies, so tell it the flag.
   if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
