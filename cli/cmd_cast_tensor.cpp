@@ -127,13 +127,14 @@ int cast_tensor(const Parsed& p, const CastOptions& o, OutputFormat outfmt) {
 
   // All or nothing: both files go to temporaries and are renamed together.
   io::AtomicOutputs outputs;
-  const std::vector<InputFile> inputs{{in, true, {}, {}}};
+  std::vector<InputPath> inputs{{in}};
+  if (p.has("rand-file")) inputs.push_back({p.str("rand-file"), "--rand-file input file"});
   const fs::path out = p.str("output");
   io::write_npy(add_output(outputs, out, inputs), codes);
   fs::path decoded;
   if (p.has("decoded")) {
     decoded = p.str("decoded");
-    io::write_npy(add_output(outputs, decoded, inputs), io::from_f32(t.name, t.shape, dec.data()));
+    io::write_npy(add_output(outputs, decoded, inputs, "--decoded"), io::from_f32(t.name, t.shape, dec.data()));
   }
   outputs.commit();
 

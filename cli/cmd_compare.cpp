@@ -1,6 +1,7 @@
 // mxsim compare A.h5 B.h5: side-by-side summary of two traces, the first bit
 // difference, per-dataset first differences and the largest difference per step.
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 
@@ -21,6 +22,34 @@ std::string global_range(int64_t first, uint64_t steps) {
   return first < 0 || steps == 0 ? "-" : range(first, first + int64_t(steps) - 1);
 }
 nlohmann::ordered_json opt_json(const std::optional<double>& v) { return v ? json_number(*v) : nlohmann::ordered_json(); }
+
+/// Config values longer than this are abbreviated in the text report (a config may hold a value
+/// of 200 KB, which the table would print whole, padding every row to its width); --json keeps them.
+constexpr size_t kValueShown = 64;
+
+/// Where two config values first differ (a byte offset), or npos when one side lacks the key.
+size_t first_difference(const std::string& a, const std::string& b) {
+  if (a.empty() || b.empty()) return std::string::npos;
+  return size_t(std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first - a.begin());
+}
+
+/// `v` for the text table: whole when short, else kValueShown bytes around `diff` (where the
+/// two sides first differ; the start when npos) with "..." where it was cut, its length and
+/// that offset: "...aaab... (200017 bytes, first difference at byte 104857)".
+std::string shown_value(const std::string& v, size_t diff) {
+  if (v.empty()) return "-";
+  if (v.size() <= kValueShown) return v;
+  const auto continuation = [&](size_t i) { return i < v.size() && (uint8_t(v[i]) & 0xC0) == 0x80; };
+  size_t from = diff == std::string::npos ? 0 : std::min(diff, v.size());
+  from = from > kValueShown / 4 ? from - kValueShown / 4 : 0;
+  size_t to = std::min(v.size(), from + kValueShown);
+  while (continuation(from) && from > 0) --from;  // whole UTF-8 characters only
+  while (continuation(to)) --to;
+  std::string s = (from > 0 ? "..." : "") + v.substr(from, to - from) + (to < v.size() ? "..." : "");
+  s += " (" + std::to_string(v.size()) + " bytes";
+  if (diff != std::string::npos) s += ", first difference at byte " + std::to_string(diff);
+  return s + ")";
+}
 
 /// A two-column table whose first column is as wide as its longest entry, so long
 /// dataset names never push the values out of line.
@@ -170,7 +199,10 @@ int run(const Args& args) {
   head.print("");
   std::printf("\nconfig differences: %zu\n", r.config_diffs.size());
   Table cfg;
-  for (const auto& d : r.config_diffs) cfg.rows.push_back({d.key, d.a.empty() ? "-" : d.a, d.b.empty() ? "-" : d.b});
+  for (const auto& d : r.config_diffs) {
+    const size_t at = first_difference(d.a, d.b);
+    cfg.rows.push_back({d.key, shown_value(d.a, at), shown_value(d.b, at)});
+  }
   cfg.print();
   std::printf("\nfinal values (last complete step):\n");
   Table fin;

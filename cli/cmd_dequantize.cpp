@@ -90,9 +90,7 @@ int run(const Args& args) {
   const std::string out_arg = p.has("output") ? p.str("output") : "";
   const bool to_npy = !out_arg.empty() && fs::path(out_arg).extension() == ".npy";
   OutPlan plan;
-  if (!to_npy) plan = OutPlan::resolve(out_arg);
-  if (plan.kind == OutPlan::Prefix)
-    throw UsageError("-o " + out_arg + ": name a .safetensors file, a .npy file (one tensor) or a folder");
+  if (!to_npy) plan = OutPlan::resolve(out_arg, "a .safetensors file, a .npy file (one tensor) or a folder");
 
   Notes notes{"dequantize", {}};
   std::vector<InputFile> files;
@@ -172,7 +170,8 @@ int run(const Args& args) {
     std::vector<io::RawTensor> ts;
     for (const auto& o : outs) ts.push_back(o.t);
     io::write_safetensors(add(plan.path), ts,
-                          {{"format", "mxsim.dequantized"}, {"mxsim_version", mxsim::version()}, {"mxsim_commit", mxsim::build_commit()}});
+                          {{"format", "mxsim.dequantized"}, {"mxsim_version", mxsim::version()}, {"mxsim_commit", mxsim::build_commit()}},
+                          plan.path.string());
   } else if (plan.kind == OutPlan::Folder) {
     for (const auto& o : outs) io::write_npy(add(plan.path / (io::file_stem(o.job.name) + ".npy")), o.t);
   }

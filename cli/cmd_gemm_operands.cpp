@@ -14,6 +14,7 @@
 #include "mxsim/bits.hpp"
 #include "mxsim/emu/grouped_gemm.hpp"
 #include "mxsim/io/atomic_output.hpp"
+#include "mxsim/io/checked_size.hpp"
 #include "mxsim/io/npy.hpp"
 #include "mxsim/rounding.hpp"
 #include "quantized_inputs.hpp"
@@ -168,16 +169,24 @@ void transpose_operand(Operand& o) {
   o.transposed_copy = true;
 }
 
-/// "3,0,5" -> {3, 0, 5}: the text must be integers separated by commas.
+/// "3,0,5" -> {3, 0, 5}: the text must be integers separated by commas, whose
+/// sum (the rows of A) fits int64: a sum that wrapped could equal M and pass.
 std::vector<int64_t> parse_m_splits(const std::string& text) {
   std::vector<int64_t> v;
+  std::vector<uint64_t> sizes;
   size_t at = 0;
   while (true) {
     const size_t comma = text.find(',', at);
     const std::string item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-    v.push_back(parse_int("--m-splits item " + std::to_string(v.size()), item, 0, INT64_MAX / 2));
+    v.push_back(parse_int("--m-splits item " + std::to_string(v.size()), item, 0, INT64_MAX));
+    sizes.push_back(uint64_t(v.back()));
     if (comma == std::string::npos) break;
     at = comma + 1;
+  }
+  try {
+    io::checked_sum(sizes, "--m-splits", INT64_MAX);
+  } catch (const std::overflow_error& e) {
+    throw UsageError(std::string(e.what()) + " (the group sizes sum to M, the rows of A)");
   }
   return v;
 }
@@ -417,10 +426,15 @@ int run_gemm_operands(const Parsed& p) {
     N = form == Form::Fprop ? B.rows : A.cols;
     K = form == Form::Fprop ? A.cols : B.cols;
   } else {
-    auto total = [](const std::vector<Operand>& v) {
-      size_t t = 0;
-      for (const auto& o : v) t += o.rows;
-      return t;
+    auto total = [&](const std::vector<Operand>& v) {
+      std::vector<uint64_t> rows;
+      for (const auto& o : v) rows.push_back(o.rows);
+      try {
+        return size_t(io::checked_sum(rows, std::string(&v == &As ? na : nb) + ": the tokens of the per-group tensors",
+                                      INT64_MAX));
+      } catch (const std::overflow_error& e) {
+        throw std::runtime_error(e.what());
+      }
     };
     M = total(As);
     N = A.cols;
@@ -446,7 +460,7 @@ int run_gemm_operands(const Parsed& p) {
   }
   G = ms.size();
   int64_t sum = 0;
-  for (int64_t s : ms) sum += s;
+  for (int64_t s : ms) sum += s;  // fits: parse_m_splits checked it
   if (uint64_t(sum) != M)
     throw std::runtime_error("--m-splits sum to " + std::to_string(sum) + ", but " + A.what() + " has M = " +
                              std::to_string(M) + " rows");
@@ -532,9 +546,12 @@ int run_gemm_operands(const Parsed& p) {
   }
   io::AtomicOutputs outputs;
   if (!out_path.empty()) {
-    std::vector<InputFile> inputs = A.files;
-    inputs.insert(inputs.end(), B.files.begin(), B.files.end());
-    if (p.has("accumulate")) inputs.push_back({p.str("accumulate"), true, {}, {}});
+    std::vector<InputPath> inputs;
+    for (const auto* v : {&As, &Bs})
+      for (const Operand& o : *v)
+        for (const InputPath& f : input_paths(o.files))
+          inputs.push_back({f.path, std::string(v == &As ? "--a" : "--b") + " input file"});
+    if (p.has("accumulate")) inputs.push_back({p.str("accumulate"), "--accumulate input file"});
     io::write_npy(add_output(outputs, out_path, inputs), t);
   }
   outputs.commit();

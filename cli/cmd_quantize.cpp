@@ -934,7 +934,7 @@ int run(const Args& args) {
       for (const auto& [k, v] : m.items())
         meta[r.name + "." + k] = v.is_string() ? v.get<std::string>() : v.dump();
     }
-    io::write_safetensors(add(plan.path), tensors, meta);
+    io::write_safetensors(add(plan.path), tensors, meta, plan.path.string());
   } else if (plan.kind == OutPlan::Folder || plan.kind == OutPlan::Prefix) {
     for (const auto& r : results) {
       const fs::path stem = plan.stem_for(r.name, results.size() == 1);
@@ -951,8 +951,9 @@ int run(const Args& args) {
     }
   }
   if (per_block) {
-    if (per_block->extension() == ".csv") write_per_block_csv(add(*per_block), results);
-    else write_per_block_npy(add(*per_block), results[0]);
+    const fs::path tmp = add_output(outputs, *per_block, inputs, "--per-block");
+    if (per_block->extension() == ".csv") write_per_block_csv(tmp, results);
+    else write_per_block_npy(tmp, results[0]);
   }
   outputs.commit();
   written = outputs.finals();

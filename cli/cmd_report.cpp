@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -167,7 +168,15 @@ int cmd_report(const Args& args) {
   int st = 0;
   while (waitpid(pid, &st, 0) < 0)
     if (errno != EINTR) throw std::runtime_error("waiting for " + inspector + ": " + std::strerror(errno));
-  if (WIFEXITED(st)) return WEXITSTATUS(st);
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return kExitOk;
+  if (WIFEXITED(st)) {
+    // Its status is passed through (2: a usage error the inspector found); the inspector may
+    // have said nothing, so say which program failed and how.
+    std::fprintf(stderr, "mxsim report: error: %s --render exited with status %d (the report in %s may be "
+                 "incomplete; the inspector's own messages, if any, are above)\n", inspector.c_str(),
+                 WEXITSTATUS(st), p.str("output").c_str());
+    return WEXITSTATUS(st);
+  }
   throw std::runtime_error(inspector + " " + status_text(st));
 }
 

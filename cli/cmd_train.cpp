@@ -231,6 +231,14 @@ int run_train(const Args& args, const sim::ProcessPlace* place) {
           throw UsageError(std::string(paths[i].first) + " '" + a + "' and " + paths[j].first + " '" + b +
                            "' are the same file; give them different paths");
       }
+    // The config was read already; an output over it would still destroy it.
+    if (!config.empty())
+      for (const auto& [opt, out] : {std::pair<const char*, std::string>{"--trace", trace}, {"--checkpoint", ckpt}})
+        if (!out.empty()) try {
+            refuse_overwriting_input(out, {{config, "--config input file"}}, opt);
+          } catch (const std::runtime_error& e) {
+            throw UsageError(e.what());  // as the other conflicts of paths above
+          }
   }
   // One process per rank (mxsim launch): the GPU of the rank, and NCCL between the processes.
   if (place) {

@@ -205,6 +205,16 @@ std::string num(double v, const char* fmt) {
   return b;
 }
 
+void refuse_overwriting_input(const std::filesystem::path& out, const std::vector<InputPath>& inputs,
+                              const std::string& out_option) {
+  std::error_code ec;
+  if (!std::filesystem::exists(out, ec)) return;  // a new file replaces nothing
+  for (const auto& in : inputs)
+    if (std::filesystem::equivalent(out, in.path, ec))
+      throw std::runtime_error(out.string() + ": is the " + in.role + " " + in.path.string() +
+                               "; refusing to overwrite it (choose another " + out_option + ")");
+}
+
 std::string version_line() {
   return std::string("mxsim ") + mxsim::version() + " (commit " + mxsim::build_commit() + ")";
 }

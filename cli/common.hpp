@@ -5,6 +5,7 @@
 #include <boost/program_options.hpp>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -97,6 +98,21 @@ nlohmann::ordered_json json_number(double v);
 std::string csv_row(const std::vector<std::string>& fields);
 /// A double for CSV and text tables: "%.9g", or inf / -inf / nan.
 std::string num(double v, const char* fmt = "%.9g");
+
+/// A file a command reads, and what names it in messages: "input file" for
+/// the main inputs, "--rand-file input file" for one an option names.
+struct InputPath {
+  std::filesystem::path path;
+  std::string role = "input file";
+};
+/// Refuses an output that would replace a file the same command reads: throws
+/// std::runtime_error "<out>: is the <role> <input>; refusing to overwrite it
+/// (choose another <out_option>)" when `out` exists and is the same file
+/// (device and inode: another spelling, a hard or symbolic link) as any of
+/// `inputs`. Every command checks each output against every input it reads
+/// with this, the main inputs and those options name alike.
+void refuse_overwriting_input(const std::filesystem::path& out, const std::vector<InputPath>& inputs,
+                              const std::string& out_option = "-o");
 
 /// make_backend(name, why): mxsim/backend_select.hpp (one place for the CLI and the inspector).
 using mxsim::make_backend;

@@ -143,7 +143,7 @@ void for_each_tensor(const std::vector<InputFile>& inputs, const std::set<std::s
   for_each_tensor_ref(inputs, wanted, notes, [&](const InputFile& in, const TensorRef& r) { fn(in, read_tensor(in, r)); });
 }
 
-OutPlan OutPlan::resolve(const std::string& out) {
+OutPlan OutPlan::resolve(const std::string& out, const std::string& no_prefix) {
   OutPlan p;
   if (out.empty()) return p;
   p.path = out;
@@ -167,6 +167,9 @@ OutPlan OutPlan::resolve(const std::string& out) {
     p.kind = Safetensors;
     return p;
   }
+  if (!no_prefix.empty())
+    throw UsageError("-o " + out + (exists ? ": exists and is a file, not a folder" : ": is neither an existing folder nor a .safetensors file") + "; name " +
+                     no_prefix);
   if (exists)
     throw UsageError("-o " + out + ": exists and is a file, not a folder; a prefix output would write " + out +
                      ".data.npy and more beside it (name a .safetensors file, a folder, or a new prefix)");
@@ -183,14 +186,24 @@ fs::path OutPlan::stem_for(const std::string& name, bool single) const {
   return fs::path(path.string() + "." + io::file_stem(name));
 }
 
-fs::path add_output(io::AtomicOutputs& outputs, const fs::path& final_path, const std::vector<InputFile>& inputs) {
-  std::error_code ec;
-  if (fs::exists(final_path, ec))
-    for (const auto& in : inputs)
-      if (fs::equivalent(final_path, in.path, ec))
-        throw std::runtime_error(final_path.string() + ": is the input file " + in.path.string() +
-                                 "; refusing to overwrite it (choose another -o)");
+std::vector<InputPath> input_paths(const std::vector<InputFile>& files) {
+  std::vector<InputPath> v;
+  for (const auto& f : files) {
+    v.push_back({f.path});
+    if (!f.index.empty()) v.push_back({f.index});
+  }
+  return v;
+}
+
+fs::path add_output(io::AtomicOutputs& outputs, const fs::path& final_path, const std::vector<InputPath>& inputs,
+                    const std::string& out_option) {
+  refuse_overwriting_input(final_path, inputs, out_option);
   return outputs.add(final_path);
+}
+
+fs::path add_output(io::AtomicOutputs& outputs, const fs::path& final_path, const std::vector<InputFile>& inputs,
+                    const std::string& out_option) {
+  return add_output(outputs, final_path, input_paths(inputs), out_option);
 }
 
 }  // namespace mxsim::cli

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common.hpp"
 #include "mxsim/io/atomic_output.hpp"
 #include "mxsim/io/tensor_file.hpp"
 
@@ -79,8 +80,11 @@ struct OutPlan {
   std::filesystem::path path;  ///< the OUT argument (folder / file / prefix without ".npy")
   /// Resolve `out` ("" = no -o). Throws UsageError for an existing OUT that is
   /// neither a folder, a .safetensors file nor /dev/null (a prefix would write
-  /// files beside it), and for any other device, FIFO or socket.
-  static OutPlan resolve(const std::string& out);
+  /// files beside it), and for any other device, FIFO or socket. A command
+  /// that writes no prefix output passes `no_prefix`, what it accepts instead
+  /// ("a .safetensors file, a .npy file (one tensor) or a folder"): an OUT
+  /// that would be a prefix is then a usage error suggesting only that.
+  static OutPlan resolve(const std::string& out, const std::string& no_prefix = "");
   /// The stem of the files of tensor `name` (Folder / Prefix): folder/<stem>,
   /// the prefix itself when `single`, else prefix.<stem>, with the tensor name
   /// encoded by io::file_stem.
@@ -88,11 +92,19 @@ struct OutPlan {
   bool writes() const { return kind == Safetensors || kind == Folder || kind == Prefix; }
 };
 
+/// Every file `files` stands for, for refuse_overwriting_input: each file,
+/// and each *.index.json that named shards.
+std::vector<InputPath> input_paths(const std::vector<InputFile>& files);
+
 /// Register `final_path` with `outputs` after checking that it is none of the
-/// input files (the same file, a link to it, or a name that a prefix
-/// regenerates); throws std::runtime_error "... is the input file ...".
+/// files the command reads (refuse_overwriting_input: the same file, a link to
+/// it, or a name that a prefix regenerates); throws std::runtime_error
+/// "... is the input file ..." / "... is the --rand-file input file ..."; `out_option`
+/// names the option of the output ("-o", "--decoded") in that message.
 std::filesystem::path add_output(io::AtomicOutputs& outputs, const std::filesystem::path& final_path,
-                                 const std::vector<InputFile>& inputs);
+                                 const std::vector<InputPath>& inputs, const std::string& out_option = "-o");
+std::filesystem::path add_output(io::AtomicOutputs& outputs, const std::filesystem::path& final_path,
+                                 const std::vector<InputFile>& inputs, const std::string& out_option = "-o");
 
 /// The name a .npy input's tensor gets: its file stem.
 std::string npy_tensor_name(const std::filesystem::path& p);

@@ -156,6 +156,40 @@ TEST(CliCompare, UsageAndDataErrorsUseTheCommonExitCodes) {
   EXPECT_NE(out.find("usage: mxsim compare"), std::string::npos) << out;
 }
 
+// Issue 34: a config of 200 KB (here an unparsable one, compared as one text value) was printed
+// whole, every row of the table padded to its width: megabytes of output. Long values are
+// abbreviated around where they first differ, with their length and that offset; --json keeps
+// them whole.
+TEST(CliCompare, LongConfigValuesAreAbbreviatedAroundTheirFirstDifference) {
+  mxsim::test::TempDir d("cli_cmp");
+  const std::string head = "not toml ";  // 9 bytes, then 200000 'a'; B has 'b' at byte 9 + 100000
+  std::string ca = head + std::string(200000, 'a'), cb = ca;
+  cb[9 + 100000] = 'b';
+  for (const auto& [name, cfg] : {std::pair{"a.h5", ca}, std::pair{"b.h5", cb}}) {
+    Writer w(d.p / name, cfg, make_provenance("emu", 3));
+    w.declare_series("/v", DType::f32, {});
+    w.start_swmr();
+    const float v = 1;
+    w.append("/v", &v);
+    w.end_step();
+  }
+  const std::string ab = "'" + (d.p / "a.h5").string() + "' '" + (d.p / "b.h5").string() + "'";
+  std::string text;
+  EXPECT_EQ(run(ab, text), 0);  // the data are identical; the config differences are reported
+  EXPECT_LT(text.size(), 4000u) << text.substr(0, 4000);
+  EXPECT_NE(text.find("config differences: 1"), std::string::npos) << text;
+  // 16 bytes before the difference and 48 from it, cut on both sides
+  const std::string tail = " (200009 bytes, first difference at byte 100009)";
+  EXPECT_NE(text.find("..." + std::string(64, 'a') + "..." + tail), std::string::npos) << text;
+  EXPECT_NE(text.find("..." + std::string(16, 'a') + "b" + std::string(47, 'a') + "..." + tail), std::string::npos)
+      << text;
+  std::string json;
+  EXPECT_EQ(run("--json " + ab, json), 0);
+  const auto j = nlohmann::json::parse(json);
+  EXPECT_EQ(j["config_differences"][0]["a"], ca);
+  EXPECT_EQ(j["config_differences"][0]["b"], cb);
+}
+
 // A run split with --stop-after 3 and --resume against the uninterrupted 6-step run: rows are
 // paired by global step (the resumed trace's row 0 is step 4), snapshots of step 5 (row 4 in
 // one trace, row 1 in the other) included, and the resumed run continues it bit for bit.

@@ -290,6 +290,37 @@ TEST(CliGemmOperands, GroupedMSplitsAndTheirErrors) {
   }
 }
 
+// Issue 34: each --m-splits item was checked, their sum was not. Four items of 2^62 - 1 and a 7
+// sum to 2^64 + 3, which wrapped to M = 3 and passed "the splits sum to M"; the wgrad then failed
+// with a library's message (vector::_M_default_append). The sum is checked: a usage error naming
+// the option, nothing written.
+TEST(CliGemmOperands, MSplitsWhoseSumOverflowsAreAUsageError) {
+  CliSandbox s;
+  std::string ones;
+  for (int i = 0; i < 3 * 32; ++i) ones += std::string("\x80\x3f", 2);  // BF16 1.0
+  s.put("dy.npy", npy_bytes("<V2", shape2(3, 32), ones));
+  s.put("x.npy", npy_bytes("<V2", shape2(3, 32), ones));
+  const std::string big = "4611686018427387903";  // 2^62 - 1, within each item's range
+  for (const std::string& ms : {big + "," + big + "," + big + "," + big + ",7",  // 2^64 + 3: wraps to M
+                                std::string("9223372036854775807,1")}) {       // past int64
+    const auto r = s.mxsim("gemm --op wgrad --a dy.npy --b x.npy --m-splits " + ms + " -o z.npy");
+    EXPECT_EQ(r.rc, 2) << ms << ": " << r.err;
+    EXPECT_NE(r.err.find("--m-splits: the sizes sum to more than 9223372036854775807"), std::string::npos)
+        << ms << ": " << r.err;
+    EXPECT_EQ(r.err.find("vector::"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(s.p / "z.npy")) << ms;
+  }
+  // The same operands with splits that sum to M: each of dW_g = dY_g^T X_g is a [32, 32] of
+  // the group's row count (1 + 2 = 3 rows in all).
+  const auto r = s.mxsim("gemm --op wgrad --a dy.npy --b x.npy --m-splits 1,2 -o z.npy");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  std::vector<size_t> shape;
+  const std::vector<float> z = read_f32(s.p / "z.npy", &shape);
+  EXPECT_EQ(shape, (std::vector<size_t>{2, 32, 32}));
+  EXPECT_EQ(z.at(0), 1.0f);
+  EXPECT_EQ(z.at(32 * 32), 2.0f);
+}
+
 // The file form (mxsim layout written by `mxsim quantize`) equals emu::grouped_fprop on the
 // same operands quantized in process, on a random MXFP8 problem with a ragged K.
 TEST(CliGemmOperands, MxsimLayoutFromQuantizeEqualsEmulatorApi) {
@@ -365,6 +396,6 @@ TEST(CliGemmOperands, ErrorsNameTheProblemAndWriteNothing) {
   // The output may not replace an input.
   r = s.mxsim("gemm " + A + "--b x.qdata.npy --b x.scale.npy -o x.qdata.npy");
   EXPECT_EQ(r.rc, 1);
-  EXPECT_NE(r.err.find("is the input file"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("x.qdata.npy: is the --a input file x.qdata.npy"), std::string::npos) << r.err;
   EXPECT_EQ(mxsim::io::read_npy(s.p / "x.qdata.npy").bytes.size(), 32u);
 }

@@ -79,6 +79,12 @@ TEST(CliReport, RunsTheInspectorAndPassesItsStatusThrough) {
     const CliRun r = s.mxsim("report run.h5 other.h5 -o out --layer fc2 --tensor x --step 7 --size 1024x768 --views "
                              "overview,quant --inspector '" + fake + "'");
     EXPECT_EQ(r.rc, rc) << r.err;
+    // Issue 34: an inspector that fails saying nothing (/bin/false) is named, with its status.
+    if (rc == 0) EXPECT_EQ(r.err, "");
+    else
+      EXPECT_NE(r.err.find("mxsim report: error: " + fake + " --render exited with status " + std::to_string(rc)),
+                std::string::npos)
+          << r.err;
     EXPECT_EQ(s.slurp_text("args"),
               "--render\nrun.h5\nother.h5\n-o\nout\n--step\n7\n--size\n1024x768\n--layer\nfc2\n--tensor\nx\n--views\n"
               "overview,quant\n");

@@ -58,3 +58,24 @@ TEST(IoQuantMeta, MalformedInputNamesTheProblem) {
   EXPECT_NE(error_of(s.replace(s.find("\"fp32\""), 6, "\"e9m9\"")).find("unknown scale_kind 'e9m9'"), std::string::npos);
   EXPECT_NE(error_of(R"({"elem_format": "e4m3"})").find("no 'scale_kind'"), std::string::npos);
 }
+
+// Issue 34: a block size of 0 is named as such (it used to pass the reader and fail later in words
+// that named neither the key nor the file).
+TEST(IoQuantMeta, ZeroBlockSizeIsNamed) {
+  for (const char* b : {"[0, 128]", "[1, 0]"}) {
+    std::string s = kOk;
+    const std::string e = error_of(s.replace(s.find("[1, 128]"), 8, b));
+    EXPECT_NE(e.find("m.meta.json: block " + std::string(b) + " has a block size of 0"), std::string::npos) << e;
+  }
+}
+
+// Issue 34: a logical_shape with a zero extent holds no element, but the product of its other
+// extents (rows * cols, 2^96 here) must still fit: the reader refuses it instead of wrapping.
+TEST(IoQuantMeta, LogicalShapeWhoseNonZeroExtentsOverflowIsRefused) {
+  std::string s = kOk;
+  s.replace(s.find("[2, 32]"), 7, "[0]");
+  const std::string e = error_of(s.replace(s.find("[1, 2, 32]"), 10, "[0, 281474976710656, 281474976710656]"));
+  EXPECT_NE(e.find("m.meta.json: logical_shape: [0, 281474976710656, 281474976710656] has too many elements"),
+            std::string::npos)
+      << e;
+}

@@ -157,6 +157,33 @@ TEST(IoSafetensors, WriterRejectsBadNames) {
   EXPECT_THROW(encode_safetensors({from_u8("__metadata__", {1}, &b)}), IoError);
 }
 
+// Issue 34: keys are JSON (UTF-8) strings, and bytes that are not UTF-8 are written as U+FFFD, so
+// names that differ only there became one key given twice, a file every reader refuses. Unique
+// as written is checked, for tensor names and metadata keys, naming both with the bytes shown.
+TEST(IoSafetensors, WriterRefusesNamesThatCollideAsWritten) {
+  const uint8_t b = 0;
+  auto error_of = [](auto&& f) {
+    try {
+      f();
+    } catch (const IoError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  std::string e = error_of([&] { encode_safetensors({from_u8("w\xff", {1}, &b), from_u8("w\xfe", {1}, &b)}); });
+  EXPECT_NE(e.find("tensors 'w\\xFF' and 'w\\xFE' are both written as \"w\xEF\xBF\xBD\""), std::string::npos) << e;
+  e = error_of([&] { encode_safetensors({from_u8("t", {1}, &b)}, {{"k\x80", "1"}, {"k\x81", "2"}}); });
+  EXPECT_NE(e.find("metadata keys 'k\\x80' and 'k\\x81' are both written as"), std::string::npos) << e;
+  // write_safetensors names the file
+  mxsim::test::TempDir d("st_keys");
+  e = error_of([&] { write_safetensors(d.p / "o.safetensors", {from_u8("w\xff", {1}, &b), from_u8("w\xfe", {1}, &b)}); });
+  EXPECT_EQ(e.rfind((d.p / "o.safetensors").string() + ": tensors 'w\\xFF'", 0), 0u) << e;
+  // one name not UTF-8 alone is still written (as U+FFFD) and read back
+  const auto back = parse_safetensors(encode_safetensors({from_u8("w\xff", {1}, &b)}), "back");
+  ASSERT_EQ(back.tensors.size(), 1u);
+  EXPECT_EQ(back.tensors[0].name, "w\xEF\xBF\xBD");
+}
+
 TEST(IoSafetensors, EveryFormatDtypeIsReadWithItsBitSize) {
   // The 22 dtypes of the safetensors reference implementation; sub-byte ones
   // take numel * bits / 8 bytes: F4 [2, 4] = 4 bytes, F6_E2M3 [4] = 3 bytes.

@@ -2,6 +2,7 @@
 
 #include <climits>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "mxsim/format.hpp"
 
@@ -18,12 +19,11 @@ const std::string& need(const std::map<std::string, std::string>& kv, const std:
 }
 
 size_t product(const std::vector<size_t>& d, const std::string& what) {
-  size_t n = 1;
-  for (size_t v : d) {
-    if (v && n > SIZE_MAX / v) throw IoError(what + ": " + shape_str(d) + " has too many elements");
-    n *= v;
+  try {
+    return numel_of(d);
+  } catch (const std::overflow_error&) {
+    throw IoError(what + ": " + shape_str(d) + " has too many elements");
   }
-  return n;
 }
 
 }  // namespace
@@ -115,6 +115,8 @@ QuantMeta quant_meta(const std::map<std::string, std::string>& kv, const std::st
   const auto blk = parse_dims(need(kv, "block", label), label + ": block");
   if (blk.size() != 2 || blk[0] > size_t(INT_MAX) || blk[1] > size_t(INT_MAX))
     throw IoError(label + ": block " + shape_str(blk) + " is not [rows, cols] of at most " + std::to_string(INT_MAX));
+  if (blk[0] == 0 || blk[1] == 0)
+    throw IoError(label + ": block " + shape_str(blk) + " has a block size of 0 (each is at least 1)");
   m.spec.block_rows = int(blk[0]);
   m.spec.block_cols = int(blk[1]);
   const auto ls = parse_dims(need(kv, "logical_shape", label), label + ": logical_shape");
@@ -122,6 +124,7 @@ QuantMeta quant_meta(const std::map<std::string, std::string>& kv, const std::st
   m.groups = ls[0];
   m.rows = ls[1];
   m.cols = ls[2];
+  product(ls, label + ": logical_shape");
   m.shape = parse_dims(need(kv, "shape", label), label + ": shape");
   if (m.shape.empty() || m.shape.size() > 3) throw IoError(label + ": shape " + shape_str(m.shape) + " is not 1-D to 3-D");
   if (product(m.shape, label + ": shape") != product(ls, label + ": logical_shape"))

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -13,6 +14,22 @@ namespace {
 constexpr uint64_t kMaxHeader = 100'000'000;  // huggingface/safetensors MAX_HEADER_SIZE
 
 std::string q(const std::string& name) { return "tensor '" + name + "'"; }
+
+// A name for a message with every byte >= 0x80 or < 0x20 as \xNN, so that two names that differ
+// only there (bytes that are not UTF-8) read differently.
+std::string shown(const std::string& name) {
+  std::string out;
+  for (unsigned char c : name) {
+    if (c >= 0x20 && c < 0x7F) {
+      out += char(c);
+      continue;
+    }
+    char b[5];
+    std::snprintf(b, sizeof b, "\\x%02X", c);
+    out += b;
+  }
+  return out;
+}
 
 // A header value as JSON text for a message, at most 80 characters (a shape may be a list of
 // millions of numbers; the parser already refused nesting deeper than kMaxDepth).
@@ -220,6 +237,20 @@ std::vector<uint8_t> safetensors_header(const std::vector<RawTensor>& tensors,
   const auto str = [](const std::string& v) {
     return nlohmann::json(v).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   };
+  // Keys must be unique as written, not only as given: two names that differ only in bytes that
+  // are not UTF-8 would become one key, given twice (a header every reader refuses).
+  const auto unique_keys = [&](auto&& each, const char* what) {
+    std::map<std::string, std::string> written;  // key as written -> name as given
+    each([&](const std::string& name) {
+      const auto [it, fresh] = written.emplace(str(name), name);
+      if (!fresh && it->second != name)
+        throw IoError(std::string(what) + " '" + shown(it->second) + "' and '" + shown(name) + "' are both written as " +
+                      it->first + ": safetensors keys are UTF-8 JSON strings, and bytes that are not UTF-8 become "
+                      "U+FFFD; rename one of them (or its input file)");
+    });
+  };
+  unique_keys([&](auto&& f) { for (const auto& t : tensors) f(t.name); }, "tensors");
+  unique_keys([&](auto&& f) { for (const auto& [k, v] : metadata) f(k); }, "metadata keys");
   std::string text = "{";
   if (!metadata.empty()) {
     text += "\"__metadata__\":{";
@@ -265,12 +296,12 @@ std::vector<uint8_t> encode_safetensors(const std::vector<RawTensor>& tensors,
 }
 
 void write_safetensors(const std::filesystem::path& file, const std::vector<RawTensor>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+                       const std::map<std::string, std::string>& metadata, const std::string& label) {
   std::vector<uint8_t> head;
   try {
     head = safetensors_header(tensors, metadata);
   } catch (const IoError& e) {
-    throw IoError(file.string() + ": " + e.what());
+    throw IoError((label.empty() ? file.string() : label) + ": " + e.what());
   }
   FileWriter w(file);  // the header, then each tensor's bytes from where they are: no copy of the outputs
   w.write(head.data(), head.size());

@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "mxsim/format.hpp"
+#include "mxsim/io/checked_size.hpp"
 #include "mxsim/io/tensor_file.hpp"
 #include "mxsim/rounding.hpp"
 
@@ -70,12 +71,16 @@ bool dtype_from_name(std::string_view name, DType& out) {
 }
 
 size_t numel_of(const std::vector<size_t>& shape) {
-  size_t n = 1;
+  // The non-zero extents must multiply within size_t even when one extent is 0 (no elements):
+  // code that takes the product of some axes (rows = all but the last) must not wrap either.
+  uint64_t nonzero = 1;
+  bool empty = false;
   for (size_t s : shape) {
-    if (s != 0 && n > SIZE_MAX / s) throw std::overflow_error("tensor shape overflows size_t");
-    n *= s;
+    empty = empty || s == 0;
+    if (s != 0 && !mul_size(nonzero, s, nonzero))
+      throw std::overflow_error("tensor shape " + shape_str(shape) + " overflows size_t");
   }
-  return n;
+  return empty ? 0 : size_t(nonzero);
 }
 
 size_t RawTensor::numel() const { return numel_of(shape); }

@@ -64,12 +64,17 @@ SafetensorsFile parse_safetensors(std::span<const uint8_t> bytes, const std::str
 /// (the format allows no gaps); the JSON header is padded with spaces to a
 /// multiple of 8 bytes (as the reference writer does) so the buffer starts
 /// 8-aligned.
-/// Throws IoError for duplicate or empty names or a name "__metadata__".
+/// Throws IoError for duplicate or empty names or a name "__metadata__", and
+/// for two tensor names (or metadata keys) that are one key as written: keys
+/// are JSON (UTF-8) strings, bytes that are not UTF-8 become U+FFFD, so names
+/// differing only in such bytes collide; the message names both.
 std::vector<uint8_t> encode_safetensors(const std::vector<RawTensor>& tensors,
                                         const std::map<std::string, std::string>& metadata = {});
 
+/// encode_safetensors written to `file`; its errors are prefixed with `label`
+/// (default: the file), e.g. the final name of a file written to a temporary.
 void write_safetensors(const std::filesystem::path& file, const std::vector<RawTensor>& tensors,
-                       const std::map<std::string, std::string>& metadata = {});
+                       const std::map<std::string, std::string>& metadata = {}, const std::string& label = "");
 
 /// The index of a sharded checkpoint ("model.safetensors.index.json", as
 /// transformers' save_pretrained and huggingface_hub write it):

@@ -78,7 +78,8 @@ struct RawTensor {
 std::string shape_str(const std::vector<size_t>& shape);
 
 /// Number of elements of a shape (1 for the empty shape); throws
-/// std::overflow_error when the product does not fit size_t.
+/// std::overflow_error when the product of its non-zero extents does not fit
+/// size_t (so no product of some of its axes wraps, even in a shape with a 0).
 size_t numel_of(const std::vector<size_t>& shape);
 
 /// Values of an F32, F16 or BF16 tensor as FP32, exactly (every BF16 and FP16
