@@ -226,3 +226,98 @@ TEST(FormatsExhaustive, MaxValueOfEveryFormat) {
     EXPECT_EQ(f32_bits(s.max_value()), f32_bits(decode(s, s.max_code()))) << s.name;
   }
 }
+
+// decode() of every code of every format of at most 8 bits (and of BF16 and
+// FP16) against the oracle's FP32 bits: the exact value, +-Inf, and for every
+// NaN code (FNUZ's 0x80, E4M3's 0x7F / 0xFF, E5M2's, E8M0's 0xFF) the one
+// canonical NaN 0x7FC00000 (docs/numerics.md §1 rule 6, §2.4). The emulator's
+// dequantizer, `mxsim cast --from`, `mxsim dequantize`, Python's decode and the
+// GPU kernels all decode through this function; test_cli_cast,
+// test_cli_dequantize and tests/python/test_codecs.py check those paths
+// against the same table.
+TEST(FormatsExhaustive, DecodeEveryCodeBitsAgainstTheOracle) {
+  auto& c = Checker::get();
+  int bad = 0;
+  for (size_t i = 0; i < c.tables.size(); ++i) {
+    const auto& f = c.tables[i].f;
+    for (uint32_t code = 0; code < (1u << f.bits); ++code) {
+      const uint32_t got = f32_bits(decode(c.specs[i], code)), want = oracle::decoded_f32_bits(f, code);
+      if (got != want && ++bad <= 20) {
+        ADD_FAILURE() << f.name << " code 0x" << std::hex << code << ": decode gives 0x" << got << ", want 0x" << want;
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0);
+  // FP32 "codes": a NaN of any sign or payload decodes to the canonical NaN; other values are themselves.
+  for (uint32_t b : {0xFFC00000u, 0x7F800001u, 0xFFC12345u, 0x7FFFFFFFu})
+    EXPECT_EQ(f32_bits(decode(Format::FP32, b)), 0x7FC00000u) << std::hex << b;
+  for (uint32_t b : {0x80000000u, 0xFF800000u, 0x00000001u, 0x7F7FFFFFu})
+    EXPECT_EQ(f32_bits(decode(Format::FP32, b)), b) << std::hex << b;
+}
+
+// Widening casts (docs/numerics.md §2.3): a target that holds every value of
+// the source gives exactly that value under every overflow policy and rounding
+// mode; saturation is for narrowing. The oracle decides which pairs widen (all
+// of the source's codes have an exact code in the target's table) and what each
+// code must become; holds_every_value must agree with it on every pair, and
+// encode / encode_f64 under widening_overflow must give the oracle's code.
+TEST(FormatsExhaustive, WideningCastsAreExactUnderEveryPolicy) {
+  auto& c = Checker::get();
+  const FormatSpec fp32 = spec_of(Format::FP32);
+  int bad = 0;
+  auto check = [&](const std::string& what, uint32_t got, uint32_t want) {
+    if (got != want && ++bad <= 20) {
+      ADD_FAILURE() << what << ": got 0x" << std::hex << got << ", want 0x" << want;
+    }
+  };
+  const RoundMode modes[] = {RoundMode::RNE, RoundMode::RZ, RoundMode::RU, RoundMode::Stochastic};
+  size_t widening_pairs = 0;
+  for (size_t i = 0; i < c.tables.size(); ++i) {
+    const oracle::Fmt& f = c.tables[i].f;
+    const FormatSpec& from = c.specs[i];
+    // Targets: FP16, BF16 (oracle tables) and FP32 (exact FP32 bits, NaN canonical).
+    for (const char* tname : {"fp16", "bf16", "fp32"}) {
+      const bool to32 = std::string(tname) == "fp32";
+      const oracle::Table* t = nullptr;
+      for (const auto& tt : c.tables)
+        if (tt.f.name == tname) t = &tt;
+      const FormatSpec to = to32 ? fp32 : spec_of(to_format(tname));
+      std::vector<uint32_t> want(1u << f.bits);
+      bool widens = true;
+      for (uint32_t code = 0; code < want.size(); ++code) {
+        if (to32) {
+          want[code] = oracle::decoded_f32_bits(f, code);  // every value of every format here is an FP32 value
+        } else if (!oracle::widened_code(f, code, *t, want[code])) {
+          widens = false;
+        }
+      }
+      EXPECT_EQ(holds_every_value(from, to), widens) << f.name << " -> " << tname;
+      if (!widens) continue;
+      ++widening_pairs;
+      for (uint32_t code = 0; code < want.size(); ++code) {
+        const float x = decode(from, code);
+        for (Overflow ov : {Overflow::Saturate, Overflow::Ieee}) {
+          const Overflow pol = widening_overflow(from, to, ov);
+          for (RoundMode m : modes) {
+            const std::string what = f.name + " code " + std::to_string(code) + " -> " + tname + " ov " +
+                                     std::to_string(int(ov)) + " mode " + std::to_string(int(m));
+            check(what + " encode", encode(to, f32_bits(x), 0, m, pol, 0xFFFFFFFFu), want[code]);
+            check(what + " encode_f64", encode_f64(to, f64_bits(double(x)), 0, m, pol, 0xFFFFFFFFu), want[code]);
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0);
+  // e4m3 e5m2 e4m3fnuz e5m2fnuz e3m2 e2m3 e2m1 into each of fp16 bf16 fp32 (21), fp16 and bf16
+  // into themselves and fp32 (4), e8m0 into bf16 and fp32 (2).
+  EXPECT_EQ(widening_pairs, 27u);
+  // The pairs the oracle has no table for: FP32 holds FP32, nothing narrower holds FP32.
+  EXPECT_TRUE(holds_every_value(fp32, fp32));
+  EXPECT_FALSE(holds_every_value(fp32, spec_of(Format::BF16)));
+  EXPECT_FALSE(holds_every_value(fp32, spec_of(Format::FP16)));
+  // Narrowing keeps the asked policy: FP32 Inf into FP16 saturates to 65504 (0x7BFF).
+  EXPECT_EQ(encode(spec_of(Format::FP16), 0x7F800000u, 0, RoundMode::RNE,
+                   widening_overflow(fp32, spec_of(Format::FP16), Overflow::Saturate)),
+            0x7BFFu);
+}

@@ -16,6 +16,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -84,6 +85,37 @@ inline std::vector<Fmt> all_formats() {
   };
 }
 
+/// FP32 bits of the exact magnitude a (units of 2^-K) with the given sign, when
+/// binary32 holds it exactly (IEEE 754: 24-bit significand, normal exponents
+/// -126..127, subnormals down to 2^-149); false otherwise. Integer work only.
+inline bool f32_bits_exact(const Big& a, bool neg, uint32_t& out) {
+  const uint32_t s = neg ? 0x80000000u : 0u;
+  if (a == 0) {
+    out = s;
+    return true;
+  }
+  const int e = int(mp::msb(a)) - K;  // floor(log2 a)
+  if (e > 127) return false;
+  const int lsb = e >= -126 ? e - 23 : -149;  // weight of the significand's last bit
+  if (lsb + K < 0 || (a & ((Big(1) << (lsb + K)) - 1)) != 0) return false;  // bits below it: not exact
+  const Big sig = a >> (lsb + K);
+  out = s | (e >= -126 ? (uint32_t(e + 127) << 23) | (uint32_t(sig) & 0x7FFFFFu) : uint32_t(sig));
+  return true;
+}
+
+/// What decoding code c of f gives as FP32 bits, from the definitions above
+/// (never mxsim's decoder): the exact value (every value of these formats is
+/// an FP32 value), +-Inf for Inf codes, and for every NaN code the one
+/// canonical quiet NaN 0x7FC00000 (docs/numerics.md §1 rule 6, §2.4).
+inline uint32_t decoded_f32_bits(const Fmt& f, uint32_t c) {
+  if (f.is_nan(c)) return 0x7FC00000u;
+  const bool neg = (c & f.sign_bit()) != 0;
+  if (f.is_inf(c)) return (neg ? 0x80000000u : 0u) | 0x7F800000u;
+  uint32_t b = 0;
+  if (!f32_bits_exact(f.value(c), neg, b)) throw std::logic_error(f.name + ": a value FP32 does not hold");
+  return b;
+}
+
 /// Sorted table of a format's finite non-negative values.
 struct Table {
   Fmt f;
@@ -112,6 +144,34 @@ struct Table {
     virt = vals.back() + pow2(top - f.mbits);
   }
 };
+
+/// The code of format t that holds exactly the value of code c of f: what a
+/// widening cast must give (the sign kept, -0 included; Inf as t's Inf; a NaN
+/// as t's positive canonical NaN, since decoding makes every NaN 0x7FC00000).
+/// False when t has no such code: t does not hold every value of f.
+inline bool widened_code(const Fmt& f, uint32_t c, const Table& t, uint32_t& out) {
+  const Fmt& g = t.f;
+  if (f.is_nan(c)) {
+    out = g.nan(0);
+    return g.kind != Kind::NoSpecials;
+  }
+  const bool neg = (c & f.sign_bit()) != 0;
+  if (neg && !g.is_signed()) return false;
+  const uint32_t sgn = neg ? g.sign_bit() : 0u;
+  if (f.is_inf(c)) {
+    out = sgn | (((1u << g.ebits) - 1) << g.mbits);
+    return g.kind == Kind::IeeeLike;
+  }
+  const Big v = f.value(c);
+  const auto it = std::lower_bound(t.vals.begin(), t.vals.end(), v);
+  if (it == t.vals.end() || *it != v) return false;
+  if (v == 0) {  // a zero: -0 needs a format with one (FNUZ and E8M0 have none)
+    out = sgn;
+    return !(neg && (g.kind == Kind::Fnuz || g.kind == Kind::E8M0));
+  }
+  out = sgn | t.codes[size_t(it - t.vals.begin())];
+  return true;
+}
 
 /// Exact |x| * 2^-s for FP32 bits x (finite), in units of 2^-K.
 inline Big exact_abs(uint32_t x, int s) {

@@ -26,6 +26,7 @@
 #ifdef MXSIM_HAVE_GPU
 #include "mxsim/emu/quantize.hpp"
 #include "mxsim/hip/codec.hpp"
+#include "test_formats_oracle.hpp"
 #endif
 
 namespace {
@@ -163,10 +164,14 @@ TEST(GpuCodec, StochasticUsesRandomBits) {
   EXPECT_GT(differ, 1000u);
 }
 
-// Every code of every format decodes to the same FP32 bits on both sides.
+// Every code of every format decodes to the same FP32 bits on both sides, and
+// to the bits of the oracle's table (test_formats_oracle.hpp: the exact value,
+// every NaN code the canonical 0x7FC00000, docs/numerics.md §2.4) that
+// test_formats_exhaustive, test_cli_cast and test_cli_dequantize check too.
 TEST(GpuCodec, DecodeEveryCodeMatchesCpu) {
   REQUIRE_GPU();
   size_t compared = 0;
+  const std::vector<oracle::Fmt> table = oracle::all_formats();
   for (Format fmt : kElemFormats) {
     const FormatSpec f = spec_of(fmt);
     const size_t cb = hip::code_bytes(fmt), n = size_t(1) << f.bits;
@@ -174,8 +179,13 @@ TEST(GpuCodec, DecodeEveryCodeMatchesCpu) {
     for (size_t c = 0; c < n; ++c) std::memcpy(codes.data() + c * cb, &c, cb);
     std::vector<float> out(n);
     hip::decode_array(codes, fmt, out);
-    for (size_t c = 0; c < n; ++c)
+    const oracle::Fmt* of = nullptr;
+    for (const auto& o : table)
+      if (o.name == short_name(fmt)) of = &o;
+    for (size_t c = 0; c < n; ++c) {
       ASSERT_EQ(f32_bits(out[c]), f32_bits(decode(f, uint32_t(c)))) << f.name << " code 0x" << std::hex << c;
+      if (of) ASSERT_EQ(f32_bits(out[c]), oracle::decoded_f32_bits(*of, uint32_t(c))) << f.name << " code 0x" << std::hex << c;
+    }
     compared += n;
   }
   std::printf("[gpu] decode: %zu codes compared bit for bit\n", compared);

@@ -265,11 +265,13 @@ Tensor3f dequantize3(const QuantizedTensor& q) {
   // FP32 values that are divisors (torchao Float8TrainingTensor): fl32(code / s).
   const bool divide = q.divides_by_scale();
   // Element values from a code table (formats of at most 8 bits): the same
-  // decode() values, computed once instead of per element.
+  // decode() values, computed once instead of per element. All 256 bytes: a
+  // 6-bit format's byte with its top bits set reads as decode() reads it, never
+  // an unfilled entry.
   float lut[256];
   const bool use_lut = ef.bits <= 8;
   if (use_lut)
-    for (uint32_t c = 0; c < (1u << ef.bits); ++c) lut[c] = decode(ef, c);
+    for (uint32_t c = 0; c < 256; ++c) lut[c] = decode(ef, c);
   for (size_t g = 0; g < q.groups; ++g) {
     for (size_t r = 0; r < q.srows(); ++r) {
       for (size_t c = 0; c < q.scols(); ++c) {

@@ -246,6 +246,39 @@ MXSIM_HD inline uint32_t encode_by_add(const FormatSpec& f, uint32_t x_bits, int
   return sign ? (mag | f.sign_bit()) : mag;
 }
 
+/// True when format `to` holds every value of format `from`: every finite
+/// value, -0 where `from` has one, Inf where it has it, and a NaN where it has
+/// one, so converting a code of `from` into `to` is exact (a widening: E4M3 ->
+/// FP16 / BF16 / FP32, FP16 -> FP32, E8M0 -> BF16 / FP32, any format -> itself).
+/// Such a conversion has nothing to saturate: casts apply Overflow::Ieee to it
+/// whatever policy was asked (widening_overflow), so an Inf stays Inf.
+MXSIM_HD constexpr bool holds_every_value(const FormatSpec& from, const FormatSpec& to) {
+  const bool from_neg_zero = from.has_sign && from.nan != NanKind::NegZero;
+  const bool to_neg_zero = to.has_sign && to.nan != NanKind::NegZero;
+  if ((from.has_sign && !to.has_sign) || (from_neg_zero && !to_neg_zero) || (from.has_inf && !to.has_inf) ||
+      (from.nan != NanKind::None && to.nan == NanKind::None) || to.man_bits < from.man_bits)
+    return false;
+  // The top: to's largest finite value >= from's (same binade: compare the mantissas at one scale).
+  if (to.emax() < from.emax() ||
+      (to.emax() == from.emax() && (uint64_t(to.max_mant()) << from.man_bits) < (uint64_t(from.max_mant()) << to.man_bits)))
+    return false;
+  // The bottom: with at least as many mantissa bits, to holds every value of from iff its
+  // smallest step (one ulp of its lowest binade) is no coarser than from's. A format
+  // without subnormals (E8M0) holds nothing below 2^emin: only itself then.
+  if (!to.has_subnormals)
+    return from.bits == to.bits && from.exp_bits == to.exp_bits && from.man_bits == to.man_bits &&
+           from.bias == to.bias && from.has_sign == to.has_sign && from.has_subnormals == to.has_subnormals;
+  return to.emin() - to.man_bits <= from.emin() - from.man_bits;
+}
+
+/// The overflow policy of a conversion of values of format `from` into `to`:
+/// `ov` when it narrows; Overflow::Ieee when `to` holds every value of `from`
+/// (holds_every_value), since saturation and the overflow policy apply to
+/// narrowing only (docs/numerics.md §2.3): an Inf of E5M2 cast to FP16 stays Inf.
+MXSIM_HD constexpr Overflow widening_overflow(const FormatSpec& from, const FormatSpec& to, Overflow ov) {
+  return holds_every_value(from, to) ? Overflow::Ieee : ov;
+}
+
 /// Convenience: encode an FP32 value.
 MXSIM_HD inline uint32_t encode_f32(Format fmt, float x, RoundMode mode = RoundMode::RNE,
                                     Overflow ov = Overflow::Saturate, uint32_t rand32 = 0) {
@@ -290,9 +323,13 @@ MXSIM_HD constexpr bool is_nan_code(const FormatSpec& f, uint32_t code) {
 
 /// Exact FP32 value of a code of format f (every value of every format in the
 /// table is exactly representable in FP32, E8M0's 2^-127 as an FP32 subnormal).
+/// Every NaN code, whatever its sign or payload (FNUZ's 0x80, E4M3's 0xFF,
+/// FP32's 0xFFC12345), decodes to the one canonical NaN 0x7FC00000
+/// (docs/numerics.md §1 rule 6, §2.4): the CLI, Python, the emulator and the
+/// GPU kernels all decode here, so they write the same NaN bits.
 MXSIM_HD inline float decode(const FormatSpec& f, uint32_t code) {
-  if (f.bits == 32) return f32_from_bits(code);
-  if (is_nan_code(f, code)) return f32_from_bits(((code & f.sign_bit()) ? 0xFFC00000u : 0x7FC00000u));
+  if (f.bits == 32) return canonical_nan(f32_from_bits(code));
+  if (is_nan_code(f, code)) return f32_from_bits(kCanonicalNan32);
   const uint32_t sign = code & f.sign_bit();
   const uint32_t mag = code & ~f.sign_bit() & ((1u << f.bits) - 1);
   const int exp_field = int(mag >> f.man_bits);
