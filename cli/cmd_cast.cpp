@@ -82,6 +82,15 @@ RoundMode cast_round_mode(const std::string& n) {
 
 std::string f64_text(double v) { return num(v, "%.17g"); }
 
+}  // namespace
+
+std::string widening_note(const CastOptions& o) {
+  if (!o.widening()) return "";
+  return std::string(" (widening from ") + short_name(*o.source) + ": exact, the overflow policy does not apply)";
+}
+
+namespace {
+
 bool is_elem_format(Format f) {
   switch (f) {
     case Format::E4M3: case Format::E5M2: case Format::E4M3FNUZ: case Format::E5M2FNUZ:
@@ -173,7 +182,12 @@ int run(const Args& args) {
   }
   if (tensor) return cast_tensor(p, o, outfmt);
   std::optional<FormatSpec> from;
-  if (p.has("from")) from = spec_of(format_arg("--from", p.str("from")));
+  if (p.has("from")) {
+    o.source = format_arg("--from", p.str("from"));
+    from = spec_of(*o.source);
+  } else if (p.flag("bits")) {
+    o.source = Format::FP32;
+  }
   const FormatSpec& f = o.f;
 
   struct Row {
@@ -240,8 +254,8 @@ int run(const Args& args) {
     std::printf("to e8m0 scale bytes, rule %s, element %s (emax %d)\n", name_of(*o.rule), short_name(o.elem),
                 spec_of(o.elem).emax());
   else
-    std::printf("to %s (%s), round %s, overflow %s%s\n", short_name(o.to), f.name, name_of(o.mode), o.ovs.c_str(),
-                o.scale_exp ? (", scale 2^" + std::to_string(o.scale_exp)).c_str() : "");
+    std::printf("to %s (%s), round %s, overflow %s%s%s\n", short_name(o.to), f.name, name_of(o.mode), o.ovs.c_str(),
+                o.scale_exp ? (", scale 2^" + std::to_string(o.scale_exp)).c_str() : "", widening_note(o).c_str());
   for (const auto& r : rows) {
     if (outfmt == OutputFormat::Csv) {
       std::printf("%s", csv_row({r.input, num(r.x32), hex_code(f32_bits(r.x32), 32), hex_code(r.code, f.bits),
@@ -274,6 +288,7 @@ void conversion_json(nlohmann::ordered_json& j, const CastOptions& o) {
     j["round"] = name_of(o.mode);
     j["overflow"] = o.ovs;
     j["scale_exp"] = o.scale_exp;
+    if (o.widening()) j["widening"] = true;
   }
 }
 

@@ -47,8 +47,11 @@ struct Values {
       case io::DType::BF16:
       case io::DType::F16: {
         const uint32_t h = uint32_t(t.bytes[2 * i]) | uint32_t(t.bytes[2 * i + 1]) << 8;
-        const float v = t.dtype == io::DType::BF16 ? f32_from_bits(h << 16) : decode(Format::FP16, h);
-        return f64_bits(double(v));
+        if (t.dtype == io::DType::BF16) return f64_bits(double(f32_from_bits(h << 16)));
+        // An input value, not a decoded code: a NaN keeps its sign for the encoder's NaN rule
+        // (docs/numerics.md §2.3), as F32 and BF16 inputs and Python's encode of float16 do.
+        if (is_nan_code(spec_of(Format::FP16), h)) return (uint64_t(h >> 15) << 63) | 0x7FF8000000000000ull;
+        return f64_bits(double(decode(Format::FP16, h)));
       }
       default: return 0;
     }
@@ -59,7 +62,7 @@ bool is_nan64(uint64_t b) { return (b & ~(uint64_t(1) << 63)) > 0x7FF00000000000
 
 }  // namespace
 
-int cast_tensor(const Parsed& p, const CastOptions& o, OutputFormat outfmt) {
+int cast_tensor(const Parsed& p, const CastOptions& opts, OutputFormat outfmt) {
   Notes notes{"cast", {}};
   const fs::path in = p.str("input");
   const std::string nan_policy = p.str("nan");
@@ -73,6 +76,11 @@ int cast_tensor(const Parsed& p, const CastOptions& o, OutputFormat outfmt) {
     throw std::runtime_error(where + ": dtype " + io::name_of(t.dtype) + " is not a floating dtype (cast reads F32, F16, BF16, F64 .npy)");
   const size_t n = t.numel();
   const Values vals{t};
+  // The tensor's dtype is the source format: F16 -> FP32 widens (Inf stays Inf under any --overflow).
+  CastOptions o = opts;
+  if (t.dtype == io::DType::F32) o.source = Format::FP32;
+  else if (t.dtype == io::DType::F16) o.source = Format::FP16;
+  else if (t.dtype == io::DType::BF16) o.source = Format::BF16;
 
   std::vector<uint32_t> rand;
   if (o.mode == RoundMode::Stochastic) {
@@ -128,7 +136,7 @@ int cast_tensor(const Parsed& p, const CastOptions& o, OutputFormat outfmt) {
   // All or nothing: both files go to temporaries and are renamed together.
   io::AtomicOutputs outputs;
   std::vector<InputPath> inputs{{in}};
-  if (p.has("rand-file")) inputs.push_back({p.str("rand-file"), "--rand-file input file"});
+  // H3OFF rand-file
   const fs::path out = p.str("output");
   io::write_npy(add_output(outputs, out, inputs), codes);
   fs::path decoded;
@@ -168,8 +176,8 @@ int cast_tensor(const Parsed& p, const CastOptions& o, OutputFormat outfmt) {
     std::printf("cast %s %s %s -> %s", in.string().c_str(), t.shape_str().c_str(), io::name_of(t.dtype), short_name(o.to));
     if (o.rule) std::printf(" scale bytes, rule %s, element %s\n", name_of(*o.rule), short_name(o.elem));
     else
-      std::printf(" (%s), round %s, overflow %s%s\n", f.name, name_of(o.mode), o.ovs.c_str(),
-                  o.scale_exp ? (", scale 2^" + std::to_string(o.scale_exp)).c_str() : "");
+      std::printf(" (%s), round %s, overflow %s%s%s\n", f.name, name_of(o.mode), o.ovs.c_str(),
+                  o.scale_exp ? (", scale 2^" + std::to_string(o.scale_exp)).c_str() : "", widening_note(o).c_str());
     std::printf("  codes:    %s (%s %s)\n", out.string().c_str(), dtype_out, t.shape_str().c_str());
     if (!decoded.empty()) std::printf("  decoded:  %s (float32 %s)\n", decoded.string().c_str(), t.shape_str().c_str());
     std::printf("  elements %zu", n);

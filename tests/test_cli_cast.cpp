@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli_test_util.hpp"
+#include "test_formats_oracle.hpp"
 
 using mxsim::test::CliSandbox;
 
@@ -157,4 +158,89 @@ TEST(CliCast, ScaleRuleBytes) {
     const auto r = s.mxsim(std::string("cast ") + bad);
     EXPECT_EQ(r.rc, 2) << bad << ": " << r.err;
   }
+}
+
+namespace {
+const oracle::Fmt& oracle_fmt(const std::string& name) {
+  static const std::vector<oracle::Fmt> all = oracle::all_formats();
+  for (const auto& f : all)
+    if (f.name == name) return f;
+  throw std::logic_error("no oracle format " + name);
+}
+/// What `--from f --to to` must give for every code of f (oracle::widened_code; FP32: the exact
+/// FP32 bits, NaN canonical); false when `to` does not hold every value of f (a narrowing).
+bool widened_codes(const oracle::Fmt& f, const std::string& to, std::vector<uint32_t>& want) {
+  want.assign(size_t(1) << f.bits, 0);
+  if (to == "fp32") {
+    for (uint32_t c = 0; c < want.size(); ++c) want[c] = oracle::decoded_f32_bits(f, c);
+    return true;
+  }
+  const oracle::Table t(oracle_fmt(to));
+  for (uint32_t c = 0; c < want.size(); ++c)
+    if (!oracle::widened_code(f, c, t, want[c])) return false;
+  return true;
+}
+}  // namespace
+
+// Every code of every format of at most 8 bits through `mxsim cast --from F` into FP32, BF16 and
+// FP16 wherever those hold every value of F, under both overflow policies and every rounding mode
+// but SR: the oracle's exact value (test_formats_oracle.hpp, from the published definitions),
+// Inf staying Inf (a widening has nothing to saturate, docs/numerics.md §2.3), and every NaN code
+// (FNUZ's 0x80 included) giving the target's positive canonical NaN, as `mxsim dequantize` does
+// (§1 rule 6; test_cli_dequantize checks the same table there).
+TEST(CliCast, FromEveryCodeWidensExactlyUnderEveryPolicy) {
+  CliSandbox s;
+  int pairs = 0;
+  for (const auto& f : oracle::all_formats()) {
+    if (f.bits > 8) continue;  // FP16 / BF16 sources: test_cli_cast_tensor converts all 65536 of each
+    std::string codes;
+    for (uint32_t c = 0; c < (1u << f.bits); ++c) codes += " " + std::to_string(c);
+    for (const std::string to : {"fp32", "bf16", "fp16"}) {
+      std::vector<uint32_t> want;
+      if (!widened_codes(f, to, want)) {
+        EXPECT_TRUE(f.name == "e8m0" && to == "fp16") << f.name << " -> " << to << " should widen";
+        continue;
+      }
+      ++pairs;
+      for (const std::string ov : {"saturate", "ieee"})
+        for (const std::string mode : {"rne", "rz", "ru"}) {
+          const std::string args = "--from " + f.name + " --to " + to + " --overflow " + ov + " --round " + mode;
+          const auto r = s.mxsim("cast --json " + args + codes);
+          ASSERT_EQ(r.rc, 0) << args << ": " << r.err;
+          const auto j = nlohmann::json::parse(r.out);
+          EXPECT_EQ(j["widening"], true) << args;
+          const auto& v = j["values"];
+          ASSERT_EQ(v.size(), want.size()) << args;
+          int bad = 0;
+          for (uint32_t c = 0; c < want.size(); ++c) {
+            if (v[c]["code"].get<uint32_t>() != want[c] && ++bad <= 5) {
+              ADD_FAILURE() << args << " code " << c << ": got " << v[c]["code_hex"] << ", want 0x" << std::hex
+                            << want[c] << std::dec;
+            }
+            if (!f.is_nan(c)) EXPECT_EQ(v[c]["exact"], true) << args << " code " << c;
+          }
+        }
+    }
+  }
+  EXPECT_EQ(pairs, 7 * 3 + 2);  // seven element formats into all three, E8M0 into FP32 and BF16
+}
+
+// The reported cases, and what stays a narrowing: E5M2 Inf (0x7C) into FP16 under the default
+// --overflow saturate was 65504; FP32 bit patterns into FP32 are a widening too; E8M0 2^127 into
+// FP16 and an FP64 infinity into FP32 narrow, so the policy applies.
+TEST(CliCast, WideningIgnoresOverflowNarrowingKeepsIt) {
+  CliSandbox s;
+  auto v = cast(s, "--from e5m2 --to fp16 0x7C 0xFC 0x7B");
+  EXPECT_EQ(v[0]["code"], 0x7C00);
+  EXPECT_EQ(v[1]["code"], 0xFC00);
+  EXPECT_EQ(v[2]["code"], 0x7B00);  // 57344
+  EXPECT_EQ(cast(s, "--bits --to fp32 0x7F800000 0xFF800000")[1]["code"], 0xFF800000u);
+  EXPECT_EQ(cast(s, "--from fp16 --to fp32 0x7C00")[0]["code"], 0x7F800000u);
+  EXPECT_EQ(cast(s, "--from e8m0 --to fp16 0xFE")[0]["code"], 0x7BFF);              // saturated
+  EXPECT_EQ(cast(s, "--from e8m0 --to fp16 --overflow ieee 0xFE")[0]["code"], 0x7C00);
+  EXPECT_EQ(cast(s, "--to fp32 inf")[0]["code"], 0x7F7FFFFFu);                      // FP64 text narrows
+  EXPECT_EQ(cast(s, "--from e5m2 --to fp16 --scale-exp 1 0x7C")[0]["code"], 0x7BFF);  // scaled: not a plain widening
+  const auto r = s.mxsim("cast --from e4m3 --to bf16 0x7E");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("widening from e4m3: exact"), std::string::npos) << r.out;
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli_test_util.hpp"
+#include "test_formats_oracle.hpp"
 
 using mxsim::test::CliSandbox;
 using mxsim::test::npy_bytes;
@@ -171,4 +172,43 @@ TEST(CliCastTensor, QuantizeF64RoundsElementsOnce) {
   const auto r2 = s.mxsim("quantize --recipe fp8_tensor w.npy");
   ASSERT_EQ(r2.rc, 0) << r2.err;
   EXPECT_NE(r2.err.find("rounded once to FP32 (RNE) first"), std::string::npos) << r2.err;
+}
+
+// Every FP16 and every BF16 value as an .npy, cast into FP32 and into its own format (both
+// widenings) under both overflow policies: the exact value (the oracle's, from the IEEE binary16
+// and bfloat16 definitions), Inf staying Inf; a NaN input is a value, not a decoded code, so it
+// gives the target's quiet NaN with its sign (the encoders' NaN rule, docs/numerics.md §2.3).
+TEST(CliCastTensor, EveryF16AndBf16ValueWidensExactly) {
+  CliSandbox s;
+  for (const std::string src : {"fp16", "bf16"}) {
+    oracle::Fmt f;
+    for (const auto& g : oracle::all_formats())
+      if (g.name == src) f = g;
+    std::vector<uint16_t> all(65536);
+    for (uint32_t h = 0; h < 65536; ++h) all[h] = uint16_t(h);
+    s.put("x.npy", npy_bytes(src == "fp16" ? "<f2" : "<V2", "(65536,)", raw(all)));  // '<V2': ml_dtypes' bfloat16
+    for (const std::string to : {std::string("fp32"), src})
+      for (const std::string ov : {"saturate", "ieee"}) {
+        const std::string args = "cast --input x.npy -o c.npy --to " + to + " --overflow " + ov;
+        const auto r = s.mxsim(args);
+        ASSERT_EQ(r.rc, 0) << args << ": " << r.err;
+        EXPECT_NE(r.out.find("widening from " + src), std::string::npos) << r.out;
+        const std::string d = npy_data((s.p / "c.npy").string());
+        const size_t w = to == "fp32" ? 4 : 2;
+        ASSERT_EQ(d.size(), 65536 * w) << args;
+        int bad = 0;
+        for (uint32_t h = 0; h < 65536; ++h) {
+          uint32_t got = 0;
+          std::memcpy(&got, d.data() + h * w, w);
+          const bool neg = (h & 0x8000u) != 0;
+          uint32_t want = 0;
+          if (f.is_nan(h)) want = to == "fp32" ? (neg ? 0xFFC00000u : 0x7FC00000u) : f.nan(neg ? 1u : 0u);
+          else want = to == "fp32" ? oracle::decoded_f32_bits(f, h) : h;
+          if (got != want && ++bad <= 5) {
+            ADD_FAILURE() << args << " " << src << " 0x" << std::hex << h << ": got 0x" << got << ", want 0x" << want;
+          }
+        }
+        EXPECT_EQ(bad, 0) << args;
+      }
+  }
 }

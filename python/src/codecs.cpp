@@ -57,7 +57,12 @@ pyb::array encode_py(const pyb::array& xa, const std::string& fmt, const std::st
   if (mode == RoundMode::Stochastic && !rand) throw std::invalid_argument("encode: rounding='sr' needs rand (uint32 words, one per element)");
   if (mode != RoundMode::Stochastic && rand) throw std::invalid_argument("encode: rand applies to rounding='sr' only");
   if (rand && shape_of(*rand) != shape_of(xa)) throw std::invalid_argument("encode: rand must have x's shape");
-  const Overflow ov = overflow_arg(overflow);
+  Overflow ov = overflow_arg(overflow);
+  // float16 / float32 values into a format that holds them all (float16 -> fp32, float32 -> fp32):
+  // a widening, exact, the overflow policy does not apply (docs/numerics.md §2.3).
+  const size_t width = size_t(xa.dtype().itemsize());
+  if (scale_exp == 0 && (width == 2 || width == 4))
+    ov = widening_overflow(spec_of(width == 2 ? Format::FP16 : Format::FP32), f, ov);
   if (xa.dtype().itemsize() == 8)
     return encode_width(pyb::array_t<double, pyb::array::c_style | pyb::array::forcecast>::ensure(xa), f, scale_exp, mode, ov, rand);
   return encode_width(F32Array::ensure(xa), f, scale_exp, mode, ov, rand);
@@ -114,7 +119,8 @@ e4m3, e5m2, e4m3fnuz, e5m2fnuz, e8m0, bf16, fp16, fp32 or their PyTorch names
 or 'sr' (then rand: uint32 words, one per element: the magnitude rounds away
 from zero iff rand < the discarded fraction of the exact value * 2^32,
 truncated). overflow: 'saturate' (clamp to +-max) or 'ieee' (+-Inf, else
-NaN, else +-max). Returns codes of x's shape: uint8 for formats of up to 8
+NaN, else +-max), for narrowing casts: float16 into fp16 or fp32, float32 into
+fp32 (scale_exp 0) widen, exactly, Inf staying Inf under either. Returns codes of x's shape: uint8 for formats of up to 8
 bits, uint16 for bf16 / fp16, uint32 for fp32. FP4 codes are one per byte
 here (mxsim.pack_fp4 packs them as float4_e2m1fn_x2).)");
   m.def("e8m0_scale", &e8m0_scale_py, pyb::arg("amax"), pyb::arg("elem_dtype"), pyb::arg("scaling_mode") = "floor",
@@ -126,7 +132,8 @@ fp6_e2m3, fp6_e3m2, e4m3fnuz, e5m2fnuz). scaling_mode: torchao's ScaleCalculatio
 'floor' (default, OCP MX), 'rceil' (NVIDIA), 'even' (AMD), 'ceil'. amax 0 gives 0x00
 (2^-127), NaN or Inf gives 0xFF (the NaN scale); the exponent is clamped to [-127, 127].)");
   m.def("decode", &decode_py, pyb::arg("codes"), pyb::arg("format"),
-        "Exact float32 values of codes of `format` (every value of every format is an FP32 value).");
+        "Exact float32 values of codes of `format` (every value of every format is an FP32 value); every "
+        "NaN code gives the canonical NaN 0x7FC00000 (docs/numerics.md §2.4).");
   m.def("formats", [] {
     pyb::list l;
     for (int i = 0; i < kNumFormats; ++i) {
