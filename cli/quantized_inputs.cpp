@@ -79,9 +79,14 @@ Format codes_format(const io::RawTensor& d, std::optional<Format> opt, std::opti
   if (opt && typed && *opt != *typed)
     throw std::runtime_error("tensor '" + d.name + "' is " + io::name_of(d.dtype) + " (" + short_name(*typed) +
                              ") but --elem-dtype says " + short_name(*opt));
-  if (opt) return *opt;
+  const std::string data = "tensor '" + d.name + "' (" + io::name_of(d.dtype) + ")";
+  if (opt) {
+    layout::check_elem_width(*opt, "--elem-dtype", data);
+    return *opt;
+  }
   if (typed) return *typed;
   if (fallback) {
+    layout::check_elem_width(*fallback, fallback_why, data);
     std::string up = short_name(*fallback);
     for (char& ch : up) ch = char(std::toupper(static_cast<unsigned char>(ch)));
     notes.add("tensor '" + d.name + "' is " + io::name_of(d.dtype) + ": read as " + up + " (" + fallback_why +
@@ -108,6 +113,15 @@ std::vector<size_t> packed_shape(const io::RawTensor& d) {
   std::vector<size_t> s = d.shape;
   if (d.dtype == io::DType::F4 && !s.empty()) s.back() /= 2;
   return s;
+}
+
+/// Where the metadata of codes `d` came from: "<stem>.meta.json" beside an
+/// .npy (read_quant_inputs), else the __metadata__ of its .safetensors file.
+std::string meta_source(const QuantSource& d) {
+  if (d.file.extension() != ".npy") return "the __metadata__ of " + d.file.string();
+  const std::string& n = d.t.name;
+  const size_t cut = ends_with(n, ".qdata") || ends_with(n, "._data") ? 6 : ends_with(n, ".data") ? 5 : 0;
+  return (d.file.parent_path() / (n.substr(0, n.size() - cut) + ".meta.json")).string();
 }
 
 float one_f32(const QuantSources& all, const std::string& name, const std::string& why) {
@@ -171,6 +185,8 @@ QuantizedTensor load_quantized(const QuantJob& j, const QuantSources& all, std::
     need_bytes(d.t, "the codes");
     const io::QuantMeta m = io::quant_meta(d.meta, "tensor '" + b + "' (metadata of " + d.file.string() + ")");
     const QuantSpec& s = m.spec;
+    layout::check_elem_width(s.elem, "elem_format of " + meta_source(d) + ":",
+                             "tensor '" + d.t.name + "' (" + io::name_of(d.t.dtype) + ")");
     out_shape = m.shape;
     float tsi = 1.0f;
     std::span<const uint8_t> sb;
@@ -196,7 +212,7 @@ QuantizedTensor load_quantized(const QuantJob& j, const QuantSources& all, std::
     const auto em = d.meta.find("elem_format");
     Format mf;
     if (em != d.meta.end() && format_from_name(em->second, mf)) from_meta = mf;
-    const Format f = codes_format(d.t, elem_opt, from_meta, notes, "the elem_format of its mxsim metadata");
+    const Format f = codes_format(d.t, elem_opt, from_meta, notes, "the elem_format of " + meta_source(d));
     out_shape = d.t.shape;
     return training ? layout::from_torchao_float8_training(f, d.t.shape, d.t.bytes, sc.t.shape, s)
                     : layout::from_torchao_float8(f, d.t.shape, d.t.bytes, sc.t.shape, s);

@@ -11,6 +11,7 @@
 #include "cli_test_util.hpp"
 #include "mxsim/io/npy.hpp"
 #include "mxsim/io/safetensors.hpp"
+#include "test_formats_oracle.hpp"
 
 using mxsim::test::CliSandbox;
 using mxsim::test::npy_bytes;
@@ -127,4 +128,86 @@ TEST(CliDequantize, TorchaoBlockedScalesIgnorePoisonedPadding) {
   EXPECT_FALSE(std::filesystem::exists(s.p / "u.npy"));
   r = s.mxsim("dequantize --elem-dtype e5m2 --scale-layout swizzled u.qdata.npy u.scale.npy");
   EXPECT_EQ(r.rc, 2);
+}
+
+namespace {
+/// The FP32 bits of an F32 .npy this project wrote.
+std::vector<uint32_t> f32_bits_of(const mxsim::io::RawTensor& t) {
+  EXPECT_EQ(t.dtype, mxsim::io::DType::F32);
+  std::vector<uint32_t> b(t.bytes.size() / 4);
+  std::memcpy(b.data(), t.bytes.data(), b.size() * 4);
+  return b;
+}
+}  // namespace
+
+// Every code of every element format (torchao MXTensor, E8M0 scale 2^0: the value is the code's)
+// and every E8M0 byte (as the scale of E4M3 1.0 in blocks of one) through `mxsim dequantize`: the
+// bits of the oracle's table (test_formats_oracle.hpp, from the OCP and FNUZ definitions), every
+// NaN the canonical 0x7FC00000 -- the bits `mxsim cast --from F --to fp32` writes (test_cli_cast).
+TEST(CliDequantize, EveryCodeOfEveryFormatIsTheOraclesValue) {
+  CliSandbox s;
+  for (const auto& f : oracle::all_formats()) {
+    if (f.bits > 8 || f.name == "e8m0") continue;
+    const uint32_t n = 1u << f.bits;
+    std::string q;
+    if (f.name == "e2m1") {  // packed two per byte, element 2i in the low nibble
+      for (uint32_t c = 0; c < n; c += 2) q += char(c | (c + 1) << 4);
+    } else {
+      for (uint32_t c = 0; c < n; ++c) q += char(c);
+    }
+    s.put("t.qdata.npy", npy_bytes("|u1", "(1, " + std::to_string(q.size()) + ")", q));
+    s.put("t.scale.npy", npy_bytes("|u1", "(1, " + std::to_string((n + 31) / 32) + ")", std::string((n + 31) / 32, char(127))));
+    const auto r = s.mxsim("dequantize --elem-dtype " + f.name + " t.qdata.npy t.scale.npy -o t.npy");
+    ASSERT_EQ(r.rc, 0) << f.name << ": " << r.err;
+    const auto got = f32_bits_of(mxsim::io::read_npy(s.p / "t.npy"));
+    ASSERT_EQ(got.size(), n) << f.name;
+    for (uint32_t c = 0; c < n; ++c)
+      EXPECT_EQ(got[c], oracle::decoded_f32_bits(f, c)) << f.name << " code " << c;
+  }
+  oracle::Fmt e8m0;
+  for (const auto& f : oracle::all_formats())
+    if (f.name == "e8m0") e8m0 = f;
+  std::string scales;
+  for (uint32_t b = 0; b < 256; ++b) scales += char(b);
+  s.put("u.qdata.npy", npy_bytes("|u1", "(1, 256)", std::string(256, '\x38')));  // E4M3 1.0
+  s.put("u.scale.npy", npy_bytes("|u1", "(1, 256)", scales));
+  const auto r = s.mxsim("dequantize --elem-dtype e4m3 --block-size 1 u.qdata.npy u.scale.npy -o u.npy");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto got = f32_bits_of(mxsim::io::read_npy(s.p / "u.npy"));
+  ASSERT_EQ(got.size(), 256u);
+  for (uint32_t b = 0; b < 256; ++b) EXPECT_EQ(got[b], oracle::decoded_f32_bits(e8m0, b)) << "E8M0 byte " << b;
+}
+
+// A declared element format wider than the one byte per code the data holds (fp32 over U8 codes
+// decoded 0x38 as 7.8e-44) is refused with the option or file that named it, the format and the
+// data's dtype; an existing output stays as it was.
+TEST(CliDequantize, DeclaredFormatWiderThanTheCodesIsRefused) {
+  CliSandbox s;
+  s.put("t.qdata.npy", npy_bytes("|u1", "(1, 32)", std::string(32, '\x38')));
+  s.put("t.scale.npy", npy_bytes("|u1", "(1, 1)", std::string(1, char(127))));
+  s.put("w._data.npy", npy_bytes("|u1", "(1, 2)", std::string("\x38\x38", 2)));
+  s.put("w._scale_inv.npy", npy_bytes("<f4", "(1,)", f32s({1.0f})));
+  s.put("keep.npy", "earlier output");
+  for (const char* fmt : {"fp32", "bf16", "fp16", "float32"})
+    for (const char* in : {"t.qdata.npy t.scale.npy", "w._data.npy w._scale_inv.npy"}) {
+      const auto r = s.mxsim(std::string("dequantize --elem-dtype ") + fmt + " " + in + " -o keep.npy");
+      EXPECT_EQ(r.rc, 1) << fmt << " " << in;
+      EXPECT_NE(r.err.find("--elem-dtype"), std::string::npos) << r.err;
+      EXPECT_NE(r.err.find("-bit format"), std::string::npos) << r.err;
+      EXPECT_NE(r.err.find("(U8)"), std::string::npos) << r.err;
+      EXPECT_EQ(s.slurp_text("keep.npy"), "earlier output");
+    }
+  // The same through a .meta.json: mxsim's layout names the file.
+  s.put("x.npy", npy_bytes("<f4", "(1, 32)", f32s(row())));
+  ASSERT_EQ(s.mxsim("quantize --recipe mxfp8 x.npy -o p").rc, 0);  // p.data.npy, p.scale.npy, p.meta.json
+  nlohmann::json m = nlohmann::json::parse(s.slurp_text("p.meta.json"));
+  ASSERT_TRUE(m.contains("elem_format")) << m.dump();
+  m["elem_format"] = "fp32";
+  s.put("p.meta.json", m.dump());
+  const auto r = s.mxsim("dequantize p.meta.json -o keep.npy");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("p.meta.json"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("fp32 (float32) is a 32-bit format"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(U8)"), std::string::npos) << r.err;
+  EXPECT_EQ(s.slurp_text("keep.npy"), "earlier output");
 }

@@ -40,9 +40,17 @@ QuantSpec mx_spec(Format elem, int br, int bc) {
 
 }  // namespace
 
+void check_elem_width(Format elem, const std::string& declared, const std::string& data) {
+  const FormatSpec f = spec_of(elem);
+  if (f.bits <= 8) return;
+  bad(declared + " " + short_name(elem) + " (" + f.name + ") is a " + std::to_string(f.bits) + "-bit format, but " +
+      data + " holds one code per byte: element formats are e2m1, e2m3, e3m2, e4m3, e5m2, e4m3fnuz, e5m2fnuz");
+}
+
 QuantizedTensor from_mxsim(const QuantSpec& spec, size_t groups, size_t rows, size_t cols, bool transposed,
                            std::span<const uint8_t> data, std::span<const uint8_t> scale_bytes,
                            std::span<const float> scale_inv, float tensor_scale_inv) {
+  check_elem_width(spec.elem, "element format", "the data");
   QuantizedTensor q;
   q.spec = spec;
   q.groups = groups;

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "mxsim/emu/grouped_gemm.hpp"
+#include "mxsim/layouts.hpp"
 #include "mxsim/quant_spec.hpp"
 
 namespace mxsim::py {
@@ -96,6 +97,8 @@ QuantSpec make_spec(const std::optional<std::string>& recipe, const std::optiona
     s.scale_kind = ScaleKind::E8M0;
     s.rule = ScaleRule::Floor;  // torchao to_mx default (ScaleCalculationMode.FLOOR)
   }
+  // The codes are one per byte: an elem_dtype of fp32 / bf16 / fp16 would store fragments of codes.
+  if (elem_dtype) layout::check_elem_width(s.elem, "elem_dtype", "a QuantizedTensor");
   if (block_size) {
     if (pyb::isinstance<pyb::int_>(*block_size)) {
       const int b = block_size->cast<int>();

@@ -192,6 +192,7 @@ Format fp8_codes_format(const pyb::array& a, const std::optional<pyb::object>& e
                                                               : std::string(pyb::str(*elem_dtype)));
   if (typed && given && *typed != *given)
     throw std::invalid_argument(std::string(what) + " is " + n + " but elem_dtype says " + short_name(*given));
+  if (given) layout::check_elem_width(*given, "elem_dtype", std::string(what) + " (" + n + ")");
   if (typed) return *typed;
   if (given) return *given;
   throw std::invalid_argument(std::string(what) + " is " + n + ": give elem_dtype (float8_e4m3fn, float8_e5m2) for "
@@ -337,6 +338,7 @@ float64 x is refused with a torchao convention (torchao's float64 scale arithmet
         const pyb::array q = c_contig(qd), s = c_contig(sc);
         Format f = format_arg(pyb::isinstance<pyb::str>(elem_dtype) ? elem_dtype.cast<std::string>()
                                                                    : std::string(pyb::str(elem_dtype)));
+        layout::check_elem_width(f, "elem_dtype", "qdata (" + dtype_name(q) + ")");
         PyQuantized p;
         const auto qb = f == Format::E2M1 ? packed_e2m1_of(q, "qdata") : bytes_of(q);
         p.q = layout::from_torchao(f, block_size, shape_of(q), qb, shape_of(s),

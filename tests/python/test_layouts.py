@@ -291,3 +291,17 @@ def test_cli_dequantize_torchao_float8_equal_python(tmp):
     # and the division differs from a multiply by the reciprocal somewhere in this tensor
     recip = mxsim.dequantize(mxsim.from_torchao_float8(qdata, (1 / s).astype(np.float32), elem_dtype="e4m3"))
     assert (recip.view(np.uint32) != pyt.view(np.uint32)).any()
+
+
+def test_element_format_wider_than_a_byte_is_refused():
+    """Codes are one per byte: an elem_dtype of fp32 / bf16 / fp16 over uint8 codes would decode
+    garbage (fp32 "code" 0x38 is 7.8e-44); refused naming elem_dtype, the format and the dtype."""
+    qdata = np.full((1, 32), 0x38, np.uint8)
+    scale = np.full((1, 1), 127, np.uint8)
+    for fmt in ["fp32", "float32", "bf16", "fp16"]:
+        with pytest.raises(ValueError, match=r"elem_dtype .*-bit format, but qdata \(uint8\)"):
+            mxsim.from_torchao(qdata, scale, fmt, 32)
+        with pytest.raises(ValueError, match=r"element format .*-bit format"):  # the layouts' own check
+            mxsim.from_te_fp8(qdata, 1.0, fmt)
+        with pytest.raises(ValueError, match=r"elem_dtype .*-bit format"):
+            mxsim.quantize(np.ones((1, 32), np.float32), elem_dtype=fmt)

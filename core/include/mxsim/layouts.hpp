@@ -108,6 +108,15 @@ std::vector<T> transpose_groups(std::span<const T> src, size_t groups, size_t ro
   return out;
 }
 
+/// Refuses (std::invalid_argument) an element format whose codes cannot be
+/// the bytes a QuantizedTensor stores: one code per byte (E2M1 two), so a
+/// format of more than 8 bits (fp32, bf16, fp16) would decode each byte as a
+/// fraction of a code: garbage (fp32 "code" 0x38 is 7.8e-44). `declared` says
+/// where the format was named (an option, a file's key), `data` what the codes
+/// are (a tensor and its dtype); both go into the message. Every layout below
+/// checks its element format with it; readers call it first to name the source.
+void check_elem_width(Format elem, const std::string& declared, const std::string& data);
+
 /// mxsim's own layout. `spec` gives elem, block shape (0 = whole extent) and
 /// scale kind; groups, rows, cols the logical shape; data and scales in
 /// storage order as documented above (scale_inv used for FP32 scales,
