@@ -2,6 +2,7 @@
 from ml_dtypes 0.6.0) and bit for bit against the C++ library through `mxsim cast`."""
 import gzip
 import os
+import subprocess
 
 import numpy as np
 import pytest
@@ -78,6 +79,42 @@ def test_decode_every_code_equals_cpp(fmt):
     j = mxsim_json("cast", "--from", fmt, "--to", "fp32", *map(str, codes))
     want = np.array([int(v["fp32_bits"], 16) for v in j["values"]], np.uint32)
     np.testing.assert_array_equal(mxsim.decode(codes, fmt).view(np.uint32), want)
+
+
+def decode_oracle():
+    """{format: uint32 array of what each code decodes to}: the oracle table of
+    tests/test_formats_oracle.hpp (from the published definitions; every NaN code
+    the canonical 0x7FC00000), printed by tests/python/decode_oracle.cpp."""
+    exe = os.environ.get("MXSIM_DECODE_ORACLE", "")
+    assert exe and os.path.exists(exe), f"MXSIM_DECODE_ORACLE={exe!r}: the oracle table's program (ctest sets it)"
+    out = subprocess.run([exe], capture_output=True, text=True, check=True).stdout
+    return {ln.split()[0]: np.array(ln.split()[1:], np.uint64).astype(np.uint32) for ln in out.splitlines()}
+
+
+def test_decode_every_code_of_every_format_equals_the_oracle():
+    """Every code of every format of at most 16 bits, FNUZ's NaN 0x80 included: the oracle's bits,
+    the same table `mxsim cast --from` and `mxsim dequantize` are checked against (C++ suites)."""
+    table = decode_oracle()
+    assert set(FORMATS_8) <= set(table)
+    for fmt, want in table.items():
+        codes = np.arange(len(want), dtype=np.uint32)
+        got = mxsim.decode(codes, fmt).view(np.uint32)
+        bad = np.nonzero(got != want)[0]
+        assert bad.size == 0, f"{fmt}: codes {bad[:8]} decode to {got[bad[:8]]}, the oracle says {want[bad[:8]]}"
+
+
+def test_encode_widening_keeps_inf_under_saturate():
+    """float16 into fp16 / fp32 and float32 into fp32 widen: exact under either overflow policy
+    (docs/numerics.md §2.3); float32 into fp16 narrows and saturates."""
+    h = np.arange(65536, dtype=np.uint16).view(np.float16)
+    not_nan = ~np.isnan(h)
+    for overflow in ["saturate", "ieee"]:
+        np.testing.assert_array_equal(mxsim.encode(h, "fp16", overflow=overflow)[not_nan], np.arange(65536)[not_nan])
+        np.testing.assert_array_equal(mxsim.encode(h, "fp32", overflow=overflow)[not_nan],
+                                      h[not_nan].astype(np.float32).view(np.uint32))
+        inf32 = np.array([np.inf, -np.inf], np.float32)
+        np.testing.assert_array_equal(mxsim.encode(inf32, "fp32", overflow=overflow), [0x7F800000, 0xFF800000])
+    assert mxsim.encode(np.array([np.inf], np.float32), "fp16")[0] == 0x7BFF
 
 
 def test_decode_known_values():
