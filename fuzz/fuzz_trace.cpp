@@ -35,3 +35,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   }
   return 0;
 }
+
+// Half the mutations flip bits of a whole file (fuzz_util.hpp): the bit-flip campaign.
+extern "C" std::size_t LLVMFuzzerCustomMutator(uint8_t* data, std::size_t size, std::size_t max_size, unsigned seed) {
+  return mxsim::fuzz::flip_bits_or_mutate(data, size, max_size, seed);
+}

@@ -12,7 +12,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <functional>
+#include <tuple>
 #include <string>
 
 #include "mxsim/io/tensor_file.hpp"
@@ -447,7 +449,8 @@ TEST(TraceRobust, TwoReadersOfOneFileReadTheRowsWritten) {
 }
 
 // A global heap collection (where HDF5 keeps variable-length strings: the kind attributes of a
-// checkpoint, a trace's config_toml) whose free-space object has size 0: libhdf5 1.10.8 walks
+// checkpoint, a trace's config_toml, as mxsim wrote them before fixed-length strings; a trace's
+// DIMENSION_LIST attributes) whose free-space object has size 0: libhdf5 1.10.8 walks
 // its object list forever the first time such a string is read (h5py hangs too). The readers
 // walk it first and refuse the file. Here the free-space size of a written file is set to 0.
 TEST(TraceRobust, LoopingGlobalHeapCollectionIsRefusedBeforeHdf5ReadsIt) {
@@ -478,10 +481,182 @@ TEST(TraceRobust, LoopingGlobalHeapCollectionIsRefusedBeforeHdf5ReadsIt) {
   w.put_u64("step", 3);
   w.put_string("config", "[model]\nexperts = 4\n");
   w.commit(c);
+  // mxsim now writes fixed-length strings (no collection); a checkpoint of an older mxsim held
+  // its kind attributes as variable-length strings, as made here.
+  edit(c, [](hid_t f) {
+    const hid_t ds = H5Dopen2(f, "config", H5P_DEFAULT);
+    string_attr(ds, "kind", "string");
+    H5Dclose(ds);
+  });
   ASSERT_TRUE(zero_free_space(c));
   EXPECT_HAS(error_of([&] { Checkpoint k(c); k.get_string("config"); }), "c.ckpt: corrupt global heap collection at byte ");
   const fs::path t = d.p / "t.h5";
   write_trace(t);
   ASSERT_TRUE(zero_free_space(t));
   EXPECT_HAS(error_of([&] { Reader r(t); }), "t.h5: corrupt global heap collection at byte ");
+}
+
+namespace {
+
+// The bit-flip campaigns: one flipped bit of a small file mxsim wrote must either leave every
+// value as written or make the open / read fail with a TraceError naming the file, never crash,
+// hang or return other values. Before the fix, a flip in the global heap collection holding the
+// variable-length string attributes (no checksum in the HDF5 format) made libhdf5 1.10.8 copy
+// past its buffers (segfault, or ASan's "attempting free on address which was not malloc()-ed"),
+// and a flip in a trace's raw data chunk read back as another value (no Fletcher32 then).
+struct FlipTally {
+  int refused = 0, same = 0;
+};
+
+// Every `byte_step`-th byte gets `bits_per_byte` flipped bits (all 8, or a seeded sample), each
+// alone.
+template <class Check>
+void flip_campaign(const fs::path& good, const fs::path& dir, std::size_t byte_step, int bits_per_byte, uint64_t seed,
+                   Check check, FlipTally* tally) {
+  // The undamaged file reads back as written (else every flip would pass as "refused").
+  try {
+    const std::string diff = check(good);
+    if (!diff.empty()) {
+      ADD_FAILURE() << good << " as written: " << diff;
+      return;
+    }
+  } catch (const TraceError& e) {
+    ADD_FAILURE() << good << " as written: " << e.what();
+    return;
+  }
+  const std::string bytes = mxsim::test::read_bytes(good);
+  uint64_t x = seed;
+  int n = 0;
+  for (std::size_t at = seed % byte_step; at < bytes.size(); at += byte_step) {
+    uint8_t mask = 0xFF;
+    if (bits_per_byte < 8) {
+      mask = 0;
+      while (__builtin_popcount(mask) < bits_per_byte) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;  // PCG's LCG step: a fixed sample
+        mask |= uint8_t(1u << (x >> 61));
+      }
+    }
+    for (int bit = 0; bit < 8; ++bit) {
+      if (!(mask >> bit & 1)) continue;
+      std::string b = bytes;
+      b[at] = char(uint8_t(b[at]) ^ (1u << bit));
+      // A new file per flip: HDF5 recognises an open file by its inode, and an error path that
+      // left an id open must not hand the next flip the previous file.
+      const fs::path bad = dir / ("flip" + std::to_string(n++ % 2) + "-" + good.filename().string());
+      fs::remove(bad);
+      mxsim::test::write_bytes(bad, b);
+      const std::string where = "byte " + std::to_string(at) + " bit " + std::to_string(bit);
+      try {
+        const std::string diff = check(bad);
+        if (!diff.empty()) {
+          ADD_FAILURE() << where << ": opened, but " << diff;
+          return;
+        }
+        ++tally->same;
+      } catch (const TraceError& e) {
+        if (std::string(e.what()).rfind(bad.string() + ": ", 0) != 0) {
+          ADD_FAILURE() << where << ": error does not start with the file's name: " << e.what();
+          return;
+        }
+        ++tally->refused;
+      }
+    }
+  }
+}
+
+template <class T>
+std::string differs(const char* what, const T& got, const T& want) {
+  return got == want ? std::string() : std::string(what) + " differs";
+}
+// Floating values compared bit for bit (-0 is not 0, a NaN is a difference).
+template <class T>
+std::vector<uint64_t> bits_of(const std::vector<T>& v) {
+  std::vector<uint64_t> b;
+  for (const T& x : v) {
+    uint64_t u = 0;
+    std::memcpy(&u, &x, sizeof x);
+    b.push_back(u);
+  }
+  return b;
+}
+std::string differs(const char* what, const std::vector<float>& got, const std::vector<float>& want) {
+  return differs(what, bits_of(got), bits_of(want));
+}
+std::string differs(const char* what, float got, float want) { return differs(what, bits_of<float>({got}), bits_of<float>({want})); }
+std::string differs(const char* what, double got, double want) { return differs(what, bits_of<double>({got}), bits_of<double>({want})); }
+
+}  // namespace
+
+// One bit of every byte of a small checkpoint (a seeded sample), each flipped alone: every
+// entry through its getter.
+TEST(TraceRobust, CheckpointBitFlipsAreRefusedOrHarmless) {
+  TempDir d("robust");
+  const fs::path c = d.p / "c.ckpt";
+  const std::vector<float> w = {1.5f, -2.0f, 0.25f, 3e-8f, 6.0f, -0.0f};
+  const std::vector<uint8_t> codes = {0, 0x7f, 0x80, 0xff};
+  const std::vector<uint64_t> order = {3, 1, 2};
+  const std::string config = "[run]\nmax_steps = 2\n";
+  {
+    CheckpointWriter cw;
+    cw.put("model/fc1/master", w.data(), {2, 3});
+    cw.put("model/fc1/codes", codes.data(), {4});
+    cw.put("data/order", order.data(), {3});
+    cw.put_u64("step", 7);
+    cw.put_i64("deosc/global_step", -3);
+    cw.put_f64("sched/lr", 0.125);
+    cw.put_f32("delayed/scale", 0.5f);
+    cw.put_string("config", config);
+    cw.commit(c);
+  }
+  FlipTally t;
+  flip_campaign(c, d.p, 1, 1, 34, [&](const fs::path& f) -> std::string {
+    Checkpoint k(f);
+    std::string diff;
+    for (const std::string& s : {differs("names", k.names(), std::vector<std::string>{
+                                     "config", "data/order", "delayed/scale", "deosc/global_step", "model/fc1/codes",
+                                     "model/fc1/master", "sched/lr", "step"}),
+                                 differs("master", k.get_f32("model/fc1/master").data, w),
+                                 differs("master shape", k.get_f32("model/fc1/master").shape, std::vector<uint64_t>{2, 3}),
+                                 differs("codes", k.get_u8("model/fc1/codes").data, codes),
+                                 differs("order", k.get_u64_array("data/order").data, order),
+                                 differs("step", k.get_u64("step"), uint64_t(7)),
+                                 differs("global_step", k.get_i64("deosc/global_step"), int64_t(-3)),
+                                 differs("lr", k.get_f64("sched/lr"), 0.125),
+                                 differs("scale", k.get_f32_scalar("delayed/scale"), 0.5f),
+                                 differs("config", k.get_string("config"), config)})
+      if (diff.empty()) diff = s;
+    return diff;
+  }, &t);
+  EXPECT_GT(t.refused, 0);
+  std::printf("checkpoint of %ju bytes: %d flips refused, %d harmless\n", uintmax_t(fs::file_size(c)), t.refused, t.same);
+}
+
+// One bit of every fourth byte of a small trace (a seeded sample), each flipped alone: config,
+// provenance, every series and snapshot row, and `mxsim compare`'s reading of it.
+TEST(TraceRobust, TraceBitFlipsAreRefusedOrHarmless) {
+  TempDir d("robust");
+  const fs::path f = d.p / "t.h5";
+  write_trace(f);
+  const Provenance want = Reader(f).provenance();  // date and host are the run's; checked below
+  ASSERT_EQ(want.backend, "emu");
+  ASSERT_EQ(want.seed, 5u);
+  FlipTally t;
+  flip_campaign(f, d.p, 4, 1, 34, [&](const fs::path& g) -> std::string {
+    Reader r(g);
+    const Provenance p = r.provenance();
+    std::string diff;
+    for (const std::string& s :
+         {differs("steps", r.steps_completed(), uint64_t(2)), differs("config", r.config_toml(), std::string("lr = 0.1\n")),
+          differs("provenance", std::tie(p.version, p.git_describe, p.backend, p.seed, p.date, p.host),
+                  std::tie(want.version, want.git_describe, want.backend, want.seed, want.date, want.host)),
+          differs("/a", r.read_series<float>("/a"), std::vector<float>{0.5f, 1.5f}),
+          differs("/m", r.read_series<float>("/m"), std::vector<float>{0, 1, 2, 3, 4, 0, 1, 1, 2, 3, 4, -1}),
+          differs("/s row 0", r.read_snapshot<uint8_t>("/s", 0), std::vector<uint8_t>{0, 7, 8, 9}),
+          differs("/s row 1", r.read_snapshot<uint8_t>("/s", 1), std::vector<uint8_t>{1, 7, 8, 9}),
+          differs("compare with itself", compare(r, r).identical(), true)})
+      if (diff.empty()) diff = s;
+    return diff;
+  }, &t);
+  EXPECT_GT(t.refused, 0);
+  std::printf("trace of %ju bytes: %d flips refused, %d harmless\n", uintmax_t(fs::file_size(f)), t.refused, t.same);
 }

@@ -288,17 +288,36 @@ void check_global_heaps(const std::string& file) {
       const std::size_t i = std::size_t(static_cast<const unsigned char*>(hit) - block.data());
       from = i + 1;
       const uint64_t at = base + i, csize = le(block.data() + i + 8, 8);
+      const auto corrupt = [&](const std::string& why) {
+        return TraceError(file + ": corrupt global heap collection at byte " + std::to_string(at) + " (" + why +
+                          "); refused before libhdf5 parses it (the collection has no checksum)");
+      };
+      // HDF5 writes collections of at least 4 KiB (H5HG_MINSIZE), inside the file.
+      if (csize < 4096 || csize > size - at) throw corrupt("size " + std::to_string(csize) + " is not a collection's");
+      // The objects must tile the collection exactly as HDF5 wrote them: each index once, the
+      // free space (index 0) last. A damaged size or index makes libhdf5 1.10 loop forever (a
+      // size of 0), or decode the following bytes as object headers and copy objects past the
+      // buffers it read them into (heap corruption, a crash or a free of an uninitialised pointer).
+      std::vector<bool> seen(65536, false);
+      bool free_seen = false;
       uint64_t p = 16;
       while (p < csize) {
         if (csize - p < 16) break;  // too small for a header: free space
         unsigned char h[16];
-        if (!read_at(at + p, h, 16)) break;  // beyond the file: HDF5 fails to read it, no loop
+        if (!read_at(at + p, h, 16)) break;
         const uint64_t idx = le(h, 2), osize = le(h + 8, 8);
         const uint64_t need = idx > 0 ? (osize > UINT64_MAX - 23 ? UINT64_MAX : 16 + (osize + 7) / 8 * 8) : osize;
         if (need == 0 || need > csize - p)
-          throw TraceError(file + ": corrupt global heap collection at byte " + std::to_string(at) + " (object " +
-                           std::to_string(idx) + " claims " + std::to_string(need) + " of the " +
-                           std::to_string(csize - p) + " bytes left; libhdf5 would loop reading it)");
+          throw corrupt("object " + std::to_string(idx) + " claims " + std::to_string(need) + " of the " +
+                        std::to_string(csize - p) + " bytes left");
+        if (free_seen) throw corrupt("object " + std::to_string(idx) + " after the free space");
+        if (idx == 0) {
+          if (need < 16) throw corrupt("free space of " + std::to_string(need) + " bytes");
+          free_seen = true;
+        } else if (seen[idx]) {
+          throw corrupt("object " + std::to_string(idx) + " twice");
+        }
+        seen[idx] = true;
         p += need;
       }
     }
@@ -322,11 +341,21 @@ Hid vlen_str_type() {
 }  // namespace
 
 void write_string_attr(hid_t obj, const char* name, const std::string& v, const std::string& file) {
-  Hid t = vlen_str_type();
+  // Fixed length, not variable length: a variable-length string lives in a global heap
+  // collection, the one metadata structure of the file format without a checksum, and
+  // libhdf5 1.10 parses a damaged collection into memory errors (one flipped bit made it free
+  // an uninitialised pointer; h5dump segfaults on most flips of an object's size). A fixed-length value is stored
+  // in the attribute message itself, inside the checksummed object header (or, past 64 KiB, in
+  // the checksummed dense-attribute heap). UTF-8, NUL-padded; readers take it up to its first NUL.
+  Hid t(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(t, std::max<std::size_t>(v.size(), 1));  // HDF5 has no zero-length string type
+  H5Tset_strpad(t, H5T_STR_NULLPAD);
+  H5Tset_cset(t, H5T_CSET_UTF8);
   Hid sp(H5Screate(H5S_SCALAR), H5Sclose);
   Hid a(H5Acreate2(obj, name, t, sp, H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-  const char* p = v.c_str();
-  if (!a.valid() || H5Awrite(a, t, &p) < 0) fail(file, std::string("cannot write attribute ") + name);
+  std::string padded = v;
+  padded.resize(std::max<std::size_t>(v.size(), 1), '\0');
+  if (!a.valid() || H5Awrite(a, t, padded.data()) < 0) fail(file, std::string("cannot write attribute ") + name);
 }
 
 void write_i64_attr(hid_t obj, const char* name, const std::vector<int64_t>& v, const std::string& file) {
@@ -388,8 +417,11 @@ std::string read_string_attr(hid_t obj, const char* name, const std::string& fil
   constexpr std::size_t kMaxFixed = std::size_t(64) << 20;
   require(s.size <= kMaxFixed, s, "a string of at most 64 MiB", file, what);
   std::vector<char> v = buffer<char>(s.size + 1, file, what);
+  Hid ft(H5Aget_type(a), H5Tclose);
   Hid mt(H5Tcopy(H5T_C_S1), H5Tclose);
   H5Tset_size(mt, s.size);
+  H5Tset_cset(mt, H5Tget_cset(ft));       // as above: mxsim's own strings are UTF-8
+  H5Tset_strpad(mt, H5T_STR_NULLPAD);     // all s.size bytes (NULLTERM would drop the last one)
   if (H5Aread(a, mt, v.data()) < 0) fail(file, "cannot read " + what);
   return std::string(v.data(), strnlen(v.data(), s.size));
 }
