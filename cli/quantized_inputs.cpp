@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "common.hpp"
+#include "mxsim/io/checked_size.hpp"
 #include "mxsim/io/npy.hpp"
 #include "mxsim/io/quant_meta.hpp"
 #include "mxsim/io/safetensors.hpp"
@@ -113,6 +114,27 @@ std::vector<size_t> packed_shape(const io::RawTensor& d) {
   std::vector<size_t> s = d.shape;
   if (d.dtype == io::DType::F4 && !s.empty()) s.back() /= 2;
   return s;
+}
+
+/// `shape` with axis `axis` of packed E2M1 bytes counted in codes (two per
+/// byte): a file's extents, so the doubling and the element count it gives
+/// are checked (io::mul_size, io::numel_of) instead of wrapping.
+std::vector<size_t> unpacked_fp4(std::vector<size_t> shape, size_t axis, const std::string& tensor) {
+  const std::vector<size_t> packed = shape;
+  uint64_t codes = 0;
+  bool fits = io::mul_size(shape.at(axis), 2, codes);
+  if (fits) {
+    shape[axis] = size_t(codes);
+    try {
+      io::numel_of(shape);
+    } catch (const std::overflow_error&) {
+      fits = false;
+    }
+  }
+  if (!fits)
+    throw std::runtime_error("tensor '" + tensor + "': shape " + io::shape_str(packed) + " of packed E2M1 bytes holds " +
+                             "more codes than a size can count");
+  return shape;
 }
 
 /// Where the metadata of codes `d` came from: "<stem>.meta.json" beside an
@@ -222,8 +244,7 @@ QuantizedTensor load_quantized(const QuantJob& j, const QuantSources& all, std::
     need_scale_bytes(sc.t, ScaleKind::E8M0, "torchao MXTensor");
     const Format f = codes_format(d.t, elem_opt, std::nullopt, notes, "");
     const std::vector<size_t> qs = packed_shape(d.t);
-    out_shape = qs;
-    if (f == Format::E2M1) out_shape.back() *= 2;
+    out_shape = f == Format::E2M1 && !qs.empty() ? unpacked_fp4(qs, qs.size() - 1, d.t.name) : qs;
     return layout::from_torchao(f, block, qs, d.t.bytes, sc.t.shape, sc.t.bytes, blocked_scales);
   }
   if (j.layout == "torchao-nvfp4") {
@@ -235,8 +256,7 @@ QuantizedTensor load_quantized(const QuantJob& j, const QuantSources& all, std::
     else
       pts = one_f32(all, j.extra[0], "torchao NVFP4Tensor per_tensor_scale");
     const std::vector<size_t> qs = packed_shape(d.t);
-    out_shape = qs;
-    out_shape.back() *= 2;
+    out_shape = qs.empty() ? qs : unpacked_fp4(qs, qs.size() - 1, d.t.name);
     return layout::from_torchao_nvfp4(qs, d.t.bytes, sc.t.shape, sc.t.bytes, pts, blocked_scales);
   }
   const bool col = ends_with(j.layout, "columnwise");
@@ -247,10 +267,9 @@ QuantizedTensor load_quantized(const QuantJob& j, const QuantSources& all, std::
     const std::vector<size_t> ds = packed_shape(d.t);
     if (col) {
       if (ds.size() != 2) throw std::runtime_error("tensor '" + j.data + "': columnwise NVFP4 data must be 2-D [K, M/2]");
-      out_shape = {2 * ds[1], ds[0]};
+      out_shape = unpacked_fp4({ds[1], ds[0]}, 0, d.t.name);
     } else {
-      out_shape = ds;
-      if (!out_shape.empty()) out_shape.back() *= 2;
+      out_shape = ds.empty() ? ds : unpacked_fp4(ds, ds.size() - 1, d.t.name);
     }
     return layout::from_te_nvfp4(col, ds, d.t.bytes, sc.t.shape, sc.t.bytes, amax, blocked_scales);
   }

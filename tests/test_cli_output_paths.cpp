@@ -2,7 +2,8 @@
 // "Held-back checks, round 3"): an output never replaces an input that an option names (cast
 // --rand-file, train --config), as it never replaced the main input; tensor names that become
 // one safetensors key are an error naming both; and the messages dequantize gives for an OUT it
-// cannot take, or for a .meta.json with a zero block size, say what is wrong.
+// cannot take, or for a .meta.json with a zero block size, say what is wrong; sizes read from a
+// file that would wrap when unpacked (packed FP4 extents doubled) are an error too.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -122,4 +123,22 @@ TEST(CliOutputPaths, DequantizeNamesAZeroBlockSizeInMetaJson) {
   EXPECT_EQ(r.rc, 1) << r.err;
   EXPECT_TRUE(has(r.err, "tensor 'q' (metadata of ") && has(r.err, "): block [1, 0] has a block size of 0")) << r.err;
   EXPECT_FALSE(fs::exists(s.p / "y.npy"));
+}
+
+// An empty torchao MXFP4 / NVFP4 qdata of [0, 2^63] packed bytes holds no element, so its header
+// passes; its 2^64 codes per row wrapped to 0, a [0, 0] output shape. The doubling is checked.
+TEST(CliOutputPaths, PackedFp4ExtentsThatWrapWhenUnpackedAreAnError) {
+  CliSandbox s;
+  s.put("h.qdata.npy", npy_bytes("|u1", "(0, 9223372036854775808)", ""));
+  s.put("h.scale.npy", npy_bytes("|u1", "(0, 576460752303423488)", ""));
+  s.put("g.qdata.npy", npy_bytes("|u1", "(0, 9223372036854775808)", ""));
+  s.put("g._scale_e4m3.npy", npy_bytes("|u1", "(0, 1152921504606846976)", ""));
+  for (const std::string& in : {"--elem-dtype float4_e2m1fn_x2 h.qdata.npy h.scale.npy", "g.qdata.npy g._scale_e4m3.npy"}) {
+    const CliRun r = s.mxsim("dequantize " + in + " -o y.npy");
+    EXPECT_EQ(r.rc, 1) << in << ": " << r.err;
+    EXPECT_TRUE(has(r.err, ".qdata': shape [0, 9223372036854775808] of packed E2M1 bytes holds more codes than a size "
+                           "can count"))
+        << in << ": " << r.err;
+    EXPECT_FALSE(fs::exists(s.p / "y.npy")) << in;
+  }
 }
