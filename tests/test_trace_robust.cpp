@@ -508,6 +508,36 @@ struct FlipTally {
   int refused = 0, same = 0;
 };
 
+}  // namespace
+
+// A checkpoint of an older mxsim kept its kind attributes as variable-length strings (in a
+// global heap collection): it still opens and reads back as written. (Traces of that form:
+// SimGolden.SmallRunMatchesCheckedInTrace reads the checked-in golden trace.)
+TEST(TraceRobust, CheckpointWithVariableLengthKindStringsStillOpens) {
+  TempDir d("robust");
+  const fs::path c = d.p / "old.ckpt";
+  const std::vector<float> w = {1.5f, -2.0f};
+  CheckpointWriter cw;
+  cw.put("model/w", w.data(), {2});
+  cw.put_u64("step", 9);
+  cw.put_string("config", "[run]\n");
+  cw.commit(c);
+  edit(c, [](hid_t f) {
+    for (const auto& [name, kind] : {std::pair{"model/w", "array"}, {"step", "scalar"}, {"config", "string"}}) {
+      const hid_t ds = H5Dopen2(f, name, H5P_DEFAULT);
+      string_attr(ds, "kind", kind);
+      H5Dclose(ds);
+    }
+  });
+  ASSERT_NE(mxsim::test::read_bytes(c).find(std::string("GCOL\x01\0\0\0", 8)), std::string::npos);
+  Checkpoint k(c);
+  EXPECT_EQ(k.get_f32("model/w").data, w);
+  EXPECT_EQ(k.get_u64("step"), 9u);
+  EXPECT_EQ(k.get_string("config"), "[run]\n");
+}
+
+namespace {
+
 // Every `byte_step`-th byte gets `bits_per_byte` flipped bits (all 8, or a seeded sample), each
 // alone.
 template <class Check>
