@@ -24,6 +24,7 @@
 #include "mxsim/emu/quantize.hpp"
 #include "mxsim/hd/quant_block.hpp"
 #include "mxsim/io/atomic_output.hpp"
+#include "mxsim/io/checked_size.hpp"
 #include "mxsim/io/npy.hpp"
 #include "mxsim/io/safetensors.hpp"
 #include "mxsim/layouts.hpp"
@@ -118,7 +119,7 @@ QuantizedTensor shape_only(const QuantizedTensor& q) {
   return s;
 }
 
-size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+size_t ceil_div(size_t a, size_t b) { return size_t(io::ceil_div(a, b)); }
 
 /// The outputs of a tensor quantized with a torchao scale convention, in
 /// torchao's layout (docs/cli.md "Output"): codes in the logical layout (a

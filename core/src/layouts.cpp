@@ -7,6 +7,7 @@
 #include <string>
 
 #include "mxsim/hd/quant_block.hpp"
+#include "mxsim/io/checked_size.hpp"
 
 namespace mxsim::layout {
 namespace {
@@ -16,7 +17,7 @@ std::string shape_s(const std::vector<size_t>& s) {
   for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
   return o + "]";
 }
-size_t cdiv(size_t a, size_t b) { return (a + b - 1) / b; }
+size_t cdiv(size_t a, size_t b) { return size_t(io::ceil_div(a, b)); }
 size_t roundup(size_t a, size_t m) { return cdiv(a, m) * m; }
 size_t prod(const std::vector<size_t>& s, size_t from, size_t to) {
   size_t n = 1;

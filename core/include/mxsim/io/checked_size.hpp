@@ -21,6 +21,10 @@ namespace mxsim::io {
   return !__builtin_mul_overflow(a, b, &out) && out <= limit;
 }
 
+/// ceil(a / b) for b > 0, without the a + b - 1 that wraps for an extent near
+/// SIZE_MAX (an empty tensor's other extents may be that large).
+constexpr uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0); }
+
 /// The sum of `sizes`. Throws std::overflow_error "<what>: the sizes sum to more
 /// than <limit>" when it exceeds `limit`.
 inline uint64_t checked_sum(std::span<const uint64_t> sizes, const std::string& what, uint64_t limit = SIZE_MAX) {
