@@ -3,8 +3,9 @@
 # default-run traces into docs/images/ (PNG, 1280x800) under Xvfb with Qt's xcb platform.
 #
 #   scripts/render-docs.sh            # writes the traces below if missing, then renders
+#   BUILD=build-cpu TRACES=/tmp/docs scripts/render-docs.sh   # another build tree's binaries, traces elsewhere
 #
-# Traces (kept in build/docs/, reused when present):
+# Traces (kept in $TRACES, default build/docs/, reused when present):
 #   default.h5   the default run (examples/default.toml, 702 steps) with fc1 snapshots at
 #                every global step from 280 to 320 (trace rows 279-319; a de-oscillation
 #                window ends at step 300); its watched elements (trace.watch_elements, the
@@ -14,17 +15,19 @@
 #                Compare view shows)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BIN=build/cli/mxsim
-INSPECTOR=build/gui/mxsim-inspector
-[ -x "$BIN" ] && [ -x "$INSPECTOR" ] || cmake --build build --target mxsim mxsim-inspector
-mkdir -p build/docs docs/images
+BUILD=${BUILD:-build}
+BIN=$BUILD/cli/mxsim
+INSPECTOR=$BUILD/gui/mxsim-inspector
+[ -x "$BIN" ] && [ -x "$INSPECTOR" ] || cmake --build "$BUILD" --target mxsim mxsim-inspector
+TRACES=${TRACES:-build/docs}
+mkdir -p "$TRACES" docs/images
 THREADS=${THREADS:-2}
-DEFAULT=${DEFAULT_TRACE:-build/docs/default.h5}
+DEFAULT=${DEFAULT_TRACE:-$TRACES/default.h5}
 STEPS="[$(seq -s ', ' 280 320)]"
 [ -f "$DEFAULT" ] || "$BIN" train --threads "$THREADS" --trace "$DEFAULT" --set "trace.snapshot_steps=$STEPS"
 SHORT=(--set run.max_steps=30 --set "trace.snapshot_steps=[2]")
-[ -f build/docs/short_a.h5 ] || "$BIN" train --threads "$THREADS" --trace build/docs/short_a.h5 "${SHORT[@]}"
-[ -f build/docs/short_b.h5 ] || "$BIN" train --threads "$THREADS" --trace build/docs/short_b.h5 "${SHORT[@]}" \
+[ -f "$TRACES/short_a.h5" ] || "$BIN" train --threads "$THREADS" --trace "$TRACES/short_a.h5" "${SHORT[@]}"
+[ -f "$TRACES/short_b.h5" ] || "$BIN" train --threads "$THREADS" --trace "$TRACES/short_b.h5" "${SHORT[@]}" \
   --set recipe.mxfp4_hadamard_wgrad=false
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
@@ -35,7 +38,7 @@ render "$DEFAULT" --views overview
 # the oscillation view on a watched element (trace.watch_elements: its timeline has every step)
 render "$DEFAULT" --views osc --row 300 --layer fc1 --expert 0 --element 0,1
 render "$DEFAULT" --views accum --row 300 --layer fc1 --expert 2
-render build/docs/short_a.h5 build/docs/short_b.h5 --views compare --row 1 --layer fc1 --expert 6 \
+render "$TRACES/short_a.h5" "$TRACES/short_b.h5" --views compare --row 1 --layer fc1 --expert 6 \
   --dataset /snap/fc1/master
 # file names of --render: view, layer, tensor
 cp "$OUT/curves.png" docs/images/inspector-curves.png

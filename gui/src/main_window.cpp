@@ -162,6 +162,20 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   buildPickers();
   buildMenus();
   connect(&state_, &InspectorState::primaryChanged, this, &MainWindow::primaryChanged);
+  // the layer's watched element stands in until the user picks one (setLayer clears the pick)
+  connect(&state_, &InspectorState::layerChanged, this, [this] {
+    pickWatchedElement(false);
+    updateScrubber();  // the label names the layer's map steps
+  });
+  connect(&state_, &InspectorState::expertChanged, this, [this] {
+    if (auto_elem_.x() >= 0 && QPoint(state_.elemCol(), state_.elemRow()) == auto_elem_) {
+      state_.setElement(-1, -1);  // the watched element of the other expert, if any, else the views' own pick
+      pickWatchedElement(false);
+    }
+  });
+  connect(&state_, &InspectorState::elementChanged, this, [this] {
+    if (QPoint(state_.elemCol(), state_.elemRow()) != auto_elem_) auto_elem_ = QPoint(-1, -1);
+  });
   connect(&state_, &InspectorState::primarySteps, this, [this](quint64 k) {
     updateScrubber();
     if (follow_ && k > 0) state_.setStep(qint64(k) - 1);
@@ -261,8 +275,12 @@ TraceDocument* MainWindow::openTrace(const QString& path) {
   connect(d, &TraceDocument::failed, this, [this](const QString& m) { showBanner(m); });
   connect(d, &TraceDocument::opened, this, [this, d, abs] {
     addRecent(abs);
-    if (!state_.primary() || state_.primary()->state() != TraceDocument::State::Ready) state_.setPrimary(d);
-    else if (!state_.other()) state_.setOther(d);
+    if (!state_.primary() || state_.primary()->state() != TraceDocument::State::Ready) {
+      state_.setPrimary(d);
+      if (!follow_) openAtLastMaps();  // following shows the newest step instead
+    } else if (!state_.other()) {
+      state_.setOther(d);
+    }
     if (!d->meta().config_note.isEmpty()) showBanner(d->displayName() + ": " + d->meta().config_note);
     if (follow_) d->setFollow(true);
   });
@@ -336,7 +354,60 @@ void MainWindow::primaryChanged() {
   updateScrubber();
   if (d && d->steps() > 0 && state_.step() >= qint64(d->steps())) state_.setStep(qint64(d->steps()) - 1);
   if (follow_ && d && d->steps() > 0) state_.setStep(qint64(d->steps()) - 1);
+  pickWatchedElement(true);
   setWindowTitle(d ? "mxsim-inspector - " + d->displayName() : "mxsim-inspector");
+}
+
+namespace {
+/// The complete snapshot rows of a layer (the rows its element, block and main_grad maps exist at).
+std::vector<int64_t> map_rows(const TraceDocument* d, const LayerMeta& lm) {
+  std::vector<int64_t> r;
+  for (int64_t s : lm.snapshot_steps)
+    if (s >= 0 && uint64_t(s) < d->steps()) r.push_back(s);
+  return r;
+}
+
+/// Global steps of `rows` with runs of consecutive steps as "a-b": "2, 4", "280-320".
+QString step_ranges(const TraceMeta& m, const std::vector<int64_t>& rows) {
+  QStringList out;
+  for (size_t i = 0; i < rows.size();) {
+    size_t j = i;
+    while (j + 1 < rows.size() && m.global(uint64_t(rows[j + 1])) == m.global(uint64_t(rows[j])) + 1) ++j;
+    const int64_t a = m.global(uint64_t(rows[i])), b = m.global(uint64_t(rows[j]));
+    out << (j == i ? QString::number(a) : j == i + 1 ? QString("%1, %2").arg(a).arg(b) : QString("%1-%2").arg(a).arg(b));
+    i = j + 1;
+  }
+  return out.join(", ");
+}
+}  // namespace
+
+void MainWindow::openAtLastMaps() {
+  TraceDocument* d = state_.primary();
+  if (!d || d->state() != TraceDocument::State::Ready) return;
+  const auto has_maps = [d](const LayerMeta* l) { return l && !map_rows(d, *l).empty(); };
+  const LayerMeta* lm = d->meta().layer(state_.layer());
+  for (int pass = 0; pass < 2 && !has_maps(lm); ++pass)  // the first quantized layer with maps, else any
+    for (const LayerMeta& l : d->meta().layers)
+      if ((pass == 1 || l.quantized) && has_maps(&l)) {
+        lm = &l;
+        break;
+      }
+  if (!has_maps(lm)) return;  // no maps anywhere: the first step, as before
+  state_.setLayer(lm->name);
+  state_.setStep(map_rows(d, *lm).back());
+  pickWatchedElement(true);  // the layer may have changed
+  updateScrubber();
+}
+
+void MainWindow::pickWatchedElement(bool any_expert) {
+  const TraceDocument* d = state_.primary();
+  if (!d || d->state() != TraceDocument::State::Ready || state_.elemRow() >= 0) return;
+  const LayerMeta* lm = d->meta().layer(state_.layer());
+  int g = 0, n = -1, k = -1;
+  if (!lm || !(lm->first_watched(state_.expert(), g, n, k) || (any_expert && lm->first_watched(-1, g, n, k)))) return;
+  state_.setExpert(g);
+  auto_elem_ = QPoint(k, n);  // before setElement: its handler keeps what equals it
+  state_.setElement(n, k);
 }
 
 void MainWindow::updateScrubber() {
@@ -354,11 +425,16 @@ void MainWindow::updateScrubber() {
   step_spin_->setPrefix(QString());  // re-renders the text: the same row of another trace is another step
   step_spin_->blockSignals(false);
   step_slider_->setPageStep(kPageSteps);  // as stepKey pages (the slider's keys go there; this is for clicks beside the handle)
-  step_label_->setText(k ? QString("trace row %1 of %2 complete steps (optimizer steps %3 to %4)")
+  QString maps;  // where the layer's maps are, so that a step without them is no dead end
+  if (const LayerMeta* lm = k ? d->meta().layer(state_.layer()) : nullptr)
+    if (const std::vector<int64_t> r = map_rows(d, *lm); !r.empty())
+      maps = QString("; %1 maps at step%2 %3").arg(lm->name, r.size() > 1 ? "s" : "", step_ranges(d->meta(), r));
+  step_label_->setText(k ? QString("trace row %1 of %2 complete steps (optimizer steps %3 to %4)%5")
                                .arg(state_.step())
                                .arg(k)
                                .arg(d->meta().global(0))
                                .arg(d->meta().global(uint64_t(k - 1)))
+                               .arg(maps)
                          : QString("no steps"));
 }
 

@@ -6,6 +6,7 @@
 #include <QLabel>
 #include <QListView>
 #include <QMainWindow>
+#include <QPoint>
 #include <QSlider>
 #include <QSpinBox>
 #include <QTabWidget>
@@ -61,6 +62,14 @@ class MainWindow : public QMainWindow {
   void showBanner(const QString& text);
   void primaryChanged();
   void updateScrubber();
+  /// A trace that opens as the primary one shows its maps (docs/inspector.md "Views"): the step
+  /// moves to the selected layer's last snapshot row (the element, block and main_grad maps exist
+  /// only there), the layer to one with snapshots when the selected one has none.
+  void openAtLastMaps();
+  /// Before the user picks a weight element: the layer's first watched element in the expert
+  /// (trace.watch_elements; its timeline has every step), with `any_expert` in whichever expert
+  /// holds one (the expert follows). Without one the views pick their own (the map's largest value).
+  void pickWatchedElement(bool any_expert);
   /// Moves the step for a scrubber key (docs/inspector.md "Views"); false for any other key.
   bool stepKey(int key);
   void addRecent(const QString& path);
@@ -85,6 +94,8 @@ class MainWindow : public QMainWindow {
   RunPanel* run_ = nullptr;
   bool follow_ = false;
   bool remember_recent_ = true;
+  /// The element pickWatchedElement chose (n, k); (-1, -1): none, or the user picked another.
+  QPoint auto_elem_{-1, -1};
 };
 
 }  // namespace mxsim::inspector

@@ -1,6 +1,7 @@
 #include "plot_util.hpp"
 
 #include <QTextLayout>
+#include <algorithm>
 #include <cmath>
 
 namespace mxsim::inspector {
@@ -85,10 +86,14 @@ class NoteItem : public QCPItemText {
     mText = wrap_text(raw, mainFont(), std::max(width, 40));
     QCPItemText::draw(painter);
     // the box QCPItemText::draw paints: the text's bounding rect plus padding, placed by the
-    // position alignment (centre) at the position's pixel
+    // position alignment at the position's pixel (centre by default; the accumulation view's
+    // verdict stands in a corner)
     const QRect t = QFontMetrics(mainFont()).boundingRect(0, 0, 0, 0, Qt::TextDontClip | textAlignment(), mText);
     QRect box = t.adjusted(-padding().left(), -padding().top(), padding().right(), padding().bottom());
-    box.moveCenter(position->pixelPosition().toPoint());
+    const QPoint at = position->pixelPosition().toPoint();
+    const Qt::Alignment a = positionAlignment();
+    box.moveTopLeft({a & Qt::AlignLeft ? at.x() : a & Qt::AlignRight ? at.x() - box.width() : at.x() - box.width() / 2,
+                     a & Qt::AlignTop ? at.y() : a & Qt::AlignBottom ? at.y() - box.height() : at.y() - box.height() / 2});
     drawn_ = box;
     mText = raw;
   }
@@ -114,6 +119,40 @@ void wrap_axis_label(QCPAxis* a) {
 }
 
 TitleElement* title_of(QCustomPlot* p) { return static_cast<TitleElement*>(p->property(kTitleProp).value<void*>()); }
+
+/// The legend of a make_plot plot lives in the plot layout's last row, under the axis rect and
+/// its labels, so that it never covers data (QCustomPlot's default puts it inside the axis rect,
+/// where each plot had to leave headroom and data still ran under it). Called before every
+/// replot: a legend shown with items takes that row, in as many columns as the plot's width
+/// holds; otherwise it leaves the layout (a layout keeps room for a hidden element) and its own
+/// layer is hidden (a legend outside any layout would still draw at its old place).
+void place_legend(QCustomPlot* p) {
+  QCPLegend* lg = p->legend;
+  QCPLayoutGrid* pl = p->plotLayout();
+  int items = 0, widest = 1;  // itemCount() counts the grid's cells, the empty ones of its last row too
+  for (int i = 0; i < lg->itemCount(); ++i)
+    if (QCPLayoutElement* it = lg->item(i)) {
+      ++items;
+      widest = std::max(widest, it->minimumOuterSizeHint().width());
+    }
+  const bool show = lg->visible() && items > 0;
+  if (show && lg->layout() != pl) {
+    const int row = pl->rowCount();
+    pl->addElement(row, 0, lg);
+    pl->setRowStretchFactor(row, 0.001);  // its items' height; the axis rect takes the rest
+  } else if (!show && lg->layout() == pl) {
+    pl->take(lg);
+    pl->simplify();
+  }
+  if (lg->layer()) lg->layer()->setVisible(show);
+  if (!show) return;
+  const int avail = p->viewport().width() - lg->margins().left() - lg->margins().right();
+  const int cols = std::clamp((avail + lg->columnSpacing()) / (widest + lg->columnSpacing()), 1, items);
+  if (lg->wrap() != cols || lg->fillOrder() != QCPLayoutGrid::foColumnsFirst) {
+    lg->setWrap(cols);
+    lg->setFillOrder(QCPLayoutGrid::foColumnsFirst, true);
+  }
+}
 }  // namespace
 
 QCustomPlot* make_plot(QWidget* parent, const QString& title) {
@@ -129,7 +168,14 @@ QCustomPlot* make_plot(QWidget* parent, const QString& title) {
     a->setTickLabelFont(f);
   }
   p->legend->setFont(f);
-  p->legend->setBrush(QColor(255, 255, 255, 220));
+  p->legend->setBrush(Qt::white);
+  p->legend->setBorderPen(Qt::NoPen);  // a row under the plot, not a box over it (place_legend)
+  p->legend->setColumnSpacing(14);
+  p->axisRect()->insetLayout()->take(p->legend);
+  // The legend's own box alone on a layer under the items (which stay on "legend", over it), so
+  // that place_legend hides it by hiding that layer (the items follow their hidden parent).
+  p->addLayer("mxsim_legend", p->layer("legend"), QCustomPlot::limBelow);
+  p->legend->setLayer("mxsim_legend");
   p->plotLayout()->insertRow(0);
   QFont tf = f;
   tf.setBold(true);
@@ -140,6 +186,7 @@ QCustomPlot* make_plot(QWidget* parent, const QString& title) {
   // (its column's: the layout's columns do not depend on the title, whose minimum width is its
   // margins); the replot's own layout then gives its row the height of the wrapped lines.
   QObject::connect(p, &QCustomPlot::beforeReplot, t, [p, t] {
+    place_legend(p);
     QCPLayoutGrid* l = p->plotLayout();
     l->setOuterRect(p->viewport());
     for (auto phase : {QCPLayoutElement::upPreparation, QCPLayoutElement::upMargins, QCPLayoutElement::upLayout})

@@ -131,35 +131,6 @@ std::vector<Target> plan(const RenderOptions& o, const TraceMeta& m, int traces,
   return t;
 }
 
-/// The layer's first watched element as (expert, n, k), when the trace records watched elements.
-bool first_watched(TraceDocument* d, const LayerMeta& lm, int timeout_ms, int& g, int& n, int& k) {
-  const std::string name = names::watch(lm.name.toStdString(), "element");
-  if (!d->meta().dataset(name) || d->steps() == 0 || lm.shape[1] == 0 || lm.shape[2] == 0) return false;
-  QObject receiver;
-  bool done = false;
-  int64_t flat = -1;
-  struct Flat {
-    int64_t v = -1;
-  };
-  d->fetch<Flat>(
-      "watch0:" + lm.name, QString(),
-      [name](const trace::Reader& r) { return Flat{r.read_series<int64_t>(name, 0, 1).at(0)}; }, &receiver,
-      [&](const Flat& f) {
-        flat = f.v;
-        done = true;
-      },
-      [&](const QString&) { done = true; });
-  QElapsedTimer t;
-  t.start();
-  while (!done && t.elapsed() < timeout_ms) QApplication::processEvents(QEventLoop::AllEvents, 20);
-  const int64_t N = int64_t(lm.shape[1]), K = int64_t(lm.shape[2]);
-  if (flat < 0 || flat >= int64_t(lm.shape[0]) * N * K) return false;
-  g = int(flat / (N * K));
-  n = int(flat / K % N);
-  k = int(flat % K);
-  return true;
-}
-
 }  // namespace
 
 int render(const RenderOptions& o) {
@@ -240,7 +211,7 @@ int render(const RenderOptions& o) {
       st->setLayer(t.layer);
       st->setOperand(t.op);
       int g = 0, n = -1, k = -1;
-      const bool watched = o.elem_n < 0 && first_watched(d, *m.layer(t.layer), o.timeout_ms, g, n, k);
+      const bool watched = o.elem_n < 0 && m.layer(t.layer)->first_watched(-1, g, n, k);
       const int expert = o.expert_set || !watched ? o.expert : g;
       st->setExpert(expert);
       if (o.elem_n >= 0) st->setElement(o.elem_n, o.elem_k);

@@ -104,6 +104,8 @@ TraceMeta build_meta(const trace::Reader& r, const QString& path) {
     } else if (cfg) {
       lm.shape = model_shape(*cfg, l);
     }
+    if (m.dataset(names::watch(l, "element")) && m.steps > 0)  // one row: the indices are the same every step
+      lm.watched = r.read_series<int64_t>(names::watch(l, "element"), 0, 1);
     if (cfg) {
       const std::string rn = l == "embed" ? cfg->recipe.embed
                              : l == "router" ? cfg->recipe.router
@@ -137,6 +139,19 @@ QString BlockShape::text() const {
   if (rows == 0 && cols == 0) return "per tensor";
   auto d = [](int v) { return v == 0 ? QString("all") : QString::number(v); };
   return d(rows) + "x" + d(cols);
+}
+
+bool LayerMeta::first_watched(int g, int& eg, int& n, int& k) const {
+  const int64_t N = int64_t(shape[1]), K = int64_t(shape[2]);
+  if (N == 0 || K == 0) return false;
+  for (const int64_t f : watched) {
+    if (f < 0 || f >= int64_t(shape[0]) * N * K || (g >= 0 && f / (N * K) != g)) continue;
+    eg = int(f / (N * K));
+    n = int(f / K % N);
+    k = int(f % K);
+    return true;
+  }
+  return false;
 }
 
 const LayerMeta* TraceMeta::layer(const QString& name) const {

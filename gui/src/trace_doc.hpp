@@ -47,7 +47,13 @@ struct LayerMeta {
   bool osc = false, deosc = false;   ///< the trace has /layers/<l>/osc, /deosc
   std::array<uint64_t, 3> shape{};   ///< weight [G, N, K] (0 when unknown)
   std::array<BlockShape, 5> blocks;  ///< per operand of kOperandInfo: w, x, dy, x_wgrad, dy_wgrad
-  std::vector<int64_t> snapshot_steps;  ///< steps of /snap/<l>/master (empty: none)
+  std::vector<int64_t> snapshot_steps;  ///< trace rows of /snap/<l>/master (empty: none)
+  /// Flat [G, N, K] indices of the watched elements (/layers/<l>/watch/element, trace.watch_elements):
+  /// the trace holds their master, weight_q, scale and snaps at every step. Empty: none (or no row yet).
+  std::vector<int64_t> watched;
+
+  /// The first watched element within expert `g` (any expert when g < 0) as (g, n, k); false when none.
+  bool first_watched(int g, int& eg, int& n, int& k) const;
 };
 
 struct TraceMeta {

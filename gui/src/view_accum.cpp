@@ -287,7 +287,7 @@ void AccumView::drawContrib() {
   hi = std::max(hi, point_.main_grad);
   const double pad = std::max(1e-12, (hi - lo) * 0.15);
   contrib_plot_->xAxis->setRange(-0.6, n - 0.4);
-  contrib_plot_->yAxis->setRange(lo - pad * 3, hi + pad * 3);
+  contrib_plot_->yAxis->setRange(lo - pad * 3, hi + pad);  // room below the data for the verdict note
   QSharedPointer<QCPAxisTickerFixed> t(new QCPAxisTickerFixed);
   t->setTickStep(1);
   contrib_plot_->xAxis->setTicker(t);
@@ -297,7 +297,6 @@ void AccumView::drawContrib() {
                                                      : QString("running sum differs from main_grad (fused accumulate-into GEMM?)"));
   set_plot_note(contrib_plot_, verdict + "\nfl32(...fl32(0 + c_0) + ... + c_last), micro-batch order");
   contrib_plot_->legend->setVisible(true);
-  contrib_plot_->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
   if (QCPItemText* note = plot_note(contrib_plot_)) {
     note->setPositionAlignment(Qt::AlignBottom | Qt::AlignLeft);
     note->position->setCoords(0.02, 0.97);
@@ -347,12 +346,12 @@ void AccumView::drawNorms() {
     if (h2 == 0) b2->setName(QString("||contribution|| of expert %1: zero (no tokens)").arg(sel_expert_));
     norm_plot_->yAxis2->setVisible(h2 > 0);
     norm_plot_->yAxis2->setLabel(QString("expert %1 contribution norm").arg(sel_expert_));
-    norm_plot_->yAxis2->setRange(0, std::max(h2, 1e-30) * 1.7);
+    norm_plot_->yAxis2->setRange(0, std::max(h2, 1e-30) * 1.08);
   } else {
     norm_plot_->yAxis2->setVisible(false);
   }
   norm_plot_->xAxis->setRange(-0.6, n - 0.4);
-  norm_plot_->yAxis->setRange(0, hi * 1.7);  // room for the legend
+  norm_plot_->yAxis->setRange(0, hi * 1.08);
   QSharedPointer<QCPAxisTickerFixed> t(new QCPAxisTickerFixed);
   t->setTickStep(1);
   norm_plot_->xAxis->setTicker(t);

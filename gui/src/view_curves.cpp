@@ -194,7 +194,6 @@ void CurvesView::rebuildPanels() {
     p.plot->setAcceptDrops(true);
     p.plot->installEventFilter(this);
     p.plot->legend->setVisible(true);
-    p.plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignRight);
     p.plot->xAxis->setLabel("optimizer step");
     panel_layout_->addWidget(p.plot, 1);
     QCustomPlot* plot = p.plot;

@@ -284,6 +284,12 @@ void OscView::drawMap() {
     gr.setNanHandling(QCPColorGradient::nhTransparent);
     heat_.map->setGradient(gr.inverted());  // white = 0, dark red = most
   }
+  // every metric is >= 0: the scale starts at 0, so that 0 is white also where the map is all
+  // zeros (no flips yet at an early snapshot), not the middle of a range around it
+  double hi = 0;
+  for (double v : map_.v)
+    if (std::isfinite(v)) hi = std::max(hi, v);
+  heat_.map->setDataRange(QCPRange(0, hi > 0 ? hi : 1));
   heat_plot_->xAxis->setLabel("k (input feature)");
   heat_plot_->yAxis->setLabel("n (output feature)");
   // mark the chosen element
@@ -377,7 +383,6 @@ void OscView::drawTimeline() {
     lo -= 0.1 * span;
     hi += 0.1 * span;
   }
-  hi += 0.45 * (hi - lo);  // room for the legend above the data
   QCPGraph* gm = tl_plot_->addGraph();
   gm->setData(x, QVector<double>(tl_.master.begin(), tl_.master.end()), true);
   gm->setPen(QPen(palette_color(0), 1.6));
