@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -260,4 +261,48 @@ TEST(CliTrain, SamePathForTwoRolesRefused) {
   std::filesystem::remove(link);
   std::filesystem::remove(f);
   std::filesystem::remove_all(dir);
+}
+
+// A damaged checkpoint (docs/trace-format.md "Integrity"): `--resume` refuses it naming the
+// file, exit 1, before the trace is created, and the file is left as it was even when it is also
+// the `--checkpoint` to write. One bit flipped in the config entry's data chunk (Fletcher-32)
+// and one in the messages of an object header (HDF5's lookup3 metadata checksum).
+TEST(CliTrain, DamagedCheckpointRefusedOnResumeNothingWritten) {
+  const std::string ck = tmp("dmg.ckpt"), trace = tmp("dmg.h5"), bad = tmp("dmg-bad.ckpt");
+  const CliRun w = mxsim_train(std::string(kSmall) + "--stop-after 2 --checkpoint '" + ck + "'");
+  ASSERT_EQ(w.rc, 0) << w.out;
+  std::string bytes;
+  {
+    std::ifstream in(ck, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  // The config entry stores the canonical TOML text as its bytes.
+  const std::size_t in_config = bytes.find("global_batch = 128");
+  ASSERT_NE(in_config, std::string::npos);
+  // The third version-2 object header: prefix (signature, version, flags, optional times and
+  // phase change values, chunk-0 size in 1 << (flags & 3) bytes), then its first message.
+  std::size_t oh = bytes.find("OHDR");
+  for (int k = 0; k < 2 && oh != std::string::npos; ++k) oh = bytes.find("OHDR", oh + 4);
+  ASSERT_NE(oh, std::string::npos);
+  const unsigned flags = uint8_t(bytes[oh + 5]);
+  const std::size_t in_header =
+      oh + 6 + ((flags & 0x20) ? 16 : 0) + ((flags & 0x10) ? 4 : 0) + (std::size_t(1) << (flags & 3)) + 2;
+  for (const std::size_t at : {in_config, in_header}) {
+    std::string b = bytes;
+    b[at] = char(uint8_t(b[at]) ^ 0x04);
+    {
+      std::ofstream o(bad, std::ios::binary | std::ios::trunc);
+      o << b;
+    }
+    std::filesystem::remove(trace);
+    const CliRun r = mxsim_train(std::string(kSmall) + "--resume '" + bad + "' --checkpoint '" + bad + "' --trace '" + trace + "'");
+    EXPECT_EQ(r.rc, 1) << "byte " << at << "\n" << r.out;
+    EXPECT_TRUE(has(r.out, "mxsim train: error: " + bad + ": ")) << "byte " << at << "\n" << r.out;
+    EXPECT_FALSE(has(r.out, "summary:")) << r.out;
+    EXPECT_FALSE(std::filesystem::exists(trace)) << "byte " << at;
+    std::ifstream in(bad, std::ios::binary);
+    EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), b) << "byte " << at << ": the checkpoint changed";
+  }
+  std::filesystem::remove(ck);
+  std::filesystem::remove(bad);
 }
