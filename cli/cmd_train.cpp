@@ -20,6 +20,7 @@
 #include "common.hpp"
 #include "mxsim/backend.hpp"
 #include "mxsim/backend_profile.hpp"
+#include "mxsim/data/fashion_mnist.hpp"
 #include "mxsim/emu/backend_emu.hpp"
 #include "mxsim/sim/config.hpp"
 #include "mxsim/sim/parallel.hpp"
@@ -231,14 +232,16 @@ int run_train(const Args& args, const sim::ProcessPlace* place) {
           throw UsageError(std::string(paths[i].first) + " '" + a + "' and " + paths[j].first + " '" + b +
                            "' are the same file; give them different paths");
       }
-    // The config was read already; an output over it would still destroy it.
-    if (!config.empty())
-      for (const auto& [opt, out] : {std::pair<const char*, std::string>{"--trace", trace}, {"--checkpoint", ckpt}})
-        if (!out.empty()) try {
-            refuse_overwriting_input(out, {{config, "--config input file"}}, opt);
-          } catch (const std::runtime_error& e) {
-            throw UsageError(e.what());  // as the other conflicts of paths above
-          }
+    // The config was read already, the dataset is read later: an output over either destroys it.
+    std::vector<InputPath> read;
+    if (!config.empty()) read.push_back({config, "--config input file"});
+    for (const auto& f : mxsim::data::fashion_mnist_files(cfg.data_dir)) read.push_back({f, "dataset file (run.data_dir)"});
+    for (const auto& [opt, out] : {std::pair<const char*, std::string>{"--trace", trace}, {"--checkpoint", ckpt}})
+      if (!out.empty()) try {
+          refuse_overwriting_input(out, read, opt);
+        } catch (const std::runtime_error& e) {
+          throw UsageError(e.what());  // as the other conflicts of paths above
+        }
   }
   // One process per rank (mxsim launch): the GPU of the rank, and NCCL between the processes.
   if (place) {

@@ -72,6 +72,19 @@ TEST(CliOutputPaths, TrainRefusesToOverwriteItsConfig) {
   }
 }
 
+// ... nor the dataset files it will read from run.data_dir.
+TEST(CliOutputPaths, TrainRefusesToOverwriteItsDataset) {
+  CliSandbox s;
+  fs::create_directory(s.p / "data");
+  s.put("data/t10k-labels-idx1-ubyte.gz", "labels");
+  const CliRun r = s.mxsim("train --set run.data_dir=data --checkpoint ./data/../data/t10k-labels-idx1-ubyte.gz");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_TRUE(has(r.err, "is the dataset file (run.data_dir) data/t10k-labels-idx1-ubyte.gz; refusing to overwrite it "
+                         "(choose another --checkpoint)"))
+      << r.err;
+  EXPECT_EQ(s.slurp_text("data/t10k-labels-idx1-ubyte.gz"), "labels");
+}
+
 // Two .npy inputs whose names differ only in bytes that are not UTF-8 (0xFF, 0xFE) gave one
 // .safetensors output with every key twice (both became "a\uFFFD..."), exit 0, which mxsim's
 // own reader then refused. The writer checks keys as written: an error naming both, no output.

@@ -140,6 +140,18 @@ Dataset load_idx(const std::filesystem::path& images_file, const std::filesystem
   return decode(load_raw(images_file, labels_file), 0);
 }
 
+std::vector<std::filesystem::path> fashion_mnist_files(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> v;
+  for (const char* pre : {"train", "t10k"})
+    for (const char* kind : {"-images-idx3-ubyte", "-labels-idx1-ubyte"}) {
+      try {
+        v.push_back(pick(dir, std::string(pre) + kind));
+      } catch (const DataError&) {  // missing: nothing there to replace
+      }
+    }
+  return v;
+}
+
 Dataset load_fashion_mnist(const std::filesystem::path& dir, Split split, std::size_t limit) {
   const std::string pre = split == Split::train ? "train" : "t10k";
   const auto imf = pick(dir, pre + "-images-idx3-ubyte");

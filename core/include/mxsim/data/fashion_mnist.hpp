@@ -59,6 +59,11 @@ Dataset load_idx(const std::filesystem::path& images_file, const std::filesystem
 /// it returns to FP32.
 Dataset load_fashion_mnist(const std::filesystem::path& dir, Split split, std::size_t limit = 0);
 
+/// The files of `dir` that load_fashion_mnist reads, both splits, as it picks them (the ".gz"
+/// name, else the plain one); missing ones are left out. A command checks its outputs against
+/// them (an output there would replace the dataset it trains on).
+std::vector<std::filesystem::path> fashion_mnist_files(const std::filesystem::path& dir);
+
 /// Fashion-MNIST class names, index = label ("T-shirt/top", ..., "Ankle boot").
 const char* fashion_mnist_class_name(uint8_t label);
 
