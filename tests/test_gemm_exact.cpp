@@ -3,7 +3,9 @@
 // the fp8 chunk contract reproduces published H200 observations; bad input
 // throws; empty groups leave outputs unchanged.
 #include <gtest/gtest.h>
+#include <malloc.h>
 #include <omp.h>
+#include <sys/resource.h>
 
 #include <bit>
 #include <boost/multiprecision/cpp_int.hpp>
@@ -767,4 +769,55 @@ TEST_P(GemmPaths, ZeroBlocksAndExtremeScalesEqualReference) {
         }
       }
     }
+}
+
+// The direct MX-exact kernel packs its operands into a per-thread scratch
+// arena kept between calls (emu/src/gemm_scratch.hpp): buffers allocated per
+// call were page-faulted again on every call (glibc returns large freed
+// blocks to the kernel), about 2,000 faults per bench_gemm wgrad call. A
+// steady-state call faults (almost) nothing, and a smaller call after a larger
+// one, reading an arena full of the larger call's bytes, still gives the
+// reference's bits.
+TEST_P(GemmPaths, MxExactSteadyCallsReuseScratch) {
+  if (GetParam() == CpuPath::Scalar) GTEST_SKIP() << "the scalar path has no direct MX kernel (it builds operand panels)";
+  // A fixed mmap threshold maps every block over 256 KiB at allocation and
+  // unmaps it at free, whatever glibc's dynamic threshold has become in this
+  // process: a per-call buffer of that size would fault on every call.
+  mallopt(M_MMAP_THRESHOLD, 256 << 10);
+  auto minflt = [] {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return long(u.ru_minflt);
+  };
+  std::mt19937 g(4242);
+  const QuantSpec s = tensor_recipe("mxfp4");
+  omp_set_num_threads(2);
+  {  // wgrad, 2 x 512 tokens, N = K = 512: 512 KiB of packed A and of packed B per call
+    const std::vector<int64_t> ms = {512, 512};
+    const Tensor2f dy = rand2(g, 1024, 512, 3), x = rand2(g, 1024, 512, 3);
+    const auto qa = quantize_grouped_colwise(dy, ms, s), qb = quantize_grouped_colwise(x, ms, s);
+    Tensor3f dw = rand3(g, 2, 512, 512, 2);
+    grouped_wgrad(qa, qb, ms, dw, opt(GemmImpl::Fast, true, Format::FP32));  // first call: the arena grows
+    const long f0 = minflt();
+    EXPECT_TRUE(ran(KernelSlot::MxExact, GetParam(),
+                    [&] { grouped_wgrad(qa, qb, ms, dw, opt(GemmImpl::Fast, true, Format::FP32)); }));
+    EXPECT_LT(minflt() - f0, 32) << "page faults in a steady-state wgrad call";
+  }
+  {  // then smaller ragged calls on the used arena: ragged groups, an empty one, accumulate
+    const std::vector<int64_t> ms = {37, 0, 70, 5};
+    const size_t M = 112, N = 45, K = 77;
+    const Tensor2f dy = rand2(g, M, N, 6), x = rand2(g, M, K, 6);
+    const auto qa = quantize_grouped_colwise(dy, ms, s), qb = quantize_grouped_colwise(x, ms, s);
+    const Tensor3f init = rand3(g, ms.size(), N, K, 3);
+    Tensor3f r = init, f = init;
+    grouped_wgrad(qa, qb, ms, r, opt(GemmImpl::Reference, true, Format::FP32));
+    grouped_wgrad(qa, qb, ms, f, opt(GemmImpl::Fast, true, Format::FP32));
+    EXPECT_EQ(count_bit_diffs(r, f), 0u);
+    const Tensor3f w = rand3(g, ms.size(), N, K, 6);
+    const QuantizedTensor qx = quantize(x, s, Axis::Cols), qw = quantize(w, s, Axis::Cols);
+    Tensor2f yr, yf;
+    grouped_fprop(qx, qw, ms, yr, opt(GemmImpl::Reference, false, Format::FP32));
+    grouped_fprop(qx, qw, ms, yf, opt(GemmImpl::Fast, false, Format::FP32));
+    EXPECT_EQ(count_bit_diffs(yr, yf), 0u);
+  }
 }

@@ -28,7 +28,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <memory>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -36,6 +35,7 @@
 #include "cpu_dispatch.hpp"
 #include "gemm_mx_avx2.hpp"
 #include "gemm_mx_direct.hpp"
+#include "gemm_scratch.hpp"
 #include "gemm_vnni.hpp"
 #include "mxsim/quantized_tensor.hpp"
 
@@ -56,7 +56,10 @@ bool safe_b(uint8_t s, int shift) {
   const int e = int(s) - 127 - shift;
   return s != 0xFF && e >= -126 && e <= 110;
 }
-inline float pow2_scale(uint8_t s, int shift) { return std::ldexp(1.0f, int(s) - 127 - shift); }
+inline float pow2_scale(uint8_t s, int shift) {
+  const int e = int(s) - 127 - shift;  // normal powers of two built directly: ldexp is a libm call per block
+  return e >= -126 && e <= 127 ? std::bit_cast<float>(uint32_t(e + 127) << 23) : std::ldexp(1.0f, e);
+}
 int int_shift(Format f) { return f == Format::E2M1 ? 1 : 3; }
 
 /// Storage access of one group of an MX operand seen as [R rows, K contraction].
@@ -146,17 +149,6 @@ __attribute__((target("avx2,fma"))) inline void decode32_avx2(const View& v, con
   for (size_t t = 0; t < 32; ++t) dst[t] = t < n ? lut.v[v.code_st(sr, sc0 + t)] : int8_t(0);
 }
 
-/// Uninitialized array (new T[n] without value-initialization).
-template <class T>
-struct Buf {
-  std::unique_ptr<T[]> p;
-  explicit Buf(size_t n) : p(new T[n]) {}
-  T* data() { return p.get(); }
-  const T* data() const { return p.get(); }
-  T& operator[](size_t i) { return p[i]; }
-  const T& operator[](size_t i) const { return p[i]; }
-};
-
 struct GroupPack {
   MxGroup job;
   size_t I = 0, J = 0, K = 0, KB = 0, Kp = 0, NP = 0;
@@ -164,6 +156,14 @@ struct GroupPack {
   size_t au_off = 0, fa_off = 0, bp_off = 0, fb_off = 0, corr_off = 0, badi_off = 0, badj_off = 0;
   size_t ntask = 0, nIt = 0;
 };
+
+/// dst[t] = tmp[t] + off (u8) for t < 32; true if any tmp[t] != 0. Both
+/// instruction-set policies have AVX2.
+__attribute__((target("avx2"))) bool offset_block32(const int8_t* tmp, int off, uint8_t* dst) {
+  const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(tmp));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm256_add_epi8(v, _mm256_set1_epi8(int8_t(off))));
+  return !_mm256_testz_si256(v, v);
+}
 
 /// Row i of A as u8 (integer element + offset) and its per-block 2^(sa...).
 template <class Isa>
@@ -176,8 +176,7 @@ void pack_a_row(const GroupPack& gp, const View& v, const Lut& lut, size_t i, ui
     if (v.contig) Isa::decode32(v, lut, v.r0 + i, b * 32, n, tmp);
     else
       for (size_t t = 0; t < 32; ++t) tmp[t] = t < n ? lut.v[v.code_st(b * 32 + t, v.r0 + i)] : int8_t(0);
-    bool nz = false;
-    for (size_t t = 0; t < 32; ++t) dst[b * 32 + t] = uint8_t(tmp[t] + gp.offA), nz |= tmp[t] != 0;
+    const bool nz = offset_block32(tmp, gp.offA, dst + b * 32);
     const uint8_t s = v.scale(i, b);
     // An all-zero block (scale byte 0x00 from the quantizer) adds D_b = 0
     // exactly whatever its factor: 1 then, so it never sends the row to the
@@ -390,11 +389,18 @@ bool run_direct(const std::vector<MxGroup>& jobs, bool accumulate, Format out_fm
     gps.push_back(gp);
   }
   if (gps.empty()) return true;
-  // Every element of these is written by the packing loops: no zero fill.
-  Buf<uint8_t> au(au_n);
-  Buf<float> fa(fa_n), fb(fb_n);
-  Buf<int8_t> bp(bp_n);
-  Buf<int32_t> corr(fb_n);
+  // Every element of these is written by the packing loops: no zero fill. They
+  // live in the thread's scratch arena (gemm_scratch.hpp): fresh buffers would
+  // be page-faulted again on every call.
+  ScratchLayout lay;
+  const size_t o_au = lay.add<uint8_t>(au_n), o_fa = lay.add<float>(fa_n), o_fb = lay.add<float>(fb_n),
+               o_bp = lay.add<int8_t>(bp_n), o_corr = lay.add<int32_t>(fb_n);
+  std::byte* ws = thread_scratch(lay.bytes);
+  uint8_t* const au = scratch_at<uint8_t>(ws, o_au);
+  float* const fa = scratch_at<float>(ws, o_fa);
+  float* const fb = scratch_at<float>(ws, o_fb);
+  int8_t* const bp = scratch_at<int8_t>(ws, o_bp);
+  int32_t* const corr = scratch_at<int32_t>(ws, o_corr);
   std::vector<uint8_t> badi(bi_n, 0), badj(bj_n, 0);
   std::vector<Lut> la, lb;
   for (const auto& gp : gps) la.push_back(make_lut(gp.job.a.q->spec.elem)), lb.push_back(make_lut(gp.job.b.q->spec.elem));
@@ -412,7 +418,7 @@ bool run_direct(const std::vector<MxGroup>& jobs, bool accumulate, Format out_fm
     for (size_t n = 0; n < arows.size(); ++n) {
       const GroupPack& gp = gps[arows[n].first];
       const View v(gp.job.a);
-      pack_a_row<Isa>(gp, v, la[arows[n].first], arows[n].second, au.data() + gp.au_off, fa.data() + gp.fa_off,
+      pack_a_row<Isa>(gp, v, la[arows[n].first], arows[n].second, au + gp.au_off, fa + gp.fa_off,
                  badi[gp.badi_off + arows[n].second]);
     }
 #pragma omp for schedule(static)
@@ -420,32 +426,54 @@ bool run_direct(const std::vector<MxGroup>& jobs, bool accumulate, Format out_fm
       const GroupPack& gp = gps[btiles[n].first];
       const View v(gp.job.b);
       const size_t p = btiles[n].second / gp.KB, b = btiles[n].second % gp.KB;
-      Isa::pack_b(gp, v, lb[btiles[n].first], p, b, bp.data() + gp.bp_off, fb.data() + gp.fb_off,
-                  corr.data() + gp.corr_off, badj.data() + gp.badj_off);
+      Isa::pack_b(gp, v, lb[btiles[n].first], p, b, bp + gp.bp_off, fb + gp.fb_off,
+                  corr + gp.corr_off, badj.data() + gp.badj_off);
     }
 #pragma omp single
     {
       for (auto x : badi) any_bad |= x != 0;
       for (auto x : badj) any_bad |= x != 0;
     }
+    // Task t: rows 4 * it .. of group gi against its column panel p.
+    auto task = [&](size_t t, size_t& gi, size_t& p, size_t& i0) {
+      gi = size_t(std::upper_bound(task_start.begin(), task_start.end(), t) - task_start.begin()) - 1;
+      const size_t lt = t - task_start[gi];
+      p = lt / gps[gi].nIt;
+      i0 = (lt % gps[gi].nIt) * 4;
+    };
 #pragma omp for schedule(static)
     for (size_t t = 0; t < ntask; ++t) {
-      const size_t gi = size_t(std::upper_bound(task_start.begin(), task_start.end(), t) - task_start.begin()) - 1;
+      size_t gi, p, i0;
+      task(t, gi, p, i0);
       const GroupPack& gp = gps[gi];
-      const size_t lt = t - task_start[gi];
-      const size_t p = lt / gp.nIt, it = lt % gp.nIt;
-      const size_t i0 = it * 4, nr = std::min<size_t>(4, gp.I - i0);
+      const size_t nr = std::min<size_t>(4, gp.I - i0);
+      if (t + 1 < ntask) {
+        // The next tile's output rows lie ld floats apart, a page or more for
+        // wide outputs, where the hardware prefetchers do not follow; with
+        // accumulate (wgrad into main_grad) the tile waits on their loads.
+        // Fetch them while this tile computes.
+        size_t gn, pn, in;
+        task(t + 1, gn, pn, in);
+        const MxGroup& jn = gps[gn].job;
+        for (size_t r = in; r < std::min<size_t>(in + 4, gps[gn].I); ++r) {
+          const float* on = jn.out + r * jn.ld + pn * 32;
+          const size_t last = std::min<size_t>(32, gps[gn].J - pn * 32) - 1;
+          __builtin_prefetch(on, 1);
+          __builtin_prefetch(on + std::min<size_t>(16, last), 1);
+          __builtin_prefetch(on + last, 1);
+        }
+      }
       const size_t ncols = std::min<size_t>(32, gp.J - p * 32);
       uint32_t cols = ncols >= 32 ? 0xFFFFFFFFu : (1u << ncols) - 1;
       const uint8_t* bj = badj.data() + gp.badj_off + p * 32;
       for (int c = 0; c < 32; ++c)
         if (bj[c]) cols &= ~(1u << c);
       float* o = gp.job.out + i0 * gp.job.ld + p * 32;
-      const uint8_t* a = au.data() + gp.au_off + i0 * gp.Kp;
-      const int8_t* bpp = bp.data() + gp.bp_off + p * gp.KB * 1024;
-      const float* fap = fa.data() + gp.fa_off + i0 * gp.KB;
-      const float* fbp = fb.data() + gp.fb_off + p * gp.KB * 32;
-      const int32_t* cp = corr.data() + gp.corr_off + p * gp.KB * 32;
+      const uint8_t* a = au + gp.au_off + i0 * gp.Kp;
+      const int8_t* bpp = bp + gp.bp_off + p * gp.KB * 1024;
+      const float* fap = fa + gp.fa_off + i0 * gp.KB;
+      const float* fbp = fb + gp.fb_off + p * gp.KB * 32;
+      const int32_t* cp = corr + gp.corr_off + p * gp.KB * 32;
       const uint8_t* bi = badi.data() + gp.badi_off + i0;
       Isa::tile(gp, nr, a, gp.Kp, bpp, fap, gp.KB, fbp, cp, o, gp.job.ld, cols, bi, accumulate, bf);
     }
@@ -465,7 +493,7 @@ bool run_direct(const std::vector<MxGroup>& jobs, bool accumulate, Format out_fm
           const size_t p = j / 32, jj = j % 32;
           for (size_t b = 0; b < gp.KB; ++b) {
             int32_t s = 0;
-            const int8_t* bt = bp.data() + gp.bp_off + (p * gp.KB + b) * 1024;
+            const int8_t* bt = bp + gp.bp_off + (p * gp.KB + b) * 1024;
             for (size_t k = 0; k < 32; ++k)
               s += (int32_t(au[gp.au_off + i * gp.Kp + b * 32 + k]) - gp.offA) * bt[(k / 4) * 128 + jj * 4 + k % 4];
             acc = mx_add(acc, float(s), va.scale(i, b), vb.scale(j, b), -gp.sha - gp.shb);
