@@ -290,6 +290,11 @@ void OscView::drawMap() {
   for (double v : map_.v)
     if (std::isfinite(v)) hi = std::max(hi, v);
   heat_.map->setDataRange(QCPRange(0, hi > 0 ? hi : 1));
+  if (hi == 0)  // an all-white map is data, not a failure: say so (an early snapshot, before any flip)
+    set_plot_note(heat_plot_, QString("%1 is 0 for every element of expert %2 at step %3")
+                                  .arg(metric_pick_->currentText())
+                                  .arg(sel_expert_)
+                                  .arg(step_of(st_->primary(), sel_step_)));
   heat_plot_->xAxis->setLabel("k (input feature)");
   heat_plot_->yAxis->setLabel("n (output feature)");
   // mark the chosen element
