@@ -89,7 +89,8 @@ TEST(CliQuantizeTorchao, RowwiseConventionsInTorchaoLayouts) {
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(f32_bits(s.p / "dt.npy"),
             (std::vector<uint32_t>{0x3FC00000, 0x3D324925, 0xBD324925, 0, 0, 0, 0, 0x80000000}));
-  EXPECT_NE(r.err.find("elem_format of its mxsim metadata"), std::string::npos) << r.err;
+  // The note names where the format came from: the elem_format of the .meta.json beside the codes.
+  EXPECT_NE(r.err.find("read as E4M3 (the elem_format of t.meta.json;"), std::string::npos) << r.err;
   r = s.mxsim("dequantize c.qdata.npy -o dc.npy --json");  // auto: its scale beside it, Float8Tensor
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("\"layout\": \"torchao-float8\""), std::string::npos) << r.out;
