@@ -136,7 +136,7 @@ int cast_tensor(const Parsed& p, const CastOptions& opts, OutputFormat outfmt) {
   // All or nothing: both files go to temporaries and are renamed together.
   io::AtomicOutputs outputs;
   std::vector<InputPath> inputs{{in}};
-  // H3OFF rand-file
+  if (p.has("rand-file")) inputs.push_back({p.str("rand-file"), "--rand-file input file"});
   const fs::path out = p.str("output");
   io::write_npy(add_output(outputs, out, inputs), codes);
   fs::path decoded;
