@@ -344,7 +344,7 @@ void OscView::drawTimeline() {
   double span = std::max(hi - lo, 1e-6);
   if (have_fmt && !tl_.scale.empty()) {
     std::vector<double> f(tl_.scale.size());
-    for (size_t i = 0; i < f.size(); ++i) f[i] = tl_.e8m0 ? std::ldexp(1.0, int(tl_.scale[i]) - 127) : tl_.scale[i];
+    for (size_t i = 0; i < f.size(); ++i) f[i] = tl_.e8m0 ? decode(Format::E8M0, uint32_t(tl_.scale[i])) : tl_.scale[i];  // the one decode: 0xFF is NaN
     // widen the y range by one grid step on each side
     double step_max = 0;
     const FormatSpec sp = spec_of(fmt);
