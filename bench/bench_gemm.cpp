@@ -13,8 +13,9 @@
 //
 // Steady state and first call are reported apart. Each benchmark's first call
 // in the process (outputs already allocated and written, as a training step's
-// are; operands quantized) is timed on its own and reported as first_ms; the
-// timed loop starts after an untimed warm-up call, so its rate is the steady
+// are; operands quantized) is timed on its own and reported as first_ms (the
+// MX kernels' packing arena is per thread, so only the first MX benchmark's
+// first call grows it: docs/numerics.md §5.6); the timed loop starts after an untimed warm-up call, so its rate is the steady
 // state whatever --benchmark_min_time is. x_sgemm is the steady rate over the
 // first OpenBLAS peer's of the same run; load1 is the 1-minute load average
 // when the benchmark ended (the context line gives it at the start): on a
