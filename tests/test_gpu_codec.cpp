@@ -184,7 +184,9 @@ TEST(GpuCodec, DecodeEveryCodeMatchesCpu) {
       if (o.name == short_name(fmt)) of = &o;
     for (size_t c = 0; c < n; ++c) {
       ASSERT_EQ(f32_bits(out[c]), f32_bits(decode(f, uint32_t(c)))) << f.name << " code 0x" << std::hex << c;
-      if (of) ASSERT_EQ(f32_bits(out[c]), oracle::decoded_f32_bits(*of, uint32_t(c))) << f.name << " code 0x" << std::hex << c;
+      if (of) {
+        ASSERT_EQ(f32_bits(out[c]), oracle::decoded_f32_bits(*of, uint32_t(c))) << f.name << " code 0x" << std::hex << c;
+      }
     }
     compared += n;
   }
