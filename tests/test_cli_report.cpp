@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cli_test_util.hpp"
+#include "trace_damage_util.hpp"
 #include "mxsim/emu/backend_emu.hpp"
 #include "mxsim/sim/config.hpp"
 #include "mxsim/sim/trainer.hpp"
@@ -168,5 +169,50 @@ TEST(CliReport, WritesEveryLayersImagesWithTheBuiltInspector) {
   const CliRun layer = s.mxsim("report run.h5 -o out3 --layer fc9");
   EXPECT_EQ(layer.rc, 2) << layer.err;
   EXPECT_TRUE(has(layer.err, "--layer fc9")) << layer.err;
+#endif
+}
+
+// Issue 34: one bit flipped in the data chunk of /train/loss (its Fletcher-32 checksum no longer
+// matches). The curves left the loss out and `report` exited 0, as if the trace were whole. Now
+// `mxsim-inspector --render` names the file and the dataset on stderr and exits 1 after writing
+// what it could, `mxsim report` passes that on, and the loss is in no image's data.
+TEST(CliReport, DamagedChunkIsNamedAndExitsOne) {
+#ifndef MXSIM_HAVE_INSPECTOR
+  GTEST_SKIP() << "mxsim-inspector is not built here (no Qt 6 / QCustomPlot found at configure time)";
+#else
+  CliSandbox s;
+  const std::vector<std::string> set = {"run.epochs=1",        "run.max_steps=3",        "run.train_limit=512",
+                                        "run.test_limit=100",  "model.d_model=32",       "model.d_ff=64",
+                                        "model.experts=4",     "model.top_k=2",          "batch.global_batch=128",
+                                        "batch.num_microbatches=2"};
+  const mxsim::sim::Config c = mxsim::sim::parse_config(mxsim::sim::default_config_text(), set, "report test");
+  auto be = mxsim::emu::make_emu_backend();
+  mxsim::sim::TrainOptions o;
+  o.trace_path = (s.p / "bad.h5").string();
+  o.threads = 1;
+  mxsim::sim::train(c, *be, o);
+  ASSERT_TRUE(mxsim::test::flip_chunk_bit(o.trace_path, "/train/loss"));
+  // the inspector itself, headless
+  const std::string insp = std::string(MXSIM_BINARY_DIR) + "/gui/mxsim-inspector";
+  const std::string cmd = "cd '" + s.p.string() + "' && QT_QPA_PLATFORM=offscreen '" + insp +
+                          "' --render bad.h5 -o direct --views curves,data >.o 2>.e";
+  const int st = std::system(cmd.c_str());
+  EXPECT_EQ(WIFEXITED(st) ? WEXITSTATUS(st) : -1, 1);
+  const std::string err = s.slurp_text(".e");
+  EXPECT_TRUE(has(err, "mxsim-inspector: error: ") && has(err, (s.p / "bad.h5").string() + ": /train/loss: read failed"))
+      << err;
+  EXPECT_TRUE(has(err, "/train/loss is damaged or unreadable")) << err;
+  EXPECT_TRUE(has(err, "Fletcher32")) << err;  // HDF5's reason, passed on
+  EXPECT_GT(png_size(s.p / "direct" / "curves.png").first, 0u);  // what it could write is written
+  EXPECT_TRUE(std::filesystem::exists(s.p / "direct" / "index.html"));
+  const std::string csv = s.slurp_text("direct/curves.csv");
+  EXPECT_FALSE(has(csv, ",/train/loss,")) << csv;  // no value of the damaged chunk is shown
+  EXPECT_TRUE(has(csv, ",/train/lr,")) << csv;      // the undamaged series are
+  // `mxsim report`: the same message, exit 1
+  const CliRun r = s.mxsim("report bad.h5 -o out");
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_TRUE(has(r.err, "/train/loss: read failed") && has(r.err, "/train/loss is damaged or unreadable")) << r.err;
+  EXPECT_TRUE(has(r.err, "mxsim report: error: ") && has(r.err, "exited with status 1")) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(s.p / "out" / "index.html"));
 #endif
 }

@@ -273,6 +273,14 @@ TraceDocument* MainWindow::openTrace(const QString& path) {
     return d;
   }
   connect(d, &TraceDocument::failed, this, [this](const QString& m) { showBanner(m); });
+  // A damaged chunk (or any failed read) is said, not just left out of a plot (issue 34).
+  connect(d, &TraceDocument::readFailed, this, [this, d](const QString& dataset, const QString& m) {
+    const QString text = dataset.isEmpty()
+                             ? QString("%1: a read failed, its data is not shown: %2").arg(d->displayName(), m)
+                             : QString("%1: %2 is damaged or unreadable, not shown: %3").arg(d->displayName(), dataset, m);
+    showBanner(text);
+    statusBar()->showMessage(text);
+  });
   connect(d, &TraceDocument::opened, this, [this, d, abs] {
     addRecent(abs);
     if (!state_.primary() || state_.primary()->state() != TraceDocument::State::Ready) {

@@ -269,6 +269,14 @@ int render(const RenderOptions& o) {
     std::fprintf(stderr, "mxsim-inspector: %s\n", qPrintable(err));
     status = 1;
   }
+  // A series whose read failed (a damaged chunk) is missing from its images: a report that
+  // looks complete without it would be wrong, so each one is named and the status is 1.
+  for (int k = 0; k < st->traces()->size(); ++k)
+    for (const auto& f : st->traces()->at(k)->readFailures()) {
+      std::fprintf(stderr, "mxsim-inspector: error: %s%s (left out of the images)\n", qPrintable(f.message),
+                   f.dataset.isEmpty() ? "" : qPrintable(" - " + f.dataset + " is damaged or unreadable"));
+      status = 1;
+    }
   return status;
 }
 

@@ -3,6 +3,7 @@
 
 #include <QFileInfo>
 #include <QMetaObject>
+#include <QRegularExpression>
 #include <algorithm>
 #include <cstring>
 #include <exception>
@@ -212,6 +213,13 @@ QString explain_open_error(const QString& path, const QString& raw) {
   return QString("%1 cannot be read as an mxsim trace: %2").arg(name, raw);
 }
 
+QString dataset_of_error(const QString& message) {
+  // The trace library prefixes its messages with "<file>: <dataset>: " (trace_reader.cpp).
+  static const QRegularExpression re(R"(: (/[^:\s]+): )");
+  const QRegularExpressionMatch mt = re.match(message);
+  return mt.hasMatch() ? mt.captured(1) : QString();
+}
+
 /// The one I/O thread; lives while any document does.
 class IoThread {
  public:
@@ -416,6 +424,12 @@ void TraceDocument::finish(const QString& key, Result r, const QString& err) {
     for (auto& w : fl.waiters)
       if (w.receiver && w.done) w.done(r.value);
   } else {
+    const bool known = std::any_of(read_failures_.begin(), read_failures_.end(),
+                                   [&](const ReadFailure& f) { return f.message == err; });
+    if (!known) {
+      read_failures_.push_back({dataset_of_error(err), err});
+      emit readFailed(read_failures_.back().dataset, err);
+    }
     for (auto& w : fl.waiters)
       if (w.receiver && w.fail) w.fail(err);
   }

@@ -155,10 +155,21 @@ class TraceDocument : public QObject {
   /// Cached bytes.
   size_t cachedBytes() const { return size_t(cache_.totalCost()); }
 
+  /// A read of this file that failed (a chunk whose Fletcher-32 checksum does not match, any
+  /// other HDF5 error): the dataset the trace library's message names ("" when it names none)
+  /// and that message. Every failed job lands here, whatever view asked, so that no view can
+  /// drop one silently; each distinct message once, in order.
+  struct ReadFailure {
+    QString dataset, message;
+  };
+  const std::vector<ReadFailure>& readFailures() const { return read_failures_; }
+
  signals:
   void opened();
   void failed(const QString& message);
   void stepsChanged(uint64_t steps);
+  /// A read failed (the first time for this message): see readFailures().
+  void readFailed(const QString& dataset, const QString& message);
 
  private:
   struct Waiter {
@@ -186,10 +197,15 @@ class TraceDocument : public QObject {
   QHash<QString, Flight> inflight_;
   QTimer poll_;
   bool refreshing_ = false;
+  std::vector<ReadFailure> read_failures_;
 };
 
 /// Human-readable reason a file could not be opened as a trace (maps the
 /// trace library's and HDF5's messages onto what the user should know).
 QString explain_open_error(const QString& path, const QString& raw);
+
+/// The dataset a trace library message names ("<file>: /train/loss: read failed (HDF5: ...)"
+/// gives "/train/loss"); "" when it names none.
+QString dataset_of_error(const QString& message);
 
 }  // namespace mxsim::inspector

@@ -243,6 +243,11 @@ void CurvesView::refresh() {
     for (auto* d : docs) keep = keep || it->first.first == d;
     it = keep ? std::next(it) : data_.erase(it);
   }
+  for (auto it = failed_.begin(); it != failed_.end();) {
+    bool keep = false;
+    for (auto* d : docs) keep = keep || it->first.first == d;
+    it = keep ? std::next(it) : failed_.erase(it);
+  }
   std::set<QString> wanted;
   for (const auto& p : panels_)
     for (const auto& s : p.series) wanted.insert(s);
@@ -261,6 +266,12 @@ void CurvesView::refresh() {
             L.x.resize(L.y.size());
             for (int i = 0; i < L.y.size(); ++i) L.x[i] = double(dp->meta().global(uint64_t(i)));
             data_[{dp.data(), s}] = std::move(L);
+            failed_.erase({dp.data(), s});
+          },
+          [this, dp, s](const QString& err) {
+            if (!dp) return;
+            data_.erase({dp.data(), s});  // no older rows of it stay on screen as if they were read
+            failed_[{dp.data(), s}] = err;
           });
     }
   }
@@ -325,11 +336,18 @@ void CurvesView::redraw() {
     }
     plot->yAxis->setLabel(ylabel);
     const bool any = plot->graphCount() > 0;
-    QStringList missing;
+    QStringList missing, damaged;
+    for (const auto& s : p.series)
+      for (size_t di = 0; di < docs.size(); ++di)
+        if (failed_.count({docs[di], s}))
+          damaged << (many ? docs[di]->displayName() + ": " : QString()) + s;
     if (!any)
       for (const auto& s : p.series) missing << s;
-    set_plot_note(plot, any ? QString() : (docs.empty() ? "Open a trace (File > Open, or drop a file here)."
-                                                         : "No data: " + missing.join(", ") + " not in the trace(s)."));
+    if (!damaged.isEmpty())
+      set_plot_note(plot, "Not shown: " + damaged.join(", ") + " damaged or unreadable (the message is in the banner).");
+    else
+      set_plot_note(plot, any ? QString() : (docs.empty() ? "Open a trace (File > Open, or drop a file here)."
+                                                           : "No data: " + missing.join(", ") + " not in the trace(s)."));
     if (any) {
       plot->rescaleAxes();
       const QCPRange yr = plot->yAxis->range();

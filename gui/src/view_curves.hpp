@@ -71,6 +71,8 @@ class CurvesView : public View {
     QVector<double> x, y;
   };
   std::map<std::pair<const TraceDocument*, QString>, Loaded> data_;
+  /// Series whose read failed (a damaged chunk): the message; said on their panel, never plotted.
+  std::map<std::pair<const TraceDocument*, QString>, QString> failed_;
 };
 
 }  // namespace mxsim::inspector
