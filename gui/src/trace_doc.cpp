@@ -402,6 +402,14 @@ void TraceDocument::launch(const QString& key) {
   });
 }
 
+void TraceDocument::noteReadFailure(const QString& err) {
+  const bool known = std::any_of(read_failures_.begin(), read_failures_.end(),
+                                 [&](const ReadFailure& f) { return f.message == err; });
+  if (known) return;
+  read_failures_.push_back({dataset_of_error(err), err});
+  emit readFailed(read_failures_.back().dataset, err);
+}
+
 void TraceDocument::finish(const QString& key, Result r, const QString& err) {
   auto it = inflight_.find(key);
   if (it == inflight_.end()) return;
@@ -424,12 +432,7 @@ void TraceDocument::finish(const QString& key, Result r, const QString& err) {
     for (auto& w : fl.waiters)
       if (w.receiver && w.done) w.done(r.value);
   } else {
-    const bool known = std::any_of(read_failures_.begin(), read_failures_.end(),
-                                   [&](const ReadFailure& f) { return f.message == err; });
-    if (!known) {
-      read_failures_.push_back({dataset_of_error(err), err});
-      emit readFailed(read_failures_.back().dataset, err);
-    }
+    noteReadFailure(err);
     for (auto& w : fl.waiters)
       if (w.receiver && w.fail) w.fail(err);
   }

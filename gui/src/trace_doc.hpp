@@ -185,6 +185,8 @@ class TraceDocument : public QObject {
   };
   void launch(const QString& key);
   void finish(const QString& key, Result r, const QString& err);
+  /// Records a failed read (once per message) and emits readFailed.
+  void noteReadFailure(const QString& err);
   void post(std::function<void()> f);
 
   QString path_;
