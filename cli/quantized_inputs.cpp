@@ -146,6 +146,25 @@ std::string meta_source(const QuantSource& d) {
   return (d.file.parent_path() / (n.substr(0, n.size() - cut) + ".meta.json")).string();
 }
 
+/// The codes of `d` as a message names them: the tensor, its dtype and its file.
+std::string codes_desc(const QuantSource& d) {
+  return "tensor '" + d.t.name + "' (" + io::name_of(d.t.dtype) + ") of " + d.file.string();
+}
+
+/// Codes of a sub-8-bit format one per byte hold no bits above its width
+/// (layout::check_code_width, here so the message names the file).
+void check_codes(const QuantSource& d, Format f) { layout::check_code_width(f, d.t.bytes, codes_desc(d)); }
+
+/// --elem-dtype against the element format the metadata of `d` names: given
+/// both, they must agree; the file's word never silently beats the user's, nor
+/// the other way round.
+void agree_with_metadata(std::optional<Format> opt, Format meta, const QuantSource& d) {
+  if (opt && *opt != meta)
+    throw std::runtime_error(codes_desc(d) + ": --elem-dtype " + short_name(*opt) + " disagrees with elem_format " +
+                             short_name(meta) + " in " + meta_source(d) +
+                             " (give the format the file names, or leave --elem-dtype out)");
+}
+
 float one_f32(const QuantSources& all, const std::string& name, const std::string& why) {
   const auto v = f32_span(need(all, name, why).t, why);
   if (v.size() != 1) throw std::runtime_error("tensor '" + name + "' (" + why + ") must hold one value, not " + std::to_string(v.size()));
@@ -209,6 +228,8 @@ QuantizedTensor load_quantized(const QuantJob& j, const QuantSources& all, std::
     const QuantSpec& s = m.spec;
     layout::check_elem_width(s.elem, "elem_format of " + meta_source(d) + ":",
                              "tensor '" + d.t.name + "' (" + io::name_of(d.t.dtype) + ")");
+    agree_with_metadata(elem_opt, s.elem, d);
+    check_codes(d, s.elem);
     out_shape = m.shape;
     float tsi = 1.0f;
     std::span<const uint8_t> sb;
@@ -233,8 +254,15 @@ QuantizedTensor load_quantized(const QuantJob& j, const QuantSources& all, std::
     std::optional<Format> from_meta;
     const auto em = d.meta.find("elem_format");
     Format mf;
-    if (em != d.meta.end() && format_from_name(em->second, mf)) from_meta = mf;
+    if (em != d.meta.end()) {
+      if (!format_from_name(em->second, mf))
+        throw std::runtime_error(codes_desc(d) + ": elem_format '" + em->second + "' in " + meta_source(d) +
+                                 " is no element format");
+      agree_with_metadata(elem_opt, mf, d);
+      from_meta = mf;
+    }
     const Format f = codes_format(d.t, elem_opt, from_meta, notes, "the elem_format of " + meta_source(d));
+    check_codes(d, f);
     out_shape = d.t.shape;
     return training ? layout::from_torchao_float8_training(f, d.t.shape, d.t.bytes, sc.t.shape, s)
                     : layout::from_torchao_float8(f, d.t.shape, d.t.bytes, sc.t.shape, s);
@@ -243,6 +271,7 @@ QuantizedTensor load_quantized(const QuantJob& j, const QuantSources& all, std::
     need_bytes(d.t, "qdata");
     need_scale_bytes(sc.t, ScaleKind::E8M0, "torchao MXTensor");
     const Format f = codes_format(d.t, elem_opt, std::nullopt, notes, "");
+    check_codes(d, f);
     const std::vector<size_t> qs = packed_shape(d.t);
     out_shape = f == Format::E2M1 && !qs.empty() ? unpacked_fp4(qs, qs.size() - 1, d.t.name) : qs;
     return layout::from_torchao(f, block, qs, d.t.bytes, sc.t.shape, sc.t.bytes, blocked_scales);
@@ -275,6 +304,7 @@ QuantizedTensor load_quantized(const QuantJob& j, const QuantSources& all, std::
   }
   need_bytes(d.t, "TE data");
   const Format f = codes_format(d.t, elem_opt, Format::E4M3, notes, "TE's default forward format");
+  check_codes(d, f);
   if (j.layout == "te-tensor") {
     out_shape = d.t.shape;
     const auto si = f32_span(sc.t, "scale_inv");

@@ -78,7 +78,11 @@ void note_unused_tensors(const QuantSources& all, const std::vector<QuantJob>& j
 
 /// The QuantizedTensor of one job and the shape its values take
 /// (`out_shape`, e.g. torchao's [.., K] for packed [.., K/2] E2M1 bytes).
-/// `elem` overrides the element format of U8 codes; `block` is torchao's block
+/// `elem` (--elem-dtype) names the element format of U8 codes; where the
+/// codes' dtype or metadata (mxsim's elem_format) names one too, the two must
+/// agree (std::runtime_error naming both and the metadata file otherwise).
+/// Codes of a 6-bit format stored one per byte with bits above the width are
+/// refused (layout::check_code_width, naming the tensor and file). `block` is torchao's block
 /// size; `blocked_scales`: torchao's scale tensor is in the swizzled layout
 /// of block-scaled GEMMs (layout::unswizzle_blocked_scales; any shape holding
 /// the padded byte count). Throws std::invalid_argument (layout::from_* shape

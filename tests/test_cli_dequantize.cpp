@@ -211,3 +211,69 @@ TEST(CliDequantize, DeclaredFormatWiderThanTheCodesIsRefused) {
   EXPECT_NE(r.err.find("(U8)"), std::string::npos) << r.err;
   EXPECT_EQ(s.slurp_text("keep.npy"), "earlier output");
 }
+
+// --elem-dtype and the element format the input's metadata names (mxsim's .meta.json or
+// safetensors __metadata__, the elem_format `mxsim quantize --scale-convention torchao` writes
+// beside U8 codes) must agree: a different format is refused naming both and the metadata file
+// (the metadata used to win, or the option, without a word); the same format in another spelling
+// is accepted and decodes as without the option.
+TEST(CliDequantize, ElemDtypeDisagreeingWithTheMetadataIsRefused) {
+  CliSandbox s;
+  s.put("x.npy", npy_bytes("<f4", "(1, 32)", f32s(row())));
+  ASSERT_EQ(s.mxsim("quantize --recipe mxfp8 x.npy -o p").rc, 0);  // E4M3 codes, p.meta.json
+  ASSERT_EQ(s.mxsim("quantize --recipe mxfp8 x.npy -o q.safetensors").rc, 0);
+  ASSERT_EQ(s.mxsim("quantize --recipe fp8_tensor --scale-convention torchao x.npy -o f").rc, 0);
+  s.put("keep.npy", "earlier output");
+  const std::pair<const char*, const char*> cases[] = {
+      {"p.meta.json", "p.meta.json"}, {"q.safetensors", "__metadata__ of"}, {"f.meta.json", "f.meta.json"}};
+  for (const auto& [in, source] : cases) {
+    const auto r = s.mxsim(std::string("dequantize --elem-dtype float8_e5m2 ") + in + " -o keep.npy");
+    EXPECT_EQ(r.rc, 1) << in << ": " << r.err;
+    EXPECT_NE(r.err.find("--elem-dtype e5m2 disagrees with elem_format e4m3"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(source), std::string::npos) << r.err;
+    EXPECT_EQ(s.slurp_text("keep.npy"), "earlier output") << in;
+    const auto plain = s.mxsim(std::string("dequantize ") + in + " -o a.npy");
+    const auto same = s.mxsim(std::string("dequantize --elem-dtype float8_e4m3fn ") + in + " -o b.npy");
+    ASSERT_EQ(plain.rc, 0) << in << ": " << plain.err;
+    ASSERT_EQ(same.rc, 0) << in << ": " << same.err;
+    EXPECT_EQ(s.slurp_text("a.npy"), s.slurp_text("b.npy")) << in;
+  }
+}
+
+// A 6-bit code stored one per byte with bits set above its width (0xC5 as E2M3 or E3M2) is no
+// code of the format: refused naming the tensor, its file, the first such index and byte and the
+// format, in the torchao MXTensor layout (--elem-dtype) and mxsim's (elem_format in p.meta.json);
+// the same code with the top bits clear (0x05) decodes. Packed E2M1 has no such bits: every
+// byte is two codes (EveryCodeOfEveryFormatIsTheOraclesValue decodes them all).
+TEST(CliDequantize, SixBitCodeByteWithBitsAboveTheWidthIsRefused) {
+  CliSandbox s;
+  std::string q(32, '\x01');
+  q[7] = '\x05';
+  s.put("t.scale.npy", npy_bytes("|u1", "(1, 1)", std::string(1, char(127))));
+  s.put("keep.npy", "earlier output");
+  for (const char* fmt : {"e2m3", "e3m2"}) {
+    s.put("t.qdata.npy", npy_bytes("|u1", "(1, 32)", q));
+    ASSERT_EQ(s.mxsim(std::string("dequantize --elem-dtype ") + fmt + " t.qdata.npy t.scale.npy -o ok.npy").rc, 0);
+    std::string bad = q;
+    bad[7] = '\xC5';
+    bad[9] = '\x40';
+    s.put("t.qdata.npy", npy_bytes("|u1", "(1, 32)", bad));
+    const auto r = s.mxsim(std::string("dequantize --elem-dtype ") + fmt + " t.qdata.npy t.scale.npy -o keep.npy");
+    EXPECT_EQ(r.rc, 1) << fmt;
+    EXPECT_NE(r.err.find("tensor 't.qdata' (U8) of "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("t.qdata.npy: code 7 is the byte 0xC5, which is no " + std::string(fmt)), std::string::npos)
+        << r.err;
+    EXPECT_EQ(s.slurp_text("keep.npy"), "earlier output");
+  }
+  s.put("x.npy", npy_bytes("<f4", "(1, 32)", f32s(row())));
+  ASSERT_EQ(s.mxsim("quantize --recipe mxfp8 --elem e3m2 x.npy -o p").rc, 0);  // p.data.npy: one code per byte
+  std::string npy = s.slurp_text("p.data.npy");
+  ASSERT_GT(npy.size(), 32u);
+  npy[npy.size() - 32 + 3] = char(npy[npy.size() - 32 + 3] | 0x80);  // code 3 of the 32 (the data ends the file)
+  s.put("p.data.npy", npy);
+  const auto r = s.mxsim("dequantize p.meta.json -o keep.npy");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("p.data.npy: code 3 is the byte 0x"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("no e3m2 (float6_e3m2fn) code"), std::string::npos) << r.err;
+  EXPECT_EQ(s.slurp_text("keep.npy"), "earlier output");
+}

@@ -94,6 +94,31 @@ TEST(BlockedScales, FeedTheTorchaoReaderUnchanged) {
   EXPECT_TRUE(std::equal(a.scale_bytes.begin(), a.scale_bytes.end(), b.scale_bytes.begin()));
 }
 
+// Not a scale layout, but the same reader: 6-bit codes one per byte with bits above the width
+// are refused by every layout (from_mxsim, also the Python bindings' path), naming the first such
+// index, its byte and the format; packed E2M1 and 8-bit codes take every byte value.
+TEST(TorchaoCodes, SixBitBytesWithBitsAboveTheWidthAreRefused) {
+  const std::vector<uint8_t> one(1, 127);
+  std::vector<uint8_t> q(32, 0x3F);  // the largest 6-bit code
+  EXPECT_NO_THROW(layout::from_torchao(Format::E2M3, 32, {1, 32}, q, {1, 1}, one));
+  q[7] = 0x40;
+  q[9] = 0xC5;
+  for (Format f : {Format::E2M3, Format::E3M2}) {
+    try {
+      layout::from_torchao(f, 32, {1, 32}, q, {1, 1}, one);
+      FAIL() << "no error";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("code 7 is the byte 0x40, which is no " + std::string(short_name(f))),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  std::vector<uint8_t> every(256);
+  for (size_t b = 0; b < 256; ++b) every[b] = uint8_t(b);
+  EXPECT_NO_THROW(layout::from_torchao(Format::E2M1, 32, {1, 256}, every, {1, 16}, std::vector<uint8_t>(16, 127)));
+  EXPECT_NO_THROW(layout::from_torchao(Format::E4M3, 32, {1, 256}, every, {1, 8}, std::vector<uint8_t>(8, 127)));
+}
+
 TEST(BlockedScales, WrongSizeIsRefusedNamingTheShapes) {
   const std::vector<uint8_t> short_by_one(128 * 4 - 1);
   try {

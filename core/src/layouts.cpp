@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -48,10 +49,25 @@ void check_elem_width(Format elem, const std::string& declared, const std::strin
       data + " holds one code per byte: element formats are e2m1, e2m3, e3m2, e4m3, e5m2, e4m3fnuz, e5m2fnuz");
 }
 
+void check_code_width(Format elem, std::span<const uint8_t> codes, const std::string& data) {
+  const FormatSpec f = spec_of(elem);
+  if (elem == Format::E2M1 || f.bits >= 8) return;  // packed nibbles, or every byte a code
+  const unsigned above = 0xFFu << f.bits & 0xFFu;
+  for (size_t i = 0; i < codes.size(); ++i) {
+    if (!(codes[i] & above)) continue;
+    char byte[8];
+    std::snprintf(byte, sizeof byte, "0x%02X", unsigned(codes[i]));
+    bad(data + ": code " + std::to_string(i) + " is the byte " + byte + ", which is no " + short_name(elem) + " (" +
+        f.name + ") code: a " + std::to_string(f.bits) + "-bit code stored one per byte leaves the top " +
+        std::to_string(8 - f.bits) + " bits zero");
+  }
+}
+
 QuantizedTensor from_mxsim(const QuantSpec& spec, size_t groups, size_t rows, size_t cols, bool transposed,
                            std::span<const uint8_t> data, std::span<const uint8_t> scale_bytes,
                            std::span<const float> scale_inv, float tensor_scale_inv) {
   check_elem_width(spec.elem, "element format", "the data");
+  check_code_width(spec.elem, data, "the data");
   QuantizedTensor q;
   q.spec = spec;
   q.groups = groups;

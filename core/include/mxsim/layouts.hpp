@@ -117,6 +117,17 @@ std::vector<T> transpose_groups(std::span<const T> src, size_t groups, size_t ro
 /// checks its element format with it; readers call it first to name the source.
 void check_elem_width(Format elem, const std::string& declared, const std::string& data);
 
+/// Refuses (std::invalid_argument) a code byte with bits set above the width
+/// of a sub-8-bit element format stored one code per byte (E2M3, E3M2: 6 bits
+/// in the low bits of each byte): such a byte is no code of the format, and
+/// decoding it would mask the top bits or read past the format's codes. The
+/// message names `data` (the tensor and its file), the first offending index
+/// and byte, and the format. E2M1 is stored packed two per byte, where every
+/// byte value is two valid codes, and 8-bit formats use every byte: nothing to
+/// refuse there. from_mxsim checks its data with it (so every layout does);
+/// readers call it first to name the file.
+void check_code_width(Format elem, std::span<const uint8_t> codes, const std::string& data);
+
 /// mxsim's own layout. `spec` gives elem, block shape (0 = whole extent) and
 /// scale kind; groups, rows, cols the logical shape; data and scales in
 /// storage order as documented above (scale_inv used for FP32 scales,
