@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "mxsim/build_info.hpp"
+#include "mxsim/io/atomic_output.hpp"
 #include "mxsim/emu/backend_emu.hpp"
 #include "mxsim/sim/recipe.hpp"
 
@@ -207,10 +208,10 @@ std::string num(double v, const char* fmt) {
 
 void refuse_overwriting_input(const std::filesystem::path& out, const std::vector<InputPath>& inputs,
                               const std::string& out_option) {
-  std::error_code ec;
-  if (!std::filesystem::exists(out, ec)) return;  // a new file replaces nothing
+  const std::optional<io::FileId> id = io::file_id(out);
+  if (!id) return;  // a new file replaces nothing
   for (const auto& in : inputs)
-    if (std::filesystem::equivalent(out, in.path, ec))
+    if (io::file_id(in.path) == id)
       throw std::runtime_error(out.string() + ": is the " + in.role + " " + in.path.string() +
                                "; refusing to overwrite it (choose another " + out_option + ")");
 }

@@ -113,6 +113,44 @@ TEST(IoAtomicOutputs, RefusesPathsARenameMustNotReplace) {
   EXPECT_EQ(t.filename().string().find("x.npy"), std::string::npos) << t;
 }
 
+// One output under two names is refused, naming both: another spelling of the same folder entry
+// (sub/../out.npy, a linked folder; the file need not exist) or, where the file exists, a
+// symbolic or hard link to it (the second rename would replace the first output or break the
+// link). Path text alone is no test either way: alink/../y.npy with alink a link to deep/inner
+// is deep/y.npy, a different file from y.npy, and both are written.
+TEST(IoAtomicOutputs, OneFileUnderTwoNamesIsRefused) {
+  TempDir d("io_atomic");
+  d.put("out.npy", "old");
+  fs::create_directories(d.p / "sub");
+  fs::create_directories(d.p / "real");
+  fs::create_directories(d.p / "deep" / "inner");
+  fs::create_symlink(d.p / "out.npy", d.p / "link.npy");
+  fs::create_hard_link(d.p / "out.npy", d.p / "hard.npy");
+  fs::create_directory_symlink(d.p / "real", d.p / "lnk");
+  fs::create_directory_symlink(d.p / "deep" / "inner", d.p / "alink");
+  const std::pair<fs::path, fs::path> twice[] = {
+      {d.p / "out.npy", d.p / "link.npy"},
+      {d.p / "hard.npy", d.p / "out.npy"},
+      {d.p / "out.npy", d.p / "sub" / ".." / "out.npy"},
+      {d.p / "real" / "new.npy", d.p / "lnk" / "new.npy"},  // not there yet: the same folder entry
+  };
+  for (const auto& [a, b] : twice) {
+    AtomicOutputs out;
+    (void)out.add(a);
+    const std::string e = error_of([&] { (void)out.add(b); });
+    EXPECT_NE(e.find(b.string() + ": written twice by one command (the same file as " + a.string() + ")"),
+              std::string::npos)
+        << a << " " << b << ": " << e;
+  }
+  AtomicOutputs out;
+  write_file(out.add(d.p / "y.npy"), std::string("top"));
+  write_file(out.add(d.p / "alink" / ".." / "y.npy"), std::string("deep"));
+  out.commit();
+  EXPECT_EQ(read_bytes(d.p / "y.npy"), "top");
+  EXPECT_EQ(read_bytes(d.p / "deep" / "y.npy"), "deep");
+  EXPECT_EQ(read_bytes(d.p / "out.npy"), "old");
+}
+
 TEST(IoAtomicOutputs, ManyFilesCommitTogether) {
   // 2000 outputs (an --all-tensors run over a large checkpoint) in one commit:
   // every final file complete, no temporary left.

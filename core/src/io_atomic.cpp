@@ -87,13 +87,35 @@ AtomicOutputs::~AtomicOutputs() {
   }
 }
 
+std::optional<FileId> file_id(const fs::path& p) {
+  struct stat st{};
+  if (::stat(p.c_str(), &st) != 0) return std::nullopt;
+  return FileId{uint64_t(st.st_dev), uint64_t(st.st_ino)};
+}
+
 fs::path AtomicOutputs::add(const fs::path& final_path) {
   check_final(final_path);
-  if (!registered_.insert(final_path.lexically_normal().string()).second)
-    throw IoError(final_path.string() + ": written twice by one command");
   const fs::path dir = folder_of(final_path);
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) throw IoError(final_path.string() + ": folder '" + dir.string() + "' does not exist");
+  // The directory entry the rename replaces, whatever the spelling: path text
+  // alone misses out.npy vs linked_folder/out.npy and takes a/../out.npy for
+  // out.npy even when a is a link to another folder.
+  fs::path canon_dir = fs::weakly_canonical(dir, ec);
+  if (ec) canon_dir = fs::absolute(dir).lexically_normal();
+  const fs::path entry = canon_dir / final_path.filename();
+  const std::optional<FileId> id = file_id(final_path);
+  const fs::path* earlier = nullptr;
+  if (const auto it = entries_by_name_.find(entry); it != entries_by_name_.end()) earlier = &it->second;
+  if (const auto it = id ? entries_by_id_.find(*id) : entries_by_id_.end(); !earlier && it != entries_by_id_.end())
+    earlier = &it->second;
+  if (earlier)
+    throw IoError(final_path.string() + ": written twice by one command (" +
+                  (*earlier == final_path ? std::string("named twice")
+                                          : "the same file as " + earlier->string()) +
+                  ")");
+  entries_by_name_.emplace(entry, final_path);
+  if (id) entries_by_id_.emplace(*id, final_path);
   // Temporaries a killed command left here (their process is gone; an hour untouched).
   if (cleaned_.insert(fs::absolute(dir, ec).lexically_normal().string()).second) remove_stale_temporaries(dir);
   static unsigned counter = 0;

@@ -20,17 +20,32 @@
 // refused when it holds a NUL byte (the system call would see a shorter,
 // different path) or already exists as anything but a regular file (a
 // folder, /dev/null or another device, a FIFO, a socket): replacing one of
-// those would destroy something the command did not create.
+// those would destroy something the command did not create. One command
+// registering one output under two names (another spelling, a/../out.npy, a
+// linked folder, a symbolic or hard link to the file) is refused: the second
+// rename would replace the first output, or break the link the user named.
 #pragma once
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 namespace mxsim::io {
+
+/// Device and inode of the file at a path, symbolic links followed.
+using FileId = std::pair<uint64_t, uint64_t>;
+/// The identity of the file `p` names (another spelling, a symbolic or hard
+/// link give the same), nullopt when nothing exists there. The one test of
+/// "the same file" for outputs against inputs (cli refuse_overwriting_input)
+/// and outputs against each other (AtomicOutputs::add).
+std::optional<FileId> file_id(const std::filesystem::path& p);
 
 class AtomicOutputs {
  public:
@@ -41,8 +56,10 @@ class AtomicOutputs {
 
   /// Register a final path; returns the temporary path to write instead.
   /// Throws IoError naming the path when the folder does not exist, the path
-  /// holds a NUL byte, it exists and is not a regular file, or it was already
-  /// registered.
+  /// holds a NUL byte, it exists and is not a regular file, or it names an
+  /// output already registered: the same file where it exists (file_id), else
+  /// the same folder (weakly_canonical: links and ".." of existing folders
+  /// resolved) and file name.
   std::filesystem::path add(const std::filesystem::path& final_path);
 
   /// Check every temporary, syncfs, rename each onto its final path, syncfs.
@@ -61,7 +78,10 @@ class AtomicOutputs {
     bool done = false;
   };
   std::vector<Entry> entries_;
-  std::unordered_set<std::string> registered_;  ///< final paths, for the "written twice" check
+  /// For the "written twice" check: the final path each output was registered
+  /// as, by its canonical folder + file name and, where it exists, by file_id.
+  std::map<std::filesystem::path, std::filesystem::path> entries_by_name_;
+  std::map<FileId, std::filesystem::path> entries_by_id_;
   std::unordered_set<std::string> cleaned_;     ///< folders whose stale temporaries were removed
   bool committed_ = false;
 };
