@@ -403,6 +403,11 @@ TEST(GemmExact, BadInputThrows) {
   const std::vector<int64_t> bad_sum = {3, 4}, neg = {12, -2}, three = {5, 5, 0};
   EXPECT_NE(msg([&] { grouped_fprop(x, m, w, m, bad_sum, y); }).find("sum to 7"), std::string::npos);
   EXPECT_NE(msg([&] { grouped_fprop(x, m, w, m, neg, y); }).find("negative"), std::string::npos);
+  // Three splits summing to 2^64 + 10 wrapped to M = 10 and passed the sum check (signed overflow
+  // in the old int64 sum); the checked sum stops at INT64_MAX before the group count is looked at.
+  const std::vector<int64_t> wraps = {INT64_MAX, INT64_MAX, 12};
+  EXPECT_NE(msg([&] { grouped_fprop(x, m, w, m, wraps, y); }).find("m_splits sum to more than 9223372036854775807"),
+            std::string::npos);
   EXPECT_NE(msg([&] { grouped_fprop(x, m, w, m, three, y); }).find("groups"), std::string::npos);
   const std::vector<int64_t> ok = {5, 5};
   EXPECT_NE(msg([&] { grouped_fprop(x, m, w, tensor_recipe("fp8_tensor"), ok, y); }).find("pair"), std::string::npos);
@@ -782,7 +787,9 @@ TEST_P(GemmPaths, MxExactSteadyCallsReuseScratch) {
   if (GetParam() == CpuPath::Scalar) GTEST_SKIP() << "the scalar path has no direct MX kernel (it builds operand panels)";
   // A fixed mmap threshold maps every block over 256 KiB at allocation and
   // unmaps it at free, whatever glibc's dynamic threshold has become in this
-  // process: a per-call buffer of that size would fault on every call.
+  // process: a per-call buffer of that size would fault on every call. The
+  // setting lasts for the process; ctest runs each test in a process of its
+  // own (gtest_discover_tests), and no other test's bits depend on it.
   mallopt(M_MMAP_THRESHOLD, 256 << 10);
   auto minflt = [] {
     rusage u{};

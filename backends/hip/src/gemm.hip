@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "mxsim/hip/gemm.hpp"
+#include "mxsim/m_splits.hpp"
 
 namespace mxsim::hip {
 
@@ -123,13 +124,7 @@ hd::GemmClass pair_class(const GemmOperand& a, const GemmOperand& b, const std::
 }
 
 size_t check_splits(std::span<const int64_t> m_splits, size_t M, const std::string& gemm) {
-  int64_t sum = 0;
-  for (size_t g = 0; g < m_splits.size(); ++g) {
-    if (m_splits[g] < 0) fail(gemm, "m_splits[" + std::to_string(g) + "] = " + std::to_string(m_splits[g]) + " is negative");
-    sum += m_splits[g];
-  }
-  if (uint64_t(sum) != M)
-    fail(gemm, "m_splits sum to " + std::to_string(sum) + " but the token operand has M = " + std::to_string(M) + " rows");
+  if (const std::string why = m_splits_error(m_splits, M); !why.empty()) fail(gemm, why);
   return m_splits.size();
 }
 
