@@ -39,6 +39,7 @@ inline std::byte* thread_scratch(size_t bytes) {
   thread_local size_t cap = 0;
   if (bytes > cap) {
     arena.reset();  // the old block first: peak memory is the new size, not both
+    cap = 0;        // so a bad_alloc below leaves no arena claiming the old size
     arena.reset(static_cast<std::byte*>(::operator new[](bytes, std::align_val_t{64})));
     cap = bytes;
   }
