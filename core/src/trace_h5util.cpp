@@ -95,6 +95,10 @@ void fail(const std::string& file, const std::string& what) {
   const std::string m = hdf5_message();
   throw TraceError(file + ": " + what + (m.empty() ? std::string() : " (HDF5: " + m + ")"));
 }
+void fail_reading(const std::string& file, const std::string& dataset, const std::string& what) {
+  const std::string m = hdf5_message();
+  throw TraceError(file + ": " + dataset + ": " + what + (m.empty() ? std::string() : " (HDF5: " + m + ")"), dataset);
+}
 
 hid_t file_type(DType t) {
   switch (t) {

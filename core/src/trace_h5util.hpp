@@ -17,6 +17,9 @@ void quiet_hdf5();
 std::string hdf5_message();
 /// Throws TraceError "<file>: <what>: <hdf5 message>".
 [[noreturn]] void fail(const std::string& file, const std::string& what);
+/// As fail, for a failure to read the stored data of `dataset`: the TraceError names it
+/// (TraceError::dataset()), so a reader can go on without it and say which one it lost.
+[[noreturn]] void fail_reading(const std::string& file, const std::string& dataset, const std::string& what);
 
 /// RAII owner of an hid_t with the matching close function.
 class Hid {

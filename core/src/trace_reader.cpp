@@ -14,6 +14,7 @@
 namespace mxsim::trace {
 
 using detail::fail;
+using detail::fail_reading;
 using detail::Hid;
 
 uint64_t DatasetInfo::row_elems() const {
@@ -134,11 +135,11 @@ struct Reader::Impl {
       throw TraceError(fname + ": " + name + ": stored as " + dtype_name(in.dtype) + ", read as " + dtype_name(dtype));
     if (nrows == 0) return {};
     hid_t d = t->dsets.at(name);
-    if (H5Drefresh(d) < 0) fail(fname, name + ": refresh failed");
+    if (H5Drefresh(d) < 0) fail_reading(fname, name, "refresh failed");
     // The extent is read again after the refresh: its rank and row shape must still be the ones
     // the buffer is sized for.
     Hid fs(H5Dget_space(d), H5Sclose);
-    if (!fs.valid()) fail(fname, name + ": cannot read its dataspace");
+    if (!fs.valid()) fail_reading(fname, name, "cannot read its dataspace");
     const std::vector<hsize_t> ext = detail::extent(fs, fname, name);
     if (ext.size() != in.row_shape.size() + 1 || !std::equal(in.row_shape.begin(), in.row_shape.end(), ext.begin() + 1))
       throw TraceError(fname + ": " + name + ": its shape changed while open");
@@ -156,7 +157,7 @@ struct Reader::Impl {
     Hid ms(H5Screate_simple(int(count.size()), count.data(), nullptr), H5Sclose);
     if (H5Sselect_hyperslab(fs, H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr) < 0 ||
         H5Dread(d, detail::native_type(dtype), ms, fs, H5P_DEFAULT, out.data()) < 0)
-      fail(fname, name + ": read failed");
+      fail_reading(fname, name, "read failed");
     return out;
   }
   /// Element `index` of rows [row0, row0 + nrows): one point per row (an HDF5 point selection,
@@ -172,9 +173,9 @@ struct Reader::Impl {
                        std::to_string(in.row_elems()) + " elements");
     if (nrows == 0) return {};
     hid_t d = t->dsets.at(name);
-    if (H5Drefresh(d) < 0) fail(fname, name + ": refresh failed");
+    if (H5Drefresh(d) < 0) fail_reading(fname, name, "refresh failed");
     Hid fs(H5Dget_space(d), H5Sclose);
-    if (!fs.valid()) fail(fname, name + ": cannot read its dataspace");
+    if (!fs.valid()) fail_reading(fname, name, "cannot read its dataspace");
     const std::vector<hsize_t> ext = detail::extent(fs, fname, name);
     if (ext.size() != in.row_shape.size() + 1 || !std::equal(in.row_shape.begin(), in.row_shape.end(), ext.begin() + 1))
       throw TraceError(fname + ": " + name + ": its shape changed while open");
@@ -198,7 +199,7 @@ struct Reader::Impl {
     Hid ms(H5Screate_simple(1, &n, nullptr), H5Sclose);
     if (H5Sselect_elements(fs, H5S_SELECT_SET, nrows, coords.data()) < 0 ||
         H5Dread(d, detail::native_type(dtype), ms, fs, H5P_DEFAULT, out.data()) < 0)
-      fail(fname, name + ": read failed");
+      fail_reading(fname, name, "read failed");
     return out;
   }
 };

@@ -3,7 +3,6 @@
 
 #include <QFileInfo>
 #include <QMetaObject>
-#include <QRegularExpression>
 #include <algorithm>
 #include <cstring>
 #include <exception>
@@ -213,13 +212,6 @@ QString explain_open_error(const QString& path, const QString& raw) {
   return QString("%1 cannot be read as an mxsim trace: %2").arg(name, raw);
 }
 
-QString dataset_of_error(const QString& message) {
-  // The trace library prefixes its messages with "<file>: <dataset>: " (trace_reader.cpp).
-  static const QRegularExpression re(R"(: (/[^:\s]+): )");
-  const QRegularExpressionMatch mt = re.match(message);
-  return mt.hasMatch() ? mt.captured(1) : QString();
-}
-
 /// The one I/O thread; lives while any document does.
 class IoThread {
  public:
@@ -384,7 +376,7 @@ void TraceDocument::launch(const QString& key) {
   QPointer<TraceDocument> self(this);
   post([self, r = reader_, key, job = fl.job, cancelled = fl.cancelled] {
     Result res;
-    QString err;
+    QString err, lost;
     if (cancelled->load()) {
       err = "cancelled";
     } else {
@@ -393,24 +385,28 @@ void TraceDocument::launch(const QString& key) {
         res = job(**r);
       } catch (const std::bad_alloc&) {
         err = "not enough memory to read this data";
+      } catch (const trace::TraceError& e) {
+        err = QString::fromUtf8(e.what());
+        lost = QString::fromStdString(e.dataset());
       } catch (const std::exception& e) {
         err = QString::fromUtf8(e.what());
       }
     }
     QMetaObject::invokeMethod(
-        self.data(), [self, key, res, err] { if (self) self->finish(key, res, err); }, Qt::QueuedConnection);
+        self.data(), [self, key, res, err, lost] { if (self) self->finish(key, res, err, lost); },
+        Qt::QueuedConnection);
   });
 }
 
-void TraceDocument::noteReadFailure(const QString& err) {
+void TraceDocument::noteReadFailure(const QString& dataset, const QString& err) {
   const bool known = std::any_of(read_failures_.begin(), read_failures_.end(),
                                  [&](const ReadFailure& f) { return f.message == err; });
   if (known) return;
-  read_failures_.push_back({dataset_of_error(err), err});
+  read_failures_.push_back({dataset, err});
   emit readFailed(read_failures_.back().dataset, err);
 }
 
-void TraceDocument::finish(const QString& key, Result r, const QString& err) {
+void TraceDocument::finish(const QString& key, Result r, const QString& err, const QString& lost) {
   auto it = inflight_.find(key);
   if (it == inflight_.end()) return;
   if (err == "cancelled") {
@@ -432,7 +428,7 @@ void TraceDocument::finish(const QString& key, Result r, const QString& err) {
     for (auto& w : fl.waiters)
       if (w.receiver && w.done) w.done(r.value);
   } else {
-    noteReadFailure(err);
+    if (!lost.isEmpty()) noteReadFailure(lost, err);  // damage, not a wrong request or a closed trace
     for (auto& w : fl.waiters)
       if (w.receiver && w.fail) w.fail(err);
   }

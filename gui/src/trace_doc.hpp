@@ -155,10 +155,11 @@ class TraceDocument : public QObject {
   /// Cached bytes.
   size_t cachedBytes() const { return size_t(cache_.totalCost()); }
 
-  /// A read of this file that failed (a chunk whose Fletcher-32 checksum does not match, any
-  /// other HDF5 error): the dataset the trace library's message names ("" when it names none)
-  /// and that message. Every failed job lands here, whatever view asked, so that no view can
-  /// drop one silently; each distinct message once, in order.
+  /// A read of this file's stored data that failed (a chunk whose Fletcher-32 checksum does not
+  /// match, any other HDF5 read error): the dataset (trace::TraceError::dataset()) and the
+  /// library's message. Every such failed job lands here, whatever view asked, so that no view
+  /// can drop one silently; each distinct message once, in order. Jobs that fail for other
+  /// reasons (no common series, a closed trace) are the asking view's to show.
   struct ReadFailure {
     QString dataset, message;
   };
@@ -184,9 +185,11 @@ class TraceDocument : public QObject {
     Job job;
   };
   void launch(const QString& key);
-  void finish(const QString& key, Result r, const QString& err);
-  /// Records a failed read (once per message) and emits readFailed.
-  void noteReadFailure(const QString& err);
+  /// `lost`: the dataset whose stored data could not be read (trace::TraceError::dataset()),
+  /// "" when the job failed for another reason.
+  void finish(const QString& key, Result r, const QString& err, const QString& lost);
+  /// Records a failed read of `dataset`'s stored data (once per message) and emits readFailed.
+  void noteReadFailure(const QString& dataset, const QString& err);
   void post(std::function<void()> f);
 
   QString path_;
@@ -205,9 +208,5 @@ class TraceDocument : public QObject {
 /// Human-readable reason a file could not be opened as a trace (maps the
 /// trace library's and HDF5's messages onto what the user should know).
 QString explain_open_error(const QString& path, const QString& raw);
-
-/// The dataset a trace library message names ("<file>: /train/loss: read failed (HDF5: ...)"
-/// gives "/train/loss"); "" when it names none.
-QString dataset_of_error(const QString& message);
 
 }  // namespace mxsim::inspector

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 namespace mxsim::trace {
 
@@ -14,6 +15,15 @@ namespace mxsim::trace {
 class TraceError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+  /// A failure to read the stored data of `dataset` (a damaged chunk, a failed checksum):
+  /// readers that go on without that dataset report it by name (the inspector, --render).
+  TraceError(const std::string& what, std::string dataset) : std::runtime_error(what), dataset_(std::move(dataset)) {}
+  /// The dataset whose stored data could not be read; "" for every other failure (a missing
+  /// file, a wrong dtype, no common series, ...).
+  const std::string& dataset() const { return dataset_; }
+
+ private:
+  std::string dataset_;
 };
 
 /// Element types of series, snapshots and checkpoint arrays. Stored little-endian
