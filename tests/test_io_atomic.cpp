@@ -134,7 +134,8 @@ TEST(IoAtomicOutputs, OneFileUnderTwoNamesIsRefused) {
       {d.p / "out.npy", d.p / "sub" / ".." / "out.npy"},
       {d.p / "real" / "new.npy", d.p / "lnk" / "new.npy"},  // not there yet: the same folder entry
   };
-  for (const auto& [a, b] : twice) {
+  for (const auto& pair : twice) {
+    const fs::path &a = pair.first, &b = pair.second;  // not a structured binding: Clang 14 cannot capture one
     AtomicOutputs out;
     (void)out.add(a);
     const std::string e = error_of([&] { (void)out.add(b); });
