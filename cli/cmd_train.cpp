@@ -282,8 +282,6 @@ int run_train(const Args& args, const sim::ProcessPlace* place) {
     profiler = p.get();
     be = std::move(p);
   }
-  if (!be->supports_training())  // per-op capability (Backend::supports): the build's, not the command line's
-    throw std::runtime_error("backend " + be->name() + " does not implement every training-step op");
   std::FILE* log = json ? stderr : stdout;  // --json: stdout holds the JSON summary only
   const bool tty = isatty(fileno(log));
   sim::TrainOptions opt;

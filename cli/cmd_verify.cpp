@@ -25,11 +25,6 @@ void print_table(const std::vector<VerifyRow>& rows) {
   std::printf("%-20s %-34s %-52s %10s %10s %8s %14s\n", "op", "shape", "recipe", "compared", "mismatches", "max ULP",
               "first mismatch");
   for (const VerifyRow& r : rows) {
-    if (r.unsupported) {
-      std::printf("%-20s %-34s %-52s %10s %10s %8s %14s  %s\n", r.op.c_str(), r.shape.empty() ? "-" : r.shape.c_str(),
-                  r.recipe.empty() ? "-" : r.recipe.c_str(), "-", "-", "-", "-", r.note.c_str());
-      continue;
-    }
     std::printf("%-20s %-34s %-52s %10llu %10llu %8llu %14s%s%s\n", r.op.c_str(), r.shape.c_str(), r.recipe.c_str(),
                 (unsigned long long)r.compared, (unsigned long long)r.mismatches, (unsigned long long)r.max_ulp,
                 first_index(r).c_str(), r.note.empty() ? "" : "  ", r.note.c_str());
@@ -46,7 +41,6 @@ nlohmann::ordered_json rows_json(const std::vector<VerifyRow>& rows) {
                  {"mismatches", r.mismatches},
                  {"max_ulp", r.max_ulp},
                  {"first_mismatch", r.first_mismatch < 0 ? nlohmann::ordered_json() : nlohmann::ordered_json(r.first_mismatch)},
-                 {"unsupported", r.unsupported},
                  {"note", r.note}});
   return a;
 }
@@ -58,19 +52,17 @@ int run(const Args& args) {
       ("cases", po::value<std::string>(), ("seeded cases per op, 1 to " + std::to_string(kMaxCases) + " (default 3)").c_str())
       ("seed", po::value<std::string>(), "random seed, 0 to 18446744073709551615 (default 1)")
       ("op", po::value<std::string>(), "only this op (see below)")
-      ("allow-unsupported", po::bool_switch(), "ops the backend does not implement are not failures")
       ("threads", po::value<std::string>(), "worker threads of both backends, 1 to 1024 (default: the backends' own; results never depend on it)");
   add_format_options(opts, false, "the rows");
   const CommandHelp help{
-      "verify", "[--backend hip|emu] [--cases N] [--seed S] [--op NAME] [--allow-unsupported] [--threads N] [--json]",
+      "verify", "[--backend hip|emu] [--cases N] [--seed S] [--op NAME] [--threads N] [--json]",
       "Run every operation of a backend and of a fresh CPU emulator on the same seeded adversarial inputs\n"
       "(ragged and empty groups, NaN / Inf, extreme scales, saturating blocks, ties, rounding midpoints) and\n"
       "compare the results bit for bit: one row per case with the elements compared, the mismatching ones,\n"
       "the largest ULP distance and the first mismatching index. --backend emu checks the emulator against\n"
       "a second instance of itself.",
       "ops: " + op_list(),
-      "0 every result identical, 1 a mismatch, an unsupported op (without --allow-unsupported) or no usable\n"
-      "backend, 2 usage error"};
+      "0 every result identical, 1 a mismatch or no usable backend, 2 usage error"};
   const Parsed p = parse(args, opts);
   if (p.has("help")) {
     print_help(stdout, help, opts);
@@ -100,29 +92,22 @@ int run(const Args& args) {
   }
   const std::vector<VerifyRow> rows = verify_backends(*reference, *candidate, o);
 
-  uint64_t mismatching = 0, cases = 0, unsupported = 0;
-  for (const VerifyRow& r : rows) {
-    mismatching += r.mismatches;
-    if (r.unsupported) ++unsupported;
-    else ++cases;
-  }
-  const bool allow = p.flag("allow-unsupported");
-  const bool failed = mismatching > 0 || (unsupported > 0 && !allow);
+  uint64_t mismatching = 0;
+  for (const VerifyRow& r : rows) mismatching += r.mismatches;
+  const uint64_t cases = rows.size();
+  const bool failed = mismatching > 0;
   if (out == OutputFormat::Json) {
     nlohmann::ordered_json j{{"command", "verify"},       {"reference", reference->name()},
                              {"candidate", candidate->name()}, {"cases_per_op", o.cases},
                              {"seed", o.seed},             {"op", o.op.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(o.op)},
                              {"cases", cases},             {"mismatching_elements", mismatching},
-                             {"unsupported_ops", unsupported}, {"ok", !failed}};
+                             {"ok", !failed}};
     j["rows"] = rows_json(rows);
     print_json(j);
   } else {
     std::printf("mxsim verify: %s against %s, %d cases per op, seed %llu\n", candidate->name().c_str(),
                 reference->name().c_str(), o.cases, (unsigned long long)o.seed);
     print_table(rows);
-    if (unsupported)
-      std::printf("verify: %llu ops unsupported by %s%s\n", (unsigned long long)unsupported, candidate->name().c_str(),
-                  allow ? " (allowed)" : "");
     std::printf("verify: %llu cases, %llu mismatching elements\n", (unsigned long long)cases,
                 (unsigned long long)mismatching);
   }

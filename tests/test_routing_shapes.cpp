@@ -1,6 +1,6 @@
 // The combine, router and embedding ops index with top / row_of / dgate / f:
 // operands whose sizes do not fit one another are refused, naming the op and
-// the operand, before anything is read (check_routing_shapes, backend.hpp).
+// the operand, before anything is read (the front door, core/src/backend_checks.cpp).
 #include <gtest/gtest.h>
 
 #include <functional>

@@ -39,22 +39,18 @@ std::string Shape::str() const {
   return s + "]";
 }
 
-bool Backend::supports_training() const {
-  for (int i = 0; i < int(Op::kCount); ++i)
-    if (!supports(Op(i))) return false;
-  return true;
-}
+// The public ops: each checks once (backend_checks.cpp), then the backend computes.
+#define MXSIM_X(Family, id, name, label, Ret, params, args) \
+  auto Backend::name params -> Ret {                          \
+    check_##id args;                                          \
+    return name##_impl args;                                  \
+  }
+MXSIM_BACKEND_OPS(MXSIM_X)
+MXSIM_BACKEND_DEFAULTED_OPS(MXSIM_X)
+#undef MXSIM_X
 
-void Backend::check_copy_range(const Tensor& src, size_t so, const Tensor& dst, size_t d_o, size_t count) {
-  if (src.dtype() != dst.dtype() || so > src.numel() || count > src.numel() - so || d_o > dst.numel() ||
-      count > dst.numel() - d_o)
-    throw std::invalid_argument("copy_range: " + std::to_string(count) + " elements from " + name_of(src.dtype()) +
-                                " " + src.shape().str() + " at " + std::to_string(so) + " to " + name_of(dst.dtype()) +
-                                " " + dst.shape().str() + " at " + std::to_string(d_o) + " do not fit");
-}
-
-void Backend::copy_range(const Tensor& src, size_t so, Tensor& dst, size_t d_o, size_t count) {
-  check_copy_range(src, so, dst, d_o, count);
+// ------------------------------------------------------------ the defaults of the second list
+void Backend::copy_range_impl(const Tensor& src, size_t so, Tensor& dst, size_t d_o, size_t count) {
   if (count == 0) return;
   const size_t es = dtype_size(src.dtype());
   std::vector<std::byte> s(src.bytes()), d(dst.bytes());
@@ -64,23 +60,41 @@ void Backend::copy_range(const Tensor& src, size_t so, Tensor& dst, size_t d_o, 
   upload(dst, d.data(), d.size());
 }
 
-void Backend::check_indices(std::span<const int64_t> idx, size_t n, const char* op, const char* what) {
-  for (int64_t i : idx)
-    if (i < 0 || uint64_t(i) >= n)
-      throw std::invalid_argument(std::string(op) + ": index " + std::to_string(i) + " lies outside " + what + " of " +
-                                  std::to_string(n) + " elements");
-}
-
-void Backend::gather_deferred(const Tensor& t, std::span<const int64_t> idx, void* dst) {
-  check_indices(idx, t.numel(), "gather", "the tensor");
+void Backend::gather_deferred_impl(const Tensor& t, std::span<const int64_t> idx, void* dst) {
   const size_t es = dtype_size(t.dtype());
   std::vector<std::byte> h(t.bytes());
   download(t, h.data(), h.size());
   for (size_t j = 0; j < idx.size(); ++j) std::memcpy(static_cast<std::byte*>(dst) + j * es, &h[size_t(idx[j]) * es], es);
 }
 
+void Backend::quant_elements_deferred_impl(const QTensor& qh, std::span<const int64_t> idx, QuantElements* dst) {
+  *dst = quant_elements_of(download(qh), idx);
+}
+void Backend::resolve_deferred_impl() {}
+void Backend::l2_norm_deferred_impl(const Tensor& x, double* dst) { *dst = l2_norm_impl(x); }
+void Backend::quant_stats_deferred_impl(const Tensor& x, const QTensor& q, QuantStats* dst) {
+  *dst = quant_stats_impl(x, q);
+}
+void Backend::scale_exp_histogram_deferred_impl(const QTensor& q, ScaleExpCounts* dst) {
+  *dst = scale_exp_histogram_impl(q);
+}
+void Backend::cross_entropy_deferred_impl(const Tensor& logits, const Tensor& labels, float grad_scale, Tensor& dlogits,
+                                          double* dst) {
+  *dst = cross_entropy_impl(logits, labels, grad_scale, dlogits);
+}
+void Backend::count_correct_deferred_impl(const Tensor& logits, const Tensor& labels, int64_t* dst) {
+  *dst = count_correct_impl(logits, labels);
+}
+void Backend::aux_loss_deferred_impl(const Tensor& p, const Tensor& counts, size_t k, float coeff, Tensor& f,
+                                     double* dst) {
+  *dst = aux_loss_impl(p, counts, k, coeff, f);
+}
+
 Backend::QuantElements Backend::quant_elements_of(const QuantizedTensor& q, std::span<const int64_t> idx) {
-  check_indices(idx, q.groups * q.rows * q.cols, "quant_elements", "the quantized tensor");
+  for (int64_t i : idx)
+    if (i < 0 || uint64_t(i) >= q.groups * q.rows * q.cols)
+      throw std::invalid_argument("quant_elements: index " + std::to_string(i) + " lies outside the quantized tensor of " +
+                                  std::to_string(q.groups * q.rows * q.cols) + " elements");
   const FormatSpec ef = spec_of(q.spec.elem);
   const bool fp32 = q.spec.scale_kind == ScaleKind::FP32;
   QuantElements o;
@@ -97,10 +111,6 @@ Backend::QuantElements Backend::quant_elements_of(const QuantizedTensor& q, std:
     o.value.push_back(hd::dequant_value(q.spec.scale_kind, decode(ef, c), byte, sinv, q.tensor_scale_inv));
   }
   return o;
-}
-
-void Backend::quant_elements_deferred(const QTensor& qh, std::span<const int64_t> idx, QuantElements* dst) {
-  *dst = quant_elements_of(download(qh), idx);
 }
 
 Tensor Backend::upload(const Tensor2f& x) {
@@ -128,23 +138,6 @@ Tensor3f Backend::download3(const Tensor& t) {
   Tensor3f h = Tensor3f::from_shape({t.dim(0), t.dim(1), t.dim(2)});
   download(t, h.data(), h.size() * sizeof(float));
   return h;
-}
-
-void check_routing_shapes(const char* op, size_t T, size_t k, const Tensor* top, const Tensor* row_of,
-                          const Tensor* p, const Tensor* dgate, const Tensor* f) {
-  auto need = [&](const Tensor* t, const char* what, size_t n) {
-    if (t && t->numel() != n)
-      throw std::invalid_argument(std::string(op) + ": " + what + " has " + std::to_string(t->numel()) +
-                                  " elements, expected " + std::to_string(n) + " (" + std::to_string(T) + " tokens x k = " +
-                                  std::to_string(k) + ")");
-  };
-  need(top, "top", T * k);
-  need(row_of, "row_of", T * k);
-  need(dgate, "dgate", T * k);
-  if (p && (p->rank() != 2 || p->dim(0) != T))
-    throw std::invalid_argument(std::string(op) + ": p has shape " + p->shape().str() + ", expected " +
-                                std::to_string(T) + " rows");
-  if (f && p) need(f, "f", p->dim(1));
 }
 
 }  // namespace mxsim

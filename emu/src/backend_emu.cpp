@@ -24,8 +24,7 @@ std::string EmuBackend::device() const {
 
 void EmuBackend::set_threads(int n) { omp_set_num_threads(std::max(1, n)); }
 
-Tensor EmuBackend::alloc(DType dtype, Shape shape) {
-  if (shape.rank < 1 || shape.rank > 3) throw std::invalid_argument("alloc: rank must be 1 to 3");
+Tensor EmuBackend::alloc_impl(DType dtype, Shape shape) {
   auto b = std::make_shared<EmuBuffer>(this);
   if (dtype == DType::f32) {
     if (shape.rank == 3) b->f3 = Tensor3f::from_shape({shape[0], shape[1], shape[2]});
@@ -67,10 +66,6 @@ Tensor3f& EmuBackend::ten3(const Tensor& t, const char* op, const char* what) co
   if (t.rank() != 3) throw std::invalid_argument(where(op, what) + " must have rank 3, has shape " + t.shape().str());
   return buf(t, op, what).f3;
 }
-void EmuBackend::expect_shape(const Tensor& t, const Shape& shape, const char* op, const char* what) {
-  if (!(t.shape() == shape))
-    throw std::invalid_argument(where(op, what) + " has shape " + t.shape().str() + ", expected " + shape.str());
-}
 void EmuBackend::dtype_error(const Tensor& t, DType want, const char* op, const char* what) {
   throw std::invalid_argument(where(op, what) + " is " + name_of(t.dtype()) + ", expected " + name_of(want));
 }
@@ -83,56 +78,43 @@ void* raw_data(EmuBackend& be, const Tensor& t, const char* op, const char* what
 }
 }  // namespace
 
-void EmuBackend::upload(Tensor& t, const void* src, size_t bytes) {
-  if (bytes != t.bytes())
-    throw std::invalid_argument("upload: " + std::to_string(bytes) + " bytes for a tensor of " + std::to_string(t.bytes()));
+void EmuBackend::upload_impl(Tensor& t, const void* src, size_t bytes) {
   if (bytes) std::memcpy(raw_data(*this, t, "upload", "tensor"), src, bytes);
 }
-void EmuBackend::download(const Tensor& t, void* dst, size_t bytes) {
-  if (bytes != t.bytes())
-    throw std::invalid_argument("download: " + std::to_string(bytes) + " bytes for a tensor of " + std::to_string(t.bytes()));
+void EmuBackend::download_impl(const Tensor& t, void* dst, size_t bytes) {
   if (bytes) std::memcpy(dst, raw_data(*this, t, "download", "tensor"), bytes);
 }
-void EmuBackend::copy(const Tensor& src, Tensor& dst) {
-  if (src.dtype() != dst.dtype() || src.numel() != dst.numel())
-    throw std::invalid_argument("copy: source " + std::string(name_of(src.dtype())) + " " + src.shape().str() +
-                                " and destination " + name_of(dst.dtype()) + " " + dst.shape().str() + " differ");
+void EmuBackend::copy_impl(const Tensor& src, Tensor& dst) {
   if (src.bytes()) std::memcpy(raw_data(*this, dst, "copy", "dst"), raw_data(*this, src, "copy", "src"), src.bytes());
 }
-void EmuBackend::copy_into(const Tensor& src, Tensor& dst, size_t offset) {
-  if (src.dtype() != dst.dtype() || offset + src.numel() > dst.numel())
-    throw std::invalid_argument("copy_into: source " + std::string(name_of(src.dtype())) + " " + src.shape().str() +
-                                " does not fit destination " + name_of(dst.dtype()) + " " + dst.shape().str() +
-                                " at element " + std::to_string(offset));
+void EmuBackend::copy_into_impl(const Tensor& src, Tensor& dst, size_t offset) {
   if (src.bytes())
     std::memcpy(static_cast<std::byte*>(raw_data(*this, dst, "copy_into", "dst")) + offset * dtype_size(dst.dtype()),
                 raw_data(*this, src, "copy_into", "src"), src.bytes());
 }
-void EmuBackend::copy_range(const Tensor& src, size_t so, Tensor& dst, size_t d_o, size_t count) {
-  check_copy_range(src, so, dst, d_o, count);
+void EmuBackend::copy_range_impl(const Tensor& src, size_t so, Tensor& dst, size_t d_o, size_t count) {
   if (count == 0) return;
   const size_t es = dtype_size(src.dtype());
   std::memmove(static_cast<std::byte*>(raw_data(*this, dst, "copy_range", "dst")) + d_o * es,
                static_cast<const std::byte*>(raw_data(*this, src, "copy_range", "src")) + so * es, count * es);
 }
-void EmuBackend::gather_deferred(const Tensor& t, std::span<const int64_t> idx, void* dst) {
-  check_indices(idx, t.numel(), "gather", "the tensor");
+void EmuBackend::gather_deferred_impl(const Tensor& t, std::span<const int64_t> idx, void* dst) {
   const size_t es = dtype_size(t.dtype());
   const auto* p = static_cast<const std::byte*>(raw_data(*this, t, "gather", "t"));
   for (size_t j = 0; j < idx.size(); ++j) std::memcpy(static_cast<std::byte*>(dst) + j * es, p + size_t(idx[j]) * es, es);
 }
-void EmuBackend::quant_elements_deferred(const QTensor& q, std::span<const int64_t> idx, QuantElements* dst) {
+void EmuBackend::quant_elements_deferred_impl(const QTensor& q, std::span<const int64_t> idx, QuantElements* dst) {
   *dst = quant_elements_of(host(q, "quant_elements", "q"), idx);
 }
-void EmuBackend::fill_zero(Tensor& t) {
+void EmuBackend::fill_zero_impl(Tensor& t) {
   if (t.bytes()) std::memset(raw_data(*this, t, "fill_zero", "tensor"), 0, t.bytes());
 }
 
-QuantizedTensor EmuBackend::download(const QTensor& q) { return host(q, "download", "quantized tensor"); }
-QTensor EmuBackend::upload(const QuantizedTensor& q) {
+QuantizedTensor EmuBackend::download_impl(const QTensor& q) { return host(q, "download", "quantized tensor"); }
+QTensor EmuBackend::upload_impl(const QuantizedTensor& q) {
   return QTensor(std::make_shared<EmuQBuffer>(this, q), q.spec, q.groups, q.rows, q.cols, q.transposed);
 }
-std::vector<QuantizedTensor> EmuBackend::download(const GroupedQTensor& q) {
+std::vector<QuantizedTensor> EmuBackend::download_impl(const GroupedQTensor& q) {
   return host(q, "download", "grouped quantized tensor");
 }
 

@@ -9,26 +9,20 @@
 
 namespace mxsim::emu {
 
-void EmuBackend::softmax_rows(const Tensor& logits, Tensor& p) {
-  expect_shape(p, logits.shape(), "softmax_rows", "p");
+void EmuBackend::softmax_rows_impl(const Tensor& logits, Tensor& p) {
   const Tensor2f& l = mat(logits, "softmax_rows", "logits");
   Tensor2f& o = mat(p, "softmax_rows", "p");
   for (size_t i = 0; i < l.shape(0); ++i) hd::softmax_row(&l(i, 0), &o(i, 0), l.shape(1));
 }
 
-void EmuBackend::topk_rows(const Tensor& p, int k, Tensor& top) {
+void EmuBackend::topk_rows_impl(const Tensor& p, int k, Tensor& top) {
   const Tensor2f& pm = mat(p, "topk_rows", "p");
-  if (k < 1 || size_t(k) > pm.shape(1))
-    throw std::invalid_argument("topk_rows: k = " + std::to_string(k) + " outside [1, " + std::to_string(pm.shape(1)) + "]");
-  expect_shape(top, {pm.shape(0), size_t(k)}, "topk_rows", "top");
   int* idx = data<int32_t>(top, "topk_rows", "top");
   for (size_t i = 0; i < pm.shape(0); ++i) hd::topk_row(&pm(i, 0), pm.shape(1), k, idx + i * size_t(k));
 }
 
-void EmuBackend::moe_route(const Tensor& top, size_t E, int64_t pad, Tensor& counts, Tensor& row_of) {
+void EmuBackend::moe_route_impl(const Tensor& top, size_t E, int64_t pad, Tensor& counts, Tensor& row_of) {
   const size_t n = top.numel();
-  expect_shape(counts, {E}, "moe_route", "counts");
-  expect_shape(row_of, {n}, "moe_route", "row_of");
   const int* t = data<int32_t>(top, "moe_route", "top");
   int64_t* c = data<int64_t>(counts, "moe_route", "counts");
   int64_t* r = data<int64_t>(row_of, "moe_route", "row_of");
@@ -49,13 +43,10 @@ void EmuBackend::moe_route(const Tensor& top, size_t E, int64_t pad, Tensor& cou
   for (size_t i = 0; i < n; ++i) r[i] = fill[size_t(t[i])]++;
 }
 
-void EmuBackend::permute_rows(const Tensor& src, const Tensor& row_of, size_t k, Tensor& dst) {
+void EmuBackend::permute_rows_impl(const Tensor& src, const Tensor& row_of, size_t k, Tensor& dst) {
   const Tensor2f& s = mat(src, "permute_rows", "src");
   Tensor2f& d = mat(dst, "permute_rows", "dst");
   const size_t w = s.shape(1), M = d.shape(0);
-  if (d.shape(1) != w || row_of.numel() != s.shape(0) * k)
-    throw std::invalid_argument("permute_rows: src " + src.shape().str() + ", row_of " + row_of.shape().str() +
-                                " and dst " + dst.shape().str() + " do not fit k = " + std::to_string(k));
   const int64_t* r = data<int64_t>(row_of, "permute_rows", "row_of");
   std::fill(d.begin(), d.end(), 0.0f);
   for (size_t i = 0; i < row_of.numel(); ++i) {
@@ -64,17 +55,15 @@ void EmuBackend::permute_rows(const Tensor& src, const Tensor& row_of, size_t k,
   }
 }
 
-void EmuBackend::unpermute_combine(const Tensor& ypt, const Tensor& h0t, const Tensor& pt, const Tensor& topt,
+void EmuBackend::unpermute_combine_impl(const Tensor& ypt, const Tensor& h0t, const Tensor& pt, const Tensor& topt,
                                    const Tensor& rowt, size_t k, Tensor& h1t) {
   const Tensor2f& yp = mat(ypt, "unpermute_combine", "yp");
   const Tensor2f& h0 = mat(h0t, "unpermute_combine", "h0");
   const Tensor2f& p = mat(pt, "unpermute_combine", "p");
-  expect_shape(h1t, h0t.shape(), "unpermute_combine", "h1");
   Tensor2f& h1 = mat(h1t, "unpermute_combine", "h1");
   const int* top = data<int32_t>(topt, "unpermute_combine", "top");
   const int64_t* row_of = data<int64_t>(rowt, "unpermute_combine", "row_of");
   const size_t B = h0.shape(0), d = h0.shape(1);
-  check_routing_shapes("unpermute_combine", B, k, &topt, &rowt, &pt, nullptr, nullptr);
   std::vector<float> gate(k);
   std::vector<const float*> rows(k);
   for (size_t t = 0; t < B; ++t) {
@@ -86,16 +75,13 @@ void EmuBackend::unpermute_combine(const Tensor& ypt, const Tensor& h0t, const T
   }
 }
 
-void EmuBackend::combine_backward(const Tensor& dh1t, const Tensor& ypt, const Tensor& pt, const Tensor& topt,
+void EmuBackend::combine_backward_impl(const Tensor& dh1t, const Tensor& ypt, const Tensor& pt, const Tensor& topt,
                                   const Tensor& rowt, size_t k, Tensor& dypt, Tensor& dgatet) {
   const Tensor2f& dh1 = mat(dh1t, "combine_backward", "dh1");
   const Tensor2f& yp = mat(ypt, "combine_backward", "yp");
   const Tensor2f& p = mat(pt, "combine_backward", "p");
-  expect_shape(dypt, ypt.shape(), "combine_backward", "dyp");
   Tensor2f& dyp = mat(dypt, "combine_backward", "dyp");
   const size_t B = dh1.shape(0), d = dh1.shape(1);
-  check_routing_shapes("combine_backward", B, k, &topt, &rowt, &pt, &dgatet, nullptr);
-  expect_shape(dgatet, {B * k}, "combine_backward", "dgate");
   float* dgate = data<float>(dgatet, "combine_backward", "dgate");
   const int* top = data<int32_t>(topt, "combine_backward", "top");
   const int64_t* row_of = data<int64_t>(rowt, "combine_backward", "row_of");
@@ -107,11 +93,9 @@ void EmuBackend::combine_backward(const Tensor& dh1t, const Tensor& ypt, const T
     }
 }
 
-double EmuBackend::aux_loss(const Tensor& pt, const Tensor& countst, size_t k, float coeff, Tensor& ft) {
+double EmuBackend::aux_loss_impl(const Tensor& pt, const Tensor& countst, size_t k, float coeff, Tensor& ft) {
   const Tensor2f& p = mat(pt, "aux_loss", "p");
   const size_t T = p.shape(0), E = p.shape(1);
-  expect_shape(countst, {E}, "aux_loss", "counts");
-  expect_shape(ft, {E}, "aux_loss", "f");
   const int64_t* counts = data<int64_t>(countst, "aux_loss", "counts");
   float* f = data<float>(ft, "aux_loss", "f");
   std::vector<float> P(E, 0.0f);
@@ -123,13 +107,11 @@ double EmuBackend::aux_loss(const Tensor& pt, const Tensor& countst, size_t k, f
   return canonical_nan(double(coeff) * double(E) * aux);
 }
 
-void EmuBackend::router_backward(const Tensor& pt, const Tensor& topt, const Tensor& dgatet, const Tensor& ft,
+void EmuBackend::router_backward_impl(const Tensor& pt, const Tensor& topt, const Tensor& dgatet, const Tensor& ft,
                                  float aux_g, size_t k, Tensor& dlt) {
   const Tensor2f& p = mat(pt, "router_backward", "p");
-  expect_shape(dlt, pt.shape(), "router_backward", "dlogits");
   Tensor2f& dl = mat(dlt, "router_backward", "dlogits");
   const size_t B = p.shape(0), E = p.shape(1);
-  check_routing_shapes("router_backward", B, k, &topt, nullptr, &pt, &dgatet, &ft);
   const int* top = data<int32_t>(topt, "router_backward", "top");
   const float* dgate = data<float>(dgatet, "router_backward", "dgate");
   const float* f = data<float>(ft, "router_backward", "f");
@@ -138,16 +120,14 @@ void EmuBackend::router_backward(const Tensor& pt, const Tensor& topt, const Ten
     hd::router_backward_row(&p(t, 0), top + t * k, dgate + t * k, f, aux_g, E, k, dp.data(), &dl(t, 0));
 }
 
-void EmuBackend::embed_grad_sum(const Tensor& dh1t, const Tensor& dh0rt, const Tensor& dxpt, const Tensor& rowt,
+void EmuBackend::embed_grad_sum_impl(const Tensor& dh1t, const Tensor& dh0rt, const Tensor& dxpt, const Tensor& rowt,
                                 size_t k, Tensor& dh0t) {
   const Tensor2f& dh1 = mat(dh1t, "embed_grad_sum", "dh1");
   const Tensor2f& dh0r = mat(dh0rt, "embed_grad_sum", "dh0_router");
   const Tensor2f& dxp = mat(dxpt, "embed_grad_sum", "dxp");
-  expect_shape(dh0t, dh1t.shape(), "embed_grad_sum", "dh0");
   Tensor2f& dh0 = mat(dh0t, "embed_grad_sum", "dh0");
   const int64_t* row_of = data<int64_t>(rowt, "embed_grad_sum", "row_of");
   const size_t B = dh1.shape(0), d = dh1.shape(1);
-  check_routing_shapes("embed_grad_sum", B, k, nullptr, &rowt, nullptr, nullptr, nullptr);
   std::vector<const float*> rows(k);
   for (size_t t = 0; t < B; ++t) {
     for (size_t s = 0; s < k; ++s) rows[s] = &dxp(size_t(row_of[t * k + s]), 0);
@@ -155,16 +135,13 @@ void EmuBackend::embed_grad_sum(const Tensor& dh1t, const Tensor& dh0rt, const T
   }
 }
 
-void EmuBackend::activation(Activation kind, const Tensor& u, Tensor& a) {
-  expect_shape(a, u.shape(), "activation", "a");
+void EmuBackend::activation_impl(Activation kind, const Tensor& u, Tensor& a) {
   const float* x = f32(u, "activation", "u");
   float* y = f32(a, "activation", "a");
   for (size_t i = 0, n = u.numel(); i < n; ++i) y[i] = hd::activation(kind, x[i]);
 }
 
-void EmuBackend::activation_grad(Activation kind, const Tensor& u, const Tensor& da, Tensor& du) {
-  expect_shape(da, u.shape(), "activation_grad", "da");
-  expect_shape(du, u.shape(), "activation_grad", "du");
+void EmuBackend::activation_grad_impl(Activation kind, const Tensor& u, const Tensor& da, Tensor& du) {
   const float* x = f32(u, "activation_grad", "u");
   const float* g = f32(da, "activation_grad", "da");
   float* y = f32(du, "activation_grad", "du");

@@ -10,12 +10,10 @@
 
 namespace mxsim::emu {
 
-double EmuBackend::cross_entropy(const Tensor& logits, const Tensor& labels, float grad_scale, Tensor& dlogits) {
+double EmuBackend::cross_entropy_impl(const Tensor& logits, const Tensor& labels, float grad_scale, Tensor& dlogits) {
   const Tensor2f& l = mat(logits, "cross_entropy", "logits");
-  expect_shape(dlogits, logits.shape(), "cross_entropy", "dlogits");
   Tensor2f& dl = mat(dlogits, "cross_entropy", "dlogits");
   const size_t T = l.shape(0), C = l.shape(1);
-  expect_shape(labels, {T}, "cross_entropy", "labels");
   const uint8_t* y = data<uint8_t>(labels, "cross_entropy", "labels");
   hd::TreeSum sum;
   for (size_t t = 0; t < T; ++t) {
@@ -25,29 +23,26 @@ double EmuBackend::cross_entropy(const Tensor& logits, const Tensor& labels, flo
   return canonical_nan(sum.result());
 }
 
-void EmuBackend::argmax_rows(const Tensor& logits, Tensor& pred) {
+void EmuBackend::argmax_rows_impl(const Tensor& logits, Tensor& pred) {
   const Tensor2f& l = mat(logits, "argmax_rows", "logits");
-  expect_shape(pred, {l.shape(0)}, "argmax_rows", "pred");
   int32_t* o = data<int32_t>(pred, "argmax_rows", "pred");
   for (size_t t = 0; t < l.shape(0); ++t) o[t] = int32_t(hd::argmax_row(&l(t, 0), l.shape(1)));
 }
 
-int64_t EmuBackend::count_correct(const Tensor& logits, const Tensor& labels) {
+int64_t EmuBackend::count_correct_impl(const Tensor& logits, const Tensor& labels) {
   const Tensor2f& l = mat(logits, "count_correct", "logits");
-  expect_shape(labels, {l.shape(0)}, "count_correct", "labels");
   const uint8_t* y = data<uint8_t>(labels, "count_correct", "labels");
   int64_t c = 0;
   for (size_t t = 0; t < l.shape(0); ++t) c += hd::argmax_row(&l(t, 0), l.shape(1)) == y[t];
   return c;
 }
 
-double EmuBackend::l2_norm(const Tensor& x) {
+double EmuBackend::l2_norm_impl(const Tensor& x) {
   const float* p = f32(x, "l2_norm", "x");
   return canonical_nan(std::sqrt(hd::tree_sum([p](size_t i) { return hd::sq_f64(p[i]); }, x.numel())));
 }
 
-void EmuBackend::adamw(Tensor& master, Tensor& m, Tensor& v, const Tensor& grad, const AdamW& h, Tensor& model) {
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&m, &v, &grad, &model}) expect_shape(*t, master.shape(), "adamw", "state");
+void EmuBackend::adamw_impl(Tensor& master, Tensor& m, Tensor& v, const Tensor& grad, const AdamW& h, Tensor& model) {
   const hd::AdamWCoeffs c = hd::adamw_coeffs(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.t);
   float* pw = f32(master, "adamw", "master");
   float* pm = f32(m, "adamw", "m");
@@ -57,11 +52,9 @@ void EmuBackend::adamw(Tensor& master, Tensor& m, Tensor& v, const Tensor& grad,
   for (size_t i = 0, n = master.numel(); i < n; ++i) pmod[i] = hd::adamw(pw[i], pm[i], pv[i], pg[i], c);
 }
 
-int64_t EmuBackend::deosc_update(Tensor& w, const Tensor& q, Tensor& prev, Tensor& prev_q, Tensor& dist_w,
+int64_t EmuBackend::deosc_update_impl(Tensor& w, const Tensor& q, Tensor& prev, Tensor& prev_q, Tensor& dist_w,
                                  Tensor& dist_q, bool window_end, float ratio, Tensor* snaps) {
-  if (snaps) expect_shape(*snaps, w.shape(), "deosc_update", "snaps");
   uint32_t* ps = snaps ? data<uint32_t>(*snaps, "deosc_update", "snaps") : nullptr;
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&q, &prev, &prev_q, &dist_w, &dist_q}) expect_shape(*t, w.shape(), "deosc_update", "state");
   float* pw = f32(w, "deosc_update", "w");
   const float* pq = f32(q, "deosc_update", "q");
   float* pp = f32(prev, "deosc_update", "prev");
@@ -80,10 +73,8 @@ int64_t EmuBackend::deosc_update(Tensor& w, const Tensor& q, Tensor& prev, Tenso
   return cnt;
 }
 
-Backend::OscStep EmuBackend::osc_update(const Tensor& w, const Tensor& q, OscState& s, float momentum,
+Backend::OscStep EmuBackend::osc_update_impl(const Tensor& w, const Tensor& q, OscState& s, float momentum,
                                         bool window_end) {
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&q, &s.prev_w, &s.prev_q, &s.dist_w, &s.dist_q, &s.ema, &s.last_dir, &s.flips})
-    if (t->numel() != w.numel()) expect_shape(*t, w.shape(), "osc_update", "state");
   const float* pw = f32(w, "osc_update", "w");
   const float* pq = f32(q, "osc_update", "q");
   float* prev_w = f32(s.prev_w, "osc_update", "prev_w");

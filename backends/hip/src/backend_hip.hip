@@ -115,8 +115,7 @@ void HipBackend::fetch(void* dst, const void* d_src, size_t bytes) {
   sync();
 }
 
-Tensor HipBackend::alloc(DType dtype, Shape shape) {
-  if (shape.rank < 1 || shape.rank > 3) throw std::invalid_argument("alloc: rank must be 1 to 3");
+Tensor HipBackend::alloc_impl(DType dtype, Shape shape) {
   auto b = std::make_shared<HipBuffer>(this, shape.numel() * dtype_size(dtype), label(dtype, shape));
   return Tensor(std::move(b), dtype, shape);
 }
@@ -142,17 +141,11 @@ const std::vector<DeviceQuantized>& HipBackend::dev(const GroupedQTensor& q, con
   if (q.buffer()->owner() != this) throw std::invalid_argument(where(op, what) + " belongs to another backend");
   return static_cast<HipGroupedQBuffer&>(*q.buffer()).q;
 }
-void HipBackend::expect_shape(const Tensor& t, const Shape& shape, const char* op, const char* what) {
-  if (!(t.shape() == shape))
-    throw std::invalid_argument(where(op, what) + " has shape " + t.shape().str() + ", expected " + shape.str());
-}
 void HipBackend::dtype_error(const Tensor& t, DType want, const char* op, const char* what) {
   throw std::invalid_argument(where(op, what) + " is " + name_of(t.dtype()) + ", expected " + name_of(want));
 }
 
-void HipBackend::upload(Tensor& t, const void* src, size_t bytes) {
-  if (bytes != t.bytes())
-    throw std::invalid_argument("upload: " + std::to_string(bytes) + " bytes for a tensor of " + std::to_string(t.bytes()));
+void HipBackend::upload_impl(Tensor& t, const void* src, size_t bytes) {
   void* d = raw(t, "upload", "tensor");
   if (!bytes) return;
   // The caller may reuse `src` as soon as this returns. Up to kStagedUpload
@@ -175,30 +168,20 @@ void HipBackend::upload(Tensor& t, const void* src, size_t bytes) {
   MXSIM_HIP_CHECK(hipMemcpyAsync(d, src, bytes, hipMemcpyHostToDevice, stream_));
   sync();
 }
-void HipBackend::download(const Tensor& t, void* dst, size_t bytes) {
-  if (bytes != t.bytes())
-    throw std::invalid_argument("download: " + std::to_string(bytes) + " bytes for a tensor of " + std::to_string(t.bytes()));
+void HipBackend::download_impl(const Tensor& t, void* dst, size_t bytes) {
   fetch(dst, raw(t, "download", "tensor"), bytes);
 }
-void HipBackend::copy(const Tensor& src, Tensor& dst) {
-  if (src.dtype() != dst.dtype() || src.numel() != dst.numel())
-    throw std::invalid_argument("copy: source " + std::string(name_of(src.dtype())) + " " + src.shape().str() +
-                                " and destination " + name_of(dst.dtype()) + " " + dst.shape().str() + " differ");
+void HipBackend::copy_impl(const Tensor& src, Tensor& dst) {
   if (src.bytes())
     MXSIM_HIP_CHECK(hipMemcpyAsync(raw(dst, "copy", "dst"), raw(src, "copy", "src"), src.bytes(),
                                    hipMemcpyDeviceToDevice, stream_));
 }
-void HipBackend::copy_into(const Tensor& src, Tensor& dst, size_t offset) {
-  if (src.dtype() != dst.dtype() || offset + src.numel() > dst.numel())
-    throw std::invalid_argument("copy_into: source " + std::string(name_of(src.dtype())) + " " + src.shape().str() +
-                                " does not fit destination " + name_of(dst.dtype()) + " " + dst.shape().str() +
-                                " at element " + std::to_string(offset));
+void HipBackend::copy_into_impl(const Tensor& src, Tensor& dst, size_t offset) {
   if (src.bytes())
     MXSIM_HIP_CHECK(hipMemcpyAsync(static_cast<std::byte*>(raw(dst, "copy_into", "dst")) + offset * dtype_size(dst.dtype()),
                                    raw(src, "copy_into", "src"), src.bytes(), hipMemcpyDeviceToDevice, stream_));
 }
-void HipBackend::copy_range(const Tensor& src, size_t so, Tensor& dst, size_t d_o, size_t count) {
-  check_copy_range(src, so, dst, d_o, count);
+void HipBackend::copy_range_impl(const Tensor& src, size_t so, Tensor& dst, size_t d_o, size_t count) {
   if (count == 0) return;
   const size_t es = dtype_size(src.dtype());
   MXSIM_HIP_CHECK(hipMemcpyAsync(static_cast<std::byte*>(raw(dst, "copy_range", "dst")) + d_o * es,
@@ -206,8 +189,7 @@ void HipBackend::copy_range(const Tensor& src, size_t so, Tensor& dst, size_t d_
                                  hipMemcpyDeviceToDevice, stream_));
 }
 // One gather launch into a small buffer and one copy of it to the host.
-void HipBackend::gather_deferred(const Tensor& t, std::span<const int64_t> idx, void* dst) {
-  check_indices(idx, t.numel(), "gather", "the tensor");
+void HipBackend::gather_deferred_impl(const Tensor& t, std::span<const int64_t> idx, void* dst) {
   if (idx.empty()) return;
   const size_t es = dtype_size(t.dtype()), n = idx.size();
   const Tensor di = device_indices(idx);
@@ -218,7 +200,7 @@ void HipBackend::gather_deferred(const Tensor& t, std::span<const int64_t> idx, 
   MXSIM_HIP_CHECK_LAUNCH("gather_kernel");
   fetch_later(out.get(), n * es, [dst, bytes = n * es](const std::byte* h) { std::memcpy(dst, h, bytes); });
 }
-void HipBackend::fill_zero(Tensor& t) {
+void HipBackend::fill_zero_impl(Tensor& t) {
   if (t.bytes()) MXSIM_HIP_CHECK(hipMemsetAsync(raw(t, "fill_zero", "tensor"), 0, t.bytes(), stream_));
 }
 
@@ -251,9 +233,9 @@ QuantizedTensor to_host(HipBackend& be, const DeviceQuantized& d) {
 
 }  // namespace
 
-QuantizedTensor HipBackend::download(const QTensor& q) { return to_host(*this, dev(q, "download", "quantized tensor")); }
+QuantizedTensor HipBackend::download_impl(const QTensor& q) { return to_host(*this, dev(q, "download", "quantized tensor")); }
 
-QTensor HipBackend::upload(const QuantizedTensor& q) {
+QTensor HipBackend::upload_impl(const QuantizedTensor& q) {
   // The device kernels apply FP32 values as scale_inv only (numerics.md §2.4).
   if (q.divides_by_scale())
     throw std::invalid_argument("upload: FP32 scales that divide (torchao Float8TrainingTensor) are not supported on the GPU backend");
@@ -274,7 +256,7 @@ QTensor HipBackend::upload(const QuantizedTensor& q) {
   return QTensor(std::make_shared<HipQBuffer>(this, std::move(d)), q.spec, G, R, C, q.transposed);
 }
 
-std::vector<QuantizedTensor> HipBackend::download(const GroupedQTensor& q) {
+std::vector<QuantizedTensor> HipBackend::download_impl(const GroupedQTensor& q) {
   std::vector<QuantizedTensor> out;
   for (const DeviceQuantized& d : dev(q, "download", "grouped quantized tensor")) out.push_back(to_host(*this, d));
   return out;

@@ -44,56 +44,39 @@ __global__ void accumulate_group_kernel(float* __restrict__ acc, const float* __
 }  // namespace
 
 // Outputs must already have the GEMM's shape (as on the emulator).
-void HipBackend::grouped_fprop(const QTensor& x, const QTensor& w, std::span<const int64_t> ms, Tensor& y,
+void HipBackend::grouped_fprop_impl(const QTensor& x, const QTensor& w, std::span<const int64_t> ms, Tensor& y,
                                const GemmOptions& o) {
-  expect_shape(y, {x.rows(), w.rows()}, "grouped_fprop", "y");
   ::mxsim::hip::grouped_fprop(GemmOperand::from_quantized(dev(x, "grouped_fprop", "x").t),
                               GemmOperand::from_quantized(dev(w, "grouped_fprop", "w").t), ms,
                               mat(y, "grouped_fprop", "y"), params_of(o), stream_ptr());
 }
-void HipBackend::grouped_fprop(const Tensor& x, const Tensor& w, std::span<const int64_t> ms, Tensor& y,
+void HipBackend::grouped_fprop_impl(const Tensor& x, const Tensor& w, std::span<const int64_t> ms, Tensor& y,
                                const GemmOptions& o) {
-  expect_shape(y, {x.dim(0), w.dim(1)}, "grouped_fprop", "y");
   const Bf16Operand a(*this, x, "grouped_fprop", "x"), b(*this, w, "grouped_fprop", "w");
   ::mxsim::hip::grouped_fprop(a.op, b.op, ms, mat(y, "grouped_fprop", "y"), params_of(o), stream_ptr());
 }
-void HipBackend::grouped_dgrad(const QTensor& dy, const QTensor& w, std::span<const int64_t> ms, Tensor& dx,
+void HipBackend::grouped_dgrad_impl(const QTensor& dy, const QTensor& w, std::span<const int64_t> ms, Tensor& dx,
                                const GemmOptions& o) {
-  expect_shape(dx, {dy.rows(), w.cols()}, "grouped_dgrad", "dx");
   ::mxsim::hip::grouped_dgrad(GemmOperand::from_quantized(dev(dy, "grouped_dgrad", "dy").t),
                               GemmOperand::from_quantized(dev(w, "grouped_dgrad", "w").t), ms,
                               mat(dx, "grouped_dgrad", "dx"), params_of(o), stream_ptr());
 }
-void HipBackend::grouped_dgrad(const Tensor& dy, const Tensor& w, std::span<const int64_t> ms, Tensor& dx,
+void HipBackend::grouped_dgrad_impl(const Tensor& dy, const Tensor& w, std::span<const int64_t> ms, Tensor& dx,
                                const GemmOptions& o) {
-  expect_shape(dx, {dy.dim(0), w.dim(2)}, "grouped_dgrad", "dx");
   const Bf16Operand a(*this, dy, "grouped_dgrad", "dy"), b(*this, w, "grouped_dgrad", "w");
   ::mxsim::hip::grouped_dgrad(a.op, b.op, ms, mat(dx, "grouped_dgrad", "dx"), params_of(o), stream_ptr());
 }
-void HipBackend::grouped_wgrad(const GroupedQTensor& dy, const GroupedQTensor& x, std::span<const int64_t> ms,
+void HipBackend::grouped_wgrad_impl(const GroupedQTensor& dy, const GroupedQTensor& x, std::span<const int64_t> ms,
                                Tensor& dw, const GemmOptions& o) {
-  expect_shape(dw, {ms.size(), dy.cols(), x.cols()}, "grouped_wgrad", "dw");
   std::vector<GemmOperand> a, b;
   for (const DeviceQuantized& q : dev(dy, "grouped_wgrad", "dy")) a.push_back(GemmOperand::from_quantized(q.t));
   for (const DeviceQuantized& q : dev(x, "grouped_wgrad", "x")) b.push_back(GemmOperand::from_quantized(q.t));
   ::mxsim::hip::grouped_wgrad(a, b, ms, f32(dw, "grouped_wgrad", "dw"), params_of(o), stream_ptr());
 }
-void HipBackend::grouped_wgrad(const Tensor& dy, const Tensor& x, std::span<const int64_t> ms, Tensor& dw,
+void HipBackend::grouped_wgrad_impl(const Tensor& dy, const Tensor& x, std::span<const int64_t> ms, Tensor& dw,
                                const GemmOptions& o) {
-  if (dy.rank() != 2 || x.rank() != 2) throw std::invalid_argument("grouped_wgrad: dy and x must have rank 2");
-  expect_shape(dw, {ms.size(), dy.dim(1), x.dim(1)}, "grouped_wgrad", "dw");
   // Per group g the row slice [m0, m0 + M_g) of dy and x, as BF16 operands
   // contracted along M (the emulator's BF16 wgrad, grouped_gemm.hpp).
-  int64_t total = 0;
-  for (size_t g = 0; g < ms.size(); ++g) {
-    if (ms[g] < 0)
-      throw std::invalid_argument("grouped wgrad (GPU): m_splits[" + std::to_string(g) + "] = " + std::to_string(ms[g]) +
-                                  " is negative");
-    total += ms[g];
-  }
-  if (size_t(total) != dy.dim(0) || size_t(total) != x.dim(0))
-    throw std::invalid_argument("grouped wgrad (GPU): m_splits sum to " + std::to_string(total) + " but dy has " +
-                                std::to_string(dy.dim(0)) + " rows and x " + std::to_string(x.dim(0)));
   const Bf16Operand a(*this, dy, "grouped_wgrad", "dy"), b(*this, x, "grouped_wgrad", "x");
   const size_t N = dy.dim(1), K = x.dim(1);
   std::vector<GemmOperand> da, db;
@@ -107,11 +90,7 @@ void HipBackend::grouped_wgrad(const Tensor& dy, const Tensor& x, std::span<cons
   ::mxsim::hip::grouped_wgrad(da, db, ms, f32(dw, "grouped_wgrad", "dw"), params_of(o), stream_ptr());
 }
 
-void HipBackend::accumulate_groups(Tensor& acc, const Tensor& x, std::span<const int64_t> ms) {
-  expect_shape(x, acc.shape(), "accumulate_groups", "x");
-  if (acc.rank() != 3 || acc.dim(0) != ms.size())
-    throw std::invalid_argument("accumulate_groups: acc " + acc.shape().str() + " needs one group per m_splits entry (" +
-                                std::to_string(ms.size()) + ")");
+void HipBackend::accumulate_groups_impl(Tensor& acc, const Tensor& x, std::span<const int64_t> ms) {
   float* a = f32(acc, "accumulate_groups", "acc");
   const float* b = f32(x, "accumulate_groups", "x");
   const size_t per = acc.dim(1) * acc.dim(2);

@@ -54,81 +54,24 @@ class HipBackend final : public Backend {
   std::string device() const override { return device_; }
   void set_threads(int) override {}  // the device decides its parallelism; results never depend on it
   void synchronize() override { sync(); }
-  bool supports(Op) const override { return true; }
-
-  Tensor alloc(DType dtype, Shape shape) override;
-  using Backend::download;
-  using Backend::upload;
-  void upload(Tensor& t, const void* src, size_t bytes) override;
-  void download(const Tensor& t, void* dst, size_t bytes) override;
-  void copy(const Tensor& src, Tensor& dst) override;
-  void copy_into(const Tensor& src, Tensor& dst, size_t offset) override;
-  void copy_range(const Tensor& src, size_t src_offset, Tensor& dst, size_t dst_offset, size_t count) override;
-  void fill_zero(Tensor& t) override;
-  QuantizedTensor download(const QTensor& q) override;
-  QTensor upload(const QuantizedTensor& q) override;
-  std::vector<QuantizedTensor> download(const GroupedQTensor& q) override;
-
-  QTensor quantize(const Tensor& x, const QuantSpec& spec, Axis axis) override;
-  GroupedQTensor quantize_grouped_colwise(const Tensor& x, std::span<const int64_t> m_splits,
-                                          const QuantSpec& spec) override;
-  void dequantize(const QTensor& q, Tensor& out) override;
-  QuantStats quant_stats(const Tensor& x, const QTensor& q) override;
-  ScaleExpCounts scale_exp_histogram(const QTensor& q) override;
-  float amax(const Tensor& x) override;
-  void round_bf16(Tensor& x) override;
-  void round_bf16(const Tensor& src, Tensor& dst) override;
-
-  void grouped_fprop(const QTensor& x, const QTensor& w, std::span<const int64_t> ms, Tensor& y,
-                     const GemmOptions& o) override;
-  void grouped_fprop(const Tensor& x, const Tensor& w, std::span<const int64_t> ms, Tensor& y,
-                     const GemmOptions& o) override;
-  void grouped_dgrad(const QTensor& dy, const QTensor& w, std::span<const int64_t> ms, Tensor& dx,
-                     const GemmOptions& o) override;
-  void grouped_dgrad(const Tensor& dy, const Tensor& w, std::span<const int64_t> ms, Tensor& dx,
-                     const GemmOptions& o) override;
-  void grouped_wgrad(const GroupedQTensor& dy, const GroupedQTensor& x, std::span<const int64_t> ms, Tensor& dw,
-                     const GemmOptions& o) override;
-  void grouped_wgrad(const Tensor& dy, const Tensor& x, std::span<const int64_t> ms, Tensor& dw,
-                     const GemmOptions& o) override;
-  void accumulate_groups(Tensor& acc, const Tensor& x, std::span<const int64_t> ms) override;
-
-  void softmax_rows(const Tensor& logits, Tensor& p) override;
-  void topk_rows(const Tensor& p, int k, Tensor& top) override;
-  void moe_route(const Tensor& top, size_t E, int64_t pad, Tensor& counts, Tensor& row_of) override;
-  void permute_rows(const Tensor& src, const Tensor& row_of, size_t k, Tensor& dst) override;
-  void unpermute_combine(const Tensor& yp, const Tensor& h0, const Tensor& p, const Tensor& top, const Tensor& row_of,
-                         size_t k, Tensor& h1) override;
-  void combine_backward(const Tensor& dh1, const Tensor& yp, const Tensor& p, const Tensor& top,
-                        const Tensor& row_of, size_t k, Tensor& dyp, Tensor& dgate) override;
-  double aux_loss(const Tensor& p, const Tensor& counts, size_t k, float coeff, Tensor& f) override;
-  void router_backward(const Tensor& p, const Tensor& top, const Tensor& dgate, const Tensor& f, float aux_grad,
-                       size_t k, Tensor& dlogits) override;
-  void embed_grad_sum(const Tensor& dh1, const Tensor& dh0_router, const Tensor& dxp, const Tensor& row_of, size_t k,
-                      Tensor& dh0) override;
-  void activation(Activation kind, const Tensor& u, Tensor& a) override;
-  void activation_grad(Activation kind, const Tensor& u, const Tensor& da, Tensor& du) override;
-
-  double cross_entropy(const Tensor& logits, const Tensor& labels, float grad_scale, Tensor& dlogits) override;
-  void argmax_rows(const Tensor& logits, Tensor& pred) override;
-  int64_t count_correct(const Tensor& logits, const Tensor& labels) override;
-  double l2_norm(const Tensor& x) override;
-  void adamw(Tensor& master, Tensor& m, Tensor& v, const Tensor& grad, const AdamW& h, Tensor& model_bf16) override;
-  int64_t deosc_update(Tensor& w, const Tensor& q, Tensor& prev, Tensor& prev_q, Tensor& dist_w, Tensor& dist_q,
-                       bool window_end, float ratio, Tensor* snaps) override;
-  OscStep osc_update(const Tensor& w, const Tensor& q, OscState& s, float momentum, bool window_end) override;
-
-  void l2_norm_deferred(const Tensor& x, double* dst) override;
-  void quant_stats_deferred(const Tensor& x, const QTensor& q, QuantStats* dst) override;
-  void scale_exp_histogram_deferred(const QTensor& q, ScaleExpCounts* dst) override;
-  void cross_entropy_deferred(const Tensor& logits, const Tensor& labels, float grad_scale, Tensor& dlogits,
+ protected:
+  MXSIM_BACKEND_OPS(MXSIM_BACKEND_DECLARE_IMPL)
+  // Deferred host values queued on the stream, device copies and in-place reads (Backend's
+  // defaults compute at once or stage through the host).
+  void copy_range_impl(const Tensor& src, size_t src_offset, Tensor& dst, size_t dst_offset, size_t count) override;
+  void l2_norm_deferred_impl(const Tensor& x, double* dst) override;
+  void quant_stats_deferred_impl(const Tensor& x, const QTensor& q, QuantStats* dst) override;
+  void scale_exp_histogram_deferred_impl(const QTensor& q, ScaleExpCounts* dst) override;
+  void cross_entropy_deferred_impl(const Tensor& logits, const Tensor& labels, float grad_scale, Tensor& dlogits,
+                                   double* dst) override;
+  void count_correct_deferred_impl(const Tensor& logits, const Tensor& labels, int64_t* dst) override;
+  void aux_loss_deferred_impl(const Tensor& p, const Tensor& counts, size_t k, float coeff, Tensor& f,
                               double* dst) override;
-  void count_correct_deferred(const Tensor& logits, const Tensor& labels, int64_t* dst) override;
-  void aux_loss_deferred(const Tensor& p, const Tensor& counts, size_t k, float coeff, Tensor& f, double* dst) override;
-  void gather_deferred(const Tensor& t, std::span<const int64_t> idx, void* dst) override;
-  void quant_elements_deferred(const QTensor& q, std::span<const int64_t> idx, QuantElements* dst) override;
-  void resolve_deferred() override { sync(); }
+  void gather_deferred_impl(const Tensor& t, std::span<const int64_t> idx, void* dst) override;
+  void quant_elements_deferred_impl(const QTensor& q, std::span<const int64_t> idx, QuantElements* dst) override;
+  void resolve_deferred_impl() override { sync(); }
 
+ public:
   // ---- for the op files ------------------------------------------------
   hipStream_t stream() const { return stream_; }
   void* stream_ptr() const { return static_cast<void*>(stream_); }
@@ -164,8 +107,6 @@ class HipBackend final : public Backend {
   float* mat(const Tensor& t, const char* op, const char* what) const;
   const DeviceQuantized& dev(const QTensor& q, const char* op, const char* what) const;
   const std::vector<DeviceQuantized>& dev(const GroupedQTensor& q, const char* op, const char* what) const;
-  /// Throws unless t has `shape`.
-  static void expect_shape(const Tensor& t, const Shape& shape, const char* op, const char* what);
   [[noreturn]] static void dtype_error(const Tensor& t, DType want, const char* op, const char* what);
   /// Copies `bytes` of device memory to the host after the stream's work (synchronises).
   void fetch(void* dst, const void* d_src, size_t bytes);

@@ -243,8 +243,7 @@ __global__ void activation_grad_kernel(Activation kind, const float* __restrict_
 
 }  // namespace
 
-void HipBackend::softmax_rows(const Tensor& logits, Tensor& p) {
-  expect_shape(p, logits.shape(), "softmax_rows", "p");
+void HipBackend::softmax_rows_impl(const Tensor& logits, Tensor& p) {
   const float* l = mat(logits, "softmax_rows", "logits");
   float* o = mat(p, "softmax_rows", "p");
   const size_t T = logits.dim(0), E = logits.dim(1);
@@ -253,22 +252,17 @@ void HipBackend::softmax_rows(const Tensor& logits, Tensor& p) {
   MXSIM_HIP_CHECK_LAUNCH("softmax_rows_kernel");
 }
 
-void HipBackend::topk_rows(const Tensor& p, int k, Tensor& top) {
+void HipBackend::topk_rows_impl(const Tensor& p, int k, Tensor& top) {
   const float* pm = mat(p, "topk_rows", "p");
   const size_t T = p.dim(0), E = p.dim(1);
-  if (k < 1 || size_t(k) > E)
-    throw std::invalid_argument("topk_rows: k = " + std::to_string(k) + " outside [1, " + std::to_string(E) + "]");
-  expect_shape(top, {T, size_t(k)}, "topk_rows", "top");
   int* idx = data<int32_t>(top, "topk_rows", "top");
   if (T == 0) return;
   topk_rows_kernel<<<grid_for(T, kThreads), kThreads, 0, stream_>>>(pm, T, E, k, idx);
   MXSIM_HIP_CHECK_LAUNCH("topk_rows_kernel");
 }
 
-void HipBackend::moe_route(const Tensor& top, size_t E, int64_t pad, Tensor& counts, Tensor& row_of) {
+void HipBackend::moe_route_impl(const Tensor& top, size_t E, int64_t pad, Tensor& counts, Tensor& row_of) {
   const size_t n = top.numel();
-  expect_shape(counts, {E}, "moe_route", "counts");
-  expect_shape(row_of, {n}, "moe_route", "row_of");
   const int* t = data<int32_t>(top, "moe_route", "top");
   int64_t* c = data<int64_t>(counts, "moe_route", "counts");
   int64_t* r = data<int64_t>(row_of, "moe_route", "row_of");
@@ -288,13 +282,10 @@ void HipBackend::moe_route(const Tensor& top, size_t E, int64_t pad, Tensor& cou
   });
 }
 
-void HipBackend::permute_rows(const Tensor& src, const Tensor& row_of, size_t k, Tensor& dst) {
+void HipBackend::permute_rows_impl(const Tensor& src, const Tensor& row_of, size_t k, Tensor& dst) {
   const float* s = mat(src, "permute_rows", "src");
   float* d = mat(dst, "permute_rows", "dst");
   const size_t w = src.dim(1), M = dst.dim(0);
-  if (dst.dim(1) != w || row_of.numel() != src.dim(0) * k)
-    throw std::invalid_argument("permute_rows: src " + src.shape().str() + ", row_of " + row_of.shape().str() +
-                                " and dst " + dst.shape().str() + " do not fit k = " + std::to_string(k));
   const int64_t* r = data<int64_t>(row_of, "permute_rows", "row_of");
   if (dst.bytes()) MXSIM_HIP_CHECK(hipMemsetAsync(d, 0, dst.bytes(), stream_));
   const size_t rows = row_of.numel();
@@ -312,17 +303,15 @@ void HipBackend::permute_rows(const Tensor& src, const Tensor& row_of, size_t k,
   });
 }
 
-void HipBackend::unpermute_combine(const Tensor& ypt, const Tensor& h0t, const Tensor& pt, const Tensor& topt,
+void HipBackend::unpermute_combine_impl(const Tensor& ypt, const Tensor& h0t, const Tensor& pt, const Tensor& topt,
                                    const Tensor& rowt, size_t k, Tensor& h1t) {
   const float* yp = mat(ypt, "unpermute_combine", "yp");
   const float* h0 = mat(h0t, "unpermute_combine", "h0");
   const float* p = mat(pt, "unpermute_combine", "p");
-  expect_shape(h1t, h0t.shape(), "unpermute_combine", "h1");
   float* h1 = mat(h1t, "unpermute_combine", "h1");
   const int* top = data<int32_t>(topt, "unpermute_combine", "top");
   const int64_t* row_of = data<int64_t>(rowt, "unpermute_combine", "row_of");
   const size_t B = h0t.dim(0), d = h0t.dim(1);
-  check_routing_shapes("unpermute_combine", B, k, &topt, &rowt, &pt, nullptr, nullptr);
   if (B * d == 0) return;
   const size_t n = B * k;
   DeviceBuffer gate(n * sizeof(float), "unpermute_combine gates");
@@ -337,16 +326,13 @@ void HipBackend::unpermute_combine(const Tensor& ypt, const Tensor& h0t, const T
   MXSIM_HIP_CHECK_LAUNCH("combine_kernel");
 }
 
-void HipBackend::combine_backward(const Tensor& dh1t, const Tensor& ypt, const Tensor& pt, const Tensor& topt,
+void HipBackend::combine_backward_impl(const Tensor& dh1t, const Tensor& ypt, const Tensor& pt, const Tensor& topt,
                                   const Tensor& rowt, size_t k, Tensor& dypt, Tensor& dgatet) {
   const float* dh1 = mat(dh1t, "combine_backward", "dh1");
   const float* yp = mat(ypt, "combine_backward", "yp");
   const float* p = mat(pt, "combine_backward", "p");
-  expect_shape(dypt, ypt.shape(), "combine_backward", "dyp");
   float* dyp = mat(dypt, "combine_backward", "dyp");
   const size_t B = dh1t.dim(0), d = dh1t.dim(1);
-  check_routing_shapes("combine_backward", B, k, &topt, &rowt, &pt, &dgatet, nullptr);
-  expect_shape(dgatet, {B * k}, "combine_backward", "dgate");
   float* dgate = data<float>(dgatet, "combine_backward", "dgate");
   const int* top = data<int32_t>(topt, "combine_backward", "top");
   const int64_t* row_of = data<int64_t>(rowt, "combine_backward", "row_of");
@@ -359,12 +345,10 @@ void HipBackend::combine_backward(const Tensor& dh1t, const Tensor& ypt, const T
   MXSIM_HIP_CHECK_LAUNCH("combine_backward_kernel");
 }
 
-void HipBackend::aux_loss_deferred(const Tensor& pt, const Tensor& countst, size_t k, float coeff, Tensor& ft,
+void HipBackend::aux_loss_deferred_impl(const Tensor& pt, const Tensor& countst, size_t k, float coeff, Tensor& ft,
                                    double* dst) {
   const float* p = mat(pt, "aux_loss", "p");
   const size_t T = pt.dim(0), E = pt.dim(1);
-  expect_shape(countst, {E}, "aux_loss", "counts");
-  expect_shape(ft, {E}, "aux_loss", "f");
   const int64_t* counts = data<int64_t>(countst, "aux_loss", "counts");
   float* f = data<float>(ft, "aux_loss", "f");
   if (E == 0) {
@@ -381,17 +365,15 @@ void HipBackend::aux_loss_deferred(const Tensor& pt, const Tensor& countst, size
     *dst = canonical_nan(double(coeff) * double(E) * aux);
   });
 }
-double HipBackend::aux_loss(const Tensor& p, const Tensor& counts, size_t k, float coeff, Tensor& f) {
+double HipBackend::aux_loss_impl(const Tensor& p, const Tensor& counts, size_t k, float coeff, Tensor& f) {
   return now<double>([&](double* d) { aux_loss_deferred(p, counts, k, coeff, f, d); });
 }
 
-void HipBackend::router_backward(const Tensor& pt, const Tensor& topt, const Tensor& dgatet, const Tensor& ft,
+void HipBackend::router_backward_impl(const Tensor& pt, const Tensor& topt, const Tensor& dgatet, const Tensor& ft,
                                  float aux_g, size_t k, Tensor& dlt) {
   const float* p = mat(pt, "router_backward", "p");
-  expect_shape(dlt, pt.shape(), "router_backward", "dlogits");
   float* dl = mat(dlt, "router_backward", "dlogits");
   const size_t B = pt.dim(0), E = pt.dim(1);
-  check_routing_shapes("router_backward", B, k, &topt, nullptr, &pt, &dgatet, &ft);
   const int* top = data<int32_t>(topt, "router_backward", "top");
   const float* dgate = data<float>(dgatet, "router_backward", "dgate");
   const float* f = data<float>(ft, "router_backward", "f");
@@ -402,16 +384,14 @@ void HipBackend::router_backward(const Tensor& pt, const Tensor& topt, const Ten
   MXSIM_HIP_CHECK_LAUNCH("router_backward_kernel");
 }
 
-void HipBackend::embed_grad_sum(const Tensor& dh1t, const Tensor& dh0rt, const Tensor& dxpt, const Tensor& rowt,
+void HipBackend::embed_grad_sum_impl(const Tensor& dh1t, const Tensor& dh0rt, const Tensor& dxpt, const Tensor& rowt,
                                 size_t k, Tensor& dh0t) {
   const float* dh1 = mat(dh1t, "embed_grad_sum", "dh1");
   const float* dh0r = mat(dh0rt, "embed_grad_sum", "dh0_router");
   const float* dxp = mat(dxpt, "embed_grad_sum", "dxp");
-  expect_shape(dh0t, dh1t.shape(), "embed_grad_sum", "dh0");
   float* dh0 = mat(dh0t, "embed_grad_sum", "dh0");
   const int64_t* row_of = data<int64_t>(rowt, "embed_grad_sum", "row_of");
   const size_t B = dh1t.dim(0), d = dh1t.dim(1);
-  check_routing_shapes("embed_grad_sum", B, k, nullptr, &rowt, nullptr, nullptr, nullptr);
   if (B * d == 0) return;
   const size_t n = B * k;
   DeviceBuffer rows(n * sizeof(const float*), "embed_grad_sum row addresses");
@@ -425,8 +405,7 @@ void HipBackend::embed_grad_sum(const Tensor& dh1t, const Tensor& dh0rt, const T
   MXSIM_HIP_CHECK_LAUNCH("embed_grad_kernel");
 }
 
-void HipBackend::activation(Activation kind, const Tensor& u, Tensor& a) {
-  expect_shape(a, u.shape(), "activation", "a");
+void HipBackend::activation_impl(Activation kind, const Tensor& u, Tensor& a) {
   const float* x = f32(u, "activation", "u");
   float* y = f32(a, "activation", "a");
   const size_t n = u.numel();
@@ -435,9 +414,7 @@ void HipBackend::activation(Activation kind, const Tensor& u, Tensor& a) {
   MXSIM_HIP_CHECK_LAUNCH("activation_kernel");
 }
 
-void HipBackend::activation_grad(Activation kind, const Tensor& u, const Tensor& da, Tensor& du) {
-  expect_shape(da, u.shape(), "activation_grad", "da");
-  expect_shape(du, u.shape(), "activation_grad", "du");
+void HipBackend::activation_grad_impl(Activation kind, const Tensor& u, const Tensor& da, Tensor& du) {
   const float* x = f32(u, "activation_grad", "u");
   const float* g = f32(da, "activation_grad", "da");
   float* y = f32(du, "activation_grad", "du");

@@ -157,13 +157,11 @@ struct OscFold {
 
 }  // namespace
 
-void HipBackend::cross_entropy_deferred(const Tensor& logits, const Tensor& labels, float grad_scale, Tensor& dlogits,
+void HipBackend::cross_entropy_deferred_impl(const Tensor& logits, const Tensor& labels, float grad_scale, Tensor& dlogits,
                                         double* dst) {
   const float* l = mat(logits, "cross_entropy", "logits");
-  expect_shape(dlogits, logits.shape(), "cross_entropy", "dlogits");
   float* dl = mat(dlogits, "cross_entropy", "dlogits");
   const size_t T = logits.dim(0), C = logits.dim(1);
-  expect_shape(labels, {T}, "cross_entropy", "labels");
   const uint8_t* y = data<uint8_t>(labels, "cross_entropy", "labels");
   if (T == 0) {
     *dst = 0;
@@ -181,24 +179,22 @@ void HipBackend::cross_entropy_deferred(const Tensor& logits, const Tensor& labe
                                  *dst = canonical_nan(r[0]);
                                });
 }
-double HipBackend::cross_entropy(const Tensor& logits, const Tensor& labels, float grad_scale, Tensor& dlogits) {
+double HipBackend::cross_entropy_impl(const Tensor& logits, const Tensor& labels, float grad_scale, Tensor& dlogits) {
   return now<double>([&](double* d) { cross_entropy_deferred(logits, labels, grad_scale, dlogits, d); });
 }
 
-void HipBackend::argmax_rows(const Tensor& logits, Tensor& pred) {
+void HipBackend::argmax_rows_impl(const Tensor& logits, Tensor& pred) {
   const float* l = mat(logits, "argmax_rows", "logits");
   const size_t T = logits.dim(0), C = logits.dim(1);
-  expect_shape(pred, {T}, "argmax_rows", "pred");
   int32_t* o = data<int32_t>(pred, "argmax_rows", "pred");
   if (T == 0) return;
   argmax_rows_kernel<<<grid_for(T, kThreads), kThreads, 0, stream_>>>(l, T, C, o);
   MXSIM_HIP_CHECK_LAUNCH("argmax_rows_kernel");
 }
 
-void HipBackend::count_correct_deferred(const Tensor& logits, const Tensor& labels, int64_t* dst) {
+void HipBackend::count_correct_deferred_impl(const Tensor& logits, const Tensor& labels, int64_t* dst) {
   const float* l = mat(logits, "count_correct", "logits");
   const size_t T = logits.dim(0), C = logits.dim(1);
-  expect_shape(labels, {T}, "count_correct", "labels");
   const uint8_t* y = data<uint8_t>(labels, "count_correct", "labels");
   if (T == 0) {
     *dst = 0;
@@ -210,22 +206,20 @@ void HipBackend::count_correct_deferred(const Tensor& logits, const Tensor& labe
   detail::tree_reduce_later<1>(*this, CorrectFold{am.as<uint64_t>(), y}, T, {},
                                [dst](const std::array<double, 1>& r) { *dst = int64_t(r[0]); });
 }
-int64_t HipBackend::count_correct(const Tensor& logits, const Tensor& labels) {
+int64_t HipBackend::count_correct_impl(const Tensor& logits, const Tensor& labels) {
   return now<int64_t>([&](int64_t* d) { count_correct_deferred(logits, labels, d); });
 }
 
-void HipBackend::l2_norm_deferred(const Tensor& x, double* dst) {
+void HipBackend::l2_norm_deferred_impl(const Tensor& x, double* dst) {
   const float* p = f32(x, "l2_norm", "x");
   detail::tree_reduce_later<1>(*this, SumSqFold{p}, x.numel(), {},
                                [dst](const std::array<double, 1>& r) { *dst = canonical_nan(std::sqrt(r[0])); });
 }
-double HipBackend::l2_norm(const Tensor& x) {
+double HipBackend::l2_norm_impl(const Tensor& x) {
   return now<double>([&](double* d) { l2_norm_deferred(x, d); });
 }
 
-void HipBackend::adamw(Tensor& master, Tensor& m, Tensor& v, const Tensor& grad, const AdamW& h, Tensor& model) {
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&m, &v, &grad, &model})
-    expect_shape(*t, master.shape(), "adamw", "state");
+void HipBackend::adamw_impl(Tensor& master, Tensor& m, Tensor& v, const Tensor& grad, const AdamW& h, Tensor& model) {
   const hd::AdamWCoeffs c = hd::adamw_coeffs(h.lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.t);
   float* pw = f32(master, "adamw", "master");
   float* pm = f32(m, "adamw", "m");
@@ -238,11 +232,8 @@ void HipBackend::adamw(Tensor& master, Tensor& m, Tensor& v, const Tensor& grad,
   MXSIM_HIP_CHECK_LAUNCH("adamw_kernel");
 }
 
-int64_t HipBackend::deosc_update(Tensor& w, const Tensor& q, Tensor& prev, Tensor& prev_q, Tensor& dist_w,
+int64_t HipBackend::deosc_update_impl(Tensor& w, const Tensor& q, Tensor& prev, Tensor& prev_q, Tensor& dist_w,
                                  Tensor& dist_q, bool window_end, float ratio, Tensor* snaps) {
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&q, &prev, &prev_q, &dist_w, &dist_q})
-    expect_shape(*t, w.shape(), "deosc_update", "state");
-  if (snaps) expect_shape(*snaps, w.shape(), "deosc_update", "snaps");
   uint32_t* ps = snaps ? data<uint32_t>(*snaps, "deosc_update", "snaps") : nullptr;
   float* pw = f32(w, "deosc_update", "w");
   const float* pq = f32(q, "deosc_update", "q");
@@ -261,11 +252,8 @@ int64_t HipBackend::deosc_update(Tensor& w, const Tensor& q, Tensor& prev, Tenso
   return int64_t(r[0]);
 }
 
-Backend::OscStep HipBackend::osc_update(const Tensor& w, const Tensor& q, OscState& s, float momentum,
+Backend::OscStep HipBackend::osc_update_impl(const Tensor& w, const Tensor& q, OscState& s, float momentum,
                                         bool window_end) {
-  for (const Tensor* t : std::initializer_list<const Tensor*>{&q, &s.prev_w, &s.prev_q, &s.dist_w, &s.dist_q, &s.ema,
-                                                              &s.last_dir, &s.flips})
-    if (t->numel() != w.numel()) expect_shape(*t, w.shape(), "osc_update", "state");
   const float* pw = f32(w, "osc_update", "w");
   const float* pq = f32(q, "osc_update", "q");
   float* prev_w = f32(s.prev_w, "osc_update", "prev_w");

@@ -47,12 +47,11 @@ struct VerifyRow {
   /// in their documented order (e.g. quantize: data bytes, then scales, then
   /// tensor_scale_inv, then the layout fields); -1 when none.
   int64_t first_mismatch = -1;
-  bool unsupported = false;  ///< candidate.supports(op) is false: nothing ran
-  std::string note;          ///< why a row is special (unsupported, a backend threw, ...); empty otherwise
+  std::string note;  ///< why a row is special (a backend threw, ...); empty otherwise
 };
 
 /// Runs every op (or o.op) o.cases times on both backends and returns one row
-/// per case (one row per op the candidate or the reference does not support).
+/// per case.
 /// Throws std::invalid_argument for an unknown o.op or o.cases < 1.
 std::vector<VerifyRow> verify_backends(Backend& reference, Backend& candidate, const VerifyOptions& o);
 
