@@ -120,29 +120,14 @@ compare() {  # compare NAME: emu vs hip traces of one run
 }
 
 if has runs; then
-  steps_default=""
-  [ -n "${DEFAULT_STEPS:-}" ] && steps_default="--set run.max_steps=$DEFAULT_STEPS"
-  S="--set run.max_steps=$RECIPE_STEPS"
-  declare -A args=(
-    [default]="$steps_default"
-    [bf16]="$S --set recipe.fc1=bf16 --set recipe.fc2=bf16"
-    [mxfp8]="$S --set recipe.fc1=mxfp8 --set recipe.fc2=mxfp8"
-    [fp8_current]="$S --set recipe.fc1=fp8_current --set recipe.fc2=fp8_current"
-    [fp8_delayed]="$S --set recipe.fc1=fp8_delayed --set recipe.fc2=fp8_delayed"
-    [fp8_block]="$S --set recipe.fc1=fp8_block --set recipe.fc2=fp8_block"
-    [mxfp4_nohad]="$S --set recipe.mxfp4_hadamard_wgrad=false"
-    [mxfp4_sr]="$S --set recipe.mxfp4_sr_grad=true"
-    [deosc_gelu]="$S --set model.activation=gelu --set deosc.start_step=10 --set deosc.period=10 --set 'trace.snapshot_steps=[1,50,100]' --set 'trace.snapshot_layers=[\"fc1\",\"fc2\"]'"
-    [silu]="$S --set model.activation=silu"
-  )
-  names=(default bf16 mxfp8 fp8_current fp8_delayed fp8_block mxfp4_nohad mxfp4_sr deosc_gelu silu)
+  source scripts/run-table.sh
   # Emulator runs in the background, two threads each, while the GPU runs one after another.
-  for n in "${names[@]}"; do train "$n" emu --threads 2 ${args[$n]} & done
-  for n in "${names[@]}"; do train "$n" hip ${args[$n]}; done
+  for n in "${run_names[@]}"; do train "$n" emu --threads 2 ${run_args[$n]} & done
+  for n in "${run_names[@]}"; do train "$n" hip ${run_args[$n]}; done
   wait
   # Checkpoints across backends: the first half of a run on one backend
   # (--stop-after writes the checkpoint there), the rest on the other.
-  C="--set run.max_steps=$RECIPE_STEPS --set recipe.fc2=fp8_delayed --set deosc.start_step=10 --set deosc.period=10"
+  C="$run_ckpt_args"
   half=$((RECIPE_STEPS / 2))
   train ck_full emu --threads 8 "$C" &
   train ck_half hip "$C --stop-after $half --checkpoint $work/ck_hip.h5"
@@ -152,7 +137,7 @@ if has runs; then
   train ck_emu_then_hip hip "$C --resume $work/ck_emu.h5"
   wait
   echo -e "\n## Whole runs: mxsim compare of --backend emu and --backend hip traces\n\n| run | mxsim compare | exit |\n|---|---|---|" >>"$summary"
-  for n in "${names[@]}" ck_half; do compare "$n"; rc=$((rc | $?)); done
+  for n in "${run_names[@]}" ck_half; do compare "$n"; rc=$((rc | $?)); done
   for n in ck_hip_then_emu ck_emu_then_hip; do
     be=${n##*_then_}
     "$mx" compare "$work/ck_full.emu.h5" "$work/$n.$be.h5" >"$work/$n.compare.txt" 2>&1
