@@ -91,14 +91,6 @@ std::string widening_note(const CastOptions& o) {
 
 namespace {
 
-bool is_elem_format(Format f) {
-  switch (f) {
-    case Format::E4M3: case Format::E5M2: case Format::E4M3FNUZ: case Format::E5M2FNUZ:
-    case Format::E3M2: case Format::E2M3: case Format::E2M1: return true;
-    default: return false;
-  }
-}
-
 int run(const Args& args) {
   po::options_description opts("options");
   opts.add_options()("help,h", "this help")
@@ -173,7 +165,7 @@ int run(const Args& args) {
       throw UsageError(std::string("--scale-rule: ") + e.what());
     }
     o.elem = format_arg("--elem", p.str("elem"));
-    if (!is_elem_format(o.elem))
+    if (!has_role(o.elem, kRoleMxElem))
       throw UsageError("--elem " + p.str("elem") + ": not an element format of E8M0-scaled blocks (e2m1 e2m3 e3m2 e4m3 e5m2 e4m3fnuz e5m2fnuz)");
     for (const char* opt : {"round", "overflow"})
       if (!p.vm[opt].defaulted())

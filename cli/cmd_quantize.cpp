@@ -770,8 +770,7 @@ int run(const Args& args) {
       // per row, per 1x128 block, or as MX elements.
       Format f;
       if (!format_from_name(p.str("elem"), f)) throw UsageError("--elem: unknown element format '" + p.str("elem") + "'");
-      const bool fp8 = f == Format::E4M3 || f == Format::E5M2 || f == Format::E4M3FNUZ || f == Format::E5M2FNUZ;
-      const bool mx = fp8 || f == Format::E2M1 || f == Format::E2M3 || f == Format::E3M2;
+      const bool fp8 = has_role(f, kRoleFp8), mx = has_role(f, kRoleMxElem);
       if (spec.scale_kind == ScaleKind::UE4M3 || (spec.scale_kind == ScaleKind::FP32 && !fp8) ||
           (spec.scale_kind == ScaleKind::E8M0 && !mx))
         throw UsageError("--elem " + p.str("elem") + ": recipe " + recipe + " (" + name_of(spec.scale_kind) +

@@ -23,10 +23,6 @@ namespace {
   throw std::invalid_argument("grouped " + gemm + ": " + msg);
 }
 
-bool mx_elem(Format f) {
-  return f == Format::E2M1 || f == Format::E2M3 || f == Format::E3M2 || f == Format::E4M3 || f == Format::E5M2;
-}
-
 /// An operand source: a QuantizedTensor, or FP32 values already rounded to BF16.
 struct Src {
   const QuantizedTensor* q = nullptr;
@@ -87,7 +83,7 @@ Panel make_panel(const Src& s, size_t g, bool contract_rows, size_t r0, size_t n
     case ScaleKind::UE4M3:
       fail(gemm, std::string(what) + ": NVFP4 (UE4M3 scales) is not defined by the GEMM contract yet");
     case ScaleKind::E8M0:
-      if (!mx_elem(q.spec.elem))
+      if (!has_role(q.spec.elem, kRoleOcpMx))
         fail(gemm, std::string(what) + ": element format " + short_name(q.spec.elem) +
                        " is not defined for E8M0-scaled GEMM (E2M1, E2M3, E3M2, E4M3, E5M2)");
       if (bk != 32)
@@ -168,10 +164,9 @@ Kind pair_kind(const Src& a, const Src& b, const std::string& gemm) {
   if (sa.scale_kind == ScaleKind::UE4M3 || sb.scale_kind == ScaleKind::UE4M3)
     fail(gemm, "NVFP4 (UE4M3 scales) is not defined by the GEMM contract yet");
   if (sa.scale_kind == ScaleKind::E8M0 && sb.scale_kind == ScaleKind::E8M0) {
-    auto exact = [](Format f) { return f == Format::E2M1 || f == Format::E2M3; };
-    if (!mx_elem(sa.elem) || !mx_elem(sb.elem))
+    if (!has_role(sa.elem, kRoleOcpMx) || !has_role(sb.elem, kRoleOcpMx))
       fail(gemm, "E8M0-scaled elements must be E2M1, E2M3, E3M2, E4M3 or E5M2 (got " + sa.describe() + " with " + sb.describe() + ")");
-    return exact(sa.elem) && exact(sb.elem) ? Kind::MxExact : Kind::MxF13;
+    return has_role(sa.elem, kRoleMxExact) && has_role(sb.elem, kRoleMxExact) ? Kind::MxExact : Kind::MxF13;
   }
   if (sa.scale_kind == ScaleKind::FP32 && sb.scale_kind == ScaleKind::FP32) return Kind::Fp8Chunk;
   fail(gemm, "operand recipes do not form a pair the contract defines: " + sa.describe() + " with " + sb.describe() +

@@ -96,7 +96,7 @@ int int_shift(Format f) { return f == Format::E2M1 ? 1 : 3; }  // v * 2^shift is
 
 /// acc + blk * 2^(sa + sb - 254 + extra), one RNE; exact fallback outside the safe range.
 float mx_add(float acc, float blk, int sa, int sb, int extra) {
-  if (sa == 0xFF || sb == 0xFF) return std::bit_cast<float>(kCanonicalNaN);
+  if (sa == 0xFF || sb == 0xFF) return std::bit_cast<float>(kCanonicalNan32);
   const int c = sa + sb - 254 + extra;
   if (c >= -80 && c <= 80) return acc + blk * std::ldexp(1.0f, c);
   Ex s;
@@ -107,7 +107,7 @@ float mx_add(float acc, float blk, int sa, int sb, int extra) {
 
 void finish(float& o, float acc, Format out_fmt) {
   if (out_fmt == Format::BF16) acc = round_bf16(acc);
-  if (std::isnan(acc)) acc = std::bit_cast<float>(kCanonicalNaN);
+  if (std::isnan(acc)) acc = std::bit_cast<float>(kCanonicalNan32);
   o = acc;
 }
 

@@ -34,9 +34,6 @@ struct Out {
 void run_reference(Kind kind, const Panel& A, const Panel& B, Out out, bool accumulate, Format out_fmt);
 void run_fast(Kind kind, const Panel& A, const Panel& B, Out out, bool accumulate, Format out_fmt);
 
-/// Canonical NaN written by every GEMM (positive quiet NaN).
-inline constexpr uint32_t kCanonicalNaN = 0x7FC00000u;
-
 }  // namespace mxsim::emu::gemm
 
 namespace mxsim {

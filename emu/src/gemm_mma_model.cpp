@@ -72,7 +72,7 @@ Tensor2f mma_model_gemm(const QuantizedTensor& a, const QuantizedTensor& b, MmaM
         acc = fused_group(t, acc, F, e8);
       }
       if (fp32) acc = acc * (A.sinv[i * A.kc()] * B.sinv[j * B.kc()]);
-      if (std::isnan(acc)) acc = std::bit_cast<float>(kCanonicalNaN);
+      if (std::isnan(acc)) acc = std::bit_cast<float>(kCanonicalNan32);
       y(i, j) = acc;
     }
   return y;

@@ -74,7 +74,7 @@ __attribute__((target(MXSIM_AVX2_TARGET))) inline __m256 avx2_finish(__m256 v, b
     const __m256i r = _mm256_add_epi32(_mm256_add_epi32(b, _mm256_set1_epi32(0x7FFF)), lsb);
     v = _mm256_castsi256_ps(_mm256_and_si256(r, _mm256_set1_epi32(int32_t(0xFFFF0000u))));
   }
-  return _mm256_blendv_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(int32_t(kCanonicalNaN))), nan);
+  return _mm256_blendv_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(int32_t(kCanonicalNan32))), nan);
 }
 
 /// MR rows x 16 columns (col0 = 0 or 16 of the 32-column panel) of

@@ -71,7 +71,7 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) inline void vnni_tile(
       acc[r][1] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(s[r][1]), f1), ar, acc[r][1]);
     }
   }
-  const __m512i qnan = _mm512_set1_epi32(int32_t(kCanonicalNaN));
+  const __m512i qnan = _mm512_set1_epi32(int32_t(kCanonicalNan32));
   for (int r = 0; r < MR; ++r) {
     if (badi[r]) continue;
     for (int h = 0; h < 2; ++h) {

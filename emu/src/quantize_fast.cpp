@@ -257,8 +257,7 @@ template <class T>
 
 bool takes(const QuantSpec& s, Axis axis) {
   if (!g_enabled.load(std::memory_order_relaxed)) return false;
-  const bool fmt = s.elem == Format::E2M1 || s.elem == Format::E2M3 || s.elem == Format::E3M2 ||
-                   s.elem == Format::E4M3 || s.elem == Format::E5M2;
+  const bool fmt = has_role(s.elem, kRoleOcpMx);
   const bool rowwise = s.block_rows == 1 && s.block_cols == 32 && axis == Axis::Cols;
   const bool tile = s.block_rows == 32 && s.block_cols == 32;
   return fmt && (rowwise || tile) && s.scale_kind == ScaleKind::E8M0 && s.round == RoundMode::RNE &&
@@ -324,8 +323,7 @@ QuantizedTensor make_result(size_t G, size_t R, size_t C, const QuantSpec& spec)
 
 bool takes_staged(const QuantSpec& s, Axis axis) {
   if (!g_enabled.load(std::memory_order_relaxed)) return false;
-  const bool fmt = s.elem == Format::E2M1 || s.elem == Format::E2M3 || s.elem == Format::E3M2 ||
-                   s.elem == Format::E4M3 || s.elem == Format::E5M2;
+  const bool fmt = has_role(s.elem, kRoleOcpMx);
   return fmt && s.block_rows == 1 && s.block_cols == 32 && (axis == Axis::Rows || s.hadamard16) &&
          s.scale_kind == ScaleKind::E8M0 && s.round == RoundMode::RNE && s.fixed_scale == 0.0f;
 }

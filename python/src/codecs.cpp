@@ -75,13 +75,9 @@ pyb::array_t<uint8_t> e8m0_scale_py(const pyb::array& amax, const pyb::object& e
   const F32Array a = F32Array::ensure(amax);  // float64 -> float32: NumPy's cast, one RNE rounding
   const Format ef = format_arg(pyb::isinstance<pyb::str>(elem_dtype) ? elem_dtype.cast<std::string>()
                                                                       : std::string(pyb::str(elem_dtype)));
-  switch (ef) {
-    case Format::E4M3: case Format::E5M2: case Format::E4M3FNUZ: case Format::E5M2FNUZ:
-    case Format::E3M2: case Format::E2M3: case Format::E2M1: break;
-    default:
-      throw std::invalid_argument(std::string("e8m0_scale: ") + spec_of(ef).name +
-                                  " is not an element format of E8M0-scaled blocks");
-  }
+  if (!has_role(ef, kRoleMxElem))
+    throw std::invalid_argument(std::string("e8m0_scale: ") + spec_of(ef).name +
+                                " is not an element format of E8M0-scaled blocks");
   const ScaleRule rule = scaling_mode_arg(scaling_mode);
   const FormatSpec f = spec_of(ef);
   pyb::array_t<uint8_t> out(shape_of(a));

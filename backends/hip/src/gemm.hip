@@ -88,7 +88,7 @@ PanelView make_panel(const GemmOperand& o, size_t g, bool contract_rows, size_t 
     case ScaleKind::UE4M3:
       fail(gemm, std::string(what) + ": NVFP4 (UE4M3 scales) is not defined by the GEMM contract yet");
     case ScaleKind::E8M0:
-      if (!hd::gemm_mx_elem(o.spec.elem))
+      if (!has_role(o.spec.elem, kRoleOcpMx))
         fail(gemm, std::string(what) + ": element format " + short_name(o.spec.elem) +
                        " is not defined for E8M0-scaled GEMM (E2M1, E2M3, E3M2, E4M3, E5M2)");
       if (bk != 32)

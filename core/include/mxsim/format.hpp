@@ -42,6 +42,25 @@ enum class Format : uint8_t {
 };
 inline constexpr int kNumFormats = 11;
 
+/// The roles a format plays, as bits of FormatSpec::roles: which blocks,
+/// quantizers and GEMM classes take it as an element format. One column of the
+/// table, read by every check of membership (no switch over formats elsewhere).
+enum FormatRole : uint8_t {
+  /// An element format of E8M0-scaled (MX) blocks: the quantizer's MX elements (OCP MX v1.0
+  /// §5.2 Table 1's FP8, FP6 and FP4 formats, and the AMD FNUZ FP8s with the same block rule).
+  kRoleMxElem = 1u << 0,
+  /// An element format of the OCP MX v1.0 specification (§5.2 Table 1: E4M3, E5M2, E3M2, E2M3,
+  /// E2M1): the element formats of the MX GEMM contract (numerics.md §5.2) and of the fast
+  /// MX quantizers.
+  kRoleOcpMx = 1u << 1,
+  /// An FP8 element format (OCP or FNUZ): the elements of FP32-scaled (per-tensor, per-row,
+  /// per-block) quantization.
+  kRoleFp8 = 1u << 2,
+  /// Its 32-element block dot is an exact integer sum (the mx-exact GEMM class, numerics.md
+  /// §5.2): E2M1 and E2M3, whose values times 2 resp. 8 are integers.
+  kRoleMxExact = 1u << 3,
+};
+
 /// Semantics of one binary floating-point format.
 ///
 /// Value of a finite code with sign s, exponent field E and mantissa field M:
@@ -57,6 +76,10 @@ struct FormatSpec {
   bool has_inf;          ///< IEEE Inf at exponent all ones, mantissa 0
   NanKind nan;
   bool has_subnormals;   ///< false only for E8M0 (exponent field 0 is 2^-127)
+  uint8_t roles;         ///< FormatRole bits
+
+  /// Whether the format plays every role of `r` (FormatRole bits).
+  MXSIM_HD constexpr bool is(unsigned r) const { return (roles & r) == r; }
 
   /// Unbiased exponent of the smallest normal binade.
   MXSIM_HD constexpr int emin() const { return has_subnormals ? 1 - bias : -bias; }
@@ -102,22 +125,27 @@ struct FormatSpec {
 
 /// The table. One row per Format, in enum order.
 MXSIM_HD constexpr FormatSpec spec_of(Format f) {
+  constexpr uint8_t ocp8 = kRoleMxElem | kRoleOcpMx | kRoleFp8, fnuz8 = kRoleMxElem | kRoleFp8,
+                    fp6 = kRoleMxElem | kRoleOcpMx, exact = kRoleMxElem | kRoleOcpMx | kRoleMxExact;
   switch (f) {
-    //                        name             bits e  m  bias  sign   inf    nan               subn
-    case Format::FP32:     return {"float32",        32, 8, 23, 127, true,  true,  NanKind::Ieee,    true};
-    case Format::BF16:     return {"bfloat16",       16, 8,  7, 127, true,  true,  NanKind::Ieee,    true};
-    case Format::FP16:     return {"float16",        16, 5, 10,  15, true,  true,  NanKind::Ieee,    true};
-    case Format::E4M3:     return {"float8_e4m3fn",   8, 4,  3,   7, true,  false, NanKind::AllOnes, true};
-    case Format::E5M2:     return {"float8_e5m2",     8, 5,  2,  15, true,  true,  NanKind::Ieee,    true};
-    case Format::E4M3FNUZ: return {"float8_e4m3fnuz", 8, 4,  3,   8, true,  false, NanKind::NegZero, true};
-    case Format::E5M2FNUZ: return {"float8_e5m2fnuz", 8, 5,  2,  16, true,  false, NanKind::NegZero, true};
-    case Format::E3M2:     return {"float6_e3m2fn",   6, 3,  2,   3, true,  false, NanKind::None,    true};
-    case Format::E2M3:     return {"float6_e2m3fn",   6, 2,  3,   1, true,  false, NanKind::None,    true};
-    case Format::E2M1:     return {"float4_e2m1fn",   4, 2,  1,   1, true,  false, NanKind::None,    true};
-    case Format::E8M0:     return {"float8_e8m0fnu",  8, 8,  0, 127, false, false, NanKind::AllOnes, false};
+    //                        name             bits e  m  bias  sign   inf    nan               subn   roles
+    case Format::FP32:     return {"float32",        32, 8, 23, 127, true,  true,  NanKind::Ieee,    true,  0};
+    case Format::BF16:     return {"bfloat16",       16, 8,  7, 127, true,  true,  NanKind::Ieee,    true,  0};
+    case Format::FP16:     return {"float16",        16, 5, 10,  15, true,  true,  NanKind::Ieee,    true,  0};
+    case Format::E4M3:     return {"float8_e4m3fn",   8, 4,  3,   7, true,  false, NanKind::AllOnes, true,  ocp8};
+    case Format::E5M2:     return {"float8_e5m2",     8, 5,  2,  15, true,  true,  NanKind::Ieee,    true,  ocp8};
+    case Format::E4M3FNUZ: return {"float8_e4m3fnuz", 8, 4,  3,   8, true,  false, NanKind::NegZero, true,  fnuz8};
+    case Format::E5M2FNUZ: return {"float8_e5m2fnuz", 8, 5,  2,  16, true,  false, NanKind::NegZero, true,  fnuz8};
+    case Format::E3M2:     return {"float6_e3m2fn",   6, 3,  2,   3, true,  false, NanKind::None,    true,  fp6};
+    case Format::E2M3:     return {"float6_e2m3fn",   6, 2,  3,   1, true,  false, NanKind::None,    true,  exact};
+    case Format::E2M1:     return {"float4_e2m1fn",   4, 2,  1,   1, true,  false, NanKind::None,    true,  exact};
+    case Format::E8M0:     return {"float8_e8m0fnu",  8, 8,  0, 127, false, false, NanKind::AllOnes, false, 0};
   }
-  return {"float32", 32, 8, 23, 127, true, true, NanKind::Ieee, true};
+  return {"float32", 32, 8, 23, 127, true, true, NanKind::Ieee, true, 0};
 }
+
+/// Whether format f plays every role of r (FormatRole bits): spec_of(f).is(r).
+MXSIM_HD constexpr bool has_role(Format f, unsigned r) { return spec_of(f).is(r); }
 
 /// The FP32 current-scaling factor (TransformerEngine's rule; the one rule
 /// for per-tensor and per-block FP32 scales, used by emu::quantize and the

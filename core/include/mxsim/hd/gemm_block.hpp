@@ -37,15 +37,10 @@ namespace mxsim::hd {
 
 // ---- operand facts ---------------------------------------------------------
 
-/// Element formats of E8M0-scaled ("MX") GEMM operands (numerics.md §5.2):
-/// E2M1, E2M3, E3M2, E4M3, E5M2. (The quantizer takes more, e.g. the AMD FNUZ
-/// formats; the GEMM contract does not define them yet.)
-MXSIM_HD constexpr bool gemm_mx_elem(Format f) {
-  return f == Format::E2M1 || f == Format::E2M3 || f == Format::E3M2 || f == Format::E4M3 || f == Format::E5M2;
-}
-
-/// Elements whose 32-block dot is an exact integer sum (mx-exact): E2M1, E2M3.
-MXSIM_HD constexpr bool mx_exact_elem(Format f) { return f == Format::E2M1 || f == Format::E2M3; }
+// Which element formats each class takes is the format table's roles
+// (format.hpp): E8M0-scaled operands have OCP MX elements (kRoleOcpMx; the
+// quantizer takes the AMD FNUZ formats too, the GEMM contract does not define
+// them yet), mx-exact pairs kRoleMxExact elements, FP32-scaled operands OCP FP8.
 
 /// v * 2^int_shift(f) is an integer for every value v of an mx-exact element
 /// format: 2 x E2M1 lies in [-12, 12], 8 x E2M3 in [-60, 60].
@@ -77,7 +72,7 @@ MXSIM_HD constexpr const char* gemm_class_name(GemmClass c) {
 /// Host: the class of a pair of operand specs (elem == BF16 means an unscaled
 /// BF16 operand). Returns false and sets *why for pairs the contract does not
 /// define (BF16 with a quantized operand, NVFP4, E8M0 with FP32 scales, FP32
-/// scales on other than E4M3/E5M2, MX elements outside gemm_mx_elem).
+/// scales on other than E4M3/E5M2, MX elements that are not OCP MX formats).
 inline bool gemm_class_of(const QuantSpec& a, const QuantSpec& b, GemmClass& out, std::string* why = nullptr) {
   auto no = [&](const std::string& m) {
     if (why) *why = m;
@@ -92,14 +87,14 @@ inline bool gemm_class_of(const QuantSpec& a, const QuantSpec& b, GemmClass& out
   if (a.scale_kind == ScaleKind::UE4M3 || b.scale_kind == ScaleKind::UE4M3)
     return no("NVFP4 (UE4M3 scales) is not defined by the GEMM contract yet");
   if (a.scale_kind == ScaleKind::E8M0 && b.scale_kind == ScaleKind::E8M0) {
-    if (!gemm_mx_elem(a.elem) || !gemm_mx_elem(b.elem))
+    if (!has_role(a.elem, kRoleOcpMx) || !has_role(b.elem, kRoleOcpMx))
       return no("E8M0-scaled elements must be E2M1, E2M3, E3M2, E4M3 or E5M2");
-    out = mx_exact_elem(a.elem) && mx_exact_elem(b.elem) ? GemmClass::MxExact : GemmClass::MxF13;
+    out = has_role(a.elem, kRoleMxExact) && has_role(b.elem, kRoleMxExact) ? GemmClass::MxExact : GemmClass::MxF13;
     return true;
   }
   if (a.scale_kind == ScaleKind::FP32 && b.scale_kind == ScaleKind::FP32) {
-    const auto fp8 = [](Format f) { return f == Format::E4M3 || f == Format::E5M2; };
-    if (!fp8(a.elem) || !fp8(b.elem)) return no("FP32-scaled operands must be E4M3 or E5M2");
+    const unsigned ocp_fp8 = kRoleOcpMx | kRoleFp8;
+    if (!has_role(a.elem, ocp_fp8) || !has_role(b.elem, ocp_fp8)) return no("FP32-scaled operands must be E4M3 or E5M2");
     out = GemmClass::Fp8Chunk128;
     return true;
   }

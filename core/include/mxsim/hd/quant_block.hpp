@@ -292,7 +292,7 @@ inline void validate_quant_spec(const QuantSpec& s, size_t scols, const char* wh
     // quantizers, which have FP8 elements, RNE casts and no Hadamard step.
     const std::string c = std::string("scale convention ") + name_of(s.scale_convention);
     if (s.scale_kind != ScaleKind::FP32) throw std::invalid_argument(w + ": " + c + " needs FP32 scales");
-    if (s.elem != Format::E4M3 && s.elem != Format::E5M2 && s.elem != Format::E4M3FNUZ && s.elem != Format::E5M2FNUZ)
+    if (!has_role(s.elem, kRoleFp8))
       throw std::invalid_argument(w + ": " + c + " needs FP8 elements (e4m3, e5m2, e4m3fnuz, e5m2fnuz), not " +
                                   spec_of(s.elem).name);
     if (s.fixed_scale != 0) throw std::invalid_argument(w + ": " + c + " has no delayed (fixed) scale");

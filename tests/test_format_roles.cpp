@@ -1,0 +1,76 @@
+// The roles of the format table (format.hpp FormatRole) against the published
+// lists they stand for, written out here by hand:
+//   OCP Microscaling Formats (MX) v1.0 §5.2 Table 1: the MX element formats FP8 E4M3 and
+//     E5M2, FP6 E3M2 and E2M3, FP4 E2M1 (INT8 is not a format of this table);
+//   the AMD FNUZ FP8s (arXiv:2206.02915), which mxsim also quantizes in E8M0 blocks and
+//     with FP32 scales, but which the GEMM contract does not define (numerics.md §5.2);
+//   mx-exact (numerics.md §5.2): E2M1 and E2M3, whose values times 2 resp. 8 are integers
+//     (that property is checked below from the decoded values themselves).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "mxsim/format.hpp"
+#include "mxsim/hd/gemm_block.hpp"
+#include "mxsim/quant_spec.hpp"
+#include "mxsim/rounding.hpp"
+
+namespace mxsim {
+namespace {
+
+const Format kAll[] = {Format::FP32, Format::BF16, Format::FP16, Format::E4M3, Format::E5M2, Format::E4M3FNUZ,
+                       Format::E5M2FNUZ, Format::E3M2, Format::E2M3, Format::E2M1, Format::E8M0};
+
+TEST(FormatRoles, EachRoleHoldsExactlyItsPublishedFormats) {
+  static_assert(sizeof(kAll) / sizeof(kAll[0]) == kNumFormats, "every format of the table");
+  const std::set<Format> ocp_mx = {Format::E4M3, Format::E5M2, Format::E3M2, Format::E2M3, Format::E2M1};
+  const std::set<Format> fp8 = {Format::E4M3, Format::E5M2, Format::E4M3FNUZ, Format::E5M2FNUZ};
+  std::set<Format> mx_elem = ocp_mx;
+  mx_elem.insert({Format::E4M3FNUZ, Format::E5M2FNUZ});
+  const std::set<Format> mx_exact = {Format::E2M1, Format::E2M3};
+  for (Format f : kAll) {
+    const char* n = spec_of(f).name;
+    EXPECT_EQ(has_role(f, kRoleOcpMx), ocp_mx.count(f) == 1) << n;
+    EXPECT_EQ(has_role(f, kRoleFp8), fp8.count(f) == 1) << n;
+    EXPECT_EQ(has_role(f, kRoleMxElem), mx_elem.count(f) == 1) << n;
+    EXPECT_EQ(has_role(f, kRoleMxExact), mx_exact.count(f) == 1) << n;
+  }
+}
+
+// What the mx-exact kernels rely on, from the decoded values: every finite value of an
+// mx-exact element times 2^int_shift is an integer (hd::mx_int_value), small enough that a
+// 32-element block dot of two of them is an exact integer sum in FP32 (below 2^24).
+TEST(FormatRoles, MxExactValuesAreSmallIntegersAfterTheShift) {
+  for (Format f : kAll) {
+    if (!has_role(f, kRoleMxExact)) continue;
+    const FormatSpec s = spec_of(f);
+    const int k = hd::int_shift(f);
+    double vmax = 0;
+    for (uint32_t c = 0; c < (1u << s.bits); ++c) {
+      const double v = std::ldexp(double(decode(s, c)), k);
+      ASSERT_EQ(v, std::floor(v)) << s.name << " code " << c;
+      vmax = std::max(vmax, std::fabs(v));
+    }
+    EXPECT_LT(32.0 * vmax * vmax, 16777216.0) << s.name;
+  }
+}
+
+// The GEMM classes read the roles: OCP MX pairs are mx-exact or mx-f13, FNUZ pairs are refused.
+TEST(FormatRoles, GemmClassesFollowTheRoles) {
+  QuantSpec a = tensor_recipe("mxfp4"), b = tensor_recipe("mxfp4");
+  hd::GemmClass c{};
+  ASSERT_TRUE(hd::gemm_class_of(a, b, c));
+  EXPECT_EQ(c, hd::GemmClass::MxExact);
+  b.elem = Format::E4M3;
+  ASSERT_TRUE(hd::gemm_class_of(a, b, c));
+  EXPECT_EQ(c, hd::GemmClass::MxF13);
+  b.elem = Format::E4M3FNUZ;
+  std::string why;
+  EXPECT_FALSE(hd::gemm_class_of(a, b, c, &why));
+  EXPECT_NE(why.find("E2M1, E2M3, E3M2, E4M3 or E5M2"), std::string::npos) << why;
+}
+
+}  // namespace
+}  // namespace mxsim
