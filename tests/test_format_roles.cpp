@@ -12,6 +12,8 @@
 #include <cmath>
 #include <set>
 
+#include "mxsim/emu/grouped_gemm.hpp"
+#include "mxsim/emu/quantize.hpp"
 #include "mxsim/format.hpp"
 #include "mxsim/hd/gemm_block.hpp"
 #include "mxsim/quant_spec.hpp"
@@ -70,6 +72,29 @@ TEST(FormatRoles, GemmClassesFollowTheRoles) {
   std::string why;
   EXPECT_FALSE(hd::gemm_class_of(a, b, c, &why));
   EXPECT_NE(why.find("E2M1, E2M3, E3M2, E4M3 or E5M2"), std::string::npos) << why;
+}
+
+// The emulator's GEMM and its gemm_class_name ask the same classifier: an FP32-scaled FNUZ pair,
+// which the contract does not define, is refused with its words (the emulator's own classifier
+// named it fp8-chunk128, while its panels and the GPU refused it).
+TEST(FormatRoles, TheEmulatorsGemmRefusesPairsTheContractDoesNotDefine) {
+  QuantSpec s = tensor_recipe("fp8_tensor");
+  s.elem = Format::E4M3FNUZ;
+  Tensor2f x = Tensor2f::from_shape({4, 8}), w2 = Tensor2f::from_shape({2, 8});
+  for (size_t i = 0; i < x.size(); ++i) x.data()[i] = 0.25f * float(i % 7);
+  for (size_t i = 0; i < w2.size(); ++i) w2.data()[i] = 0.5f - 0.125f * float(i % 5);
+  const QuantizedTensor qx = emu::quantize(x, s, Axis::Cols), qw = emu::quantize(w2, s, Axis::Cols);
+  Tensor2f y;
+  const std::vector<int64_t> ms = {4};
+  try {
+    emu::grouped_fprop(qx, qw, ms, y, GemmOptions{});
+    ADD_FAILURE() << "an FP32-scaled E4M3FNUZ pair was multiplied";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("FP32-scaled operands must be E4M3 or E5M2"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(emu::gemm_class_name(qx.spec, qw.spec), std::invalid_argument);
+  s.elem = Format::E4M3;
+  EXPECT_STREQ(emu::gemm_class_name(s, s), "fp8-chunk128");
 }
 
 }  // namespace

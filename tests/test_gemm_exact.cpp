@@ -553,7 +553,7 @@ TEST_P(GemmPaths, Fp8SpecialsEqualReference) {
 // the internal entries.
 TEST_P(GemmPaths, FusedFallbackLanes) {
   if (GetParam() == CpuPath::Scalar) GTEST_SKIP() << "the scalar path has no vector lanes to hand back";
-  using gemm::Kind;
+  using gemm::GemmClass;
   auto bf16_panel = [](size_t R, size_t K, auto val) {
     gemm::Panel p;
     p.elem = Format::BF16;
@@ -577,13 +577,13 @@ TEST_P(GemmPaths, FusedFallbackLanes) {
   std::vector<float> r = o;
   const std::vector<float> o0 = o;
   std::vector<std::pair<uint32_t, uint32_t>> bad;
-  if (GetParam() == CpuPath::Avx512) gemm::run_fused_avx512(Kind::Bf16, A, B, {o.data(), 3}, true, Format::FP32, bad);
-  else gemm::run_fused_avx2(Kind::Bf16, A, B, {o.data(), 3}, true, Format::FP32, bad);
+  if (GetParam() == CpuPath::Avx512) gemm::run_fused_avx512(GemmClass::Bf16F25, A, B, {o.data(), 3}, true, Format::FP32, bad);
+  else gemm::run_fused_avx2(GemmClass::Bf16F25, A, B, {o.data(), 3}, true, Format::FP32, bad);
   std::sort(bad.begin(), bad.end());
   const std::vector<std::pair<uint32_t, uint32_t>> want = {{0, 0}, {1, 0}, {1, 2}, {3, 1}};
   EXPECT_EQ(bad, want);
   // Lanes not handed back are written and equal the reference; handed-back ones are untouched.
-  gemm::run_reference(Kind::Bf16, A, B, {r.data(), 3}, true, Format::FP32);
+  gemm::run_reference(GemmClass::Bf16F25, A, B, {r.data(), 3}, true, Format::FP32);
   for (size_t i = 0; i < 4; ++i)
     for (size_t j = 0; j < 3; ++j) {
       const bool is_bad = std::find(want.begin(), want.end(), std::make_pair(uint32_t(i), uint32_t(j))) != want.end();

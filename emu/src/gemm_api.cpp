@@ -14,7 +14,7 @@
 
 namespace mxsim::emu {
 
-using gemm::Kind;
+using gemm::GemmClass;
 using gemm::Panel;
 
 namespace {
@@ -155,22 +155,14 @@ Panel make_panel(const Src& s, size_t g, bool contract_rows, size_t r0, size_t n
   return p;
 }
 
-Kind pair_kind(const Src& a, const Src& b, const std::string& gemm) {
-  if (a.bf16() || b.bf16()) {
-    if (a.bf16() && b.bf16()) return Kind::Bf16;
-    fail(gemm, "BF16 operands pair only with BF16 operands (got " + spec_name(a) + " with " + spec_name(b) + ")");
-  }
-  const QuantSpec &sa = a.q->spec, &sb = b.q->spec;
-  if (sa.scale_kind == ScaleKind::UE4M3 || sb.scale_kind == ScaleKind::UE4M3)
-    fail(gemm, "NVFP4 (UE4M3 scales) is not defined by the GEMM contract yet");
-  if (sa.scale_kind == ScaleKind::E8M0 && sb.scale_kind == ScaleKind::E8M0) {
-    if (!has_role(sa.elem, kRoleOcpMx) || !has_role(sb.elem, kRoleOcpMx))
-      fail(gemm, "E8M0-scaled elements must be E2M1, E2M3, E3M2, E4M3 or E5M2 (got " + sa.describe() + " with " + sb.describe() + ")");
-    return has_role(sa.elem, kRoleMxExact) && has_role(sb.elem, kRoleMxExact) ? Kind::MxExact : Kind::MxF13;
-  }
-  if (sa.scale_kind == ScaleKind::FP32 && sb.scale_kind == ScaleKind::FP32) return Kind::Fp8Chunk;
-  fail(gemm, "operand recipes do not form a pair the contract defines: " + sa.describe() + " with " + sb.describe() +
-                 " (both E8M0-scaled MX, both FP32-scaled FP8, or both BF16)");
+/// The block-dot class of a pair: core's classifier (hd::gemm_class_of), the
+/// one the GPU backend asks too, with both operands named when it refuses.
+GemmClass pair_class(const Src& a, const Src& b, const std::string& gemm) {
+  GemmClass c{};
+  std::string why;
+  if (!hd::gemm_class_of(a.bf16() ? bf16_spec() : a.q->spec, b.bf16() ? bf16_spec() : b.q->spec, c, &why))
+    fail(gemm, why + " (got " + spec_name(a) + " with " + spec_name(b) + ")");
+  return c;
 }
 
 size_t check_splits(std::span<const int64_t> m_splits, size_t M, const std::string& gemm) {
@@ -180,13 +172,13 @@ size_t check_splits(std::span<const int64_t> m_splits, size_t M, const std::stri
 
 /// MX-exact with GemmImpl::Fast reads the packed codes directly
 /// (gemm_mx_direct.cpp) when the CPU path has a direct kernel.
-gemm::MxDirectIsa direct_isa(Kind kind, const GemmOptions& opt) {
-  if (kind != Kind::MxExact || opt.impl != GemmImpl::Fast) return gemm::MxDirectIsa::None;
+gemm::MxDirectIsa direct_isa(GemmClass kind, const GemmOptions& opt) {
+  if (kind != GemmClass::MxExact || opt.impl != GemmImpl::Fast) return gemm::MxDirectIsa::None;
   return gemm::mx_direct_isa(cpu_path());
 }
-bool use_direct(Kind kind, const GemmOptions& opt) { return direct_isa(kind, opt) != gemm::MxDirectIsa::None; }
+bool use_direct(GemmClass kind, const GemmOptions& opt) { return direct_isa(kind, opt) != gemm::MxDirectIsa::None; }
 
-void run(Kind kind, const Panel& A, const Panel& B, gemm::Out out, const GemmOptions& opt) {
+void run(GemmClass kind, const Panel& A, const Panel& B, gemm::Out out, const GemmOptions& opt) {
   if (opt.impl == GemmImpl::Reference) gemm::run_reference(kind, A, B, out, opt.accumulate, opt.out);
   else gemm::run_fast(kind, A, B, out, opt.accumulate, opt.out);
 }
@@ -210,7 +202,7 @@ void token_gemm(const std::string& gemm, const Src& a, const Src& w, bool w_cont
   const size_t J = w_contract_rows ? w.cols() : w.rows();
   if (a.cols() != Kc)
     fail(gemm, "contraction mismatch: token operand has " + std::to_string(a.cols()) + " columns, W has " + std::to_string(Kc));
-  const Kind kind = pair_kind(a, w, gemm);
+  const GemmClass kind = pair_class(a, w, gemm);
   if (opt.accumulate && (out.shape(0) != M || out.shape(1) != J))
     fail(gemm, "accumulate: output has shape [" + std::to_string(out.shape(0)) + ", " + std::to_string(out.shape(1)) +
                    "], expected [" + std::to_string(M) + ", " + std::to_string(J) + "]");
@@ -279,11 +271,11 @@ void wgrad_impl(std::span<const Src> dy, std::span<const Src> x, std::span<const
                    std::to_string(dw.shape(2)) + "], expected [" + std::to_string(G) + ", " + std::to_string(N) + ", " +
                    std::to_string(K) + "]");
   std::vector<Panel> As(G), Bs(G);
-  Kind kind = Kind::MxExact;
+  GemmClass kind = GemmClass::MxExact;
   bool direct = true;
-  for (size_t g = 0; g < G; ++g) direct &= use_direct(pair_kind(dy[g], x[g], gemm), opt);
+  for (size_t g = 0; g < G; ++g) direct &= use_direct(pair_class(dy[g], x[g], gemm), opt);
   for (size_t g = 0; g < G; ++g) {
-    kind = pair_kind(dy[g], x[g], gemm);
+    kind = pair_class(dy[g], x[g], gemm);
     if (m_splits[g] == 0) continue;
     As[g] = make_panel(dy[g], 0, true, 0, 0, gemm, "dy", !direct);
     Bs[g] = make_panel(x[g], 0, true, 0, 0, gemm, "x", !direct);
@@ -299,7 +291,7 @@ void wgrad_impl(std::span<const Src> dy, std::span<const Src> x, std::span<const
       }
       jobs.push_back({{dy[g].q, 0, true, 0, N}, {x[g].q, 0, true, 0, K}, o, K});
     }
-    if (gemm::run_mx_exact_direct(jobs, opt.accumulate, opt.out, direct_isa(Kind::MxExact, opt))) return;
+    if (gemm::run_mx_exact_direct(jobs, opt.accumulate, opt.out, direct_isa(GemmClass::MxExact, opt))) return;
     for (size_t g = 0; g < G; ++g)  // declined: build the panels after all
       if (m_splits[g]) {
         As[g] = make_panel(dy[g], 0, true, 0, 0, gemm, "dy");
@@ -355,19 +347,12 @@ QuantSpec bf16_spec() {
 }
 
 const char* gemm_class_name(const QuantSpec& a, const QuantSpec& b) {
-  QuantizedTensor qa, qb;
-  qa.spec = a;
-  qb.spec = b;
-  Tensor3f dummy = Tensor3f::from_shape({1, 1, 1});
-  Src sa{a.elem == Format::BF16 ? nullptr : &qa, a.elem == Format::BF16 ? &dummy : nullptr};
-  Src sb{b.elem == Format::BF16 ? nullptr : &qb, b.elem == Format::BF16 ? &dummy : nullptr};
-  switch (pair_kind(sa, sb, "gemm")) {
-    case Kind::MxExact: return "mx-exact";
-    case Kind::MxF13: return "mx-f13";
-    case Kind::Fp8Chunk: return "fp8-chunk128";
-    case Kind::Bf16: return "bf16-f25";
-  }
-  return "?";
+  hd::GemmClass c{};
+  std::string why;
+  if (!hd::gemm_class_of(a, b, c, &why))
+    fail("gemm", why + " (got " + (a.elem == Format::BF16 ? std::string("bf16") : a.describe()) + " with " +
+                     (b.elem == Format::BF16 ? std::string("bf16") : b.describe()) + ")");
+  return hd::gemm_class_name(c);
 }
 
 void grouped_fprop(const QuantizedTensor& x, const QuantizedTensor& w, std::span<const int64_t> m_splits, Tensor2f& y,

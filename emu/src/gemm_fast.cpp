@@ -135,7 +135,7 @@ namespace {
 
 /// One output element of an F class (mx-f13, fp8-chunk128, bf16-f25) by the
 /// scalar path: double products, int64 sums, exact code for specials.
-void scalar_element(Kind kind, const Panel& A, const Panel& B, const Decoded& da, const Decoded& db, size_t i, size_t j,
+void scalar_element(GemmClass kind, const Panel& A, const Panel& B, const Decoded& da, const Decoded& db, size_t i, size_t j,
                     Out out, bool accumulate, Format out_fmt) {
   const size_t K = A.K;
   float& o = out.p[i * out.ld + j];
@@ -143,20 +143,20 @@ void scalar_element(Kind kind, const Panel& A, const Panel& B, const Decoded& da
   const bool sp = da.row_sp[i] | db.row_sp[j];
   // The edges of the class's group (hd::FusedEdges): bf16-f25 is the
   // measured Hopper BF16 group, the FP8 classes MMA-Sim's reading.
-  const hd::FusedEdges x = kind == Kind::Bf16 ? hd::hopper_bf16_edges() : hd::mma_sim_edges();
+  const hd::FusedEdges x = kind == GemmClass::Bf16F25 ? hd::hopper_bf16_edges() : hd::mma_sim_edges();
   auto group = [&](size_t k0, size_t k1, float c, int F, bool e8) {
     if (sp && any_sp(da, i * K + k0, db, j * K + k0, k1 - k0)) return fused_exact(A, i, B, j, k0, k1, c, F, e8, x);
     if (!std::isfinite(c)) return fused_exact(A, i, B, j, k0, k1, c, F, e8, x);
     return fused_fast(da, i * K + k0, db, j * K + k0, k1 - k0, c, F, e8, x);
   };
   switch (kind) {
-    case Kind::MxF13:
+    case GemmClass::MxF13:
       for (size_t b = 0; b * 32 < K; ++b) {
         const float blk = group(b * 32, std::min(K, b * 32 + 32), 0.0f, 13, true);
         acc = mx_add(acc, blk, A.sbyte[i * A.kb() + b], B.sbyte[j * B.kb() + b], 0);
       }
       break;
-    case Kind::Fp8Chunk:
+    case GemmClass::Fp8Chunk128:
       for (size_t c = 0; c * 128 < K; ++c) {
         float chunk = 0.0f;
         for (size_t q = c * 128; q < std::min(K, c * 128 + 128); q += 32) chunk = group(q, std::min(K, q + 32), chunk, 13, true);
@@ -164,10 +164,10 @@ void scalar_element(Kind kind, const Panel& A, const Panel& B, const Decoded& da
         acc = std::fmaf(chunk, s, acc);
       }
       break;
-    case Kind::Bf16:
+    case GemmClass::Bf16F25:
       for (size_t q = 0; q < K; q += 16) acc = group(q, std::min(K, q + 16), acc, 25, false);
       break;
-    case Kind::MxExact: break;
+    case GemmClass::MxExact: break;
   }
   finish(o, acc, out_fmt);
 }
@@ -175,21 +175,21 @@ void scalar_element(Kind kind, const Panel& A, const Panel& B, const Decoded& da
 }  // namespace
 
 namespace {
-KernelSlot slot_of(Kind k) {
+KernelSlot slot_of(GemmClass k) {
   switch (k) {
-    case Kind::MxExact: return KernelSlot::MxExact;
-    case Kind::MxF13: return KernelSlot::MxF13;
-    case Kind::Fp8Chunk: return KernelSlot::Fp8Chunk;
-    case Kind::Bf16: return KernelSlot::Bf16;
+    case GemmClass::MxExact: return KernelSlot::MxExact;
+    case GemmClass::MxF13: return KernelSlot::MxF13;
+    case GemmClass::Fp8Chunk128: return KernelSlot::Fp8Chunk;
+    case GemmClass::Bf16F25: return KernelSlot::Bf16;
   }
   return KernelSlot::MxExact;
 }
 }  // namespace
 
-void run_fast(Kind kind, const Panel& A, const Panel& B, Out out, bool accumulate, Format out_fmt) {
+void run_fast(GemmClass kind, const Panel& A, const Panel& B, Out out, bool accumulate, Format out_fmt) {
   const CpuPath path = cpu_path();
   const KernelSlot slot = slot_of(kind);
-  if (kind == Kind::MxExact) {
+  if (kind == GemmClass::MxExact) {
     // Panels reach here when the direct path is not taken (AVX-512 VNNI
     // without VBMI, or the scalar path).
     if (path == CpuPath::Avx512 && cpu_has_avx512_vnni() && run_mx_exact_vnni(A, B, out, accumulate, out_fmt)) {

@@ -122,13 +122,13 @@ MXSIM_AVX2 inline __m256 finish_vec(__m256 v, bool bf16) {
 }
 
 /// MR rows x the 8 columns [p * 16 + h * 8, + 8) of which `ncols` are valid.
-template <Kind KIND, int MR>
+template <GemmClass KIND, int MR>
 MXSIM_AVX2 void tile(const Packed& P, size_t i0, size_t p, int h, Out out, size_t ncols, bool accumulate, bool bf16_out,
                      std::vector<std::pair<uint32_t, uint32_t>>& badv) {
   const size_t Kp = P.Kp;
   const __m256i cm = _mm256_cmpgt_epi32(_mm256_set1_epi32(int32_t(ncols)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   const float* a = at(P.av, i0 * Kp);
-  constexpr size_t esz = KIND == Kind::Bf16 ? 2 : 1, kpd = KIND == Kind::Bf16 ? 2 : 4;
+  constexpr size_t esz = KIND == GemmClass::Bf16F25 ? 2 : 1, kpd = KIND == GemmClass::Bf16F25 ? 2 : 4;
   const int32_t* ae = at(P.ae, i0 * (Kp / kpd));
   const float* b = at(P.bv, p * Kp * 16 + h * 8);
   const int8_t* be = at(P.be, p * Kp * 16 * esz + h * 32);
@@ -147,16 +147,16 @@ MXSIM_AVX2 void tile(const Packed& P, size_t i0, size_t p, int h, Out out, size_
     bad[r] = _mm256_or_si256(bsp, _mm256_set1_epi32(ri.sp ? -1 : 0));
     bad[r] = _mm256_or_si256(bad[r], _mm256_cmpgt_epi32(_mm256_set1_epi32(-126), _mm256_add_epi32(blo, _mm256_set1_epi32(ri.lo))));
     bad[r] = _mm256_or_si256(bad[r], _mm256_cmpgt_epi32(_mm256_add_epi32(bhi, _mm256_set1_epi32(ri.hi)), _mm256_set1_epi32(125)));
-    if (KIND == Kind::Bf16)  // the accumulator is C of every group: must be finite
+    if (KIND == GemmClass::Bf16F25)  // the accumulator is C of every group: must be finite
       bad[r] = _mm256_or_si256(bad[r], _mm256_castps_si256(_mm256_cmp_ps(_mm256_sub_ps(acc[r], acc[r]), _mm256_setzero_ps(), _CMP_NEQ_UQ)));
   }
-  if constexpr (KIND == Kind::Bf16) {
+  if constexpr (KIND == GemmClass::Bf16F25) {
     for (size_t k = 0; k < Kp; k += 16) {
       __m256 R[MR];
       fused_group<16, 25, false, MR>(a + k, ae + k / 2, Kp, b + k * 16, be + k * 32, acc, false, R, bad);
       for (int r = 0; r < MR; ++r) acc[r] = R[r];
     }
-  } else if constexpr (KIND == Kind::MxF13) {
+  } else if constexpr (KIND == GemmClass::MxF13) {
     const size_t KB = P.KB;
     const float* as = at(P.as, i0 * KB);
     const float* bs = at(P.bs, p * KB * 16 + h * 8);
@@ -198,13 +198,13 @@ MXSIM_AVX2 void tile(const Packed& P, size_t i0, size_t p, int h, Out out, size_
 
 }  // namespace
 
-void run_fused_avx2(Kind kind, const Panel& A, const Panel& B, Out out, bool accumulate, Format out_fmt,
+void run_fused_avx2(GemmClass kind, const Panel& A, const Panel& B, Out out, bool accumulate, Format out_fmt,
                     std::vector<std::pair<uint32_t, uint32_t>>& bad) {
   const size_t I = A.R, J = B.R;
   const Packed P = fused::pack(kind, A, B);
   const size_t NP = P.NP;
   // Rows per tile: what fits the 16 ymm registers (BF16 keeps two partial sums).
-  const size_t MR = kind == Kind::Bf16 ? 2 : 4;
+  const size_t MR = kind == GemmClass::Bf16F25 ? 2 : 4;
   const size_t nIt = (I + MR - 1) / MR;
   const long ntask = long(NP * nIt);
   const bool bf = out_fmt == Format::BF16;
@@ -214,7 +214,7 @@ void run_fused_avx2(Kind kind, const Panel& A, const Panel& B, Out out, bool acc
     {
       // Only the BF16 class needs RZ conversions (see the header comment).
       std::optional<RoundTowardZero> rz;
-      if (kind == Kind::Bf16) rz.emplace();
+      if (kind == GemmClass::Bf16F25) rz.emplace();
 #pragma omp for schedule(static) nowait
       for (long t = 0; t < ntask; ++t) {
         const size_t p = size_t(t) / nIt, it = size_t(t) % nIt;
@@ -223,17 +223,17 @@ void run_fused_avx2(Kind kind, const Panel& A, const Panel& B, Out out, bool acc
         for (int h = 0; h < 2 && size_t(h) * 8 < ncols; ++h) {
           const size_t nc = std::min<size_t>(8, ncols - size_t(h) * 8);
           auto run1 = [&](auto kc) {
-            constexpr Kind KK = decltype(kc)::value;
-            constexpr int kMR = KK == Kind::Bf16 ? 2 : 4;
+            constexpr GemmClass KK = decltype(kc)::value;
+            constexpr int kMR = KK == GemmClass::Bf16F25 ? 2 : 4;
             if (nr == MR) tile<KK, kMR>(P, i0, p, h, out, nc, accumulate, bf, mine);
             else
               for (size_t r = 0; r < nr; ++r) tile<KK, 1>(P, i0 + r, p, h, out, nc, accumulate, bf, mine);
           };
           switch (kind) {
-            case Kind::Bf16: run1(std::integral_constant<Kind, Kind::Bf16>{}); break;
-            case Kind::MxF13: run1(std::integral_constant<Kind, Kind::MxF13>{}); break;
-            case Kind::Fp8Chunk: run1(std::integral_constant<Kind, Kind::Fp8Chunk>{}); break;
-            case Kind::MxExact: break;
+            case GemmClass::Bf16F25: run1(std::integral_constant<GemmClass, GemmClass::Bf16F25>{}); break;
+            case GemmClass::MxF13: run1(std::integral_constant<GemmClass, GemmClass::MxF13>{}); break;
+            case GemmClass::Fp8Chunk128: run1(std::integral_constant<GemmClass, GemmClass::Fp8Chunk128>{}); break;
+            case GemmClass::MxExact: break;
           }
         }
       }

@@ -12,6 +12,6 @@ namespace mxsim::emu::gemm {
 /// Requires AVX2 + FMA (the avx2 CPU path). Same contract as run_fused_avx512:
 /// computes every output of `kind` (not MxExact) it can prove exact with
 /// machine arithmetic and appends the (i, j) it left unwritten to `bad`.
-void run_fused_avx2(Kind kind, const Panel& A, const Panel& B, Out out, bool accumulate, Format out_fmt,
+void run_fused_avx2(GemmClass kind, const Panel& A, const Panel& B, Out out, bool accumulate, Format out_fmt,
                     std::vector<std::pair<uint32_t, uint32_t>>& bad);
 }  // namespace mxsim::emu::gemm

@@ -130,14 +130,14 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) inline __m512 fini
   return _mm512_mask_mov_ps(v, nan, _mm512_castsi512_ps(_mm512_set1_epi32(int32_t(0x7FC00000u))));
 }
 
-template <Kind KIND, int MR>
+template <GemmClass KIND, int MR>
 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void tile(const Packed& P, size_t i0, size_t p, Out out,
                                                                         size_t ncols, bool accumulate, bool bf16_out,
                                                                         std::vector<std::pair<uint32_t, uint32_t>>& badv) {
   const size_t Kp = P.Kp;
   const __mmask16 cm = ncols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << ncols) - 1);
   const float* a = at(P.av, i0 * Kp);
-  constexpr size_t esz = KIND == Kind::Bf16 ? 2 : 1, kpd = KIND == Kind::Bf16 ? 2 : 4;
+  constexpr size_t esz = KIND == GemmClass::Bf16F25 ? 2 : 1, kpd = KIND == GemmClass::Bf16F25 ? 2 : 4;
   const int32_t* ae = at(P.ae, i0 * (Kp / kpd));
   const float* b = at(P.bv, p * Kp * 16);
   const int8_t* be = at(P.be, p * Kp * 16 * esz);
@@ -152,16 +152,16 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void tile(const Pa
     bad[r] = bsp | (ri.sp ? __mmask16(0xFFFF) : __mmask16(0)) |
              _mm512_cmplt_epi32_mask(_mm512_add_epi32(blo, _mm512_set1_epi32(ri.lo)), _mm512_set1_epi32(-126)) |
              _mm512_cmpgt_epi32_mask(_mm512_add_epi32(bhi, _mm512_set1_epi32(ri.hi)), _mm512_set1_epi32(125));
-    if (KIND == Kind::Bf16)  // the accumulator is C of every group: must be finite
+    if (KIND == GemmClass::Bf16F25)  // the accumulator is C of every group: must be finite
       bad[r] |= _mm512_cmp_ps_mask(_mm512_sub_ps(acc[r], acc[r]), _mm512_setzero_ps(), _CMP_NEQ_UQ);
   }
-  if constexpr (KIND == Kind::Bf16) {
+  if constexpr (KIND == GemmClass::Bf16F25) {
     for (size_t k = 0; k < Kp; k += 16) {
       __m512 R[MR];
       fused_group<16, 25, false, MR>(a + k, ae + k / 2, Kp, b + k * 16, be + k * 32, acc, false, R, bad);
       for (int r = 0; r < MR; ++r) acc[r] = R[r];
     }
-  } else if constexpr (KIND == Kind::MxF13) {
+  } else if constexpr (KIND == GemmClass::MxF13) {
     const size_t KB = P.KB;
     const float* as = at(P.as, i0 * KB);
     const float* bs = at(P.bs, p * KB * 16);
@@ -201,14 +201,14 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void tile(const Pa
 
 }  // namespace
 
-void run_fused_avx512(Kind kind, const Panel& A, const Panel& B, Out out, bool accumulate, Format out_fmt,
+void run_fused_avx512(GemmClass kind, const Panel& A, const Panel& B, Out out, bool accumulate, Format out_fmt,
                       std::vector<std::pair<uint32_t, uint32_t>>& bad) {
   const size_t I = A.R, J = B.R;
   const Packed P = pack(kind, A, B);
   const size_t NP = P.NP;
   // Rows per tile: F = 13 keeps 4 registers per row (scale, sum, output,
   // factor), BF16 one more (second partial sum).
-  const size_t MR = kind == Kind::Bf16 ? 4 : 6;
+  const size_t MR = kind == GemmClass::Bf16F25 ? 4 : 6;
   const size_t nIt = (I + MR - 1) / MR;
   const long ntask = long(NP * nIt);
   const bool bf = out_fmt == Format::BF16;
@@ -221,17 +221,17 @@ void run_fused_avx512(Kind kind, const Panel& A, const Panel& B, Out out, bool a
       const size_t i0 = it * MR, nr = std::min(MR, I - i0);
       const size_t ncols = std::min<size_t>(16, J - p * 16);
       auto run1 = [&](auto kc) {
-        constexpr Kind KK = decltype(kc)::value;
-        constexpr int kMR = KK == Kind::Bf16 ? 4 : 6;
+        constexpr GemmClass KK = decltype(kc)::value;
+        constexpr int kMR = KK == GemmClass::Bf16F25 ? 4 : 6;
         if (nr == MR) tile<KK, kMR>(P, i0, p, out, ncols, accumulate, bf, mine);
         else
           for (size_t r = 0; r < nr; ++r) tile<KK, 1>(P, i0 + r, p, out, ncols, accumulate, bf, mine);
       };
       switch (kind) {
-        case Kind::Bf16: run1(std::integral_constant<Kind, Kind::Bf16>{}); break;
-        case Kind::MxF13: run1(std::integral_constant<Kind, Kind::MxF13>{}); break;
-        case Kind::Fp8Chunk: run1(std::integral_constant<Kind, Kind::Fp8Chunk>{}); break;
-        case Kind::MxExact: break;
+        case GemmClass::Bf16F25: run1(std::integral_constant<GemmClass, GemmClass::Bf16F25>{}); break;
+        case GemmClass::MxF13: run1(std::integral_constant<GemmClass, GemmClass::MxF13>{}); break;
+        case GemmClass::Fp8Chunk128: run1(std::integral_constant<GemmClass, GemmClass::Fp8Chunk128>{}); break;
+        case GemmClass::MxExact: break;
       }
     }
 #pragma omp critical(mxsim_gemm_fused_bad)

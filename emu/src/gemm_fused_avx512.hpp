@@ -11,6 +11,6 @@ namespace mxsim::emu::gemm {
 /// Requires AVX-512 F/BW/DQ/VL (the avx512 CPU path). Computes every output of `kind` (not MxExact) it can prove exact with
 /// machine arithmetic and appends the (i, j) it left unwritten to `bad`
 /// (their outputs are untouched; the caller runs the scalar path on them).
-void run_fused_avx512(Kind kind, const Panel& A, const Panel& B, Out out, bool accumulate, Format out_fmt,
+void run_fused_avx512(GemmClass kind, const Panel& A, const Panel& B, Out out, bool accumulate, Format out_fmt,
                       std::vector<std::pair<uint32_t, uint32_t>>& bad);
 }  // namespace mxsim::emu::gemm

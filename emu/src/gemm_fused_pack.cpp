@@ -69,10 +69,10 @@ bool safe_e8m0(uint8_t s) { return s != 0xFF && int(s) >= 127 - 50 && int(s) <= 
 
 }  // namespace
 
-Packed pack(Kind kind, const Panel& A, const Panel& B) {
+Packed pack(GemmClass kind, const Panel& A, const Panel& B) {
   const size_t I = A.R, J = B.R, K = A.K;
   Packed P;
-  const size_t L = kind == Kind::Bf16 ? 16 : 32;
+  const size_t L = kind == GemmClass::Bf16F25 ? 16 : 32;
   P.Kp = (K + L - 1) / L * L;
   P.KB = A.kb();
   P.KC = A.kc();
@@ -80,14 +80,14 @@ Packed pack(Kind kind, const Panel& A, const Panel& B) {
   const size_t Kp = P.Kp, NP = P.NP;
   ElemLut la{}, lb{};
   Dec da, db;
-  if (kind != Kind::Bf16) {
+  if (kind != GemmClass::Bf16F25) {
     la = make_lut(A.elem);
     lb = make_lut(B.elem);
     da.lut = &la;
     db.lut = &lb;
   }
   P.av.assign(I * Kp, 0.0f);
-  const bool x8 = kind != Kind::Bf16;
+  const bool x8 = kind != GemmClass::Bf16F25;
   const size_t kpd = x8 ? 4 : 2, esz = x8 ? 1 : 2;
   P.ae.assign(I * Kp / kpd, x8 ? int32_t(0xC0C0C0C0u) : int32_t((uint32_t(uint16_t(kZeroExp)) << 16) | uint16_t(kZeroExp)));
   static_assert(int8_t(0xC0) == kZero8);
@@ -99,7 +99,7 @@ Packed pack(Kind kind, const Panel& A, const Panel& B) {
   P.blo.assign(NP * 16, 1000);
   P.bhi.assign(NP * 16, -1000);
   P.bsp.assign(NP * 16, 0);
-  const bool mx = kind == Kind::MxF13, ch = kind == Kind::Fp8Chunk;
+  const bool mx = kind == GemmClass::MxF13, ch = kind == GemmClass::Fp8Chunk128;
   if (mx) {
     P.as.assign(I * P.KB, 0.0f);
     P.bs.assign(NP * P.KB * 16, 0.0f);

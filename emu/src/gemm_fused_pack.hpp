@@ -54,6 +54,6 @@ const T* at(const std::vector<T>& v, size_t off) {
 }
 
 /// Packs A and B for `kind` (not MxExact); L = 16 (BF16) or 32 elements per group.
-Packed pack(Kind kind, const Panel& A, const Panel& B);
+Packed pack(GemmClass kind, const Panel& A, const Panel& B);
 
 }  // namespace mxsim::emu::gemm::fused

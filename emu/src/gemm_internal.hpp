@@ -7,12 +7,13 @@
 #include <vector>
 
 #include "mxsim/format.hpp"
+#include "mxsim/hd/gemm_block.hpp"
 #include "mxsim/quant_spec.hpp"
 
 namespace mxsim::emu::gemm {
 
-/// Block-dot class of an operand pair (docs/numerics.md §5.2).
-enum class Kind : uint8_t { MxExact, MxF13, Fp8Chunk, Bf16 };
+/// Block-dot class of an operand pair (docs/numerics.md §5.2): core's, hd::gemm_class_of decides it.
+using hd::GemmClass;
 
 struct Panel {
   Format elem = Format::E2M1;
@@ -31,8 +32,8 @@ struct Out {
   size_t ld;
 };
 
-void run_reference(Kind kind, const Panel& A, const Panel& B, Out out, bool accumulate, Format out_fmt);
-void run_fast(Kind kind, const Panel& A, const Panel& B, Out out, bool accumulate, Format out_fmt);
+void run_reference(GemmClass kind, const Panel& A, const Panel& B, Out out, bool accumulate, Format out_fmt);
+void run_fast(GemmClass kind, const Panel& A, const Panel& B, Out out, bool accumulate, Format out_fmt);
 
 }  // namespace mxsim::emu::gemm
 

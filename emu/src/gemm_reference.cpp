@@ -21,7 +21,7 @@ struct PanelRow {
 };
 }  // namespace
 
-void run_reference(Kind kind, const Panel& A, const Panel& B, Out out, bool accumulate, Format out_fmt) {
+void run_reference(GemmClass kind, const Panel& A, const Panel& B, Out out, bool accumulate, Format out_fmt) {
   const FormatSpec fa = spec_of(A.elem), fb = spec_of(B.elem);
   const size_t K = A.K;
   for (size_t i = 0; i < A.R; ++i)
@@ -31,12 +31,12 @@ void run_reference(Kind kind, const Panel& A, const Panel& B, Out out, bool accu
       const PanelRow a{&A, i}, b{&B, j};
       float acc = acc0;
       switch (kind) {
-        case Kind::MxExact:
+        case GemmClass::MxExact:
           acc = hd::mx_exact_dot(acc0, K, fa, fb, hd::int_shift(A.elem), hd::int_shift(B.elem), a, b);
           break;
-        case Kind::MxF13: acc = hd::mx_f13_dot(acc0, K, fa, fb, a, b); break;
-        case Kind::Fp8Chunk: acc = hd::fp8_chunk128_dot(acc0, K, fa, fb, a, b); break;
-        case Kind::Bf16: acc = hd::bf16_f25_dot(acc0, K, a, b); break;
+        case GemmClass::MxF13: acc = hd::mx_f13_dot(acc0, K, fa, fb, a, b); break;
+        case GemmClass::Fp8Chunk128: acc = hd::fp8_chunk128_dot(acc0, K, fa, fb, a, b); break;
+        case GemmClass::Bf16F25: acc = hd::bf16_f25_dot(acc0, K, a, b); break;
       }
       o = hd::gemm_output(acc, out_fmt == Format::BF16);
     }

@@ -11,7 +11,7 @@
 #include "gemm_internal.hpp"
 
 namespace mxsim::emu::gemm {
-/// Requires AVX-512 F/BW/VNNI. Runs the contract for Kind::MxExact; returns false if it declines (then
+/// Requires AVX-512 F/BW/VNNI. Runs the contract for GemmClass::MxExact; returns false if it declines (then
 /// the caller runs the portable path).
 bool run_mx_exact_vnni(const Panel& A, const Panel& B, Out out, bool accumulate, Format out_fmt);
 void finish(float& o, float acc, Format out_fmt);
