@@ -6,18 +6,22 @@
 #   scripts/bits-compare.sh BEFORE_MXSIM AFTER_MXSIM [WORKDIR]
 #
 # BEFORE_MXSIM: a build of the commit before the change (e.g. from a clean clone of it).
-# Traces of BEFORE are kept in WORKDIR (default /tmp/mxsim-bits) and reused when present
-# (delete the folder to record them again). Environment: RECIPE_STEPS (default 60),
+# Traces of BEFORE are kept in WORKDIR (default /tmp/mxsim-bits), in a folder named by the
+# binary's hash and the run lengths, and reused when present; AFTER's are made afresh. Environment: RECIPE_STEPS (default 60),
 # DEFAULT_STEPS (default: all 702 steps), THREADS (default 2). Prints one table row per run;
 # exit status 0 when every pair is identical, 1 otherwise.
 set -uo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 BEFORE_MXSIM AFTER_MXSIM [WORKDIR]" >&2; exit 2; }
-before=$(realpath "$1") after=$(realpath "$2") work=${3:-/tmp/mxsim-bits}
+before=$(realpath "$1") after=$(realpath "$2") work=$(realpath -m "${3:-/tmp/mxsim-bits}")
 cd "$(dirname "$0")/.."
 RECIPE_STEPS="${RECIPE_STEPS:-60}"
 threads="${THREADS:-2}"
 source scripts/run-table.sh
-mkdir -p "$work/before" "$work/after"
+# BEFORE's traces are kept per binary and run lengths, so a cached set is reused only for them.
+key="$(sha256sum "$before" | cut -c1-12)-r$RECIPE_STEPS-d${DEFAULT_STEPS:-all}"
+rm -rf "$work/after"
+mkdir -p "$work/before-$key" "$work/after"
+ln -sfn "before-$key" "$work/before"
 
 # train WHO NAME ARGS...: one emulator run of binary WHO (before / after) into WHO/NAME.h5.
 train() {

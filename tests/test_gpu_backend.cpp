@@ -3,7 +3,7 @@
 // the checker behind `mxsim verify`): one TEST per op family so a failure
 // names its op. Built only when the GPU Backend exists (tests/CMakeLists.txt,
 // MXSIM_HAVE_HIP_BACKEND); skips with the runtime's reason without a usable
-// GPU, and per op when the GPU backend does not implement it yet.
+// GPU.
 #include <gtest/gtest.h>
 
 #include <cstdio>

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "mxsim/backend.hpp"
+#include "mxsim/hd/quant_block.hpp"
 #include "mxsim/m_splits.hpp"
 
 namespace mxsim {
@@ -108,7 +109,21 @@ void Backend::check_copy_into(const Tensor& src, Tensor& dst, size_t offset) {
 }
 void Backend::check_fill_zero(Tensor& t) { need_handle(t, "fill_zero", "tensor"); }
 void Backend::check_download_q(const QTensor& q) { need_handle(q, "download", "quantized tensor"); }
-void Backend::check_upload_q(const QuantizedTensor&) {}  // the host form checks itself where it is made
+// The host form's storage against the layout its spec and shape give (hd::quant_layout, the
+// layout both backends index by): a tensor read from a file or built by hand is refused here,
+// not read past its buffers.
+void Backend::check_upload_q(const QuantizedTensor& q) {
+  const hd::QuantLayout L = hd::quant_layout(q.spec, q.groups, q.rows, q.cols, q.transposed ? Axis::Rows : Axis::Cols);
+  if (q.data.size() != L.data_bytes() || L.transposed != q.transposed)
+    fail("upload", "quantized tensor storage (" + std::to_string(q.data.size()) + " code bytes" +
+                       (q.transposed ? ", transposed" : "") + ") does not match its spec and shape (" +
+                       std::to_string(L.data_bytes()) + " code bytes" + (L.transposed ? ", transposed" : "") + ")");
+  const bool fp32 = q.spec.scale_kind == ScaleKind::FP32;
+  if ((fp32 ? q.scale_inv.size() : q.scale_bytes.size()) != L.scale_count())
+    fail("upload", std::string(fp32 ? "scale_inv" : "scale bytes") + " do not match the spec (" +
+                       std::to_string(fp32 ? q.scale_inv.size() : q.scale_bytes.size()) + " for " +
+                       std::to_string(L.scale_count()) + " blocks)");
+}
 void Backend::check_download_grouped_q(const GroupedQTensor& q) {
   need_handle(q, "download", "grouped quantized tensor");
 }
@@ -246,7 +261,8 @@ void Backend::check_topk_rows(const Tensor& p, int k, Tensor& top) {
   need_dtype(top, DType::i32, "topk_rows", "top");
   need_shape(top, {p.dim(0), size_t(k)}, "topk_rows", "top");
 }
-void Backend::check_moe_route(const Tensor& top, size_t E, int64_t, Tensor& counts, Tensor& row_of) {
+void Backend::check_moe_route(const Tensor& top, size_t E, int64_t pad, Tensor& counts, Tensor& row_of) {
+  if (pad < 1) fail("moe_route", "pad = " + std::to_string(pad) + " must be >= 1 (rows per expert are padded to a multiple of it)");
   need_dtype(top, DType::i32, "moe_route", "top");
   need_dtype(counts, DType::i64, "moe_route", "counts");
   need_dtype(row_of, DType::i64, "moe_route", "row_of");

@@ -306,9 +306,7 @@ QuantizedTensor from_te_fp8(Format elem, const std::vector<size_t>& ds, std::spa
 
 namespace {
 
-bool fp8_elem(Format f) {
-  return f == Format::E4M3 || f == Format::E5M2 || f == Format::E4M3FNUZ || f == Format::E5M2FNUZ;
-}
+bool fp8_elem(Format f) { return has_role(f, kRoleFp8); }
 
 /// torchao's FP8 layouts (layouts.hpp): the block extent along each axis of the
 /// data from the two shapes (and block_size), then mxsim's storage.

@@ -90,7 +90,6 @@ float fused_exact(const Panel& A, size_t i, const Panel& B, size_t j, size_t k0,
   return fused_group(t, c, F, e8m13, x);
 }
 
-int int_shift(Format f) { return f == Format::E2M1 ? 1 : 3; }  // v * 2^shift is an integer
 
 }  // namespace
 
@@ -113,7 +112,7 @@ void finish(float& o, float acc, Format out_fmt) {
 
 void run_mx_exact_portable(const Panel& A, const Panel& B, Out out, bool accumulate, Format out_fmt) {
   const size_t K = A.K, KB = A.kb();
-  const int fa = int_shift(A.elem), fb = int_shift(B.elem);
+  const int fa = hd::int_shift(A.elem), fb = hd::int_shift(B.elem);
   std::vector<int8_t> ia(A.R * K), ib(B.R * K);
   for (size_t n = 0; n < ia.size(); ++n) ia[n] = int8_t(std::ldexp(decode(A.elem, A.code[n]), fa));
   for (size_t n = 0; n < ib.size(); ++n) ib[n] = int8_t(std::ldexp(decode(B.elem, B.code[n]), fb));

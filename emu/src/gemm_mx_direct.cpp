@@ -60,7 +60,6 @@ inline float pow2_scale(uint8_t s, int shift) {
   const int e = int(s) - 127 - shift;  // normal powers of two built directly: ldexp is a libm call per block
   return e >= -126 && e <= 127 ? std::bit_cast<float>(uint32_t(e + 127) << 23) : std::ldexp(1.0f, e);
 }
-int int_shift(Format f) { return f == Format::E2M1 ? 1 : 3; }
 
 /// Storage access of one group of an MX operand seen as [R rows, K contraction].
 struct View {
@@ -98,7 +97,7 @@ Lut make_lut(Format f) {
   Lut l{};
   for (uint32_t c = 0; c < 64; ++c) {
     const uint32_t cc = f == Format::E2M1 ? (c & 0xF) : c;
-    l.v[c] = int8_t(std::ldexp(decode(f, cc), int_shift(f)));
+    l.v[c] = int8_t(std::ldexp(decode(f, cc), hd::int_shift(f)));
   }
   return l;
 }
@@ -372,8 +371,8 @@ bool run_direct(const std::vector<MxGroup>& jobs, bool accumulate, Format out_fm
     gp.KB = (gp.K + 31) / 32;
     gp.Kp = gp.KB * 32;
     gp.NP = (gp.J + 31) / 32;
-    gp.sha = int_shift(j.a.q->spec.elem);
-    gp.shb = int_shift(j.b.q->spec.elem);
+    gp.sha = hd::int_shift(j.a.q->spec.elem);
+    gp.shb = hd::int_shift(j.b.q->spec.elem);
     gp.offA = j.a.q->spec.elem == Format::E2M1 ? 12 : 60;
     if (gp.I == 0 || gp.J == 0) continue;
     gp.au_off = au_n, au_n += gp.I * gp.Kp;

@@ -22,7 +22,6 @@ namespace mxsim::emu::gemm {
 
 namespace {
 
-int int_shift(Format f) { return f == Format::E2M1 ? 1 : 3; }
 // Scales the tile takes, as gemm_mx_direct.cpp: A's factor is only the FMA's
 // multiplicand (any power of two but NaN); B's must keep float(D_b) * fb exact.
 bool safe_a(uint8_t s) { return s != 0xFF; }
@@ -36,7 +35,7 @@ bool safe_b(uint8_t s, int shift) {
 bool run_mx_exact_vnni(const Panel& A, const Panel& B, Out out, bool accumulate, Format out_fmt) {
   const size_t I = A.R, J = B.R, K = A.K, KB = A.kb(), Kp = KB * 32;
   const size_t NP = (J + 31) / 32;
-  const int sha = int_shift(A.elem), shb = int_shift(B.elem);
+  const int sha = hd::int_shift(A.elem), shb = hd::int_shift(B.elem);
   const int offA = A.elem == Format::E2M1 ? 12 : 60;
   std::vector<uint8_t> au(I * Kp, uint8_t(offA));
   std::vector<float> fa(I * KB), fb(NP * KB * 32, 0.0f);

@@ -366,7 +366,7 @@ void HipBackend::aux_loss_deferred_impl(const Tensor& pt, const Tensor& countst,
   });
 }
 double HipBackend::aux_loss_impl(const Tensor& p, const Tensor& counts, size_t k, float coeff, Tensor& f) {
-  return now<double>([&](double* d) { aux_loss_deferred(p, counts, k, coeff, f, d); });
+  return now<double>([&](double* d) { aux_loss_deferred_impl(p, counts, k, coeff, f, d); });
 }
 
 void HipBackend::router_backward_impl(const Tensor& pt, const Tensor& topt, const Tensor& dgatet, const Tensor& ft,

@@ -197,7 +197,7 @@ void HipBackend::quant_stats_deferred_impl(const Tensor& x, const QTensor& qh, Q
   });
 }
 QuantStats HipBackend::quant_stats_impl(const Tensor& x, const QTensor& q) {
-  return now<QuantStats>([&](QuantStats* d) { quant_stats_deferred(x, q, d); });
+  return now<QuantStats>([&](QuantStats* d) { quant_stats_deferred_impl(x, q, d); });
 }
 
 void HipBackend::scale_exp_histogram_deferred_impl(const QTensor& qh, ScaleExpCounts* dst) {
@@ -220,7 +220,7 @@ void HipBackend::scale_exp_histogram_deferred_impl(const QTensor& qh, ScaleExpCo
   });
 }
 ScaleExpCounts HipBackend::scale_exp_histogram_impl(const QTensor& q) {
-  return now<ScaleExpCounts>([&](ScaleExpCounts* d) { scale_exp_histogram_deferred(q, d); });
+  return now<ScaleExpCounts>([&](ScaleExpCounts* d) { scale_exp_histogram_deferred_impl(q, d); });
 }
 
 // One kernel reads each element's code and its block's scale into a small

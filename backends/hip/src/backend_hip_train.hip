@@ -180,7 +180,7 @@ void HipBackend::cross_entropy_deferred_impl(const Tensor& logits, const Tensor&
                                });
 }
 double HipBackend::cross_entropy_impl(const Tensor& logits, const Tensor& labels, float grad_scale, Tensor& dlogits) {
-  return now<double>([&](double* d) { cross_entropy_deferred(logits, labels, grad_scale, dlogits, d); });
+  return now<double>([&](double* d) { cross_entropy_deferred_impl(logits, labels, grad_scale, dlogits, d); });
 }
 
 void HipBackend::argmax_rows_impl(const Tensor& logits, Tensor& pred) {
@@ -207,7 +207,7 @@ void HipBackend::count_correct_deferred_impl(const Tensor& logits, const Tensor&
                                [dst](const std::array<double, 1>& r) { *dst = int64_t(r[0]); });
 }
 int64_t HipBackend::count_correct_impl(const Tensor& logits, const Tensor& labels) {
-  return now<int64_t>([&](int64_t* d) { count_correct_deferred(logits, labels, d); });
+  return now<int64_t>([&](int64_t* d) { count_correct_deferred_impl(logits, labels, d); });
 }
 
 void HipBackend::l2_norm_deferred_impl(const Tensor& x, double* dst) {
@@ -216,7 +216,7 @@ void HipBackend::l2_norm_deferred_impl(const Tensor& x, double* dst) {
                                [dst](const std::array<double, 1>& r) { *dst = canonical_nan(std::sqrt(r[0])); });
 }
 double HipBackend::l2_norm_impl(const Tensor& x) {
-  return now<double>([&](double* d) { l2_norm_deferred(x, d); });
+  return now<double>([&](double* d) { l2_norm_deferred_impl(x, d); });
 }
 
 void HipBackend::adamw_impl(Tensor& master, Tensor& m, Tensor& v, const Tensor& grad, const AdamW& h, Tensor& model) {

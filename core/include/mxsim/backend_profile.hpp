@@ -24,9 +24,10 @@ class ProfilingBackend final : public Backend {
  public:
   /// What an op's time is: Device = until its work is done (the backend is
   /// synchronised after every op, so a GPU's queued work is charged to the
-  /// op that queued it); Host = the call itself (validation, allocation,
-  /// launches, and any wait the op makes of its own accord), nothing added:
-  /// the host-side cost of driving the backend.
+  /// op that queued it); Host = the backend's own part of the call
+  /// (allocation, launches, and any wait the op makes of its own accord;
+  /// the operand checks of core's front door run outside the timing),
+  /// nothing added: the host-side cost of driving the backend.
   enum class Mode : uint8_t { Device, Host };
   explicit ProfilingBackend(std::unique_ptr<Backend> inner, Mode mode = Mode::Device);
 
