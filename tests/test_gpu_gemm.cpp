@@ -34,6 +34,7 @@
 
 #ifdef MXSIM_HAVE_GPU
 #include "mxsim/hip/gemm.hpp"
+#include "mxsim/hip/gemm_testing.hpp"
 #endif
 
 namespace {

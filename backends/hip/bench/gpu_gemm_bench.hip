@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "mxsim/hip/gemm.hpp"
+#include "mxsim/hip/gemm_testing.hpp"
 #include "mxsim/hip/quantize.hpp"
 #include "mxsim/philox.hpp"
 #include "mxsim/quant_spec.hpp"

@@ -23,6 +23,7 @@
 
 #include "mxsim/hd/gemm_block.hpp"
 #include "mxsim/hip/gemm.hpp"
+#include "mxsim/hip/gemm_testing.hpp"
 
 namespace {
 using namespace mxsim;

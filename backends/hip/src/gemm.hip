@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "mxsim/hip/gemm.hpp"
+#include "mxsim/hip/gemm_testing.hpp"
 #include "mxsim/m_splits.hpp"
 
 namespace mxsim::hip {
