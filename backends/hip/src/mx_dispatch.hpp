@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "mxsim/format.hpp"
 #include "mxsim/hd/quant_block.hpp"
@@ -22,35 +23,26 @@ __host__ __device__ inline bool aligned(const void* p, size_t a) { return reinte
 template <Format F> using FormatTag = std::integral_constant<Format, F>;
 template <RoundMode M> using ModeTag = std::integral_constant<RoundMode, M>;
 
-template <typename Fn>
-void with_format(Format f, Fn&& fn) {
-  switch (f) {
-    case Format::FP32: fn(FormatTag<Format::FP32>{}); break;
-    case Format::BF16: fn(FormatTag<Format::BF16>{}); break;
-    case Format::FP16: fn(FormatTag<Format::FP16>{}); break;
-    case Format::E4M3: fn(FormatTag<Format::E4M3>{}); break;
-    case Format::E5M2: fn(FormatTag<Format::E5M2>{}); break;
-    case Format::E4M3FNUZ: fn(FormatTag<Format::E4M3FNUZ>{}); break;
-    case Format::E5M2FNUZ: fn(FormatTag<Format::E5M2FNUZ>{}); break;
-    case Format::E3M2: fn(FormatTag<Format::E3M2>{}); break;
-    case Format::E2M3: fn(FormatTag<Format::E2M3>{}); break;
-    case Format::E2M1: fn(FormatTag<Format::E2M1>{}); break;
-    case Format::E8M0: fn(FormatTag<Format::E8M0>{}); break;
-  }
+// fn(FormatTag<F>{}) for the runtime format f: one case per row of the format
+// table, generated from the enum (Format's values are 0 .. kNumFormats - 1).
+static_assert(int(Format::E8M0) + 1 == kNumFormats, "Format's values are the table's rows, in order");
+template <typename Fn, size_t... I>
+void with_format_row(Format f, Fn& fn, std::index_sequence<I...>) {
+  (void)((f == Format(I) ? (fn(FormatTag<Format(I)>{}), true) : false) || ...);
 }
 template <typename Fn>
+void with_format(Format f, Fn&& fn) {
+  with_format_row(f, fn, std::make_index_sequence<size_t(kNumFormats)>{});
+}
+/// with_format for the element formats of E8M0-scaled blocks (the table's kRoleMxElem):
+/// fn is instantiated for those formats only.
+template <typename Fn>
 void with_mx_format(Format f, Fn&& fn) {
-  switch (f) {
-    case Format::E4M3: fn(FormatTag<Format::E4M3>{}); break;
-    case Format::E5M2: fn(FormatTag<Format::E5M2>{}); break;
-    case Format::E4M3FNUZ: fn(FormatTag<Format::E4M3FNUZ>{}); break;
-    case Format::E5M2FNUZ: fn(FormatTag<Format::E5M2FNUZ>{}); break;
-    case Format::E3M2: fn(FormatTag<Format::E3M2>{}); break;
-    case Format::E2M3: fn(FormatTag<Format::E2M3>{}); break;
-    case Format::E2M1: fn(FormatTag<Format::E2M1>{}); break;
-    default:
-      throw std::invalid_argument(std::string("mx_quantize_rowwise: ") + spec_of(f).name + " is not an MX element format");
-  }
+  if (!has_role(f, kRoleMxElem))
+    throw std::invalid_argument(std::string("mx_quantize_rowwise: ") + spec_of(f).name + " is not an MX element format");
+  with_format(f, [&](auto tag) {
+    if constexpr (has_role(decltype(tag)::value, kRoleMxElem)) fn(tag);
+  });
 }
 template <typename Fn>
 void with_mode(RoundMode m, Fn&& fn) {
