@@ -169,6 +169,61 @@ TEST_P(KillMidRun, FileOpensAndIsCompleteUpToLastStep) {
 
 INSTANTIATE_TEST_SUITE_P(Trace, KillMidRun, ::testing::Values(1, 3, 6, 11));
 
+// Overwrites the 4 bytes of row `row` of a float series inside its first chunk: what a write of
+// that row cut short by a kill leaves (the chunk's Fletcher-32 no longer matches).
+void tear_row(const fs::path& f, const char* name, hsize_t row) {
+  hid_t file = H5Fopen(f.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  hid_t d = H5Dopen2(file, name, H5P_DEFAULT);
+  ASSERT_GE(d, 0);
+  const hsize_t origin[1] = {0};
+  unsigned mask = 0;
+  haddr_t addr = 0;
+  hsize_t size = 0;
+  ASSERT_GE(H5Dget_chunk_info_by_coord(d, origin, &mask, &addr, &size), 0);
+  H5Dclose(d);
+  H5Fclose(file);
+  ASSERT_GE(size, (row + 1) * 4) << "row " << row << " lies in the first chunk";
+  std::fstream io(f, std::ios::in | std::ios::out | std::ios::binary);
+  io.seekp(std::streamoff(addr + row * 4));
+  const char junk[4] = {char(0xAB), char(0xCD), char(0xEF), char(0x01)};
+  io.write(junk, 4);
+  ASSERT_TRUE(io.good());
+}
+
+// A kill inside the write of a step's rows leaves the series' last chunk half rewritten: its
+// checksum fails, but the rows the trace counts as complete hold their bytes. Such a trace (its
+// writer never closed it) still reads every complete step; the same damage in a trace that was
+// closed cleanly is refused as damage (docs/trace-format.md "Integrity").
+TEST(KillMidRunTornChunk, CompleteRowsOfAKilledRunStillReadAClosedTraceRefuses) {
+  const fs::path dir = temp_dir();
+  const fs::path f = dir / "run.h5";
+  const pid_t pid = spawn_writer(f, 1000000, 20000);
+  const auto t0 = std::chrono::steady_clock::now();
+  while (steps_seen(f) < 4 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60))
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  const uint64_t k = steps_seen(f);
+  ASSERT_GE(k, 4u);
+  tear_row(f, "/train/loss", hsize_t(k + 1));  // past the complete rows, inside the last chunk
+  EXPECT_EQ(check_contents(f), k);
+
+  const fs::path g = dir / "closed.h5";
+  const pid_t done = spawn_writer(g, 5, 0);
+  ASSERT_EQ(waitpid(done, &status, 0), done);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  tear_row(g, "/train/loss", 7);
+  Reader r(g);
+  try {
+    (void)r.read_series<float>("/train/loss");
+    ADD_FAILURE() << "a damaged chunk of a closed trace was read";
+  } catch (const TraceError& e) {
+    EXPECT_NE(std::string(e.what()).find("Fletcher32"), std::string::npos) << e.what();
+  }
+}
+
 // A reader opened while the writer runs sees complete steps only, more of them after each
 // refresh(), with the values written; after the writer exits, the whole run.
 TEST(TraceWriter, LiveReaderWhileWriterRunsThenCompletedRun) {
