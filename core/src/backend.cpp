@@ -91,10 +91,7 @@ void Backend::aux_loss_deferred_impl(const Tensor& p, const Tensor& counts, size
 }
 
 Backend::QuantElements Backend::quant_elements_of(const QuantizedTensor& q, std::span<const int64_t> idx) {
-  for (int64_t i : idx)
-    if (i < 0 || uint64_t(i) >= q.groups * q.rows * q.cols)
-      throw std::invalid_argument("quant_elements: index " + std::to_string(i) + " lies outside the quantized tensor of " +
-                                  std::to_string(q.groups * q.rows * q.cols) + " elements");
+  check_indices(idx, q.groups * q.rows * q.cols, "quant_elements", "the quantized tensor");
   const FormatSpec ef = spec_of(q.spec.elem);
   const bool fp32 = q.spec.scale_kind == ScaleKind::FP32;
   QuantElements o;

@@ -136,21 +136,18 @@ void Backend::check_copy_range(const Tensor& src, size_t so, Tensor& dst, size_t
                            " at " + std::to_string(so) + " to " + name_of(dst.dtype()) + " " + dst.shape().str() +
                            " at " + std::to_string(d_o) + " do not fit");
 }
-namespace {
-/// Throws naming `op` and the first index outside [0, n).
-void need_indices(std::span<const int64_t> idx, size_t n, const char* op, const char* what) {
+void Backend::check_indices(std::span<const int64_t> idx, size_t n, const char* op, const char* what) {
   for (int64_t i : idx)
     if (i < 0 || uint64_t(i) >= n)
       fail(op, "index " + std::to_string(i) + " lies outside " + what + " of " + std::to_string(n) + " elements");
 }
-}  // namespace
 void Backend::check_gather_deferred(const Tensor& t, std::span<const int64_t> idx, void*) {
   need_handle(t, "gather", "t");
-  need_indices(idx, t.numel(), "gather", "the tensor");
+  check_indices(idx, t.numel(), "gather", "the tensor");
 }
 void Backend::check_quant_elements_deferred(const QTensor& q, std::span<const int64_t> idx, QuantElements*) {
   need_handle(q, "quant_elements", "q");
-  need_indices(idx, q.groups() * q.rows() * q.cols(), "quant_elements", "the quantized tensor");
+  check_indices(idx, q.groups() * q.rows() * q.cols(), "quant_elements", "the quantized tensor");
 }
 void Backend::check_resolve_deferred() {}
 

@@ -33,7 +33,9 @@ struct Src {
   bool bf16() const { return f != nullptr; }
 };
 
-std::string spec_name(const Src& s) { return s.bf16() ? std::string("bf16") : s.q->spec.describe(); }
+std::string spec_name(const QuantSpec& s) { return s.elem == Format::BF16 ? std::string("bf16") : s.describe(); }
+QuantSpec spec_of_src(const Src& s) { return s.bf16() ? bf16_spec() : s.q->spec; }
+std::string spec_name(const Src& s) { return spec_name(spec_of_src(s)); }
 
 /// One group's operand as [R, K] with K the contraction axis: logical rows
 /// [r0, r0 + nr) when contraction runs along logical cols, else logical cols
@@ -157,12 +159,14 @@ Panel make_panel(const Src& s, size_t g, bool contract_rows, size_t r0, size_t n
 
 /// The block-dot class of a pair: core's classifier (hd::gemm_class_of), the
 /// one the GPU backend asks too, with both operands named when it refuses.
-GemmClass pair_class(const Src& a, const Src& b, const std::string& gemm) {
+GemmClass pair_class(const QuantSpec& a, const QuantSpec& b, const std::string& gemm) {
   GemmClass c{};
   std::string why;
-  if (!hd::gemm_class_of(a.bf16() ? bf16_spec() : a.q->spec, b.bf16() ? bf16_spec() : b.q->spec, c, &why))
-    fail(gemm, why + " (got " + spec_name(a) + " with " + spec_name(b) + ")");
+  if (!hd::gemm_class_of(a, b, c, &why)) fail(gemm, why + " (got " + spec_name(a) + " with " + spec_name(b) + ")");
   return c;
+}
+GemmClass pair_class(const Src& a, const Src& b, const std::string& gemm) {
+  return pair_class(spec_of_src(a), spec_of_src(b), gemm);
 }
 
 size_t check_splits(std::span<const int64_t> m_splits, size_t M, const std::string& gemm) {
@@ -347,12 +351,7 @@ QuantSpec bf16_spec() {
 }
 
 const char* gemm_class_name(const QuantSpec& a, const QuantSpec& b) {
-  hd::GemmClass c{};
-  std::string why;
-  if (!hd::gemm_class_of(a, b, c, &why))
-    fail("gemm", why + " (got " + (a.elem == Format::BF16 ? std::string("bf16") : a.describe()) + " with " +
-                     (b.elem == Format::BF16 ? std::string("bf16") : b.describe()) + ")");
-  return hd::gemm_class_name(c);
+  return hd::gemm_class_name(pair_class(a, b, "gemm"));
 }
 
 void grouped_fprop(const QuantizedTensor& x, const QuantizedTensor& w, std::span<const int64_t> m_splits, Tensor2f& y,

@@ -243,6 +243,9 @@ class Backend {
   MXSIM_BACKEND_OPS(MXSIM_X)
   MXSIM_BACKEND_DEFAULTED_OPS(MXSIM_X)
 #undef MXSIM_X
+  /// Throws std::invalid_argument naming `op` and the first index outside [0, n) (gather's and
+  /// quant_elements' check, shared by the door and quant_elements_of).
+  static void check_indices(std::span<const int64_t> idx, size_t n, const char* op, const char* what);
   // The profiler forwards to another backend's <name>_impl after its own front door has checked.
   friend class ProfilingBackend;
 };
