@@ -9,6 +9,7 @@
 #include "mxsim/bits.hpp"
 #include "mxsim/emu/grouped_gemm.hpp"
 #include "mxsim/emu/quantize.hpp"
+#include "mxsim/gemm_plan.hpp"
 #include "mxsim/m_splits.hpp"
 #include "mxsim/rounding.hpp"
 
@@ -19,44 +20,32 @@ using gemm::Panel;
 
 namespace {
 
-[[noreturn]] void fail(const std::string& gemm, const std::string& msg) {
-  throw std::invalid_argument("grouped " + gemm + ": " + msg);
-}
-
 /// An operand source: a QuantizedTensor, or FP32 values already rounded to BF16.
 struct Src {
   const QuantizedTensor* q = nullptr;
   const Tensor3f* f = nullptr;  // [groups, rows, cols], BF16 values
-  size_t groups() const { return q ? q->groups : f->shape(0); }
-  size_t rows() const { return q ? q->rows : f->shape(1); }
-  size_t cols() const { return q ? q->cols : f->shape(2); }
-  bool bf16() const { return f != nullptr; }
+  GemmOperandDesc desc() const {
+    return q ? GemmOperandDesc::of(*q) : GemmOperandDesc::of_bf16(f->shape(0), f->shape(1), f->shape(2));
+  }
 };
 
-std::string spec_name(const QuantSpec& s) { return s.elem == Format::BF16 ? std::string("bf16") : s.describe(); }
-QuantSpec spec_of_src(const Src& s) { return s.bf16() ? bf16_spec() : s.q->spec; }
-std::string spec_name(const Src& s) { return spec_name(spec_of_src(s)); }
-
-/// One group's operand as [R, K] with K the contraction axis: logical rows
-/// [r0, r0 + nr) when contraction runs along logical cols, else logical cols
-/// (all of them) with contraction along logical rows.
-Panel make_panel(const Src& s, size_t g, bool contract_rows, size_t r0, size_t nr, const std::string& gemm,
-                 const char* what, bool build = true) {
+/// One group's operand as the plan's panel [R, K] (element (r, k) at logical
+/// (r0 + r, k), or at (k, r) when the contraction runs along logical rows),
+/// its codes and per-block scales gathered into dense arrays. The plan
+/// (core/src/gemm_plan.cpp) has checked the operand.
+Panel make_panel(const Src& s, const GemmPanel& gp) {
   Panel p;
-  const size_t R = contract_rows ? s.cols() : nr;
-  const size_t K = contract_rows ? s.rows() : s.cols();
+  const size_t R = gp.R, K = gp.K;
+  const bool contract_rows = gp.contract_rows;
+  const size_t r0 = gp.r0, g = gp.group;
   p.R = R;
   p.K = K;
-  if (build) p.code.resize(R * K);
-  auto logical = [&](size_t r, size_t k, size_t& lr, size_t& lc) {
-    if (contract_rows) { lr = k; lc = r; } else { lr = r0 + r; lc = k; }
-  };
-  if (s.bf16()) {
+  p.code.resize(R * K);
+  if (s.f) {
     p.elem = Format::BF16;
-    if (!build) return p;
     // Row-major [groups, rows, cols] storage read directly, in parallel.
-    const size_t cols = s.cols();
-    const float* src = s.f->data() + g * s.rows() * cols;
+    const size_t cols = s.f->shape(2);
+    const float* src = s.f->data() + g * s.f->shape(1) * cols;
     uint32_t* dst = p.code.data();
     if (!contract_rows) {
 #pragma omp parallel for schedule(static)
@@ -74,34 +63,8 @@ Panel make_panel(const Src& s, size_t g, bool contract_rows, size_t r0, size_t n
   }
   const QuantizedTensor& q = *s.q;
   p.elem = q.spec.elem;
-  const bool along_scols = (contract_rows == q.transposed);
+  const bool along_scols = gp.along_scols;
   const size_t br = q.block_rows(), bc = q.block_cols();
-  const size_t bk = along_scols ? bc : br;
-  auto stor = [&](size_t lr, size_t lc, size_t& sr, size_t& sc) {
-    if (q.transposed) { sr = lc; sc = lr; } else { sr = lr; sc = lc; }
-  };
-  const char* axis_need = contract_rows ? "along its rows (Axis::Rows or 2-D tiles)" : "along its cols (Axis::Cols or 2-D tiles)";
-  switch (q.spec.scale_kind) {
-    case ScaleKind::UE4M3:
-      fail(gemm, std::string(what) + ": NVFP4 (UE4M3 scales) is not defined by the GEMM contract yet");
-    case ScaleKind::E8M0:
-      if (!has_role(q.spec.elem, kRoleOcpMx))
-        fail(gemm, std::string(what) + ": element format " + short_name(q.spec.elem) +
-                       " is not defined for E8M0-scaled GEMM (E2M1, E2M3, E3M2, E4M3, E5M2)");
-      if (bk != 32)
-        fail(gemm, std::string(what) + " (" + q.spec.describe() + ") must have blocks of 32 along the contraction, i.e. quantized " +
-                       axis_need + "; its blocks along the contraction are " + std::to_string(bk) + " long");
-      break;
-    case ScaleKind::FP32:
-      if (q.spec.elem != Format::E4M3 && q.spec.elem != Format::E5M2)
-        fail(gemm, std::string(what) + ": FP32-scaled operands must be E4M3 or E5M2, got " + short_name(q.spec.elem));
-      if (!(bk == 128 || bk == (along_scols ? q.scols() : q.srows())))
-        fail(gemm, std::string(what) + " (" + q.spec.describe() + ") needs one FP32 scale per 128-K chunk or per whole contraction " +
-                       axis_need + "; its blocks along the contraction are " + std::to_string(bk) + " long");
-      break;
-  }
-  if (q.tensor_scale_inv != 1.0f) fail(gemm, std::string(what) + ": tensor_scale_inv must be 1 outside NVFP4");
-  if (!build) return p;  // validated only (the direct MX path reads the packed codes itself)
   {
     // Direct reads of the packed storage (layout: quantized_tensor.hpp).
     const size_t rb = q.row_bytes();
@@ -111,12 +74,11 @@ Panel make_panel(const Src& s, size_t g, bool contract_rows, size_t r0, size_t n
       const uint8_t b = base[sr * rb + (e2m1 ? sc / 2 : sc)];
       return e2m1 ? ((sc & 1) ? b >> 4 : b & 0xFu) : b;
     };
-    const size_t off = contract_rows ? 0 : r0;
     if (along_scols) {
 #pragma omp parallel for schedule(static)
       for (size_t r = 0; r < R; ++r) {
         uint32_t* dst = p.code.data() + r * K;
-        const uint8_t* src = base + (off + r) * rb;
+        const uint8_t* src = base + (r0 + r) * rb;
         if (e2m1) {
           for (size_t k = 0; k + 1 < K; k += 2) dst[k] = src[k / 2] & 0xFu, dst[k + 1] = src[k / 2] >> 4;
           if (K & 1) dst[K - 1] = src[K / 2] & 0xFu;
@@ -130,7 +92,7 @@ Panel make_panel(const Src& s, size_t g, bool contract_rows, size_t r0, size_t n
       for (size_t t = 0; t < nt; ++t)
         for (size_t k0 = 0; k0 < K; k0 += 64)
           for (size_t k = k0; k < std::min(K, k0 + 64); ++k)
-            for (size_t r = t * 64; r < std::min(R, t * 64 + 64); ++r) p.code[r * K + k] = at(k, off + r);
+            for (size_t r = t * 64; r < std::min(R, t * 64 + 64); ++r) p.code[r * K + k] = at(k, r0 + r);
     }
   }
   // One scale per (row, K-block): K-blocks of 32 for E8M0, chunks of 128 for
@@ -139,9 +101,8 @@ Panel make_panel(const Src& s, size_t g, bool contract_rows, size_t r0, size_t n
     dst.resize(R * nk);
     for (size_t r = 0; r < R; ++r)
       for (size_t b = 0; b < nk; ++b) {
-        size_t lr, lc, sr, sc;
-        logical(r, b * step, lr, lc);
-        stor(lr, lc, sr, sc);
+        const size_t lr = contract_rows ? b * step : r0 + r, lc = contract_rows ? r : b * step;
+        const size_t sr = q.transposed ? lc : lr, sc = q.transposed ? lr : lc;
         dst[r * nk + b] = scales(g, sr / br, sc / bc);
       }
   };
@@ -157,159 +118,67 @@ Panel make_panel(const Src& s, size_t g, bool contract_rows, size_t r0, size_t n
   return p;
 }
 
-/// The block-dot class of a pair: core's classifier (hd::gemm_class_of), the
-/// one the GPU backend asks too, with both operands named when it refuses.
-GemmClass pair_class(const QuantSpec& a, const QuantSpec& b, const std::string& gemm) {
-  GemmClass c{};
-  std::string why;
-  if (!hd::gemm_class_of(a, b, c, &why)) fail(gemm, why + " (got " + spec_name(a) + " with " + spec_name(b) + ")");
-  return c;
-}
-GemmClass pair_class(const Src& a, const Src& b, const std::string& gemm) {
-  return pair_class(spec_of_src(a), spec_of_src(b), gemm);
-}
-
-size_t check_splits(std::span<const int64_t> m_splits, size_t M, const std::string& gemm) {
-  if (const std::string why = m_splits_error(m_splits, M); !why.empty()) fail(gemm, why);
-  return m_splits.size();
-}
-
 /// MX-exact with GemmImpl::Fast reads the packed codes directly
 /// (gemm_mx_direct.cpp) when the CPU path has a direct kernel.
-gemm::MxDirectIsa direct_isa(GemmClass kind, const GemmOptions& opt) {
-  if (kind != GemmClass::MxExact || opt.impl != GemmImpl::Fast) return gemm::MxDirectIsa::None;
+gemm::MxDirectIsa direct_isa(const GemmPlan& plan) {
+  if (plan.opt.impl != GemmImpl::Fast || !plan.all_runs(GemmClass::MxExact)) return gemm::MxDirectIsa::None;
   return gemm::mx_direct_isa(cpu_path());
 }
-bool use_direct(GemmClass kind, const GemmOptions& opt) { return direct_isa(kind, opt) != gemm::MxDirectIsa::None; }
 
-void run(GemmClass kind, const Panel& A, const Panel& B, gemm::Out out, const GemmOptions& opt) {
-  if (opt.impl == GemmImpl::Reference) gemm::run_reference(kind, A, B, out, opt.accumulate, opt.out);
-  else gemm::run_fast(kind, A, B, out, opt.accumulate, opt.out);
+/// Computes what a plan lists into `out` (the output's elements, row stride
+/// plan.ld()). A panel's operand index picks its source from A (first
+/// panels) or B (second).
+void run_plan(const GemmPlan& plan, std::span<const Src> A, std::span<const Src> B, float* out) {
+  const GemmOptions& opt = plan.opt;
+  const size_t ld = plan.ld(), per_group = plan.rows * plan.cols;
+  if (!opt.accumulate)  // wgrad's groups without tokens: the sum over no tokens is +0
+    for (size_t g : plan.empty) std::fill(out + g * per_group, out + (g + 1) * per_group, 0.0f);
+  if (plan.runs.empty() || plan.cols == 0 || (plan.form == GemmForm::Wgrad && plan.rows == 0)) return;
+  if (const gemm::MxDirectIsa isa = direct_isa(plan); isa != gemm::MxDirectIsa::None) {
+    std::vector<gemm::MxGroup> jobs;
+    auto op = [](const Src& s, const GemmPanel& p) { return gemm::MxOperand{s.q, p.group, p.contract_rows, p.r0, p.R}; };
+    for (const GemmPlan::Group& r : plan.runs)
+      jobs.push_back({op(A[r.a.operand], r.a), op(B[r.b.operand], r.b), out + r.out_offset, ld});
+    if (gemm::run_mx_exact_direct(jobs, opt.accumulate, opt.out, isa)) return;
+  }
+  for (const GemmPlan::Group& r : plan.runs) {
+    const Panel pa = make_panel(A[r.a.operand], r.a), pb = make_panel(B[r.b.operand], r.b);
+    if (opt.impl == GemmImpl::Reference) gemm::run_reference(r.cls, pa, pb, {out + r.out_offset, ld}, opt.accumulate, opt.out);
+    else gemm::run_fast(r.cls, pa, pb, {out + r.out_offset, ld}, opt.accumulate, opt.out);
+  }
 }
 
-void check_opt(const GemmOptions& opt, const std::string& gemm) {
-  if (opt.out != Format::FP32 && opt.out != Format::BF16)
-    fail(gemm, std::string("output format must be fp32 or bf16, got ") + short_name(opt.out));
-  if (opt.impl == GemmImpl::Fast) (void)cpu_path();  // a bad MXSIM_CPU_PATH throws here, before any output changes
+/// The output's container: checked when accumulating into it, else (re)shaped to the plan's.
+template <class T>
+void prepare_out(const GemmPlan& plan, T& out) {
+  const std::vector<size_t> want = plan.out_extents();
+  std::vector<size_t> have(out.shape().begin(), out.shape().end());
+  if (plan.opt.accumulate) plan.check_out(have);
+  else if (have != want) {
+    typename T::shape_type shape;
+    std::copy(want.begin(), want.end(), shape.begin());
+    out = T::from_shape(shape);
+  }
 }
 
 // fprop / dgrad share the token-major form: out[M, J] = A_tokens . B[g]^T.
-void token_gemm(const std::string& gemm, const Src& a, const Src& w, bool w_contract_rows,
-                std::span<const int64_t> m_splits, Tensor2f& out, const GemmOptions& opt) {
-  check_opt(opt, gemm);
-  if (a.groups() != 1) fail(gemm, "the token operand must have groups = 1, has " + std::to_string(a.groups()));
-  const size_t M = a.rows();
-  const size_t G = check_splits(m_splits, M, gemm);
-  if (w.groups() != G)
-    fail(gemm, "W has " + std::to_string(w.groups()) + " groups but m_splits has " + std::to_string(G));
-  const size_t Kc = w_contract_rows ? w.rows() : w.cols();
-  const size_t J = w_contract_rows ? w.cols() : w.rows();
-  if (a.cols() != Kc)
-    fail(gemm, "contraction mismatch: token operand has " + std::to_string(a.cols()) + " columns, W has " + std::to_string(Kc));
-  const GemmClass kind = pair_class(a, w, gemm);
-  if (opt.accumulate && (out.shape(0) != M || out.shape(1) != J))
-    fail(gemm, "accumulate: output has shape [" + std::to_string(out.shape(0)) + ", " + std::to_string(out.shape(1)) +
-                   "], expected [" + std::to_string(M) + ", " + std::to_string(J) + "]");
-  const bool direct = use_direct(kind, opt);
-  std::vector<Panel> As(G), Bs(G);
-  size_t m0 = 0;
-  for (size_t g = 0; g < G; ++g) {
-    const size_t mg = size_t(m_splits[g]);
-    if (mg) {
-      As[g] = make_panel(a, 0, false, m0, mg, gemm, "token operand", !direct);
-      Bs[g] = make_panel(w, g, w_contract_rows, 0, J, gemm, "W", !direct);
-    }
-    m0 += mg;
-  }
-  if (!opt.accumulate && (out.dimension() != 2 || out.shape(0) != M || out.shape(1) != J)) out = Tensor2f::from_shape({M, J});
-  if (direct && J) {
-    std::vector<gemm::MxGroup> jobs;
-    m0 = 0;
-    for (size_t g = 0; g < G; ++g) {
-      const size_t mg = size_t(m_splits[g]);
-      if (mg) jobs.push_back({{a.q, 0, false, m0, mg}, {w.q, g, w_contract_rows, 0, J}, out.data() + m0 * J, J});
-      m0 += mg;
-    }
-    if (gemm::run_mx_exact_direct(jobs, opt.accumulate, opt.out, direct_isa(kind, opt))) return;
-    for (size_t g = 0, m1 = 0; g < G; m1 += size_t(m_splits[g]), ++g)  // declined: build the panels after all
-      if (m_splits[g]) {
-        As[g] = make_panel(a, 0, false, m1, size_t(m_splits[g]), gemm, "token operand");
-        Bs[g] = make_panel(w, g, w_contract_rows, 0, J, gemm, "W");
-      }
-  }
-  m0 = 0;
-  for (size_t g = 0; g < G; ++g) {
-    const size_t mg = size_t(m_splits[g]);
-    if (mg && J) run(kind, As[g], Bs[g], {out.data() + m0 * J, J}, opt);
-    m0 += mg;
-  }
+void token_gemm(GemmForm form, const Src& a, const Src& w, std::span<const int64_t> m_splits, Tensor2f& out,
+                const GemmOptions& opt) {
+  const GemmPlan plan = plan_token_gemm(form, a.desc(), w.desc(), m_splits, opt);
+  if (opt.impl == GemmImpl::Fast) (void)cpu_path();  // a bad MXSIM_CPU_PATH throws here, before any output changes
+  prepare_out(plan, out);
+  run_plan(plan, std::span(&a, 1), std::span(&w, 1), out.data());
 }
 
 void wgrad_impl(std::span<const Src> dy, std::span<const Src> x, std::span<const int64_t> m_splits, Tensor3f& dw,
                 const GemmOptions& opt) {
-  const std::string gemm = "wgrad";
-  check_opt(opt, gemm);
-  const size_t G = m_splits.size();
-  if (dy.size() != G || x.size() != G)
-    fail(gemm, "m_splits has " + std::to_string(G) + " groups but dy has " + std::to_string(dy.size()) + " and x " +
-                   std::to_string(x.size()));
-  for (size_t g = 0; g < G; ++g)
-    if (m_splits[g] < 0) fail(gemm, "m_splits[" + std::to_string(g) + "] = " + std::to_string(m_splits[g]) + " is negative");
-  if (G == 0) {
-    if (!opt.accumulate) dw = Tensor3f::from_shape({0, 0, 0});
-    return;
-  }
-  const size_t N = dy[0].cols(), K = x[0].cols();
-  for (size_t g = 0; g < G; ++g) {
-    const std::string gs = "group " + std::to_string(g);
-    if (dy[g].groups() != 1 || x[g].groups() != 1) fail(gemm, gs + ": per-group operands must have groups = 1");
-    if (dy[g].rows() != size_t(m_splits[g]) || x[g].rows() != size_t(m_splits[g]))
-      fail(gemm, gs + ": dy has " + std::to_string(dy[g].rows()) + " rows and x " + std::to_string(x[g].rows()) +
-                     " but m_splits says " + std::to_string(m_splits[g]));
-    if (dy[g].cols() != N || x[g].cols() != K)
-      fail(gemm, gs + ": operand widths differ between groups (dy " + std::to_string(dy[g].cols()) + " vs " +
-                     std::to_string(N) + ", x " + std::to_string(x[g].cols()) + " vs " + std::to_string(K) + ")");
-  }
-  if (opt.accumulate && (dw.shape(0) != G || dw.shape(1) != N || dw.shape(2) != K))
-    fail(gemm, "accumulate: dW has shape [" + std::to_string(dw.shape(0)) + ", " + std::to_string(dw.shape(1)) + ", " +
-                   std::to_string(dw.shape(2)) + "], expected [" + std::to_string(G) + ", " + std::to_string(N) + ", " +
-                   std::to_string(K) + "]");
-  std::vector<Panel> As(G), Bs(G);
-  GemmClass kind = GemmClass::MxExact;
-  bool direct = true;
-  for (size_t g = 0; g < G; ++g) direct &= use_direct(pair_class(dy[g], x[g], gemm), opt);
-  for (size_t g = 0; g < G; ++g) {
-    kind = pair_class(dy[g], x[g], gemm);
-    if (m_splits[g] == 0) continue;
-    As[g] = make_panel(dy[g], 0, true, 0, 0, gemm, "dy", !direct);
-    Bs[g] = make_panel(x[g], 0, true, 0, 0, gemm, "x", !direct);
-  }
-  if (!opt.accumulate && (dw.shape(0) != G || dw.shape(1) != N || dw.shape(2) != K)) dw = Tensor3f::from_shape({G, N, K});
-  if (direct && N && K) {
-    std::vector<gemm::MxGroup> jobs;
-    for (size_t g = 0; g < G; ++g) {
-      float* o = dw.data() + g * N * K;
-      if (m_splits[g] == 0) {
-        if (!opt.accumulate) std::fill(o, o + N * K, 0.0f);
-        continue;
-      }
-      jobs.push_back({{dy[g].q, 0, true, 0, N}, {x[g].q, 0, true, 0, K}, o, K});
-    }
-    if (gemm::run_mx_exact_direct(jobs, opt.accumulate, opt.out, direct_isa(GemmClass::MxExact, opt))) return;
-    for (size_t g = 0; g < G; ++g)  // declined: build the panels after all
-      if (m_splits[g]) {
-        As[g] = make_panel(dy[g], 0, true, 0, 0, gemm, "dy");
-        Bs[g] = make_panel(x[g], 0, true, 0, 0, gemm, "x");
-      }
-  }
-  for (size_t g = 0; g < G; ++g) {
-    float* o = dw.data() + g * N * K;
-    if (m_splits[g] == 0) {
-      if (!opt.accumulate) std::fill(o, o + N * K, 0.0f);
-      continue;
-    }
-    if (N && K) run(kind, As[g], Bs[g], {o, K}, opt);
-  }
+  std::vector<GemmOperandDesc> da, db;
+  for (const Src& s : dy) da.push_back(s.desc());
+  for (const Src& s : x) db.push_back(s.desc());
+  const GemmPlan plan = plan_wgrad(da, db, m_splits, opt);
+  if (opt.impl == GemmImpl::Fast) (void)cpu_path();
+  prepare_out(plan, dw);
+  run_plan(plan, dy, x, dw.data());
 }
 
 Tensor3f to_bf16_3(const Tensor3f& x) {
@@ -321,6 +190,12 @@ Tensor3f to_bf16_3(const Tensor3f& x) {
   for (size_t i = 0; i < n; ++i) dst[i] = round_bf16(src[i]);
   return r;
 }
+/// m_splits that cut a high-precision operand of M rows (m_splits.hpp's rule).
+void check_splits(std::span<const int64_t> m_splits, size_t M, const std::string& what) {
+  if (const std::string why = m_splits_error(m_splits, M); !why.empty())
+    throw std::invalid_argument("grouped " + what + ": " + why);
+}
+
 /// x as [1, rows, cols], rounded to BF16 (RNE) on the way.
 Tensor3f as3_bf16(const Tensor2f& x) {
   Tensor3f r = Tensor3f::from_shape({1, x.shape(0), x.shape(1)});
@@ -335,32 +210,27 @@ Tensor3f as3_bf16(const Tensor2f& x) {
 }  // namespace
 
 namespace gemm {
-Panel operand_panel(const QuantizedTensor& q, const char* what) {
-  if (q.groups != 1) fail("model gemm", std::string(what) + ": groups must be 1");
-  return make_panel(Src{&q, nullptr}, 0, false, 0, q.rows, "model gemm", what);
+std::pair<Panel, Panel> model_panels(const QuantizedTensor& a, const QuantizedTensor& b) {
+  // y = a . b^T is the fprop of one group, b its weight: the same plan and checks.
+  const int64_t ms[] = {int64_t(a.rows)};
+  const GemmPlan plan = plan_token_gemm(GemmForm::Fprop, GemmOperandDesc::of(a), GemmOperandDesc::of(b), ms, {});
+  if (plan.runs.empty()) return {};
+  const GemmPlan::Group& r = plan.runs.front();
+  return {make_panel(Src{&a, nullptr}, r.a), make_panel(Src{&b, nullptr}, r.b)};
 }
 }  // namespace gemm
 
-QuantSpec bf16_spec() {
-  QuantSpec s;
-  s.elem = Format::BF16;
-  s.block_rows = 0;
-  s.block_cols = 0;
-  s.scale_kind = ScaleKind::FP32;
-  return s;
-}
-
 const char* gemm_class_name(const QuantSpec& a, const QuantSpec& b) {
-  return hd::gemm_class_name(pair_class(a, b, "gemm"));
+  return hd::gemm_class_name(gemm_pair_class(a, b, "gemm"));
 }
 
 void grouped_fprop(const QuantizedTensor& x, const QuantizedTensor& w, std::span<const int64_t> m_splits, Tensor2f& y,
                    const GemmOptions& opt) {
-  token_gemm("fprop", Src{&x, nullptr}, Src{&w, nullptr}, false, m_splits, y, opt);
+  token_gemm(GemmForm::Fprop, Src{&x, nullptr}, Src{&w, nullptr}, m_splits, y, opt);
 }
 void grouped_dgrad(const QuantizedTensor& dy, const QuantizedTensor& w, std::span<const int64_t> m_splits, Tensor2f& dx,
                    const GemmOptions& opt) {
-  token_gemm("dgrad", Src{&dy, nullptr}, Src{&w, nullptr}, true, m_splits, dx, opt);
+  token_gemm(GemmForm::Dgrad, Src{&dy, nullptr}, Src{&w, nullptr}, m_splits, dx, opt);
 }
 void grouped_wgrad(std::span<const QuantizedTensor> dy, std::span<const QuantizedTensor> x,
                    std::span<const int64_t> m_splits, Tensor3f& dw, const GemmOptions& opt) {
@@ -374,25 +244,26 @@ namespace {
 /// fprop / dgrad from high-precision operands: the token operand [M, K] is
 /// quantized along its cols, W along its contraction axis (cols for fprop,
 /// rows for dgrad); a BF16 spec rounds to BF16 instead.
-void token_gemm_hp(const char* gemm, const Tensor2f& a, const QuantSpec& as, const Tensor3f& w, const QuantSpec& ws,
-                   bool w_contract_rows, std::span<const int64_t> m_splits, Tensor2f& out, const GemmOptions& opt) {
+void token_gemm_hp(GemmForm form, const Tensor2f& a, const QuantSpec& as, const Tensor3f& w, const QuantSpec& ws,
+                   std::span<const int64_t> m_splits, Tensor2f& out, const GemmOptions& opt) {
+  const bool w_contract_rows = form == GemmForm::Dgrad;
   const bool ab = as.elem == Format::BF16, wb = ws.elem == Format::BF16;
   QuantizedTensor qa, qw;
   Tensor3f fa, fw;
   if (ab) fa = as3_bf16(a); else qa = quantize(a, as, Axis::Cols);
   if (wb) fw = to_bf16_3(w); else qw = quantize(w, ws, w_contract_rows ? Axis::Rows : Axis::Cols);
-  token_gemm(gemm, ab ? Src{nullptr, &fa} : Src{&qa, nullptr}, wb ? Src{nullptr, &fw} : Src{&qw, nullptr},
-             w_contract_rows, m_splits, out, opt);
+  token_gemm(form, ab ? Src{nullptr, &fa} : Src{&qa, nullptr}, wb ? Src{nullptr, &fw} : Src{&qw, nullptr}, m_splits,
+             out, opt);
 }
 }  // namespace
 
 void grouped_fprop(const Tensor2f& x, const QuantSpec& xs, const Tensor3f& w, const QuantSpec& ws,
                    std::span<const int64_t> m_splits, Tensor2f& y, const GemmOptions& opt) {
-  token_gemm_hp("fprop", x, xs, w, ws, false, m_splits, y, opt);
+  token_gemm_hp(GemmForm::Fprop, x, xs, w, ws, m_splits, y, opt);
 }
 void grouped_dgrad(const Tensor2f& dy, const QuantSpec& dys, const Tensor3f& w, const QuantSpec& ws,
                    std::span<const int64_t> m_splits, Tensor2f& dx, const GemmOptions& opt) {
-  token_gemm_hp("dgrad", dy, dys, w, ws, true, m_splits, dx, opt);
+  token_gemm_hp(GemmForm::Dgrad, dy, dys, w, ws, m_splits, dx, opt);
 }
 
 std::vector<QuantizedTensor> quantize_grouped_colwise(const Tensor2f& x, std::span<const int64_t> m_splits,

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "mxsim/format.hpp"
@@ -41,6 +42,7 @@ namespace mxsim {
 struct QuantizedTensor;
 }
 namespace mxsim::emu::gemm {
-/// Group 0 of q as a panel [logical rows, K = logical cols] (contraction along cols).
-Panel operand_panel(const QuantizedTensor& q, const char* what);
+/// The panels of y = a . b^T (a [M, K], b [N, K], one group each, contracted along their cols),
+/// checked as the fprop of one group (gemm_plan.hpp); empty panels when M is 0.
+std::pair<Panel, Panel> model_panels(const QuantizedTensor& a, const QuantizedTensor& b);
 }  // namespace mxsim::emu::gemm

@@ -1,8 +1,8 @@
-// Grouped GEMM entry points (include/mxsim/hip/gemm.hpp): validation of
-// shapes, m_splits, operand axes and recipe pairs (the emulator's rules and
-// messages, emu/src/gemm_api.cpp), then the block-dot class's kernel
-// (gemm_<class>.hip) over the non-empty groups, up to 16 groups per kernel
-// launch. Everything is validated before anything is launched.
+// Grouped GEMM entry points (include/mxsim/hip/gemm.hpp): core's plan
+// (mxsim/gemm_plan.hpp: shapes, m_splits, operand axes and recipe pairs,
+// checked once for every backend), then the block-dot class's kernel
+// (gemm_<class>.hip) over the plan's groups, up to 16 groups per kernel
+// launch. Everything is checked before anything is launched.
 #include "gemm_panel.hpp"
 
 #include <atomic>
@@ -44,69 +44,40 @@ GemmOperand GemmOperand::from_quantized(const DeviceQTensor& q) {
 
 GemmOperand GemmOperand::from_bf16(const uint16_t* codes, size_t groups, size_t rows, size_t cols) {
   GemmOperand o;
-  o.spec.elem = Format::BF16;  // as emu::bf16_spec(): unscaled, one "block"
-  o.spec.block_rows = 0;
-  o.spec.block_cols = 0;
-  o.spec.scale_kind = ScaleKind::FP32;
-  o.layout.groups = groups;
-  o.layout.rows = o.layout.srows = rows;
-  o.layout.cols = o.layout.scols = cols;
+  const GemmOperandDesc d = GemmOperandDesc::of_bf16(groups, rows, cols);
+  o.spec = d.spec;
+  o.layout = d.layout;
   o.bf16 = codes;
   return o;
 }
 
 namespace {
 
-[[noreturn]] void fail(const std::string& gemm, const std::string& msg) {
-  throw std::invalid_argument("grouped " + gemm + " (GPU): " + msg);
+[[noreturn]] void fail(GemmForm form, const std::string& msg) {
+  throw std::invalid_argument(std::string("grouped ") + name_of(form) + ": " + msg);
 }
 
-std::string spec_name(const GemmOperand& o) { return o.spec.elem == Format::BF16 ? "bf16" : o.spec.describe(); }
-
-/// One group's operand as a panel [R, K] (contraction along logical cols, or
-/// along logical rows when contract_rows), validated as the emulator does.
-PanelView make_panel(const GemmOperand& o, size_t g, bool contract_rows, size_t roff, const std::string& gemm,
-                     const char* what) {
+/// The plan's panel of one operand in device memory. The plan has checked the
+/// operand (core/src/gemm_plan.cpp); what is the GPU's own is that its
+/// pointers are there.
+PanelView make_panel(const GemmOperand& o, const GemmPanel& gp, GemmForm form, const char* what) {
   PanelView p;
   const hd::QuantLayout& L = o.layout;
+  const size_t g = gp.group;
+  p.along_scols = gp.along_scols;
+  p.roff = gp.r0;
   if (o.spec.elem == Format::BF16) {
-    if (!o.bf16 && L.rows * L.cols) fail(gemm, std::string(what) + ": BF16 operand without codes");
+    if (!o.bf16 && L.rows * L.cols) fail(form, std::string(what) + ": BF16 operand without codes");
     p.bf16 = true;
     p.elem = Format::BF16;
-    p.along_scols = !contract_rows;
-    p.roff = contract_rows ? 0 : roff;
     p.codes16 = o.bf16 + g * L.rows * L.cols;
     p.rbytes = L.cols;
     return p;
   }
   p.elem = o.spec.elem;
-  p.along_scols = contract_rows == L.transposed;
-  p.roff = contract_rows ? 0 : roff;
-  const size_t bk = p.along_scols ? L.bc : L.br;
-  const char* axis_need =
-      contract_rows ? "along its rows (Axis::Rows or 2-D tiles)" : "along its cols (Axis::Cols or 2-D tiles)";
-  switch (o.spec.scale_kind) {
-    case ScaleKind::UE4M3:
-      fail(gemm, std::string(what) + ": NVFP4 (UE4M3 scales) is not defined by the GEMM contract yet");
-    case ScaleKind::E8M0:
-      if (!has_role(o.spec.elem, kRoleOcpMx))
-        fail(gemm, std::string(what) + ": element format " + short_name(o.spec.elem) +
-                       " is not defined for E8M0-scaled GEMM (E2M1, E2M3, E3M2, E4M3, E5M2)");
-      if (bk != 32)
-        fail(gemm, std::string(what) + " (" + o.spec.describe() + ") must have blocks of 32 along the contraction, i.e. quantized " +
-                       axis_need + "; its blocks along the contraction are " + std::to_string(bk) + " long");
-      break;
-    case ScaleKind::FP32:
-      if (o.spec.elem != Format::E4M3 && o.spec.elem != Format::E5M2)
-        fail(gemm, std::string(what) + ": FP32-scaled operands must be E4M3 or E5M2, got " + short_name(o.spec.elem));
-      if (!(bk == 128 || bk == (p.along_scols ? L.scols : L.srows)))
-        fail(gemm, std::string(what) + " (" + o.spec.describe() + ") needs one FP32 scale per 128-K chunk or per whole contraction " +
-                       axis_need + "; its blocks along the contraction are " + std::to_string(bk) + " long");
-      break;
-  }
-  if (L.data_bytes() && !o.data) fail(gemm, std::string(what) + ": no codes");
+  if (L.data_bytes() && !o.data) fail(form, std::string(what) + ": no codes");
   if (L.scale_count() && (o.spec.scale_kind == ScaleKind::FP32 ? !o.scale_inv : !o.scale_bytes))
-    fail(gemm, std::string(what) + ": no scales");
+    fail(form, std::string(what) + ": no scales");
   p.data = o.data + g * L.srows * L.rbytes;
   if (o.scale_bytes) p.sbytes = o.scale_bytes + g * L.nbr * L.nbc;
   if (o.scale_inv) p.sinv = o.scale_inv + g * L.nbr * L.nbc;
@@ -115,18 +86,6 @@ PanelView make_panel(const GemmOperand& o, size_t g, bool contract_rows, size_t 
   p.bc = L.bc;
   p.nbc = L.nbc;
   return p;
-}
-
-hd::GemmClass pair_class(const GemmOperand& a, const GemmOperand& b, const std::string& gemm) {
-  hd::GemmClass c;
-  std::string why;
-  if (!hd::gemm_class_of(a.spec, b.spec, c, &why)) fail(gemm, why + " (got " + spec_name(a) + " with " + spec_name(b) + ")");
-  return c;
-}
-
-size_t check_splits(std::span<const int64_t> m_splits, size_t M, const std::string& gemm) {
-  if (const std::string why = m_splits_error(m_splits, M); !why.empty()) fail(gemm, why);
-  return m_splits.size();
 }
 
 /// Launches of one class whose groups share the element pair (every group of
@@ -150,109 +109,67 @@ void run_all(const std::vector<hd::GemmClass>& cls, const std::vector<Launch>& l
   }
 }
 
-// fprop / dgrad share the token-major form: out[M, J] = A_tokens . B[g]^T.
-void token_gemm(const std::string& gemm, const GemmOperand& a, const GemmOperand& w, bool w_contract_rows,
-                std::span<const int64_t> m_splits, float* out, const GemmParams& p, void* stream) {
-  if (a.layout.groups != 1) fail(gemm, "the token operand must have groups = 1, has " + std::to_string(a.layout.groups));
-  const size_t M = a.layout.rows;
-  const size_t G = check_splits(m_splits, M, gemm);
-  if (w.layout.groups != G)
-    fail(gemm, "W has " + std::to_string(w.layout.groups) + " groups but m_splits has " + std::to_string(G));
-  const size_t Kc = w_contract_rows ? w.layout.rows : w.layout.cols;
-  const size_t J = w_contract_rows ? w.layout.cols : w.layout.rows;
-  if (a.layout.cols != Kc)
-    fail(gemm, "contraction mismatch: token operand has " + std::to_string(a.layout.cols) + " columns, W has " +
-                   std::to_string(Kc));
-  const hd::GemmClass cls = pair_class(a, w, gemm);
-  if (M * J && !out) fail(gemm, "no output buffer");
+/// Launches what a plan lists into d_out (row stride plan.ld()). A panel's
+/// operand index picks its source from A (first panels) or B (second).
+void run_plan(const GemmPlan& plan, std::span<const GemmOperand> A, std::span<const GemmOperand> B, float* d_out,
+              const GemmParams& p, hipStream_t s) {
+  const char* what_a = plan.form == GemmForm::Wgrad ? "dy" : "token operand";
+  const char* what_b = plan.form == GemmForm::Wgrad ? "x" : "W";
+  if (plan.out_elems() && !d_out) fail(plan.form, "no output buffer");
+  std::vector<hd::GemmClass> cls;
   std::vector<Launch> launches;
-  size_t m0 = 0;
-  for (size_t g = 0; g < G; ++g) {
-    const size_t mg = size_t(m_splits[g]);
-    if (mg && J) {
-      Launch L;
-      L.A = make_panel(a, 0, false, m0, gemm, "token operand");
-      L.B = make_panel(w, g, w_contract_rows, 0, gemm, "W");
-      L.RA = mg;
-      L.RB = J;
-      L.K = Kc;
-      L.out = out + m0 * J;
-      L.ld = J;
-      L.accumulate = p.accumulate;
-      L.out_bf16 = p.out_bf16;
-      L.kernel = p.kernel;
-      launches.push_back(L);
-    }
-    m0 += mg;
+  const bool empty_out = plan.cols == 0 || (plan.form == GemmForm::Wgrad && plan.rows == 0);
+  for (const GemmPlan::Group& r : plan.runs) {
+    Launch L;
+    L.A = make_panel(A[r.a.operand], r.a, plan.form, what_a);
+    L.B = make_panel(B[r.b.operand], r.b, plan.form, what_b);
+    if (empty_out) continue;
+    L.RA = r.a.R;
+    L.RB = r.b.R;
+    L.K = r.a.K;
+    L.out = d_out + r.out_offset;
+    L.ld = plan.ld();
+    L.accumulate = p.accumulate;
+    L.out_bf16 = p.out_bf16;
+    L.kernel = p.kernel;
+    cls.push_back(r.cls);
+    launches.push_back(L);
   }
-  run_all(std::vector<hd::GemmClass>(launches.size(), cls), launches, stream_of(stream));
+  if (empty_out) return;
+  if (!p.accumulate)  // wgrad's groups without tokens: the sum over no tokens is +0
+    for (size_t g : plan.empty)
+      MXSIM_HIP_CHECK(hipMemsetAsync(d_out + g * plan.rows * plan.cols, 0, plan.rows * plan.cols * sizeof(float), s));
+  run_all(cls, launches, s);
+}
+
+GemmOptions options_of(const GemmParams& p) {
+  GemmOptions o;
+  o.accumulate = p.accumulate;
+  o.out = p.out_bf16 ? Format::BF16 : Format::FP32;
+  return o;
 }
 
 }  // namespace
 
 void grouped_fprop(const GemmOperand& x, const GemmOperand& w, std::span<const int64_t> m_splits, float* d_y,
                    const GemmParams& p, void* stream) {
-  token_gemm("fprop", x, w, false, m_splits, d_y, p, stream);
+  const GemmPlan plan = plan_token_gemm(GemmForm::Fprop, x.desc(), w.desc(), m_splits, options_of(p));
+  run_plan(plan, std::span(&x, 1), std::span(&w, 1), d_y, p, stream_of(stream));
 }
 
 void grouped_dgrad(const GemmOperand& dy, const GemmOperand& w, std::span<const int64_t> m_splits, float* d_dx,
                    const GemmParams& p, void* stream) {
-  token_gemm("dgrad", dy, w, true, m_splits, d_dx, p, stream);
+  const GemmPlan plan = plan_token_gemm(GemmForm::Dgrad, dy.desc(), w.desc(), m_splits, options_of(p));
+  run_plan(plan, std::span(&dy, 1), std::span(&w, 1), d_dx, p, stream_of(stream));
 }
 
 void grouped_wgrad(std::span<const GemmOperand> dy, std::span<const GemmOperand> x, std::span<const int64_t> m_splits,
                    float* d_dw, const GemmParams& p, void* stream) {
-  const std::string gemm = "wgrad";
-  const size_t G = m_splits.size();
-  if (dy.size() != G || x.size() != G)
-    fail(gemm, "m_splits has " + std::to_string(G) + " groups but dy has " + std::to_string(dy.size()) + " and x " +
-                   std::to_string(x.size()));
-  for (size_t g = 0; g < G; ++g)
-    if (m_splits[g] < 0) fail(gemm, "m_splits[" + std::to_string(g) + "] = " + std::to_string(m_splits[g]) + " is negative");
-  if (G == 0) return;
-  const size_t N = dy[0].layout.cols, K = x[0].layout.cols;
-  std::vector<hd::GemmClass> cls(G);
-  for (size_t g = 0; g < G; ++g) {
-    const std::string gs = "group " + std::to_string(g);
-    const hd::QuantLayout &a = dy[g].layout, &b = x[g].layout;
-    if (a.groups != 1 || b.groups != 1) fail(gemm, gs + ": per-group operands must have groups = 1");
-    if (a.rows != size_t(m_splits[g]) || b.rows != size_t(m_splits[g]))
-      fail(gemm, gs + ": dy has " + std::to_string(a.rows) + " rows and x " + std::to_string(b.rows) +
-                     " but m_splits says " + std::to_string(m_splits[g]));
-    if (a.cols != N || b.cols != K)
-      fail(gemm, gs + ": operand widths differ between groups (dy " + std::to_string(a.cols) + " vs " + std::to_string(N) +
-                     ", x " + std::to_string(b.cols) + " vs " + std::to_string(K) + ")");
-    cls[g] = pair_class(dy[g], x[g], gemm);
-  }
-  if (G * N * K && !d_dw) fail(gemm, "no output buffer");
-  std::vector<Launch> launches(G);
-  for (size_t g = 0; g < G; ++g) {
-    if (m_splits[g] == 0 || N * K == 0) continue;
-    Launch& L = launches[g];
-    L.A = make_panel(dy[g], 0, true, 0, gemm, "dy");
-    L.B = make_panel(x[g], 0, true, 0, gemm, "x");
-    L.RA = N;
-    L.RB = K;
-    L.K = size_t(m_splits[g]);
-    L.out = d_dw + g * N * K;
-    L.ld = K;
-    L.accumulate = p.accumulate;
-    L.out_bf16 = p.out_bf16;
-    L.kernel = p.kernel;
-  }
-  const hipStream_t s = stream_of(stream);
-  if (N * K == 0) return;
-  std::vector<hd::GemmClass> run_cls;
-  std::vector<Launch> run_ls;
-  for (size_t g = 0; g < G; ++g) {
-    if (m_splits[g] == 0) {  // the sum over no tokens: +0, or dW[g] unchanged when accumulating
-      if (!p.accumulate) MXSIM_HIP_CHECK(hipMemsetAsync(d_dw + g * N * K, 0, N * K * sizeof(float), s));
-      continue;
-    }
-    run_cls.push_back(cls[g]);
-    run_ls.push_back(launches[g]);
-  }
-  run_all(run_cls, run_ls, s);
+  std::vector<GemmOperandDesc> da, db;
+  for (const GemmOperand& o : dy) da.push_back(o.desc());
+  for (const GemmOperand& o : x) db.push_back(o.desc());
+  const GemmPlan plan = plan_wgrad(da, db, m_splits, options_of(p));
+  run_plan(plan, dy, x, d_dw, p, stream_of(stream));
 }
 
 namespace {

@@ -34,6 +34,7 @@
 
 #include "mxsim/format.hpp"
 #include "mxsim/gemm_options.hpp"
+#include "mxsim/gemm_plan.hpp"
 #include "mxsim/quant_spec.hpp"
 #include "mxsim/quantized_tensor.hpp"
 #include "mxsim/tensor.hpp"
@@ -49,8 +50,8 @@ using GemmOptions = ::mxsim::GemmOptions;
 
 /// A BF16 operand given as FP32 values: QuantSpec{.elem = Format::BF16} in the
 /// high-precision overloads rounds every value to BF16 (RNE) and uses no scale.
-/// `bf16_spec()` returns that spec.
-QuantSpec bf16_spec();
+/// `bf16_spec()` returns that spec (core's, gemm_plan.hpp).
+using ::mxsim::bf16_spec;
 
 // ---------------------------------------------------------------------------
 // Quantized operands.

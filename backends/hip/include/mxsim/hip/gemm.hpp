@@ -37,7 +37,8 @@
 // Errors: std::invalid_argument naming the GEMM, the operand and the problem
 // (m_splits that are negative or do not sum to M, group counts, contraction
 // lengths, blocks not along the contraction, pairs the contract does not
-// define); nothing is launched then. Runtime failures throw mxsim::hip::Error.
+// define: core's GemmPlan, in the emulator's words); nothing is launched then.
+// Runtime failures throw mxsim::hip::Error.
 // Calls are asynchronous on `stream` (hipStream_t cast to void*, nullptr =
 // default); m_splits are host values.
 #pragma once
@@ -45,6 +46,7 @@
 #include <cstdint>
 #include <span>
 
+#include "mxsim/gemm_plan.hpp"
 #include "mxsim/hip/quantize.hpp"
 
 namespace mxsim::hip {
@@ -63,6 +65,8 @@ struct GemmOperand {
   /// BF16 operand: codes are the upper halves of FP32 values rounded RNE
   /// (round_bf16_code), [groups, rows, cols] row-major.
   static GemmOperand from_bf16(const uint16_t* codes, size_t groups, size_t rows, size_t cols);
+  /// What core's GEMM plan checks (mxsim/gemm_plan.hpp).
+  GemmOperandDesc desc() const { return {spec, layout, 1.0f}; }
 };
 
 /// Which kernel computes a group (gemm_panel.hpp). Every one gives the
