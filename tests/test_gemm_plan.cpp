@@ -139,5 +139,31 @@ TEST(GemmPlan, TheEmulatorRefusesWithThePlansWordsAndLeavesTheOutput) {
   for (float v : y) EXPECT_EQ(v, 7.0f);
 }
 
+TEST(GemmPlan, WgradGroupsOfDifferentPairClassesEachRunTheirOwnClass) {
+  // Group 0 in per-tensor FP8 (fp8-chunk128), group 1 in MXFP8 (mx-f13): the grouped call must
+  // equal each group computed alone (the emulator once ran every group with the last one's class).
+  const QuantSpec fp8 = named_spec("fp8_tensor"), mx = named_spec("mxfp8");
+  const size_t N = 3, K = 5;
+  const int64_t ms[] = {32, 32};
+  std::vector<QuantizedTensor> dy, x;
+  for (size_t g = 0; g < 2; ++g) {
+    Tensor2f a = Tensor2f::from_shape({32, N}), b = Tensor2f::from_shape({32, K});
+    for (size_t i = 0; i < a.size(); ++i) a.data()[i] = float(int(i * 7 + g) % 13) - 6.0f;
+    for (size_t i = 0; i < b.size(); ++i) b.data()[i] = float(int(i * 5 + 3 * g) % 11) * 0.25f - 1.0f;
+    const QuantSpec& s = g == 0 ? fp8 : mx;
+    dy.push_back(emu::quantize(a, s, Axis::Rows));
+    x.push_back(emu::quantize(b, s, Axis::Rows));
+  }
+  Tensor3f both;
+  emu::grouped_wgrad(dy, x, ms, both);
+  for (size_t g = 0; g < 2; ++g) {
+    Tensor3f alone;
+    const int64_t one[] = {32};
+    emu::grouped_wgrad(std::span(&dy[g], 1), std::span(&x[g], 1), one, alone);
+    for (size_t i = 0; i < N * K; ++i)
+      EXPECT_EQ(f32_bits(both.data()[g * N * K + i]), f32_bits(alone.data()[i])) << "group " << g << " element " << i;
+  }
+}
+
 }  // namespace
 }  // namespace mxsim
