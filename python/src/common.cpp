@@ -55,23 +55,7 @@ pyb::array_t<uint8_t> to_numpy(const uint8_t* p, const std::vector<size_t>& shap
   return a;
 }
 
-Format format_arg(const std::string& name) {
-  Format f;
-  if (!format_from_name(name, f)) throw std::invalid_argument("unknown format '" + name + "'");
-  return f;
-}
 RoundMode rounding_arg(const std::string& name) { return round_mode_from_name(name); }
-ScaleRule scaling_mode_arg(const std::string& name) {
-  std::string n = name;
-  for (char& c : n) c = char(std::tolower(static_cast<unsigned char>(c)));
-  if (n.rfind("scalecalculationmode.", 0) == 0) n = n.substr(21);  // str(torchao's enum member)
-  return scale_rule_from_name(n);
-}
-Axis axis_arg(const std::string& name) {
-  if (name == "cols" || name == "rowwise" || name == "-1") return Axis::Cols;
-  if (name == "rows" || name == "columnwise" || name == "0") return Axis::Rows;
-  throw std::invalid_argument("axis must be 'cols' (rowwise) or 'rows' (columnwise), not '" + name + "'");
-}
 
 namespace {
 std::string name_of_object(const pyb::object& o) {
@@ -86,54 +70,31 @@ QuantSpec make_spec(const std::optional<std::string>& recipe, const std::optiona
                     const std::optional<bool>& hadamard, const std::optional<double>& amax_epsilon,
                     const std::optional<bool>& pow2_scale, const std::optional<std::string>& scale_convention,
                     const std::optional<pyb::object>& hp_dtype) {
-  QuantSpec s;
-  if (recipe) {
-    s = *recipe == "bf16" ? emu::bf16_spec() : tensor_recipe(*recipe);
-    if (elem_dtype) s.elem = format_arg(name_of_object(*elem_dtype));
-  } else {
-    s.elem = elem_dtype ? format_arg(name_of_object(*elem_dtype)) : Format::E4M3;
-    s.block_rows = 1;
-    s.block_cols = 32;
-    s.scale_kind = ScaleKind::E8M0;
-    s.rule = ScaleRule::Floor;  // torchao to_mx default (ScaleCalculationMode.FLOOR)
-  }
-  // The codes are one per byte: an elem_dtype of fp32 / bf16 / fp16 would store fragments of codes.
-  if (elem_dtype) layout::check_elem_width(s.elem, "elem_dtype", "a QuantizedTensor");
+  SpecArgs a;  // core's one reading of the arguments (spec_args.hpp); Python only converts objects
+  a.recipe = recipe;
+  if (elem_dtype) a.elem_dtype = name_of_object(*elem_dtype);
   if (block_size) {
-    if (pyb::isinstance<pyb::int_>(*block_size)) {
-      const int b = block_size->cast<int>();
-      if (b < 0) throw std::invalid_argument("block_size must be >= 0");
-      s.block_rows = b == 0 ? 0 : 1;
-      s.block_cols = b;
-    } else {
-      const auto v = block_size->cast<std::vector<int>>();
-      if (v.size() != 2 || v[0] < 0 || v[1] < 0) throw std::invalid_argument("block_size must be an int or (rows, cols)");
-      s.block_rows = v[0];
-      s.block_cols = v[1];
-    }
+    if (pyb::isinstance<pyb::int_>(*block_size)) a.block_size = std::vector<int>{block_size->cast<int>()};
+    else a.block_size = block_size->cast<std::vector<int>>();
+    if (a.block_size->size() != 1 && a.block_size->size() != 2)
+      throw std::invalid_argument("block_size must be an int or (rows, cols)");
   }
-  if (scaling_mode) {
-    if (s.scale_kind != ScaleKind::E8M0) throw std::invalid_argument("scaling_mode applies to E8M0-scaled (MX) specs");
-    s.rule = scaling_mode_arg(*scaling_mode);
-  }
-  if (rounding) s.round = rounding_arg(*rounding);
-  if (seed) {
-    if (s.round != RoundMode::Stochastic) throw std::invalid_argument("seed applies to rounding='sr' only");
-    s.sr.seed = *seed;
-  }
-  if (hadamard) s.hadamard16 = *hadamard;
-  apply_fp32_settings(s, amax_epsilon, pow2_scale, scale_convention, hp_dtype);
-  return s;
+  a.scaling_mode = scaling_mode;
+  a.rounding = rounding;
+  a.seed = seed;
+  a.hadamard = hadamard;
+  a.amax_epsilon = amax_epsilon;
+  a.pow2_scale = pow2_scale;
+  a.scale_convention = scale_convention;
+  if (hp_dtype && !hp_dtype->is_none()) a.hp_dtype = name_of_object(*hp_dtype);
+  return mxsim::make_spec(a);
 }
 
-Format dtype_arg(const pyb::object& o) {
-  std::string n = name_of_object(o);
-  if (n.rfind("torch.", 0) == 0) n = n.substr(6);
-  return format_arg(n);
-}
+Format dtype_arg(const pyb::object& o) { return format_arg(name_of_object(o)); }
 
 void apply_fp32_settings(QuantSpec& s, const std::optional<double>& amax_epsilon, const std::optional<bool>& pow2_scale,
                          const std::optional<std::string>& scale_convention, const std::optional<pyb::object>& hp_dtype) {
+  // The FP32 settings of make_spec on a given spec, in its order.
   if (scale_convention) set_scale_convention(s, scale_convention_from_name(*scale_convention), "scale_convention");
   if (amax_epsilon) set_amax_epsilon(s, *amax_epsilon, "amax_epsilon");
   if (pow2_scale) set_pow2_scale(s, *pow2_scale, "pow2_scale");
@@ -143,7 +104,7 @@ void apply_fp32_settings(QuantSpec& s, const std::optional<double>& amax_epsilon
 QuantSpec spec_arg(const pyb::object& o) {
   if (pyb::isinstance<QuantSpec>(o)) return o.cast<QuantSpec>();
   const std::string n = o.cast<std::string>();
-  return n == "bf16" ? emu::bf16_spec() : tensor_recipe(n);
+  return n == "bf16" ? bf16_spec() : tensor_recipe(n);
 }
 
 }  // namespace mxsim::py

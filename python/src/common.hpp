@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "mxsim/quantized_tensor.hpp"
+#include "mxsim/spec_args.hpp"
 #include "mxsim/tensor.hpp"
 
 namespace mxsim::py {
@@ -39,12 +40,11 @@ Tensor2f to_tensor2(const pyb::array& x, const char* what);
 pyb::array_t<float> to_numpy(const float* p, const std::vector<size_t>& shape);
 pyb::array_t<uint8_t> to_numpy(const uint8_t* p, const std::vector<size_t>& shape);
 
-Format format_arg(const std::string& name);
 RoundMode rounding_arg(const std::string& name);
-ScaleRule scaling_mode_arg(const std::string& name);
-Axis axis_arg(const std::string& name);
+// format_arg, scaling_mode_arg, axis_arg: core's (mxsim/spec_args.hpp).
 
-/// The spec of the keyword arguments (docs/python.md): start from `recipe`
+/// The spec of the keyword arguments (docs/python.md), read by core's
+/// make_spec (mxsim/spec_args.hpp) after the objects become text: start from `recipe`
 /// (a tensor_recipe name, or "bf16"), or, when only elem_dtype is given, from
 /// OCP MX (E8M0 scales, 1 x block_size, scaling_mode default "floor" as
 /// torchao's to_mx); then apply the given overrides. scale_convention,
