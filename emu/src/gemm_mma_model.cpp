@@ -37,7 +37,10 @@ Tensor2f mma_model_gemm(const QuantizedTensor& a, const QuantizedTensor& b, MmaM
     return y;
   }
   using namespace gemm;
-  const auto [A, B] = model_panels(a, b);
+  // Named references, not a structured binding: OpenMP regions cannot capture bindings (Clang 14).
+  const std::pair<Panel, Panel> panels = model_panels(a, b);
+  const Panel& A = panels.first;
+  const Panel& B = panels.second;
   const bool mx = a.spec.scale_kind == ScaleKind::E8M0 && b.spec.scale_kind == ScaleKind::E8M0;
   const bool fp32 = a.spec.scale_kind == ScaleKind::FP32 && b.spec.scale_kind == ScaleKind::FP32;
   if (!mx && !fp32) throw std::invalid_argument("model gemm: operands must be both E8M0-scaled or both FP32-scaled");
