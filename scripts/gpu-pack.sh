@@ -5,6 +5,9 @@
 #                           lib/ (the shared libraries a bare CUDA image lacks:
 #                           ldd decides; glibc, libstdc++, libgcc and the
 #                           driver's libcuda stay the machine's)
+#                           and python/mxsim/libmxsim_c.so (the C interface that
+#                           mxsim.torch loads; the package's .py files travel
+#                           with the working tree)
 #   .gpu-build/data/        the Fashion-MNIST files of run.data_dir (already gzip)
 # Carry both (run tool: carry [".gpu-build/dev.tar.xz", ".gpu-build/data"]) and
 # run scripts/gpu-device-run.sh there. Fails if a GPU test links toml++, HDF5
@@ -15,10 +18,11 @@ cd "$(dirname "$0")/.."
 tests=(test_gpu_codec test_gpu_quantize test_gpu_gemm test_gpu_math test_gpu_backend test_gpu_ops test_nccl_comm)
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD/..}"
 [ -f .gpu-build/CMakeCache.txt ] || cmake --preset gpu-sm90a
-cmake --build .gpu-build -j"${JOBS:-2}" --target "${tests[@]}" mxsim mxsim_gpu_bench mxsim_gpu_gemm_bench
+cmake --build .gpu-build -j"${JOBS:-2}" --target "${tests[@]}" mxsim mxsim_c mxsim_gpu_bench mxsim_gpu_gemm_bench
 scripts/sm90-ptxas-check.sh .gpu-build  # the tensor-core GEMMs compiled without spills or serialised wgmma
 stage=.gpu-build/dev
-rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/lib"
+rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/lib" "$stage/python/mxsim"
+cp .gpu-build/capi/libmxsim_c.so "$stage/python/mxsim/"
 for t in "${tests[@]}"; do cp ".gpu-build/tests/$t" "$stage/bin/"; done
 cp .gpu-build/cli/mxsim .gpu-build/backends/hip/mxsim_gpu_bench .gpu-build/backends/hip/mxsim_gpu_gemm_bench "$stage/bin/"
 for b in "$stage"/bin/*; do
@@ -37,7 +41,7 @@ for b in "$stage"/bin/*; do
 done
 # Symbols are not needed there: stripped and packed with xz -9, the bundle and the data fit
 # the run tool's 64 MiB carry limit together (27 + 30 MiB on 2026-12-06, every binary).
-strip --strip-unneeded "$stage"/bin/* "$stage"/lib/* 2>/dev/null || true
+strip --strip-unneeded "$stage"/bin/* "$stage"/lib/* "$stage"/python/mxsim/*.so 2>/dev/null || true
 # PACK_BINS (names under bin/, default all) keeps the bundle under the run tool's 64 MiB
 # carry limit with the data beside it: every binary holds the kernels for two arches.
 if [ -n "${PACK_BINS:-}" ]; then
@@ -45,7 +49,7 @@ if [ -n "${PACK_BINS:-}" ]; then
 else
   bins=(bin)
 fi
-tar -C "$stage" -cf - "${bins[@]}" lib | xz -T"${JOBS:-2}" -9 >.gpu-build/dev.tar.xz
+tar -C "$stage" -cf - "${bins[@]}" lib python | xz -T"${JOBS:-2}" -9 >.gpu-build/dev.tar.xz
 data_dir="${MXSIM_DATA_DIR:-/usr/share/datasets/fashion-mnist}"
 mkdir -p .gpu-build/data
 cp -u "$data_dir"/*.gz .gpu-build/data/

@@ -7,6 +7,7 @@
 #include "mxsim/quant_spec.hpp"
 
 #include "mxsim/names.hpp"
+#include "mxsim/rounding.hpp"
 
 namespace mxsim {
 namespace {
@@ -215,6 +216,28 @@ void set_hp_dtype(QuantSpec& s, Format hp, const std::string& what) {
   if (hp != Format::FP32 && hp != Format::BF16 && hp != Format::FP16)
     throw std::invalid_argument(what + " must be float32, bfloat16 or float16, not " + spec_of(hp).name);
   s.hp_dtype = hp;
+}
+
+namespace {
+bool float8_tensor(const QuantSpec& s) {
+  return s.scale_convention == ScaleConvention::Torchao || s.scale_convention == ScaleConvention::TorchaoCuda;
+}
+}  // namespace
+
+QuantSpec spec_for_input(QuantSpec s, Format input_dtype) {
+  if (float8_tensor(s) && s.hp_dtype == Format::FP32 && (input_dtype == Format::FP16 || input_dtype == Format::BF16))
+    s.hp_dtype = input_dtype;
+  return s;
+}
+
+void check_hp_values(const QuantSpec& s, const float* x, size_t n, const std::string& op) {
+  if (!float8_tensor(s) || s.hp_dtype == Format::FP32) return;
+  const FormatSpec hf = spec_of(s.hp_dtype);
+  for (size_t i = 0; i < n; ++i)
+    if (x[i] == x[i] && decode(hf, encode(hf, f32_bits(x[i]), 0, RoundMode::RNE, Overflow::Ieee, 0)) != x[i])
+      throw std::invalid_argument(op + ": hp_dtype " + hf.name + ": x holds " + std::to_string(x[i]) + " (flat index " +
+                                  std::to_string(i) + "), which is not a " + hf.name +
+                                  " value (torchao's Float8Tensor was given a " + hf.name + " tensor)");
 }
 
 std::string QuantSpec::describe() const {

@@ -62,10 +62,13 @@ QuantSpec make_spec(const SpecArgs& a) {
     s.rule = scaling_mode_arg(*a.scaling_mode);
   }
   if (a.rounding) s.round = round_mode_from_name(*a.rounding);
-  if (a.seed || a.sr_stream) {
-    if (s.round != RoundMode::Stochastic) throw std::invalid_argument("seed applies to rounding='sr' only");
+  if (a.seed || a.sr_stream || a.sr_index_base) {
+    if (s.round != RoundMode::Stochastic)
+      throw std::invalid_argument(std::string(a.seed ? "seed" : a.sr_stream ? "sr_stream" : "sr_index_base") +
+                                  " applies to rounding='sr' only");
     if (a.seed) s.sr.seed = *a.seed;
     if (a.sr_stream) s.sr.stream = *a.sr_stream;
+    if (a.sr_index_base) s.sr_index_base = *a.sr_index_base;
   }
   if (a.hadamard) s.hadamard16 = *a.hadamard;
   if (a.scale_convention) set_scale_convention(s, scale_convention_from_name(*a.scale_convention), "scale_convention");
@@ -120,6 +123,7 @@ void set_spec_arg(SpecArgs& a, std::string_view key, std::string_view v) {
   else if (key == "hp_dtype") a.hp_dtype = text;
   else if (key == "seed") a.seed = parse_number<uint64_t>(key, v, "an unsigned 64-bit integer");
   else if (key == "sr_stream") a.sr_stream = parse_number<uint64_t>(key, v, "an unsigned 64-bit integer");
+  else if (key == "sr_index_base") a.sr_index_base = parse_number<uint64_t>(key, v, "an unsigned 64-bit integer");
   else if (key == "hadamard") a.hadamard = parse_bool(key, v);
   else if (key == "pow2_scale") a.pow2_scale = parse_bool(key, v);
   else if (key == "amax_epsilon") a.amax_epsilon = parse_double(key, v);
@@ -138,7 +142,7 @@ void set_spec_arg(SpecArgs& a, std::string_view key, std::string_view v) {
     a.block_size = b;
   } else {
     throw std::invalid_argument("unknown spec argument '" + std::string(key) +
-                                "' (recipe, elem_dtype, block_size, scaling_mode, rounding, seed, sr_stream, hadamard, "
+                                "' (recipe, elem_dtype, block_size, scaling_mode, rounding, seed, sr_stream, sr_index_base, hadamard, "
                                 "amax_epsilon, pow2_scale, scale_convention, hp_dtype)");
   }
 }

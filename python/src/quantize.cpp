@@ -48,11 +48,8 @@ PyQuantized quantize_py(const pyb::array& x, const std::optional<std::string>& r
                                  pow2_scale, scale_convention, hp_dtype);
   // the FP32-scale settings also apply on top of a given spec
   if (spec) apply_fp32_settings(s, amax_epsilon, pow2_scale, scale_convention, hp_dtype);
-  const bool float8_tensor =
-      s.scale_convention == ScaleConvention::Torchao || s.scale_convention == ScaleConvention::TorchaoCuda;
   const bool hp_given = (hp_dtype && !hp_dtype->is_none()) || (spec && spec->hp_dtype != Format::FP32);
-  if (float8_tensor && !hp_given && x.dtype().kind() == 'f' && x.dtype().itemsize() == 2)
-    s.hp_dtype = Format::FP16;  // torchao computes a float16 tensor's scale in float16
+  if (!hp_given && x.dtype().kind() == 'f' && x.dtype().itemsize() == 2) s = spec_for_input(s, Format::FP16);
   s.sr.stream = stream;
   const Axis ax = axis_arg(axis);
   if (x.dtype().kind() == 'f' && x.dtype().itemsize() == 8) {
@@ -67,16 +64,7 @@ PyQuantized quantize_py(const pyb::array& x, const std::optional<std::string>& r
     return p;
   }
   Tensor3f t = to_tensor3(x, "quantize: x");
-  if (float8_tensor && s.hp_dtype != Format::FP32) {
-    // torchao was given a tensor of that dtype: every value must be one of its values
-    const FormatSpec hf = spec_of(s.hp_dtype);
-    const float* v = t.data();
-    for (size_t i = 0; i < t.size(); ++i)
-      if (v[i] == v[i] && decode(hf, encode(hf, f32_bits(v[i]), 0, RoundMode::RNE, Overflow::Ieee, 0)) != v[i])
-        throw std::invalid_argument(std::string("quantize: hp_dtype ") + hf.name + ": x holds " + std::to_string(v[i]) +
-                                    " (flat index " + std::to_string(i) + "), which is not a " + hf.name +
-                                    " value (torchao's Float8Tensor was given a " + hf.name + " tensor)");
-  }
+  check_hp_values(s, t.data(), t.size(), "quantize");
   {
     pyb::gil_scoped_release nogil;
     p.q = emu::quantize(t, s, ax);

@@ -157,14 +157,17 @@ GroupedQTensor HipBackend::quantize_grouped_colwise_impl(const Tensor& x, std::s
                         std::vector<int64_t>(ms.begin(), ms.end()), C);
 }
 
+void dequantize_device(const DeviceQTensor& q, float* d_out, void* stream) {
+  const QuantLayout& L = q.layout;
+  const size_t n = L.groups * L.rows * L.cols;
+  if (n == 0) return;
+  dequantize_kernel<<<grid_for(n, kThreads), kThreads, 0, detail::stream_of(stream)>>>(q, d_out);
+  MXSIM_HIP_CHECK_LAUNCH("dequantize_kernel");
+}
+
 void HipBackend::dequantize_impl(const QTensor& qh, Tensor& out) {
   const DeviceQuantized& q = dev(qh, "dequantize", "q");
-  const QuantLayout& L = q.t.layout;
-  const size_t n = out.numel();
-  float* po = f32(out, "dequantize", "out");
-  if (n == 0) return;
-  dequantize_kernel<<<grid_for(n, kThreads), kThreads, 0, stream_>>>(q.t, po);
-  MXSIM_HIP_CHECK_LAUNCH("dequantize_kernel");
+  dequantize_device(q.t, f32(out, "dequantize", "out"), stream_ptr());
 }
 
 void HipBackend::quant_stats_deferred_impl(const Tensor& x, const QTensor& qh, QuantStats* dst) {

@@ -165,6 +165,16 @@ void set_scale_convention(QuantSpec& s, ScaleConvention c, const std::string& wh
 /// hp_dtype of a Torchao / TorchaoCuda spec: FP32, BF16 or FP16; throws
 /// std::invalid_argument naming `what` for another format or convention.
 void set_hp_dtype(QuantSpec& s, Format hp, const std::string& what);
+/// torchao's Float8Tensor (conventions Torchao / TorchaoCuda) computes its scale
+/// in the dtype of the tensor it was given: for a float16 or bfloat16 input and
+/// a spec whose hp_dtype is still FP32 (not set), the spec to quantize it with
+/// takes the input's dtype. Other specs and inputs are returned unchanged.
+QuantSpec spec_for_input(QuantSpec s, Format input_dtype);
+/// Refuses x (n float32 values) when s is a torchao Float8Tensor spec with a
+/// 16-bit hp_dtype and a non-NaN value of x is not a value of that dtype
+/// (torchao was given a tensor of it), naming the first such value, its flat
+/// index and `op`. Other specs take any x.
+void check_hp_values(const QuantSpec& s, const float* x, size_t n, const std::string& op);
 
 /// Parse enums from their documented lower-case names ("floor", "rceil",
 /// "even", "ceil"; "rne", "rz", "sr"). Throw std::invalid_argument.

@@ -24,6 +24,9 @@ struct SpecArgs {
   std::optional<std::string> rounding;      ///< rne, rz, sr (round_mode_from_name)
   std::optional<uint64_t> seed;             ///< Philox key of rounding = sr (the CLI's --seed)
   std::optional<uint64_t> sr_stream;        ///< Philox stream of rounding = sr
+  /// rounding = sr: the logical index of the tensor's first element in a larger one (a slice
+  /// rows [m0, ...) of an [M, C] tensor: m0 * C), so the slice draws the whole tensor's words.
+  std::optional<uint64_t> sr_index_base;
   std::optional<bool> hadamard;             ///< 16-point Hadamard along the blocks
   std::optional<double> amax_epsilon;       ///< FP32-scaled specs
   std::optional<bool> pow2_scale;           ///< FP32-scaled specs

@@ -78,6 +78,11 @@ std::vector<DeviceQuantized> alloc_grouped_colwise(const QuantSpec& spec, size_t
 /// storage row (their codes would share bytes across blocks).
 void quantize_device(const float* d_x, const DeviceQTensor& out, void* stream = nullptr);
 
+/// Exact dequantization of q into d_out (device FP32, q's logical [groups,
+/// rows, cols], row-major): hd::dequant_value of every element, NaN
+/// canonical (numerics.md §2.4), as emu::dequantize.
+void dequantize_device(const DeviceQTensor& q, float* d_out, void* stream = nullptr);
+
 /// Grouped columnwise quantization of d_x [M, C] into out (one DeviceQTensor
 /// per group as alloc_grouped_colwise gives them; m_splits sum to M).
 void quantize_grouped_colwise_device(const float* d_x, size_t M, size_t C, std::span<const int64_t> m_splits,

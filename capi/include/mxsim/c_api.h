@@ -1,0 +1,193 @@
+/* mxsim's C interface: the bit-exact quantizer and grouped GEMM
+ * (docs/numerics.md) on memory the caller owns, from any language and any
+ * CPython (mxsim.torch loads it with ctypes; docs/torch.md).
+ *
+ * In the manner of cuBLAS's and ggml's C APIs:
+ *  - Tensors are DLPack DLTensors (dlpack.h, Debian libdlpack-dev): data
+ *    pointer, device, dtype, shape and strides of the caller's memory. Every
+ *    op reads and writes that memory in place. A CPU tensor (kDLCPU) runs on
+ *    the emulator; a CUDA tensor (kDLCUDA) on the GPU backend, on that device
+ *    and the caller's stream (a cudaStream_t / hipStream_t as void*, NULL: the
+ *    legacy default stream), asynchronously, with nothing copied to the host.
+ *    All tensors of one call live on one device.
+ *  - Outputs are allocated by the caller; mxsim_quant_layout gives their
+ *    extents. Inputs must be C-contiguous (strides NULL or row-major).
+ *  - Every call returns an mxsim_status; on failure the caller's mxsim_error
+ *    holds a message naming the op, the argument and the problem, and no
+ *    output has been written. No C++ exception crosses this interface.
+ *  - No global mutable state: calls on different threads share nothing but
+ *    the read-only format tables (the GPU backend's per-device workspace is
+ *    locked). A spec is immutable after mxsim_spec_create.
+ *
+ * Results are the emulator's bits on both devices (the contract of
+ * docs/numerics.md; tests/python/test_torch_*.py check them against the NumPy
+ * API and the command line).
+ */
+#ifndef MXSIM_C_API_H
+#define MXSIM_C_API_H
+
+#include <dlpack/dlpack.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define MXSIM_C_EXPORT __declspec(dllexport)
+#else
+#define MXSIM_C_EXPORT __attribute__((visibility("default")))
+#endif
+
+/** Bumped when a struct or signature of this header changes. */
+#define MXSIM_C_ABI_VERSION 1
+
+typedef enum mxsim_status {
+  MXSIM_OK = 0,
+  MXSIM_ERR_INVALID_ARGUMENT = 1, /**< shape, dtype, device, spec or m_splits the op cannot take */
+  MXSIM_ERR_UNSUPPORTED = 2,      /**< a CUDA tensor in a build without a GPU backend, or no code for the GPU */
+  MXSIM_ERR_OUT_OF_MEMORY = 3,    /**< a host or device allocation failed (the message names the tensor) */
+  MXSIM_ERR_DEVICE = 4,           /**< a GPU runtime call failed */
+  MXSIM_ERR_INTERNAL = 5          /**< anything else (a bug: please report the message) */
+} mxsim_status;
+
+/** Caller-owned error text: NUL-terminated, truncated to fit. */
+typedef struct mxsim_error {
+  char message[1024];
+} mxsim_error;
+
+/** The ABI version this library was built with (MXSIM_C_ABI_VERSION). */
+MXSIM_C_EXPORT int mxsim_abi_version(void);
+/** "0.x.y (commit)" of the library. Static storage. */
+MXSIM_C_EXPORT const char* mxsim_version(void);
+/** 1 when the library was built with a GPU backend, else 0. */
+MXSIM_C_EXPORT int mxsim_has_gpu(void);
+
+/* ------------------------------------------------------------------ specs */
+
+/** How one tensor is quantized (mxsim::QuantSpec). Opaque and immutable. */
+typedef struct mxsim_spec mxsim_spec;
+
+/** A spec from keyword arguments as text (docs/python.md "Specs", the names
+ * of mxsim.quantize): recipe, elem_dtype, block_size ("32" or "32,32"),
+ * scaling_mode, rounding, seed, sr_stream, sr_index_base, hadamard, amax_epsilon,
+ * pow2_scale, scale_convention, hp_dtype. n = 0 gives torchao's to_mx
+ * defaults. *out is released with mxsim_spec_destroy. */
+MXSIM_C_EXPORT mxsim_status mxsim_spec_create(const char* const* keys, const char* const* values, size_t n,
+                                              mxsim_spec** out, mxsim_error* err);
+MXSIM_C_EXPORT void mxsim_spec_destroy(mxsim_spec* spec);
+/** The spec's one-line description (QuantSpec::describe), NUL-terminated into buf. */
+MXSIM_C_EXPORT mxsim_status mxsim_spec_describe(const mxsim_spec* spec, char* buf, size_t len, mxsim_error* err);
+
+/** What a spec is, for callers that type their buffers by it. */
+typedef struct mxsim_spec_info {
+  char elem[16];          /**< element format's short name: "e2m1", "e4m3", "e5m2", "e2m3", "e3m2", "bf16" */
+  int32_t elem_bits;      /**< bits of one element code */
+  int32_t block_rows;     /**< 1 for 1-D blocks, 0 for one scale per tensor */
+  int32_t block_cols;     /**< 0 for one scale per tensor (or per row when block_rows = 1) */
+  int32_t scale_kind;     /**< mxsim_scale_kind */
+  int32_t stochastic;     /**< 1: rounding = sr (Philox words by element index, docs/numerics.md §2.5) */
+  int32_t hadamard;       /**< 1: the 16-point Hadamard transform is applied first */
+} mxsim_spec_info;
+
+MXSIM_C_EXPORT mxsim_status mxsim_spec_get_info(const mxsim_spec* spec, mxsim_spec_info* out, mxsim_error* err);
+
+/** Block axis of 1-D blocks: along the last axis (rowwise), or down the
+ * columns with the transpose stored (columnwise, TransformerEngine's). */
+typedef enum mxsim_axis { MXSIM_AXIS_COLS = 0, MXSIM_AXIS_ROWS = 1 } mxsim_axis;
+
+/** Kind of a quantized tensor's block scales. */
+typedef enum mxsim_scale_kind {
+  MXSIM_SCALE_E8M0 = 0,  /**< one byte per block, 2^(byte - 127) */
+  MXSIM_SCALE_FP32 = 1,  /**< one float32 scale_inv per block (x ~= code * scale_inv) */
+  MXSIM_SCALE_UE4M3 = 2  /**< one E4M3 byte per block and a float32 tensor scale (NVFP4) */
+} mxsim_scale_kind;
+
+/** The storage of a quantized [groups, rows, cols] tensor (quantized_tensor.hpp):
+ * codes uint8 [groups, srows, row_bytes] (E2M1: two per byte, the even
+ * element in the low nibble, torch.float4_e2m1fn_x2's packing); scales
+ * [groups, scale_rows, scale_cols] of uint8 (E8M0, UE4M3) or float32. */
+typedef struct mxsim_qlayout {
+  int64_t groups, rows, cols; /**< logical */
+  int32_t transposed;         /**< storage holds each group's transpose */
+  int32_t scale_kind;         /**< mxsim_scale_kind */
+  int64_t srows, scols;       /**< storage extents in elements */
+  int64_t row_bytes;          /**< bytes of one storage row of codes */
+  int64_t scale_rows, scale_cols;
+  int32_t elem_bits;          /**< bits of one element code (4, 6 or 8) */
+  int32_t has_tensor_scale;   /**< 1: a float32 tensor scale_inv follows (NVFP4) */
+} mxsim_qlayout;
+
+MXSIM_C_EXPORT mxsim_status mxsim_quant_layout(const mxsim_spec* spec, int64_t groups, int64_t rows, int64_t cols,
+                                               int32_t axis, mxsim_qlayout* out, mxsim_error* err);
+
+/** A quantized tensor in caller memory: its spec and layout, codes
+ * (uint8, layout.groups * srows * row_bytes bytes), scales (uint8 or
+ * float32, groups * scale_rows * scale_cols elements) and, for NVFP4, the
+ * float32 tensor scale_inv (one element; NULL otherwise). */
+typedef struct mxsim_qtensor {
+  const mxsim_spec* spec;
+  mxsim_qlayout layout;
+  DLTensor data;
+  DLTensor scale;
+  const DLTensor* tensor_scale;
+} mxsim_qtensor;
+
+/* ------------------------------------------------------------------ ops */
+
+/** Quantizes x (float32, or bfloat16 / float16 widened exactly; [rows, cols]
+ * or [groups, rows, cols]) by spec with blocks along axis, into out's codes,
+ * scales and tensor scale, whose layout must be mxsim_quant_layout's for x's
+ * shape (out->layout is checked against it). Stochastic rounding draws the
+ * Philox words of element i of x at seed / sr_stream (docs/numerics.md §2.5),
+ * as the command line does. */
+MXSIM_C_EXPORT mxsim_status mxsim_quantize(const DLTensor* x, const mxsim_spec* spec, int32_t axis,
+                                           mxsim_qtensor* out, void* stream, mxsim_error* err);
+
+/** The wgrad operands of x [M, C] (float32; bfloat16 / float16 widened exactly
+ * on the CPU): the `groups` row slices of m_splits (host values, >= 0, sum M),
+ * each quantized on its own down its columns (MXSIM_AXIS_ROWS, stored
+ * transposed), so no block crosses a group and none is padded. out[g] is laid
+ * out as mxsim_quant_layout(spec, 1, m_splits[g], C, MXSIM_AXIS_ROWS) gives.
+ * Stochastic rounding draws the words of each element's index in the whole
+ * [M, C] tensor (slice g starts at m0 * C), as the simulator and the command
+ * line do. On CUDA the groups are quantized in batched launches. */
+MXSIM_C_EXPORT mxsim_status mxsim_quantize_grouped_colwise(const DLTensor* x, const int64_t* m_splits, size_t groups,
+                                                           const mxsim_spec* spec, mxsim_qtensor* out, void* stream,
+                                                           mxsim_error* err);
+
+/** Exact dequantization of q into out (float32, or bfloat16 / float16 rounded
+ * RNE once; q's logical shape, or [rows, cols] when groups = 1). */
+MXSIM_C_EXPORT mxsim_status mxsim_dequantize(const mxsim_qtensor* q, DLTensor* out, void* stream, mxsim_error* err);
+
+/** A grouped GEMM's operand: a quantized tensor, or a BF16 tensor (bfloat16,
+ * or float32 values that are rounded to BF16 RNE first), [groups, rows,
+ * cols] or [rows, cols] for one group. Exactly one of the two is set. */
+typedef struct mxsim_gemm_operand {
+  const mxsim_qtensor* q;
+  const DLTensor* bf16;
+} mxsim_gemm_operand;
+
+typedef enum mxsim_gemm_form {
+  MXSIM_FPROP = 0, /**< out[M, N] = a[M, K] . b[g][N, K]^T (a along K; b rowwise or 2-D) */
+  MXSIM_DGRAD = 1, /**< out[M, K] = a[M, N] . b[g][N, K] (a along N; b columnwise or 2-D) */
+  MXSIM_WGRAD = 2  /**< out[g][N, K] (+)= a_g[M_g, N]^T . b_g[M_g, K]: na = nb = groups, one operand per group */
+} mxsim_gemm_form;
+
+/** The grouped GEMM of docs/numerics.md §5 with TransformerEngine's m_splits
+ * (host values, `groups` of them): fprop / dgrad take one token operand a and
+ * the weights b ([G, ., .]); wgrad takes one operand per group on each side.
+ * out: float32 (the FP32 accumulator, or rounded once to BF16 when out_bf16)
+ * or bfloat16 (rounded once, RNE). accumulate: add into out (an FP32
+ * main_grad) instead of overwriting it; wgrad's groups without tokens then
+ * leave out[g] unchanged (else +0). */
+MXSIM_C_EXPORT mxsim_status mxsim_grouped_gemm(int32_t form, const mxsim_gemm_operand* a, size_t na,
+                                               const mxsim_gemm_operand* b, size_t nb, const int64_t* m_splits,
+                                               size_t groups, DLTensor* out, int32_t out_bf16, int32_t accumulate,
+                                               void* stream, mxsim_error* err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MXSIM_C_API_H */

@@ -1,0 +1,210 @@
+// The C interface (include/mxsim/c_api.h): each entry point turns its
+// DLTensors into the library's operands, checks what is the C layer's own
+// (devices, dtypes, contiguity, the caller's buffer sizes), and hands the op
+// to the one implementation: the emulator's quantizer and grouped GEMM for CPU
+// tensors (whose checks are core's: spec_args.hpp, gemm_plan.hpp), the GPU
+// backend's for CUDA tensors (c_api_gpu.cpp). Exceptions stop here and become
+// a status and a message.
+#include "mxsim/c_api.h"
+
+#include <cstring>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+#include "c_api_internal.hpp"
+#include "mxsim/build_info.hpp"
+#include "mxsim/emu/grouped_gemm.hpp"
+#include "mxsim/emu/quantize.hpp"
+#include "mxsim/gemm_plan.hpp"
+#include "mxsim/m_splits.hpp"
+#include "mxsim/spec_args.hpp"
+
+using namespace mxsim;
+using namespace mxsim::capi;
+
+namespace {
+
+/// Runs f; maps what it throws to a status and the caller's message.
+template <class F>
+mxsim_status guard(mxsim_error* err, F&& f) {
+  auto say = [&](mxsim_status st, const char* what) {
+    if (err) {
+      std::strncpy(err->message, what, sizeof err->message - 1);
+      err->message[sizeof err->message - 1] = '\0';
+    }
+    return st;
+  };
+  if (err) err->message[0] = '\0';
+  try {
+    f();
+    return MXSIM_OK;
+  } catch (const Unsupported& e) {
+    return say(MXSIM_ERR_UNSUPPORTED, e.what());
+  } catch (const DeviceOutOfMemory& e) {
+    return say(MXSIM_ERR_OUT_OF_MEMORY, e.what());
+  } catch (const DeviceError& e) {
+    return say(MXSIM_ERR_DEVICE, e.what());
+  } catch (const std::invalid_argument& e) {
+    return say(MXSIM_ERR_INVALID_ARGUMENT, e.what());
+  } catch (const std::bad_alloc&) {
+    return say(MXSIM_ERR_OUT_OF_MEMORY, "out of host memory");
+  } catch (const std::exception& e) {
+    return say(MXSIM_ERR_INTERNAL, e.what());
+  } catch (...) {
+    return say(MXSIM_ERR_INTERNAL, "unknown exception");
+  }
+}
+
+const QuantSpec& spec_of(const mxsim_spec* s, const char* op) {
+  if (!s) throw std::invalid_argument(std::string(op) + ": spec is NULL");
+  return s->spec;
+}
+
+Axis axis_of(int32_t axis, const char* op) {
+  if (axis != MXSIM_AXIS_COLS && axis != MXSIM_AXIS_ROWS)
+    throw std::invalid_argument(std::string(op) + ": axis " + std::to_string(axis) + " is neither MXSIM_AXIS_COLS (0) nor MXSIM_AXIS_ROWS (1)");
+  return axis == MXSIM_AXIS_ROWS ? Axis::Rows : Axis::Cols;
+}
+
+}  // namespace
+
+extern "C" {
+
+int mxsim_abi_version(void) { return MXSIM_C_ABI_VERSION; }
+
+const char* mxsim_version(void) {
+  static const std::string v = std::string(version()) + " (" + build_commit() + ")";
+  return v.c_str();
+}
+
+int mxsim_has_gpu(void) { return gpu_built() ? 1 : 0; }
+
+mxsim_status mxsim_spec_create(const char* const* keys, const char* const* values, size_t n, mxsim_spec** out,
+                               mxsim_error* err) {
+  return guard(err, [&] {
+    if (!out) throw std::invalid_argument("mxsim_spec_create: out is NULL");
+    *out = nullptr;
+    SpecArgs a;
+    for (size_t i = 0; i < n; ++i) {
+      if (!keys || !values || !keys[i] || !values[i])
+        throw std::invalid_argument("mxsim_spec_create: key or value " + std::to_string(i) + " is NULL");
+      set_spec_arg(a, keys[i], values[i]);
+    }
+    *out = new mxsim_spec{make_spec(a)};
+  });
+}
+
+void mxsim_spec_destroy(mxsim_spec* spec) { delete spec; }
+
+mxsim_status mxsim_spec_describe(const mxsim_spec* spec, char* buf, size_t len, mxsim_error* err) {
+  return guard(err, [&] {
+    const std::string d = spec_of(spec, "mxsim_spec_describe").elem == Format::BF16 ? "bf16" : spec->spec.describe();
+    if (!buf || len <= d.size())
+      throw std::invalid_argument("mxsim_spec_describe: buffer of " + std::to_string(len) + " bytes is too small for " +
+                                  std::to_string(d.size() + 1));
+    std::memcpy(buf, d.c_str(), d.size() + 1);
+  });
+}
+
+mxsim_status mxsim_spec_get_info(const mxsim_spec* spec, mxsim_spec_info* out, mxsim_error* err) {
+  return guard(err, [&] {
+    const QuantSpec& s = spec_of(spec, "mxsim_spec_get_info");
+    if (!out) throw std::invalid_argument("mxsim_spec_get_info: out is NULL");
+    mxsim_spec_info i{};
+    std::strncpy(i.elem, short_name(s.elem), sizeof i.elem - 1);
+    i.elem_bits = spec_of(s.elem).bits;
+    i.block_rows = s.block_rows;
+    i.block_cols = s.block_cols;
+    i.scale_kind = c_scale_kind(s.scale_kind);
+    i.stochastic = s.round == RoundMode::Stochastic;
+    i.hadamard = s.hadamard16;
+    *out = i;
+  });
+}
+
+mxsim_status mxsim_quant_layout(const mxsim_spec* spec, int64_t groups, int64_t rows, int64_t cols, int32_t axis,
+                                mxsim_qlayout* out, mxsim_error* err) {
+  return guard(err, [&] {
+    if (!out) throw std::invalid_argument("mxsim_quant_layout: out is NULL");
+    *out = c_layout(spec_of(spec, "mxsim_quant_layout"), groups, rows, cols, axis_of(axis, "mxsim_quant_layout"));
+  });
+}
+
+mxsim_status mxsim_quantize(const DLTensor* x, const mxsim_spec* spec, int32_t axis, mxsim_qtensor* out, void* stream,
+                            mxsim_error* err) {
+  return guard(err, [&] {
+    const char* op = "mxsim_quantize";
+    const QuantSpec& s = spec_of(spec, op);
+    const Axis ax = axis_of(axis, op);
+    if (!x || !out) throw std::invalid_argument(std::string(op) + ": x or out is NULL");
+    const Extents3 e = extents3(*x, op, "x");
+    if (s.elem == Format::BF16) throw std::invalid_argument(std::string(op) + ": bf16 is not a quantized format");
+    const mxsim_qlayout want = c_layout(s, int64_t(e.groups), int64_t(e.rows), int64_t(e.cols), ax);
+    check_qtensor_buffers(*out, want, x->device, op);
+    out->spec = spec;
+    out->layout = want;
+    if (x->device.device_type == kDLCUDA) return gpu_quantize(*x, s, ax, *out, stream);
+    // torchao's Float8Tensor computes a 16-bit tensor's scale in its dtype (QuantSpec::hp_dtype)
+    const QuantSpec sx = spec_for_input(s, is_bf16(*x) ? Format::BF16 : is_f16(*x) ? Format::FP16 : Format::FP32);
+    const Tensor3f h = host_f32(*x, e, op, "x");
+    check_hp_values(sx, h.data(), h.size(), op);
+    write_quantized(emu::quantize(h, sx, ax), *out);
+  });
+}
+
+mxsim_status mxsim_quantize_grouped_colwise(const DLTensor* x, const int64_t* m_splits, size_t groups,
+                                             const mxsim_spec* spec, mxsim_qtensor* out, void* stream,
+                                             mxsim_error* err) {
+  return guard(err, [&] {
+    const char* op = "mxsim_quantize_grouped_colwise";
+    const QuantSpec& s = spec_of(spec, op);
+    if (!x || (groups && (!m_splits || !out))) throw std::invalid_argument(std::string(op) + ": x, m_splits or out is NULL");
+    if (x->ndim != 2) throw std::invalid_argument(std::string(op) + ": x must be 2-D [M, C], has shape " + shape_str(*x));
+    const Extents3 e = extents3(*x, op, "x");
+    if (s.elem == Format::BF16) throw std::invalid_argument(std::string(op) + ": bf16 is not a quantized format");
+    const std::vector<int64_t> splits(m_splits, m_splits + groups);
+    if (const std::string why = m_splits_error(splits, e.rows); !why.empty())
+      throw std::invalid_argument(std::string(op) + ": " + why);
+    for (size_t g = 0; g < groups; ++g) {
+      const mxsim_qlayout want = c_layout(s, 1, splits[g], int64_t(e.cols), Axis::Rows);
+      check_qtensor_buffers(out[g], want, x->device, (std::string(op) + ": out[" + std::to_string(g) + "]").c_str());
+      out[g].spec = spec;
+      out[g].layout = want;
+    }
+    if (x->device.device_type == kDLCUDA) return gpu_quantize_grouped_colwise(*x, s, splits, out, stream);
+    const Tensor3f h = host_f32(*x, e, op, "x");
+    Tensor2f x2 = Tensor2f::from_shape({e.rows, e.cols});
+    std::copy(h.begin(), h.end(), x2.begin());
+    const std::vector<QuantizedTensor> q = emu::quantize_grouped_colwise(x2, splits, s);
+    for (size_t g = 0; g < groups; ++g) write_quantized(q[g], out[g]);
+  });
+}
+
+mxsim_status mxsim_dequantize(const mxsim_qtensor* q, DLTensor* out, void* stream, mxsim_error* err) {
+  return guard(err, [&] {
+    const char* op = "mxsim_dequantize";
+    if (!q || !out) throw std::invalid_argument(std::string(op) + ": q or out is NULL");
+    check_same_device(q->data, *out, op, "out");
+    const Extents3 e = extents3(*out, op, "out");
+    const mxsim_qlayout& L = q->layout;
+    if (e.groups != size_t(L.groups) || e.rows != size_t(L.rows) || e.cols != size_t(L.cols))
+      throw std::invalid_argument(std::string(op) + ": out " + shape_str(*out) + " is not q's shape [" +
+                                  std::to_string(L.groups) + ", " + std::to_string(L.rows) + ", " +
+                                  std::to_string(L.cols) + "]");
+    if (out->device.device_type == kDLCUDA) return gpu_dequantize(*q, *out, stream);
+    write_f32(emu::dequantize3(read_quantized(*q, op, "q")), *out, op, "out");
+  });
+}
+
+mxsim_status mxsim_grouped_gemm(int32_t form, const mxsim_gemm_operand* a, size_t na, const mxsim_gemm_operand* b,
+                                size_t nb, const int64_t* m_splits, size_t groups, DLTensor* out, int32_t out_bf16,
+                                int32_t accumulate, void* stream, mxsim_error* err) {
+  return guard(err, [&] {
+    GemmCall c = gemm_call(form, a, na, b, nb, m_splits, groups, out, out_bf16, accumulate);
+    if (out->device.device_type == kDLCUDA) return gpu_grouped_gemm(c, stream);
+    cpu_grouped_gemm(c);
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,198 @@
+// The C interface (capi/include/mxsim/c_api.h) from C++ as a foreign caller
+// sees it: statuses and messages instead of exceptions (long ones truncated,
+// NUL-terminated), layouts worked out by hand, the emulator's bytes in the
+// caller's memory, and refused calls leaving that memory as it was.
+#include "mxsim/c_api.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <initializer_list>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "mxsim/emu/quantize.hpp"
+#include "mxsim/quant_spec.hpp"
+
+namespace {
+
+/// A spec from alternating keys and values, released at scope end.
+struct Spec {
+  mxsim_spec* p = nullptr;
+  Spec(std::initializer_list<const char*> kv) {
+    std::vector<const char*> k, v;
+    for (auto it = kv.begin(); it != kv.end(); it += 2) {
+      k.push_back(it[0]);
+      v.push_back(it[1]);
+    }
+    mxsim_error e;
+    if (mxsim_spec_create(k.data(), v.data(), k.size(), &p, &e) != MXSIM_OK) throw std::runtime_error(e.message);
+  }
+  Spec(const Spec&) = delete;
+  Spec& operator=(const Spec&) = delete;
+  ~Spec() { mxsim_spec_destroy(p); }
+};
+
+DLTensor view(void* data, std::vector<int64_t>& shape, DLDataType dt, DLDeviceType dev = kDLCPU) {
+  DLTensor t{};
+  t.data = data;
+  t.device = {dev, 0};
+  t.ndim = int32_t(shape.size());
+  t.dtype = dt;
+  t.shape = shape.data();
+  return t;
+}
+constexpr DLDataType kF32{kDLFloat, 32, 1}, kU8{kDLUInt, 8, 1};
+
+}  // namespace
+
+TEST(CApi, VersionAndGpu) {
+  EXPECT_EQ(mxsim_abi_version(), MXSIM_C_ABI_VERSION);
+  EXPECT_NE(std::string(mxsim_version()).find('('), std::string::npos);
+  EXPECT_TRUE(mxsim_has_gpu() == 0 || mxsim_has_gpu() == 1);
+}
+
+TEST(CApi, SpecErrorsAreStatusesWithMessages) {
+  const char* k[] = {"recipe"};
+  const char* v[] = {"mxfp9"};
+  mxsim_spec* s = reinterpret_cast<mxsim_spec*>(0x1);
+  mxsim_error e;
+  EXPECT_EQ(mxsim_spec_create(k, v, 1, &s, &e), MXSIM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(s, nullptr);
+  EXPECT_NE(std::string(e.message).find("mxfp9"), std::string::npos) << e.message;
+  const char* k2[] = {"block_size"};
+  const char* v2[] = {"thirty-two"};
+  EXPECT_EQ(mxsim_spec_create(k2, v2, 1, &s, &e), MXSIM_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(e.message).find("block_size"), std::string::npos) << e.message;
+  EXPECT_EQ(mxsim_spec_create(k, v, 1, nullptr, nullptr), MXSIM_ERR_INVALID_ARGUMENT);  // err may be NULL
+}
+
+TEST(CApi, LongMessagesAreTruncatedAndTerminated) {
+  const std::string name(3000, 'x');
+  const char* k[] = {"recipe"};
+  const char* v[] = {name.c_str()};
+  mxsim_spec* s = nullptr;
+  mxsim_error e;
+  std::memset(e.message, 'Z', sizeof e.message);
+  ASSERT_EQ(mxsim_spec_create(k, v, 1, &s, &e), MXSIM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(std::strlen(e.message), sizeof e.message - 1);
+}
+
+TEST(CApi, LayoutsByHand) {
+  Spec mx{"recipe", "mxfp4"};
+  mxsim_qlayout L;
+  mxsim_error e;
+  // [2, 64, 96] rowwise: 48 bytes of packed E2M1 per row, 96 / 32 = 3 E8M0 scales per row.
+  ASSERT_EQ(mxsim_quant_layout(mx.p, 2, 64, 96, MXSIM_AXIS_COLS, &L, &e), MXSIM_OK) << e.message;
+  EXPECT_EQ(L.transposed, 0);
+  EXPECT_EQ(L.srows, 64);
+  EXPECT_EQ(L.row_bytes, 48);
+  EXPECT_EQ(L.scale_rows, 64);
+  EXPECT_EQ(L.scale_cols, 3);
+  EXPECT_EQ(L.elem_bits, 4);
+  EXPECT_EQ(L.scale_kind, MXSIM_SCALE_E8M0);
+  // columnwise: each group's transpose [96, 64], 32 bytes a row, 2 blocks down each column.
+  ASSERT_EQ(mxsim_quant_layout(mx.p, 2, 64, 96, MXSIM_AXIS_ROWS, &L, &e), MXSIM_OK) << e.message;
+  EXPECT_EQ(L.transposed, 1);
+  EXPECT_EQ(L.srows, 96);
+  EXPECT_EQ(L.row_bytes, 32);
+  EXPECT_EQ(L.scale_rows, 96);
+  EXPECT_EQ(L.scale_cols, 2);
+  Spec nv{"recipe", "nvfp4"};  // blocks of 16, UE4M3 scales and a float32 tensor scale
+  ASSERT_EQ(mxsim_quant_layout(nv.p, 1, 8, 96, MXSIM_AXIS_COLS, &L, &e), MXSIM_OK) << e.message;
+  EXPECT_EQ(L.scale_cols, 6);
+  EXPECT_EQ(L.scale_kind, MXSIM_SCALE_UE4M3);
+  EXPECT_EQ(L.has_tensor_scale, 1);
+  EXPECT_EQ(mxsim_quant_layout(mx.p, 1, -1, 32, MXSIM_AXIS_COLS, &L, &e), MXSIM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(mxsim_quant_layout(mx.p, 1, 8, 32, 7, &L, &e), MXSIM_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(e.message).find("axis 7"), std::string::npos) << e.message;
+  mxsim_spec_info i;
+  ASSERT_EQ(mxsim_spec_get_info(nv.p, &i, &e), MXSIM_OK);
+  EXPECT_STREQ(i.elem, "e2m1");
+  EXPECT_EQ(i.block_cols, 16);
+  EXPECT_EQ(i.stochastic, 0);
+}
+
+TEST(CApi, QuantizeWritesTheEmulatorsBytesIntoCallerMemory) {
+  for (const char* recipe : {"mxfp4", "mxfp8", "fp8_row", "nvfp4"}) {
+    SCOPED_TRACE(recipe);
+    Spec s{"recipe", recipe, "rounding", "sr", "seed", "5"};
+    mxsim::Tensor3f x = mxsim::Tensor3f::from_shape({1, 8, 64});
+    for (size_t i = 0; i < x.size(); ++i) x.data()[i] = float(int(i * 37 % 101) - 50) / 7.0f;
+    mxsim::QuantSpec qs = mxsim::named_spec(recipe);
+    qs.round = mxsim::RoundMode::Stochastic;
+    qs.sr.seed = 5;
+    const mxsim::QuantizedTensor want = mxsim::emu::quantize(x, qs, mxsim::Axis::Cols);
+
+    mxsim_qtensor q{};
+    mxsim_error e;
+    ASSERT_EQ(mxsim_quant_layout(s.p, 1, 8, 64, MXSIM_AXIS_COLS, &q.layout, &e), MXSIM_OK);
+    const bool fp32 = q.layout.scale_kind == MXSIM_SCALE_FP32;
+    std::vector<uint8_t> codes(size_t(q.layout.srows * q.layout.row_bytes), 0xAB);
+    std::vector<uint8_t> scales(size_t(q.layout.scale_rows * q.layout.scale_cols) * (fp32 ? 4 : 1), 0xAB);
+    float ts = -1;
+    std::vector<int64_t> xs{8, 64}, cs{int64_t(codes.size())}, ss{q.layout.scale_rows * q.layout.scale_cols}, one{1};
+    DLTensor dx = view(x.data(), xs, kF32), dts = view(&ts, one, kF32);
+    q.data = view(codes.data(), cs, kU8);
+    q.scale = view(scales.data(), ss, fp32 ? kF32 : kU8);
+    q.tensor_scale = q.layout.has_tensor_scale ? &dts : nullptr;
+
+    // a wrong scale buffer: refused, nothing written
+    std::vector<int64_t> bad{ss[0] + 1};
+    DLTensor keep = q.scale;
+    q.scale.shape = bad.data();
+    ASSERT_EQ(mxsim_quantize(&dx, s.p, MXSIM_AXIS_COLS, &q, nullptr, &e), MXSIM_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.message).find("scales (scale)"), std::string::npos) << e.message;
+    for (uint8_t b : codes) ASSERT_EQ(b, 0xAB);
+    q.scale = keep;
+
+    ASSERT_EQ(mxsim_quantize(&dx, s.p, MXSIM_AXIS_COLS, &q, nullptr, &e), MXSIM_OK) << e.message;
+    EXPECT_EQ(0, std::memcmp(codes.data(), want.data.data(), codes.size()));
+    if (fp32) EXPECT_EQ(0, std::memcmp(scales.data(), want.scale_inv.data(), scales.size()));
+    else EXPECT_EQ(0, std::memcmp(scales.data(), want.scale_bytes.data(), scales.size()));
+    if (q.tensor_scale) EXPECT_EQ(0, std::memcmp(&ts, &want.tensor_scale_inv, 4));
+
+    // dequantize: the emulator's values
+    std::vector<float> d(8 * 64, 0);
+    DLTensor dd = view(d.data(), xs, kF32);
+    ASSERT_EQ(mxsim_dequantize(&q, &dd, nullptr, &e), MXSIM_OK) << e.message;
+    const mxsim::Tensor3f wd = mxsim::emu::dequantize3(want);
+    EXPECT_EQ(0, std::memcmp(d.data(), wd.data(), d.size() * 4));
+  }
+}
+
+TEST(CApi, CudaTensorsWithoutAGpuBackendAreUnsupported) {
+  if (mxsim_has_gpu()) GTEST_SKIP() << "this build has a GPU backend";
+  Spec s{"recipe", "mxfp8"};
+  float x[64] = {};
+  uint8_t codes[64], scales[2];
+  std::vector<int64_t> xs{1, 64}, cs{64}, ss{2};
+  mxsim_qtensor q{};
+  mxsim_error e;
+  ASSERT_EQ(mxsim_quant_layout(s.p, 1, 1, 64, MXSIM_AXIS_COLS, &q.layout, &e), MXSIM_OK);
+  DLTensor dx = view(x, xs, kF32, kDLCUDA);
+  q.data = view(codes, cs, kU8, kDLCUDA);
+  q.scale = view(scales, ss, kU8, kDLCUDA);
+  EXPECT_EQ(mxsim_quantize(&dx, s.p, MXSIM_AXIS_COLS, &q, nullptr, &e), MXSIM_ERR_UNSUPPORTED);
+  EXPECT_NE(std::string(e.message).find("no GPU backend"), std::string::npos) << e.message;
+  q.data.device.device_type = kDLCPU;  // mixed devices: refused before any device question
+  EXPECT_EQ(mxsim_quantize(&dx, s.p, MXSIM_AXIS_COLS, &q, nullptr, &e), MXSIM_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(e.message).find("codes (data) is on cpu"), std::string::npos) << e.message;
+}
+
+TEST(CApi, GroupedGemmRefusesBeforeWriting) {
+  float out[4] = {1, 2, 3, 4};
+  std::vector<int64_t> os{2, 2};
+  DLTensor dout = view(out, os, kF32);
+  const int64_t ms[] = {2};
+  mxsim_error e;
+  EXPECT_EQ(mxsim_grouped_gemm(9, nullptr, 0, nullptr, 0, ms, 1, &dout, 0, 0, nullptr, &e), MXSIM_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(e.message).find("form 9"), std::string::npos) << e.message;
+  mxsim_gemm_operand none{};
+  EXPECT_EQ(mxsim_grouped_gemm(MXSIM_FPROP, &none, 1, &none, 1, ms, 1, &dout, 0, 0, nullptr, &e),
+            MXSIM_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(e.message).find("exactly one of q and bf16"), std::string::npos) << e.message;
+  EXPECT_EQ(out[0], 1.0f);
+  EXPECT_EQ(out[3], 4.0f);
+}
