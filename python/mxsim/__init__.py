@@ -9,40 +9,50 @@ Every function runs the C++ library (mxsim._core): the same bits as the
     q.qdata, q.scale              # uint8 [128, 128] packed FP4, uint8 [128, 8] E8M0
     y = mxsim.dequantize(q)       # float32 [128, 256]
 """
-import numpy as _np
+# mxsim.torch (the C interface, loaded with ctypes) works without the extension: a
+# CPython the extension was not built for (the GPU machines' 3.12) imports the package and
+# gets a clear error only when it asks for a name of the extension.
+try:
+    import numpy as _np
 
-from ._core import (  # noqa: F401
-    QuantSpec,
-    QuantizedTensor,
-    ScaleKind,
-    Trace,
-    __version__,
-    block_stats,
-    build_commit,
-    compare_traces,
-    decode,
-    dequantize,
-    e8m0_scale,
-    encode,
-    formats,
-    from_te_fp8,
-    from_te_fp8_blockwise,
-    from_te_mxfp8,
-    from_te_nvfp4,
-    from_torchao,
-    from_torchao_float8,
-    from_torchao_float8_training,
-    from_torchao_nvfp4,
-    gemm_class,
-    grouped_dgrad,
-    grouped_fprop,
-    grouped_wgrad,
-    qdq,
-    quant_stats,
-    quantize,
-    recipes,
-    spec,
-)
+    from ._core import (  # noqa: F401
+        QuantSpec,
+        QuantizedTensor,
+        ScaleKind,
+        Trace,
+        __version__,
+        block_stats,
+        build_commit,
+        compare_traces,
+        decode,
+        dequantize,
+        e8m0_scale,
+        encode,
+        formats,
+        from_te_fp8,
+        from_te_fp8_blockwise,
+        from_te_mxfp8,
+        from_te_nvfp4,
+        from_torchao,
+        from_torchao_float8,
+        from_torchao_float8_training,
+        from_torchao_nvfp4,
+        gemm_class,
+        grouped_dgrad,
+        grouped_fprop,
+        grouped_wgrad,
+        qdq,
+        quant_stats,
+        quantize,
+        recipes,
+        spec,
+    )
+except ImportError as _e:  # noqa: F841
+    _core_error = _e
+
+    def __getattr__(name):
+        raise ImportError(f"mxsim.{name} needs the compiled extension mxsim._core, which did not load "
+                          f"({_core_error}); mxsim.torch works without it") from _core_error
 
 
 def to_mx(data_hp, elem_dtype, block_size=32, scaling_mode="floor"):

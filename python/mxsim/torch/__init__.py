@@ -1,0 +1,381 @@
+"""mxsim.torch: mxsim's bit-exact quantizer and grouped GEMM on torch tensors.
+
+Every op runs where its input lives: CPU tensors on the emulator, CUDA tensors
+on the GPU backend on the tensor's device and ``torch.cuda.current_stream()``
+(asynchronously; nothing is copied to the host). Outputs are allocated by
+torch. The numerics are docs/numerics.md's, the same bits as the ``mxsim``
+command line, the C++ API and ``mxsim.quantize`` / ``mxsim.grouped_fprop`` on
+NumPy arrays. docs/torch.md is the guide.
+
+Pure Python over the C interface (libmxsim_c.so, loaded with ctypes): it works
+with any CPython and torch >= 1.13, without mxsim's compiled extension.
+
+    import torch, mxsim.torch as mt
+    x = torch.randn(128, 256)
+    q = mt.quantize(x, "mxfp4")                    # codes and E8M0 scales, torchao's layout
+    y = mt.dequantize(q)                           # float32 [128, 256], exact
+    w = mt.quantize(torch.randn(4, 64, 256), "mxfp4")
+    out = mt.grouped_gemm(q, w, m_splits=[32, 32, 0, 64])   # fprop: [128, 64]
+"""
+import ctypes
+import functools
+
+from . import _capi
+
+__all__ = ["Spec", "spec", "QuantizedTensor", "quantize", "quantize_grouped_colwise", "dequantize", "qdq",
+           "grouped_gemm", "has_gpu", "version"]
+
+
+def _torch():
+    import torch  # lazily: `import mxsim.torch` costs nothing until an op runs
+    return torch
+
+
+def version():
+    """The library's version and commit, e.g. '0.1.0 (abc1234)'."""
+    return _capi.lib().mxsim_version().decode()
+
+
+def has_gpu():
+    """True when libmxsim_c.so was built with a GPU backend (CUDA tensors then run on it)."""
+    return bool(_capi.lib().mxsim_has_gpu())
+
+
+# ------------------------------------------------------------------ specs
+
+def _text(key, v):
+    torch = _torch()
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    if isinstance(v, torch.dtype):
+        return str(v)  # 'torch.float8_e4m3fn': core ignores the prefix
+    if key == "block_size" and isinstance(v, (tuple, list)):
+        return ",".join(str(int(b)) for b in v)
+    return str(v)
+
+
+class Spec:
+    """How one tensor is quantized: a recipe name (``mxsim recipes``: mxfp4, mxfp8, fp8_tensor,
+    nvfp4, ...) and/or torchao-style keywords, read by the library (core/include/mxsim/spec_args.hpp):
+    elem_dtype, block_size (int or (rows, cols); 0: per tensor), scaling_mode (floor, ceil, even,
+    rceil), rounding (rne, rz, sr), seed and sr_stream (the Philox key of rounding='sr', as the
+    command line's --seed), sr_index_base, hadamard, amax_epsilon, pow2_scale, scale_convention,
+    hp_dtype. Without a recipe: OCP MX with torchao to_mx's defaults (E8M0, 32, floor).
+    Raises ValueError naming a bad argument. Immutable; use ``spec()`` for a cached one."""
+
+    def __init__(self, recipe=None, **kwargs):
+        args = ([("recipe", recipe)] if recipe is not None else []) + \
+            [(k, v) for k, v in sorted(kwargs.items()) if v is not None]
+        keys = (ctypes.c_char_p * len(args))(*[k.encode() for k, _ in args])
+        values = (ctypes.c_char_p * len(args))(*[_text(k, v).encode() for k, v in args])
+        handle = ctypes.c_void_p()
+        lib = _capi.lib()
+        _capi.call(lib.mxsim_spec_create, keys, values, len(args), ctypes.byref(handle))
+        self._handle, self._lib = handle, lib
+        self.args = dict(args)
+
+    def __del__(self):
+        if getattr(self, "_handle", None):
+            self._lib.mxsim_spec_destroy(self._handle)
+            self._handle = None
+
+    @property
+    def handle(self):
+        return self._handle
+
+    @functools.cached_property
+    def info(self):
+        """elem (short format name), elem_bits, block_rows, block_cols, scale_kind, stochastic, hadamard."""
+        i = _capi.SpecInfo()
+        _capi.call(self._lib.mxsim_spec_get_info, self._handle, ctypes.byref(i))
+        return i
+
+    @property
+    def elem(self):
+        """The element format's short name ('e2m1', 'e4m3', ...)."""
+        return self.info.elem.decode()
+
+    def describe(self):
+        """The spec in words (QuantSpec::describe), e.g. 'e2m1 1x32 E8M0 even rne'."""
+        buf = ctypes.create_string_buffer(256)
+        _capi.call(self._lib.mxsim_spec_describe, self._handle, buf, len(buf))
+        return buf.value.decode()
+
+    def layout(self, groups, rows, cols, axis=_capi.AXIS_COLS):
+        """The storage layout (extents of codes and scales) of a quantized [groups, rows, cols] tensor."""
+        out = _capi.QLayout()
+        _capi.call(self._lib.mxsim_quant_layout, self._handle, groups, rows, cols, axis, ctypes.byref(out))
+        return out
+
+    def __repr__(self):
+        return f"Spec({self.describe()})"
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_spec(recipe, items):
+    return Spec(recipe, **dict(items))
+
+
+def spec(recipe=None, **kwargs):
+    """A Spec, cached by its arguments (specs are immutable)."""
+    if isinstance(recipe, Spec):
+        if kwargs:
+            raise ValueError("spec: keyword arguments with a Spec; pass a recipe name to override")
+        return recipe
+    return _cached_spec(recipe, tuple(sorted((k, v) for k, v in kwargs.items() if v is not None)))
+
+
+def _axis(axis):
+    if axis in ("cols", "rowwise", -1):
+        return _capi.AXIS_COLS
+    if axis in ("rows", "columnwise", 0):
+        return _capi.AXIS_ROWS
+    raise ValueError(f"axis must be 'cols' / 'rowwise' / -1 or 'rows' / 'columnwise' / 0, not {axis!r}")
+
+
+# ------------------------------------------------------------------ tensors across the C interface
+
+@functools.lru_cache(maxsize=1)
+def _dl_dtypes():
+    torch = _torch()
+    m = {torch.float32: (_capi.KDL_FLOAT, 32), torch.bfloat16: (_capi.KDL_BFLOAT, 16),
+         torch.float16: (_capi.KDL_FLOAT, 16), torch.uint8: (_capi.KDL_UINT, 8), torch.int8: (_capi.KDL_INT, 8)}
+    for name in ("float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu", "float4_e2m1fn_x2"):
+        if hasattr(torch, name):  # torch >= 2.1 / 2.7: bytes to the library (it knows the spec)
+            m[getattr(torch, name)] = (_capi.KDL_UINT, 8)
+    return m
+
+
+def _dl(t, what):
+    """A DLTensor over t's memory (t must stay alive for the call)."""
+    dt = _dl_dtypes().get(t.dtype)
+    if dt is None:
+        raise TypeError(f"{what}: dtype {t.dtype} is not one mxsim reads (float32, bfloat16, float16, uint8, float8)")
+    if t.device.type == "cpu":
+        dev = _capi.DLDevice(_capi.KDL_CPU, 0)
+    elif t.device.type == "cuda":
+        dev = _capi.DLDevice(_capi.KDL_CUDA, t.device.index if t.device.index is not None else 0)
+    else:
+        raise ValueError(f"{what} is on {t.device}; mxsim runs CPU and CUDA tensors")
+    n = t.dim()
+    shape = (ctypes.c_int64 * max(n, 1))(*t.shape)
+    strides = (ctypes.c_int64 * max(n, 1))(*t.stride())
+    return _capi.DLTensor(t.data_ptr(), dev, n, _capi.DLDataType(dt[0], dt[1], 1), shape, strides, 0)
+
+
+def _stream(t):
+    """torch's current stream on t's device as a void* (None for CPU tensors)."""
+    if t.device.type != "cuda":
+        return None
+    return ctypes.c_void_p(_torch().cuda.current_stream(t.device).cuda_stream)
+
+
+_TYPED = {0: "float8_e8m0fnu", 2: "float8_e4m3fn"}  # byte scales by mxsim_scale_kind
+_TYPED_CODES = {"e2m1": "float4_e2m1fn_x2", "e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}  # FP6: uint8
+
+
+class QuantizedTensor:
+    """Codes and block scales of one tensor in torch memory (mxsim's storage layout, which for
+    rowwise MX is torchao MXTensor's: ``qdata`` [..., rows, cols / 2] float4_e2m1fn_x2 (two codes
+    per byte, the even element in the low nibble) or [..., rows, cols] float8, ``scale`` [...,
+    rows, cols / 32] float8_e8m0fnu; FP8 recipes: ``scale`` float32 scale_inv per block).
+    Columnwise tensors (axis='rows', TransformerEngine's columnwise data) store each group's
+    transpose: ``qdata`` [..., cols, rows(/2)]. Where the torch version lacks a dtype, the views
+    are uint8. ``shape`` is the logical shape of the source, ``spec`` its Spec."""
+
+    def __init__(self, data, scale, tensor_scale, spec_, layout, shape):
+        self._data, self._scale, self.tensor_scale = data, scale, tensor_scale
+        self.spec, self.layout, self.shape = spec_, layout, tuple(shape)
+
+    @property
+    def transposed(self):
+        return bool(self.layout.transposed)
+
+    @property
+    def device(self):
+        return self._data.device
+
+    @property
+    def qdata(self):
+        torch = _torch()
+        name = _TYPED_CODES.get(self.spec.elem)
+        return self._data.view(getattr(torch, name)) if name and hasattr(torch, name) else self._data
+
+    @property
+    def scale(self):
+        torch = _torch()
+        name = _TYPED.get(self.layout.scale_kind)
+        return self._scale.view(getattr(torch, name)) if name and hasattr(torch, name) else self._scale
+
+    def _c(self):
+        """The C interface's mxsim_qtensor over this tensor's memory."""
+        q = _capi.QTensor()
+        q.spec = self.spec.handle
+        q.layout = self.layout
+        q.data = _dl(self._data, "codes")
+        q.scale = _dl(self._scale, "scales")
+        if self.tensor_scale is not None:
+            ts = _dl(self.tensor_scale, "tensor_scale")
+            q.tensor_scale = ctypes.pointer(ts)
+        return q
+
+    def __repr__(self):
+        return (f"mxsim.torch.QuantizedTensor(shape={list(self.shape)}, {self.spec.describe()}"
+                f"{', columnwise' if self.transposed else ''}, device={self.device})")
+
+
+def _alloc(s, lay, shape, device, lead):
+    """An unfilled QuantizedTensor of layout lay, its buffers allocated by torch on device."""
+    torch = _torch()
+    data = torch.empty(lead + (lay.srows, lay.row_bytes), dtype=torch.uint8, device=device)
+    sdt = torch.float32 if lay.scale_kind == _capi.SCALE_FP32 else torch.uint8
+    scale = torch.empty(lead + (lay.scale_rows, lay.scale_cols), dtype=sdt, device=device)
+    ts = torch.empty(1, dtype=torch.float32, device=device) if lay.has_tensor_scale else None
+    return QuantizedTensor(data, scale, ts, s, lay, shape)
+
+
+def _lead(shape):
+    """[groups, rows, cols] of a 2-D or 3-D shape."""
+    if len(shape) == 2:
+        return 1, shape[0], shape[1]
+    if len(shape) == 3:
+        return tuple(shape)
+    raise ValueError(f"expected a 2-D [rows, cols] or 3-D [groups, rows, cols] tensor, got shape {list(shape)}")
+
+
+# ------------------------------------------------------------------ ops
+
+def quantize(x, recipe=None, *, axis="cols", spec=None, **spec_kwargs):
+    """Quantize x (float32, bfloat16 or float16; [rows, cols] or [groups, rows, cols]; CPU or CUDA)
+    by a recipe name and / or torchao-style keywords (see Spec), or a given ``spec``, with 1-D blocks
+    along ``axis`` ('cols' / rowwise: the last axis; 'rows' / columnwise: down the columns, stored
+    transposed). The same bytes as ``mxsim.quantize`` and ``mxsim quantize``. Returns a
+    QuantizedTensor on x's device. Raises ValueError for a spec the shape cannot take, naming it.
+    On CUDA x must be float32 (the GPU quantizer reads FP32)."""
+    s = _spec_of(recipe, spec, spec_kwargs)
+    ax = _axis(axis)
+    g, r, c = _lead(x.shape)
+    q = _alloc(s, s.layout(g, r, c, ax), x.shape, x.device, lead=() if x.dim() == 2 else (g,))
+    cq = q._c()
+    _capi.call(s._lib.mxsim_quantize, ctypes.byref(_dl(x, "x")), s.handle, ax, ctypes.byref(cq), _stream(x))
+    return q
+
+
+def quantize_grouped_colwise(x, m_splits, recipe=None, *, spec=None, **spec_kwargs):
+    """The wgrad operands of x [M, C] (float32, bfloat16 or float16 on the CPU; float32 on CUDA):
+    the m_splits row slices, each quantized on its own down its columns (axis='rows', stored
+    transposed), so no block crosses a group; stochastic rounding draws the words of each
+    element's index in the whole tensor, as the simulator and the command line do. Returns one
+    QuantizedTensor per group (an empty group: rows = 0), on x's device."""
+    s = _spec_of(recipe, spec, spec_kwargs)
+    if x.dim() != 2:
+        raise ValueError(f"quantize_grouped_colwise: x must be 2-D [M, C], got shape {list(x.shape)}")
+    splits = [int(m) for m in m_splits]
+    if any(m < 0 for m in splits):
+        raise ValueError(f"quantize_grouped_colwise: m_splits {splits} has a negative entry")
+    out = []
+    for m in splits:
+        lay = s.layout(1, m, x.shape[1], _capi.AXIS_ROWS)
+        out.append(_alloc(s, lay, (m, x.shape[1]), x.device, lead=()))
+    cq = (_capi.QTensor * max(len(out), 1))(*[q._c() for q in out])
+    ms = (ctypes.c_int64 * max(len(splits), 1))(*splits)
+    _capi.call(s._lib.mxsim_quantize_grouped_colwise, ctypes.byref(_dl(x, "x")), ms, len(splits), s.handle, cq,
+               _stream(x))
+    return out
+
+
+def dequantize(q, out_dtype=None):
+    """The exact values of q (float32; bfloat16 rounds each once, RNE), shaped as q's source."""
+    torch = _torch()
+    dt = out_dtype or torch.float32
+    out = torch.empty(q.shape, dtype=dt, device=q.device)
+    cq = q._c()
+    _capi.call(q.spec._lib.mxsim_dequantize, ctypes.byref(cq), ctypes.byref(_dl(out, "out")), _stream(out))
+    return out
+
+
+def qdq(x, recipe=None, *, axis="cols", spec=None, **spec_kwargs):
+    """dequantize(quantize(x, ...)) in x's dtype when it is float32 or bfloat16, else float32."""
+    torch = _torch()
+    q = quantize(x, recipe, axis=axis, spec=spec, **spec_kwargs)
+    return dequantize(q, x.dtype if x.dtype in (torch.float32, torch.bfloat16) else torch.float32)
+
+
+_FORMS = {"fprop": _capi.FPROP, "dgrad": _capi.DGRAD, "wgrad": _capi.WGRAD}
+
+
+def grouped_gemm(a, b, m_splits, *, form="fprop", out=None, out_dtype=None, accumulate=False):
+    """The grouped GEMM of docs/numerics.md §5 with TransformerEngine's m_splits:
+
+      fprop  out[M, N] = a[M, K] . b[g][N, K]^T     a quantized along K, b [G, N, K] rowwise or 2-D
+      dgrad  out[M, K] = a[M, N] . b[g][N, K]       a along N, b quantized along N (columnwise) or 2-D
+      wgrad  out[g][N, K] (+)= a[g]^T . b[g]        a, b: one operand per group (quantize_grouped_colwise)
+
+    Operands are QuantizedTensors of one contract class (mx-exact, mx-f13, fp8-chunk128) or BF16
+    tensors (bfloat16; float32 values are rounded to BF16 first on the CPU), all on one device.
+    out_dtype float32 (default) or bfloat16 (the FP32 accumulator rounded once, RNE). ``out``: a
+    given output (float32 for accumulate: the FP32 main_grad a wgrad adds into in place; wgrad's
+    groups without tokens then keep their values). Returns out. Raises ValueError naming the
+    operand for shapes, m_splits, axes or pairs the contract does not define."""
+    torch = _torch()
+    f = _FORMS.get(form)
+    if f is None:
+        raise ValueError(f"grouped_gemm: form must be 'fprop', 'dgrad' or 'wgrad', not {form!r}")
+    splits = [int(m) for m in m_splits]
+    A = list(a) if f == _capi.WGRAD else [a]
+    B = list(b) if f == _capi.WGRAD else [b]
+    keep = []  # the ctypes structs the call points into
+
+    def operand(o, what):
+        op = _capi.GemmOperand()
+        if isinstance(o, QuantizedTensor):
+            c = o._c()
+            keep.append(c)
+            op.q = ctypes.pointer(c)
+        elif hasattr(o, "data_ptr"):
+            d = _dl(o, what)
+            keep.append((o, d))
+            op.bf16 = ctypes.pointer(d)
+        else:
+            raise TypeError(f"grouped_gemm: {what} must be a QuantizedTensor or a torch tensor, got {type(o).__name__}")
+        return op
+
+    ca = (_capi.GemmOperand * max(len(A), 1))(*[operand(o, f"a[{i}]" if f == _capi.WGRAD else "a") for i, o in enumerate(A)])
+    cb = (_capi.GemmOperand * max(len(B), 1))(*[operand(o, f"b[{i}]" if f == _capi.WGRAD else "b") for i, o in enumerate(B)])
+    if out is None:
+        out = torch.empty(_out_shape(f, A, B, splits), dtype=out_dtype or torch.float32, device=_device_of(A + B))
+    elif out_dtype is not None and out.dtype != out_dtype:
+        raise ValueError(f"grouped_gemm: out is {out.dtype} but out_dtype is {out_dtype}")
+    ms = (ctypes.c_int64 * max(len(splits), 1))(*splits)
+    lib = _capi.lib()
+    _capi.call(lib.mxsim_grouped_gemm, f, ca, len(A), cb, len(B), ms, len(splits), ctypes.byref(_dl(out, "out")),
+               0, int(bool(accumulate)), _stream(out))
+    return out
+
+
+def _shape3(o):
+    return _lead(o.shape)
+
+
+def _out_shape(f, A, B, splits):
+    if f == _capi.WGRAD:
+        if not A or not B:
+            return (len(splits), 0, 0)
+        return (len(splits), _shape3(A[0])[2], _shape3(B[0])[2])
+    M = _shape3(A[0])[1]
+    gb, rb, cb = _shape3(B[0])
+    return (M, rb if f == _capi.FPROP else cb)
+
+
+def _device_of(ops):
+    for o in ops:
+        return o.device
+    return _torch().device("cpu")
+
+
+def _spec_of(recipe, given, kwargs):
+    if given is not None:
+        if recipe is not None or kwargs:
+            raise ValueError("pass either spec= or a recipe and keywords, not both")
+        return given if isinstance(given, Spec) else spec(given)
+    return spec(recipe, **kwargs)

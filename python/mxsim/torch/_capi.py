@@ -1,0 +1,144 @@
+"""ctypes bindings of mxsim's C interface (capi/include/mxsim/c_api.h, libmxsim_c.so).
+
+The library is found, in this order, at $MXSIM_C_LIBRARY, next to this package
+(the build tree and the installed package put it there), or by the loader's
+search path (``ctypes.util.find_library("mxsim_c")``). Tensors cross as DLPack
+DLTensors built from the torch tensor's pointer, shape, strides, dtype and
+device: nothing is copied, and the torch tensor must outlive the call (it does:
+every call here is synchronous on the host side and holds the tensor).
+"""
+import ctypes
+import ctypes.util
+import os
+import threading
+
+_ABI_VERSION = 1
+
+# dlpack.h
+KDL_CPU, KDL_CUDA = 1, 2
+KDL_INT, KDL_UINT, KDL_FLOAT, KDL_BFLOAT = 0, 1, 2, 4
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32), ("dtype", DLDataType),
+                ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)),
+                ("byte_offset", ctypes.c_uint64)]
+
+
+class Error(ctypes.Structure):
+    _fields_ = [("message", ctypes.c_char * 1024)]
+
+
+class SpecInfo(ctypes.Structure):
+    _fields_ = [("elem", ctypes.c_char * 16), ("elem_bits", ctypes.c_int32), ("block_rows", ctypes.c_int32),
+                ("block_cols", ctypes.c_int32), ("scale_kind", ctypes.c_int32), ("stochastic", ctypes.c_int32),
+                ("hadamard", ctypes.c_int32)]
+
+
+class QLayout(ctypes.Structure):
+    _fields_ = [("groups", ctypes.c_int64), ("rows", ctypes.c_int64), ("cols", ctypes.c_int64),
+                ("transposed", ctypes.c_int32), ("scale_kind", ctypes.c_int32), ("srows", ctypes.c_int64),
+                ("scols", ctypes.c_int64), ("row_bytes", ctypes.c_int64), ("scale_rows", ctypes.c_int64),
+                ("scale_cols", ctypes.c_int64), ("elem_bits", ctypes.c_int32), ("has_tensor_scale", ctypes.c_int32)]
+
+
+class QTensor(ctypes.Structure):
+    _fields_ = [("spec", ctypes.c_void_p), ("layout", QLayout), ("data", DLTensor), ("scale", DLTensor),
+                ("tensor_scale", ctypes.POINTER(DLTensor))]
+
+
+class GemmOperand(ctypes.Structure):
+    _fields_ = [("q", ctypes.POINTER(QTensor)), ("bf16", ctypes.POINTER(DLTensor))]
+
+
+SCALE_E8M0, SCALE_FP32, SCALE_UE4M3 = 0, 1, 2
+AXIS_COLS, AXIS_ROWS = 0, 1
+FPROP, DGRAD, WGRAD = 0, 1, 2
+
+_OK, _INVALID, _UNSUPPORTED, _OOM, _DEVICE = 0, 1, 2, 3, 4
+
+_lock = threading.Lock()
+_lib = None
+
+
+def _candidates():
+    env = os.environ.get("MXSIM_C_LIBRARY")
+    if env:
+        return [env]
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "libmxsim_c.so")
+    found = ctypes.util.find_library("mxsim_c")
+    return [here] + ([found] if found else [])
+
+
+def lib():
+    """The loaded library (loaded once, on first use). Raises ImportError naming where it looked."""
+    global _lib
+    with _lock:
+        if _lib is not None:
+            return _lib
+        tried = []
+        for path in _candidates():
+            try:
+                handle = ctypes.CDLL(path)
+            except OSError as e:
+                tried.append(f"{path}: {e}")
+                continue
+            _declare(handle)
+            if handle.mxsim_abi_version() != _ABI_VERSION:
+                raise ImportError(f"{path} has C ABI version {handle.mxsim_abi_version()}, this mxsim.torch "
+                                  f"expects {_ABI_VERSION}: rebuild mxsim")
+            _lib = handle
+            return _lib
+        raise ImportError("mxsim.torch: libmxsim_c.so not found (set MXSIM_C_LIBRARY to its path); tried "
+                          + "; ".join(tried or ["nothing: no candidate"]))
+
+
+def _declare(h):
+    P = ctypes.POINTER
+    sig = {
+        "mxsim_abi_version": (ctypes.c_int, []),
+        "mxsim_version": (ctypes.c_char_p, []),
+        "mxsim_has_gpu": (ctypes.c_int, []),
+        "mxsim_spec_create": (ctypes.c_int, [P(ctypes.c_char_p), P(ctypes.c_char_p), ctypes.c_size_t,
+                                             P(ctypes.c_void_p), P(Error)]),
+        "mxsim_spec_destroy": (None, [ctypes.c_void_p]),
+        "mxsim_spec_describe": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, P(Error)]),
+        "mxsim_spec_get_info": (ctypes.c_int, [ctypes.c_void_p, P(SpecInfo), P(Error)]),
+        "mxsim_quant_layout": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+                                              ctypes.c_int32, P(QLayout), P(Error)]),
+        "mxsim_quantize": (ctypes.c_int, [P(DLTensor), ctypes.c_void_p, ctypes.c_int32, P(QTensor), ctypes.c_void_p,
+                                          P(Error)]),
+        "mxsim_quantize_grouped_colwise": (ctypes.c_int, [P(DLTensor), P(ctypes.c_int64), ctypes.c_size_t,
+                                                          ctypes.c_void_p, P(QTensor), ctypes.c_void_p, P(Error)]),
+        "mxsim_dequantize": (ctypes.c_int, [P(QTensor), P(DLTensor), ctypes.c_void_p, P(Error)]),
+        "mxsim_grouped_gemm": (ctypes.c_int, [ctypes.c_int32, P(GemmOperand), ctypes.c_size_t, P(GemmOperand),
+                                              ctypes.c_size_t, P(ctypes.c_int64), ctypes.c_size_t, P(DLTensor),
+                                              ctypes.c_int32, ctypes.c_int32, ctypes.c_void_p, P(Error)]),
+    }
+    for name, (res, args) in sig.items():
+        f = getattr(h, name)
+        f.restype = res
+        f.argtypes = args
+
+
+def call(fn, *args):
+    """Calls fn(*args, &err) and raises on a failed status: ValueError for a bad argument,
+    MemoryError for an allocation, RuntimeError for an unsupported device or a GPU failure."""
+    err = Error()
+    status = fn(*args, ctypes.byref(err))
+    if status == _OK:
+        return
+    msg = err.message.decode("utf-8", "replace")
+    if status == _INVALID:
+        raise ValueError(msg)
+    if status == _OOM:
+        raise MemoryError(msg)
+    raise RuntimeError(msg)

@@ -1,0 +1,307 @@
+"""mxsim.torch on CPU tensors (torch >= 1.13; Debian's 1.13 here): the C interface
+(libmxsim_c.so) reads and writes torch memory in place and gives the bytes of the
+command line and the NumPy API, for every recipe, both axes, grouped 3-D input,
+16-bit inputs, stochastic rounding and every GEMM contract class; independent
+oracles (a hand-computed MXFP4 row, the exact rational block dot of
+docs/numerics.md §5) check the values themselves; bad input raises naming the
+argument and writes nothing. CUDA tensors are tests/gpu/test_torch_cuda.py's."""
+import ctypes
+import threading
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import mxsim
+from conftest import read_safetensors, run_mxsim
+
+torch = pytest.importorskip("torch", reason="mxsim.torch needs PyTorch (Debian: python3-torch)")
+import mxsim.torch as mt  # noqa: E402
+from mxsim.torch import _capi  # noqa: E402
+
+RECIPES = mxsim.recipes()
+
+
+def sample(shape, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(shape, generator=g) * torch.exp2(torch.randint(-6, 7, shape, generator=g).float())
+    x.view(-1)[3] = 0.0
+    return x
+
+
+def u8(t):
+    """The raw bytes of a torch tensor as a NumPy uint8 array (C order)."""
+    return t.contiguous().view(torch.uint8).numpy().reshape(-1)
+
+
+def same_bytes(t, a):
+    np.testing.assert_array_equal(u8(t), np.ascontiguousarray(a).view(np.uint8).reshape(-1))
+
+
+# ------------------------------------------------------------------ quantize / dequantize
+
+@pytest.mark.parametrize("recipe", RECIPES)
+@pytest.mark.parametrize("axis", ["cols", "rows"])
+def test_quantize_equals_cli(tmp, recipe, axis):
+    x = sample((64, 256))
+    np.save(tmp / "x.npy", x.numpy())
+    run_mxsim("quantize", "--recipe", recipe, "--axis", axis, tmp / "x.npy", "-o", tmp / "q.safetensors")
+    t, _ = read_safetensors(tmp / "q.safetensors")
+    q = mt.quantize(x, recipe, axis=axis)
+    same_bytes(q.qdata, t["x.data"][2])
+    same_bytes(q.scale, t["x.scale_inv" if q.layout.scale_kind == _capi.SCALE_FP32 else "x.scale"][2])
+    if "x.tensor_scale_inv" in t:
+        same_bytes(q.tensor_scale, t["x.tensor_scale_inv"][2])
+    assert q.transposed == (axis == "rows" and q.spec.info.block_rows == 1 and recipe != "bf16")
+    run_mxsim("dequantize", tmp / "q.safetensors", "-o", tmp / "d.npy")
+    d = mt.dequantize(q)
+    assert d.shape == x.shape and d.dtype == torch.float32
+    same_bytes(d, np.load(tmp / "d.npy"))
+
+
+@pytest.mark.parametrize("recipe", ["mxfp4", "mxfp4_2d", "mxfp8", "fp8_block", "nvfp4", "fp8_tensor"])
+def test_grouped_3d_and_16_bit_inputs_equal_numpy_api(recipe):
+    x = sample((3, 32, 64), seed=1)
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        xd = x.to(dtype)
+        q = mt.quantize(xd, recipe)
+        ref = mxsim.quantize(xd.float().numpy() if dtype != torch.float16 else xd.numpy(), recipe)
+        assert q.qdata.shape[0] == 3
+        same_bytes(q.qdata, ref.qdata)
+        same_bytes(q.scale, ref.scale)
+        same_bytes(mt.dequantize(q), mxsim.dequantize(ref))
+        # bfloat16 output: the exact values rounded once (RNE), as the NumPy API's bfloat16_bits
+        same_bytes(mt.dequantize(q, torch.bfloat16), mxsim.dequantize(ref, "bfloat16_bits"))
+
+
+def test_hand_computed_mxfp4_row():
+    # Values in units of 2^-4: amax 6 units = 1.5 * 2^-2 -> scale exponent -4 (FLOOR and EVEN), E8M0
+    # byte 123. E2M1 codes: 6->7, 3->5, 1.5->3, 0.5->1, -0.75->0xA (tie to even), 0.25->0 (tie),
+    # 0->0, -6->0xF, 5->6 (tie), 2.5->4 (tie), -0.25->8 (-0), 1.25->2 (tie); low nibble first.
+    u = torch.tensor([[6, 3, 1.5, 0.5, -0.75, 0.25, 0, -6, 5, 2.5, -0.25, 1.25] + [0] * 20]) / 16
+    for kw in [dict(recipe="mxfp4"), dict(elem_dtype="float4_e2m1fn_x2", scaling_mode="floor")]:
+        q = mt.quantize(u, **kw)
+        assert u8(q.qdata).tolist() == [0x57, 0x13, 0x0A, 0xF0, 0x46, 0x28] + [0] * 10
+        assert u8(q.scale).tolist() == [123]
+        assert q.qdata.shape == (1, 16) and q.scale.shape == (1, 1)
+    d = mt.dequantize(mt.quantize(u, "mxfp4"))[0, :12].tolist()
+    assert d == [6 / 16, 3 / 16, 1.5 / 16, .5 / 16, -1 / 16, 0, 0, -6 / 16, 4 / 16, 2 / 16, -0.0, 1 / 16]
+
+
+def test_torch_dtypes_of_the_views():
+    q = mt.quantize(sample((4, 64)), "mxfp4")
+    for name, t in [("float4_e2m1fn_x2", q.qdata), ("float8_e8m0fnu", q.scale)]:
+        assert t.dtype == getattr(torch, name, torch.uint8), name  # uint8 where torch lacks the dtype
+    q8 = mt.quantize(sample((4, 64)), "fp8_row")
+    assert q8.qdata.dtype == getattr(torch, "float8_e4m3fn", torch.uint8) and q8.scale.dtype == torch.float32
+
+
+@pytest.mark.parametrize("rule", ["floor", "rceil", "even", "ceil"])
+def test_scaling_modes_and_sr_equal_cli(tmp, rule):
+    x = sample((16, 96), seed=2)
+    np.save(tmp / "x.npy", x.numpy())
+    run_mxsim("quantize", "--recipe", "mxfp4", "--scale-rule", rule, "--round", "sr", "--seed", 99, tmp / "x.npy",
+              "-o", tmp / "q.safetensors")
+    t, _ = read_safetensors(tmp / "q.safetensors")
+    q = mt.quantize(x, "mxfp4", scaling_mode=rule, rounding="sr", seed=99)
+    same_bytes(q.qdata, t["x.data"][2])
+    same_bytes(q.scale, t["x.scale"][2])
+    q2 = mt.quantize(x, elem_dtype=getattr(torch, "float4_e2m1fn_x2", "float4_e2m1fn_x2"), block_size=32,
+                     scaling_mode=rule, rounding="sr", seed=99)
+    same_bytes(q2.qdata, t["x.data"][2])
+
+
+def test_torchao_conventions_take_the_inputs_dtype():
+    # torchao's Float8Tensor computes a bfloat16 tensor's scale in bfloat16 (docs/numerics.md §3.4):
+    # a bfloat16 input behaves as hp_dtype='bfloat16' on float32 values, and a float32 input that
+    # holds a value bfloat16 cannot is refused when hp_dtype='bfloat16' is asked for.
+    x = sample((8, 64), seed=5).bfloat16()
+    q = mt.quantize(x, "fp8_row", scale_convention="torchao")
+    ref = mxsim.quantize(x.float().numpy(), "fp8_row", scale_convention="torchao", hp_dtype="bfloat16")
+    same_bytes(q.qdata, ref.qdata)
+    same_bytes(q.scale, ref.scale)
+    with pytest.raises(ValueError, match="not a bfloat16 value"):
+        mt.quantize(torch.full((1, 32), 1 + 2 ** -20), "fp8_row", scale_convention="torchao", hp_dtype="bfloat16")
+
+
+# ------------------------------------------------------------------ grouped GEMM
+
+PAIRS = [("mxfp4", "mxfp4"), ("mxfp6_e2m3", "mxfp4"), ("mxfp8", "mxfp8"), ("mxfp8_e5m2", "mxfp8"),
+         ("mxfp8", "mxfp8_2d"), ("fp8_tensor", "fp8_tensor"), ("fp8_row", "fp8_row"), ("fp8_block", "fp8_block2d")]
+
+
+def operands(M, N, K, G, seed):
+    g = torch.Generator().manual_seed(seed)
+    f = lambda *s: torch.randn(s, generator=g) * torch.exp2(torch.randint(-3, 4, s, generator=g).float())
+    return f(M, K), f(G, N, K), f(M, N)
+
+
+@pytest.mark.parametrize("sa,sb", PAIRS)
+def test_fprop_dgrad_wgrad_equal_numpy_api(sa, sb):
+    splits = [32, 0, 96]
+    x, w, dy = operands(128, 64, 256, 3, seed=len(sa) * 31 + len(sb))
+    xn, wn, dyn = x.numpy(), w.numpy(), dy.numpy()
+    y = mt.grouped_gemm(mt.quantize(x, sa), mt.quantize(w, sb), splits)
+    same_bytes(y, mxsim.grouped_fprop(xn, wn, splits, sa, sb))
+    dx = mt.grouped_gemm(mt.quantize(dy, sa), mt.quantize(w, sb, axis="rows"), splits, form="dgrad",
+                         out_dtype=torch.bfloat16)
+    assert dx.dtype == torch.bfloat16 and dx.shape == (128, 256)
+    same_bytes(dx.float(), mxsim.grouped_dgrad(dyn, wn, splits, sa, sb, out_dtype="bfloat16"))
+    if sb.endswith("2d"):
+        return  # wgrad operands are quantized along M: tile recipes are for weights
+    main_grad = torch.randn(3, 64, 256)
+    g0 = main_grad.clone()
+    qdy, qx = mt.quantize_grouped_colwise(dy, splits, sa), mt.quantize_grouped_colwise(x, splits, sb)
+    out = mt.grouped_gemm(qdy, qx, splits, form="wgrad", out=main_grad, accumulate=True)
+    assert out is main_grad  # in place: Megatron's FP32 main_grad
+    same_bytes(main_grad, mxsim.grouped_wgrad(dyn, xn, splits, sa, sb, main_grad=g0.numpy().copy()))
+    same_bytes(main_grad[1], g0[1])  # a group without tokens keeps its main_grad
+
+
+def test_bf16_operands_equal_numpy_api():
+    splits = [8, 24]
+    x, w, dy = operands(32, 16, 64, 2, seed=3)
+    xb, wb = x.bfloat16(), w.bfloat16()
+    y = mt.grouped_gemm(xb, wb, splits)
+    same_bytes(y, mxsim.grouped_fprop(xb.float().numpy(), wb.float().numpy(), splits, "bf16"))
+    same_bytes(mt.grouped_gemm(x, w, splits), y)  # float32 operands are rounded to BF16 (RNE) first
+    dw = mt.grouped_gemm([dy[:8].bfloat16(), dy[8:].bfloat16()], [xb[:8], xb[8:]], splits, form="wgrad")
+    same_bytes(dw, mxsim.grouped_wgrad(dy.bfloat16().float().numpy(), xb.float().numpy(), splits, "bf16"))
+
+
+def round_fp32(q: Fraction) -> float:
+    """The FP32 value nearest q, ties to even (exact rational rounding)."""
+    if q == 0:
+        return 0.0
+    s, q = (-1 if q < 0 else 1), abs(q)
+    e = q.numerator.bit_length() - q.denominator.bit_length()
+    if Fraction(2) ** e > q:
+        e -= 1
+    ulp = Fraction(2) ** (max(e, -126) - 23)
+    n, r = divmod(q, ulp)
+    n = int(n) + (1 if r > ulp / 2 or (r == ulp / 2 and int(n) % 2) else 0)
+    return s * float(n * ulp)
+
+
+E2M1 = [0, 0.5, 1, 1.5, 2, 3, 4, 6]
+
+
+def test_mx_exact_fprop_on_hand_made_codes_equals_rational_oracle():
+    # Codes and scales written here (torchao's MXTensor layout), not quantized by mxsim: each
+    # 32-block dot is exact, times 2^(sa + sb - 254), then one RNE add into the FP32 accumulator,
+    # blocks in ascending K (docs/numerics.md §5, class mx-exact).
+    g = torch.Generator().manual_seed(9)
+    M, N, K = 3, 2, 96
+    ca, cb = torch.randint(0, 16, (M, K), generator=g), torch.randint(0, 16, (1, N, K), generator=g)
+    sa, sb = torch.randint(110, 140, (M, K // 32), generator=g), torch.randint(110, 140, (1, N, K // 32), generator=g)
+    pack = lambda c: (c[..., 0::2] | (c[..., 1::2] << 4)).to(torch.uint8)
+    qa = mt.quantize(torch.zeros(M, K), "mxfp4")
+    qb = mt.quantize(torch.zeros(1, N, K), "mxfp4")
+    qa._data.copy_(pack(ca)), qa._scale.copy_(sa.to(torch.uint8))
+    qb._data.copy_(pack(cb)), qb._scale.copy_(sb.to(torch.uint8))
+    y = mt.grouped_gemm(qa, qb, [M])
+    val = lambda c: (-1 if c & 8 else 1) * Fraction(E2M1[c & 7])
+    for i in range(M):
+        for j in range(N):
+            acc = 0.0
+            for b in range(K // 32):
+                dot = sum(val(int(ca[i, k])) * val(int(cb[0, j, k])) for k in range(32 * b, 32 * b + 32))
+                acc = round_fp32(Fraction(acc) + dot * Fraction(2) ** (int(sa[i, b]) + int(sb[0, j, b]) - 254))
+            assert y[i, j].item() == acc and np.float32(acc).tobytes() == y[i, j].numpy().tobytes(), (i, j)
+
+
+def test_wgrad_with_stochastic_rounding_draws_the_whole_tensors_words():
+    # Each group's slice draws the Philox words of its elements' indices in [M, C] (§2.5), as the
+    # NumPy API (and so the simulator) quantizes wgrad operands.
+    splits = [16, 0, 48]
+    x, _, dy = operands(64, 32, 64, 3, seed=4)
+    s = mt.spec("mxfp8", rounding="sr", seed=11)
+    dw = mt.grouped_gemm(mt.quantize_grouped_colwise(dy, splits, spec=s), mt.quantize_grouped_colwise(x, splits, spec=s),
+                         splits, form="wgrad")
+    ns = mxsim.spec("mxfp8", rounding="sr", seed=11)
+    same_bytes(dw, mxsim.grouped_wgrad(dy.numpy(), x.numpy(), splits, ns, ns))
+    # and differs from quantizing each slice as if it were the whole tensor
+    alone = mt.quantize(x[16:], spec=s, axis="rows")
+    assert not torch.equal(alone._data, mt.quantize_grouped_colwise(x, splits, spec=s)[2]._data)
+
+
+# ------------------------------------------------------------------ errors: named, nothing written
+
+def test_errors_name_the_argument_and_write_nothing():
+    x = sample((8, 64))
+    with pytest.raises(ValueError, match="unknown recipe"):
+        mt.quantize(x, "mxfp9")
+    with pytest.raises(ValueError, match="spec argument|unknown"):
+        mt.quantize(x, "mxfp4", no_such_argument=1)
+    with pytest.raises(TypeError, match="dtype torch.int32"):
+        mt.quantize(x.int(), "mxfp4")
+    with pytest.raises(ValueError, match="not contiguous"):
+        mt.quantize(x.t(), "mxfp4")
+    with pytest.raises(ValueError, match="2-D .* or 3-D"):
+        mt.quantize(x.reshape(-1), "mxfp4")
+    with pytest.raises(ValueError, match="axis"):
+        mt.quantize(x, "mxfp4", axis="diagonal")
+    q, w = mt.quantize(x, "mxfp4"), mt.quantize(sample((2, 16, 64)), "mxfp4")
+    out = torch.full((8, 16), 7.0)
+    with pytest.raises(ValueError, match="m_splits sum to 7"):
+        mt.grouped_gemm(q, w, [3, 4], out=out)
+    with pytest.raises(ValueError, match="m_splits\\[1\\] = -1 is negative"):
+        mt.grouped_gemm(q, w, [9, -1], out=out)
+    with pytest.raises(ValueError, match="out has shape \\[8, 15\\], expected \\[8, 16\\]"):
+        mt.grouped_gemm(q, w, [4, 4], out=torch.zeros(8, 15))
+    with pytest.raises(ValueError, match="accumulate .* bfloat16"):
+        mt.grouped_gemm(q, w, [4, 4], out=torch.zeros(8, 16, dtype=torch.bfloat16), accumulate=True)
+    with pytest.raises(ValueError, match="form"):
+        mt.grouped_gemm(q, w, [4, 4], form="xgrad")
+    with pytest.raises(ValueError, match="wgrad takes one operand per group"):
+        mt.grouped_gemm([q], [q], [4, 4], form="wgrad")
+    with pytest.raises(ValueError):  # a pair the contract does not define: MX codes with per-tensor FP8
+        mt.grouped_gemm(q, mt.quantize(sample((2, 16, 64)), "fp8_tensor"), [4, 4], out=out)
+    assert torch.equal(out, torch.full((8, 16), 7.0))  # every refused call left out untouched
+
+
+def test_a_cuda_tensor_without_a_gpu_backend_is_refused():
+    # A DLTensor on kDLCUDA built by hand (this torch may have no CUDA): the CPU-only library says
+    # it has no GPU backend instead of reading device memory as host memory.
+    if mt.has_gpu():
+        pytest.skip("this libmxsim_c.so has a GPU backend (tests/gpu/test_torch_cuda.py covers it)")
+    s = mt.spec("mxfp8")
+    x = torch.zeros(4, 32)
+    dl = mt._dl(x, "x")
+    dl.device = _capi.DLDevice(_capi.KDL_CUDA, 0)
+    q = mt.quantize(x, spec=s)
+    cq = q._c()
+    for f in ("data", "scale"):
+        d = getattr(cq, f)
+        d.device = _capi.DLDevice(_capi.KDL_CUDA, 0)
+    with pytest.raises(RuntimeError, match="no GPU backend"):
+        _capi.call(s._lib.mxsim_quantize, ctypes.byref(dl), s.handle, 0, ctypes.byref(cq), None)
+    with pytest.raises(ValueError, match="cuda:0, the call's other tensors on cpu"):
+        _capi.call(s._lib.mxsim_quantize, ctypes.byref(mt._dl(x, "x")), s.handle, 0, ctypes.byref(cq), None)
+
+
+def test_spec_describes_itself_and_is_cached():
+    s = mt.spec("mxfp4")
+    assert s is mt.spec("mxfp4") and s.elem == "e2m1" and s.info.block_cols == 32
+    assert "e2m1" in repr(s) and s.info.scale_kind == _capi.SCALE_E8M0
+    assert mt.spec(s) is s
+    assert mt.Spec(elem_dtype="float8_e4m3fn").describe().startswith("e4m3 1x32 scale=e8m0/floor")
+
+
+def test_threads_share_nothing():
+    # Calls on several threads at once give each its own bytes (no global state; docs/torch.md).
+    xs = [sample((64, 128), seed=s) for s in range(8)]
+    want = [u8(mt.quantize(x, "mxfp4", rounding="sr", seed=3).qdata) for x in xs]
+    got = [None] * len(xs)
+
+    def work(i):
+        for _ in range(5):
+            got[i] = u8(mt.quantize(xs[i], "mxfp4", rounding="sr", seed=3).qdata)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(xs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(w, g)
