@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <initializer_list>
 #include <stdexcept>
@@ -195,4 +196,53 @@ TEST(CApi, GroupedGemmRefusesBeforeWriting) {
   EXPECT_NE(std::string(e.message).find("exactly one of q and bf16"), std::string::npos) << e.message;
   EXPECT_EQ(out[0], 1.0f);
   EXPECT_EQ(out[3], 4.0f);
+}
+
+TEST(CApi, LinearRecipesCurrentScalingAndDerivedSpecs) {
+  mxsim_linear_recipe* r = nullptr;
+  mxsim_error e;
+  const char* k[] = {"fp8_current_amax_epsilon"};
+  const char* v[] = {"0"};
+  ASSERT_EQ(mxsim_linear_recipe_create("fp8_tensor", k, v, 1, &r, &e), MXSIM_OK) << e.message;
+  mxsim_linear_recipe_info info;
+  ASSERT_EQ(mxsim_linear_recipe_get_info(r, &info, &e), MXSIM_OK);
+  EXPECT_STREQ(info.name, "fp8_current");  // the alias's recipe
+  EXPECT_EQ(info.fused_wgrad_accum, 1);
+  EXPECT_EQ(info.transposed_cache_allowed, 0);
+  EXPECT_EQ(info.deosc_eligible, 0);
+  mxsim_spec* w = nullptr;
+  ASSERT_EQ(mxsim_linear_recipe_spec(r, MXSIM_ROLE_W, &w, &e), MXSIM_OK) << e.message;
+  // amax 2 -> scale 448 / 2: 2.0 becomes E4M3's largest normal 448 = 1.75 * 2^8, code 0x7E;
+  // 1.0 becomes 224 = 1.75 * 2^7, code 0x76.
+  mxsim_spec* cur = nullptr;
+  ASSERT_EQ(mxsim_spec_with_amax(w, 2.0f, &cur, &e), MXSIM_OK) << e.message;
+  float x[2] = {2.0f, -1.0f};
+  uint8_t codes[2] = {0, 0};
+  float scale_inv = 0;
+  std::vector<int64_t> xs{1, 2}, cs{2}, ss{1};
+  mxsim_qtensor q{};
+  ASSERT_EQ(mxsim_quant_layout(cur, 1, 1, 2, MXSIM_AXIS_COLS, &q.layout, &e), MXSIM_OK);
+  DLTensor dx = view(x, xs, kF32);
+  q.data = view(codes, cs, kU8);
+  q.scale = view(&scale_inv, ss, kF32);
+  ASSERT_EQ(mxsim_quantize(&dx, cur, MXSIM_AXIS_COLS, &q, nullptr, &e), MXSIM_OK) << e.message;
+  EXPECT_EQ(codes[0], 0x7E);
+  EXPECT_EQ(codes[1], 0xF6);
+  mxsim_spec_destroy(cur);
+  EXPECT_EQ(mxsim_spec_with_amax(w, std::nanf(""), &cur, &e), MXSIM_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(cur, nullptr);
+  // the spec derived with a seed: refused without rounding = sr, named
+  mxsim_spec* d = nullptr;
+  const char* dk[] = {"seed"};
+  const char* dv[] = {"3"};
+  EXPECT_EQ(mxsim_spec_derive(w, dk, dv, 1, &d, &e), MXSIM_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(e.message).find("seed applies to rounding='sr' only"), std::string::npos) << e.message;
+  mxsim_linear_recipe* b = nullptr;
+  ASSERT_EQ(mxsim_linear_recipe_create("bf16", nullptr, nullptr, 0, &b, &e), MXSIM_OK);
+  EXPECT_EQ(mxsim_linear_recipe_spec(b, MXSIM_ROLE_W, &d, &e), MXSIM_ERR_INVALID_ARGUMENT);
+  mxsim_linear_recipe_destroy(b);
+  EXPECT_EQ(mxsim_linear_recipe_create("mxfp4", k, v, 1, &b, &e), MXSIM_OK);  // options of other recipes are inert
+  mxsim_linear_recipe_destroy(b);
+  mxsim_spec_destroy(w);
+  mxsim_linear_recipe_destroy(r);
 }

@@ -7,7 +7,9 @@
 // a status and a message.
 #include "mxsim/c_api.h"
 
+#include <cmath>
 #include <cstring>
+#include <variant>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -18,6 +20,7 @@
 #include "mxsim/emu/quantize.hpp"
 #include "mxsim/gemm_plan.hpp"
 #include "mxsim/m_splits.hpp"
+#include "mxsim/sim/recipe.hpp"
 #include "mxsim/spec_args.hpp"
 
 using namespace mxsim;
@@ -61,6 +64,16 @@ const QuantSpec& spec_of(const mxsim_spec* s, const char* op) {
   return s->spec;
 }
 
+SpecArgs spec_args(const char* const* keys, const char* const* values, size_t n, const char* op) {
+  SpecArgs a;
+  for (size_t i = 0; i < n; ++i) {
+    if (!keys || !values || !keys[i] || !values[i])
+      throw std::invalid_argument(std::string(op) + ": key or value " + std::to_string(i) + " is NULL");
+    set_spec_arg(a, keys[i], values[i]);
+  }
+  return a;
+}
+
 Axis axis_of(int32_t axis, const char* op) {
   if (axis != MXSIM_AXIS_COLS && axis != MXSIM_AXIS_ROWS)
     throw std::invalid_argument(std::string(op) + ": axis " + std::to_string(axis) + " is neither MXSIM_AXIS_COLS (0) nor MXSIM_AXIS_ROWS (1)");
@@ -85,13 +98,7 @@ mxsim_status mxsim_spec_create(const char* const* keys, const char* const* value
   return guard(err, [&] {
     if (!out) throw std::invalid_argument("mxsim_spec_create: out is NULL");
     *out = nullptr;
-    SpecArgs a;
-    for (size_t i = 0; i < n; ++i) {
-      if (!keys || !values || !keys[i] || !values[i])
-        throw std::invalid_argument("mxsim_spec_create: key or value " + std::to_string(i) + " is NULL");
-      set_spec_arg(a, keys[i], values[i]);
-    }
-    *out = new mxsim_spec{make_spec(a)};
+    *out = new mxsim_spec{make_spec(spec_args(keys, values, n, "mxsim_spec_create"))};
   });
 }
 
@@ -104,6 +111,84 @@ mxsim_status mxsim_spec_describe(const mxsim_spec* spec, char* buf, size_t len, 
       throw std::invalid_argument("mxsim_spec_describe: buffer of " + std::to_string(len) + " bytes is too small for " +
                                   std::to_string(d.size() + 1));
     std::memcpy(buf, d.c_str(), d.size() + 1);
+  });
+}
+
+mxsim_status mxsim_spec_derive(const mxsim_spec* base, const char* const* keys, const char* const* values, size_t n,
+                               mxsim_spec** out, mxsim_error* err) {
+  return guard(err, [&] {
+    const QuantSpec& b = spec_of(base, "mxsim_spec_derive");
+    if (!out) throw std::invalid_argument("mxsim_spec_derive: out is NULL");
+    *out = nullptr;
+    *out = new mxsim_spec{make_spec(spec_args(keys, values, n, "mxsim_spec_derive"), &b)};
+  });
+}
+
+mxsim_status mxsim_spec_with_amax(const mxsim_spec* spec, float amax, mxsim_spec** out, mxsim_error* err) {
+  return guard(err, [&] {
+    const char* op = "mxsim_spec_with_amax";
+    QuantSpec s = spec_of(spec, op);
+    if (!out) throw std::invalid_argument(std::string(op) + ": out is NULL");
+    *out = nullptr;
+    if (!s.per_tensor() || s.scale_kind != ScaleKind::FP32)
+      throw std::invalid_argument(std::string(op) + ": " + s.describe() +
+                                  " is not a per-tensor FP32-scaled spec (current scaling applies to fp8_tensor specs)");
+    s.fixed_scale = current_scale(spec_of(s.elem).max_value(), amax, s.amax_epsilon, s.pow2_scale);
+    if (std::isnan(s.fixed_scale))  // a fixed_scale of 0 would silently mean per-group scales
+      throw std::invalid_argument(std::string(op) + ": amax " + std::to_string(amax) +
+                                  " gives no finite scale (a NaN in the tensor?)");
+    *out = new mxsim_spec{s};
+  });
+}
+
+mxsim_status mxsim_linear_recipe_create(const char* name, const char* const* keys, const char* const* values, size_t n,
+                                        mxsim_linear_recipe** out, mxsim_error* err) {
+  return guard(err, [&] {
+    const char* op = "mxsim_linear_recipe_create";
+    if (!out || !name) throw std::invalid_argument(std::string(op) + ": name or out is NULL");
+    *out = nullptr;
+    sim::RecipeConfig rc;
+    for (size_t i = 0; i < n; ++i) {
+      if (!keys || !values || !keys[i] || !values[i])
+        throw std::invalid_argument(std::string(op) + ": key or value " + std::to_string(i) + " is NULL");
+      sim::set_recipe_option(rc, keys[i], values[i]);
+    }
+    *out = new mxsim_linear_recipe{sim::make_recipe(name, rc)};
+  });
+}
+
+void mxsim_linear_recipe_destroy(mxsim_linear_recipe* recipe) { delete recipe; }
+
+mxsim_status mxsim_linear_recipe_get_info(const mxsim_linear_recipe* recipe, mxsim_linear_recipe_info* out,
+                                          mxsim_error* err) {
+  return guard(err, [&] {
+    if (!recipe || !out) throw std::invalid_argument("mxsim_linear_recipe_get_info: recipe or out is NULL");
+    const sim::Recipe& r = recipe->recipe;
+    mxsim_linear_recipe_info i{};
+    std::strncpy(i.name, sim::recipe_name(r), sizeof i.name - 1);
+    i.quantized = sim::is_quantized(r);
+    i.fused_wgrad_accum = sim::fused_wgrad_accum(r);
+    i.transposed_cache_allowed = sim::transposed_cache_allowed(r);
+    i.deosc_eligible = sim::deosc_eligible(r);
+    i.delayed_scaling = std::holds_alternative<sim::Fp8DelayedRecipe>(r);
+    *out = i;
+  });
+}
+
+mxsim_status mxsim_linear_recipe_spec(const mxsim_linear_recipe* recipe, int32_t role, mxsim_spec** out,
+                                      mxsim_error* err) {
+  return guard(err, [&] {
+    const char* op = "mxsim_linear_recipe_spec";
+    if (!recipe || !out) throw std::invalid_argument(std::string(op) + ": recipe or out is NULL");
+    *out = nullptr;
+    if (!sim::is_quantized(recipe->recipe))
+      throw std::invalid_argument(std::string(op) + ": recipe " + sim::recipe_name(recipe->recipe) +
+                                  " quantizes nothing (BF16 operands)");
+    const sim::OperandSpecs& s = sim::operand_specs(recipe->recipe);
+    const QuantSpec* by_role[] = {&s.x_fprop, &s.w, &s.dy_dgrad, &s.dy_wgrad, &s.x_wgrad};
+    if (role < MXSIM_ROLE_X_FPROP || role > MXSIM_ROLE_X_WGRAD)
+      throw std::invalid_argument(std::string(op) + ": role " + std::to_string(role) + " is not an mxsim_operand_role");
+    *out = new mxsim_spec{*by_role[role]};
   });
 }
 

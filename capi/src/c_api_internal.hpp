@@ -12,6 +12,7 @@
 #include "mxsim/gemm_plan.hpp"
 #include "mxsim/quant_spec.hpp"
 #include "mxsim/quantized_tensor.hpp"
+#include "mxsim/sim/recipe.hpp"
 #include "mxsim/tensor.hpp"
 
 namespace mxsim::capi {
@@ -106,4 +107,8 @@ void gpu_grouped_gemm(const GemmCall& c, void* stream);
 /// The opaque spec of the C interface.
 struct mxsim_spec {
   mxsim::QuantSpec spec;
+};
+/// The opaque linear recipe.
+struct mxsim_linear_recipe {
+  mxsim::sim::Recipe recipe;
 };

@@ -4,10 +4,12 @@
 // it makes to it (e.g. the mxfp8 recipe takes spec mxfp8, TransformerEngine's
 // RCEIL, with Primus's EVEN rule).
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <vector>
 
 #include "mxsim/names.hpp"
+#include "mxsim/spec_args.hpp"
 #include "mxsim/sim/recipe.hpp"
 
 namespace mxsim::sim {
@@ -88,6 +90,35 @@ Recipe make_recipe(const std::string& given, const RecipeConfig& rc) {
     return r;
   }
   throw std::invalid_argument("unknown recipe: " + unknown_recipe_message(given));
+}
+
+void set_recipe_option(RecipeConfig& rc, std::string_view key, std::string_view v) {
+  auto integer = [&](int lo, int hi) {
+    const double d = double_arg(key, v);
+    if (d != double(int(d)) || d < lo || d > hi)
+      throw std::invalid_argument("recipe option " + std::string(key) + " = '" + std::string(v) +
+                                  "' is not an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return int(d);
+  };
+  auto epsilon = [&] {
+    const double d = double_arg(key, v);
+    if (!(d >= 0) || !std::isfinite(d))
+      throw std::invalid_argument("recipe option " + std::string(key) + " = '" + std::string(v) + "' must be finite and >= 0");
+    return float(d);
+  };
+  if (key == "mxfp4_hadamard_wgrad") rc.mxfp4_hadamard_wgrad = bool_arg(key, v);
+  else if (key == "mxfp4_sr_grad") rc.mxfp4_sr_grad = bool_arg(key, v);
+  else if (key == "fp8_amax_history") rc.fp8_amax_history = integer(1, kMaxAmaxHistory);
+  else if (key == "fp8_margin") rc.fp8_margin = integer(0, 1 << 20);
+  else if (key == "fp8_current_amax_epsilon") rc.fp8_current_amax_epsilon = epsilon();
+  else if (key == "fp8_current_pow2_scale") rc.fp8_current_pow2_scale = bool_arg(key, v);
+  else if (key == "fp8_block_amax_epsilon") rc.fp8_block_amax_epsilon = epsilon();
+  else if (key == "fp8_block_pow2_scale") rc.fp8_block_pow2_scale = bool_arg(key, v);
+  else
+    throw std::invalid_argument("unknown recipe option '" + std::string(key) +
+                                "' (mxfp4_hadamard_wgrad, mxfp4_sr_grad, fp8_amax_history, fp8_margin, "
+                                "fp8_current_amax_epsilon, fp8_current_pow2_scale, fp8_block_amax_epsilon, "
+                                "fp8_block_pow2_scale)");
 }
 
 std::string canonical_recipe_name(std::string_view name) {

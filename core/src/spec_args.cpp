@@ -30,9 +30,13 @@ Axis axis_arg(std::string_view name) {
   throw std::invalid_argument("axis must be 'cols' (rowwise) or 'rows' (columnwise), not '" + std::string(name) + "'");
 }
 
-QuantSpec make_spec(const SpecArgs& a) {
+QuantSpec make_spec(const SpecArgs& a, const QuantSpec* base) {
   QuantSpec s;
-  if (a.recipe) {
+  if (base) {
+    if (a.recipe) throw std::invalid_argument("recipe: a spec that overrides another cannot name a recipe");
+    s = *base;
+    if (a.elem_dtype) s.elem = format_arg(*a.elem_dtype);
+  } else if (a.recipe) {
     s = *a.recipe == "bf16" ? bf16_spec() : named_spec(*a.recipe);
     if (a.elem_dtype) s.elem = format_arg(*a.elem_dtype);
   } else {
@@ -92,13 +96,15 @@ T parse_number(std::string_view key, std::string_view v, const char* want) {
   return out;
 }
 
-bool parse_bool(std::string_view key, std::string_view v) {
+}  // namespace
+
+bool bool_arg(std::string_view key, std::string_view v) {
   if (v == "1" || v == "true" || v == "True") return true;
   if (v == "0" || v == "false" || v == "False") return false;
   bad_value(key, v, "a boolean (0, 1, true, false)");
 }
 
-double parse_double(std::string_view key, std::string_view v) {
+double double_arg(std::string_view key, std::string_view v) {
   const std::string s(v);
   size_t used = 0;
   double d = 0;
@@ -111,8 +117,6 @@ double parse_double(std::string_view key, std::string_view v) {
   return d;
 }
 
-}  // namespace
-
 void set_spec_arg(SpecArgs& a, std::string_view key, std::string_view v) {
   const std::string text(v);
   if (key == "recipe") a.recipe = text;
@@ -124,9 +128,9 @@ void set_spec_arg(SpecArgs& a, std::string_view key, std::string_view v) {
   else if (key == "seed") a.seed = parse_number<uint64_t>(key, v, "an unsigned 64-bit integer");
   else if (key == "sr_stream") a.sr_stream = parse_number<uint64_t>(key, v, "an unsigned 64-bit integer");
   else if (key == "sr_index_base") a.sr_index_base = parse_number<uint64_t>(key, v, "an unsigned 64-bit integer");
-  else if (key == "hadamard") a.hadamard = parse_bool(key, v);
-  else if (key == "pow2_scale") a.pow2_scale = parse_bool(key, v);
-  else if (key == "amax_epsilon") a.amax_epsilon = parse_double(key, v);
+  else if (key == "hadamard") a.hadamard = bool_arg(key, v);
+  else if (key == "pow2_scale") a.pow2_scale = bool_arg(key, v);
+  else if (key == "amax_epsilon") a.amax_epsilon = double_arg(key, v);
   else if (key == "block_size") {
     std::vector<int> b;
     for (size_t start = 0;;) {

@@ -93,6 +93,65 @@ typedef struct mxsim_spec_info {
 
 MXSIM_C_EXPORT mxsim_status mxsim_spec_get_info(const mxsim_spec* spec, mxsim_spec_info* out, mxsim_error* err);
 
+/** A spec with overrides (the keys of mxsim_spec_create but recipe) applied
+ * to base: a recipe's operand spec given its SR seed, stream or index base. */
+MXSIM_C_EXPORT mxsim_status mxsim_spec_derive(const mxsim_spec* base, const char* const* keys,
+                                              const char* const* values, size_t n, mxsim_spec** out,
+                                              mxsim_error* err);
+
+/** Current scaling of a per-tensor FP32-scaled spec (fp8_tensor, the
+ * fp8_current recipe's operands): the spec with the one scale of a tensor
+ * whose amax (max |x|, in FP32) is given, scale = fp8_max / max(amax,
+ * amax_epsilon), rounded down to a power of two where the spec says
+ * (docs/numerics.md §3.3). One scale then covers every group of a [G, N, K]
+ * tensor, as TransformerEngine's per-tensor current scaling of a weight.
+ * Refuses other specs and a NaN amax. */
+MXSIM_C_EXPORT mxsim_status mxsim_spec_with_amax(const mxsim_spec* spec, float amax, mxsim_spec** out,
+                                                 mxsim_error* err);
+
+/* ------------------------------------------------------------------ linear recipes */
+
+/** How a linear layer's three GEMMs quantize their operands and how its
+ * weight gradient reaches main_grad (docs/simulator.md "Recipes per linear";
+ * core/include/mxsim/sim/recipe.hpp). Opaque and immutable. */
+typedef struct mxsim_linear_recipe mxsim_linear_recipe;
+
+/** The operands of a linear's GEMMs: fprop y = x . W^T, dgrad dx = dy . W,
+ * wgrad dW = dy^T . x (per group, along M). */
+typedef enum mxsim_operand_role {
+  MXSIM_ROLE_X_FPROP = 0,
+  MXSIM_ROLE_W = 1,        /**< fprop and dgrad: the same bytes (2-D tiles or per tensor) */
+  MXSIM_ROLE_DY_DGRAD = 2,
+  MXSIM_ROLE_DY_WGRAD = 3,
+  MXSIM_ROLE_X_WGRAD = 4
+} mxsim_operand_role;
+
+typedef struct mxsim_linear_recipe_info {
+  char name[32];                    /**< bf16, mxfp4, mxfp8, fp8_current, fp8_delayed, fp8_block */
+  int32_t quantized;                /**< 0 for bf16 (BF16 operands, no specs) */
+  int32_t fused_wgrad_accum;        /**< 1: wgrad accumulates into the FP32 main_grad in the GEMM; 0:
+                                         main_grad = fl32(main_grad + bf16(dW)) (Primus PR #995) */
+  int32_t transposed_cache_allowed; /**< 0 under current scaling: dgrad's W re-derived each time (PR #891) */
+  int32_t deosc_eligible;           /**< 1 only for mxfp4 (the weight is MXFP4 in fprop; Primus PR #1081) */
+  int32_t delayed_scaling;          /**< 1 for fp8_delayed (scales from an amax history) */
+} mxsim_linear_recipe_info;
+
+/** A recipe by name (or alias: fp8_tensor = fp8_current) with recipe options
+ * as key / value text (mxfp4_hadamard_wgrad, mxfp4_sr_grad,
+ * fp8_current_amax_epsilon, fp8_current_pow2_scale, fp8_block_amax_epsilon,
+ * fp8_block_pow2_scale, fp8_amax_history, fp8_margin; the simulator's
+ * recipe.* defaults otherwise). */
+MXSIM_C_EXPORT mxsim_status mxsim_linear_recipe_create(const char* name, const char* const* keys,
+                                                       const char* const* values, size_t n,
+                                                       mxsim_linear_recipe** out, mxsim_error* err);
+MXSIM_C_EXPORT void mxsim_linear_recipe_destroy(mxsim_linear_recipe* recipe);
+MXSIM_C_EXPORT mxsim_status mxsim_linear_recipe_get_info(const mxsim_linear_recipe* recipe,
+                                                         mxsim_linear_recipe_info* out, mxsim_error* err);
+/** The spec of one operand (a new spec: release it with mxsim_spec_destroy);
+ * refused for a bf16 recipe. */
+MXSIM_C_EXPORT mxsim_status mxsim_linear_recipe_spec(const mxsim_linear_recipe* recipe, int32_t role,
+                                                     mxsim_spec** out, mxsim_error* err);
+
 /** Block axis of 1-D blocks: along the last axis (rowwise), or down the
  * columns with the transpose stored (columnwise, TransformerEngine's). */
 typedef enum mxsim_axis { MXSIM_AXIS_COLS = 0, MXSIM_AXIS_ROWS = 1 } mxsim_axis;

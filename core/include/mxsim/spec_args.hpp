@@ -40,13 +40,20 @@ struct SpecArgs {
 /// Throws std::invalid_argument naming the argument for an unknown name or a
 /// setting the spec cannot take (scaling_mode on an FP32-scaled spec, seed
 /// without rounding = sr, an elem_dtype wider than one byte).
-QuantSpec make_spec(const SpecArgs& a);
+/// With `base`: the overrides apply to *base instead (a recipe's operand spec
+/// given a seed, an SR stream or an sr_index_base); a recipe is refused then.
+QuantSpec make_spec(const SpecArgs& a, const QuantSpec* base = nullptr);
 
 /// Sets one argument from text (the C layer's key / value form): key is a
 /// field name above; integers in decimal, booleans "0" / "1" / "true" /
 /// "false", block_size "32" or "32,32". Throws std::invalid_argument for an
 /// unknown key or a value that does not parse, naming both.
 void set_spec_arg(SpecArgs& a, std::string_view key, std::string_view value);
+
+/// Text values of the key / value form: "0" / "1" / "true" / "false"; a
+/// decimal number. Throw std::invalid_argument naming the key and the value.
+bool bool_arg(std::string_view key, std::string_view value);
+double double_arg(std::string_view key, std::string_view value);
 
 /// A format by name, with "torch." prefixes ignored (torch.float8_e4m3fn).
 Format format_arg(std::string_view name);

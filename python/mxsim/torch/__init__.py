@@ -23,7 +23,15 @@ import functools
 from . import _capi
 
 __all__ = ["Spec", "spec", "QuantizedTensor", "quantize", "quantize_grouped_colwise", "dequantize", "qdq",
-           "grouped_gemm", "has_gpu", "version"]
+           "grouped_gemm", "has_gpu", "version", "LinearRecipe", "GroupedLinear", "Linear", "convert"]
+
+
+def __getattr__(name):
+    # The modules subclass torch.nn.Module: imported (with torch) on first use.
+    if name in ("GroupedLinear", "Linear", "convert"):
+        from . import modules
+        return getattr(modules, name)
+    raise AttributeError(f"module 'mxsim.torch' has no attribute {name!r}")
 
 
 def _torch():
@@ -74,10 +82,40 @@ class Spec:
         self._handle, self._lib = handle, lib
         self.args = dict(args)
 
+    @classmethod
+    def _adopt(cls, handle, args):
+        """A Spec owning a handle the library made (mxsim_spec_derive, a recipe's operand spec)."""
+        self = cls.__new__(cls)
+        self._handle, self._lib, self.args = handle, _capi.lib(), dict(args)
+        return self
+
     def __del__(self):
         if getattr(self, "_handle", None):
             self._lib.mxsim_spec_destroy(self._handle)
             self._handle = None
+
+    def derive(self, **kwargs):
+        """This spec with keyword overrides (seed, sr_stream, sr_index_base, rounding, hadamard, ...;
+        not a recipe), e.g. a recipe's dgrad spec given its stochastic-rounding stream."""
+        args = sorted((k, v) for k, v in kwargs.items() if v is not None)
+        keys = (ctypes.c_char_p * max(len(args), 1))(*[k.encode() for k, _ in args])
+        values = (ctypes.c_char_p * max(len(args), 1))(*[_text(k, v).encode() for k, v in args])
+        handle = ctypes.c_void_p()
+        _capi.call(self._lib.mxsim_spec_derive, self._handle, keys, values, len(args), ctypes.byref(handle))
+        return Spec._adopt(handle, {**self.args, **dict(args)})
+
+    def with_amax(self, amax):
+        """Current scaling of a per-tensor FP32-scaled spec: the spec with the one scale of a tensor
+        whose max |x| is ``amax`` (a float; docs/numerics.md §3.3), for every group of it."""
+        handle = ctypes.c_void_p()
+        _capi.call(self._lib.mxsim_spec_with_amax, self._handle, float(amax), ctypes.byref(handle))
+        return Spec._adopt(handle, {**self.args, "amax": float(amax)})
+
+    @property
+    def current_scaling(self):
+        """True for per-tensor FP32-scaled specs (their scale comes from the tensor's amax)."""
+        i = self.info
+        return i.scale_kind == _capi.SCALE_FP32 and i.block_rows == 0 and i.block_cols == 0
 
     @property
     def handle(self):
@@ -109,6 +147,53 @@ class Spec:
 
     def __repr__(self):
         return f"Spec({self.describe()})"
+
+
+class LinearRecipe:
+    """How a linear layer's three GEMMs quantize their operands and how its weight gradient
+    reaches main_grad: the simulator's recipes (docs/simulator.md "Recipes per linear": bf16,
+    mxfp4, mxfp8, fp8_current (alias fp8_tensor), fp8_delayed, fp8_block), with recipe options
+    (mxfp4_hadamard_wgrad, mxfp4_sr_grad, fp8_current_amax_epsilon, fp8_current_pow2_scale,
+    fp8_block_amax_epsilon, fp8_block_pow2_scale). Raises ValueError for an unknown name or option."""
+
+    ROLES = {"x_fprop": _capi.ROLE_X_FPROP, "w": _capi.ROLE_W, "dy_dgrad": _capi.ROLE_DY_DGRAD,
+             "dy_wgrad": _capi.ROLE_DY_WGRAD, "x_wgrad": _capi.ROLE_X_WGRAD}
+
+    def __init__(self, name="mxfp4", **options):
+        args = sorted((k, v) for k, v in options.items() if v is not None)
+        keys = (ctypes.c_char_p * max(len(args), 1))(*[k.encode() for k, _ in args])
+        values = (ctypes.c_char_p * max(len(args), 1))(*[_text(k, v).encode() for k, v in args])
+        lib = _capi.lib()
+        handle = ctypes.c_void_p()
+        _capi.call(lib.mxsim_linear_recipe_create, str(name).encode(), keys, values, len(args), ctypes.byref(handle))
+        self._handle, self._lib, self.options = handle, lib, dict(args)
+        info = _capi.LinearRecipeInfo()
+        _capi.call(lib.mxsim_linear_recipe_get_info, handle, ctypes.byref(info))
+        self.name = info.name.decode()
+        self.quantized = bool(info.quantized)
+        self.fused_wgrad_accum = bool(info.fused_wgrad_accum)
+        self.transposed_cache_allowed = bool(info.transposed_cache_allowed)
+        self.deosc_eligible = bool(info.deosc_eligible)
+        self.delayed_scaling = bool(info.delayed_scaling)
+        self._specs = {}
+
+    def __del__(self):
+        if getattr(self, "_handle", None):
+            self._lib.mxsim_linear_recipe_destroy(self._handle)
+            self._handle = None
+
+    def spec(self, role):
+        """The Spec of one operand: 'x_fprop', 'w', 'dy_dgrad', 'dy_wgrad' or 'x_wgrad'."""
+        if role not in self._specs:
+            if role not in self.ROLES:
+                raise ValueError(f"LinearRecipe.spec: role must be one of {sorted(self.ROLES)}, not {role!r}")
+            handle = ctypes.c_void_p()
+            _capi.call(self._lib.mxsim_linear_recipe_spec, self._handle, self.ROLES[role], ctypes.byref(handle))
+            self._specs[role] = Spec._adopt(handle, {"linear_recipe": self.name, "role": role})
+        return self._specs[role]
+
+    def __repr__(self):
+        return f"LinearRecipe({self.name!r}{''.join(f', {k}={v!r}' for k, v in self.options.items())})"
 
 
 @functools.lru_cache(maxsize=256)
@@ -256,6 +341,7 @@ def quantize(x, recipe=None, *, axis="cols", spec=None, **spec_kwargs):
     ax = _axis(axis)
     g, r, c = _lead(x.shape)
     q = _alloc(s, s.layout(g, r, c, ax), x.shape, x.device, lead=() if x.dim() == 2 else (g,))
+    x = _gpu_f32(x, s)
     cq = q._c()
     _capi.call(s._lib.mxsim_quantize, ctypes.byref(_dl(x, "x")), s.handle, ax, ctypes.byref(cq), _stream(x))
     return q
@@ -277,6 +363,7 @@ def quantize_grouped_colwise(x, m_splits, recipe=None, *, spec=None, **spec_kwar
     for m in splits:
         lay = s.layout(1, m, x.shape[1], _capi.AXIS_ROWS)
         out.append(_alloc(s, lay, (m, x.shape[1]), x.device, lead=()))
+    x = _gpu_f32(x, s)
     cq = (_capi.QTensor * max(len(out), 1))(*[q._c() for q in out])
     ms = (ctypes.c_int64 * max(len(splits), 1))(*splits)
     _capi.call(s._lib.mxsim_quantize_grouped_colwise, ctypes.byref(_dl(x, "x")), ms, len(splits), s.handle, cq,
@@ -288,10 +375,23 @@ def dequantize(q, out_dtype=None):
     """The exact values of q (float32; bfloat16 rounds each once, RNE), shaped as q's source."""
     torch = _torch()
     dt = out_dtype or torch.float32
-    out = torch.empty(q.shape, dtype=dt, device=q.device)
+    narrow = dt == torch.bfloat16 and q.device.type == "cuda"  # the GPU writes float32
+    out = torch.empty(q.shape, dtype=torch.float32 if narrow else dt, device=q.device)
     cq = q._c()
     _capi.call(q.spec._lib.mxsim_dequantize, ctypes.byref(cq), ctypes.byref(_dl(out, "out")), _stream(out))
-    return out
+    return out.bfloat16() if narrow else out
+
+
+def _gpu_f32(x, s):
+    """x as float32 on CUDA (the GPU quantizer reads FP32): bfloat16 / float16 widened exactly on the
+    device. torchao conventions compute a 16-bit tensor's scale in its dtype, which needs the CPU."""
+    torch = _torch()
+    if x.device.type != "cuda" or x.dtype == torch.float32:
+        return x
+    if s.args.get("scale_convention", "te") != "te" and "hp_dtype" not in s.args:
+        raise ValueError(f"quantize: a {x.dtype} CUDA tensor with scale_convention="
+                         f"{s.args['scale_convention']!r}: pass hp_dtype or a float32 tensor")
+    return x.float()
 
 
 def qdq(x, recipe=None, *, axis="cols", spec=None, **spec_kwargs):
@@ -342,15 +442,19 @@ def grouped_gemm(a, b, m_splits, *, form="fprop", out=None, out_dtype=None, accu
 
     ca = (_capi.GemmOperand * max(len(A), 1))(*[operand(o, f"a[{i}]" if f == _capi.WGRAD else "a") for i, o in enumerate(A)])
     cb = (_capi.GemmOperand * max(len(B), 1))(*[operand(o, f"b[{i}]" if f == _capi.WGRAD else "b") for i, o in enumerate(B)])
+    device = _device_of(A + B)
+    # The GPU writes float32 (bfloat16 output: its values rounded once, then narrowed exactly here).
+    narrow = out is None and out_dtype == torch.bfloat16 and device.type == "cuda"
     if out is None:
-        out = torch.empty(_out_shape(f, A, B, splits), dtype=out_dtype or torch.float32, device=_device_of(A + B))
+        dt = torch.float32 if narrow else (out_dtype or torch.float32)
+        out = torch.empty(_out_shape(f, A, B, splits), dtype=dt, device=device)
     elif out_dtype is not None and out.dtype != out_dtype:
         raise ValueError(f"grouped_gemm: out is {out.dtype} but out_dtype is {out_dtype}")
     ms = (ctypes.c_int64 * max(len(splits), 1))(*splits)
     lib = _capi.lib()
     _capi.call(lib.mxsim_grouped_gemm, f, ca, len(A), cb, len(B), ms, len(splits), ctypes.byref(_dl(out, "out")),
-               0, int(bool(accumulate)), _stream(out))
-    return out
+               int(narrow), int(bool(accumulate)), _stream(out))
+    return out.bfloat16() if narrow else out
 
 
 def _shape3(o):

@@ -43,6 +43,12 @@ class SpecInfo(ctypes.Structure):
                 ("hadamard", ctypes.c_int32)]
 
 
+class LinearRecipeInfo(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char * 32), ("quantized", ctypes.c_int32), ("fused_wgrad_accum", ctypes.c_int32),
+                ("transposed_cache_allowed", ctypes.c_int32), ("deosc_eligible", ctypes.c_int32),
+                ("delayed_scaling", ctypes.c_int32)]
+
+
 class QLayout(ctypes.Structure):
     _fields_ = [("groups", ctypes.c_int64), ("rows", ctypes.c_int64), ("cols", ctypes.c_int64),
                 ("transposed", ctypes.c_int32), ("scale_kind", ctypes.c_int32), ("srows", ctypes.c_int64),
@@ -62,6 +68,7 @@ class GemmOperand(ctypes.Structure):
 SCALE_E8M0, SCALE_FP32, SCALE_UE4M3 = 0, 1, 2
 AXIS_COLS, AXIS_ROWS = 0, 1
 FPROP, DGRAD, WGRAD = 0, 1, 2
+ROLE_X_FPROP, ROLE_W, ROLE_DY_DGRAD, ROLE_DY_WGRAD, ROLE_X_WGRAD = 0, 1, 2, 3, 4
 
 _OK, _INVALID, _UNSUPPORTED, _OOM, _DEVICE = 0, 1, 2, 3, 4
 
@@ -111,6 +118,14 @@ def _declare(h):
                                              P(ctypes.c_void_p), P(Error)]),
         "mxsim_spec_destroy": (None, [ctypes.c_void_p]),
         "mxsim_spec_describe": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, P(Error)]),
+        "mxsim_spec_derive": (ctypes.c_int, [ctypes.c_void_p, P(ctypes.c_char_p), P(ctypes.c_char_p), ctypes.c_size_t,
+                                             P(ctypes.c_void_p), P(Error)]),
+        "mxsim_spec_with_amax": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_float, P(ctypes.c_void_p), P(Error)]),
+        "mxsim_linear_recipe_create": (ctypes.c_int, [ctypes.c_char_p, P(ctypes.c_char_p), P(ctypes.c_char_p),
+                                                      ctypes.c_size_t, P(ctypes.c_void_p), P(Error)]),
+        "mxsim_linear_recipe_destroy": (None, [ctypes.c_void_p]),
+        "mxsim_linear_recipe_get_info": (ctypes.c_int, [ctypes.c_void_p, P(LinearRecipeInfo), P(Error)]),
+        "mxsim_linear_recipe_spec": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int32, P(ctypes.c_void_p), P(Error)]),
         "mxsim_spec_get_info": (ctypes.c_int, [ctypes.c_void_p, P(SpecInfo), P(Error)]),
         "mxsim_quant_layout": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
                                               ctypes.c_int32, P(QLayout), P(Error)]),

@@ -117,6 +117,13 @@ const OperandSpecs& operand_specs(const Recipe& r);
 /// std::invalid_argument with unknown_recipe_message for any other name.
 Recipe make_recipe(const std::string& name, const RecipeConfig& rc);
 
+/// Sets one recipe option of the config (the recipe.* keys of docs/simulator.md other than the
+/// per-layer names: mxfp4_hadamard_wgrad, mxfp4_sr_grad, fp8_amax_history, fp8_margin,
+/// fp8_current_amax_epsilon, fp8_current_pow2_scale, fp8_block_amax_epsilon,
+/// fp8_block_pow2_scale) from text, for callers outside the TOML config (the C interface's
+/// linear recipes). Throws std::invalid_argument naming an unknown key or a bad value.
+void set_recipe_option(RecipeConfig& rc, std::string_view key, std::string_view value);
+
 /// The MXFP4 forward weight grid (E2M1, 32x32 tiles, E8M0 EVEN, RNE): the
 /// grid de-oscillation snaps to (training-mechanics.md §6 step 3).
 QuantSpec mxfp4_weight_spec();

@@ -1,0 +1,346 @@
+"""Drop-in linear layers whose GEMMs are mxsim's bit-exact grouped GEMMs.
+
+``GroupedLinear`` has TransformerEngine's ``te.pytorch.GroupedLinear`` signature (which
+Primus-Turbo's ``PrimusTurboGroupedLinear`` follows): parameters ``weight0`` ..
+``weight{G-1}`` [out_features, in_features] and ``bias0`` .., ``forward(inp, m_splits,
+is_first_microbatch=None)``. ``Linear`` is its one-group case with TE's ``weight`` / ``bias``.
+The mechanics are the simulator's (docs/simulator.md "Mechanics"), each a tested promise:
+
+- fprop / dgrad / wgrad through ``grouped_gemm`` with the recipe's operand specs
+  (``LinearRecipe``: docs/simulator.md "Recipes per linear"), Hadamard and stochastic
+  rounding as the recipe says;
+- ``fuse_wgrad_accumulation=True``: every micro-batch's wgrad reaches ``weight.main_grad``
+  (Megatron's FP32 buffer) through the bridge, fused where the recipe fuses (the wgrad GEMM's
+  FP32 accumulator starts at main_grad) and else ``fl32(main_grad + bf16(dW))`` per group
+  that had tokens; ``weight.grad_added_to_main_grad`` is set (Primus' ``_bridge_weight_grad``)
+  and no ``.grad`` is produced. Otherwise ``.grad`` as plain PyTorch (dW in the parameter's
+  dtype, from the FP32 accumulator);
+- the quantized-weight cache keyed by ``is_first_microbatch`` (TE's meaning): True quantizes
+  and caches, False reuses (an error naming the module when there is no cache or the weights
+  changed since it was made: a stale cache), None quantizes inside the call and caches
+  nothing. Under current scaling (fp8_current) dgrad re-derives W from the weight instead of
+  keeping a transposed copy (Primus PR #891);
+- de-oscillation eligibility by recipe only: ``deosc_eligible`` is True for mxfp4 (and the
+  module carries a ``float4_e2m1fn_x2`` marker buffer where torch has that dtype), never for an
+  FP8 recipe (Primus PR #1081).
+
+What is PyTorch's own arithmetic, not mxsim's contract: the bias add, the stacking of the
+weights into [G, N, K] (a copy), dtype conversions (exact widenings; bfloat16 narrowing RNE),
+and the bridge's FP32 add (IEEE, the same value as the simulator's except NaN payloads).
+"""
+import itertools
+
+import torch
+
+from . import LinearRecipe, grouped_gemm, quantize, quantize_grouped_colwise
+
+__all__ = ["GroupedLinear", "Linear", "convert"]
+
+_ids = itertools.count(1)
+
+
+class _WeightCache:
+    """The quantized W of the current micro-batch series and the parameter versions it was made from."""
+
+    def __init__(self):
+        self.q, self.versions, self.hits = None, None, 0
+
+
+class _GroupedLinearFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, inp, splits, mod, is_first_microbatch, *weights):
+        x = inp.detach().reshape(-1, mod.in_features)
+        if not x.is_contiguous():
+            x = x.contiguous()
+        W = torch.stack([w.detach() for w in weights])  # [G, N, K]
+        out_dtype = torch.bfloat16 if inp.dtype == torch.bfloat16 else torch.float32
+        r = mod.recipe
+        if r.quantized:
+            qw = mod._weight_for_fprop(W, weights, is_first_microbatch)
+            y = grouped_gemm(quantize(x, spec=mod._resolved("x_fprop", x)), qw, splits, out_dtype=out_dtype)
+        else:
+            qw = None
+            y = grouped_gemm(x.bfloat16(), W.bfloat16(), splits, out_dtype=out_dtype)
+        ctx.mod, ctx.splits, ctx.out_dtype, ctx.qw = mod, splits, out_dtype, qw
+        ctx.in_shape, ctx.in_dtype = inp.shape, inp.dtype
+        ctx.weights = weights
+        ctx.save_for_backward(x, W)
+        return y.to(inp.dtype).reshape(*inp.shape[:-1], mod.out_features)
+
+    @staticmethod
+    def backward(ctx, dy):
+        mod, splits, r = ctx.mod, ctx.splits, ctx.mod.recipe
+        x, W = ctx.saved_tensors
+        dy = dy.reshape(-1, mod.out_features)
+        if not dy.is_contiguous():
+            dy = dy.contiguous()
+        call = mod._next_backward()
+        # dgrad: dx = dy . W
+        dx = None
+        if ctx.needs_input_grad[0]:
+            if r.quantized:
+                qw = ctx.qw if (r.transposed_cache_allowed and ctx.qw is not None) else \
+                    quantize(W, spec=mod._resolved("w", W))  # current scaling: re-derived, same values
+                qdy = quantize(dy, spec=mod._resolved("dy_dgrad", dy, call, 1))
+                dx = grouped_gemm(qdy, qw, splits, form="dgrad", out_dtype=ctx.out_dtype)
+            else:
+                dx = grouped_gemm(dy.bfloat16(), W.bfloat16(), splits, form="dgrad", out_dtype=ctx.out_dtype)
+            dx = dx.to(ctx.in_dtype).reshape(ctx.in_shape)
+        # wgrad: dW[g] = dy_g^T . x_g
+        if not any(ctx.needs_input_grad[4:]):
+            return (dx, None, None, None) + (None,) * len(ctx.weights)
+        if r.quantized:
+            A = quantize_grouped_colwise(dy.float(), splits, spec=mod._resolved("dy_wgrad", dy, call, 2))
+            B = quantize_grouped_colwise(x.float(), splits, spec=mod._resolved("x_wgrad", x))
+        else:
+            A, B = _split_rows(dy.bfloat16(), splits), _split_rows(x.bfloat16(), splits)
+        grads = mod._wgrad(A, B, splits, ctx.weights)
+        return (dx, None, None, None) + tuple(grads)
+
+
+def _split_rows(t, splits):
+    out, m0 = [], 0
+    for m in splits:
+        out.append(t[m0:m0 + m])
+        m0 += m
+    return out
+
+
+class GroupedLinear(torch.nn.Module):
+    """G linear layers applied to consecutive row groups of one input (an MoE's experts):
+    ``y[rows of g] = inp[rows of g] . weight{g}^T (+ bias{g})``.
+
+    Args (TransformerEngine's ``GroupedLinear``): num_gemms (G), in_features (K), out_features
+    (N), bias (bool), params_dtype (default torch.get_default_dtype()), device,
+    fuse_wgrad_accumulation (see the module docstring). mxsim's own: recipe (a name of
+    ``LinearRecipe`` or a LinearRecipe; default "mxfp4"), recipe_options (dict of recipe options,
+    e.g. ``{"mxfp4_sr_grad": True}``), seed (the Philox key of stochastic rounding; each backward
+    draws a new stream), name (for messages; ``convert`` sets the module's path).
+
+    forward(inp [M, K] or [..., K] with M rows in all; float32 or bfloat16 on CPU or CUDA,
+    m_splits: G ints >= 0 summing to M, is_first_microbatch: None / True / False) -> [..., N]
+    in inp's dtype (float32: the FP32 accumulator; bfloat16: it rounded once, RNE).
+    Raises ValueError naming the module and the argument for shapes, dtypes, devices and
+    m_splits it cannot take, RuntimeError for a missing or stale weight cache and for a
+    missing main_grad."""
+
+    def __init__(self, num_gemms, in_features, out_features, bias=True, *, recipe="mxfp4", params_dtype=None,
+                 fuse_wgrad_accumulation=False, device=None, recipe_options=None, seed=1234, name=None,
+                 _params=None):
+        super().__init__()
+        self.num_gemms, self.in_features, self.out_features = int(num_gemms), int(in_features), int(out_features)
+        self.recipe = recipe if isinstance(recipe, LinearRecipe) else LinearRecipe(recipe, **(recipe_options or {}))
+        if self.recipe.delayed_scaling:
+            raise ValueError(f"{name or 'GroupedLinear'}: recipe fp8_delayed (an amax history per operand) is not "
+                             "in mxsim.torch's modules yet; use fp8_current, or the simulator (mxsim train)")
+        self.fuse_wgrad_accumulation = bool(fuse_wgrad_accumulation)
+        self.use_bias = bool(bias)
+        self.seed, self.name = int(seed), name or f"GroupedLinear#{next(_ids)}"
+        self.deosc_eligible = self.recipe.deosc_eligible
+        self._sr_id = next(_ids)
+        self._backward_calls = 0
+        self._cache = _WeightCache()
+        dtype = params_dtype or torch.get_default_dtype()
+        for g in range(self.num_gemms):
+            w, b = _params[g] if _params else (None, None)
+            if w is None:
+                w = torch.nn.Parameter(torch.empty(out_features, in_features, dtype=dtype, device=device))
+                torch.nn.init.kaiming_uniform_(w, a=5 ** 0.5)  # nn.Linear's initialisation
+            self.register_parameter(self._wname(g), w)
+            if self.use_bias:
+                if b is None:
+                    b = torch.nn.Parameter(torch.zeros(out_features, dtype=dtype, device=device))
+                self.register_parameter(self._bname(g), b)
+        if self.deosc_eligible and hasattr(torch, "float4_e2m1fn_x2"):
+            # Primus marks MXFP4 modules with a float4 buffer; eligibility itself is the recipe's.
+            self.register_buffer("_mxfp4_marker", torch.zeros(1, dtype=torch.uint8, device=device).view(
+                torch.float4_e2m1fn_x2), persistent=False)
+
+    # TE's names: weight0 .. / bias0 ..; Linear overrides them with weight / bias.
+    def _wname(self, g):
+        return f"weight{g}"
+
+    def _bname(self, g):
+        return f"bias{g}"
+
+    def weights(self):
+        return [getattr(self, self._wname(g)) for g in range(self.num_gemms)]
+
+    def biases(self):
+        return [getattr(self, self._bname(g)) for g in range(self.num_gemms)] if self.use_bias else []
+
+    @property
+    def cache_hits(self):
+        """Forward calls that reused the quantized weight (is_first_microbatch=False)."""
+        return self._cache.hits
+
+    def extra_repr(self):
+        return (f"num_gemms={self.num_gemms}, in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.use_bias}, recipe={self.recipe.name}, fuse_wgrad_accumulation="
+                f"{self.fuse_wgrad_accumulation}")
+
+    def forward(self, inp, m_splits, is_first_microbatch=None):
+        splits = self._check(inp, m_splits)
+        y = _GroupedLinearFn.apply(inp, splits, self, is_first_microbatch, *self.weights())
+        if self.use_bias:
+            rows = torch.repeat_interleave(torch.stack(self.biases()), torch.tensor(splits, device=inp.device), dim=0)
+            y = y + rows.to(y.dtype).reshape(*y.shape[:-1], self.out_features)
+        return y
+
+    # ---------------------------------------------------------------- checks
+
+    def _check(self, inp, m_splits):
+        where = f"{self.name}.forward"
+        if not isinstance(inp, torch.Tensor):
+            raise TypeError(f"{where}: inp must be a torch.Tensor, got {type(inp).__name__}")
+        if inp.dim() < 1 or inp.shape[-1] != self.in_features:
+            raise ValueError(f"{where}: inp has shape {list(inp.shape)}; its last axis must be in_features = "
+                             f"{self.in_features}")
+        if inp.dtype not in (torch.float32, torch.bfloat16):
+            raise ValueError(f"{where}: inp is {inp.dtype}; mxsim's linears take float32 or bfloat16 activations")
+        w0 = self.weights()[0]
+        if inp.device != w0.device:
+            raise ValueError(f"{where}: inp is on {inp.device} but the weights are on {w0.device}")
+        splits = [int(m) for m in m_splits]
+        if len(splits) != self.num_gemms:
+            raise ValueError(f"{where}: m_splits has {len(splits)} entries, num_gemms is {self.num_gemms}")
+        rows = inp.numel() // self.in_features
+        if any(m < 0 for m in splits) or sum(splits) != rows:
+            raise ValueError(f"{where}: m_splits {splits} must be >= 0 and sum to the {rows} rows of inp")
+        return tuple(splits)
+
+    # ---------------------------------------------------------------- numerics
+
+    def _resolved(self, role, t, call=None, stream_role=None):
+        """The recipe's spec of an operand: current scaling's scale from t's amax (one device sync, as
+        TransformerEngine's current scaling), stochastic rounding's stream for this backward call."""
+        s = self.recipe.spec(role)
+        if s.current_scaling:
+            s = s.with_amax(t.detach().abs().amax().float().item() if t.numel() else 0.0)
+        if call is not None and s.info.stochastic:
+            # stream: (module, backward call, operand) never repeat within a seed
+            s = s.derive(seed=self.seed, sr_stream=(self._sr_id << 40) | (call << 8) | stream_role)
+        return s
+
+    def _weight_for_fprop(self, W, weights, first):
+        versions = tuple(w._version for w in weights)
+        if first is None:
+            return quantize(W, spec=self._resolved("w", W))
+        if first:
+            self._cache.q, self._cache.versions = quantize(W, spec=self._resolved("w", W)), versions
+            return self._cache.q
+        if self._cache.q is None:
+            raise RuntimeError(f"{self.name}: is_first_microbatch=False but there is no quantized weight cache "
+                               "(the first micro-batch must pass is_first_microbatch=True)")
+        if self._cache.versions != versions:
+            raise RuntimeError(f"{self.name}: stale quantized weight cache (the weights changed since "
+                               "is_first_microbatch=True made it: an optimizer step between micro-batches?)")
+        self._cache.hits += 1
+        return self._cache.q
+
+    def _next_backward(self):
+        self._backward_calls += 1
+        return self._backward_calls
+
+    def _wgrad(self, A, B, splits, weights):
+        """dW of every group into main_grad (the bridge) or as gradients (returned)."""
+        r = self.recipe
+        if not self.fuse_wgrad_accumulation:
+            dw = grouped_gemm(A, B, splits, form="wgrad")
+            return [dw[g].to(w.dtype) for g, w in enumerate(weights)]
+        for g, w in enumerate(weights):
+            mg = getattr(w, "main_grad", None)
+            if mg is None or mg.dtype != torch.float32 or mg.shape != w.shape or mg.device != w.device:
+                raise RuntimeError(f"{self.name}: fuse_wgrad_accumulation=True needs {self._wname(g)}.main_grad, an "
+                                   f"FP32 tensor of shape {list(w.shape)} on {w.device} (Megatron's buffer); got "
+                                   f"{None if mg is None else (mg.dtype, list(mg.shape), str(mg.device))}")
+        if r.fused_wgrad_accum:  # the GEMM's FP32 accumulator starts at main_grad (Primus PR #995)
+            mg = _stacked(w.main_grad for w in weights)
+            staged = mg is None
+            if staged:
+                mg = torch.stack([w.main_grad for w in weights])
+            grouped_gemm(A, B, splits, form="wgrad", out=mg, accumulate=True)
+            if staged:
+                for g, w in enumerate(weights):
+                    if splits[g]:
+                        w.main_grad.copy_(mg[g])
+        else:  # unfused bridge: dW in BF16, then main_grad = fl32(main_grad + dW) per group with tokens
+            dw = grouped_gemm(A, B, splits, form="wgrad", out_dtype=torch.bfloat16)
+            for g, w in enumerate(weights):
+                if splits[g]:
+                    w.main_grad.add_(dw[g].float())
+        for w in weights:
+            w.grad_added_to_main_grad = True
+        return [None] * len(weights)
+
+
+def _stacked(tensors):
+    """A [G, ...] view of tensors that lie one after another in one storage (Megatron's contiguous
+    grad buffer), else None."""
+    ts = list(tensors)
+    t0 = ts[0]
+    if not all(t.is_contiguous() for t in ts):
+        return None
+    n = t0.numel()
+    for g, t in enumerate(ts):
+        if t.data_ptr() != t0.data_ptr() + g * n * t0.element_size() or t.shape != t0.shape:
+            return None
+    return t0.as_strided((len(ts),) + tuple(t0.shape), (n,) + tuple(t0.stride()))
+
+
+class Linear(GroupedLinear):
+    """TransformerEngine's ``te.pytorch.Linear`` signature over mxsim's GEMMs: ``weight``
+    [out_features, in_features], ``bias`` [out_features], forward(inp [..., in_features],
+    is_first_microbatch=None). The one-group case of GroupedLinear (same recipes, cache,
+    main_grad bridge and errors)."""
+
+    def __init__(self, in_features, out_features, bias=True, **kwargs):
+        super().__init__(1, in_features, out_features, bias, **kwargs)
+
+    def _wname(self, g):
+        return "weight"
+
+    def _bname(self, g):
+        return "bias"
+
+    def forward(self, inp, is_first_microbatch=None):
+        rows = inp.numel() // self.in_features if inp.dim() else 0
+        return super().forward(inp, [rows], is_first_microbatch)
+
+
+def convert(model, recipe="mxfp4", include=None, **kwargs):
+    """Swaps, in place, every ``torch.nn.Linear`` and every TE-style grouped linear (a module with
+    ``num_gemms``, ``in_features``, ``out_features`` and ``weight0`` ..) of model for mxsim's
+    Linear / GroupedLinear with ``recipe``, keeping the very Parameter objects (an optimizer made
+    before keeps working) and the module's path as its name. include: None (all), a callable
+    (name, module) -> bool, or a list of substrings of the module path. kwargs go to the new
+    modules (fuse_wgrad_accumulation, recipe_options, seed). Returns [(path, old type name)] of
+    what was swapped."""
+    swapped = []
+
+    def wanted(path, m):
+        if include is None:
+            return True
+        if callable(include):
+            return bool(include(path, m))
+        return any(s in path for s in include)
+
+    for path, parent in list(model.named_modules()):
+        for child_name, child in list(parent.named_children()):
+            full = f"{path}.{child_name}" if path else child_name
+            new = None
+            if isinstance(child, GroupedLinear) or not wanted(full, child):
+                continue
+            if type(child) is torch.nn.Linear:
+                new = Linear(child.in_features, child.out_features, child.bias is not None, recipe=recipe,
+                             name=full, _params=[(child.weight, child.bias)], **kwargs)
+            elif all(hasattr(child, a) for a in ("num_gemms", "in_features", "out_features", "weight0")):
+                G = int(child.num_gemms)
+                params = [(getattr(child, f"weight{g}"), getattr(child, f"bias{g}", None)) for g in range(G)]
+                has_bias = all(b is not None and b.numel() > 0 for _, b in params)
+                new = GroupedLinear(G, child.in_features, child.out_features, has_bias, recipe=recipe, name=full,
+                                    _params=params if has_bias else [(w, None) for w, _ in params], **kwargs)
+            if new is not None:
+                setattr(parent, child_name, new)
+                swapped.append((full, type(child).__name__))
+    return swapped

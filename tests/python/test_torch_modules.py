@@ -1,0 +1,259 @@
+"""mxsim.torch.GroupedLinear / Linear / convert on CPU tensors: each mechanic of
+docs/simulator.md "Mechanics" as a promise with hand values. The recipe's specs
+against the table of docs/simulator.md; fprop and dgrad equal mxsim's ops on the
+same operands; main_grad after four micro-batches equals the hand-computed chain
+of bridged wgrads (the NumPy API's wgrad, added in float32 here); the weight
+cache (hits, the stale and missing errors); current scaling re-derived with one
+scale over all experts; de-oscillation eligibility; convert on a small model."""
+import numpy as np
+import pytest
+
+import mxsim
+
+torch = pytest.importorskip("torch", reason="mxsim.torch needs PyTorch (Debian: python3-torch)")
+import mxsim.torch as mt  # noqa: E402
+
+
+def operands(M, K, N, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(M, K, generator=g), torch.randn(M, N, generator=g)
+
+
+def same_bits(a, b):
+    a = a.detach().contiguous().float().numpy() if isinstance(a, torch.Tensor) else np.asarray(a, np.float32)
+    b = b.detach().contiguous().float().numpy() if isinstance(b, torch.Tensor) else np.asarray(b, np.float32)
+    assert a.shape == b.shape, (a.shape, b.shape)
+    np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+def module(recipe, G=3, K=64, N=32, **kw):
+    torch.manual_seed(1)
+    return mt.GroupedLinear(G, K, N, bias=False, recipe=recipe, **kw)
+
+
+# ------------------------------------------------------------------ the recipe table
+
+@pytest.mark.parametrize("recipe,want", [
+    # docs/simulator.md "Recipes per linear": fprop x, W, dgrad dy, wgrad dy, wgrad x
+    ("mxfp4", ["e2m1 1x32 scale=e8m0/even", "e2m1 32x32 scale=e8m0/even", "e2m1 1x32 scale=e8m0/even",
+               "e2m1 1x32 scale=e8m0/even round=rne hadamard16", "e2m1 1x32 scale=e8m0/even round=rne hadamard16"]),
+    ("mxfp8", ["e4m3 1x32 scale=e8m0/even"] + ["e4m3 32x32 scale=e8m0/even"] + ["e4m3 1x32 scale=e8m0/even"] * 3),
+    ("fp8_current", ["e4m3 per-tensor", "e4m3 per-tensor", "e5m2 per-tensor", "e5m2 per-tensor", "e4m3 per-tensor"]),
+    ("fp8_block", ["e4m3 1x128", "e4m3 128x128", "e4m3 1x128", "e4m3 1x128", "e4m3 1x128"]),
+])
+def test_recipe_specs_are_the_documented_table(recipe, want):
+    r = mt.LinearRecipe(recipe)
+    for role, w in zip(["x_fprop", "w", "dy_dgrad", "dy_wgrad", "x_wgrad"], want):
+        assert r.spec(role).describe().startswith(w), (role, r.spec(role).describe(), w)
+    fused = {"mxfp4": False, "mxfp8": False, "fp8_current": True, "fp8_block": False}[recipe]
+    assert r.fused_wgrad_accum == fused and r.transposed_cache_allowed == (recipe != "fp8_current")
+    assert r.deosc_eligible == (recipe == "mxfp4")
+
+
+def test_recipe_options_and_errors():
+    assert mt.LinearRecipe("mxfp4", mxfp4_sr_grad=True).spec("dy_dgrad").info.stochastic == 1
+    assert mt.LinearRecipe("mxfp4", mxfp4_hadamard_wgrad=False).spec("x_wgrad").info.hadamard == 0
+    assert mt.LinearRecipe("fp8_tensor").name == "fp8_current"  # the alias
+    with pytest.raises(ValueError, match="unknown recipe option 'mxfp4_sr'"):
+        mt.LinearRecipe("mxfp4", mxfp4_sr=True)
+    with pytest.raises(ValueError, match="that is a spec of one tensor"):
+        mt.LinearRecipe("mxfp4_2d")
+    with pytest.raises(ValueError, match="fp8_delayed .* not in mxsim.torch's modules yet"):
+        mt.GroupedLinear(2, 32, 32, recipe="fp8_delayed")
+
+
+# ------------------------------------------------------------------ fprop / dgrad against the ops
+
+@pytest.mark.parametrize("recipe", ["bf16", "mxfp4", "mxfp8", "fp8_current", "fp8_block"])
+def test_fprop_and_dgrad_are_the_grouped_gemms_of_the_recipe(recipe):
+    m = module(recipe, K=128)
+    splits = [32, 0, 96]
+    x, dy = operands(128, 128, 32, seed=2)
+    x.requires_grad_(True)
+    y = m(x, splits)
+    y.backward(dy)
+    W = torch.stack([w.detach() for w in m.weights()])
+    r = m.recipe
+    if r.quantized:
+        def spec(role, t):
+            s = r.spec(role)
+            return s.with_amax(t.abs().max().item()) if s.current_scaling else s
+        qw = mt.quantize(W, spec=spec("w", W))
+        want_y = mt.grouped_gemm(mt.quantize(x.detach(), spec=spec("x_fprop", x.detach())), qw, splits)
+        want_dx = mt.grouped_gemm(mt.quantize(dy, spec=spec("dy_dgrad", dy)), qw, splits, form="dgrad")
+    else:
+        want_y = mt.grouped_gemm(x.detach().bfloat16(), W.bfloat16(), splits)
+        want_dx = mt.grouped_gemm(dy.bfloat16(), W.bfloat16(), splits, form="dgrad")
+    same_bits(y, want_y)
+    same_bits(x.grad, want_dx)
+    # .grad of each weight: the wgrad GEMM's FP32 accumulator (plain PyTorch semantics)
+    if r.quantized:
+        A = mt.quantize_grouped_colwise(dy, splits, spec=spec("dy_wgrad", dy))
+        B = mt.quantize_grouped_colwise(x.detach(), splits, spec=spec("x_wgrad", x.detach()))
+    else:
+        A = [dy[:32].bfloat16(), dy[32:32].bfloat16(), dy[32:].bfloat16()]
+        B = [x.detach()[:32].bfloat16(), x.detach()[32:32].bfloat16(), x.detach()[32:].bfloat16()]
+    dw = mt.grouped_gemm(A, B, splits, form="wgrad")
+    for g, w in enumerate(m.weights()):
+        same_bits(w.grad, dw[g])
+    assert torch.count_nonzero(m.weight1.grad) == 0  # no tokens: a zero gradient
+
+
+def test_bf16_activations_give_bf16_outputs_rounded_once():
+    m = module("mxfp8")
+    x, dy = operands(64, 64, 32, seed=3)
+    xb = x.bfloat16().requires_grad_(True)
+    y = m(xb, [64, 0, 0])
+    assert y.dtype == torch.bfloat16
+    y32 = m(xb.detach().float(), [64, 0, 0])  # the FP32 accumulator of the same GEMM
+    same_bits(y, y32.bfloat16())
+
+
+def test_fp8_current_scales_all_experts_with_one_scale_and_rederives_dgrads_w():
+    m = module("fp8_current")
+    W = torch.stack([w.detach() for w in m.weights()])
+    qw = mt.quantize(W, spec=m._resolved("w", W))
+    # one scale over all experts: the per-tensor quantization of the whole [G*N, K] weight
+    whole = mxsim.quantize(W.reshape(-1, W.shape[-1]).numpy(), "fp8_tensor", amax_epsilon=1e-12)
+    same_bits(qw.scale.reshape(-1), np.repeat(np.asarray(whole.scale, np.float32).reshape(-1)[:1], 3))
+    np.testing.assert_array_equal(qw.qdata.reshape(-1).numpy(), np.asarray(whole.qdata).reshape(-1))
+
+
+# ------------------------------------------------------------------ main_grad through the bridge
+
+def _bridged_by_hand(recipe, xs, dys, splits, G, N, K):
+    """main_grad after the micro-batches, from the NumPy API's wgrad with the recipe's specs."""
+    r = mt.LinearRecipe(recipe)
+    mg = np.zeros((G, N, K), np.float32)
+    for x, dy in zip(xs, dys):
+        if not r.quantized:
+            mg = mxsim.grouped_wgrad(dy.numpy(), x.numpy(), splits, "bf16", main_grad=mg)
+            continue
+
+        def sp(role, t):
+            s = r.spec(role)
+            return s.with_amax(t.abs().max().item()) if s.current_scaling else s
+        sd, sx = sp("dy_wgrad", dy), sp("x_wgrad", x)
+        A, B = mt.quantize_grouped_colwise(dy, splits, spec=sd), mt.quantize_grouped_colwise(x, splits, spec=sx)
+        if r.fused_wgrad_accum:  # the GEMM's accumulator starts at main_grad
+            out = torch.from_numpy(mg.copy())
+            mt.grouped_gemm(A, B, splits, form="wgrad", out=out, accumulate=True)
+            mg = out.numpy()
+        else:  # fl32(main_grad + bf16(dW)), one float32 add per element, groups with tokens only
+            dw = mt.grouped_gemm(A, B, splits, form="wgrad", out_dtype=torch.bfloat16).float().numpy()
+            for g in range(G):
+                if splits[g]:
+                    mg[g] = (mg[g] + dw[g]).astype(np.float32)
+    return mg
+
+
+@pytest.mark.parametrize("recipe", ["mxfp4", "bf16", "fp8_current", "mxfp8"])
+def test_main_grad_after_four_microbatches_is_the_hand_sum(recipe):
+    G, K, N = 3, 64, 32
+    splits = [16, 0, 48]
+    m = module(recipe, G, K, N, fuse_wgrad_accumulation=True)
+    for w in m.weights():
+        w.main_grad = torch.zeros(N, K)
+        w.grad_added_to_main_grad = False
+    xs, dys = zip(*[operands(64, K, N, seed=10 + mb) for mb in range(4)])
+    for mb in range(4):
+        m(xs[mb], splits, is_first_microbatch=(mb == 0)).backward(dys[mb])
+    want = _bridged_by_hand(recipe, xs, dys, splits, G, N, K)
+    for g, w in enumerate(m.weights()):
+        same_bits(w.main_grad, want[g])
+        assert w.grad_added_to_main_grad is True and w.grad is None
+    assert torch.count_nonzero(m.weight1.main_grad) == 0  # an expert without tokens received nothing
+    assert m.cache_hits == (3 if m.recipe.quantized else 0)  # BF16 weights are not quantized
+
+
+def test_main_grad_in_one_contiguous_buffer_is_written_in_place():
+    # Megatron's grad buffer: every weight's main_grad a view of one FP32 buffer.
+    G, K, N = 2, 32, 32
+    m = module("fp8_current", G, K, N, fuse_wgrad_accumulation=True)
+    buf = torch.zeros(G * N * K)
+    for g, w in enumerate(m.weights()):
+        w.main_grad = buf[g * N * K:(g + 1) * N * K].view(N, K)
+    x, dy = operands(32, K, N, seed=5)
+    m(x, [16, 16]).backward(dy)
+    assert torch.count_nonzero(buf) > 0
+    same_bits(buf.view(G, N, K), _bridged_by_hand("fp8_current", [x], [dy], [16, 16], G, N, K))
+
+
+def test_missing_main_grad_names_the_weight_and_module():
+    m = mt.GroupedLinear(2, 32, 32, recipe="mxfp4", fuse_wgrad_accumulation=True, name="layers.3.mlp.experts")
+    x, dy = operands(32, 32, 32, seed=6)
+    with pytest.raises(RuntimeError, match="layers.3.mlp.experts: fuse_wgrad_accumulation=True needs weight0.main_grad"):
+        m(x, [16, 16]).backward(dy)
+
+
+# ------------------------------------------------------------------ the weight cache
+
+def test_weight_cache_hits_and_stale_and_missing_errors():
+    m = module("mxfp4", name="moe.fc1")
+    x, _ = operands(64, 64, 32, seed=7)
+    with pytest.raises(RuntimeError, match="moe.fc1: is_first_microbatch=False but there is no quantized weight cache"):
+        m(x, [64, 0, 0], is_first_microbatch=False)
+    y0 = m(x, [64, 0, 0], is_first_microbatch=True)
+    y1 = m(x, [64, 0, 0], is_first_microbatch=False)
+    same_bits(y0, y1)
+    assert m.cache_hits == 1
+    with torch.no_grad():
+        m.weight0.add_(1.0)  # an optimizer step
+    with pytest.raises(RuntimeError, match="moe.fc1: stale quantized weight cache"):
+        m(x, [64, 0, 0], is_first_microbatch=False)
+    # None: quantized inside the call, nothing cached, so the step is seen
+    assert not torch.equal(m(x, [64, 0, 0]), y0)
+    assert m.cache_hits == 1
+
+
+# ------------------------------------------------------------------ eligibility, Linear, convert, errors
+
+def test_deosc_eligibility_by_recipe_only():
+    assert module("mxfp4").deosc_eligible is True
+    for r in ["mxfp8", "fp8_current", "fp8_block", "bf16"]:
+        m = module(r)
+        assert m.deosc_eligible is False and not hasattr(m, "_mxfp4_marker")
+    if hasattr(torch, "float4_e2m1fn_x2"):
+        assert module("mxfp4")._mxfp4_marker.dtype == torch.float4_e2m1fn_x2
+
+
+def test_linear_is_the_one_group_case():
+    torch.manual_seed(2)
+    lin = mt.Linear(64, 16, bias=True, recipe="mxfp8")
+    assert set(n for n, _ in lin.named_parameters()) == {"weight", "bias"}
+    x, _ = operands(8, 64, 16, seed=8)
+    y = lin(x.reshape(2, 4, 64))
+    assert y.shape == (2, 4, 16)
+    s = lin.recipe
+    want = mt.grouped_gemm(mt.quantize(x, spec=s.spec("x_fprop")), mt.quantize(lin.weight.detach()[None], spec=s.spec("w")),
+                           [8]) + lin.bias.detach()
+    same_bits(y.reshape(8, 16), want)
+
+
+def test_convert_swaps_linears_keeping_their_parameters():
+    torch.manual_seed(3)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 16, bias=False))
+    params = [id(p) for p in model.parameters()]
+    swapped = mt.convert(model, recipe="mxfp8", include=["0"])
+    assert swapped == [("0", "Linear")]
+    assert isinstance(model[0], mt.Linear) and type(model[2]) is torch.nn.Linear
+    assert [id(p) for p in model.parameters()] == params  # an optimizer made before still works
+    assert model[0].name == "0"
+    swapped = mt.convert(model, recipe="mxfp8")
+    assert swapped == [("2", "Linear")] and model[2].use_bias is False
+    x, _ = operands(4, 64, 16, seed=9)
+    model(x).sum().backward()
+    assert model[0].weight.grad is not None
+
+
+def test_module_errors_name_the_module_and_argument():
+    m = module("mxfp4", name="experts")
+    x, _ = operands(64, 64, 32, seed=1)
+    with pytest.raises(ValueError, match="experts.forward: inp has shape \\[64, 32\\]"):
+        m(x[:, :32], [64, 0, 0])
+    with pytest.raises(ValueError, match="experts.forward: m_splits has 2 entries, num_gemms is 3"):
+        m(x, [32, 32])
+    with pytest.raises(ValueError, match="sum to the 64 rows"):
+        m(x, [32, 0, 0])
+    with pytest.raises(ValueError, match="experts.forward: inp is torch.float16"):
+        m(x.half(), [64, 0, 0])
