@@ -12,6 +12,7 @@
 #           `mxsim launch -n 1 -- train --backend hip` (one process, NCCL, parallel.ranks=1)
 #           for NCCL_STEPS steps (default 300) against the emulator's single-process run,
 #           compared by mxsim compare ("result: identical" expected)
+#   torch   mxsim.torch on CUDA tensors against the emulator, and its benchmarks
 # Also: memcheck (compute-sanitizer over kernel suites and the Backend suite),
 # bench (mxsim_gpu_bench), gemm (grouped GEMM vs PyTorch), profile, kernels,
 # large, steps (see below).
@@ -287,6 +288,23 @@ if has kernels && command -v ncu >/dev/null; then
   python3 scripts/ncu-kernel-table.py "$work/ncu.csv" "${KERNEL_STEPS:-2}" 2>&1 | head -60 >>"$summary"
   echo '```' >>"$summary"
   tail -5 "$work/ncu.err" >>"$OUT/tests.txt"
+fi
+
+# torch: mxsim.torch on CUDA tensors (tests/python/test_torch_cuda.py: the GPU's bytes against the
+# emulator's through the same C interface; MXSIM_REAL_SIZE=1 adds the real-size case), then
+# bench/peers/torch_layer_bench.py (call overhead, Python vs the C++ GEMM call, the expert
+# layer's forward + backward beside torch._grouped_mm and MXFP4 fake quantization).
+if has torch; then
+  export MXSIM_C_LIBRARY="$dev/python/mxsim/libmxsim_c.so" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
+  (cd tests/python && timeout "${TORCH_TEST_TIMEOUT:-400}" python3 -m pytest -q -p no:cacheprovider test_torch_cuda.py \
+     >"$OUT/torch_tests.txt" 2>&1)
+  r=$?; rc=$((rc | r))
+  echo -e "\n## mxsim.torch on CUDA (pytest exit $r)\n\n\`\`\`" >>"$summary"; tail -3 "$OUT/torch_tests.txt" >>"$summary"; echo '```' >>"$summary"
+  timeout 200 "$dev/bin/mxsim_gpu_gemm_bench" --cases mxfp4-fprop,mxfp8-fprop,bf16-fprop --no-check --csv "$work/cpp_gemm.csv" \
+    >/dev/null 2>&1 || rc=1
+  PYTHONUNBUFFERED=1 timeout 300 python3 bench/peers/torch_layer_bench.py --cpp-csv "$work/cpp_gemm.csv" \
+    >"$OUT/torch_bench.md" 2>&1 || rc=1
+  cat "$OUT/torch_bench.md" >>"$summary"
 fi
 
 if has peers; then

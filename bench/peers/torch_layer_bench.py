@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""mxsim.torch on the GPU beside its peers, in one process (issue 30, item 5):
+
+  overhead  host time of one mxsim.torch call whose GEMM is empty (m_splits all 0: the
+            Python, ctypes and C layers only) and of a quantize of a 32 x 32 tensor;
+  gemm      mt.grouped_gemm from Python on pre-quantized operands of (8 x 2048, 4096, 7168),
+            CUDA-event median, beside the same C++ call timed by mxsim_gpu_gemm_bench
+            (--cpp-csv: its CSV, run in the same device call);
+  layer     forward + backward of the large expert layer (examples/large.toml: 8 experts,
+            d_model 2048, d_ff 4096, 8192 expert rows per micro-batch; fc1 shapes) as
+            mt.GroupedLinear(recipe=mxfp4 / mxfp8 / bf16) beside bench/peers/moe_step_peer.py's
+            torch._grouped_mm BF16 layer and its MXFP4 fake quantization (torch ops).
+
+Prints a Markdown table per part. Usage: torch_layer_bench.py [--cpp-csv FILE] [--reps N]
+Needs CUDA and MXSIM_C_LIBRARY (or the package's libmxsim_c.so) built with the GPU backend.
+"""
+import argparse
+import csv
+import os
+import sys
+import time
+
+import torch
+
+import mxsim.torch as mt
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import moe_step_peer as peer  # noqa: E402
+
+
+def median_ms(fn, reps):
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    times.sort()
+    return times[len(times) // 2]
+
+
+def host_us(fn, n=2000):
+    for _ in range(50):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) / n * 1e6
+
+
+def overhead():
+    dev = "cuda"
+    q = mt.quantize(torch.zeros(0, 256, device=dev), "mxfp8")
+    w = mt.quantize(torch.randn(4, 128, 256, device=dev), "mxfp8")
+    x = torch.randn(32, 32, device=dev)
+    s = mt.spec("mxfp8")
+    rows = [("grouped_gemm, M = 0 (4 empty groups)", host_us(lambda: mt.grouped_gemm(q, w, [0, 0, 0, 0]))),
+            ("quantize 32 x 32 mxfp8", host_us(lambda: mt.quantize(x, spec=s))),
+            ("torch.empty(32, 32) (reference: one torch allocation)", host_us(lambda: torch.empty(32, 32, device=dev)))]
+    print("\n## Per-call host overhead (Python + ctypes + C layer)\n\n| call | us per call |\n|---|---|")
+    for name, us in rows:
+        print(f"| {name} | {us:.1f} |")
+
+
+CASES = {"mxfp4-fprop": ("mxfp4", "mxfp4_2d"), "mxfp8-fprop": ("mxfp8", "mxfp8"), "bf16-fprop": ("bf16", "bf16")}
+
+
+def gemm(cpp_csv, reps):
+    G, R, N, K = 8, 2048, 4096, 7168
+    shape = f"{G}x{R}:{N}:{K}"
+    cpp = {}
+    if cpp_csv and os.path.exists(cpp_csv):
+        with open(cpp_csv) as f:
+            for row in csv.DictReader(f):
+                if row["shape"] == shape and row["kernel"].startswith("auto"):
+                    cpp[row["case"]] = float(row["ms"])
+    x = torch.randn(G * R, K, device="cuda")
+    w = torch.randn(G, N, K, device="cuda")
+    splits = [R] * G
+    print(f"\n## grouped_gemm from Python vs the same C++ call ({shape}, CUDA-event median of {reps})\n")
+    print("| case | Python ms | C++ ms | Python / C++ | TFLOP/s |\n|---|---|---|---|---|")
+    for case, (sa, sb) in CASES.items():
+        if sa == "bf16":
+            a, b = x.bfloat16(), w.bfloat16()
+        else:
+            a, b = mt.quantize(x, sa), mt.quantize(w, sb)
+        out = torch.empty(G * R, N, device="cuda")
+        ms = median_ms(lambda: mt.grouped_gemm(a, b, splits, out=out), reps)
+        c = cpp.get(case)
+        ratio = f"{ms / c:.3f}" if c else "-"
+        print(f"| {case} | {ms:.3f} | {c if c else '-'} | {ratio} | {2 * G * R * N * K / ms / 1e9:.0f} |")
+
+
+def layer(reps):
+    E, d, dff, M = 8, 2048, 4096, 8192
+    splits = [M // E] * E
+    offs = torch.cumsum(torch.tensor(splits, device="cuda"), 0).to(torch.int32)
+    x = torch.randn(M, d, device="cuda", dtype=torch.bfloat16)
+    dy = torch.randn(M, dff, device="cuda", dtype=torch.bfloat16)
+    w = (torch.randn(E, dff, d, device="cuda", dtype=torch.bfloat16) / d ** 0.5).requires_grad_(True)
+    rows = []
+
+    def peer_step(fake):
+        xi = x.detach().requires_grad_(True)
+        peer.GroupedLinear.apply(xi, w, offs, fake).backward(dy)
+
+    rows.append(("torch._grouped_mm BF16 (peer)", median_ms(lambda: peer_step(False), reps)))
+    rows.append(("torch ops MXFP4 fake quantization + _grouped_mm (peer)", median_ms(lambda: peer_step(True), reps)))
+    for recipe in ["bf16", "mxfp8", "mxfp4"]:
+        m = mt.GroupedLinear(E, d, dff, bias=False, recipe=recipe, params_dtype=torch.bfloat16, device="cuda")
+
+        def step():
+            xi = x.detach().requires_grad_(True)
+            m(xi, splits).backward(dy)
+        rows.append((f"mxsim.torch.GroupedLinear recipe={recipe} (bit-exact)", median_ms(step, reps)))
+    base = rows[0][1]
+    print(f"\n## Expert layer forward + backward ({E} experts x {M // E} rows, {d} -> {dff}; median of {reps})\n")
+    print("| layer | ms | vs BF16 _grouped_mm |\n|---|---|---|")
+    for name, ms in rows:
+        print(f"| {name} | {ms:.2f} | {ms / base:.2f}x |")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cpp-csv")
+    ap.add_argument("--reps", type=int, default=20)
+    a = ap.parse_args()
+    print(f"# mxsim.torch on {torch.cuda.get_device_name()}, torch {torch.__version__}, mxsim {mt.version()}")
+    overhead()
+    gemm(a.cpp_csv, a.reps)
+    layer(a.reps)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""mxsim.torch on CUDA tensors: every op runs on the GPU backend, on the tensor's device and
+torch's current stream, and gives the CPU emulator's bytes (docs/numerics.md's contract on
+both devices). Skips where torch has no CUDA or libmxsim_c.so no GPU backend (CI, the dev
+machines); scripts/gpu-device-run.sh runs it on the GPU machine (stage torch).
+MXSIM_REAL_SIZE=1 adds the real-size case of issue 30 (8 groups x 2048 rows, N 4096, K 7168)."""
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="mxsim.torch needs PyTorch")
+import mxsim.torch as mt  # noqa: E402
+
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device in this torch", allow_module_level=True)
+if not mt.has_gpu():
+    pytest.skip("libmxsim_c.so was built without a GPU backend", allow_module_level=True)
+
+RECIPES = ["mxfp4", "mxfp4_2d", "mxfp6_e2m3", "mxfp8", "mxfp8_2d", "mxfp8_e5m2", "nvfp4", "fp8_tensor", "fp8_row",
+           "fp8_block", "fp8_block2d"]
+PAIRS = [("mxfp4", "mxfp4"), ("mxfp4", "mxfp4_2d"), ("mxfp8", "mxfp8"), ("mxfp8", "mxfp8_2d"), ("fp8_tensor", "fp8_tensor"),
+         ("fp8_row", "fp8_row"), ("fp8_block", "fp8_block2d")]
+
+
+def sample(shape, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(shape, generator=g) * torch.exp2(torch.randint(-6, 7, shape, generator=g).float())
+
+
+def same(a, b, what=""):
+    a, b = a.detach().cpu().contiguous(), b.detach().cpu().contiguous()
+    assert a.shape == b.shape and a.dtype == b.dtype, (what, a.shape, b.shape, a.dtype, b.dtype)
+    ua, ub = a.view(-1).view(torch.uint8), b.view(-1).view(torch.uint8)
+    bad = (ua != ub).nonzero()
+    assert bad.numel() == 0, f"{what}: {bad.numel()} bytes differ, first at byte {int(bad[0])}"
+
+
+def same_q(q, r, what):
+    same(q._data, r._data, what + " codes")
+    same(q._scale, r._scale, what + " scales")
+    if r.tensor_scale is not None:
+        same(q.tensor_scale, r.tensor_scale, what + " tensor scale")
+
+
+@pytest.mark.parametrize("recipe", RECIPES)
+@pytest.mark.parametrize("axis", ["cols", "rows"])
+def test_quantize_and_dequantize_equal_the_emulator(recipe, axis):
+    for shape in [(256, 512), (3, 64, 256)]:
+        x = sample(shape, 1)
+        try:
+            r = mt.quantize(x, recipe, axis=axis)
+        except ValueError:
+            continue  # a spec the shape cannot take: the same refusal is test_torch_ops'
+        q = mt.quantize(x.cuda(), recipe, axis=axis)
+        assert q.device.type == "cuda"
+        same_q(q, r, f"{recipe} {axis} {shape}")
+        same(mt.dequantize(q), mt.dequantize(r), "dequantize")
+        same(mt.dequantize(q, torch.bfloat16), mt.dequantize(r, torch.bfloat16), "dequantize bf16")
+
+
+def test_stochastic_rounding_and_grouped_colwise_equal_the_emulator():
+    x = sample((320, 256), 2)
+    splits = [64, 0, 192, 64]
+    for spec in [mt.spec("mxfp4", rounding="sr", seed=7), mt.spec("mxfp8", rounding="sr", seed=9, sr_stream=3),
+                 mt.spec("mxfp4", hadamard=True)]:
+        same_q(mt.quantize(x.cuda(), spec=spec), mt.quantize(x, spec=spec), "sr")
+        for q, r in zip(mt.quantize_grouped_colwise(x.cuda(), splits, spec=spec),
+                        mt.quantize_grouped_colwise(x, splits, spec=spec)):
+            same_q(q, r, "grouped colwise")
+
+
+@pytest.mark.parametrize("sa,sb", PAIRS)
+def test_grouped_gemm_equals_the_emulator(sa, sb):
+    splits = [64, 0, 192]
+    x, w, dy = sample((256, 512), 3), sample((3, 128, 512), 4), sample((256, 128), 5)
+    dev = lambda t: t.cuda()
+    y = mt.grouped_gemm(mt.quantize(dev(x), sa), mt.quantize(dev(w), sb), splits)
+    same(y, mt.grouped_gemm(mt.quantize(x, sa), mt.quantize(w, sb), splits), "fprop")
+    dx = mt.grouped_gemm(mt.quantize(dev(dy), sa), mt.quantize(dev(w), sb, axis="rows"), splits, form="dgrad",
+                         out_dtype=torch.bfloat16)
+    same(dx, mt.grouped_gemm(mt.quantize(dy, sa), mt.quantize(w, sb, axis="rows"), splits, form="dgrad",
+                             out_dtype=torch.bfloat16), "dgrad")
+    if sb.endswith("2d"):
+        return
+    mg = sample((3, 128, 512), 6)
+    mgc = mg.cuda()
+    mt.grouped_gemm(mt.quantize_grouped_colwise(dev(dy), splits, sa), mt.quantize_grouped_colwise(dev(x), splits, sb),
+                    splits, form="wgrad", out=mgc, accumulate=True)
+    mt.grouped_gemm(mt.quantize_grouped_colwise(dy, splits, sa), mt.quantize_grouped_colwise(x, splits, sb), splits,
+                    form="wgrad", out=mg, accumulate=True)
+    same(mgc, mg, "wgrad into main_grad")
+
+
+def test_bf16_operands_and_a_side_stream():
+    splits = [32, 96]
+    x, w = sample((128, 256), 7).bfloat16(), sample((2, 64, 256), 8).bfloat16()
+    want = mt.grouped_gemm(x, w, splits)
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):  # the op runs on torch's current stream
+        y = mt.grouped_gemm(x.cuda(), w.cuda(), splits)
+    s.synchronize()
+    same(y, want, "bf16 fprop on a side stream")
+
+
+@pytest.mark.parametrize("recipe", ["bf16", "mxfp4", "mxfp8", "fp8_current", "fp8_block"])
+def test_grouped_linear_on_cuda_equals_cpu(recipe):
+    torch.manual_seed(4)
+    cpu = mt.GroupedLinear(3, 256, 128, recipe=recipe, fuse_wgrad_accumulation=True)
+    gpu = mt.GroupedLinear(3, 256, 128, recipe=recipe, fuse_wgrad_accumulation=True, device="cuda")
+    gpu._sr_id = cpu._sr_id
+    with torch.no_grad():
+        for a, b in zip(cpu.parameters(), gpu.parameters()):
+            b.copy_(a)
+    for m in (cpu, gpu):
+        for w in m.weights():
+            w.main_grad = torch.zeros(w.shape, device=w.device)
+    splits = [64, 0, 192]
+    for mb in range(2):
+        x, dy = sample((256, 256), 10 + mb).bfloat16(), sample((256, 128), 20 + mb).bfloat16()
+        xc, xg = x.clone().requires_grad_(True), x.cuda().requires_grad_(True)
+        yc, yg = cpu(xc, splits, is_first_microbatch=mb == 0), gpu(xg, splits, is_first_microbatch=mb == 0)
+        same(yg, yc, f"{recipe} y")
+        yc.backward(dy)
+        yg.backward(dy.cuda())
+        same(xg.grad, xc.grad, f"{recipe} dx")
+    for a, b in zip(cpu.weights(), gpu.weights()):
+        same(b.main_grad, a.main_grad, f"{recipe} main_grad")
+
+
+def test_mixed_devices_are_refused():
+    q = mt.quantize(sample((64, 64), 1), "mxfp8")
+    w = mt.quantize(sample((1, 32, 64), 2).cuda(), "mxfp8")
+    with pytest.raises(ValueError, match="cuda:0, the call's other tensors on cpu|cpu, the call's other tensors on cuda"):
+        mt.grouped_gemm(q, w, [64])
+
+
+@pytest.mark.skipif(os.environ.get("MXSIM_REAL_SIZE") != "1", reason="MXSIM_REAL_SIZE=1: minutes of CPU emulation")
+def test_real_size_fprop_cpu_equals_gpu():
+    # 8 groups x 2048 rows, N 4096, K 7168 (DeepSeek-V3's expert shape), MXFP8 x MXFP8 2-D.
+    x, w = sample((16384, 7168), 31), sample((8, 4096, 7168), 32)
+    splits = [2048] * 8
+    y = mt.grouped_gemm(mt.quantize(x.cuda(), "mxfp8"), mt.quantize(w.cuda(), "mxfp8_2d"), splits)
+    same(y, mt.grouped_gemm(mt.quantize(x, "mxfp8"), mt.quantize(w, "mxfp8_2d"), splits), "real-size fprop")
