@@ -20,6 +20,7 @@ MXSIM_TEST_PACKAGES=(
   hdf5-tools libopenblas-dev libomp-dev libmpfr-dev
   qt6-base-dev libqcustomplot-dev xvfb xauth fonts-dejavu-core
   python3 python3-h5py python3-numpy python3-dev python3-pytest pybind11-dev
+  python3-torch libdlpack-dev
   help2man bash-completion
   hipcc libamdhip64-dev
   clang libclang-rt-14-dev
