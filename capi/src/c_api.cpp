@@ -282,6 +282,49 @@ mxsim_status mxsim_dequantize(const mxsim_qtensor* q, DLTensor* out, void* strea
   });
 }
 
+namespace {
+/// x and q of a statistics call, both on the CPU, x of q's logical shape, as host tensors.
+std::pair<Tensor3f, QuantizedTensor> stats_operands(const DLTensor* x, const mxsim_qtensor* q, const char* op) {
+  if (!x || !q) throw std::invalid_argument(std::string(op) + ": x or q is NULL");
+  if (x->device.device_type == kDLCUDA || q->data.device.device_type == kDLCUDA)
+    throw Unsupported(std::string(op) + ": statistics of CUDA tensors are not computed on the device yet; "
+                                        "pass host copies (mxsim.torch does, documented in docs/torch.md)");
+  const Extents3 e = extents3(*x, op, "x");
+  const mxsim_qlayout& L = q->layout;
+  if (e.groups != size_t(L.groups) || e.rows != size_t(L.rows) || e.cols != size_t(L.cols))
+    throw std::invalid_argument(std::string(op) + ": x " + shape_str(*x) + " is not q's shape [" +
+                                std::to_string(L.groups) + ", " + std::to_string(L.rows) + ", " +
+                                std::to_string(L.cols) + "]");
+  return {host_f32(*x, e, op, "x"), read_quantized(*q, op, "q")};
+}
+}  // namespace
+
+mxsim_status mxsim_quant_stats(const DLTensor* x, const mxsim_qtensor* q, mxsim_qstats* out, mxsim_error* err) {
+  return guard(err, [&] {
+    const char* op = "mxsim_quant_stats";
+    if (!out) throw std::invalid_argument(std::string(op) + ": out is NULL");
+    const auto [h, hq] = stats_operands(x, q, op);
+    const QuantStats s = emu::quant_stats(h, hq);
+    *out = mxsim_qstats{s.count, s.nonfinite_in, s.nan_out, s.underflow, s.saturated,
+                             s.mse, s.max_abs_err, s.signal_power, s.sqnr_db};
+  });
+}
+
+mxsim_status mxsim_block_stats(const DLTensor* x, const mxsim_qtensor* q, mxsim_block_stat* out, size_t n,
+                               mxsim_error* err) {
+  return guard(err, [&] {
+    const char* op = "mxsim_block_stats";
+    const auto [h, hq] = stats_operands(x, q, op);
+    const std::vector<emu::BlockStat> b = emu::block_stats(h, hq);
+    if (n != b.size() || (n && !out))
+      throw std::invalid_argument(std::string(op) + ": out holds " + std::to_string(n) + " entries, q has " +
+                                  std::to_string(b.size()) + " blocks");
+    for (size_t i = 0; i < n; ++i)
+      out[i] = mxsim_block_stat{b[i].amax, int32_t(b[i].scale_exp), b[i].sq_err, b[i].sq_src, b[i].count,
+                                b[i].saturated, b[i].underflow};
+  });
+}
+
 mxsim_status mxsim_grouped_gemm(int32_t form, const mxsim_gemm_operand* a, size_t na, const mxsim_gemm_operand* b,
                                 size_t nb, const int64_t* m_splits, size_t groups, DLTensor* out, int32_t out_bf16,
                                 int32_t accumulate, void* stream, mxsim_error* err) {

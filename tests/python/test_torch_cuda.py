@@ -140,3 +140,11 @@ def test_real_size_fprop_cpu_equals_gpu():
     splits = [2048] * 8
     y = mt.grouped_gemm(mt.quantize(x.cuda(), "mxfp8"), mt.quantize(w.cuda(), "mxfp8_2d"), splits)
     same(y, mt.grouped_gemm(mt.quantize(x, "mxfp8"), mt.quantize(w, "mxfp8_2d"), splits), "real-size fprop")
+
+
+def test_statistics_of_cuda_tensors_equal_the_cpus():
+    x = sample((64, 256), 40)
+    q, r = mt.quantize(x.cuda(), "mxfp4"), mt.quantize(x, "mxfp4")
+    assert mt.quant_stats(x.cuda(), q) == mt.quant_stats(x, r)
+    for k, v in mt.block_stats(x.cuda(), q).items():
+        assert torch.equal(v, mt.block_stats(x, r)[k]), k

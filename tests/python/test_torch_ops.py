@@ -305,3 +305,26 @@ def test_threads_share_nothing():
         t.join()
     for w, g in zip(want, got):
         np.testing.assert_array_equal(w, g)
+
+
+# ------------------------------------------------------------------ statistics
+
+def test_quant_stats_by_hand_and_equal_to_the_cli(tmp):
+    # One OCP MX block (FLOOR): amax 7 -> scale 2^(floor(log2 7) - 2) = 1, so 7 saturates to 6 and
+    # 0.01 (below half of E2M1's smallest subnormal 0.5) underflows to 0; 30 zeros are exact.
+    u = torch.zeros(1, 32)
+    u[0, 0], u[0, 1] = 7.0, 0.01
+    s = mt.quant_stats(u, mt.quantize(u, elem_dtype="float4_e2m1fn_x2"))
+    assert (s["count"], s["saturated"], s["underflow"], s["nonfinite_in"]) == (32, 1, 1, 0)
+    assert s["max_abs_err"] == 1.0  # |7 - 6|; the mse sums 1 and fl32(0.01)^2 in FP64
+    b = mt.block_stats(u, mt.quantize(u, elem_dtype="float4_e2m1fn_x2"))
+    assert b["amax"].tolist() == [7.0] and b["scale_exp"].tolist() == [0] and b["saturated"].tolist() == [1]
+    x = sample((8, 64), seed=4)
+    np.save(tmp / "x.npy", x.numpy())
+    cpp = __import__("json").loads(run_mxsim("quantize", "--recipe", "mxfp8", tmp / "x.npy", "--json")[1])["tensors"][0]
+    s = mt.quant_stats(x, mt.quantize(x, "mxfp8"))
+    assert s["mse"] == cpp["mse"] and s["underflow"] == cpp["underflow"] and s["saturated"] == cpp["saturated"]
+    ref = mxsim.block_stats(x.numpy(), mxsim.quantize(x.numpy(), "mxfp8"))
+    b = mt.block_stats(x, mt.quantize(x, "mxfp8"))
+    for k in ref:
+        np.testing.assert_array_equal(b[k].numpy(), np.asarray(ref[k]), err_msg=k)

@@ -220,6 +220,32 @@ MXSIM_C_EXPORT mxsim_status mxsim_quantize_grouped_colwise(const DLTensor* x, co
  * RNE once; q's logical shape, or [rows, cols] when groups = 1). */
 MXSIM_C_EXPORT mxsim_status mxsim_dequantize(const mxsim_qtensor* q, DLTensor* out, void* stream, mxsim_error* err);
 
+/** Error statistics of q against its source x (docs/numerics.md §4.6; core's
+ * QuantStats): sums in FP64 over the row-major logical order; for a Hadamard
+ * spec the reference is H x. The four error fields are NaN when no element
+ * could be compared. */
+typedef struct mxsim_qstats {
+  uint64_t count, nonfinite_in, nan_out, underflow, saturated;
+  double mse, max_abs_err, signal_power, sqnr_db;
+} mxsim_qstats;
+
+/** One block's statistics (storage order: group, block row, block column). */
+typedef struct mxsim_block_stat {
+  float amax;        /**< source amax of the block (NaN if it holds one) */
+  int32_t scale_exp; /**< E8M0: the exponent; FP32 / UE4M3: floor(log2 scale_inv); INT32_MIN for NaN */
+  double sq_err, sq_src;
+  uint64_t count, saturated, underflow;
+} mxsim_block_stat;
+
+/** Statistics of CPU tensors x (float32 / bfloat16 / float16, q's logical
+ * shape) and q. CUDA tensors: MXSIM_ERR_UNSUPPORTED (not computed on the
+ * device yet; mxsim.torch copies them to the host, documented). */
+MXSIM_C_EXPORT mxsim_status mxsim_quant_stats(const DLTensor* x, const mxsim_qtensor* q, mxsim_qstats* out,
+                                              mxsim_error* err);
+/** n must be the number of blocks: groups * scale_rows * scale_cols of q's layout. */
+MXSIM_C_EXPORT mxsim_status mxsim_block_stats(const DLTensor* x, const mxsim_qtensor* q, mxsim_block_stat* out,
+                                              size_t n, mxsim_error* err);
+
 /** A grouped GEMM's operand: a quantized tensor, or a BF16 tensor (bfloat16,
  * or float32 values that are rounded to BF16 RNE first), [groups, rows,
  * cols] or [rows, cols] for one group. Exactly one of the two is set. */

@@ -23,7 +23,7 @@ import functools
 from . import _capi
 
 __all__ = ["Spec", "spec", "QuantizedTensor", "quantize", "quantize_grouped_colwise", "dequantize", "qdq",
-           "grouped_gemm", "has_gpu", "version", "LinearRecipe", "GroupedLinear", "Linear", "convert"]
+           "grouped_gemm", "quant_stats", "block_stats", "has_gpu", "version", "LinearRecipe", "GroupedLinear", "Linear", "convert"]
 
 
 def __getattr__(name):
@@ -292,6 +292,14 @@ class QuantizedTensor:
         name = _TYPED.get(self.layout.scale_kind)
         return self._scale.view(getattr(torch, name)) if name and hasattr(torch, name) else self._scale
 
+    def to(self, device):
+        """A copy on another device (codes, scales and tensor scale; the spec is shared)."""
+        ts = None if self.tensor_scale is None else self.tensor_scale.to(device)
+        return QuantizedTensor(self._data.to(device), self._scale.to(device), ts, self.spec, self.layout, self.shape)
+
+    def cpu(self):
+        return self.to("cpu")
+
     def _c(self):
         """The C interface's mxsim_qtensor over this tensor's memory."""
         q = _capi.QTensor()
@@ -380,6 +388,40 @@ def dequantize(q, out_dtype=None):
     cq = q._c()
     _capi.call(q.spec._lib.mxsim_dequantize, ctypes.byref(cq), ctypes.byref(_dl(out, "out")), _stream(out))
     return out.bfloat16() if narrow else out
+
+
+def _stats_operands(x, q):
+    # CUDA: statistics are not computed on the device yet; x and q are copied to the host (the one
+    # host copy of mxsim.torch, docs/torch.md).
+    if x.device.type == "cuda" or q.device.type == "cuda":
+        x, q = x.cpu(), q.cpu()
+    return x, q
+
+
+def quant_stats(x, q):
+    """Error statistics of q against its source x (docs/numerics.md §4.6): a dict of count,
+    nonfinite_in, nan_out, underflow, saturated, mse, max_abs_err, signal_power, sqnr_db (the
+    NumPy API's and `mxsim quantize --json`'s numbers). CUDA tensors are copied to the host."""
+    x, q = _stats_operands(x, q)
+    out = _capi.QStats()
+    cq = q._c()
+    _capi.call(q.spec._lib.mxsim_quant_stats, ctypes.byref(_dl(x, "x")), ctypes.byref(cq), ctypes.byref(out))
+    return {name: getattr(out, name) for name, _ in _capi.QStats._fields_}
+
+
+def block_stats(x, q):
+    """Per-block statistics in storage order (group, block row, block column): a dict of tensors
+    amax (float32), scale_exp (int32; INT32_MIN for a NaN scale), sq_err, sq_src (float64),
+    count, saturated, underflow (int64). CUDA tensors are copied to the host."""
+    torch = _torch()
+    x, q = _stats_operands(x, q)
+    n = q.layout.groups * q.layout.scale_rows * q.layout.scale_cols
+    out = (_capi.BlockStat * max(n, 1))()
+    cq = q._c()
+    _capi.call(q.spec._lib.mxsim_block_stats, ctypes.byref(_dl(x, "x")), ctypes.byref(cq), out, n)
+    dtypes = {"amax": torch.float32, "scale_exp": torch.int32, "sq_err": torch.float64, "sq_src": torch.float64,
+              "count": torch.int64, "saturated": torch.int64, "underflow": torch.int64}
+    return {k: torch.tensor([getattr(out[i], k) for i in range(n)], dtype=dt) for k, dt in dtypes.items()}
 
 
 def _gpu_f32(x, s):

@@ -49,6 +49,18 @@ class LinearRecipeInfo(ctypes.Structure):
                 ("delayed_scaling", ctypes.c_int32)]
 
 
+class QStats(ctypes.Structure):
+    _fields_ = [("count", ctypes.c_uint64), ("nonfinite_in", ctypes.c_uint64), ("nan_out", ctypes.c_uint64),
+                ("underflow", ctypes.c_uint64), ("saturated", ctypes.c_uint64), ("mse", ctypes.c_double),
+                ("max_abs_err", ctypes.c_double), ("signal_power", ctypes.c_double), ("sqnr_db", ctypes.c_double)]
+
+
+class BlockStat(ctypes.Structure):
+    _fields_ = [("amax", ctypes.c_float), ("scale_exp", ctypes.c_int32), ("sq_err", ctypes.c_double),
+                ("sq_src", ctypes.c_double), ("count", ctypes.c_uint64), ("saturated", ctypes.c_uint64),
+                ("underflow", ctypes.c_uint64)]
+
+
 class QLayout(ctypes.Structure):
     _fields_ = [("groups", ctypes.c_int64), ("rows", ctypes.c_int64), ("cols", ctypes.c_int64),
                 ("transposed", ctypes.c_int32), ("scale_kind", ctypes.c_int32), ("srows", ctypes.c_int64),
@@ -133,6 +145,8 @@ def _declare(h):
                                           P(Error)]),
         "mxsim_quantize_grouped_colwise": (ctypes.c_int, [P(DLTensor), P(ctypes.c_int64), ctypes.c_size_t,
                                                           ctypes.c_void_p, P(QTensor), ctypes.c_void_p, P(Error)]),
+        "mxsim_quant_stats": (ctypes.c_int, [P(DLTensor), P(QTensor), P(QStats), P(Error)]),
+        "mxsim_block_stats": (ctypes.c_int, [P(DLTensor), P(QTensor), P(BlockStat), ctypes.c_size_t, P(Error)]),
         "mxsim_dequantize": (ctypes.c_int, [P(QTensor), P(DLTensor), ctypes.c_void_p, P(Error)]),
         "mxsim_grouped_gemm": (ctypes.c_int, [ctypes.c_int32, P(GemmOperand), ctypes.c_size_t, P(GemmOperand),
                                               ctypes.c_size_t, P(ctypes.c_int64), ctypes.c_size_t, P(DLTensor),
