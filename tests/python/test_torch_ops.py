@@ -328,3 +328,67 @@ def test_quant_stats_by_hand_and_equal_to_the_cli(tmp):
     b = mt.block_stats(x, mt.quantize(x, "mxfp8"))
     for k in ref:
         np.testing.assert_array_equal(b[k].numpy(), np.asarray(ref[k]), err_msg=k)
+
+
+# ------------------------------------------------------------------ the peers' tensors, by attribute
+
+class MXTensor:  # torchao's attributes (mx_tensor.py), built here: torchao is not imported
+    def __init__(self, qdata, scale, elem_dtype, block_size):
+        self.qdata, self.scale, self.elem_dtype, self.block_size = qdata, scale, elem_dtype, block_size
+
+
+class Float8Tensor:  # torchao's (float8_tensor.py)
+    def __init__(self, qdata, scale, elem):
+        self.qdata, self.scale, self._elem_dtype = qdata, scale, elem
+
+
+class Float8TrainingTensor:  # torchao float8 training's
+    def __init__(self, data, scale, elem):
+        self._data, self._scale, self._data_dtype = data, scale, elem
+
+
+class MXFP8Tensor:  # TransformerEngine's
+    pass
+
+
+def test_from_torchao_reads_mxtensor_in_place():
+    x = sample((3, 32, 64), seed=12)
+    q = mt.quantize(x, elem_dtype="float4_e2m1fn_x2", scaling_mode="floor")
+    t = MXTensor(q.qdata, q.scale, "torch.float4_e2m1fn_x2", 32)
+    r = mt.from_torchao(t)
+    assert r._data.data_ptr() == q._data.data_ptr()  # shares the peer's memory
+    same_bytes(mt.dequantize(r), mxsim.dequantize(mxsim.quantize(x.numpy(), elem_dtype="float4_e2m1fn_x2")))
+    t.scale = q.scale[:, :, :1]
+    with pytest.raises(ValueError, match="not the layout of"):
+        mt.from_torchao(t)
+
+
+def test_from_torchao_float8_values_by_hand():
+    # torchao's Float8Tensor `scale` multiplies (a scale_inv); Float8TrainingTensor's `_scale` divides.
+    codes = torch.tensor([[0x38, 0x40], [0xB8, 0x00]], dtype=torch.uint8)  # E4M3: 1.0, 2.0, -1.0, 0
+    d = mt.dequantize(mt.from_torchao(Float8Tensor(codes, torch.tensor(0.5), "float8_e4m3fn")))
+    assert d.tolist() == [[0.5, 1.0], [-0.5, 0.0]]
+    d = mt.dequantize(mt.from_torchao(Float8Tensor(codes, torch.tensor([[0.5], [4.0]]), "float8_e4m3fn")))
+    assert d.tolist() == [[0.5, 1.0], [-4.0, 0.0]]
+    d = mt.dequantize(mt.from_torchao(Float8TrainingTensor(codes, torch.tensor(3.0), "float8_e4m3fn")))
+    assert d.tolist() == [[float(np.float32(1) / np.float32(3)), float(np.float32(2) / np.float32(3))],
+                          [float(np.float32(-1) / np.float32(3)), 0.0]]
+
+
+def test_from_te_mxfp8_cuts_the_padding_and_transposes_columnwise():
+    x = sample((40, 96), seed=13)
+    t = MXFP8Tensor()
+    t._fp8_dtype = "DType.kFloat8E4M3"
+    q = mt.quantize(x, "mxfp8")
+    pad = torch.full((128, 4), 0x7F, dtype=torch.uint8)  # rowwise 128 x 4 padding (TE's mxfp8 recipe)
+    pad[:40, :3] = q.scale
+    t._rowwise_data, t._rowwise_scale_inv = q.qdata, pad
+    same_bytes(mt.dequantize(mt.from_te(t)), mt.dequantize(q))
+    qc = mt.quantize(x, "mxfp8", axis="rows")  # mxsim: codes [96, 40], scales [96, 2]
+    cpad = torch.full((4, 128), 0x7F, dtype=torch.uint8)
+    cpad[:2, :96] = qc.scale.t()
+    t._columnwise_data, t._columnwise_scale_inv = qc.qdata.t().contiguous(), cpad  # TE: [M, K], not transposed
+    same_bytes(mt.dequantize(mt.from_te(t, columnwise=True)), mt.dequantize(qc))
+    t._rowwise_scale_inv = q.scale
+    with pytest.raises(ValueError, match="TE pads \\[40, 96\\] data's to \\[128, 4\\]"):
+        mt.from_te(t)

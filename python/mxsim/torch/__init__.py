@@ -23,7 +23,7 @@ import functools
 from . import _capi
 
 __all__ = ["Spec", "spec", "QuantizedTensor", "quantize", "quantize_grouped_colwise", "dequantize", "qdq",
-           "grouped_gemm", "quant_stats", "block_stats", "has_gpu", "version", "LinearRecipe", "GroupedLinear", "Linear", "convert"]
+           "grouped_gemm", "quant_stats", "block_stats", "has_gpu", "version", "LinearRecipe", "GroupedLinear", "Linear", "convert", "from_torchao", "from_te"]
 
 
 def __getattr__(name):
@@ -31,6 +31,9 @@ def __getattr__(name):
     if name in ("GroupedLinear", "Linear", "convert"):
         from . import modules
         return getattr(modules, name)
+    if name in ("from_torchao", "from_te"):
+        from . import peers
+        return getattr(peers, name)
     raise AttributeError(f"module 'mxsim.torch' has no attribute {name!r}")
 
 

@@ -1,0 +1,158 @@
+"""The peer libraries' quantized tensors as mxsim QuantizedTensors, read by their attributes
+(neither torchao nor TransformerEngine is imported). The layouts are those of
+core/include/mxsim/layouts.hpp (with the source files of each library named there); where a
+peer's layout is mxsim's the result shares the peer's memory, otherwise the bytes are rearranged
+by torch indexing on the tensor's device (padding cut off, columnwise data transposed): exact
+copies, never a host round trip. Layouts not read yet raise ValueError saying so."""
+from . import QuantizedTensor, _capi, _torch, spec
+
+__all__ = ["from_torchao", "from_te"]
+
+
+def _u8(t):
+    torch = _torch()
+    return t if t.dtype == torch.uint8 else t.view(torch.uint8)
+
+
+def _elem_of(t, *names):
+    """The element format of a peer tensor: its float8 / float4 dtype, or an attribute naming it."""
+    torch = _torch()
+    for n in names:
+        v = getattr(t, n, None)
+        if v is not None:
+            s = str(v)
+            for key, fmt in (("e2m1", "e2m1"), ("float4", "e2m1"), ("e4m3", "e4m3"), ("E4M3", "e4m3"),
+                             ("e5m2", "e5m2"), ("E5M2", "e5m2")):
+                if key in s:
+                    return fmt
+    q = getattr(t, "qdata", None)
+    if q is not None:
+        for dt, fmt in (("float4_e2m1fn_x2", "e2m1"), ("float8_e4m3fn", "e4m3"), ("float8_e5m2", "e5m2")):
+            if hasattr(torch, dt) and q.dtype == getattr(torch, dt):
+                return fmt
+    raise ValueError(f"{type(t).__name__}: cannot tell its element format (no float8 / float4 dtype and none of "
+                     f"the attributes {', '.join(names)})")
+
+
+def _lead3(shape):
+    if len(shape) == 2:
+        return (1,) + tuple(shape), ()
+    if len(shape) == 3:
+        return tuple(shape), (shape[0],)
+    raise ValueError(f"expected 2-D or 3-D data, got shape {list(shape)}")
+
+
+def _make(s, data, scale, tensor_scale, shape, axis, what):
+    """A QuantizedTensor over the given buffers, checked against the spec's layout."""
+    (g, r, c), lead = _lead3(shape)
+    lay = s.layout(g, r, c, axis)
+    want_d = lead + (lay.srows, lay.row_bytes)
+    want_s = lead + (lay.scale_rows, lay.scale_cols)
+    if tuple(data.shape) != want_d or tuple(scale.shape) != want_s:
+        raise ValueError(f"{what}: data {list(data.shape)} and scale {list(scale.shape)} are not the layout of "
+                         f"{s.describe()} for shape {list(shape)} (data {list(want_d)}, scale {list(want_s)})")
+    return QuantizedTensor(data.contiguous(), scale.contiguous(), tensor_scale, s, lay, shape)
+
+
+def from_torchao(t):
+    """A torchao quantized tensor as a QuantizedTensor: MXTensor (qdata, scale, block_size;
+    unswizzled scales), Float8Tensor (qdata, scale, block_size: per tensor, per row, 1 x 128 or
+    128 x 128 blocks), Float8TrainingTensor (_data, _scale: tensorwise or rowwise axiswise; values
+    code / _scale). Raises ValueError for a layout it does not read (swizzled MX scales, NVFP4Tensor,
+    columnwise axiswise scales), naming it."""
+    torch = _torch()
+    name = type(t).__name__
+    if name == "MXTensor" or (hasattr(t, "qdata") and hasattr(t, "scale") and hasattr(t, "block_size")
+                              and getattr(t, "elem_dtype", None) is not None):
+        if getattr(t, "_is_swizzled_scales", False) or getattr(t, "is_swizzled_scales", False):
+            raise ValueError("from_torchao: an MXTensor with swizzled (blocked) scales is not read yet; "
+                             "use mxsim.from_torchao(..., blocked_scales=True) on host arrays")
+        elem = _elem_of(t, "elem_dtype", "_elem_dtype")
+        qd = _u8(t.qdata)
+        K = qd.shape[-1] * (2 if elem == "e2m1" else 1)
+        s = spec(elem_dtype=elem, block_size=int(t.block_size))
+        return _make(s, qd, _u8(t.scale), None, tuple(qd.shape[:-1]) + (K,), _capi.AXIS_COLS, "from_torchao(MXTensor)")
+    if name == "NVFP4Tensor":
+        raise ValueError("from_torchao: NVFP4Tensor is not read by mxsim.torch yet; use mxsim.from_torchao_nvfp4 "
+                         "on host arrays")
+    if name == "Float8TrainingTensor" or hasattr(t, "_data") and hasattr(t, "_scale"):
+        elem = _elem_of(t, "_data_dtype") if t._data.dtype == torch.uint8 else \
+            ("e4m3" if "e4m3" in str(t._data.dtype) else "e5m2")
+        data, sc = _u8(t._data), t._scale.float()
+        shape = tuple(data.shape)
+        if sc.numel() == 1:
+            s = spec("fp8_tensor", elem_dtype=elem, scale_convention="torchao_training")
+            sc = sc.reshape(_lead3(shape)[1] + (1, 1)) if len(shape) == 2 else sc.reshape(1, 1, 1).expand(
+                shape[0], 1, 1)
+        elif sc.shape[-1] == 1 and tuple(sc.shape[:-1]) == shape[:-1]:
+            s = spec("fp8_row", elem_dtype=elem, scale_convention="torchao_training")
+        else:
+            raise ValueError(f"from_torchao(Float8TrainingTensor): _scale {list(sc.shape)} of data {list(shape)}: "
+                             "only tensorwise and rowwise (axiswise_dim -1) scales are read by mxsim.torch yet")
+        return _make(s, data, sc, None, shape, _capi.AXIS_COLS, "from_torchao(Float8TrainingTensor)")
+    if name == "Float8Tensor" or hasattr(t, "qdata") and hasattr(t, "scale"):
+        elem = _elem_of(t, "_elem_dtype", "float8_dtype")
+        data, sc = _u8(t.qdata), t.scale.float()
+        shape = tuple(data.shape)
+        (g, r, c), lead = _lead3(shape)
+        if sc.numel() == 1:
+            s = spec("fp8_tensor", elem_dtype=elem, scale_convention="torchao")
+            sc = sc.reshape(1, 1, 1).expand(g, 1, 1) if lead else sc.reshape(1, 1)
+        elif sc.shape[-1] == 1 and tuple(sc.shape[:-1]) == shape[:-1]:
+            s = spec("fp8_row", elem_dtype=elem, scale_convention="torchao")
+        elif sc.shape[-2] == r and sc.shape[-1] * 128 == c:
+            s = spec("fp8_block", elem_dtype=elem, scale_convention="torchao")
+        elif sc.shape[-2] * 128 == r and sc.shape[-1] * 128 == c:
+            s = spec("fp8_block2d", elem_dtype=elem, scale_convention="torchao")
+        else:
+            raise ValueError(f"from_torchao(Float8Tensor): scale {list(sc.shape)} of qdata {list(shape)} is none of "
+                             "per tensor, per row, 1 x 128 or 128 x 128 blocks")
+        return _make(s, data, sc, None, shape, _capi.AXIS_COLS, "from_torchao(Float8Tensor)")
+    raise ValueError(f"from_torchao: {name} is not a torchao quantized tensor mxsim reads "
+                     "(MXTensor, Float8Tensor, Float8TrainingTensor)")
+
+
+def _roundup(a, b):
+    return (a + b - 1) // b * b
+
+
+def from_te(t, columnwise=False):
+    """A TransformerEngine quantized tensor as a QuantizedTensor: Float8Tensor (_data,
+    _scale_inv, _fp8_dtype) and MXFP8Tensor (rowwise or, with columnwise=True, columnwise data and
+    E8M0 scale_inv with TE's 128 x 4 / 4 x 128 padding, which is checked and cut off). Raises
+    ValueError naming what is missing or not read yet (NVFP4Tensor, Float8BlockwiseQTensor)."""
+    name = type(t).__name__
+    if name in ("NVFP4Tensor", "Float8BlockwiseQTensor"):
+        raise ValueError(f"from_te: {name} is not read by mxsim.torch yet; use mxsim.from_te_nvfp4 / "
+                         "from_te_fp8_blockwise on host arrays")
+    elem = _elem_of(t, "_fp8_dtype")
+    if hasattr(t, "_rowwise_data") or hasattr(t, "_columnwise_data"):  # MXFP8Tensor
+        side = "columnwise" if columnwise else "rowwise"
+        data, sc = getattr(t, f"_{side}_data", None), getattr(t, f"_{side}_scale_inv", None)
+        if data is None or sc is None:
+            raise ValueError(f"from_te(MXFP8Tensor): no {side} data or scale_inv (quantized without usage {side})")
+        data, sc = _u8(data), _u8(sc)
+        M, K = data.reshape(-1, data.shape[-1]).shape
+        s = spec("mxfp8", elem_dtype=elem)
+        if not columnwise:
+            want = (_roundup(M, 128), _roundup((K + 31) // 32, 4))
+            if tuple(sc.shape) != want:
+                raise ValueError(f"from_te(MXFP8Tensor): rowwise scale_inv {list(sc.shape)}, TE pads [{M}, {K}] "
+                                 f"data's to {list(want)}")
+            return _make(s, data.reshape(M, K), sc[:M, :(K + 31) // 32], None, (M, K), _capi.AXIS_COLS,
+                         "from_te(MXFP8Tensor)")
+        want = (_roundup((M + 31) // 32, 4), _roundup(K, 128))
+        if tuple(sc.shape) != want:
+            raise ValueError(f"from_te(MXFP8Tensor): columnwise scale_inv {list(sc.shape)}, TE pads [{M}, {K}] "
+                             f"data's to {list(want)}")
+        # mxsim stores columnwise blocks transposed: codes [K, M], scales [K, ceil(M / 32)]
+        return _make(s, data.reshape(M, K).t(), sc[:(M + 31) // 32, :K].t(), None, (M, K), _capi.AXIS_ROWS,
+                     "from_te(MXFP8Tensor)")
+    if hasattr(t, "_data") and hasattr(t, "_scale_inv"):  # Float8Tensor
+        data = _u8(t._data)
+        M, K = data.reshape(-1, data.shape[-1]).shape
+        s = spec("fp8_tensor", elem_dtype=elem)
+        return _make(s, data.reshape(M, K), t._scale_inv.float().reshape(1, 1), None, (M, K), _capi.AXIS_COLS,
+                     "from_te(Float8Tensor)")
+    raise ValueError(f"from_te: {name} is not a TransformerEngine quantized tensor mxsim reads "
+                     "(Float8Tensor, MXFP8Tensor)")
