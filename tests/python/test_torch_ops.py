@@ -392,3 +392,28 @@ def test_from_te_mxfp8_cuts_the_padding_and_transposes_columnwise():
     t._rowwise_scale_inv = q.scale
     with pytest.raises(ValueError, match="TE pads \\[40, 96\\] data's to \\[128, 4\\]"):
         mt.from_te(t)
+
+
+def test_layout_te_is_transformer_engines_storage():
+    x = sample((40, 96), seed=14)
+    for axis, side in (("cols", "rowwise"), ("rows", "columnwise")):
+        t = mt.quantize(x, "mxfp8", axis=axis, layout="te")
+        data, sc = getattr(t, f"_{side}_data"), getattr(t, f"_{side}_scale_inv")
+        assert tuple(data.shape) == (40, 96)  # TE keeps [M, K] on both sides
+        assert tuple(sc.shape) == ((128, 4) if side == "rowwise" else (4, 128))  # TE's padding
+        q = mt.quantize(x, "mxfp8", axis=axis)
+        same_bytes(mt.dequantize(mt.from_te(t, columnwise=side == "columnwise")), mt.dequantize(q))
+    # the columnwise E8M0 scale of column k, block b sits at [b, k]: block 0 of column 5 by hand
+    t = mt.quantize(x, "mxfp8", axis="rows", layout="te")
+    # RCEIL (spec mxfp8, TE's rule): the smallest 2^e with amax / 2^e <= 448, E4M3's largest value
+    r = Fraction(float(x[:32, 5].abs().max())) / 448
+    e = r.numerator.bit_length() - r.denominator.bit_length()
+    e += Fraction(2) ** e < r
+    e -= Fraction(2) ** (e - 1) >= r
+    assert int(t._columnwise_scale_inv[0, 5]) == 127 + e
+    t8 = mt.quantize(x, "fp8_tensor", layout="te")
+    assert t8._scale_inv.shape == (1,) and t8._data.shape == (40, 96)
+    with pytest.raises(ValueError, match="no TransformerEngine tensor"):
+        mt.quantize(x, "mxfp4", layout="te")
+    with pytest.raises(ValueError, match="layout must be"):
+        mt.quantize(x, "mxfp8", layout="cutlass")

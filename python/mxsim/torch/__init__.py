@@ -23,7 +23,7 @@ import functools
 from . import _capi
 
 __all__ = ["Spec", "spec", "QuantizedTensor", "quantize", "quantize_grouped_colwise", "dequantize", "qdq",
-           "grouped_gemm", "quant_stats", "block_stats", "has_gpu", "version", "LinearRecipe", "GroupedLinear", "Linear", "convert", "from_torchao", "from_te"]
+           "grouped_gemm", "quant_stats", "block_stats", "has_gpu", "version", "LinearRecipe", "GroupedLinear", "Linear", "convert", "from_torchao", "from_te", "to_te"]
 
 
 def __getattr__(name):
@@ -31,7 +31,7 @@ def __getattr__(name):
     if name in ("GroupedLinear", "Linear", "convert"):
         from . import modules
         return getattr(modules, name)
-    if name in ("from_torchao", "from_te"):
+    if name in ("from_torchao", "from_te", "to_te"):
         from . import peers
         return getattr(peers, name)
     raise AttributeError(f"module 'mxsim.torch' has no attribute {name!r}")
@@ -341,13 +341,17 @@ def _lead(shape):
 
 # ------------------------------------------------------------------ ops
 
-def quantize(x, recipe=None, *, axis="cols", spec=None, **spec_kwargs):
+def quantize(x, recipe=None, *, axis="cols", spec=None, layout="torchao", **spec_kwargs):
     """Quantize x (float32, bfloat16 or float16; [rows, cols] or [groups, rows, cols]; CPU or CUDA)
     by a recipe name and / or torchao-style keywords (see Spec), or a given ``spec``, with 1-D blocks
     along ``axis`` ('cols' / rowwise: the last axis; 'rows' / columnwise: down the columns, stored
     transposed). The same bytes as ``mxsim.quantize`` and ``mxsim quantize``. Returns a
     QuantizedTensor on x's device. Raises ValueError for a spec the shape cannot take, naming it.
-    On CUDA x must be float32 (the GPU quantizer reads FP32)."""
+    On CUDA x must be float32 (the GPU quantizer reads FP32).
+    layout="te": the result in TransformerEngine's storage instead (peers.to_te: MXFP8Tensor's
+    padded scale_inv, columnwise data untransposed; Float8Tensor's _data / _scale_inv)."""
+    if layout not in ("torchao", "te"):
+        raise ValueError(f"quantize: layout must be 'torchao' or 'te', not {layout!r}")
     s = _spec_of(recipe, spec, spec_kwargs)
     ax = _axis(axis)
     g, r, c = _lead(x.shape)
@@ -355,6 +359,9 @@ def quantize(x, recipe=None, *, axis="cols", spec=None, **spec_kwargs):
     x = _gpu_f32(x, s)
     cq = q._c()
     _capi.call(s._lib.mxsim_quantize, ctypes.byref(_dl(x, "x")), s.handle, ax, ctypes.byref(cq), _stream(x))
+    if layout == "te":
+        from .peers import to_te
+        return to_te(q)
     return q
 
 

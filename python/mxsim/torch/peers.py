@@ -6,7 +6,7 @@ by torch indexing on the tensor's device (padding cut off, columnwise data trans
 copies, never a host round trip. Layouts not read yet raise ValueError saying so."""
 from . import QuantizedTensor, _capi, _torch, spec
 
-__all__ = ["from_torchao", "from_te"]
+__all__ = ["from_torchao", "from_te", "to_te", "TEQuantized"]
 
 
 def _u8(t):
@@ -156,3 +156,43 @@ def from_te(t, columnwise=False):
                      "from_te(Float8Tensor)")
     raise ValueError(f"from_te: {name} is not a TransformerEngine quantized tensor mxsim reads "
                      "(Float8Tensor, MXFP8Tensor)")
+
+
+class TEQuantized:
+    """mxsim's bytes in TransformerEngine's storage: the attribute names of TE's MXFP8Tensor
+    (``_rowwise_data``, ``_rowwise_scale_inv`` or ``_columnwise_data``, ``_columnwise_scale_inv``;
+    E8M0 scale_inv padded to TE's 128 x 4 / 4 x 128, padding 0) or Float8Tensor (``_data``,
+    ``_scale_inv``), and ``_fp8_dtype`` ('e4m3' / 'e5m2'). ``from_te`` reads it back."""
+
+    def __repr__(self):
+        names = [n for n in vars(self) if n.startswith("_") and not n.startswith("__")]
+        return f"TEQuantized({', '.join(names)})"
+
+
+def to_te(q):
+    """q (an MXFP8 1 x 32 tensor, either axis, or a per-tensor FP8 one; 2-D) in TE's layout, on q's
+    device (padding and transposition done by torch: exact copies)."""
+    torch = _torch()
+    info = q.spec.info
+    if len(q.shape) != 2:
+        raise ValueError(f"to_te: TE's tensors are 2-D; q has shape {list(q.shape)}")
+    M, K = q.shape
+    t = TEQuantized()
+    t._fp8_dtype = q.spec.elem
+    if info.scale_kind == _capi.SCALE_E8M0 and info.block_rows == 1 and info.block_cols == 32 and q.spec.elem in (
+            "e4m3", "e5m2"):
+        nb = lambda n: (n + 31) // 32
+        if not q.transposed:
+            sc = torch.zeros(_roundup(M, 128), _roundup(nb(K), 4), dtype=torch.uint8, device=q.device)
+            sc[:M, :nb(K)] = q._scale
+            t._rowwise_data, t._rowwise_scale_inv = q._data, sc
+        else:  # mxsim stores columnwise blocks transposed; TE keeps the data [M, K] with scales [M / 32, K]
+            sc = torch.zeros(_roundup(nb(M), 4), _roundup(K, 128), dtype=torch.uint8, device=q.device)
+            sc[:nb(M), :K] = q._scale.t()
+            t._columnwise_data, t._columnwise_scale_inv = q._data.t().contiguous(), sc
+        return t
+    if info.scale_kind == _capi.SCALE_FP32 and info.block_rows == 0 and info.block_cols == 0:
+        t._data, t._scale_inv = q._data, q._scale.reshape(1)
+        return t
+    raise ValueError(f"to_te: {q.spec.describe()} has no TransformerEngine tensor mxsim writes "
+                     "(MXFP8 1 x 32, FP8 per tensor)")
