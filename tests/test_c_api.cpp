@@ -51,7 +51,11 @@ constexpr DLDataType kF32{kDLFloat, 32, 1}, kU8{kDLUInt, 8, 1};
 TEST(CApi, VersionAndGpu) {
   EXPECT_EQ(mxsim_abi_version(), MXSIM_C_ABI_VERSION);
   EXPECT_NE(std::string(mxsim_version()).find('('), std::string::npos);
-  EXPECT_TRUE(mxsim_has_gpu() == 0 || mxsim_has_gpu() == 1);
+#ifdef MXSIM_HAVE_GPU
+  EXPECT_EQ(mxsim_has_gpu(), 1);  // this suite is linked beside the GPU backend: so is the library
+#else
+  EXPECT_EQ(mxsim_has_gpu(), 0);
+#endif
 }
 
 TEST(CApi, SpecErrorsAreStatusesWithMessages) {
@@ -245,4 +249,32 @@ TEST(CApi, LinearRecipesCurrentScalingAndDerivedSpecs) {
   mxsim_linear_recipe_destroy(b);
   mxsim_spec_destroy(w);
   mxsim_linear_recipe_destroy(r);
+}
+
+TEST(CApi, ByteOffsetAndRowMajorStridesAreHonoured) {
+  // x sits 64 floats into a buffer (DLPack's byte_offset), with explicit row-major strides;
+  // a column-major stride is refused naming the tensor.
+  Spec s{"recipe", "mxfp8"};
+  std::vector<float> buf(64 + 2 * 64, 1.0f);
+  for (size_t i = 0; i < 128; ++i) buf[64 + i] = float(int(i % 13) - 6);
+  std::vector<int64_t> xs{2, 64}, strides{64, 1}, cs{128}, ss{4};
+  DLTensor dx = view(buf.data(), xs, kF32);
+  dx.byte_offset = 64 * sizeof(float);
+  dx.strides = strides.data();
+  uint8_t codes[128], scales[4];
+  mxsim_qtensor q{};
+  mxsim_error e;
+  ASSERT_EQ(mxsim_quant_layout(s.p, 1, 2, 64, MXSIM_AXIS_COLS, &q.layout, &e), MXSIM_OK);
+  q.data = view(codes, cs, kU8);
+  q.scale = view(scales, ss, kU8);
+  ASSERT_EQ(mxsim_quantize(&dx, s.p, MXSIM_AXIS_COLS, &q, nullptr, &e), MXSIM_OK) << e.message;
+  mxsim::Tensor3f x = mxsim::Tensor3f::from_shape({1, 2, 64});
+  std::copy(buf.begin() + 64, buf.end(), x.begin());
+  const mxsim::QuantizedTensor want = mxsim::emu::quantize(x, mxsim::named_spec("mxfp8"), mxsim::Axis::Cols);
+  EXPECT_EQ(0, std::memcmp(codes, want.data.data(), sizeof codes));
+  EXPECT_EQ(0, std::memcmp(scales, want.scale_bytes.data(), sizeof scales));
+  std::vector<int64_t> colmajor{1, 2};
+  dx.strides = colmajor.data();
+  EXPECT_EQ(mxsim_quantize(&dx, s.p, MXSIM_AXIS_COLS, &q, nullptr, &e), MXSIM_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(e.message).find("x is not contiguous"), std::string::npos) << e.message;
 }

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <variant>
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -127,17 +128,19 @@ mxsim_status mxsim_spec_derive(const mxsim_spec* base, const char* const* keys, 
 mxsim_status mxsim_spec_with_amax(const mxsim_spec* spec, float amax, mxsim_spec** out, mxsim_error* err) {
   return guard(err, [&] {
     const char* op = "mxsim_spec_with_amax";
-    QuantSpec s = spec_of(spec, op);
+    const QuantSpec& s = spec_of(spec, op);
     if (!out) throw std::invalid_argument(std::string(op) + ": out is NULL");
     *out = nullptr;
-    if (!s.per_tensor() || s.scale_kind != ScaleKind::FP32)
-      throw std::invalid_argument(std::string(op) + ": " + s.describe() +
-                                  " is not a per-tensor FP32-scaled spec (current scaling applies to fp8_tensor specs)");
-    s.fixed_scale = current_scale(spec_of(s.elem).max_value(), amax, s.amax_epsilon, s.pow2_scale);
-    if (std::isnan(s.fixed_scale))  // a fixed_scale of 0 would silently mean per-group scales
+    std::optional<QuantSpec> c;
+    try {
+      c = with_current_scale(s, amax);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string(op) + ": " + e.what());
+    }
+    if (!c)
       throw std::invalid_argument(std::string(op) + ": amax " + std::to_string(amax) +
                                   " gives no finite scale (a NaN in the tensor?)");
-    *out = new mxsim_spec{s};
+    *out = new mxsim_spec{*c};
   });
 }
 
@@ -204,6 +207,7 @@ mxsim_status mxsim_spec_get_info(const mxsim_spec* spec, mxsim_spec_info* out, m
     i.scale_kind = c_scale_kind(s.scale_kind);
     i.stochastic = s.round == RoundMode::Stochastic;
     i.hadamard = s.hadamard16;
+    i.current_scaling = s.per_tensor() && s.scale_kind == ScaleKind::FP32;
     *out = i;
   });
 }
@@ -216,6 +220,24 @@ mxsim_status mxsim_quant_layout(const mxsim_spec* spec, int64_t groups, int64_t 
   });
 }
 
+namespace {
+/// The dtype of x as a format (float32 / bfloat16 / float16; others are refused where x is read).
+Format input_format(const DLTensor& x) { return is_bf16(x) ? Format::BF16 : is_f16(x) ? Format::FP16 : Format::FP32; }
+
+/// The spec x is quantized with (torchao's Float8Tensor computes a 16-bit tensor's scale in its
+/// dtype: core's spec_for_input), checked against x's values where that rule asks for it (on the
+/// CPU; on the GPU only an x of the spec's hp_dtype itself is taken, which needs no check).
+QuantSpec spec_for(const DLTensor& x, const QuantSpec& s, const Tensor3f* host, const char* op) {
+  const QuantSpec sx = spec_for_input(s, input_format(x));
+  if (host) check_hp_values(sx, host->data(), host->size(), op);
+  else if (needs_hp_value_check(sx, input_format(x)))
+    throw std::invalid_argument(std::string(op) + ": hp_dtype " + spec_of(sx.hp_dtype).name +
+                                " with a CUDA tensor of another dtype: its values are checked on the CPU only; "
+                                "pass the CUDA tensor in " + spec_of(sx.hp_dtype).name);
+  return sx;
+}
+}  // namespace
+
 mxsim_status mxsim_quantize(const DLTensor* x, const mxsim_spec* spec, int32_t axis, mxsim_qtensor* out, void* stream,
                             mxsim_error* err) {
   return guard(err, [&] {
@@ -227,14 +249,14 @@ mxsim_status mxsim_quantize(const DLTensor* x, const mxsim_spec* spec, int32_t a
     if (s.elem == Format::BF16) throw std::invalid_argument(std::string(op) + ": bf16 is not a quantized format");
     const mxsim_qlayout want = c_layout(s, int64_t(e.groups), int64_t(e.rows), int64_t(e.cols), ax);
     check_qtensor_buffers(*out, want, x->device, op);
-    out->spec = spec;
+    if (x->device.device_type == kDLCUDA) {
+      gpu_quantize(*x, spec_for(*x, s, nullptr, op), ax, want, *out, stream);
+    } else {
+      const Tensor3f h = host_f32(*x, e, op, "x");
+      write_quantized(emu::quantize(h, spec_for(*x, s, &h, op), ax), *out);
+    }
+    out->spec = spec;  // the caller's struct describes its buffers once they hold the result
     out->layout = want;
-    if (x->device.device_type == kDLCUDA) return gpu_quantize(*x, s, ax, *out, stream);
-    // torchao's Float8Tensor computes a 16-bit tensor's scale in its dtype (QuantSpec::hp_dtype)
-    const QuantSpec sx = spec_for_input(s, is_bf16(*x) ? Format::BF16 : is_f16(*x) ? Format::FP16 : Format::FP32);
-    const Tensor3f h = host_f32(*x, e, op, "x");
-    check_hp_values(sx, h.data(), h.size(), op);
-    write_quantized(emu::quantize(h, sx, ax), *out);
   });
 }
 
@@ -251,18 +273,25 @@ mxsim_status mxsim_quantize_grouped_colwise(const DLTensor* x, const int64_t* m_
     const std::vector<int64_t> splits(m_splits, m_splits + groups);
     if (const std::string why = m_splits_error(splits, e.rows); !why.empty())
       throw std::invalid_argument(std::string(op) + ": " + why);
+    std::vector<mxsim_qlayout> want(groups);
     for (size_t g = 0; g < groups; ++g) {
-      const mxsim_qlayout want = c_layout(s, 1, splits[g], int64_t(e.cols), Axis::Rows);
-      check_qtensor_buffers(out[g], want, x->device, (std::string(op) + ": out[" + std::to_string(g) + "]").c_str());
-      out[g].spec = spec;
-      out[g].layout = want;
+      want[g] = c_layout(s, 1, splits[g], int64_t(e.cols), Axis::Rows);
+      check_qtensor_buffers(out[g], want[g], x->device, (std::string(op) + ": out[" + std::to_string(g) + "]").c_str());
     }
-    if (x->device.device_type == kDLCUDA) return gpu_quantize_grouped_colwise(*x, s, splits, out, stream);
-    const Tensor3f h = host_f32(*x, e, op, "x");
-    Tensor2f x2 = Tensor2f::from_shape({e.rows, e.cols});
-    std::copy(h.begin(), h.end(), x2.begin());
-    const std::vector<QuantizedTensor> q = emu::quantize_grouped_colwise(x2, splits, s);
-    for (size_t g = 0; g < groups; ++g) write_quantized(q[g], out[g]);
+    if (x->device.device_type == kDLCUDA) {
+      gpu_quantize_grouped_colwise(*x, spec_for(*x, s, nullptr, op), splits, want, out, stream);
+    } else {
+      const Tensor3f h = host_f32(*x, e, op, "x");
+      const QuantSpec sx = spec_for(*x, s, &h, op);
+      Tensor2f x2 = Tensor2f::from_shape({e.rows, e.cols});
+      std::copy(h.begin(), h.end(), x2.begin());
+      const std::vector<QuantizedTensor> q = emu::quantize_grouped_colwise(x2, splits, sx);
+      for (size_t g = 0; g < groups; ++g) write_quantized(q[g], out[g]);
+    }
+    for (size_t g = 0; g < groups; ++g) {
+      out[g].spec = spec;
+      out[g].layout = want[g];
+    }
   });
 }
 

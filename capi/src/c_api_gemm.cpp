@@ -75,11 +75,8 @@ GemmCall gemm_call(int32_t form, const mxsim_gemm_operand* a, size_t na, const m
   c.form = GemmForm(form);
   if (!out) fail("out is NULL");
   if ((na && !a) || (nb && !b) || (groups && !m_splits)) fail("a, b or m_splits is NULL");
-  if (c.form == GemmForm::Wgrad) {
-    if (na != groups || nb != groups)
-      fail("wgrad takes one operand per group on each side: m_splits has " + std::to_string(groups) +
-           " groups, a has " + std::to_string(na) + " and b " + std::to_string(nb));
-  } else if (na != 1 || nb != 1) {
+  // wgrad's counts (one operand per group on each side) are core's plan_wgrad's to check
+  if (c.form != GemmForm::Wgrad && (na != 1 || nb != 1)) {
     fail(std::string(name_of(c.form)) + " takes one operand on each side, got " + std::to_string(na) + " and " +
          std::to_string(nb));
   }

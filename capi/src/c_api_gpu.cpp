@@ -7,6 +7,7 @@
 #include "c_api_internal.hpp"
 
 #ifdef MXSIM_C_HAVE_GPU
+#include "mxsim/hip/codec.hpp"
 #include "mxsim/hip/device.hpp"
 #include "mxsim/hip/gemm.hpp"
 #include "mxsim/hip/quantize.hpp"
@@ -24,9 +25,11 @@ namespace {
 }  // namespace
 
 bool gpu_built() { return false; }
-void gpu_quantize(const DLTensor&, const QuantSpec&, Axis, const mxsim_qtensor&, void*) { no_gpu("mxsim_quantize"); }
-void gpu_quantize_grouped_colwise(const DLTensor&, const QuantSpec&, const std::vector<int64_t>&, const mxsim_qtensor*,
-                                  void*) {
+void gpu_quantize(const DLTensor&, const QuantSpec&, Axis, const mxsim_qlayout&, const mxsim_qtensor&, void*) {
+  no_gpu("mxsim_quantize");
+}
+void gpu_quantize_grouped_colwise(const DLTensor&, const QuantSpec&, const std::vector<int64_t>&,
+                                  const std::vector<mxsim_qlayout>&, const mxsim_qtensor*, void*) {
   no_gpu("mxsim_quantize_grouped_colwise");
 }
 void gpu_dequantize(const mxsim_qtensor&, DLTensor&, void*) { no_gpu("mxsim_dequantize"); }
@@ -42,7 +45,7 @@ void on_device(const DLTensor& t, const char* op, F&& f) {
   std::string why;
   if (!hip::available(&why)) throw Unsupported(std::string(op) + ": a CUDA tensor, but no usable GPU: " + why);
   try {
-    hip::select_device(t.device.device_id);
+    const hip::DeviceGuard on(t.device.device_id);  // the caller's current device is restored after
     f();
   } catch (const hip::OutOfMemory& e) {
     throw DeviceOutOfMemory(std::string(op) + ": " + e.what());
@@ -63,29 +66,45 @@ hip::DeviceQTensor device_view(const mxsim_qtensor& q, const GemmOperandDesc& d)
   return t;
 }
 
+/// The float32 values of a CUDA tensor for the GPU quantizer (which reads FP32): x itself, or
+/// nullptr for a bfloat16 / float16 x, which widen_on_device copies (exact; decode_device of its
+/// codes). Refuses other dtypes before anything is launched.
 const float* device_f32(const DLTensor& t, const char* op, const char* what) {
-  if (!is_f32(t))
-    throw std::invalid_argument(std::string(op) + ": " + what +
-                                " on CUDA must be float32 (the GPU quantizer reads FP32); pass x.float()");
-  return static_cast<const float*>(data_of(t));
+  if (is_f32(t)) return static_cast<const float*>(data_of(t));
+  if (!is_bf16(t) && !is_f16(t))
+    throw std::invalid_argument(std::string(op) + ": " + what + " on CUDA must be float32, bfloat16 or float16");
+  return nullptr;  // widened inside on_device (widen_on_device), after the device is selected
+}
+const float* widen_on_device(const DLTensor& t, hip::DeviceBuffer& tmp, void* stream) {
+  size_t n = 1;
+  for (int i = 0; i < t.ndim; ++i) n *= size_t(t.shape[i]);
+  tmp = hip::DeviceBuffer(n * sizeof(float), "float32 copy of a 16-bit input");
+  hip::decode_device(data_of(t), is_bf16(t) ? Format::BF16 : Format::FP16, tmp.as<float>(), n, stream);
+  return tmp.as<float>();
 }
 
 }  // namespace
 
 bool gpu_built() { return true; }
 
-void gpu_quantize(const DLTensor& x, const QuantSpec& s, Axis axis, const mxsim_qtensor& out, void* stream) {
+void gpu_quantize(const DLTensor& x, const QuantSpec& s, Axis axis, const mxsim_qlayout& layout,
+                  const mxsim_qtensor& out, void* stream) {
   const char* op = "mxsim_quantize";
+  hip::DeviceBuffer tmp;
   const float* px = device_f32(x, op, "x");
   GemmOperandDesc d;
   d.spec = s;
-  d.layout = hd::quant_layout(s, size_t(out.layout.groups), size_t(out.layout.rows), size_t(out.layout.cols), axis);
-  on_device(x, op, [&] { hip::quantize_device(px, device_view(out, d), stream); });
+  d.layout = hd::quant_layout(s, size_t(layout.groups), size_t(layout.rows), size_t(layout.cols), axis);
+  on_device(x, op, [&] {
+    if (!px) px = widen_on_device(x, tmp, stream);
+    hip::quantize_device(px, device_view(out, d), stream);
+  });
 }
 
 void gpu_quantize_grouped_colwise(const DLTensor& x, const QuantSpec& s, const std::vector<int64_t>& m_splits,
-                                  const mxsim_qtensor* out, void* stream) {
+                                  const std::vector<mxsim_qlayout>& layout, const mxsim_qtensor* out, void* stream) {
   const char* op = "mxsim_quantize_grouped_colwise";
+  hip::DeviceBuffer tmp;
   const float* px = device_f32(x, op, "x");
   std::vector<hip::DeviceQTensor> views;
   uint64_t m0 = 0;
@@ -94,11 +113,14 @@ void gpu_quantize_grouped_colwise(const DLTensor& x, const QuantSpec& s, const s
     GemmOperandDesc d;
     d.spec = s;  // slice g draws the SR words of its elements' indices in x (alloc_grouped_colwise's shift)
     if (m_splits[g] > 0) d.spec.sr_index_base = s.sr_index_base + m0 * C;
-    d.layout = hd::quant_layout(s, 1, size_t(m_splits[g]), C, Axis::Rows);
+    d.layout = hd::quant_layout(s, 1, size_t(layout[g].rows), C, Axis::Rows);
     views.push_back(device_view(out[g], d));
     m0 += uint64_t(m_splits[g]);
   }
-  on_device(x, op, [&] { hip::quantize_grouped_colwise_device(px, size_t(x.shape[0]), C, m_splits, views, stream); });
+  on_device(x, op, [&] {
+    if (!px) px = widen_on_device(x, tmp, stream);
+    hip::quantize_grouped_colwise_device(px, size_t(x.shape[0]), C, m_splits, views, stream);
+  });
 }
 
 void gpu_dequantize(const mxsim_qtensor& q, DLTensor& out, void* stream) {

@@ -95,10 +95,13 @@ void cpu_grouped_gemm(const GemmCall& c);
 
 // ---- the GPU path (c_api_gpu.cpp; throws Unsupported in builds without a GPU backend)
 bool gpu_built();
-void gpu_quantize(const DLTensor& x, const QuantSpec& s, Axis axis, const mxsim_qtensor& out, void* stream);
-/// out[g] already checked and laid out for group g (mxsim_quantize_grouped_colwise).
+/// x: float32, or bfloat16 / float16 widened on the device first (exact). out's buffers are
+/// checked against `layout` already; nothing is launched when x is refused.
+void gpu_quantize(const DLTensor& x, const QuantSpec& s, Axis axis, const mxsim_qlayout& layout,
+                  const mxsim_qtensor& out, void* stream);
+/// out[g] already checked against layout[g] (mxsim_quantize_grouped_colwise).
 void gpu_quantize_grouped_colwise(const DLTensor& x, const QuantSpec& s, const std::vector<int64_t>& m_splits,
-                                  const mxsim_qtensor* out, void* stream);
+                                  const std::vector<mxsim_qlayout>& layout, const mxsim_qtensor* out, void* stream);
 void gpu_dequantize(const mxsim_qtensor& q, DLTensor& out, void* stream);
 void gpu_grouped_gemm(const GemmCall& c, void* stream);
 

@@ -230,6 +230,19 @@ QuantSpec spec_for_input(QuantSpec s, Format input_dtype) {
   return s;
 }
 
+std::optional<QuantSpec> with_current_scale(QuantSpec s, float amax) {
+  if (!s.per_tensor() || s.scale_kind != ScaleKind::FP32)
+    throw std::invalid_argument(s.describe() + " is not a per-tensor FP32-scaled spec: current scaling applies to "
+                                "fp8_tensor specs");
+  s.fixed_scale = current_scale(spec_of(s.elem).max_value(), amax, s.amax_epsilon, s.pow2_scale);
+  if (std::isnan(s.fixed_scale)) return std::nullopt;
+  return s;
+}
+
+bool needs_hp_value_check(const QuantSpec& s, Format input_dtype) {
+  return float8_tensor(s) && s.hp_dtype != Format::FP32 && s.hp_dtype != input_dtype;
+}
+
 void check_hp_values(const QuantSpec& s, const float* x, size_t n, const std::string& op) {
   if (!float8_tensor(s) || s.hp_dtype == Format::FP32) return;
   const FormatSpec hf = spec_of(s.hp_dtype);

@@ -35,11 +35,9 @@ QuantSpec resolved_spec(Backend& be, const Weight& w, Role role, QuantSpec s, co
   if (!s.per_tensor() || s.scale_kind != ScaleKind::FP32) return s;
   if (const auto& d = w.delayed[size_t(role)]) return d->spec(s);
   const float a = be.amax(x);
-  s.fixed_scale = current_scale(spec_of(s.elem).max_value(), a, s.amax_epsilon, s.pow2_scale);
-  if (std::isnan(s.fixed_scale))  // fixed_scale 0 would silently mean per-group scaling
-    throw std::runtime_error(w.name + ": operand " + name_of(role) + " has a non-finite amax (" + std::to_string(a) +
-                             "); FP8 current scaling has no finite scale");
-  return s;
+  if (const std::optional<QuantSpec> c = with_current_scale(s, a)) return *c;
+  throw std::runtime_error(w.name + ": operand " + name_of(role) + " has a non-finite amax (" + std::to_string(a) +
+                           "); FP8 current scaling has no finite scale");
 }
 /// The same, recording this use's amax into fp8_delayed's history first.
 QuantSpec resolve(Backend& be, Weight& w, Role role, QuantSpec s, const Tensor& x) {

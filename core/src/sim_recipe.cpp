@@ -95,7 +95,7 @@ Recipe make_recipe(const std::string& given, const RecipeConfig& rc) {
 void set_recipe_option(RecipeConfig& rc, std::string_view key, std::string_view v) {
   auto integer = [&](int lo, int hi) {
     const double d = double_arg(key, v);
-    if (d != double(int(d)) || d < lo || d > hi)
+    if (!(d >= lo && d <= hi) || d != std::floor(d))  // range first: int(d) of 1e30 or NaN is undefined
       throw std::invalid_argument("recipe option " + std::string(key) + " = '" + std::string(v) +
                                   "' is not an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
     return int(d);

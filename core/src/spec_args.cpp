@@ -105,16 +105,7 @@ bool bool_arg(std::string_view key, std::string_view v) {
 }
 
 double double_arg(std::string_view key, std::string_view v) {
-  const std::string s(v);
-  size_t used = 0;
-  double d = 0;
-  try {
-    d = std::stod(s, &used);
-  } catch (const std::exception&) {
-    bad_value(key, v, "a number");
-  }
-  if (used != s.size()) bad_value(key, v, "a number");
-  return d;
+  return parse_number<double>(key, v, "a number");  // from_chars: the C locale's '.', whatever the process's
 }
 
 void set_spec_arg(SpecArgs& a, std::string_view key, std::string_view v) {

@@ -91,22 +91,33 @@ def test_grouped_gemm_equals_the_emulator(sa, sb):
 
 
 def test_bf16_operands_and_a_side_stream():
+    # The op must run on torch's current stream: its input is written there behind a long sleep,
+    # so an op on another stream would read the zeros that are there before.
     splits = [32, 96]
     x, w = sample((128, 256), 7).bfloat16(), sample((2, 64, 256), 8).bfloat16()
     want = mt.grouped_gemm(x, w, splits)
+    xc, wc = torch.zeros_like(x, device="cuda"), w.cuda()
+    src = x.cuda()
+    torch.cuda.synchronize()
     s = torch.cuda.Stream()
-    with torch.cuda.stream(s):  # the op runs on torch's current stream
-        y = mt.grouped_gemm(x.cuda(), w.cuda(), splits)
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(200_000_000)  # about 0.1 s of GPU time before the copy
+        xc.copy_(src)
+        y = mt.grouped_gemm(xc, wc, splits)
+        q = mt.quantize(xc, "mxfp8")
     s.synchronize()
     same(y, want, "bf16 fprop on a side stream")
+    same_q(q, mt.quantize(x, "mxfp8"), "quantize on a side stream")
 
 
-@pytest.mark.parametrize("recipe", ["bf16", "mxfp4", "mxfp8", "fp8_current", "fp8_block"])
-def test_grouped_linear_on_cuda_equals_cpu(recipe):
+@pytest.mark.parametrize("recipe,options", [("bf16", {}), ("mxfp4", {}), ("mxfp4", {"mxfp4_sr_grad": True}),
+                                            ("mxfp8", {}), ("fp8_current", {}), ("fp8_block", {})])
+def test_grouped_linear_on_cuda_equals_cpu(recipe, options):
     torch.manual_seed(4)
-    cpu = mt.GroupedLinear(3, 256, 128, recipe=recipe, fuse_wgrad_accumulation=True)
-    gpu = mt.GroupedLinear(3, 256, 128, recipe=recipe, fuse_wgrad_accumulation=True, device="cuda")
-    gpu._sr_id = cpu._sr_id
+    cpu = mt.GroupedLinear(3, 256, 128, recipe=recipe, recipe_options=options,
+                           fuse_wgrad_accumulation=True, name="experts")
+    gpu = mt.GroupedLinear(3, 256, 128, recipe=recipe, recipe_options=options,
+                           fuse_wgrad_accumulation=True, device="cuda", name="experts")
     with torch.no_grad():
         for a, b in zip(cpu.parameters(), gpu.parameters()):
             b.copy_(a)
@@ -124,6 +135,21 @@ def test_grouped_linear_on_cuda_equals_cpu(recipe):
         same(xg.grad, xc.grad, f"{recipe} dx")
     for a, b in zip(cpu.weights(), gpu.weights()):
         same(b.main_grad, a.main_grad, f"{recipe} main_grad")
+
+
+def test_the_callers_current_device_is_kept():
+    before = torch.cuda.current_device()
+    mt.quantize(sample((64, 64), 1).cuda(before), "mxfp8")
+    assert torch.cuda.current_device() == before
+
+
+def test_bf16_and_fp16_cuda_inputs_are_widened_on_the_device():
+    x = sample((64, 128), 41)
+    for dt in (torch.bfloat16, torch.float16):
+        same_q(mt.quantize(x.to(dt).cuda(), "mxfp4"), mt.quantize(x.to(dt), "mxfp4"), f"{dt} input")
+    xb = x.bfloat16()  # torchao's Float8Tensor: a bfloat16 tensor's scale computed in bfloat16
+    same_q(mt.quantize(xb.cuda(), "fp8_row", scale_convention="torchao"),
+           mt.quantize(xb, "fp8_row", scale_convention="torchao"), "torchao bf16")
 
 
 def test_mixed_devices_are_refused():

@@ -109,10 +109,10 @@ def test_bf16_activations_give_bf16_outputs_rounded_once():
     same_bits(y, y32.bfloat16())
 
 
-def test_fp8_current_scales_all_experts_with_one_scale_and_rederives_dgrads_w():
+def test_fp8_current_scales_all_experts_with_one_scale():
     m = module("fp8_current")
     W = torch.stack([w.detach() for w in m.weights()])
-    qw = mt.quantize(W, spec=m._resolved("w", W))
+    qw = mt.quantize(W, spec=m.recipe.spec("w").with_amax(W.abs().max().item()))
     # one scale over all experts: the per-tensor quantization of the whole [G*N, K] weight
     whole = mxsim.quantize(W.reshape(-1, W.shape[-1]).numpy(), "fp8_tensor", amax_epsilon=1e-12)
     same_bits(qw.scale.reshape(-1), np.repeat(np.asarray(whole.scale, np.float32).reshape(-1)[:1], 3))
@@ -121,29 +121,35 @@ def test_fp8_current_scales_all_experts_with_one_scale_and_rederives_dgrads_w():
 
 # ------------------------------------------------------------------ main_grad through the bridge
 
+# The NumPy module's specs of the recipes' wgrad operands (docs/simulator.md's table, which
+# test_recipe_specs_are_the_documented_table holds the C recipes to).
+NUMPY_WGRAD_SPECS = {"mxfp4": lambda: mxsim.spec("mxfp4", scaling_mode="even", hadamard=True),
+                     "mxfp8": lambda: mxsim.spec("mxfp8", scaling_mode="even")}
+
+
 def _bridged_by_hand(recipe, xs, dys, splits, G, N, K):
-    """main_grad after the micro-batches, from the NumPy API's wgrad with the recipe's specs."""
-    r = mt.LinearRecipe(recipe)
+    """main_grad after the micro-batches, computed without the module: unfused recipes from the
+    NumPy module's wgrad in BF16, added in float32 here (fl32(main_grad + bf16(dW)) per group with
+    tokens); bf16 from the NumPy module's accumulating wgrad; fp8_current from the ops with the
+    tensors' amax."""
     mg = np.zeros((G, N, K), np.float32)
     for x, dy in zip(xs, dys):
-        if not r.quantized:
+        if recipe == "bf16":
             mg = mxsim.grouped_wgrad(dy.numpy(), x.numpy(), splits, "bf16", main_grad=mg)
-            continue
-
-        def sp(role, t):
-            s = r.spec(role)
-            return s.with_amax(t.abs().max().item()) if s.current_scaling else s
-        sd, sx = sp("dy_wgrad", dy), sp("x_wgrad", x)
-        A, B = mt.quantize_grouped_colwise(dy, splits, spec=sd), mt.quantize_grouped_colwise(x, splits, spec=sx)
-        if r.fused_wgrad_accum:  # the GEMM's accumulator starts at main_grad
-            out = torch.from_numpy(mg.copy())
-            mt.grouped_gemm(A, B, splits, form="wgrad", out=out, accumulate=True)
-            mg = out.numpy()
-        else:  # fl32(main_grad + bf16(dW)), one float32 add per element, groups with tokens only
-            dw = mt.grouped_gemm(A, B, splits, form="wgrad", out_dtype=torch.bfloat16).float().numpy()
+        elif recipe in NUMPY_WGRAD_SPECS:
+            s = NUMPY_WGRAD_SPECS[recipe]()
+            dw = mxsim.grouped_wgrad(dy.numpy(), x.numpy(), splits, s, s, out_dtype="bfloat16")
             for g in range(G):
                 if splits[g]:
-                    mg[g] = (mg[g] + dw[g]).astype(np.float32)
+                    mg[g] = mg[g] + dw[g]  # float32 + float32: one IEEE add
+        else:  # fp8_current: one scale per tensor from its amax; the GEMM accumulates into main_grad
+            r = mt.LinearRecipe(recipe)
+            sd = r.spec("dy_wgrad").with_amax(dy.abs().max().item())
+            sx = r.spec("x_wgrad").with_amax(x.abs().max().item())
+            out = torch.from_numpy(mg.copy())
+            mt.grouped_gemm(mt.quantize_grouped_colwise(dy, splits, spec=sd), mt.quantize_grouped_colwise(x, splits, spec=sx),
+                            splits, form="wgrad", out=out, accumulate=True)
+            mg = out.numpy()
     return mg
 
 
@@ -154,16 +160,31 @@ def test_main_grad_after_four_microbatches_is_the_hand_sum(recipe):
     m = module(recipe, G, K, N, fuse_wgrad_accumulation=True)
     for w in m.weights():
         w.main_grad = torch.zeros(N, K)
-        w.grad_added_to_main_grad = False
+        w.grad_added_to_main_grad = False  # Megatron's attributes
+        w.zero_out_wgrad = True
     xs, dys = zip(*[operands(64, K, N, seed=10 + mb) for mb in range(4)])
     for mb in range(4):
         m(xs[mb], splits, is_first_microbatch=(mb == 0)).backward(dys[mb])
     want = _bridged_by_hand(recipe, xs, dys, splits, G, N, K)
     for g, w in enumerate(m.weights()):
         same_bits(w.main_grad, want[g])
-        assert w.grad_added_to_main_grad is True and w.grad is None
+        # TE's contract: the flag set, and a dummy (here zero) gradient so that grad hooks run
+        assert w.grad_added_to_main_grad is True and torch.count_nonzero(w.grad) == 0
     assert torch.count_nonzero(m.weight1.main_grad) == 0  # an expert without tokens received nothing
     assert m.cache_hits == (3 if m.recipe.quantized else 0)  # BF16 weights are not quantized
+
+
+def test_main_grads_of_one_buffer_in_order_are_one_view():
+    # The bridge writes in place into main_grads that lie in order in one buffer; any other layout
+    # (Megatron's buffer holds parameters in reverse order) is stacked and copied back.
+    from mxsim.torch.modules import _stacked
+    buf = torch.zeros(3 * 8 * 4)
+    parts = [buf[g * 32:(g + 1) * 32].view(8, 4) for g in range(3)]
+    v = _stacked(parts)
+    assert v is not None and v.data_ptr() == buf.data_ptr() and v.shape == (3, 8, 4)
+    v[1, 2, 3] = 5.0
+    assert parts[1][2, 3] == 5.0
+    assert _stacked(list(reversed(parts))) is None
 
 
 def test_main_grad_in_one_contiguous_buffer_is_written_in_place():
@@ -246,6 +267,30 @@ def test_convert_swaps_linears_keeping_their_parameters():
     assert model[0].weight.grad is not None
 
 
+def test_bias_gradients_and_a_non_contiguous_input():
+    torch.manual_seed(5)
+    m = mt.GroupedLinear(2, 64, 32, bias=True, recipe="mxfp8")
+    x, _ = operands(48, 64, 32, seed=15)
+    dy = torch.randint(-8, 8, (48, 32), generator=torch.Generator().manual_seed(16)).float()  # sums exact in any order
+    xt = x.t().contiguous().t().requires_grad_(True)  # same values, column-major storage
+    assert not xt.is_contiguous()
+    y = m(xt, [16, 32])
+    y.backward(dy)
+    same_bits(m.bias0.grad, dy[:16].sum(0))  # PyTorch's own sums (the bias is PyTorch's)
+    same_bits(m.bias1.grad, dy[16:].sum(0))
+    y2 = m(x, [16, 32])
+    same_bits(y, y2)
+
+
+def test_te_only_arguments_are_refused_by_name():
+    with pytest.raises(ValueError, match="sequence_parallel is not supported"):
+        mt.GroupedLinear(2, 32, 32, True)  # TE's 4th positional argument
+    with pytest.raises(ValueError, match="ub_overlap_rs is not supported"):
+        mt.GroupedLinear(2, 32, 32, ub_overlap_rs=True)
+    m = mt.GroupedLinear(2, 32, 32, False, False, None, 1, None, None, torch.nn.init.zeros_, bias=False)
+    assert torch.count_nonzero(m.weight0) == 0  # init_method applied to each weight, as TE does
+
+
 def test_module_errors_name_the_module_and_argument():
     m = module("mxfp4", name="experts")
     x, _ = operands(64, 64, 32, seed=1)
@@ -253,7 +298,7 @@ def test_module_errors_name_the_module_and_argument():
         m(x[:, :32], [64, 0, 0])
     with pytest.raises(ValueError, match="experts.forward: m_splits has 2 entries, num_gemms is 3"):
         m(x, [32, 32])
-    with pytest.raises(ValueError, match="sum to the 64 rows"):
+    with pytest.raises(ValueError, match="experts.forward: grouped fprop: m_splits sum to 32 but the token operand has M = 64"):
         m(x, [32, 0, 0])
     with pytest.raises(ValueError, match="experts.forward: inp is torch.float16"):
         m(x.half(), [64, 0, 0])

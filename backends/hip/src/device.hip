@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <map>
+#include <utility>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -41,6 +42,15 @@ void select_device(int index) {
   MXSIM_HIP_CHECK(hipSetDevice(index));
 }
 
+DeviceGuard::DeviceGuard(int index) {
+  MXSIM_HIP_CHECK(hipGetDevice(&previous_));
+  if (index != previous_) select_device(index);
+}
+DeviceGuard::~DeviceGuard() {
+  int now = -1;
+  if (hipGetDevice(&now) == hipSuccess && now != previous_) (void)hipSetDevice(previous_);
+}
+
 DeviceInfo device_info() {
   int dev = 0;
   MXSIM_HIP_CHECK(hipGetDevice(&dev));
@@ -72,7 +82,7 @@ namespace {
 
 struct BlockCache {
   std::mutex mu;
-  std::map<size_t, std::vector<void*>> free_blocks;  // size class -> blocks
+  std::map<std::pair<int, size_t>, std::vector<void*>> free_blocks;  // (device, size class) -> blocks
   bool enabled = [] {
     const char* e = std::getenv("MXSIM_GPU_CACHE");
     return !(e && std::string(e) == "0");
@@ -84,7 +94,7 @@ struct BlockCache {
   }
   void release_all() {
     std::lock_guard<std::mutex> g(mu);
-    for (auto& [size, v] : free_blocks)
+    for (auto& [key, v] : free_blocks)
       for (void* p : v) (void)hipFree(p);
     free_blocks.clear();
   }
@@ -98,11 +108,12 @@ BlockCache& cache() {
 
 DeviceBuffer::DeviceBuffer(size_t bytes, std::string_view what) : n_(bytes), what_(what) {
   if (!bytes) return;
+  MXSIM_HIP_CHECK(hipGetDevice(&device_));
   BlockCache& c = cache();
   const size_t cls = c.enabled ? BlockCache::round_up(bytes) : bytes;
   if (c.enabled) {
     std::lock_guard<std::mutex> g(c.mu);
-    auto it = c.free_blocks.find(cls);
+    auto it = c.free_blocks.find({device_, cls});
     if (it != c.free_blocks.end() && !it->second.empty()) {
       p_ = it->second.back();
       it->second.pop_back();
@@ -133,7 +144,7 @@ void DeviceBuffer::release() noexcept {
   if (c.enabled) {
     try {
       std::lock_guard<std::mutex> g(c.mu);
-      c.free_blocks[BlockCache::round_up(n_)].push_back(p_);
+      c.free_blocks[{device_, BlockCache::round_up(n_)}].push_back(p_);
       p_ = nullptr;
       return;
     } catch (...) {  // no memory for the free list: really free it
@@ -143,7 +154,8 @@ void DeviceBuffer::release() noexcept {
   p_ = nullptr;
 }
 DeviceBuffer::~DeviceBuffer() { release(); }
-DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept : p_(o.p_), n_(o.n_), what_(std::move(o.what_)) {
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& o) noexcept
+    : p_(o.p_), n_(o.n_), device_(o.device_), what_(std::move(o.what_)) {
   o.p_ = nullptr;
   o.n_ = 0;
 }
@@ -152,6 +164,7 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
     release();
     p_ = o.p_;
     n_ = o.n_;
+    device_ = o.device_;
     what_ = std::move(o.what_);
     o.p_ = nullptr;
     o.n_ = 0;

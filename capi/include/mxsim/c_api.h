@@ -13,11 +13,17 @@
  *  - Outputs are allocated by the caller; mxsim_quant_layout gives their
  *    extents. Inputs must be C-contiguous (strides NULL or row-major).
  *  - Every call returns an mxsim_status; on failure the caller's mxsim_error
- *    holds a message naming the op, the argument and the problem, and no
- *    output has been written. No C++ exception crosses this interface.
- *  - No global mutable state: calls on different threads share nothing but
- *    the read-only format tables (the GPU backend's per-device workspace is
- *    locked). A spec is immutable after mxsim_spec_create.
+ *    holds a message naming the op, the argument and the problem. A refused
+ *    argument (MXSIM_ERR_INVALID_ARGUMENT, _UNSUPPORTED) is found before any
+ *    output is written; a device failure (MXSIM_ERR_DEVICE, _OUT_OF_MEMORY) in
+ *    the middle of a call can leave outputs partly written. No C++ exception
+ *    crosses this interface.
+ *  - No global mutable state on the CPU: calls on different threads share
+ *    nothing but the read-only format tables; specs and recipes are immutable.
+ *    On the GPU the backend's cached device blocks and GEMM workspaces are
+ *    per device and locked, and are reused in stream order: work of one
+ *    device on several streams at once is not supported. A call restores the
+ *    caller's current device.
  *
  * Results are the emulator's bits on both devices (the contract of
  * docs/numerics.md; tests/python/test_torch_*.py check them against the NumPy
@@ -89,6 +95,7 @@ typedef struct mxsim_spec_info {
   int32_t scale_kind;     /**< mxsim_scale_kind */
   int32_t stochastic;     /**< 1: rounding = sr (Philox words by element index, docs/numerics.md §2.5) */
   int32_t hadamard;       /**< 1: the 16-point Hadamard transform is applied first */
+  int32_t current_scaling;/**< 1: one FP32 scale per tensor, from its amax (mxsim_spec_with_amax) */
 } mxsim_spec_info;
 
 MXSIM_C_EXPORT mxsim_status mxsim_spec_get_info(const mxsim_spec* spec, mxsim_spec_info* out, mxsim_error* err);
@@ -216,7 +223,7 @@ MXSIM_C_EXPORT mxsim_status mxsim_quantize_grouped_colwise(const DLTensor* x, co
                                                            const mxsim_spec* spec, mxsim_qtensor* out, void* stream,
                                                            mxsim_error* err);
 
-/** Exact dequantization of q into out (float32, or bfloat16 / float16 rounded
+/** Exact dequantization of q into out (float32, or on the CPU bfloat16 rounded
  * RNE once; q's logical shape, or [rows, cols] when groups = 1). */
 MXSIM_C_EXPORT mxsim_status mxsim_dequantize(const mxsim_qtensor* q, DLTensor* out, void* stream, mxsim_error* err);
 
@@ -264,7 +271,8 @@ typedef enum mxsim_gemm_form {
  * (host values, `groups` of them): fprop / dgrad take one token operand a and
  * the weights b ([G, ., .]); wgrad takes one operand per group on each side.
  * out: float32 (the FP32 accumulator, or rounded once to BF16 when out_bf16)
- * or bfloat16 (rounded once, RNE). accumulate: add into out (an FP32
+ * or, on the CPU, bfloat16 (rounded once, RNE). A BF16 operand on CUDA must be
+ * bfloat16 (read in place). accumulate: add into out (an FP32
  * main_grad) instead of overwriting it; wgrad's groups without tokens then
  * leave out[g] unchanged (else +0). */
 MXSIM_C_EXPORT mxsim_status mxsim_grouped_gemm(int32_t form, const mxsim_gemm_operand* a, size_t na,

@@ -2,6 +2,7 @@
 // rule, rounding. The named specs live in quant_spec.cpp.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -170,6 +171,15 @@ void set_hp_dtype(QuantSpec& s, Format hp, const std::string& what);
 /// a spec whose hp_dtype is still FP32 (not set), the spec to quantize it with
 /// takes the input's dtype. Other specs and inputs are returned unchanged.
 QuantSpec spec_for_input(QuantSpec s, Format input_dtype);
+/// Current scaling of a per-tensor FP32-scaled spec (docs/numerics.md §3.3): s with the one
+/// scale (fixed_scale) of a tensor whose amax is given, current_scale(elem max, amax,
+/// amax_epsilon, pow2_scale); one scale for every group of the tensor. nullopt when that scale
+/// is NaN (a NaN amax): callers refuse in their own words (a fixed_scale of 0 would silently
+/// mean per-group scales). Throws std::invalid_argument for a spec that is not per-tensor FP32.
+std::optional<QuantSpec> with_current_scale(QuantSpec s, float amax);
+/// Whether check_hp_values has anything to check for an input of `input_dtype`: a torchao
+/// Float8Tensor spec with a 16-bit hp_dtype other than the input's own dtype.
+bool needs_hp_value_check(const QuantSpec& s, Format input_dtype);
 /// Refuses x (n float32 values) when s is a torchao Float8Tensor spec with a
 /// 16-bit hp_dtype and a non-NaN value of x is not a value of that dtype
 /// (torchao was given a tensor of it), naming the first such value, its flat

@@ -117,8 +117,7 @@ class Spec:
     @property
     def current_scaling(self):
         """True for per-tensor FP32-scaled specs (their scale comes from the tensor's amax)."""
-        i = self.info
-        return i.scale_kind == _capi.SCALE_FP32 and i.block_rows == 0 and i.block_cols == 0
+        return bool(self.info.current_scaling)
 
     @property
     def handle(self):
@@ -142,10 +141,11 @@ class Spec:
         _capi.call(self._lib.mxsim_spec_describe, self._handle, buf, len(buf))
         return buf.value.decode()
 
-    def layout(self, groups, rows, cols, axis=_capi.AXIS_COLS):
-        """The storage layout (extents of codes and scales) of a quantized [groups, rows, cols] tensor."""
+    def layout(self, groups, rows, cols, axis="cols"):
+        """The storage layout (extents of codes and scales) of a quantized [groups, rows, cols] tensor
+        with blocks along ``axis`` ('cols' / 'rows', as quantize's)."""
         out = _capi.QLayout()
-        _capi.call(self._lib.mxsim_quant_layout, self._handle, groups, rows, cols, axis, ctypes.byref(out))
+        _capi.call(self._lib.mxsim_quant_layout, self._handle, groups, rows, cols, _axis(axis), ctypes.byref(out))
         return out
 
     def __repr__(self):
@@ -214,6 +214,8 @@ def spec(recipe=None, **kwargs):
 
 
 def _axis(axis):
+    if axis in (_capi.AXIS_COLS, _capi.AXIS_ROWS) and not isinstance(axis, bool):
+        return axis  # the C interface's own value (internal callers)
     if axis in ("cols", "rowwise", -1):
         return _capi.AXIS_COLS
     if axis in ("rows", "columnwise", 0):
@@ -347,7 +349,7 @@ def quantize(x, recipe=None, *, axis="cols", spec=None, layout="torchao", **spec
     along ``axis`` ('cols' / rowwise: the last axis; 'rows' / columnwise: down the columns, stored
     transposed). The same bytes as ``mxsim.quantize`` and ``mxsim quantize``. Returns a
     QuantizedTensor on x's device. Raises ValueError for a spec the shape cannot take, naming it.
-    On CUDA x must be float32 (the GPU quantizer reads FP32).
+    On CUDA a bfloat16 / float16 x is widened on the device first (exact).
     layout="te": the result in TransformerEngine's storage instead (peers.to_te: MXFP8Tensor's
     padded scale_inv, columnwise data untransposed; Float8Tensor's _data / _scale_inv)."""
     if layout not in ("torchao", "te"):
@@ -356,7 +358,6 @@ def quantize(x, recipe=None, *, axis="cols", spec=None, layout="torchao", **spec
     ax = _axis(axis)
     g, r, c = _lead(x.shape)
     q = _alloc(s, s.layout(g, r, c, ax), x.shape, x.device, lead=() if x.dim() == 2 else (g,))
-    x = _gpu_f32(x, s)
     cq = q._c()
     _capi.call(s._lib.mxsim_quantize, ctypes.byref(_dl(x, "x")), s.handle, ax, ctypes.byref(cq), _stream(x))
     if layout == "te":
@@ -366,7 +367,7 @@ def quantize(x, recipe=None, *, axis="cols", spec=None, layout="torchao", **spec
 
 
 def quantize_grouped_colwise(x, m_splits, recipe=None, *, spec=None, **spec_kwargs):
-    """The wgrad operands of x [M, C] (float32, bfloat16 or float16 on the CPU; float32 on CUDA):
+    """The wgrad operands of x [M, C] (float32, bfloat16 or float16; CPU or CUDA):
     the m_splits row slices, each quantized on its own down its columns (axis='rows', stored
     transposed), so no block crosses a group; stochastic rounding draws the words of each
     element's index in the whole tensor, as the simulator and the command line do. Returns one
@@ -374,14 +375,11 @@ def quantize_grouped_colwise(x, m_splits, recipe=None, *, spec=None, **spec_kwar
     s = _spec_of(recipe, spec, spec_kwargs)
     if x.dim() != 2:
         raise ValueError(f"quantize_grouped_colwise: x must be 2-D [M, C], got shape {list(x.shape)}")
-    splits = [int(m) for m in m_splits]
-    if any(m < 0 for m in splits):
-        raise ValueError(f"quantize_grouped_colwise: m_splits {splits} has a negative entry")
+    splits = [int(m) for m in m_splits]  # checked by the library (core's m_splits rule)
     out = []
     for m in splits:
         lay = s.layout(1, m, x.shape[1], _capi.AXIS_ROWS)
         out.append(_alloc(s, lay, (m, x.shape[1]), x.device, lead=()))
-    x = _gpu_f32(x, s)
     cq = (_capi.QTensor * max(len(out), 1))(*[q._c() for q in out])
     ms = (ctypes.c_int64 * max(len(splits), 1))(*splits)
     _capi.call(s._lib.mxsim_quantize_grouped_colwise, ctypes.byref(_dl(x, "x")), ms, len(splits), s.handle, cq,
@@ -434,25 +432,6 @@ def block_stats(x, q):
     return {k: torch.tensor([getattr(out[i], k) for i in range(n)], dtype=dt) for k, dt in dtypes.items()}
 
 
-def _gpu_f32(x, s):
-    """x as float32 on CUDA (the GPU quantizer reads FP32): bfloat16 / float16 widened exactly on the
-    device. torchao conventions compute a 16-bit tensor's scale in its dtype, which needs the CPU."""
-    torch = _torch()
-    if x.device.type != "cuda" or x.dtype == torch.float32:
-        return x
-    if s.args.get("scale_convention", "te") != "te" and "hp_dtype" not in s.args:
-        raise ValueError(f"quantize: a {x.dtype} CUDA tensor with scale_convention="
-                         f"{s.args['scale_convention']!r}: pass hp_dtype or a float32 tensor")
-    return x.float()
-
-
-def qdq(x, recipe=None, *, axis="cols", spec=None, **spec_kwargs):
-    """dequantize(quantize(x, ...)) in x's dtype when it is float32 or bfloat16, else float32."""
-    torch = _torch()
-    q = quantize(x, recipe, axis=axis, spec=spec, **spec_kwargs)
-    return dequantize(q, x.dtype if x.dtype in (torch.float32, torch.bfloat16) else torch.float32)
-
-
 _FORMS = {"fprop": _capi.FPROP, "dgrad": _capi.DGRAD, "wgrad": _capi.WGRAD}
 
 
@@ -467,8 +446,11 @@ def grouped_gemm(a, b, m_splits, *, form="fprop", out=None, out_dtype=None, accu
     tensors (bfloat16; float32 values are rounded to BF16 first on the CPU), all on one device.
     out_dtype float32 (default) or bfloat16 (the FP32 accumulator rounded once, RNE). ``out``: a
     given output (float32 for accumulate: the FP32 main_grad a wgrad adds into in place; wgrad's
-    groups without tokens then keep their values). Returns out. Raises ValueError naming the
-    operand for shapes, m_splits, axes or pairs the contract does not define."""
+    groups without tokens then keep their values). Every tensor must be contiguous (ValueError
+    otherwise: mxsim reads storage in place). On CUDA a given ``out`` must be float32 (a bfloat16
+    result is computed in float32, rounded once and narrowed exactly) and BF16 operands bfloat16.
+    Returns out. Raises ValueError naming the operand for shapes, m_splits, axes or pairs the
+    contract does not define."""
     torch = _torch()
     f = _FORMS.get(form)
     if f is None:

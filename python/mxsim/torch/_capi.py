@@ -40,7 +40,7 @@ class Error(ctypes.Structure):
 class SpecInfo(ctypes.Structure):
     _fields_ = [("elem", ctypes.c_char * 16), ("elem_bits", ctypes.c_int32), ("block_rows", ctypes.c_int32),
                 ("block_cols", ctypes.c_int32), ("scale_kind", ctypes.c_int32), ("stochastic", ctypes.c_int32),
-                ("hadamard", ctypes.c_int32)]
+                ("hadamard", ctypes.c_int32), ("current_scaling", ctypes.c_int32)]
 
 
 class LinearRecipeInfo(ctypes.Structure):

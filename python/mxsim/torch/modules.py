@@ -12,9 +12,10 @@ The mechanics are the simulator's (docs/simulator.md "Mechanics"), each a tested
 - ``fuse_wgrad_accumulation=True``: every micro-batch's wgrad reaches ``weight.main_grad``
   (Megatron's FP32 buffer) through the bridge, fused where the recipe fuses (the wgrad GEMM's
   FP32 accumulator starts at main_grad) and else ``fl32(main_grad + bf16(dW))`` per group
-  that had tokens; ``weight.grad_added_to_main_grad`` is set (Primus' ``_bridge_weight_grad``)
-  and no ``.grad`` is produced. Otherwise ``.grad`` as plain PyTorch (dW in the parameter's
-  dtype, from the FP32 accumulator);
+  that had tokens. Where the weight carries ``grad_added_to_main_grad`` (Megatron sets it), it
+  is set to True and autograd gets a dummy gradient (zeros with ``zero_out_wgrad``), as TE's
+  GroupedLinear does, so that the parameter's grad hooks run. Otherwise ``.grad`` as plain
+  PyTorch (dW in the parameter's dtype, from the FP32 accumulator);
 - the quantized-weight cache keyed by ``is_first_microbatch`` (TE's meaning): True quantizes
   and caches, False reuses (an error naming the module when there is no cache or the weights
   changed since it was made: a stale cache), None quantizes inside the call and caches
@@ -24,11 +25,15 @@ The mechanics are the simulator's (docs/simulator.md "Mechanics"), each a tested
   module carries a ``float4_e2m1fn_x2`` marker buffer where torch has that dtype), never for an
   FP8 recipe (Primus PR #1081).
 
-What is PyTorch's own arithmetic, not mxsim's contract: the bias add, the stacking of the
-weights into [G, N, K] (a copy), dtype conversions (exact widenings; bfloat16 narrowing RNE),
-and the bridge's FP32 add (IEEE, the same value as the simulator's except NaN payloads).
+What is PyTorch's own arithmetic, not mxsim's contract: the bias add (in FP32 on the GEMM's FP32
+output, then one rounding to the activation dtype, as TE's epilogue), the stacking of the weights
+into [G, N, K] (a copy, where a GEMM needs them), dtype conversions (exact widenings; bfloat16
+narrowing RNE), current scaling's amax (exact), and the bridge's FP32 add (IEEE, the simulator's
+value except NaN payloads). The cache's staleness check sees in-place updates of the parameters
+(their version counters), not writes through ``.data`` or into their storage by other views.
 """
 import itertools
+import zlib
 
 import torch
 
@@ -47,55 +52,67 @@ class _WeightCache:
 
 
 class _GroupedLinearFn(torch.autograd.Function):
+    """The three grouped GEMMs of the layer. forward returns the FP32 accumulator [M, N] (the
+    module adds the bias in FP32 and narrows once); backward gives dx in inp's dtype and the
+    weights' gradients (or bridges them into main_grad)."""
+
     @staticmethod
     def forward(ctx, inp, splits, mod, is_first_microbatch, *weights):
         x = inp.detach().reshape(-1, mod.in_features)
         if not x.is_contiguous():
-            x = x.contiguous()
-        W = torch.stack([w.detach() for w in weights])  # [G, N, K]
-        out_dtype = torch.bfloat16 if inp.dtype == torch.bfloat16 else torch.float32
+            x = x.contiguous()  # mxsim reads row-major storage in place
         r = mod.recipe
         if r.quantized:
-            qw = mod._weight_for_fprop(W, weights, is_first_microbatch)
-            y = grouped_gemm(quantize(x, spec=mod._resolved("x_fprop", x)), qw, splits, out_dtype=out_dtype)
+            qw = mod._weight_for_fprop(weights, is_first_microbatch)
+            y = grouped_gemm(quantize(x, spec=mod._resolved("x_fprop", x)), qw, splits)
         else:
             qw = None
-            y = grouped_gemm(x.bfloat16(), W.bfloat16(), splits, out_dtype=out_dtype)
-        ctx.mod, ctx.splits, ctx.out_dtype, ctx.qw = mod, splits, out_dtype, qw
+            y = grouped_gemm(x.bfloat16(), _stack(weights).bfloat16(), splits)
+        ctx.mod, ctx.splits, ctx.qw = mod, splits, qw
         ctx.in_shape, ctx.in_dtype = inp.shape, inp.dtype
-        ctx.weights = weights
-        ctx.save_for_backward(x, W)
-        return y.to(inp.dtype).reshape(*inp.shape[:-1], mod.out_features)
+        ctx.weights = weights  # the parameters themselves: W is re-stacked only where dgrad needs it
+        ctx.save_for_backward(x)
+        return y
 
     @staticmethod
     def backward(ctx, dy):
         mod, splits, r = ctx.mod, ctx.splits, ctx.mod.recipe
-        x, W = ctx.saved_tensors
+        (x,) = ctx.saved_tensors
         dy = dy.reshape(-1, mod.out_features)
         if not dy.is_contiguous():
             dy = dy.contiguous()
         call = mod._next_backward()
+        out_dtype = torch.bfloat16 if ctx.in_dtype == torch.bfloat16 else torch.float32
         # dgrad: dx = dy . W
         dx = None
         if ctx.needs_input_grad[0]:
             if r.quantized:
-                qw = ctx.qw if (r.transposed_cache_allowed and ctx.qw is not None) else \
-                    quantize(W, spec=mod._resolved("w", W))  # current scaling: re-derived, same values
+                if r.transposed_cache_allowed and ctx.qw is not None:
+                    qw = ctx.qw  # 2-D tiles: the fprop bytes serve dgrad
+                else:  # current scaling: re-derived from the weights (the same values)
+                    W = _stack(ctx.weights)
+                    qw = quantize(W, spec=mod._resolved("w", W))
                 qdy = quantize(dy, spec=mod._resolved("dy_dgrad", dy, call, 1))
-                dx = grouped_gemm(qdy, qw, splits, form="dgrad", out_dtype=ctx.out_dtype)
+                dx = grouped_gemm(qdy, qw, splits, form="dgrad", out_dtype=out_dtype)
             else:
-                dx = grouped_gemm(dy.bfloat16(), W.bfloat16(), splits, form="dgrad", out_dtype=ctx.out_dtype)
+                dx = grouped_gemm(dy.bfloat16(), _stack(ctx.weights).bfloat16(), splits, form="dgrad",
+                                  out_dtype=out_dtype)
             dx = dx.to(ctx.in_dtype).reshape(ctx.in_shape)
         # wgrad: dW[g] = dy_g^T . x_g
         if not any(ctx.needs_input_grad[4:]):
             return (dx, None, None, None) + (None,) * len(ctx.weights)
         if r.quantized:
-            A = quantize_grouped_colwise(dy.float(), splits, spec=mod._resolved("dy_wgrad", dy, call, 2))
-            B = quantize_grouped_colwise(x.float(), splits, spec=mod._resolved("x_wgrad", x))
+            A = quantize_grouped_colwise(dy, splits, spec=mod._resolved("dy_wgrad", dy, call, 2))
+            B = quantize_grouped_colwise(x, splits, spec=mod._resolved("x_wgrad", x))
         else:
             A, B = _split_rows(dy.bfloat16(), splits), _split_rows(x.bfloat16(), splits)
         grads = mod._wgrad(A, B, splits, ctx.weights)
         return (dx, None, None, None) + tuple(grads)
+
+
+def _stack(weights):
+    """[G, N, K] of the weights (a copy, on their device)."""
+    return torch.stack([w.detach() for w in weights])
 
 
 def _split_rows(t, splits):
@@ -124,20 +141,30 @@ class GroupedLinear(torch.nn.Module):
     m_splits it cannot take, RuntimeError for a missing or stale weight cache and for a
     missing main_grad."""
 
-    def __init__(self, num_gemms, in_features, out_features, bias=True, *, recipe="mxfp4", params_dtype=None,
-                 fuse_wgrad_accumulation=False, device=None, recipe_options=None, seed=1234, name=None,
-                 _params=None):
+    def __init__(self, num_gemms, in_features, out_features, sequence_parallel=False, fuse_wgrad_accumulation=False,
+                 tp_group=None, tp_size=1, get_rng_state_tracker=None, rng_tracker_name=None, init_method=None,
+                 bias=True, return_bias=False, params_dtype=None, parallel_mode=None, device=None, *,
+                 recipe="mxfp4", recipe_options=None, seed=1234, name=None, _params=None, **te_options):
         super().__init__()
+        self.name = name or f"{type(self).__name__}#{next(_ids)}"
+        # TransformerEngine's tensor / sequence parallelism and userbuffer overlap are not mxsim's:
+        # accepted at their single-GPU values (Megatron passes them), refused otherwise.
+        unsupported = {"sequence_parallel": sequence_parallel, "tp_size > 1": tp_size != 1,
+                       "return_bias": return_bias, **{k: v for k, v in te_options.items() if v}}
+        for k, v in unsupported.items():
+            if v:
+                raise ValueError(f"{self.name}: {k} is not supported by mxsim.torch's modules "
+                                 "(single-GPU layers; pass it at its default)")
         self.num_gemms, self.in_features, self.out_features = int(num_gemms), int(in_features), int(out_features)
         self.recipe = recipe if isinstance(recipe, LinearRecipe) else LinearRecipe(recipe, **(recipe_options or {}))
         if self.recipe.delayed_scaling:
-            raise ValueError(f"{name or 'GroupedLinear'}: recipe fp8_delayed (an amax history per operand) is not "
+            raise ValueError(f"{self.name}: recipe fp8_delayed (an amax history per operand) is not "
                              "in mxsim.torch's modules yet; use fp8_current, or the simulator (mxsim train)")
         self.fuse_wgrad_accumulation = bool(fuse_wgrad_accumulation)
         self.use_bias = bool(bias)
-        self.seed, self.name = int(seed), name or f"GroupedLinear#{next(_ids)}"
+        self.seed = int(seed)
         self.deosc_eligible = self.recipe.deosc_eligible
-        self._sr_id = next(_ids)
+        self._sr_id = zlib.crc32(self.name.encode())  # stochastic-rounding streams keyed by the module's name
         self._backward_calls = 0
         self._cache = _WeightCache()
         dtype = params_dtype or torch.get_default_dtype()
@@ -145,7 +172,10 @@ class GroupedLinear(torch.nn.Module):
             w, b = _params[g] if _params else (None, None)
             if w is None:
                 w = torch.nn.Parameter(torch.empty(out_features, in_features, dtype=dtype, device=device))
-                torch.nn.init.kaiming_uniform_(w, a=5 ** 0.5)  # nn.Linear's initialisation
+                if init_method is not None:
+                    init_method(w)  # TE's: called on each weight
+                else:
+                    torch.nn.init.kaiming_uniform_(w, a=5 ** 0.5)  # nn.Linear's initialisation
             self.register_parameter(self._wname(g), w)
             if self.use_bias:
                 if b is None:
@@ -181,11 +211,15 @@ class GroupedLinear(torch.nn.Module):
 
     def forward(self, inp, m_splits, is_first_microbatch=None):
         splits = self._check(inp, m_splits)
-        y = _GroupedLinearFn.apply(inp, splits, self, is_first_microbatch, *self.weights())
-        if self.use_bias:
-            rows = torch.repeat_interleave(torch.stack(self.biases()), torch.tensor(splits, device=inp.device), dim=0)
-            y = y + rows.to(y.dtype).reshape(*y.shape[:-1], self.out_features)
-        return y
+        try:
+            y = _GroupedLinearFn.apply(inp, splits, self, is_first_microbatch, *self.weights())
+        except ValueError as e:  # the library's refusal (m_splits, shapes), said for this module
+            raise ValueError(f"{self.name}.forward: {e}") from None
+        if self.use_bias:  # in FP32 on the accumulator, then one rounding to inp's dtype (TE's epilogue)
+            bias = torch.stack(self.biases()).float()
+            y = y + torch.repeat_interleave(bias, torch.tensor(splits, device=y.device), dim=0,
+                                            output_size=y.shape[0])
+        return y.to(inp.dtype).reshape(*inp.shape[:-1], self.out_features)
 
     # ---------------------------------------------------------------- checks
 
@@ -201,12 +235,9 @@ class GroupedLinear(torch.nn.Module):
         w0 = self.weights()[0]
         if inp.device != w0.device:
             raise ValueError(f"{where}: inp is on {inp.device} but the weights are on {w0.device}")
-        splits = [int(m) for m in m_splits]
+        splits = [int(m) for m in m_splits]  # their values are checked by the library (core's rule)
         if len(splits) != self.num_gemms:
             raise ValueError(f"{where}: m_splits has {len(splits)} entries, num_gemms is {self.num_gemms}")
-        rows = inp.numel() // self.in_features
-        if any(m < 0 for m in splits) or sum(splits) != rows:
-            raise ValueError(f"{where}: m_splits {splits} must be >= 0 and sum to the {rows} rows of inp")
         return tuple(splits)
 
     # ---------------------------------------------------------------- numerics
@@ -222,13 +253,14 @@ class GroupedLinear(torch.nn.Module):
             s = s.derive(seed=self.seed, sr_stream=(self._sr_id << 40) | (call << 8) | stream_role)
         return s
 
-    def _weight_for_fprop(self, W, weights, first):
+    def _weight_for_fprop(self, weights, first):
         versions = tuple(w._version for w in weights)
-        if first is None:
-            return quantize(W, spec=self._resolved("w", W))
-        if first:
-            self._cache.q, self._cache.versions = quantize(W, spec=self._resolved("w", W)), versions
-            return self._cache.q
+        if first is None or first:
+            W = _stack(weights)
+            q = quantize(W, spec=self._resolved("w", W))
+            if first:
+                self._cache.q, self._cache.versions = q, versions
+            return q
         if self._cache.q is None:
             raise RuntimeError(f"{self.name}: is_first_microbatch=False but there is no quantized weight cache "
                                "(the first micro-batch must pass is_first_microbatch=True)")
@@ -269,14 +301,24 @@ class GroupedLinear(torch.nn.Module):
             for g, w in enumerate(weights):
                 if splits[g]:
                     w.main_grad.add_(dw[g].float())
+        # Megatron's contract (TE's GroupedLinear does the same): where the parameter carries
+        # grad_added_to_main_grad, set it and hand autograd a dummy gradient (zeros when
+        # zero_out_wgrad) so that the parameter's grad hooks run; else no gradient.
+        grads = []
         for w in weights:
-            w.grad_added_to_main_grad = True
-        return [None] * len(weights)
+            if hasattr(w, "grad_added_to_main_grad"):
+                w.grad_added_to_main_grad = True
+                make = torch.zeros if getattr(w, "zero_out_wgrad", False) else torch.empty
+                grads.append(make(w.shape, dtype=w.dtype, device=w.device))
+            else:
+                grads.append(None)
+        return grads
 
 
 def _stacked(tensors):
-    """A [G, ...] view of tensors that lie one after another in one storage (Megatron's contiguous
-    grad buffer), else None."""
+    """A [G, ...] view of tensors that lie one after another, in order, in one storage, else None
+    (then the bridge stacks and copies back: Megatron's buffer, which holds parameters in reverse
+    order, takes that path)."""
     ts = list(tensors)
     t0 = ts[0]
     if not all(t.is_contiguous() for t in ts):
@@ -294,8 +336,8 @@ class Linear(GroupedLinear):
     is_first_microbatch=None). The one-group case of GroupedLinear (same recipes, cache,
     main_grad bridge and errors)."""
 
-    def __init__(self, in_features, out_features, bias=True, **kwargs):
-        super().__init__(1, in_features, out_features, bias, **kwargs)
+    def __init__(self, in_features, out_features, *args, **kwargs):
+        super().__init__(1, in_features, out_features, *args, **kwargs)
 
     def _wname(self, g):
         return "weight"
@@ -331,15 +373,18 @@ def convert(model, recipe="mxfp4", include=None, **kwargs):
             new = None
             if isinstance(child, GroupedLinear) or not wanted(full, child):
                 continue
+            kw = dict(kwargs)
+            if hasattr(child, "fuse_wgrad_accumulation"):  # a TE module's own setting
+                kw.setdefault("fuse_wgrad_accumulation", bool(child.fuse_wgrad_accumulation))
             if type(child) is torch.nn.Linear:
-                new = Linear(child.in_features, child.out_features, child.bias is not None, recipe=recipe,
-                             name=full, _params=[(child.weight, child.bias)], **kwargs)
+                new = Linear(child.in_features, child.out_features, bias=child.bias is not None, recipe=recipe,
+                             name=full, _params=[(child.weight, child.bias)], **kw)
             elif all(hasattr(child, a) for a in ("num_gemms", "in_features", "out_features", "weight0")):
                 G = int(child.num_gemms)
                 params = [(getattr(child, f"weight{g}"), getattr(child, f"bias{g}", None)) for g in range(G)]
                 has_bias = all(b is not None and b.numel() > 0 for _, b in params)
-                new = GroupedLinear(G, child.in_features, child.out_features, has_bias, recipe=recipe, name=full,
-                                    _params=params if has_bias else [(w, None) for w, _ in params], **kwargs)
+                new = GroupedLinear(G, child.in_features, child.out_features, bias=has_bias, recipe=recipe, name=full,
+                                    _params=params if has_bias else [(w, None) for w, _ in params], **kw)
             if new is not None:
                 setattr(parent, child_name, new)
                 swapped.append((full, type(child).__name__))

@@ -79,10 +79,25 @@ class DeviceBuffer {
   void fill(uint8_t byte);
 
  private:
-  void release() noexcept;  ///< back to the block cache (or hipFree)
+  void release() noexcept;  ///< back to the block cache of its device (or hipFree)
   void* p_ = nullptr;
   size_t n_ = 0;
+  int device_ = 0;  ///< the device it was allocated on: the cache hands it out there only
   std::string what_;
+};
+
+/// Makes `index` the calling thread's current device for its lifetime and restores the
+/// previous one after (the C interface runs on a caller's tensor without moving the caller's,
+/// e.g. torch's, current device; as TransformerEngine's and DeepGEMM's device guards).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int index);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
 };
 
 /// Synchronous copies between host memory and device memory not owned by a
