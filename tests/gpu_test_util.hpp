@@ -52,21 +52,13 @@ inline hip::DeviceQuantized upload(const QuantizedTensor& q, const std::string& 
 
 /// Host copy of a device tensor, as a QuantizedTensor of the same layout.
 inline QuantizedTensor download(const hip::DeviceQTensor& t) {
-  QuantizedTensor q;
   const hd::QuantLayout& L = t.layout;
-  q.spec = t.spec;
-  q.groups = L.groups;
-  q.rows = L.rows;
-  q.cols = L.cols;
-  q.transposed = L.transposed;
-  q.data = Bytes3::from_shape({L.groups, L.srows, L.rbytes});
+  QuantizedTensor q = allocate_quantized(t.spec, L);
   if (L.data_bytes()) hip::copy_to_host(q.data.data(), t.data, L.data_bytes());
   if (t.spec.scale_kind == ScaleKind::FP32) {
-    q.scale_inv = Tensor3f::from_shape({L.groups, L.nbr, L.nbc});
     if (L.scale_count()) hip::copy_to_host(q.scale_inv.data(), t.scale_inv, L.scale_count() * sizeof(float));
-  } else {
-    q.scale_bytes = Bytes3::from_shape({L.groups, L.nbr, L.nbc});
-    if (L.scale_count()) hip::copy_to_host(q.scale_bytes.data(), t.scale_bytes, L.scale_count());
+  } else if (L.scale_count()) {
+    hip::copy_to_host(q.scale_bytes.data(), t.scale_bytes, L.scale_count());
   }
   hip::copy_to_host(&q.tensor_scale_inv, t.tensor_scale_inv, sizeof(float));
   return q;

@@ -166,22 +166,13 @@ GemmOperandDesc desc_of(const mxsim_qtensor& q, const char* op, const char* what
 
 QuantizedTensor read_quantized(const mxsim_qtensor& q, const char* op, const char* what) {
   const GemmOperandDesc d = desc_of(q, op, what);
-  const hd::QuantLayout& L = d.layout;
-  QuantizedTensor h;
-  h.spec = d.spec;
-  h.groups = L.groups;
-  h.rows = L.rows;
-  h.cols = L.cols;
-  h.transposed = L.transposed;
-  h.data = Bytes3::from_shape({L.groups, L.srows, L.rbytes});
+  QuantizedTensor h = allocate_quantized(d.spec, d.layout);
   if (h.data.size()) std::memcpy(h.data.data(), data_of(q.data), h.data.size());
   if (d.spec.scale_kind == ScaleKind::FP32) {
-    h.scale_inv = Tensor3f::from_shape({L.groups, L.nbr, L.nbc});
     if (h.scale_inv.size()) std::memcpy(h.scale_inv.data(), data_of(q.scale), h.scale_inv.size() * 4);
     if (d.spec.scale_convention == ScaleConvention::TorchaoTraining) h.fp32_scale_use = Fp32ScaleUse::DivideByScale;
-  } else {
-    h.scale_bytes = Bytes3::from_shape({L.groups, L.nbr, L.nbc});
-    if (h.scale_bytes.size()) std::memcpy(h.scale_bytes.data(), data_of(q.scale), h.scale_bytes.size());
+  } else if (h.scale_bytes.size()) {
+    std::memcpy(h.scale_bytes.data(), data_of(q.scale), h.scale_bytes.size());
   }
   if (d.spec.scale_kind == ScaleKind::UE4M3) std::memcpy(&h.tensor_scale_inv, data_of(*q.tensor_scale), 4);
   return h;

@@ -1,5 +1,7 @@
 #include "mxsim/quantized_tensor.hpp"
 
+#include "mxsim/hd/quant_block.hpp"
+
 #include <cstring>
 #include <stdexcept>
 #include <utility>
@@ -61,6 +63,19 @@ QuantizedTensor slice_rows(const QuantizedTensor& q, size_t r0, size_t n, const 
       else s.scale_bytes(0, r, b) = q.scale_bytes(0, r, b0 + b);
     }
   return s;
+}
+
+QuantizedTensor allocate_quantized(const QuantSpec& s, const hd::QuantLayout& L) {
+  QuantizedTensor q;
+  q.spec = s;
+  q.groups = L.groups;
+  q.rows = L.rows;
+  q.cols = L.cols;
+  q.transposed = L.transposed;
+  q.data = Bytes3::from_shape({L.groups, L.srows, L.rbytes});
+  if (s.scale_kind == ScaleKind::FP32) q.scale_inv = Tensor3f::from_shape({L.groups, L.nbr, L.nbc});
+  else q.scale_bytes = Bytes3::from_shape({L.groups, L.nbr, L.nbc});
+  return q;
 }
 
 }  // namespace mxsim

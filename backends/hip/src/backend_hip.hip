@@ -212,21 +212,10 @@ Axis axis_of(const QuantizedTensor& q) { return q.transposed ? Axis::Rows : Axis
 
 QuantizedTensor to_host(HipBackend& be, const DeviceQuantized& d) {
   const hd::QuantLayout& L = d.t.layout;
-  QuantizedTensor q;
-  q.spec = d.t.spec;
-  q.groups = L.groups;
-  q.rows = L.rows;
-  q.cols = L.cols;
-  q.transposed = L.transposed;
-  q.data = Bytes3::from_shape({L.groups, L.srows, L.rbytes});
+  QuantizedTensor q = allocate_quantized(d.t.spec, L);
   be.fetch(q.data.data(), d.t.data, L.data_bytes());
-  if (d.t.spec.scale_kind == ScaleKind::FP32) {
-    q.scale_inv = Tensor3f::from_shape({L.groups, L.nbr, L.nbc});
-    be.fetch(q.scale_inv.data(), d.t.scale_inv, L.scale_count() * sizeof(float));
-  } else {
-    q.scale_bytes = Bytes3::from_shape({L.groups, L.nbr, L.nbc});
-    be.fetch(q.scale_bytes.data(), d.t.scale_bytes, L.scale_count());
-  }
+  if (d.t.spec.scale_kind == ScaleKind::FP32) be.fetch(q.scale_inv.data(), d.t.scale_inv, L.scale_count() * sizeof(float));
+  else be.fetch(q.scale_bytes.data(), d.t.scale_bytes, L.scale_count());
   be.fetch(&q.tensor_scale_inv, d.t.tensor_scale_inv, sizeof(float));
   return q;
 }

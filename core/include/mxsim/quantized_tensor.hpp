@@ -8,6 +8,9 @@
 #include "mxsim/tensor.hpp"
 
 namespace mxsim {
+namespace hd {
+struct QuantLayout;
+}
 
 /// What the FP32 block values of a ScaleKind::FP32 tensor are, i.e. how one
 /// decodes (docs/numerics.md §2.4). mxsim's quantizers make MultiplyScaleInv
@@ -84,6 +87,11 @@ struct QuantizedTensor {
 /// [K, N] (blocks along N) that dgrad reads as W [N, K] quantized along N.
 /// Per group; any spec (1-D blocks, 2-D tiles, per-tensor).
 QuantizedTensor transpose_logical(QuantizedTensor q);
+
+/// A QuantizedTensor of spec s with the storage of layout L allocated and zero (codes, and the
+/// scales of the spec's kind), for a caller to fill with a tensor's bytes kept elsewhere (a
+/// caller's buffers in the C interface, a device tensor's host image).
+QuantizedTensor allocate_quantized(const QuantSpec& s, const hd::QuantLayout& L);
 
 /// Logical rows [r0, r0 + n) of q (groups = 1) as a tensor of their own: the
 /// same codes and the scales of the blocks they lie in. The slice must consist
