@@ -195,6 +195,59 @@ mxsim_status mxsim_linear_recipe_spec(const mxsim_linear_recipe* recipe, int32_t
   });
 }
 
+mxsim_status mxsim_linear_recipe_delayed_scaling(const mxsim_linear_recipe* recipe, int32_t role,
+                                                 mxsim_delayed_scaling** out, mxsim_error* err) {
+  return guard(err, [&] {
+    const char* op = "mxsim_linear_recipe_delayed_scaling";
+    if (!recipe || !out) throw std::invalid_argument(std::string(op) + ": recipe or out is NULL");
+    *out = nullptr;
+    sim::Role r;
+    if (role == MXSIM_ROLE_W) r = sim::Role::W;
+    else if (role == MXSIM_ROLE_X_FPROP) r = sim::Role::X;
+    else if (role == MXSIM_ROLE_DY_DGRAD) r = sim::Role::Dy;
+    else throw std::invalid_argument(std::string(op) + ": role " + std::to_string(role) + " is not W, X_FPROP or DY_DGRAD");
+    std::optional<DelayedScaling> d = sim::delayed_scaling_of(recipe->recipe, r);
+    if (!d)
+      throw std::invalid_argument(std::string(op) + ": recipe " + sim::recipe_name(recipe->recipe) +
+                                  " has no delayed scaling (only fp8_delayed)");
+    *out = new mxsim_delayed_scaling{std::move(*d)};
+  });
+}
+
+void mxsim_delayed_scaling_destroy(mxsim_delayed_scaling* state) { delete state; }
+
+mxsim_status mxsim_delayed_scaling_record(mxsim_delayed_scaling* state, float amax, mxsim_error* err) {
+  return guard(err, [&] {
+    if (!state) throw std::invalid_argument("mxsim_delayed_scaling_record: state is NULL");
+    state->state.record(amax);
+  });
+}
+
+mxsim_status mxsim_delayed_scaling_update(mxsim_delayed_scaling* state, mxsim_error* err) {
+  return guard(err, [&] {
+    if (!state) throw std::invalid_argument("mxsim_delayed_scaling_update: state is NULL");
+    state->state.update();
+  });
+}
+
+mxsim_status mxsim_delayed_scaling_spec(const mxsim_delayed_scaling* state, const mxsim_spec* base, mxsim_spec** out,
+                                        mxsim_error* err) {
+  return guard(err, [&] {
+    const char* op = "mxsim_delayed_scaling_spec";
+    const QuantSpec& b = spec_of(base, op);
+    if (!state || !out) throw std::invalid_argument(std::string(op) + ": state or out is NULL");
+    *out = nullptr;
+    *out = new mxsim_spec{state->state.spec(b)};
+  });
+}
+
+mxsim_status mxsim_delayed_scaling_scale(const mxsim_delayed_scaling* state, float* scale, mxsim_error* err) {
+  return guard(err, [&] {
+    if (!state || !scale) throw std::invalid_argument("mxsim_delayed_scaling_scale: state or scale is NULL");
+    *scale = state->state.scale();
+  });
+}
+
 mxsim_status mxsim_spec_get_info(const mxsim_spec* spec, mxsim_spec_info* out, mxsim_error* err) {
   return guard(err, [&] {
     const QuantSpec& s = spec_of(spec, "mxsim_spec_get_info");

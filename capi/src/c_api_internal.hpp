@@ -111,6 +111,10 @@ void gpu_grouped_gemm(const GemmCall& c, void* stream);
 struct mxsim_spec {
   mxsim::QuantSpec spec;
 };
+/// The opaque delayed-scaling state.
+struct mxsim_delayed_scaling {
+  mxsim::DelayedScaling state;
+};
 /// The opaque linear recipe.
 struct mxsim_linear_recipe {
   mxsim::sim::Recipe recipe;

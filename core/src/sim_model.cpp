@@ -230,10 +230,7 @@ Model::Model(const Config& c, Backend& be)
     w->N = l.N;
     w->K = l.K;
     w->recipe = make_recipe(l.recipe, c.recipe);
-    if (const auto* dr = std::get_if<Fp8DelayedRecipe>(&w->recipe)) {
-      const Format fmt[3] = {dr->specs.w.elem, dr->specs.x_fprop.elem, dr->specs.dy_dgrad.elem};
-      for (size_t r = 0; r < 3; ++r) w->delayed[r].emplace(fmt[r], dr->history, dr->margin, AmaxAlgo::Max);
-    }
+    for (Role r : kRoles) w->delayed[size_t(r)] = delayed_scaling_of(w->recipe, r);
     w->num_microbatches = c.num_microbatches;
     // Uniform(-b, b), b = sqrt(3) * std, std = init_std or 1/sqrt(fan_in);
     // Philox keyed by (seed, layer id, 0xFFFF) with the element index as

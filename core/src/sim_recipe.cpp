@@ -121,6 +121,13 @@ void set_recipe_option(RecipeConfig& rc, std::string_view key, std::string_view 
                                 "fp8_block_pow2_scale)");
 }
 
+std::optional<DelayedScaling> delayed_scaling_of(const Recipe& r, Role role) {
+  const auto* d = std::get_if<Fp8DelayedRecipe>(&r);
+  if (!d) return std::nullopt;
+  const Format fmt = role == Role::W ? d->specs.w.elem : role == Role::X ? d->specs.x_fprop.elem : d->specs.dy_dgrad.elem;
+  return DelayedScaling(fmt, d->history, d->margin, AmaxAlgo::Max);
+}
+
 std::string canonical_recipe_name(std::string_view name) {
   for (const char* n : kRecipeNames)
     if (name == n) return n;

@@ -111,7 +111,7 @@ def test_bf16_operands_and_a_side_stream():
 
 
 @pytest.mark.parametrize("recipe,options", [("bf16", {}), ("mxfp4", {}), ("mxfp4", {"mxfp4_sr_grad": True}),
-                                            ("mxfp8", {}), ("fp8_current", {}), ("fp8_block", {})])
+                                            ("mxfp8", {}), ("fp8_current", {}), ("fp8_delayed", {}), ("fp8_block", {})])
 def test_grouped_linear_on_cuda_equals_cpu(recipe, options):
     torch.manual_seed(4)
     cpu = mt.GroupedLinear(3, 256, 128, recipe=recipe, recipe_options=options,

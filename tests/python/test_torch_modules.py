@@ -58,8 +58,29 @@ def test_recipe_options_and_errors():
         mt.LinearRecipe("mxfp4", mxfp4_sr=True)
     with pytest.raises(ValueError, match="that is a spec of one tensor"):
         mt.LinearRecipe("mxfp4_2d")
-    with pytest.raises(ValueError, match="fp8_delayed .* not in mxsim.torch's modules yet"):
-        mt.GroupedLinear(2, 32, 32, recipe="fp8_delayed")
+    with pytest.raises(ValueError, match="has no delayed scaling"):
+        mt.LinearRecipe("mxfp8").delayed_state("x")
+
+
+def test_fp8_delayed_scales_come_from_the_previous_steps_amax():
+    # TE's delayed scaling (the simulator's): scale 1 in the first step; each step records every
+    # quantization's amax; at the next step's first micro-batch scale = fl32(fp8_max / amax).
+    m = module("fp8_delayed", G=2, K=64, N=32)
+    x1, dy1 = operands(32, 64, 32, seed=21)
+    x2, _ = operands(32, 64, 32, seed=22)
+    m(x1, [16, 16], is_first_microbatch=True).backward(dy1)
+    assert [m._delayed[r].scale for r in ("w", "x", "dy")] == [1.0, 1.0, 1.0]
+    y2 = m(x2, [16, 16], is_first_microbatch=True)
+    W = torch.stack([w.detach() for w in m.weights()])
+    f32 = np.float32
+    assert m._delayed["x"].scale == f32(448) / f32(x1.abs().max().item())  # E4M3; x2's amax not yet used
+    assert m._delayed["w"].scale == f32(448) / f32(W.abs().max().item())
+    assert m._delayed["dy"].scale == f32(57344) / f32(dy1.abs().max().item())  # E5M2 (HYBRID)
+    # y2 is the GEMM of x2 and W quantized with those scales
+    r = m.recipe
+    sx = r.spec("x_fprop").with_amax(x1.abs().max().item())  # 448 / amax: the same scale, no epsilon
+    sw = r.spec("w").with_amax(W.abs().max().item())
+    same_bits(y2, mt.grouped_gemm(mt.quantize(x2, spec=sx), mt.quantize(W, spec=sw), [16, 16]))
 
 
 # ------------------------------------------------------------------ fprop / dgrad against the ops

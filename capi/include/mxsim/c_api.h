@@ -159,6 +159,29 @@ MXSIM_C_EXPORT mxsim_status mxsim_linear_recipe_get_info(const mxsim_linear_reci
 MXSIM_C_EXPORT mxsim_status mxsim_linear_recipe_spec(const mxsim_linear_recipe* recipe, int32_t role,
                                                      mxsim_spec** out, mxsim_error* err);
 
+/** fp8_delayed's scale state of one operand (TransformerEngine's DelayedScaling:
+ * an amax history, scale = fp8_max / max(history) / 2^margin after each
+ * update; core/include/mxsim/delayed_scaling.hpp). Mutable: one per operand of
+ * one layer, not shared between threads. */
+typedef struct mxsim_delayed_scaling mxsim_delayed_scaling;
+
+/** The state of a role of an fp8_delayed recipe: MXSIM_ROLE_W, MXSIM_ROLE_X_FPROP
+ * (x, for fprop and wgrad) or MXSIM_ROLE_DY_DGRAD (dy, for dgrad and wgrad);
+ * scale 1 until the first update. Refused for other recipes. */
+MXSIM_C_EXPORT mxsim_status mxsim_linear_recipe_delayed_scaling(const mxsim_linear_recipe* recipe, int32_t role,
+                                                                mxsim_delayed_scaling** out, mxsim_error* err);
+MXSIM_C_EXPORT void mxsim_delayed_scaling_destroy(mxsim_delayed_scaling* state);
+/** Records the amax (max |x|, FP32) of one quantization of this step. */
+MXSIM_C_EXPORT mxsim_status mxsim_delayed_scaling_record(mxsim_delayed_scaling* state, float amax, mxsim_error* err);
+/** End of a step: the new scale from the history, then the history rolls. */
+MXSIM_C_EXPORT mxsim_status mxsim_delayed_scaling_update(mxsim_delayed_scaling* state, mxsim_error* err);
+/** base (the role's per-tensor FP32 spec) with the state's current scale (a new spec). */
+MXSIM_C_EXPORT mxsim_status mxsim_delayed_scaling_spec(const mxsim_delayed_scaling* state, const mxsim_spec* base,
+                                                       mxsim_spec** out, mxsim_error* err);
+/** The current scale (x is multiplied by it before the cast). */
+MXSIM_C_EXPORT mxsim_status mxsim_delayed_scaling_scale(const mxsim_delayed_scaling* state, float* scale,
+                                                        mxsim_error* err);
+
 /** Block axis of 1-D blocks: along the last axis (rowwise), or down the
  * columns with the transpose stored (columnwise, TransformerEngine's). */
 typedef enum mxsim_axis { MXSIM_AXIS_COLS = 0, MXSIM_AXIS_ROWS = 1 } mxsim_axis;

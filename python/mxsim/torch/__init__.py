@@ -23,7 +23,7 @@ import functools
 from . import _capi
 
 __all__ = ["Spec", "spec", "QuantizedTensor", "quantize", "quantize_grouped_colwise", "dequantize", "qdq",
-           "grouped_gemm", "quant_stats", "block_stats", "has_gpu", "version", "LinearRecipe", "GroupedLinear", "Linear", "convert", "from_torchao", "from_te", "to_te"]
+           "grouped_gemm", "quant_stats", "block_stats", "has_gpu", "version", "LinearRecipe", "DelayedScaling", "GroupedLinear", "Linear", "convert", "from_torchao", "from_te", "to_te"]
 
 
 def __getattr__(name):
@@ -195,8 +195,49 @@ class LinearRecipe:
             self._specs[role] = Spec._adopt(handle, {"linear_recipe": self.name, "role": role})
         return self._specs[role]
 
+    def delayed_state(self, role):
+        """fp8_delayed's scale state of one operand role ('w', 'x' or 'dy'): a new DelayedScaling."""
+        roles = {"w": _capi.ROLE_W, "x": _capi.ROLE_X_FPROP, "dy": _capi.ROLE_DY_DGRAD}
+        if role not in roles:
+            raise ValueError(f"LinearRecipe.delayed_state: role must be 'w', 'x' or 'dy', not {role!r}")
+        handle = ctypes.c_void_p()
+        _capi.call(self._lib.mxsim_linear_recipe_delayed_scaling, self._handle, roles[role], ctypes.byref(handle))
+        return DelayedScaling(handle, self._lib)
+
     def __repr__(self):
         return f"LinearRecipe({self.name!r}{''.join(f', {k}={v!r}' for k, v in self.options.items())})"
+
+
+class DelayedScaling:
+    """TransformerEngine's delayed scaling of one operand (core/include/mxsim/delayed_scaling.hpp):
+    record(amax) after each quantization of a step, update() at the step's end (scale =
+    fp8_max / max(amax history) / 2^margin; 1 before the first update), spec(base) the base
+    per-tensor spec with the current scale. Made by LinearRecipe.delayed_state."""
+
+    def __init__(self, handle, lib):
+        self._handle, self._lib = handle, lib
+
+    def __del__(self):
+        if getattr(self, "_handle", None):
+            self._lib.mxsim_delayed_scaling_destroy(self._handle)
+            self._handle = None
+
+    def record(self, amax):
+        _capi.call(self._lib.mxsim_delayed_scaling_record, self._handle, float(amax))
+
+    def update(self):
+        _capi.call(self._lib.mxsim_delayed_scaling_update, self._handle)
+
+    @property
+    def scale(self):
+        v = ctypes.c_float()
+        _capi.call(self._lib.mxsim_delayed_scaling_scale, self._handle, ctypes.byref(v))
+        return v.value
+
+    def spec(self, base):
+        handle = ctypes.c_void_p()
+        _capi.call(self._lib.mxsim_delayed_scaling_spec, self._handle, base.handle, ctypes.byref(handle))
+        return Spec._adopt(handle, {**base.args, "delayed_scale": self.scale})
 
 
 @functools.lru_cache(maxsize=256)

@@ -20,7 +20,8 @@ The mechanics are the simulator's (docs/simulator.md "Mechanics"), each a tested
   and caches, False reuses (an error naming the module when there is no cache or the weights
   changed since it was made: a stale cache), None quantizes inside the call and caches
   nothing. Under current scaling (fp8_current) dgrad re-derives W from the weight instead of
-  keeping a transposed copy (Primus PR #891);
+  keeping a transposed copy (Primus PR #891); fp8_delayed keeps TE's amax history per operand
+  role and updates its scales at each step's first micro-batch;
 - de-oscillation eligibility by recipe only: ``deosc_eligible`` is True for mxfp4 (and the
   module carries a ``float4_e2m1fn_x2`` marker buffer where torch has that dtype), never for an
   FP8 recipe (Primus PR #1081).
@@ -157,9 +158,9 @@ class GroupedLinear(torch.nn.Module):
                                  "(single-GPU layers; pass it at its default)")
         self.num_gemms, self.in_features, self.out_features = int(num_gemms), int(in_features), int(out_features)
         self.recipe = recipe if isinstance(recipe, LinearRecipe) else LinearRecipe(recipe, **(recipe_options or {}))
-        if self.recipe.delayed_scaling:
-            raise ValueError(f"{self.name}: recipe fp8_delayed (an amax history per operand) is not "
-                             "in mxsim.torch's modules yet; use fp8_current, or the simulator (mxsim train)")
+        # fp8_delayed: one amax-history state per operand role (TE's DelayedScaling), as the simulator's
+        self._delayed = {r: self.recipe.delayed_state(r) for r in ("w", "x", "dy")} \
+            if self.recipe.delayed_scaling else {}
         self.fuse_wgrad_accumulation = bool(fuse_wgrad_accumulation)
         self.use_bias = bool(bias)
         self.seed = int(seed)
@@ -211,6 +212,11 @@ class GroupedLinear(torch.nn.Module):
 
     def forward(self, inp, m_splits, is_first_microbatch=None):
         splits = self._check(inp, m_splits)
+        if is_first_microbatch is None or is_first_microbatch:
+            # a new step: fp8_delayed's scales from the amaxes recorded so far (the simulator updates
+            # after the optimizer step, which is the same point; the first update keeps scale 1)
+            for d in self._delayed.values():
+                d.update()
         try:
             y = _GroupedLinearFn.apply(inp, splits, self, is_first_microbatch, *self.weights())
         except ValueError as e:  # the library's refusal (m_splits, shapes), said for this module
@@ -244,10 +250,17 @@ class GroupedLinear(torch.nn.Module):
 
     def _resolved(self, role, t, call=None, stream_role=None):
         """The recipe's spec of an operand: current scaling's scale from t's amax (one device sync, as
-        TransformerEngine's current scaling), stochastic rounding's stream for this backward call."""
+        TransformerEngine's current scaling), or fp8_delayed's scale of the step with t's amax
+        recorded; stochastic rounding's stream for this backward call."""
         s = self.recipe.spec(role)
         if s.current_scaling:
-            s = s.with_amax(t.detach().abs().amax().float().item() if t.numel() else 0.0)
+            amax = t.detach().abs().amax().float().item() if t.numel() else 0.0
+            d = self._delayed.get(role.split("_")[0])
+            if d is not None:  # fp8_delayed: record this use's amax, quantize with the step's scale
+                d.record(amax)
+                s = d.spec(s)
+            else:
+                s = s.with_amax(amax)
         if call is not None and s.info.stochastic:
             # stream: (module, backward call, operand) never repeat within a seed
             s = s.derive(seed=self.seed, sr_stream=(self._sr_id << 40) | (call << 8) | stream_role)

@@ -16,12 +16,14 @@
 // to MXFP4 in fprop). Nothing looks at cached buffers (§6 FP8-vs-FP4 bug).
 #pragma once
 #include <array>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
 #include <utility>
 #include <variant>
 
+#include "mxsim/delayed_scaling.hpp"
 #include "mxsim/quant_spec.hpp"
 #include "mxsim/sim/config.hpp"
 
@@ -123,6 +125,11 @@ Recipe make_recipe(const std::string& name, const RecipeConfig& rc);
 /// fp8_block_pow2_scale) from text, for callers outside the TOML config (the C interface's
 /// linear recipes). Throws std::invalid_argument naming an unknown key or a bad value.
 void set_recipe_option(RecipeConfig& rc, std::string_view key, std::string_view value);
+
+/// fp8_delayed's amax-history state of one operand role (W, X or Dy): a DelayedScaling of the
+/// role's element format with the recipe's history and margin, TE's AmaxAlgo::Max; nullopt for
+/// every other recipe. The simulator's weights and the C interface's modules build it here.
+std::optional<DelayedScaling> delayed_scaling_of(const Recipe& r, Role role);
 
 /// The MXFP4 forward weight grid (E2M1, 32x32 tiles, E8M0 EVEN, RNE): the
 /// grid de-oscillation snaps to (training-mechanics.md §6 step 3).
