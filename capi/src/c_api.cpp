@@ -417,4 +417,15 @@ mxsim_status mxsim_grouped_gemm(int32_t form, const mxsim_gemm_operand* a, size_
   });
 }
 
+mxsim_status mxsim_grouped_gemm_out_shape(int32_t form, const mxsim_gemm_operand* a, size_t na,
+                                          const mxsim_gemm_operand* b, size_t nb, const int64_t* m_splits,
+                                          size_t groups, int64_t* shape, int32_t* ndim, mxsim_error* err) {
+  return guard(err, [&] {
+    if (!shape || !ndim) throw std::invalid_argument("mxsim_grouped_gemm_out_shape: shape or ndim is NULL");
+    const std::vector<size_t> e = gemm_out_extents(form, a, na, b, nb, m_splits, groups);
+    for (size_t i = 0; i < e.size(); ++i) shape[i] = int64_t(e[i]);
+    *ndim = int32_t(e.size());
+  });
+}
+
 }  // extern "C"

@@ -68,12 +68,14 @@ GemmPlan plan_of(const GemmCall& c) {
 
 }  // namespace
 
-GemmCall gemm_call(int32_t form, const mxsim_gemm_operand* a, size_t na, const mxsim_gemm_operand* b, size_t nb,
-                   const int64_t* m_splits, size_t groups, DLTensor* out, int32_t out_bf16, int32_t accumulate) {
+namespace {
+/// The call's form and operands checked as far as the C layer owns them (form, pointers, counts of
+/// fprop / dgrad, each operand one tensor); the output is the caller's business.
+GemmCall operands_of(int32_t form, const mxsim_gemm_operand* a, size_t na, const mxsim_gemm_operand* b, size_t nb,
+                     const int64_t* m_splits, size_t groups) {
   GemmCall c;
   if (form < MXSIM_FPROP || form > MXSIM_WGRAD) fail("form " + std::to_string(form) + " is not FPROP, DGRAD or WGRAD");
   c.form = GemmForm(form);
-  if (!out) fail("out is NULL");
   if ((na && !a) || (nb && !b) || (groups && !m_splits)) fail("a, b or m_splits is NULL");
   // wgrad's counts (one operand per group on each side) are core's plan_wgrad's to check
   if (c.form != GemmForm::Wgrad && (na != 1 || nb != 1)) {
@@ -82,7 +84,17 @@ GemmCall gemm_call(int32_t form, const mxsim_gemm_operand* a, size_t na, const m
   }
   c.a.assign(a, a + na);
   c.b.assign(b, b + nb);
+  for (size_t i = 0; i < na; ++i) (void)tensor_of(a[i], name("a", i, na));
+  for (size_t i = 0; i < nb; ++i) (void)tensor_of(b[i], name("b", i, nb));
   c.m_splits.assign(m_splits, m_splits + groups);
+  return c;
+}
+}  // namespace
+
+GemmCall gemm_call(int32_t form, const mxsim_gemm_operand* a, size_t na, const mxsim_gemm_operand* b, size_t nb,
+                   const int64_t* m_splits, size_t groups, DLTensor* out, int32_t out_bf16, int32_t accumulate) {
+  GemmCall c = operands_of(form, a, na, b, nb, m_splits, groups);
+  if (!out) fail("out is NULL");
   c.out = out;
   for (size_t i = 0; i < na; ++i) check_same_device(*out, tensor_of(a[i], name("a", i, na)), kOp, name("a", i, na).c_str());
   for (size_t i = 0; i < nb; ++i) check_same_device(*out, tensor_of(b[i], name("b", i, nb)), kOp, name("b", i, nb).c_str());
@@ -94,6 +106,11 @@ GemmCall gemm_call(int32_t form, const mxsim_gemm_operand* a, size_t na, const m
   c.plan = plan_of(c);
   check_out(c.plan, *out);
   return c;
+}
+
+std::vector<size_t> gemm_out_extents(int32_t form, const mxsim_gemm_operand* a, size_t na, const mxsim_gemm_operand* b,
+                                     size_t nb, const int64_t* m_splits, size_t groups) {
+  return plan_of(operands_of(form, a, na, b, nb, m_splits, groups)).out_extents();
 }
 
 void cpu_grouped_gemm(const GemmCall& c) {

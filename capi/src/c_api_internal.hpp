@@ -92,6 +92,10 @@ struct GemmCall {
 GemmCall gemm_call(int32_t form, const mxsim_gemm_operand* a, size_t na, const mxsim_gemm_operand* b, size_t nb,
                    const int64_t* m_splits, size_t groups, DLTensor* out, int32_t out_bf16, int32_t accumulate);
 void cpu_grouped_gemm(const GemmCall& c);
+/// The output extents core's plan gives the call ({M, J} or {G, N, K}), the call checked as gemm_call does
+/// but for its output.
+std::vector<size_t> gemm_out_extents(int32_t form, const mxsim_gemm_operand* a, size_t na, const mxsim_gemm_operand* b,
+                                     size_t nb, const int64_t* m_splits, size_t groups);
 
 // ---- the GPU path (c_api_gpu.cpp; throws Unsupported in builds without a GPU backend)
 bool gpu_built();

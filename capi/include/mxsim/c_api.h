@@ -303,6 +303,14 @@ MXSIM_C_EXPORT mxsim_status mxsim_grouped_gemm(int32_t form, const mxsim_gemm_op
                                                size_t groups, DLTensor* out, int32_t out_bf16, int32_t accumulate,
                                                void* stream, mxsim_error* err);
 
+/** The shape of mxsim_grouped_gemm's output for these operands ([M, N] /
+ * [M, K], *ndim = 2; wgrad [groups, N, K], *ndim = 3) into shape[0..2],
+ * the call checked as mxsim_grouped_gemm checks it (but for its output). */
+MXSIM_C_EXPORT mxsim_status mxsim_grouped_gemm_out_shape(int32_t form, const mxsim_gemm_operand* a, size_t na,
+                                                         const mxsim_gemm_operand* b, size_t nb,
+                                                         const int64_t* m_splits, size_t groups, int64_t* shape,
+                                                         int32_t* ndim, mxsim_error* err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -520,30 +520,19 @@ def grouped_gemm(a, b, m_splits, *, form="fprop", out=None, out_dtype=None, accu
     device = _device_of(A + B)
     # The GPU writes float32 (bfloat16 output: its values rounded once, then narrowed exactly here).
     narrow = out is None and out_dtype == torch.bfloat16 and device.type == "cuda"
-    if out is None:
-        dt = torch.float32 if narrow else (out_dtype or torch.float32)
-        out = torch.empty(_out_shape(f, A, B, splits), dtype=dt, device=device)
-    elif out_dtype is not None and out.dtype != out_dtype:
-        raise ValueError(f"grouped_gemm: out is {out.dtype} but out_dtype is {out_dtype}")
     ms = (ctypes.c_int64 * max(len(splits), 1))(*splits)
     lib = _capi.lib()
+    if out is None:  # the shape core's plan gives (and refuses, naming the operand)
+        dt = torch.float32 if narrow else (out_dtype or torch.float32)
+        shape, ndim = (ctypes.c_int64 * 3)(), ctypes.c_int32()
+        _capi.call(lib.mxsim_grouped_gemm_out_shape, f, ca, len(A), cb, len(B), ms, len(splits), shape,
+                   ctypes.byref(ndim))
+        out = torch.empty(tuple(shape[:ndim.value]), dtype=dt, device=device)
+    elif out_dtype is not None and out.dtype != out_dtype:
+        raise ValueError(f"grouped_gemm: out is {out.dtype} but out_dtype is {out_dtype}")
     _capi.call(lib.mxsim_grouped_gemm, f, ca, len(A), cb, len(B), ms, len(splits), ctypes.byref(_dl(out, "out")),
                int(narrow), int(bool(accumulate)), _stream(out))
     return out.bfloat16() if narrow else out
-
-
-def _shape3(o):
-    return _lead(o.shape)
-
-
-def _out_shape(f, A, B, splits):
-    if f == _capi.WGRAD:
-        if not A or not B:
-            return (len(splits), 0, 0)
-        return (len(splits), _shape3(A[0])[2], _shape3(B[0])[2])
-    M = _shape3(A[0])[1]
-    gb, rb, cb = _shape3(B[0])
-    return (M, rb if f == _capi.FPROP else cb)
 
 
 def _device_of(ops):
