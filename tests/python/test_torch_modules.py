@@ -208,17 +208,30 @@ def test_main_grads_of_one_buffer_in_order_are_one_view():
     assert _stacked(list(reversed(parts))) is None
 
 
-def test_main_grad_in_one_contiguous_buffer_is_written_in_place():
-    # Megatron's grad buffer: every weight's main_grad a view of one FP32 buffer.
-    G, K, N = 2, 32, 32
+@pytest.mark.parametrize("reverse", [False, True])
+def test_main_grad_in_one_contiguous_buffer_is_written_in_place(reverse, monkeypatch):
+    # Megatron's grad buffer: every weight's main_grad a view of one FP32 buffer, the parameters
+    # in reverse order there. The fused wgrad writes into it, with no stacked copy of main_grad.
+    G, K, N = 3, 32, 32
     m = module("fp8_current", G, K, N, fuse_wgrad_accumulation=True)
     buf = torch.zeros(G * N * K)
     for g, w in enumerate(m.weights()):
-        w.main_grad = buf[g * N * K:(g + 1) * N * K].view(N, K)
-    x, dy = operands(32, K, N, seed=5)
-    m(x, [16, 16]).backward(dy)
-    assert torch.count_nonzero(buf) > 0
-    same_bits(buf.view(G, N, K), _bridged_by_hand("fp8_current", [x], [dy], [16, 16], G, N, K))
+        slot = G - 1 - g if reverse else g
+        w.main_grad = buf[slot * N * K:(slot + 1) * N * K].view(N, K)
+    x, dy = operands(48, K, N, seed=5)
+    mains, stacked_main, real_stack = {id(w.main_grad) for w in m.weights()}, [], torch.stack
+
+    def spy(ts, *a, **k):  # records whether a stack copies main_grads
+        ts = list(ts)
+        stacked_main.append(any(id(t) in mains for t in ts))
+        return real_stack(ts, *a, **k)
+    monkeypatch.setattr(torch, "stack", spy)
+    m(x, [16, 0, 32]).backward(dy)
+    monkeypatch.undo()
+    assert stacked_main and not any(stacked_main)  # weights were stacked, main_grads never
+    want = _bridged_by_hand("fp8_current", [x], [dy], [16, 0, 32], G, N, K)
+    for g, w in enumerate(m.weights()):
+        same_bits(w.main_grad, want[g])
 
 
 def test_missing_main_grad_names_the_weight_and_module():

@@ -300,12 +300,16 @@ class GroupedLinear(torch.nn.Module):
                                    f"FP32 tensor of shape {list(w.shape)} on {w.device} (Megatron's buffer); got "
                                    f"{None if mg is None else (mg.dtype, list(mg.shape), str(mg.device))}")
         if r.fused_wgrad_accum:  # the GEMM's FP32 accumulator starts at main_grad (Primus PR #995)
-            mg = _stacked(w.main_grad for w in weights)
-            staged = mg is None
-            if staged:
-                mg = torch.stack([w.main_grad for w in weights])
-            grouped_gemm(A, B, splits, form="wgrad", out=mg, accumulate=True)
-            if staged:
+            mgs = [w.main_grad for w in weights]
+            mg, order = _stacked(mgs), slice(None)
+            if mg is None:  # Megatron's buffer holds the parameters in reverse order: so do the groups
+                mg, order = _stacked(mgs[::-1]), slice(None, None, -1)
+            if mg is not None:  # in place: wgrad's groups are independent, so any order serves
+                grouped_gemm(list(A)[order], list(B)[order], list(splits)[order], form="wgrad", out=mg,
+                             accumulate=True)
+            else:
+                mg = torch.stack(mgs)
+                grouped_gemm(A, B, splits, form="wgrad", out=mg, accumulate=True)
                 for g, w in enumerate(weights):
                     if splits[g]:
                         w.main_grad.copy_(mg[g])
@@ -329,9 +333,7 @@ class GroupedLinear(torch.nn.Module):
 
 
 def _stacked(tensors):
-    """A [G, ...] view of tensors that lie one after another, in order, in one storage, else None
-    (then the bridge stacks and copies back: Megatron's buffer, which holds parameters in reverse
-    order, takes that path)."""
+    """A [G, ...] view of tensors that lie one after another, in order, in one storage, else None."""
     ts = list(tensors)
     t0 = ts[0]
     if not all(t.is_contiguous() for t in ts):
