@@ -20,6 +20,7 @@
 #include "mxsim/emu/grouped_gemm.hpp"
 #include "mxsim/emu/quantize.hpp"
 #include "mxsim/gemm_plan.hpp"
+#include "mxsim/hd/quant_block.hpp"
 #include "mxsim/m_splits.hpp"
 #include "mxsim/sim/recipe.hpp"
 #include "mxsim/spec_args.hpp"
@@ -414,6 +415,13 @@ mxsim_status mxsim_grouped_gemm(int32_t form, const mxsim_gemm_operand* a, size_
     GemmCall c = gemm_call(form, a, na, b, nb, m_splits, groups, out, out_bf16, accumulate);
     if (out->device.device_type == kDLCUDA) return gpu_grouped_gemm(c, stream);
     cpu_grouped_gemm(c);
+  });
+}
+
+mxsim_status mxsim_nvfp4_decode_scale(float amax, float* s_dec, mxsim_error* err) {
+  return guard(err, [&] {
+    if (!s_dec) throw std::invalid_argument("mxsim_nvfp4_decode_scale: s_dec is NULL");
+    *s_dec = hd::nvfp4_tensor_scale(f32_bits(amax)).s_dec;
   });
 }
 

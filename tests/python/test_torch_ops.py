@@ -417,3 +417,28 @@ def test_layout_te_is_transformer_engines_storage():
         mt.quantize(x, "mxfp4", layout="te")
     with pytest.raises(ValueError, match="layout must be"):
         mt.quantize(x, "mxfp8", layout="cutlass")
+
+
+class NVFP4Tensor:  # torchao's and TE's attribute names (nvfp4_tensor.py of each)
+    pass
+
+
+def test_nvfp4_peers_read_by_attribute():
+    x = sample((40, 96), seed=17)
+    q = mt.quantize(x, "nvfp4")
+    t = NVFP4Tensor()  # torchao: qdata, _scale_e4m3 (here flattened, as slicing leaves it), _per_tensor_scale
+    t.qdata, t._scale_e4m3, t._per_tensor_scale = q.qdata, q.scale.reshape(-1), q.tensor_scale
+    same_bytes(mt.dequantize(mt.from_torchao(t)), mt.dequantize(q))
+    for axis, side in (("cols", "rowwise"), ("rows", "columnwise")):
+        q = mt.quantize(x, "nvfp4", axis=axis)
+        R, C = q._data.shape[0], q._data.shape[1] * 2  # TE's rowwise [M, K/2]; columnwise [K, M/2]
+        nb = (C + 15) // 16
+        pad = torch.zeros(((R + 127) // 128) * 128, ((nb + 3) // 4) * 4, dtype=torch.uint8)
+        pad[:R, :nb] = q.scale
+        te = NVFP4Tensor()  # TE: the amax of the copy; its decode scale is S_dec (docs/numerics.md §3.3)
+        setattr(te, f"_{side}_data", q.qdata)
+        setattr(te, f"_{side}_scale_inv", pad)
+        setattr(te, f"_amax_{side}", x.abs().max().reshape(1))
+        r = mt.from_te(te, columnwise=side == "columnwise")
+        same_bytes(r.tensor_scale, q.tensor_scale)
+        same_bytes(mt.dequantize(r), mt.dequantize(q))

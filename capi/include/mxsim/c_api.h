@@ -303,6 +303,12 @@ MXSIM_C_EXPORT mxsim_status mxsim_grouped_gemm(int32_t form, const mxsim_gemm_op
                                                size_t groups, DLTensor* out, int32_t out_bf16, int32_t accumulate,
                                                void* stream, mxsim_error* err);
 
+/** NVFP4's decode tensor scale S_dec from a tensor's amax (docs/numerics.md
+ * §3.3: S_enc = 448 * 6 / amax, S_dec = fl32(1 / S_enc); NaN for a non-finite
+ * amax): what TransformerEngine's NVFP4Tensor keeps as its amax becomes the
+ * tensor_scale of a quantized tensor here. */
+MXSIM_C_EXPORT mxsim_status mxsim_nvfp4_decode_scale(float amax, float* s_dec, mxsim_error* err);
+
 /** The shape of mxsim_grouped_gemm's output for these operands ([M, N] /
  * [M, K], *ndim = 2; wgrad [groups, N, K], *ndim = 3) into shape[0..2],
  * the call checked as mxsim_grouped_gemm checks it (but for its output). */

@@ -155,6 +155,7 @@ def _declare(h):
         "mxsim_quant_stats": (ctypes.c_int, [P(DLTensor), P(QTensor), P(QStats), P(Error)]),
         "mxsim_block_stats": (ctypes.c_int, [P(DLTensor), P(QTensor), P(BlockStat), ctypes.c_size_t, P(Error)]),
         "mxsim_dequantize": (ctypes.c_int, [P(QTensor), P(DLTensor), ctypes.c_void_p, P(Error)]),
+        "mxsim_nvfp4_decode_scale": (ctypes.c_int, [ctypes.c_float, P(ctypes.c_float), P(Error)]),
         "mxsim_grouped_gemm_out_shape": (ctypes.c_int, [ctypes.c_int32, P(GemmOperand), ctypes.c_size_t, P(GemmOperand),
                                                         ctypes.c_size_t, P(ctypes.c_int64), ctypes.c_size_t,
                                                         P(ctypes.c_int64), P(ctypes.c_int32), P(Error)]),

@@ -72,9 +72,19 @@ def from_torchao(t):
         K = qd.shape[-1] * (2 if elem == "e2m1" else 1)
         s = spec(elem_dtype=elem, block_size=int(t.block_size))
         return _make(s, qd, _u8(t.scale), None, tuple(qd.shape[:-1]) + (K,), _capi.AXIS_COLS, "from_torchao(MXTensor)")
-    if name == "NVFP4Tensor":
-        raise ValueError("from_torchao: NVFP4Tensor is not read by mxsim.torch yet; use mxsim.from_torchao_nvfp4 "
-                         "on host arrays")
+    if name == "NVFP4Tensor":  # torchao nvfp4_tensor.py: qdata [..., K/2], _scale_e4m3 [..., K/16]
+        if getattr(t, "_is_swizzled_scales", False):
+            raise ValueError("from_torchao: an NVFP4Tensor with swizzled scales is not read yet; use "
+                             "mxsim.from_torchao_nvfp4(..., blocked_scales=True) on host arrays")
+        qd = _u8(t.qdata)
+        shape = tuple(qd.shape[:-1]) + (qd.shape[-1] * 2,)
+        sc = _u8(t._scale_e4m3)
+        want = tuple(qd.shape[:-1]) + ((shape[-1] + 15) // 16,)
+        if sc.numel() == _prod(want):  # the same bytes, flattened as torchao's slicing may leave them
+            sc = sc.reshape(want)
+        pts = getattr(t, "_per_tensor_scale", None)  # the decode scale itself (per_tensor_amax_to_scale)
+        ts = pts.float().reshape(1) if pts is not None else torch.ones(1, device=qd.device)
+        return _make(spec("nvfp4"), qd, sc, ts.contiguous(), shape, _capi.AXIS_COLS, "from_torchao(NVFP4Tensor)")
     if name == "Float8TrainingTensor" or hasattr(t, "_data") and hasattr(t, "_scale"):
         elem = _elem_of(t, "_data_dtype") if t._data.dtype == torch.uint8 else \
             ("e4m3" if "e4m3" in str(t._data.dtype) else "e5m2")
@@ -116,15 +126,59 @@ def _roundup(a, b):
     return (a + b - 1) // b * b
 
 
+def _prod(shape):
+    n = 1
+    for v in shape:
+        n *= int(v)
+    return n
+
+
+def _from_te_nvfp4(t, columnwise):
+    """TE's NVFP4Tensor (nvfp4_tensor.py): rowwise data [M, K/2], E4M3 scale_inv padded to
+    [roundup(M, 128), roundup(K/16, 4)], _amax_rowwise; columnwise data [K, M/2] (the transpose),
+    scale_inv [roundup(K, 128), roundup(M/16, 4)], _amax_columnwise. The decode tensor scale is
+    S_dec of the amax (docs/numerics.md §3.3; one scalar read)."""
+    import ctypes
+    if getattr(t, "_with_gemm_swizzled_scales", False):
+        raise ValueError("from_te(NVFP4Tensor): GEMM-swizzled scales are not read yet; use mxsim.from_te_nvfp4 "
+                         "on host arrays")
+    side = "columnwise" if columnwise else "rowwise"
+    data, sc, amax = (getattr(t, f"_{side}_data", None), getattr(t, f"_{side}_scale_inv", None),
+                      getattr(t, f"_amax_{side}", None))
+    if data is None or sc is None or amax is None:
+        raise ValueError(f"from_te(NVFP4Tensor): no {side} data, scale_inv or amax")
+    data, sc = _u8(data), _u8(sc)
+    R, half = data.reshape(-1, data.shape[-1]).shape  # rowwise [M, K/2]; columnwise [K, M/2]
+    C = half * 2
+    want = (_roundup(R, 128), _roundup((C + 15) // 16, 4))
+    if tuple(sc.shape) != want:
+        raise ValueError(f"from_te(NVFP4Tensor): {side} scale_inv {list(sc.shape)}, TE pads [{R}, {C}] data's to "
+                         f"{list(want)}")
+    s_dec = ctypes.c_float()
+    _capi.call(_capi.lib().mxsim_nvfp4_decode_scale, float(amax.float().reshape(-1)[0].item()), ctypes.byref(s_dec))
+    torch = _torch()
+    ts = torch.tensor([s_dec.value], dtype=torch.float32, device=data.device)
+    s = spec("nvfp4")
+    if not columnwise:
+        return _make(s, data.reshape(R, half), sc[:R, :(C + 15) // 16], ts, (R, C), _capi.AXIS_COLS,
+                     "from_te(NVFP4Tensor)")
+    # TE's columnwise copy is the transpose [K, M/2], blocks of 16 along M: mxsim's columnwise storage
+    # of the logical [M, K] tensor is exactly that (stored transposed)
+    return _make(s, data.reshape(R, half), sc[:R, :(C + 15) // 16], ts, (C, R), _capi.AXIS_ROWS,
+                 "from_te(NVFP4Tensor)")
+
+
 def from_te(t, columnwise=False):
     """A TransformerEngine quantized tensor as a QuantizedTensor: Float8Tensor (_data,
     _scale_inv, _fp8_dtype) and MXFP8Tensor (rowwise or, with columnwise=True, columnwise data and
     E8M0 scale_inv with TE's 128 x 4 / 4 x 128 padding, which is checked and cut off). Raises
     ValueError naming what is missing or not read yet (NVFP4Tensor, Float8BlockwiseQTensor)."""
     name = type(t).__name__
-    if name in ("NVFP4Tensor", "Float8BlockwiseQTensor"):
-        raise ValueError(f"from_te: {name} is not read by mxsim.torch yet; use mxsim.from_te_nvfp4 / "
-                         "from_te_fp8_blockwise on host arrays")
+    if name == "Float8BlockwiseQTensor":
+        raise ValueError(f"from_te: {name} is not read by mxsim.torch yet; use mxsim.from_te_fp8_blockwise on "
+                         "host arrays")
+    if name == "NVFP4Tensor":
+        return _from_te_nvfp4(t, columnwise)
     elem = _elem_of(t, "_fp8_dtype")
     if hasattr(t, "_rowwise_data") or hasattr(t, "_columnwise_data"):  # MXFP8Tensor
         side = "columnwise" if columnwise else "rowwise"
