@@ -243,6 +243,27 @@ def test_missing_main_grad_names_the_weight_and_module():
 
 # ------------------------------------------------------------------ the weight cache
 
+def test_stochastic_rounding_draws_a_new_stream_per_backward_call():
+    # mxfp4_sr_grad: dy is rounded stochastically, with a stream per (module name, call, operand)
+    # under the module's seed: the same call on a module of the same name repeats its bits, the
+    # next call draws other words.
+    x, dy = operands(64, 64, 32, seed=30)
+
+    def dgrads(calls):
+        torch.manual_seed(7)
+        m = mt.GroupedLinear(2, 64, 32, bias=False, recipe="mxfp4", recipe_options={"mxfp4_sr_grad": True},
+                             name="moe.experts", seed=3)
+        out = []
+        for _ in range(calls):
+            xi = x.clone().requires_grad_(True)
+            m(xi, [32, 32]).backward(dy)
+            out.append(xi.grad)
+        return out
+    a, b = dgrads(2), dgrads(1)
+    same_bits(a[0], b[0])
+    assert not torch.equal(a[0], a[1])  # 2048 dy elements rounded with other words
+
+
 def test_weight_cache_hits_and_stale_and_missing_errors():
     m = module("mxfp4", name="moe.fc1")
     x, _ = operands(64, 64, 32, seed=7)

@@ -48,16 +48,19 @@ __device__ inline uint32_t code_at(const DeviceQTensor& q, const StorageAt& s) {
 __device__ inline size_t block_at(const QuantLayout& L, const StorageAt& s) {
   return (s.g * L.nbr + s.r / L.br) * L.nbc + s.c / L.bc;
 }
+// The tensor scale: NVFP4's S_dec, 1 for every other kind (a caller's tensor, e.g. through the C
+// interface, may have no tensor-scale buffer then).
+__device__ inline float tensor_scale_of(const DeviceQTensor& q) { return q.tensor_scale_inv ? *q.tensor_scale_inv : 1.0f; }
 // Value (exact) and representable maximum of logical element i.
 __device__ inline float dequant_at(const DeviceQTensor& q, const StorageAt& s, float e) {
   const size_t b = block_at(q.layout, s);
   return hd::dequant_value(q.spec.scale_kind, e, q.scale_bytes ? q.scale_bytes[b] : uint8_t(0),
-                           q.scale_inv ? q.scale_inv[b] : 0.0f, *q.tensor_scale_inv);
+                           q.scale_inv ? q.scale_inv[b] : 0.0f, tensor_scale_of(q));
 }
 __device__ inline float block_max_at(const DeviceQTensor& q, const StorageAt& s, float emax) {
   const size_t b = block_at(q.layout, s);
   return hd::block_max_value(q.spec.scale_kind, emax, q.scale_bytes ? q.scale_bytes[b] : uint8_t(0),
-                             q.scale_inv ? q.scale_inv[b] : 0.0f, *q.tensor_scale_inv);
+                             q.scale_inv ? q.scale_inv[b] : 0.0f, tensor_scale_of(q));
 }
 
 __global__ void dequantize_kernel(DeviceQTensor q, float* __restrict__ out) {

@@ -263,7 +263,8 @@ class GroupedLinear(torch.nn.Module):
                 s = s.with_amax(amax)
         if call is not None and s.info.stochastic:
             # stream: (module, backward call, operand) never repeat within a seed
-            s = s.derive(seed=self.seed, sr_stream=(self._sr_id << 40) | (call << 8) | stream_role)
+            # 64 bits: the name's CRC-32, the call (24 bits), the operand (8 bits)
+            s = s.derive(seed=self.seed, sr_stream=(self._sr_id << 32) | ((call & 0xFFFFFF) << 8) | stream_role)
         return s
 
     def _weight_for_fprop(self, weights, first):
@@ -338,11 +339,22 @@ def _stacked(tensors):
     t0 = ts[0]
     if not all(t.is_contiguous() for t in ts):
         return None
+    base = _storage_ptr(t0)
     n = t0.numel()
     for g, t in enumerate(ts):
-        if t.data_ptr() != t0.data_ptr() + g * n * t0.element_size() or t.shape != t0.shape:
+        # one storage, not separate allocations that merely abut (a caching allocator places them so)
+        if _storage_ptr(t) != base or t.data_ptr() != t0.data_ptr() + g * n * t0.element_size() or \
+                t.shape != t0.shape:
             return None
-    return t0.as_strided((len(ts),) + tuple(t0.shape), (n,) + tuple(t0.stride()))
+    try:
+        return t0.as_strided((len(ts),) + tuple(t0.shape), (n,) + tuple(t0.stride()))
+    except RuntimeError:  # the storage ends before the last one: not one buffer after all
+        return None
+
+
+def _storage_ptr(t):
+    """The address of t's storage (torch >= 2.0: untyped_storage; 1.13: storage)."""
+    return (t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()).data_ptr()
 
 
 class Linear(GroupedLinear):
