@@ -298,7 +298,11 @@ def _stream(t):
     """torch's current stream on t's device as a void* (None for CPU tensors)."""
     if t.device.type != "cuda":
         return None
-    return ctypes.c_void_p(_torch().cuda.current_stream(t.device).cuda_stream)
+    torch = _torch()
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # torch >= 1.10: no Stream object made
+    if raw is not None:
+        return ctypes.c_void_p(raw(t.device.index if t.device.index is not None else torch.cuda.current_device()))
+    return ctypes.c_void_p(torch.cuda.current_stream(t.device).cuda_stream)
 
 
 _TYPED = {0: "float8_e8m0fnu", 2: "float8_e4m3fn"}  # byte scales by mxsim_scale_kind
@@ -347,7 +351,14 @@ class QuantizedTensor:
         return self.to("cpu")
 
     def _c(self):
-        """The C interface's mxsim_qtensor over this tensor's memory."""
+        """The C interface's mxsim_qtensor over this tensor's memory, made once (the tensor's buffers
+        and spec never change; the struct's pointers stay valid while this object holds them)."""
+        c = self.__dict__.get("_cq")
+        if c is None:
+            c = self.__dict__["_cq"] = self._make_c()
+        return c
+
+    def _make_c(self):
         q = _capi.QTensor()
         q.spec = self.spec.handle
         q.layout = self.layout

@@ -100,6 +100,8 @@ def _candidates():
 def lib():
     """The loaded library (loaded once, on first use). Raises ImportError naming where it looked."""
     global _lib
+    if _lib is not None:  # loaded: no lock on the hot path
+        return _lib
     with _lock:
         if _lib is not None:
             return _lib
