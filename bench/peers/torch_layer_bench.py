@@ -43,6 +43,13 @@ def median_ms(fn, reps):
     return times[len(times) // 2]
 
 
+def batched_ms(fn, reps, batch=10):
+    """Median over reps of `batch` calls enqueued back to back, per call: the GPU's time with the
+    host's per-call overhead hidden behind the previous call's kernels (single calls in median_ms
+    include it whenever the GPU waits for the host)."""
+    return median_ms(lambda: [fn() for _ in range(batch)], reps) / batch
+
+
 def host_us(fn, n=2000):
     for _ in range(50):
         fn()
@@ -92,7 +99,8 @@ def gemm(cpp_csv, reps):
     w = torch.randn(G, N, K, device="cuda")
     splits = [R] * G
     print(f"\n## grouped_gemm from Python vs the same C++ call ({shape}, CUDA-event median of {reps})\n")
-    print("| case | Python ms | C++ ms | Python / C++ | TFLOP/s |\n|---|---|---|---|---|")
+    print("| case | Python ms (one call) | Python ms (10 back to back, per call) | C++ ms | Python / C++ | TFLOP/s |")
+    print("|---|---|---|---|---|---|")
     for case, (sa, sb) in CASES.items():
         if sa == "bf16":
             a, b = x.bfloat16(), w.bfloat16()
@@ -100,9 +108,10 @@ def gemm(cpp_csv, reps):
             a, b = mt.quantize(x, sa), mt.quantize(w, sb)
         out = torch.empty(G * R, N, device="cuda")
         ms = median_ms(lambda: mt.grouped_gemm(a, b, splits, out=out), reps)
+        mb = batched_ms(lambda: mt.grouped_gemm(a, b, splits, out=out), max(3, reps // 4)) if ms < 100 else ms
         c = cpp.get(case)
         ratio = f"{ms / c:.3f}" if c else "-"
-        print(f"| {case} | {ms:.3f} | {c if c else '-'} | {ratio} | {2 * G * R * N * K / ms / 1e9:.0f} |")
+        print(f"| {case} | {ms:.3f} | {mb:.3f} | {c if c else '-'} | {ratio} | {2 * G * R * N * K / ms / 1e9:.0f} |")
 
 
 def layer(reps):
