@@ -442,3 +442,28 @@ def test_nvfp4_peers_read_by_attribute():
         r = mt.from_te(te, columnwise=side == "columnwise")
         same_bytes(r.tensor_scale, q.tensor_scale)
         same_bytes(mt.dequantize(r), mt.dequantize(q))
+
+
+class Float8BlockwiseQTensor:  # TE's attribute names
+    pass
+
+
+def test_te_fp8_blockwise_read_by_attribute():
+    x = sample((40, 256), seed=18)
+    for axis, side in (("cols", "rowwise"), ("rows", "columnwise")):
+        q = mt.quantize(x, "fp8_block", axis=axis)  # mxsim: storage [R, C], scale_inv [R, ceil(C/128)]
+        R, C = q._data.shape
+        te = Float8BlockwiseQTensor()  # TE: scale_inv [ceil(C/128), roundup(R, 4)], padding not read
+        te._fp8_dtype, te._is_2D_scaled = "DType.kFloat8E4M3", False
+        pad = torch.full(((C + 127) // 128, (R + 3) // 4 * 4), float("nan"))
+        pad[:, :R] = q.scale.t()
+        setattr(te, f"_{side}_data", q.qdata)
+        setattr(te, f"_{side}_scale_inv", pad)
+        same_bytes(mt.dequantize(mt.from_te(te, columnwise=side == "columnwise")), mt.dequantize(q))
+    q = mt.quantize(x, "fp8_block2d")  # 128 x 128 tiles: scale_inv [1, 2] of [40, 256]
+    te = Float8BlockwiseQTensor()
+    te._fp8_dtype, te._is_2D_scaled = "DType.kFloat8E4M3", True
+    pad = torch.full((1, 4), float("nan"))
+    pad[:, :2] = q.scale
+    te._rowwise_data, te._rowwise_scale_inv = q.qdata, pad
+    same_bytes(mt.dequantize(mt.from_te(te)), mt.dequantize(q))

@@ -133,6 +133,39 @@ def _prod(shape):
     return n
 
 
+def _from_te_fp8_blockwise(t, columnwise):
+    """TE's Float8BlockwiseQTensor (float8_blockwise_tensor.py; layouts.hpp): FP32 scale_inv of
+    blocks of 128. 1 x 128 (``_is_2D_scaled`` false): rowwise data [M, K] with scale_inv
+    [ceil(K/128), roundup(M, 4)] (row m's block kb at [kb, m]); columnwise data [K, M] (the
+    transpose) with [ceil(M/128), roundup(K, 4)]. 128 x 128 tiles: rowwise scale_inv
+    [ceil(M/128), roundup(ceil(K/128), 4)]; the columnwise tiles are not read yet."""
+    elem = _elem_of(t, "_fp8_dtype")
+    two_d = bool(getattr(t, "_is_2D_scaled", False))
+    side = "columnwise" if columnwise else "rowwise"
+    data, sc = getattr(t, f"_{side}_data", None), getattr(t, f"_{side}_scale_inv", None)
+    if data is None or sc is None:
+        raise ValueError(f"from_te(Float8BlockwiseQTensor): no {side} data or scale_inv")
+    if two_d and columnwise:
+        raise ValueError("from_te(Float8BlockwiseQTensor): columnwise 128 x 128 tiles are not read yet; use the "
+                         "rowwise copy (the same tiles of the same values)")
+    data, sc = _u8(data), sc.float()
+    R, C = data.reshape(-1, data.shape[-1]).shape  # rowwise [M, K]; columnwise [K, M]
+    nb = lambda n: (n + 127) // 128
+    want = (nb(R), _roundup(nb(C), 4)) if two_d else (nb(C), _roundup(R, 4))
+    if tuple(sc.shape) != want:
+        raise ValueError(f"from_te(Float8BlockwiseQTensor): {side} scale_inv {list(sc.shape)}, TE lays [{R}, {C}] "
+                         f"data's out as {list(want)}")
+    if two_d:
+        return _make(spec("fp8_block2d", elem_dtype=elem), data.reshape(R, C), sc[:, :nb(C)], None, (R, C),
+                     _capi.AXIS_COLS, "from_te(Float8BlockwiseQTensor)")
+    s = spec("fp8_block", elem_dtype=elem)
+    scales = sc[:, :R].t()  # mxsim: [rows of the storage, blocks along them]
+    if not columnwise:
+        return _make(s, data.reshape(R, C), scales, None, (R, C), _capi.AXIS_COLS, "from_te(Float8BlockwiseQTensor)")
+    # columnwise: TE's [K, M] transpose is mxsim's columnwise storage of the logical [M, K] tensor
+    return _make(s, data.reshape(R, C), scales, None, (C, R), _capi.AXIS_ROWS, "from_te(Float8BlockwiseQTensor)")
+
+
 def _from_te_nvfp4(t, columnwise):
     """TE's NVFP4Tensor (nvfp4_tensor.py): rowwise data [M, K/2], E4M3 scale_inv padded to
     [roundup(M, 128), roundup(K/16, 4)], _amax_rowwise; columnwise data [K, M/2] (the transpose),
@@ -175,8 +208,7 @@ def from_te(t, columnwise=False):
     ValueError naming what is missing or not read yet (NVFP4Tensor, Float8BlockwiseQTensor)."""
     name = type(t).__name__
     if name == "Float8BlockwiseQTensor":
-        raise ValueError(f"from_te: {name} is not read by mxsim.torch yet; use mxsim.from_te_fp8_blockwise on "
-                         "host arrays")
+        return _from_te_fp8_blockwise(t, columnwise)
     if name == "NVFP4Tensor":
         return _from_te_nvfp4(t, columnwise)
     elem = _elem_of(t, "_fp8_dtype")
