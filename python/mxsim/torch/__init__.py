@@ -268,30 +268,40 @@ def _axis(axis):
 
 @functools.lru_cache(maxsize=1)
 def _dl_dtypes():
+    """torch dtype -> the DLDataType mxsim reads it as."""
     torch = _torch()
     m = {torch.float32: (_capi.KDL_FLOAT, 32), torch.bfloat16: (_capi.KDL_BFLOAT, 16),
          torch.float16: (_capi.KDL_FLOAT, 16), torch.uint8: (_capi.KDL_UINT, 8), torch.int8: (_capi.KDL_INT, 8)}
     for name in ("float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu", "float4_e2m1fn_x2"):
         if hasattr(torch, name):  # torch >= 2.1 / 2.7: bytes to the library (it knows the spec)
             m[getattr(torch, name)] = (_capi.KDL_UINT, 8)
-    return m
+    return {k: _capi.DLDataType(code, bits, 1) for k, (code, bits) in m.items()}
+
+
+_SHAPES = [ctypes.c_int64 * max(n, 1) for n in range(9)]  # the array types of ranks 0 .. 8
+
+
+@functools.lru_cache(maxsize=64)
+def _dl_device(kind, index):
+    if kind == "cpu":
+        return _capi.DLDevice(_capi.KDL_CPU, 0)
+    return _capi.DLDevice(_capi.KDL_CUDA, index if index is not None else 0)
 
 
 def _dl(t, what):
-    """A DLTensor over t's memory (t must stay alive for the call)."""
+    """A DLTensor over t's memory (t must stay alive for the call). A contiguous tensor passes no
+    strides (DLPack's NULL: row-major), others theirs, which the library checks."""
     dt = _dl_dtypes().get(t.dtype)
     if dt is None:
         raise TypeError(f"{what}: dtype {t.dtype} is not one mxsim reads (float32, bfloat16, float16, uint8, float8)")
-    if t.device.type == "cpu":
-        dev = _capi.DLDevice(_capi.KDL_CPU, 0)
-    elif t.device.type == "cuda":
-        dev = _capi.DLDevice(_capi.KDL_CUDA, t.device.index if t.device.index is not None else 0)
-    else:
-        raise ValueError(f"{what} is on {t.device}; mxsim runs CPU and CUDA tensors")
+    dev = t.device
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"{what} is on {dev}; mxsim runs CPU and CUDA tensors")
     n = t.dim()
-    shape = (ctypes.c_int64 * max(n, 1))(*t.shape)
-    strides = (ctypes.c_int64 * max(n, 1))(*t.stride())
-    return _capi.DLTensor(t.data_ptr(), dev, n, _capi.DLDataType(dt[0], dt[1], 1), shape, strides, 0)
+    if n >= len(_SHAPES):
+        raise ValueError(f"{what} has rank {n}; mxsim takes tensors of rank 2 or 3")
+    strides = None if t.is_contiguous() else _SHAPES[n](*t.stride())
+    return _capi.DLTensor(t.data_ptr(), _dl_device(dev.type, dev.index), n, dt, _SHAPES[n](*t.shape), strides, 0)
 
 
 def _stream(t):
