@@ -275,6 +275,17 @@ mxsim_status mxsim_quant_layout(const mxsim_spec* spec, int64_t groups, int64_t 
 }
 
 namespace {
+/// The extents of t, which must be q's logical shape ([rows, cols] for one group).
+Extents3 extents_of_q(const DLTensor& t, const mxsim_qtensor& q, const char* op, const char* what) {
+  const Extents3 e = extents3(t, op, what);
+  const mxsim_qlayout& L = q.layout;
+  if (e.groups != size_t(L.groups) || e.rows != size_t(L.rows) || e.cols != size_t(L.cols))
+    throw std::invalid_argument(std::string(op) + ": " + what + " " + shape_str(t) + " is not q's shape [" +
+                                std::to_string(L.groups) + ", " + std::to_string(L.rows) + ", " +
+                                std::to_string(L.cols) + "]");
+  return e;
+}
+
 /// The dtype of x as a format (float32 / bfloat16 / float16; others are refused where x is read).
 Format input_format(const DLTensor& x) { return is_bf16(x) ? Format::BF16 : is_f16(x) ? Format::FP16 : Format::FP32; }
 
@@ -354,12 +365,7 @@ mxsim_status mxsim_dequantize(const mxsim_qtensor* q, DLTensor* out, void* strea
     const char* op = "mxsim_dequantize";
     if (!q || !out) throw std::invalid_argument(std::string(op) + ": q or out is NULL");
     check_same_device(q->data, *out, op, "out");
-    const Extents3 e = extents3(*out, op, "out");
-    const mxsim_qlayout& L = q->layout;
-    if (e.groups != size_t(L.groups) || e.rows != size_t(L.rows) || e.cols != size_t(L.cols))
-      throw std::invalid_argument(std::string(op) + ": out " + shape_str(*out) + " is not q's shape [" +
-                                  std::to_string(L.groups) + ", " + std::to_string(L.rows) + ", " +
-                                  std::to_string(L.cols) + "]");
+    (void)extents_of_q(*out, *q, op, "out");
     if (out->device.device_type == kDLCUDA) return gpu_dequantize(*q, *out, stream);
     write_f32(emu::dequantize3(read_quantized(*q, op, "q")), *out, op, "out");
   });
@@ -372,13 +378,7 @@ std::pair<Tensor3f, QuantizedTensor> stats_operands(const DLTensor* x, const mxs
   if (x->device.device_type == kDLCUDA || q->data.device.device_type == kDLCUDA)
     throw Unsupported(std::string(op) + ": statistics of CUDA tensors are not computed on the device yet; "
                                         "pass host copies (mxsim.torch does, documented in docs/torch.md)");
-  const Extents3 e = extents3(*x, op, "x");
-  const mxsim_qlayout& L = q->layout;
-  if (e.groups != size_t(L.groups) || e.rows != size_t(L.rows) || e.cols != size_t(L.cols))
-    throw std::invalid_argument(std::string(op) + ": x " + shape_str(*x) + " is not q's shape [" +
-                                std::to_string(L.groups) + ", " + std::to_string(L.rows) + ", " +
-                                std::to_string(L.cols) + "]");
-  return {host_f32(*x, e, op, "x"), read_quantized(*q, op, "q")};
+  return {host_f32(*x, extents_of_q(*x, *q, op, "x"), op, "x"), read_quantized(*q, op, "q")};
 }
 }  // namespace
 

@@ -111,8 +111,7 @@ void gpu_quantize_grouped_colwise(const DLTensor& x, const QuantSpec& s, const s
   const size_t C = size_t(x.shape[1]);
   for (size_t g = 0; g < m_splits.size(); ++g) {
     GemmOperandDesc d;
-    d.spec = s;  // slice g draws the SR words of its elements' indices in x (alloc_grouped_colwise's shift)
-    if (m_splits[g] > 0) d.spec.sr_index_base = s.sr_index_base + m0 * C;
+    d.spec = row_slice_spec(s, m0, uint64_t(m_splits[g]), C);  // SR words by the elements' indices in x
     d.layout = hd::quant_layout(s, 1, size_t(layout[g].rows), C, Axis::Rows);
     views.push_back(device_view(out[g], d));
     m0 += uint64_t(m_splits[g]);

@@ -283,9 +283,7 @@ std::vector<QuantizedTensor> quantize_grouped_colwise(const Tensor2f& x, std::sp
       continue;
     }
     Tensor2f slice = xt::view(x, xt::range(m0, m0 + size_t(mg)), xt::all());
-    QuantSpec s = spec;  // SR words follow the element's index in the whole [M, C] tensor (§2.5)
-    s.sr_index_base = spec.sr_index_base + uint64_t(m0) * C;
-    out.push_back(quantize(slice, s, Axis::Rows));
+    out.push_back(quantize(slice, row_slice_spec(spec, m0, uint64_t(mg), C), Axis::Rows));
     m0 += size_t(mg);
   }
   return out;

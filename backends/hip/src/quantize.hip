@@ -595,8 +595,7 @@ std::vector<DeviceQuantized> alloc_grouped_colwise(const QuantSpec& spec, size_t
   for (size_t g = 0; g < m_splits.size(); ++g) {
     if (m_splits[g] < 0)
       bad("alloc_grouped_colwise", "m_splits[" + std::to_string(g) + "] = " + std::to_string(m_splits[g]) + " is negative");
-    QuantSpec s = spec;  // SR words follow the element's index in the whole [M, C] tensor (numerics.md §2.5)
-    if (m_splits[g] > 0) s.sr_index_base = spec.sr_index_base + m0 * C;  // an empty group keeps the spec (as emu)
+    const QuantSpec s = row_slice_spec(spec, m0, uint64_t(m_splits[g]), C);  // SR words by index in [M, C]
     out.push_back(alloc_quantized(s, 1, size_t(m_splits[g]), C, Axis::Rows,
                                   std::string(name) + " group " + std::to_string(g)));
     m0 += uint64_t(m_splits[g]);
@@ -699,8 +698,7 @@ void check_grouped(const char* who, size_t M, size_t C, std::span<const int64_t>
       bad(who, gs + ": output is not a [1, " + std::to_string(m_splits[g]) + ", " + std::to_string(C) +
                    "] tensor quantized along Axis::Rows");
     if (spec) {
-      QuantSpec want = *spec;
-      if (m_splits[g] > 0) want.sr_index_base = spec->sr_index_base + m0 * C;
+      const QuantSpec want = row_slice_spec(*spec, m0, uint64_t(m_splits[g]), C);
       const QuantSpec& got = out[g].spec;
       if (got.elem != want.elem || got.block_rows != want.block_rows || got.block_cols != want.block_cols ||
           got.scale_kind != want.scale_kind || got.rule != want.rule || got.round != want.round ||

@@ -171,6 +171,14 @@ void set_hp_dtype(QuantSpec& s, Format hp, const std::string& what);
 /// a spec whose hp_dtype is still FP32 (not set), the spec to quantize it with
 /// takes the input's dtype. Other specs and inputs are returned unchanged.
 QuantSpec spec_for_input(QuantSpec s, Format input_dtype);
+/// The spec of rows [m0, m0 + rows) of an [M, C] tensor quantized on their own (a group of a
+/// grouped columnwise wgrad operand): stochastic rounding draws the words of the elements'
+/// indices in the whole tensor, sr_index_base + m0 * C (docs/numerics.md §2.5); an empty slice
+/// keeps the spec. The one rule of the emulator, the GPU backend and the C interface.
+inline QuantSpec row_slice_spec(QuantSpec s, uint64_t m0, uint64_t rows, uint64_t C) {
+  if (rows > 0) s.sr_index_base += m0 * C;
+  return s;
+}
 /// Current scaling of a per-tensor FP32-scaled spec (docs/numerics.md §3.3): s with the one
 /// scale (fixed_scale) of a tensor whose amax is given, current_scale(elem max, amax,
 /// amax_epsilon, pow2_scale); one scale for every group of the tensor. nullopt when that scale
