@@ -65,6 +65,14 @@ def _text(key, v):
     return str(v)
 
 
+def _key_values(args):
+    """(keys, values, n): the C interface's key / value text of [(key, value)] arguments."""
+    n = len(args)
+    keys = (ctypes.c_char_p * max(n, 1))(*[k.encode() for k, _ in args])
+    values = (ctypes.c_char_p * max(n, 1))(*[_text(k, v).encode() for k, v in args])
+    return keys, values, n
+
+
 class Spec:
     """How one tensor is quantized: a recipe name (``mxsim recipes``: mxfp4, mxfp8, fp8_tensor,
     nvfp4, ...) and/or torchao-style keywords, read by the library (core/include/mxsim/spec_args.hpp):
@@ -77,19 +85,16 @@ class Spec:
     def __init__(self, recipe=None, **kwargs):
         args = ([("recipe", recipe)] if recipe is not None else []) + \
             [(k, v) for k, v in sorted(kwargs.items()) if v is not None]
-        keys = (ctypes.c_char_p * len(args))(*[k.encode() for k, _ in args])
-        values = (ctypes.c_char_p * len(args))(*[_text(k, v).encode() for k, v in args])
         handle = ctypes.c_void_p()
         lib = _capi.lib()
-        _capi.call(lib.mxsim_spec_create, keys, values, len(args), ctypes.byref(handle))
+        _capi.call(lib.mxsim_spec_create, *_key_values(args), ctypes.byref(handle))
         self._handle, self._lib = handle, lib
-        self.args = dict(args)
 
     @classmethod
-    def _adopt(cls, handle, args):
+    def _adopt(cls, handle):
         """A Spec owning a handle the library made (mxsim_spec_derive, a recipe's operand spec)."""
         self = cls.__new__(cls)
-        self._handle, self._lib, self.args = handle, _capi.lib(), dict(args)
+        self._handle, self._lib = handle, _capi.lib()
         return self
 
     def __del__(self):
@@ -101,18 +106,16 @@ class Spec:
         """This spec with keyword overrides (seed, sr_stream, sr_index_base, rounding, hadamard, ...;
         not a recipe), e.g. a recipe's dgrad spec given its stochastic-rounding stream."""
         args = sorted((k, v) for k, v in kwargs.items() if v is not None)
-        keys = (ctypes.c_char_p * max(len(args), 1))(*[k.encode() for k, _ in args])
-        values = (ctypes.c_char_p * max(len(args), 1))(*[_text(k, v).encode() for k, v in args])
         handle = ctypes.c_void_p()
-        _capi.call(self._lib.mxsim_spec_derive, self._handle, keys, values, len(args), ctypes.byref(handle))
-        return Spec._adopt(handle, {**self.args, **dict(args)})
+        _capi.call(self._lib.mxsim_spec_derive, self._handle, *_key_values(args), ctypes.byref(handle))
+        return Spec._adopt(handle)
 
     def with_amax(self, amax):
         """Current scaling of a per-tensor FP32-scaled spec: the spec with the one scale of a tensor
         whose max |x| is ``amax`` (a float; docs/numerics.md §3.3), for every group of it."""
         handle = ctypes.c_void_p()
         _capi.call(self._lib.mxsim_spec_with_amax, self._handle, float(amax), ctypes.byref(handle))
-        return Spec._adopt(handle, {**self.args, "amax": float(amax)})
+        return Spec._adopt(handle)
 
     @property
     def current_scaling(self):
@@ -164,11 +167,9 @@ class LinearRecipe:
 
     def __init__(self, name="mxfp4", **options):
         args = sorted((k, v) for k, v in options.items() if v is not None)
-        keys = (ctypes.c_char_p * max(len(args), 1))(*[k.encode() for k, _ in args])
-        values = (ctypes.c_char_p * max(len(args), 1))(*[_text(k, v).encode() for k, v in args])
         lib = _capi.lib()
         handle = ctypes.c_void_p()
-        _capi.call(lib.mxsim_linear_recipe_create, str(name).encode(), keys, values, len(args), ctypes.byref(handle))
+        _capi.call(lib.mxsim_linear_recipe_create, str(name).encode(), *_key_values(args), ctypes.byref(handle))
         self._handle, self._lib, self.options = handle, lib, dict(args)
         info = _capi.LinearRecipeInfo()
         _capi.call(lib.mxsim_linear_recipe_get_info, handle, ctypes.byref(info))
@@ -192,7 +193,7 @@ class LinearRecipe:
                 raise ValueError(f"LinearRecipe.spec: role must be one of {sorted(self.ROLES)}, not {role!r}")
             handle = ctypes.c_void_p()
             _capi.call(self._lib.mxsim_linear_recipe_spec, self._handle, self.ROLES[role], ctypes.byref(handle))
-            self._specs[role] = Spec._adopt(handle, {"linear_recipe": self.name, "role": role})
+            self._specs[role] = Spec._adopt(handle)
         return self._specs[role]
 
     def delayed_state(self, role):
@@ -237,7 +238,7 @@ class DelayedScaling:
     def spec(self, base):
         handle = ctypes.c_void_p()
         _capi.call(self._lib.mxsim_delayed_scaling_spec, self._handle, base.handle, ctypes.byref(handle))
-        return Spec._adopt(handle, {**base.args, "delayed_scale": self.scale})
+        return Spec._adopt(handle)
 
 
 @functools.lru_cache(maxsize=256)
