@@ -14,32 +14,70 @@ namespace mxsim::sim {
 namespace schema = trace::schema;
 using trace::DType;
 
-TraceRecorder::TraceRecorder(const std::string& path, const std::string& config_toml, const std::string& backend,
-                             const Config& cfg, const std::vector<Weight*>& ws, Step first, Step last)
-    : first_(first) {
-  const uint64_t NMB = uint64_t(cfg.num_microbatches), E = uint64_t(cfg.experts);
+RunPlan simulator_plan(const Config& cfg, const std::vector<Weight*>& ws) {
+  RunPlan p;
+  p.micro_batches = uint64_t(cfg.num_microbatches);
+  p.experts = uint64_t(cfg.experts);
+  p.model_metrics = true;
+  for (const Weight* w : ws) {
+    LayerPlan l;
+    l.name = name_of(w->layer);
+    l.slot = size_t(w->layer);
+    l.recipe = cfg.recipe.of(w->layer);
+    l.G = w->G, l.N = w->N, l.K = w->K;
+    l.quantized = is_quantized(w->recipe);
+    l.deosc = cfg.deosc && deosc_eligible(w->recipe);
+    l.shard_edge = l.deosc && cfg.deosc_shard_edge;
+    const bool snap_layer =
+        std::find(cfg.snapshot_layers.begin(), cfg.snapshot_layers.end(), w->layer) != cfg.snapshot_layers.end();
+    if (snap_layer && l.quantized) {
+      l.watch = cfg.watch_elements.size();
+      l.watch_fp32_scale = operand_specs(w->recipe).w.scale_kind == ScaleKind::FP32;
+    }
+    p.layers.push_back(l);
+  }
+  return p;
+}
+
+namespace {
+/// A layer or scalar name that can be one HDF5 path component of the schema.
+void check_component(const std::string& what, const std::string& n) {
+  if (n.empty() || n.find('/') != std::string::npos || n == "." || n == "..")
+    throw std::invalid_argument("trace " + what + " name '" + n + "' must be non-empty and hold no '/'");
+}
+}  // namespace
+
+void TraceRecorder::plan_series(const RunPlan& plan) {
+  const uint64_t NMB = plan.micro_batches, E = plan.experts;
   auto add = [&](std::string name, DType dt, std::vector<uint64_t> shape, std::function<const void*(const StepRecord&)> f) {
+    for (const Series& s : series_)
+      if (s.name == name) throw std::invalid_argument("trace series " + name + " declared twice (a repeated name)");
     series_.push_back({std::move(name), dt, std::move(shape), std::move(f)});
   };
   add(schema::kTrainStep, DType::i64, {}, [](const StepRecord& r) { return &r.step; });
   add(schema::kTrainLoss, DType::f64, {}, [](const StepRecord& r) { return &r.loss; });
-  add(schema::kTrainAuxLoss, DType::f64, {}, [](const StepRecord& r) { return &r.aux_loss; });
-  add(schema::kTrainAccuracy, DType::f64, {}, [](const StepRecord& r) { return &r.accuracy; });
+  if (plan.model_metrics) {
+    add(schema::kTrainAuxLoss, DType::f64, {}, [](const StepRecord& r) { return &r.aux_loss; });
+    add(schema::kTrainAccuracy, DType::f64, {}, [](const StepRecord& r) { return &r.accuracy; });
+  }
   add(schema::kTrainLr, DType::f32, {}, [](const StepRecord& r) { return &r.lr; });
-  add(schema::kTokensPerExpert, DType::i64, {NMB, E}, [](const StepRecord& r) { return r.tokens_per_expert.data(); });
-  add(schema::kTestAccuracy, DType::f64, {}, [](const StepRecord& r) { return &r.test_accuracy; });
-  for (int64_t s : cfg.snapshot_steps)
-    if (s >= first.n() && s <= last.n()) snap_steps_.push_back(s);
-  std::sort(snap_steps_.begin(), snap_steps_.end());
-  snap_steps_.erase(std::unique(snap_steps_.begin(), snap_steps_.end()), snap_steps_.end());
-  for (const Weight* w : ws) {
-    const size_t l = size_t(w->layer);
-    const char* L = name_of(w->layer);
-    add(schema::main_grad_norm(L), DType::f64, {NMB}, [l](const StepRecord& r) { return r.layers[l].main_grad_norm.data(); });
-    if (is_quantized(w->recipe)) {
+  if (E > 0)
+    add(schema::kTokensPerExpert, DType::i64, {NMB, E}, [](const StepRecord& r) { return r.tokens_per_expert.data(); });
+  if (plan.model_metrics)
+    add(schema::kTestAccuracy, DType::f64, {}, [](const StepRecord& r) { return &r.test_accuracy; });
+  for (size_t i = 0; i < plan.scalars.size(); ++i) {
+    check_component("scalar", plan.scalars[i]);
+    add(schema::train_scalar(plan.scalars[i]), DType::f64, {}, [i](const StepRecord& r) { return &r.scalars.at(i); });
+  }
+  for (const LayerPlan& lp : plan.layers) {
+    check_component("layer", lp.name);
+    const size_t l = lp.slot;
+    const std::string& L = lp.name;
+    add(schema::main_grad_norm(L), DType::f64, {NMB}, [l](const StepRecord& r) { return r.layers.at(l).main_grad_norm.data(); });
+    if (lp.quantized) {
       for (Role role : kRoles) {
         const size_t o = size_t(role);
-        auto q = [l, o](const StepRecord& r) -> const QuantStats& { return r.layers[l].quant[o].q; };
+        auto q = [l, o](const StepRecord& r) -> const QuantStats& { return r.layers.at(l).quant[o].q; };
         const char* op = name_of(role);
         add(schema::quant(L, op, "mse"), DType::f64, {}, [q](const StepRecord& r) { return &q(r).mse; });
         add(schema::quant(L, op, "sqnr_db"), DType::f64, {}, [q](const StepRecord& r) { return &q(r).sqnr_db; });
@@ -47,39 +85,54 @@ TraceRecorder::TraceRecorder(const std::string& path, const std::string& config_
         add(schema::quant(L, op, "saturated"), DType::u64, {}, [q](const StepRecord& r) { return &q(r).saturated; });
         add(schema::quant(L, op, "count"), DType::u64, {}, [q](const StepRecord& r) { return &q(r).count; });
         add(schema::quant(L, op, "scale_exp_hist"), DType::u64, {schema::kScaleExpBins},
-            [l, o](const StepRecord& r) { return r.layers[l].quant[o].scale_exp_hist.data(); });
+            [l, o](const StepRecord& r) { return r.layers.at(l).quant[o].scale_exp_hist.data(); });
       }
-      auto osc = [l](const StepRecord& r) -> const Backend::OscStep& { return r.layers[l].osc; };
+      auto osc = [l](const StepRecord& r) -> const Backend::OscStep& { return r.layers.at(l).osc; };
       add(schema::osc(L, "flips"), DType::u64, {}, [osc](const StepRecord& r) { return &osc(r).flips; });
       add(schema::osc(L, "flips_total"), DType::u64, {}, [osc](const StepRecord& r) { return &osc(r).flips_total; });
       add(schema::osc(L, "ema_mean"), DType::f64, {}, [osc](const StepRecord& r) { return &osc(r).ema_mean; });
       add(schema::osc(L, "ema_frac_above"), DType::f64, {}, [osc](const StepRecord& r) { return &osc(r).ema_frac_above; });
       add(schema::osc(L, "dist_ratio_mean"), DType::f64, {}, [osc](const StepRecord& r) { return &osc(r).dist_ratio_mean; });
     }
-    if (cfg.deosc && deosc_eligible(w->recipe))
-      add(schema::deosc_snapped(L), DType::i64, {}, [l](const StepRecord& r) { return &r.layers[l].snapped; });
-    if (cfg.deosc && cfg.deosc_shard_edge && deosc_eligible(w->recipe)) {
-      add(schema::deosc_shard_edge_qdiff(L), DType::i64, {}, [l](const StepRecord& r) { return &r.layers[l].edge.qdiff; });
+    if (lp.deosc) add(schema::deosc_snapped(L), DType::i64, {}, [l](const StepRecord& r) { return &r.layers.at(l).snapped; });
+    if (lp.shard_edge) {
+      add(schema::deosc_shard_edge_qdiff(L), DType::i64, {}, [l](const StepRecord& r) { return &r.layers.at(l).edge.qdiff; });
       add(schema::deosc_shard_edge_changed(L), DType::i64, {},
-          [l](const StepRecord& r) { return &r.layers[l].edge.changed; });
+          [l](const StepRecord& r) { return &r.layers.at(l).edge.changed; });
     }
-    const bool snap_layer =
-        std::find(cfg.snapshot_layers.begin(), cfg.snapshot_layers.end(), w->layer) != cfg.snapshot_layers.end();
-    if (snap_layer && is_quantized(w->recipe) && !cfg.watch_elements.empty()) {  // format 4: watched elements
-      const uint64_t W = cfg.watch_elements.size();
-      auto wt = [l](const StepRecord& r) -> const StepRecord::LayerRecord::Watch& { return r.layers[l].watch; };
+    if (lp.watch > 0) {  // format 4: watched elements
+      const uint64_t W = lp.watch;
+      auto wt = [l](const StepRecord& r) -> const StepRecord::LayerRecord::Watch& { return r.layers.at(l).watch; };
       add(schema::watch(L, "element"), DType::i64, {W}, [wt](const StepRecord& r) { return wt(r).element.data(); });
       add(schema::watch(L, "master"), DType::f32, {W}, [wt](const StepRecord& r) { return wt(r).master.data(); });
       add(schema::watch(L, "weight_q"), DType::f32, {W}, [wt](const StepRecord& r) { return wt(r).q.value.data(); });
       add(schema::watch(L, "code"), DType::u8, {W}, [wt](const StepRecord& r) { return wt(r).q.code.data(); });
-      if (operand_specs(w->recipe).w.scale_kind == ScaleKind::FP32)
+      if (lp.watch_fp32_scale)
         add(schema::watch(L, "scale"), DType::f32, {W}, [wt](const StepRecord& r) { return wt(r).q.scale_inv.data(); });
       else
         add(schema::watch(L, "scale"), DType::u8, {W}, [wt](const StepRecord& r) { return wt(r).q.scale_bytes.data(); });
       add(schema::watch(L, "flips"), DType::u32, {W}, [wt](const StepRecord& r) { return wt(r).flips.data(); });
-      if (cfg.deosc && deosc_eligible(w->recipe))
+      if (lp.deosc)
         add(schema::watch(L, "snaps"), DType::u32, {W}, [wt](const StepRecord& r) { return wt(r).snaps.data(); });
     }
+  }
+  static_assert(sizeof(size_t) == sizeof(uint64_t), "QuantStats counts are written as u64");
+}
+
+TraceRecorder::TraceRecorder(const std::string& path, const std::string& config_toml, const std::string& backend,
+                             const Config& cfg, const std::vector<Weight*>& ws, Step first, Step last)
+    : first_(first) {
+  const RunPlan plan = simulator_plan(cfg, ws);
+  plan_series(plan);
+  const uint64_t NMB = plan.micro_batches;
+  for (int64_t s : cfg.snapshot_steps)
+    if (s >= first.n() && s <= last.n()) snap_steps_.push_back(s);
+  std::sort(snap_steps_.begin(), snap_steps_.end());
+  snap_steps_.erase(std::unique(snap_steps_.begin(), snap_steps_.end()), snap_steps_.end());
+  for (const Weight* w : ws) {
+    const char* L = name_of(w->layer);
+    const bool snap_layer =
+        std::find(cfg.snapshot_layers.begin(), cfg.snapshot_layers.end(), w->layer) != cfg.snapshot_layers.end();
     if (!snap_steps_.empty() && snap_layer) {
       const std::vector<uint64_t> sh = {w->G, w->N, w->K};
       for (const char* kind : schema::kSnapshotKinds) {
@@ -106,13 +159,29 @@ TraceRecorder::TraceRecorder(const std::string& path, const std::string& config_
       }
     }
   }
-  static_assert(sizeof(size_t) == sizeof(uint64_t), "QuantStats counts are written as u64");
+  open(path, config_toml, trace::make_provenance(backend, cfg.seed), plan);
+}
 
-  w_ = std::make_unique<trace::Writer>(path, config_toml, trace::make_provenance(backend, cfg.seed));
+TraceRecorder::TraceRecorder(const std::string& path, const std::string& config_toml, const trace::Provenance& prov,
+                             const RunPlan& plan)
+    : first_(Step(1)) {
+  plan_series(plan);
+  open(path, config_toml, prov, plan);
+}
+
+void TraceRecorder::open(const std::string& path, const std::string& config_toml, const trace::Provenance& prov,
+                         const RunPlan& plan) {
+  w_ = std::make_unique<trace::Writer>(path, config_toml, prov);
+  for (const LayerPlan& l : plan.layers) {
+    const std::string g = schema::layer(l.name);
+    if (!l.recipe.empty()) w_->set_group_attribute(g, schema::kLayerRecipeAttr, l.recipe);
+    if (!l.module.empty()) w_->set_group_attribute(g, schema::kLayerModuleAttr, l.module);
+    w_->set_group_attribute(g, schema::kLayerShapeAttr, std::vector<int64_t>{int64_t(l.G), int64_t(l.N), int64_t(l.K)});
+  }
   for (const Series& s : series_) w_->declare_series(s.name, s.dtype, s.shape);
   // Snapshot rows are trace rows: row r holds global step first + r.
   std::vector<int64_t> rows;
-  for (int64_t s : snap_steps_) rows.push_back(s - first.n());
+  for (int64_t s : snap_steps_) rows.push_back(s - first_.n());
   for (const Snapshot& s : snaps_) w_->declare_snapshot(s.name, s.dtype, s.shape, rows);
   w_->start_swmr();
   if (trace::hdf5_thread_safe()) writer_ = std::thread([this] { writer_loop(); });

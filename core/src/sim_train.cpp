@@ -211,6 +211,7 @@ class Trainer {
                       std::find(cfg_.snapshot_steps.begin(), cfg_.snapshot_steps.end(), n.n()) != cfg_.snapshot_steps.end();
     StepRecord r;
     r.step = n.n();
+    r.layers.resize(std::size(kLayers));  // slots by Layer (simulator_plan)
     for (Weight* w : ws_) w->zero_grad(be_);
     // The micro-batches' losses, counts and main_grad norms arrive deferred
     // (Backend::*_deferred): one synchronisation for all of them after the

@@ -45,6 +45,7 @@ Provenance make_provenance(const std::string& backend, uint64_t seed) {
 #endif
   p.backend = backend;
   p.seed = seed;
+  p.producer = kProducerSimulator;
   const std::time_t now = std::time(nullptr);
   std::tm tm{};
   gmtime_r(&now, &tm);

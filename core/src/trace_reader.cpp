@@ -279,6 +279,29 @@ uint64_t Reader::steps_completed() const { return impl_->k; }
 std::string Reader::config_toml() const { return detail::read_string_attr(impl_->t->file, "config_toml", impl_->fname); }
 int Reader::format_version() const { return int(detail::read_u64_attr(impl_->t->file, schema::kFormatAttr, impl_->fname)); }
 
+namespace {
+/// The group at `path` when it exists (and is a group).
+std::optional<Hid> open_group(hid_t file, const std::string& path) {
+  if (path.empty() || path[0] != '/' || H5Lexists(file, path.c_str(), H5P_DEFAULT) <= 0) return std::nullopt;
+  Hid g(H5Gopen2(file, path.c_str(), H5P_DEFAULT), H5Gclose);  // fails (quietly) for a dataset
+  if (!g.valid()) return std::nullopt;
+  return g;
+}
+}  // namespace
+
+std::optional<std::string> Reader::group_string_attribute(const std::string& group, const std::string& name) const {
+  const auto& m = *impl_;
+  auto g = open_group(m.t->file, group);
+  if (!g || !detail::has_attr(*g, name.c_str(), m.fname)) return std::nullopt;
+  return detail::read_string_attr(*g, name.c_str(), m.fname);
+}
+std::optional<std::vector<int64_t>> Reader::group_i64_attribute(const std::string& group, const std::string& name) const {
+  const auto& m = *impl_;
+  auto g = open_group(m.t->file, group);
+  if (!g || !detail::has_attr(*g, name.c_str(), m.fname)) return std::nullopt;
+  return detail::read_i64_attr(*g, name.c_str(), m.fname, 16);
+}
+
 Provenance Reader::provenance() const {
   const auto& m = *impl_;
   Provenance p;
@@ -290,6 +313,9 @@ Provenance Reader::provenance() const {
   p.backend = s("backend");
   p.date = s("date");
   p.host = s("host");
+  p.producer = s("producer");
+  if (p.producer.empty()) p.producer = kProducerSimulator;  // older traces: the simulator was the only writer
+  p.model = s("model");
   if (detail::has_attr(m.t->file, "seed", m.fname)) p.seed = detail::read_u64_attr(m.t->file, "seed", m.fname);
   return p;
 }

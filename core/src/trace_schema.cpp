@@ -97,6 +97,11 @@ DatasetDoc describe(std::string_view name) {
     return {"row", "trace rows of the snapshot steps (the snapshots' steps attribute): the HDF5 dimension scale of "
                    "the row axis of the snapshots it is attached to"};
   if (starts_with(name, "/snap/")) return find(name, std::begin(kSnapshots), std::end(kSnapshots));
+  if (starts_with(name, "/train/")) {  // the fixed run series by their whole name; any other is a user's scalar
+    for (const Entry& e : kSeries)
+      if (name == e.suffix) return {e.units, e.description};
+    return {"", "a scalar the recorded run logged under this name (mxsim.torch.Recorder.log)"};
+  }
   return find(name, std::begin(kSeries), std::end(kSeries));
 }
 

@@ -155,6 +155,8 @@ Writer::Writer(const std::filesystem::path& path, const std::string& config_toml
     detail::write_u64_attr(m.file, "seed", prov.seed, f);
     detail::write_string_attr(m.file, "date", prov.date, f);
     detail::write_string_attr(m.file, "host", prov.host, f);
+    detail::write_string_attr(m.file, "producer", prov.producer, f);
+    if (!prov.model.empty()) detail::write_string_attr(m.file, "model", prov.model, f);
     m.steps.dtype = DType::i64;
     m.steps.id = m.make(kSteps, DType::i64, {0}, {H5S_UNLIMITED}, {1024}, "steps");
     m.document(m.steps.id, kSteps);
@@ -234,6 +236,34 @@ void Writer::declare_snapshot(const std::string& name, DType dtype, const std::v
     m.discard();
     throw;
   }
+}
+
+namespace {
+/// The group at `path`, created with its parents when missing.
+Hid group_at(hid_t file, const std::string& path, const std::string& fname) {
+  if (path.empty() || path[0] != '/') throw TraceError(fname + ": " + path + ": group name must be an absolute HDF5 path");
+  if (H5Lexists(file, path.c_str(), H5P_DEFAULT) > 0) {
+    Hid g(H5Gopen2(file, path.c_str(), H5P_DEFAULT), H5Gclose);
+    if (!g.valid()) fail(fname, path + ": exists but is not a group");
+    return g;
+  }
+  Hid lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+  H5Pset_create_intermediate_group(lcpl, 1);
+  Hid g(H5Gcreate2(file, path.c_str(), lcpl, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+  if (!g.valid()) fail(fname, path + ": cannot create group");
+  return g;
+}
+}  // namespace
+
+void Writer::set_group_attribute(const std::string& group, const std::string& name, const std::string& value) {
+  auto& m = *impl_;
+  m.check_declare(group);
+  detail::write_string_attr(group_at(m.file, group, m.fname), name.c_str(), value, m.fname);
+}
+void Writer::set_group_attribute(const std::string& group, const std::string& name, const std::vector<int64_t>& value) {
+  auto& m = *impl_;
+  m.check_declare(group);
+  detail::write_i64_attr(group_at(m.file, group, m.fname), name.c_str(), value, m.fname);
 }
 
 void Writer::start_swmr() {

@@ -36,6 +36,7 @@ struct StepRecord {
   double loss = 0, aux_loss = 0, accuracy = 0, test_accuracy = 0;
   float lr = 0;
   std::vector<int64_t> tokens_per_expert;  ///< [micro-batches * experts]
+  std::vector<double> scalars;             ///< RunPlan::scalars, in their order
   struct LayerRecord {
     std::vector<double> main_grad_norm;    ///< [micro-batches]
     std::array<OperandStats, 3> quant{};   ///< by Role (quantized layers)
@@ -50,8 +51,34 @@ struct StepRecord {
       std::vector<uint32_t> flips, snaps;
     } watch;
   };
-  std::array<LayerRecord, 5> layers;       ///< by Layer
+  std::vector<LayerRecord> layers;         ///< by LayerPlan::slot
 };
+
+/// What one recorded linear layer writes, for the simulator's weights and for a PyTorch model's
+/// modules (mxsim.torch.Recorder through the C interface) alike: TraceRecorder declares its
+/// series from this plan, so the two producers share one list of datasets.
+struct LayerPlan {
+  std::string name;               ///< the trace's layer name: /layers/<name> (no '/')
+  size_t slot = 0;                ///< index of its record in StepRecord::layers
+  std::string recipe;             ///< recipe name (the group's schema::kLayerRecipeAttr)
+  std::string module;             ///< the module's class ("" for the simulator's layers)
+  uint64_t G = 1, N = 0, K = 0;   ///< weight [G, N, K] (schema::kLayerShapeAttr)
+  bool quantized = false;         ///< quant/{w,x,dy}/* and osc/*
+  bool deosc = false;             ///< deosc/snapped
+  bool shard_edge = false;        ///< deosc/shard_edge_* (parallel.deosc_shard_edge)
+  uint64_t watch = 0;             ///< watched elements W (watch/*; 0: none)
+  bool watch_fp32_scale = false;  ///< watch/scale is f32 (FP32 scale_inv) rather than the byte
+};
+/// The run-wide series beside the layers'.
+struct RunPlan {
+  uint64_t micro_batches = 1;     ///< rows of main_grad_norm (and of tokens_per_expert)
+  uint64_t experts = 0;           ///< /train/tokens_per_expert [micro_batches, experts]; 0: not written
+  bool model_metrics = false;     ///< aux_loss, accuracy, test_accuracy (the simulator's model)
+  std::vector<std::string> scalars;  ///< further f64 series /train/<name> (a recorder's own scalars)
+  std::vector<LayerPlan> layers;
+};
+/// The plan of a simulator run (every layer of `weights`).
+RunPlan simulator_plan(const Config& cfg, const std::vector<Weight*>& weights);
 
 /// The fixed trace layout of one activation operand's block maps (snapshot layers): G groups
 /// (the experts of fc1 / fc2, else 1) of at most R rows (a micro-batch's tokens; an expert's
@@ -82,6 +109,13 @@ class TraceRecorder {
   /// trace::TraceError naming the path.
   TraceRecorder(const std::string& path, const std::string& config_toml, const std::string& backend,
                 const Config& cfg, const std::vector<Weight*>& weights, Step first, Step last);
+  /// A trace of any model's layers (no snapshots): the series of `plan`, provenance `prov`
+  /// (producer, model class), config_toml as given (a recorder's settings). Rows then come
+  /// through append() with StepRecord::layers sized to the largest slot + 1. Throws
+  /// trace::TraceError naming the path; std::invalid_argument for a layer or scalar name that
+  /// is empty, holds '/', or repeats.
+  TraceRecorder(const std::string& path, const std::string& config_toml, const trace::Provenance& prov,
+                const RunPlan& plan);
   ~TraceRecorder();
 
   /// Whether step n's row takes snapshots.
@@ -124,6 +158,12 @@ class TraceRecorder {
     std::vector<uint64_t> shape;
   };
   void declare_operand_maps(const Config& cfg, const Weight& w);
+  /// The series of `plan` into series_ (one list for both producers).
+  void plan_series(const RunPlan& plan);
+  /// Creates the writer, declares series_ and snaps_ with the layers' attributes, starts SWMR
+  /// and the writer thread.
+  void open(const std::string& path, const std::string& config_toml, const trace::Provenance& prov,
+            const RunPlan& plan);
   std::unique_ptr<trace::Writer> w_;
   std::vector<Series> series_;
   std::vector<Snapshot> snaps_;

@@ -53,9 +53,16 @@ struct Provenance {
   uint64_t seed = 0;         ///< the run's seed
   std::string date;          ///< UTC start time, ISO 8601 "2025-01-31T12:34:56Z"
   std::string host;          ///< gethostname()
+  /// What wrote the trace: kProducerSimulator (`mxsim train`) or kProducerRecorder
+  /// (mxsim.torch.Recorder in a user's PyTorch run). Traces written before the attribute
+  /// existed read as the simulator's (it was the only writer).
+  std::string producer;
+  std::string model;         ///< the recorded model's class ("" for the simulator's own model)
 };
+inline constexpr const char* kProducerSimulator = "mxsim train";
+inline constexpr const char* kProducerRecorder = "mxsim.torch.Recorder";
 
-/// Fills version (MXSIM_VERSION), git_describe (mxsim::build_commit(), recorded when mxsim
+/// Fills producer (kProducerSimulator), version (MXSIM_VERSION), git_describe (mxsim::build_commit(), recorded when mxsim
 /// was built: no git process runs, and the current directory plays no part), date (now,
 /// UTC) and host.
 Provenance make_provenance(const std::string& backend, uint64_t seed);

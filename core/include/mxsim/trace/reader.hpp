@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,13 @@ class Reader {
   std::string config_toml() const;
   Provenance provenance() const;
   int format_version() const;
+
+  /// String / i64 attribute `name` of the group at absolute path `group` (a recorded layer's
+  /// recipe and weight shape: schema::kLayerRecipeAttr, kLayerShapeAttr); nullopt when the group
+  /// or the attribute is absent (traces written before they existed). Throws TraceError for an
+  /// attribute of another type.
+  std::optional<std::string> group_string_attribute(const std::string& group, const std::string& name) const;
+  std::optional<std::vector<int64_t>> group_i64_attribute(const std::string& group, const std::string& name) const;
 
   /// Every series and snapshot in the file (not /steps), sorted by name.
   const std::vector<DatasetInfo>& datasets() const;

@@ -6,8 +6,10 @@
 // header says what it is called. Paths are absolute HDF5 paths in the trace
 // ("/train/loss") and relative entry names in a checkpoint ("model/fc1/master").
 //
-// Layer names are the simulator's ("embed", "router", "fc1", "fc2", "head");
-// operand names are the quantized operand roles of a linear ("w", "x", "dy").
+// Layer names are the simulator's ("embed", "router", "fc1", "fc2", "head") in
+// its traces and a PyTorch model's module names ("layers.0.mlp.experts") in a
+// recorder's (mxsim.torch.Recorder): any name without '/'. Operand names are the
+// quantized operand roles of a linear ("w", "x", "dy").
 #pragma once
 #include <array>
 #include <string>
@@ -44,9 +46,17 @@ inline constexpr const char* kTrainAccuracy = "/train/accuracy";        ///< f64
 inline constexpr const char* kTrainLr = "/train/lr";                    ///< f32, learning rate used
 inline constexpr const char* kTokensPerExpert = "/train/tokens_per_expert";  ///< i64 [micro-batches, experts]
 inline constexpr const char* kTestAccuracy = "/eval/test_accuracy";     ///< f64, NaN where not evaluated
+/// f64: a scalar a recorder's user logs by name (Recorder.log(step, grad_norm=...)).
+inline std::string train_scalar(std::string_view name) { return "/train/" + std::string(name); }
 
 // --- per-layer series ---
 inline std::string layer(std::string_view l) { return "/layers/" + std::string(l); }
+/// Attributes of the layer group /layers/<l>: the recipe's name (string), the weight's shape
+/// [G, N, K] (i64 [3]) and, in a recorder's trace, the module's class (string). Traces written
+/// before they existed lack them (readers then take both from the simulator's config).
+inline constexpr const char* kLayerRecipeAttr = "recipe";
+inline constexpr const char* kLayerShapeAttr = "weight_shape";
+inline constexpr const char* kLayerModuleAttr = "module";
 /// f64 [micro-batches]: L2 norm of main_grad after each micro-batch's add.
 inline std::string main_grad_norm(std::string_view l) { return layer(l) + "/main_grad_norm"; }
 /// Quantization statistic `stat` of operand `op` ("w", "x", "dy").

@@ -63,6 +63,13 @@ class Writer {
   void declare_snapshot(const std::string& name, DType dtype, const std::vector<uint64_t>& shape,
                         const std::vector<int64_t>& steps);
 
+  /// Attribute `name` of the group at absolute path `group` (created with its parents when
+  /// missing), e.g. a recorded layer's recipe and weight shape on /layers/<l>
+  /// (schema::kLayerRecipeAttr, kLayerShapeAttr). Only before start_swmr() (SWMR writes no
+  /// attribute). Throws TraceError naming the group.
+  void set_group_attribute(const std::string& group, const std::string& name, const std::string& value);
+  void set_group_attribute(const std::string& group, const std::string& name, const std::vector<int64_t>& value);
+
   /// Renames the file to its final path and switches to SWMR write. Declarations end here.
   void start_swmr();
 
