@@ -87,6 +87,12 @@ void Backend::check_upload(Tensor& t, const void*, size_t bytes) {
   if (bytes != t.bytes())
     fail("upload", std::to_string(bytes) + " bytes for a tensor of " + std::to_string(t.bytes()));
 }
+void Backend::check_upload_native(Tensor& t, const void* src, size_t bytes, void*) {
+  need_handle(t, "upload_native", "tensor");
+  if (bytes != t.bytes())
+    fail("upload_native", std::to_string(bytes) + " bytes for a tensor of " + std::to_string(t.bytes()));
+  if (!src && bytes) fail("upload_native", "src is NULL");
+}
 void Backend::check_download(const Tensor& t, void*, size_t bytes) {
   need_handle(t, "download", "tensor");
   if (bytes != t.bytes())

@@ -836,16 +836,23 @@ Backend::OscStep OscMetrics::update(Backend& be, Weight& w) {
   // while no de-osc snap moved the master, the next fprop's own W.
   Tensor Q;
   w.qdq_master(be, weight_fprop_spec(be, w, w.bf16_master(be)), Q);
-  auto it = state_.find(w.name);
-  if (it == state_.end()) it = state_.emplace(w.name, make_state(be, w.shape())).first;
+  return observe(be, w.name, w.master, Q);
+}
+
+Backend::OscStep OscMetrics::observe(Backend& be, const std::string& name, const Tensor& w, const Tensor& q) {
+  auto it = state_.find(name);
+  if (it == state_.end()) it = state_.emplace(name, make_state(be, w.shape())).first;
   State& s = it->second;
+  if (!(s.t.prev_w.shape() == w.shape()))
+    throw std::invalid_argument("oscillation metrics of " + name + ": weight of shape " + w.shape().str() +
+                                ", earlier steps had " + s.t.prev_w.shape().str());
   if (!s.seeded) {
-    be.copy(w.master, s.t.prev_w);
-    be.copy(Q, s.t.prev_q);
+    be.copy(w, s.t.prev_w);
+    be.copy(q, s.t.prev_q);
     s.seeded = true;
   }
   const bool window_end = s.window + 1 >= period_;
-  r = be.osc_update(w.master, Q, s.t, m_, window_end);
+  const Backend::OscStep r = be.osc_update(w, q, s.t, m_, window_end);
   s.window = window_end ? 0 : s.window + 1;
   return r;
 }

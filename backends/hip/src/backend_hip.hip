@@ -181,6 +181,20 @@ void HipBackend::copy_into_impl(const Tensor& src, Tensor& dst, size_t offset) {
     MXSIM_HIP_CHECK(hipMemcpyAsync(static_cast<std::byte*>(raw(dst, "copy_into", "dst")) + offset * dtype_size(dst.dtype()),
                                    raw(src, "copy_into", "src"), src.bytes(), hipMemcpyDeviceToDevice, stream_));
 }
+void HipBackend::upload_native_impl(Tensor& t, const void* src, size_t bytes, void* src_stream) {
+  void* dst = raw(t, "upload_native", "tensor");
+  if (bytes == 0) return;
+  // The caller's stream's work first (an event, so the host never waits), then a device copy
+  // on this backend's stream.
+  hipEvent_t ready = nullptr;
+  MXSIM_HIP_CHECK(hipEventCreateWithFlags(&ready, hipEventDisableTiming));
+  const hipError_t e1 = hipEventRecord(ready, static_cast<hipStream_t>(src_stream));
+  const hipError_t e2 = e1 == hipSuccess ? hipStreamWaitEvent(stream_, ready, 0) : e1;
+  (void)hipEventDestroy(ready);  // released once the wait is satisfied
+  MXSIM_HIP_CHECK(e2);
+  MXSIM_HIP_CHECK(hipMemcpyAsync(dst, src, bytes, hipMemcpyDeviceToDevice, stream_));
+}
+
 void HipBackend::copy_range_impl(const Tensor& src, size_t so, Tensor& dst, size_t d_o, size_t count) {
   if (count == 0) return;
   const size_t es = dtype_size(src.dtype());

@@ -190,6 +190,12 @@ void DeviceBuffer::fill(uint8_t byte) {
 void copy_to_host(void* dst, const void* d_src, size_t bytes) {
   if (bytes) MXSIM_HIP_CHECK(hipMemcpy(dst, d_src, bytes, hipMemcpyDeviceToHost));
 }
+void copy_to_host(void* dst, const void* d_src, size_t bytes, void* stream) {
+  if (!bytes) return;
+  const auto s = static_cast<hipStream_t>(stream);
+  MXSIM_HIP_CHECK(hipMemcpyAsync(dst, d_src, bytes, hipMemcpyDeviceToHost, s));
+  MXSIM_HIP_CHECK(hipStreamSynchronize(s));
+}
 void copy_to_device(void* d_dst, const void* src, size_t bytes) {
   if (bytes) MXSIM_HIP_CHECK(hipMemcpy(d_dst, src, bytes, hipMemcpyHostToDevice));
 }

@@ -61,6 +61,9 @@
 #define hipEventDestroy cudaEventDestroy
 #define hipEventRecord cudaEventRecord
 #define hipEventSynchronize cudaEventSynchronize
+#define hipEventCreateWithFlags cudaEventCreateWithFlags
+#define hipEventDisableTiming cudaEventDisableTiming
+#define hipStreamWaitEvent cudaStreamWaitEvent
 #define hipEventElapsedTime cudaEventElapsedTime
 
 // Kernel attributes

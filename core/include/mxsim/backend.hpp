@@ -112,6 +112,11 @@ class Backend {
   //   distributed optimizer (sim/parallel.hpp). Throws std::invalid_argument when a range leaves its
   //   tensor or the dtypes differ. The default stages both tensors through the host (download,
   //   splice, upload); a backend overrides it with a device copy.
+  // upload_native(t, src, bytes, src_stream): t = `bytes` at src in memory of the backend's own kind
+  //   that it does not own (a caller's: a torch tensor's storage), written by work queued on
+  //   src_stream (a cudaStream_t / hipStream_t; NULL the legacy default stream): a GPU backend
+  //   copies device to device after that stream's work, without a host round trip or a wait of
+  //   the host. The default (host-memory backends) reads host memory: upload.
   // fill_zero(t): every element = 0 (+0.0 for f32).
   // download(q) / upload(q) / download(grouped q): the host form of a quantized tensor (files, tests) and back.
   //

@@ -344,7 +344,13 @@ class OscMetrics {
     bool seeded = false;
   };
   OscMetrics(float momentum, int64_t period) : m_(momentum), period_(period) {}
+  /// One step of weight w: its QDQ on the forward grid (the next fprop's W), then observe.
   Backend::OscStep update(Backend& be, Weight& w);
+  /// One step of the weight called `name`: master w (f32) and its quantized value q (f32, w's
+  /// shape). The first call seeds the state with (w, q); windows of `period` steps end DistRatio's
+  /// sums. The simulator's update and the C interface's recorder (mxsim_osc_metrics_update) both
+  /// come here.
+  Backend::OscStep observe(Backend& be, const std::string& name, const Tensor& w, const Tensor& q);
   /// The checkpoint entries of this state (sim/state_io.hpp).
   void visit(StateIO& io, Backend& be, const std::vector<Weight*>& ws);
   /// The backend tensors of weight `name`'s state; nullptr before its first update.

@@ -104,6 +104,9 @@ class DeviceGuard {
 /// DeviceBuffer (views into a tensor's storage).
 void copy_to_host(void* dst, const void* d_src, size_t bytes);
 void copy_to_device(void* d_dst, const void* src, size_t bytes);
+/// The same after the work queued on `stream` (a caller's hipStream_t / cudaStream_t as void*),
+/// waiting for that stream only.
+void copy_to_host(void* dst, const void* d_src, size_t bytes, void* stream);
 
 /// hipDeviceSynchronize, then throws Error on any pending launch error.
 void synchronize();
