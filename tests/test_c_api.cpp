@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
@@ -15,6 +17,7 @@
 
 #include "mxsim/emu/quantize.hpp"
 #include "mxsim/quant_spec.hpp"
+#include "mxsim/trace/reader.hpp"
 
 namespace {
 
@@ -277,4 +280,140 @@ TEST(CApi, ByteOffsetAndRowMajorStridesAreHonoured) {
   dx.strides = colmajor.data();
   EXPECT_EQ(mxsim_quantize(&dx, s.p, MXSIM_AXIS_COLS, &q, nullptr, &e), MXSIM_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(e.message).find("x is not contiguous"), std::string::npos) << e.message;
+}
+
+// ---- contexts, the scale histogram and the recorder -------------------------------------
+
+TEST(CApi, L2NormOfIntegersIsTheCorrectlyRoundedRoot) {
+  // Integer elements: every square and every partial sum is exact in FP64, whatever the tree,
+  // so the norm is sqrt of the hand sum, rounded once.
+  std::vector<float> x(1000);
+  int64_t sum = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = float(int(i % 7) - 3);
+    sum += int64_t(x[i]) * int64_t(x[i]);
+  }
+  std::vector<int64_t> shape{10, 100};
+  DLTensor t = view(x.data(), shape, kF32);
+  mxsim_context* ctx = nullptr;
+  mxsim_error e;
+  ASSERT_EQ(mxsim_context_create({kDLCPU, 0}, &ctx, &e), MXSIM_OK) << e.message;
+  double n = -1;
+  ASSERT_EQ(mxsim_l2_norm(ctx, &t, nullptr, &n, &e), MXSIM_OK) << e.message;
+  EXPECT_EQ(n, std::sqrt(double(sum)));
+  DLTensor bad = view(x.data(), shape, kU8);
+  EXPECT_EQ(mxsim_l2_norm(ctx, &bad, nullptr, &n, &e), MXSIM_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(e.message).find("x must be float32"), std::string::npos) << e.message;
+  mxsim_context_destroy(ctx);
+  EXPECT_EQ(mxsim_context_create({kDLMetal, 0}, &ctx, &e), MXSIM_ERR_INVALID_ARGUMENT);
+}
+
+TEST(CApi, OscMetricsOfAHandBuiltHistory) {
+  // Two elements; element 1's quantized value goes up, down, up (Nagel et al. 2022: the second
+  // and third moves oppose the last one: oscillations); momentum 1/2; a window of 2 steps.
+  mxsim_context* ctx = nullptr;
+  mxsim_osc_metrics* m = nullptr;
+  mxsim_error e;
+  ASSERT_EQ(mxsim_context_create({kDLCPU, 0}, &ctx, &e), MXSIM_OK) << e.message;
+  ASSERT_EQ(mxsim_osc_metrics_create(ctx, 0.5f, 2, &m, &e), MXSIM_OK) << e.message;
+  EXPECT_EQ(mxsim_osc_metrics_create(ctx, 0.0f, 2, &m, &e), MXSIM_ERR_INVALID_ARGUMENT);
+  const float qs[] = {1.0f, 1.5f, 1.0f, 1.5f};
+  const uint64_t flips[] = {0, 0, 1, 1}, total[] = {0, 0, 1, 2};
+  const double ema[] = {0, 0, 0.25, 0.375};  // mean over 2 elements of 0, 0, 1/2, 3/4
+  // window sums restart after steps 2 and 4 (window ends): |dq| / |dw| = 1 while element 1 moves
+  const double ratio[] = {0, 1, 1, 1};
+  std::vector<int64_t> shape{1, 1, 2};
+  for (int s = 0; s < 4; ++s) {
+    float w[2] = {6.0f, qs[s]}, q[2] = {6.0f, qs[s]};
+    DLTensor tw = view(w, shape, kF32), tq = view(q, shape, kF32);
+    mxsim_osc_step r{};
+    ASSERT_EQ(mxsim_osc_metrics_update(m, "fc", &tw, &tq, nullptr, &r, &e), MXSIM_OK) << e.message;
+    EXPECT_EQ(r.flips, flips[s]) << s;
+    EXPECT_EQ(r.flips_total, total[s]) << s;
+    EXPECT_EQ(r.ema_mean, ema[s]) << s;
+    EXPECT_EQ(r.dist_ratio_mean, ratio[s]) << s;
+  }
+  std::vector<int64_t> other{1, 2, 1};
+  float w[2] = {0, 0};
+  DLTensor tw = view(w, other, kF32);
+  mxsim_osc_step r{};
+  EXPECT_EQ(mxsim_osc_metrics_update(m, "fc", &tw, &tw, nullptr, &r, &e), MXSIM_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(e.message).find("earlier steps had [1, 1, 2]"), std::string::npos) << e.message;
+  mxsim_osc_metrics_destroy(m);
+  mxsim_context_destroy(ctx);
+}
+
+TEST(CApi, ScaleExpHistogramCountsTheScaleBytes) {
+  // mxfp8 rowwise of 2 x 64: four blocks; amaxes 1, 2, 0.25, 448 by hand: E8M0 floor rule
+  // exponents floor(log2 amax) - 8 (E4M3's emax): -8, -7, -10, 0.
+  Spec s{"recipe", "mxfp8", "scaling_mode", "floor"};
+  std::vector<float> x(128, 0.0f);
+  x[0] = 1.0f, x[32] = 2.0f, x[64] = 0.25f, x[96] = 448.0f;
+  std::vector<int64_t> xs{2, 64};
+  DLTensor tx = view(x.data(), xs, kF32);
+  mxsim_qlayout L;
+  mxsim_error e;
+  ASSERT_EQ(mxsim_quant_layout(s.p, 1, 2, 64, MXSIM_AXIS_COLS, &L, &e), MXSIM_OK) << e.message;
+  std::vector<uint8_t> data(size_t(L.rows * L.row_bytes)), scale(size_t(L.scale_rows * L.scale_cols));
+  std::vector<int64_t> ds{L.rows, L.row_bytes}, ss{L.scale_rows, L.scale_cols};
+  mxsim_qtensor q{s.p, L, view(data.data(), ds, kU8), view(scale.data(), ss, kU8), nullptr};
+  ASSERT_EQ(mxsim_quantize(&tx, s.p, MXSIM_AXIS_COLS, &q, nullptr, &e), MXSIM_OK) << e.message;
+  std::vector<uint64_t> h(256, 99);
+  ASSERT_EQ(mxsim_scale_exp_histogram(&q, nullptr, h.data(), &e), MXSIM_OK) << e.message;
+  std::vector<uint64_t> want(256, 0);
+  for (int ex : {-8, -7, -10, 0}) want[size_t(127 + ex)] = 1;
+  EXPECT_EQ(h, want);
+}
+
+TEST(CApi, RecorderWritesTheTraceOfItsPlan) {
+  const std::string path = ::testing::TempDir() + "capi_recorder.h5";
+  std::remove(path.c_str());
+  const char* scalars[] = {"grad_norm"};
+  mxsim_layer_plan layers[] = {{"blocks.0.experts", "mxfp4", "GroupedLinear", 2, 8, 4, 1, 0},
+                               {"head", "bf16", "Linear", 1, 3, 8, 0, 0}};
+  mxsim_run_plan plan{"[recorder]\n", "Toy", "emu", 7, 2, scalars, 1, layers, 2};
+  mxsim_recorder* r = nullptr;
+  mxsim_error e;
+  ASSERT_EQ(mxsim_recorder_create(path.c_str(), &plan, &r, &e), MXSIM_OK) << e.message;
+  std::vector<uint64_t> hist(256, 0);
+  hist[127] = 3;
+  for (int64_t step = 1; step <= 2; ++step) {
+    double n0[] = {1.0 * step, 2.0 * step}, n1[] = {0.5, 0.25}, g = 10.0 * step;
+    mxsim_layer_row rows[2]{};
+    rows[0].main_grad_norm = n0;
+    for (int o = 0; o < 3; ++o) {
+      rows[0].quant[o].count = 64;
+      rows[0].quant[o].sqnr_db = 20.0 + o;
+      rows[0].scale_exp_hist[o] = hist.data();
+    }
+    rows[0].osc.flips_total = uint64_t(step);
+    rows[1].main_grad_norm = n1;
+    mxsim_step_row row{step, 1.0 / double(step), 0.125f, &g, rows};
+    ASSERT_EQ(mxsim_recorder_append(r, &row, &e), MXSIM_OK) << e.message;
+  }
+  ASSERT_EQ(mxsim_recorder_close(r, &e), MXSIM_OK) << e.message;
+  mxsim_recorder_destroy(r);
+
+  mxsim::trace::Reader rd(path);
+  EXPECT_EQ(rd.steps_completed(), 2u);
+  EXPECT_EQ(rd.provenance().producer, mxsim::trace::kProducerRecorder);
+  EXPECT_EQ(rd.provenance().model, "Toy");
+  EXPECT_EQ(rd.read_series<double>("/train/grad_norm"), (std::vector<double>{10.0, 20.0}));
+  EXPECT_EQ(rd.read_series<double>("/layers/blocks.0.experts/main_grad_norm"), (std::vector<double>{1, 2, 2, 4}));
+  EXPECT_EQ(rd.read_series<double>("/layers/blocks.0.experts/quant/dy/sqnr_db"), (std::vector<double>{22, 22}));
+  EXPECT_EQ(rd.read_series<uint64_t>("/layers/blocks.0.experts/osc/flips_total"), (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(rd.read_series<uint64_t>("/layers/blocks.0.experts/quant/w/scale_exp_hist", 1, 1)[127], 3u);
+  EXPECT_FALSE(rd.has("/layers/head/quant/w/mse"));  // an unquantized layer: norms only
+  EXPECT_EQ(rd.group_string_attribute("/layers/head", "recipe").value_or(""), "bf16");
+  EXPECT_EQ(rd.group_i64_attribute("/layers/blocks.0.experts", "weight_shape").value_or(std::vector<int64_t>{}),
+            (std::vector<int64_t>{2, 8, 4}));
+
+  // A name the schema cannot hold: refused, nothing left behind.
+  const std::string bad = ::testing::TempDir() + "capi_recorder_bad.h5";
+  mxsim_layer_plan slash[] = {{"a/b", nullptr, nullptr, 1, 1, 1, 0, 0}};
+  mxsim_run_plan p2{nullptr, nullptr, nullptr, 0, 1, nullptr, 0, slash, 1};
+  EXPECT_EQ(mxsim_recorder_create(bad.c_str(), &p2, &r, &e), MXSIM_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(e.message).find("'a/b'"), std::string::npos) << e.message;
+  EXPECT_FALSE(std::ifstream(bad).good());
+  EXPECT_FALSE(std::ifstream(bad + ".partial").good());
 }

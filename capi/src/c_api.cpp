@@ -22,6 +22,7 @@
 #include "mxsim/gemm_plan.hpp"
 #include "mxsim/hd/quant_block.hpp"
 #include "mxsim/m_splits.hpp"
+#include "mxsim/quant_stats.hpp"
 #include "mxsim/sim/recipe.hpp"
 #include "mxsim/spec_args.hpp"
 
@@ -29,37 +30,6 @@ using namespace mxsim;
 using namespace mxsim::capi;
 
 namespace {
-
-/// Runs f; maps what it throws to a status and the caller's message.
-template <class F>
-mxsim_status guard(mxsim_error* err, F&& f) {
-  auto say = [&](mxsim_status st, const char* what) {
-    if (err) {
-      std::strncpy(err->message, what, sizeof err->message - 1);
-      err->message[sizeof err->message - 1] = '\0';
-    }
-    return st;
-  };
-  if (err) err->message[0] = '\0';
-  try {
-    f();
-    return MXSIM_OK;
-  } catch (const Unsupported& e) {
-    return say(MXSIM_ERR_UNSUPPORTED, e.what());
-  } catch (const DeviceOutOfMemory& e) {
-    return say(MXSIM_ERR_OUT_OF_MEMORY, e.what());
-  } catch (const DeviceError& e) {
-    return say(MXSIM_ERR_DEVICE, e.what());
-  } catch (const std::invalid_argument& e) {
-    return say(MXSIM_ERR_INVALID_ARGUMENT, e.what());
-  } catch (const std::bad_alloc&) {
-    return say(MXSIM_ERR_OUT_OF_MEMORY, "out of host memory");
-  } catch (const std::exception& e) {
-    return say(MXSIM_ERR_INTERNAL, e.what());
-  } catch (...) {
-    return say(MXSIM_ERR_INTERNAL, "unknown exception");
-  }
-}
 
 const QuantSpec& spec_of(const mxsim_spec* s, const char* op) {
   if (!s) throw std::invalid_argument(std::string(op) + ": spec is NULL");
@@ -390,6 +360,30 @@ mxsim_status mxsim_quant_stats(const DLTensor* x, const mxsim_qtensor* q, mxsim_
     const QuantStats s = emu::quant_stats(h, hq);
     *out = mxsim_qstats{s.count, s.nonfinite_in, s.nan_out, s.underflow, s.saturated,
                              s.mse, s.max_abs_err, s.signal_power, s.sqnr_db};
+  });
+}
+
+mxsim_status mxsim_scale_exp_histogram(const mxsim_qtensor* q, void* stream, uint64_t* out, mxsim_error* err) {
+  return guard(err, [&] {
+    const char* op = "mxsim_scale_exp_histogram";
+    if (!q || !out) throw std::invalid_argument(std::string(op) + ": q or out is NULL");
+    const GemmOperandDesc d = desc_of(*q, op, "q");
+    // Only the scales are read (on CUDA copied to the host: a block's scale per 16 or 32 elements).
+    QuantizedTensor h;
+    h.spec = d.spec;
+    const hd::QuantLayout& L = d.layout;
+    const bool fp32 = d.spec.scale_kind == ScaleKind::FP32;
+    if (fp32) {
+      h.scale_inv = Tensor3f::from_shape({L.groups, L.nbr, L.nbc});
+      copy_to_host(q->scale, h.scale_inv.data(), h.scale_inv.size() * sizeof(float), stream);
+      if (d.spec.scale_convention == ScaleConvention::TorchaoTraining) h.fp32_scale_use = Fp32ScaleUse::DivideByScale;
+    } else {
+      h.scale_bytes = Bytes3::from_shape({L.groups, L.nbr, L.nbc});
+      copy_to_host(q->scale, h.scale_bytes.data(), h.scale_bytes.size(), stream);
+    }
+    if (d.spec.scale_kind == ScaleKind::UE4M3) copy_to_host(*q->tensor_scale, &h.tensor_scale_inv, 4, stream);
+    const ScaleExpCounts c = scale_exp_counts(h);
+    std::copy(c.begin(), c.end(), out);
   });
 }
 

@@ -2,11 +2,13 @@
 // GEMM (backends/hip) on the caller's device memory and stream, nothing
 // copied to the host. Built only with the GPU backend (MXSIM_C_HAVE_GPU);
 // without it every entry point refuses a CUDA tensor as Unsupported.
+#include <cstring>
 #include <string>
 
 #include "c_api_internal.hpp"
 
 #ifdef MXSIM_C_HAVE_GPU
+#include "mxsim/hip/backend_hip.hpp"
 #include "mxsim/hip/codec.hpp"
 #include "mxsim/hip/device.hpp"
 #include "mxsim/hip/gemm.hpp"
@@ -25,6 +27,12 @@ namespace {
 }  // namespace
 
 bool gpu_built() { return false; }
+std::unique_ptr<Backend> gpu_backend(int) { no_gpu("mxsim_context_create"); }
+void copy_to_host(const DLTensor& t, void* dst, size_t bytes, void*) {
+  if (t.device.device_type == kDLCUDA) no_gpu("a copy to the host");
+  if (bytes) std::memcpy(dst, data_of(t), bytes);
+}
+void gpu_call(int, const char* op, const std::function<void()>&) { no_gpu(op); }
 void gpu_quantize(const DLTensor&, const QuantSpec&, Axis, const mxsim_qlayout&, const mxsim_qtensor&, void*) {
   no_gpu("mxsim_quantize");
 }
@@ -86,6 +94,28 @@ const float* widen_on_device(const DLTensor& t, hip::DeviceBuffer& tmp, void* st
 }  // namespace
 
 bool gpu_built() { return true; }
+
+void gpu_call(int device, const char* op, const std::function<void()>& f) {
+  DLTensor where{};
+  where.device = {kDLCUDA, device};
+  on_device(where, op, f);
+}
+
+void copy_to_host(const DLTensor& t, void* dst, size_t bytes, void* stream) {
+  if (t.device.device_type != kDLCUDA) {
+    if (bytes) std::memcpy(dst, data_of(t), bytes);
+    return;
+  }
+  gpu_call(t.device.device_id, "a copy to the host", [&] {
+    hip::copy_to_host(dst, data_of(t), bytes, stream);  // waits for the stream
+  });
+}
+
+std::unique_ptr<Backend> gpu_backend(int device) {
+  std::unique_ptr<Backend> be;
+  gpu_call(device, "mxsim_context_create", [&] { be = hip::make_backend(); });  // its stream on that device
+  return be;
+}
 
 void gpu_quantize(const DLTensor& x, const QuantSpec& s, Axis axis, const mxsim_qlayout& layout,
                   const mxsim_qtensor& out, void* stream) {

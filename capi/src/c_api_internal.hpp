@@ -4,10 +4,15 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <cstring>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "mxsim/backend.hpp"
 #include "mxsim/c_api.h"
 #include "mxsim/gemm_plan.hpp"
 #include "mxsim/quant_spec.hpp"
@@ -30,10 +35,52 @@ struct DeviceError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// Runs f; maps what it throws to a status and the caller's message.
+template <class F>
+mxsim_status guard(mxsim_error* err, F&& f) {
+  auto say = [&](mxsim_status st, const char* what) {
+    if (err) {
+      std::strncpy(err->message, what, sizeof err->message - 1);
+      err->message[sizeof err->message - 1] = '\0';
+    }
+    return st;
+  };
+  if (err) err->message[0] = '\0';
+  try {
+    f();
+    return MXSIM_OK;
+  } catch (const Unsupported& e) {
+    return say(MXSIM_ERR_UNSUPPORTED, e.what());
+  } catch (const DeviceOutOfMemory& e) {
+    return say(MXSIM_ERR_OUT_OF_MEMORY, e.what());
+  } catch (const DeviceError& e) {
+    return say(MXSIM_ERR_DEVICE, e.what());
+  } catch (const std::invalid_argument& e) {
+    return say(MXSIM_ERR_INVALID_ARGUMENT, e.what());
+  } catch (const std::bad_alloc&) {
+    return say(MXSIM_ERR_OUT_OF_MEMORY, "out of host memory");
+  } catch (const std::exception& e) {
+    return say(MXSIM_ERR_INTERNAL, e.what());
+  } catch (...) {
+    return say(MXSIM_ERR_INTERNAL, "unknown exception");
+  }
+}
+
 /// A tensor's logical [groups, rows, cols]: rank 2 is one group.
 struct Extents3 {
   size_t groups = 1, rows = 0, cols = 0;
 };
+
+// ---- contexts' backends (c_api_gpu.cpp)
+/// The GPU backend on CUDA device `device` (Unsupported in a build without one or with no GPU).
+std::unique_ptr<Backend> gpu_backend(int device);
+/// f on CUDA device `device` (the caller's current device restored), the GPU backend's errors
+/// mapped to the C layer's.
+void gpu_call(int device, const char* op, const std::function<void()>& f);
+
+/// bytes of t's memory (from its first byte) into host memory dst: a memcpy for a CPU tensor,
+/// for a CUDA tensor a copy after the work queued on `stream` (which it waits for).
+void copy_to_host(const DLTensor& t, void* dst, size_t bytes, void* stream);
 
 // ---- DLTensor views (c_api_tensors.cpp)
 std::string shape_str(const DLTensor& t);

@@ -272,6 +272,12 @@ typedef struct mxsim_block_stat {
  * device yet; mxsim.torch copies them to the host, documented). */
 MXSIM_C_EXPORT mxsim_status mxsim_quant_stats(const DLTensor* x, const mxsim_qtensor* q, mxsim_qstats* out,
                                               mxsim_error* err);
+/** The histogram of q's block scale exponents (core's ScaleExpCounts, the
+ * trace's scale_exp_hist): out[256], bin 127 + e for scale exponent e clamped
+ * to [-127, 127], NaN scales in bin 255. On CUDA the scales (one per block)
+ * are copied to the host after `stream`'s work; the codes are not read. */
+MXSIM_C_EXPORT mxsim_status mxsim_scale_exp_histogram(const mxsim_qtensor* q, void* stream, uint64_t* out,
+                                                      mxsim_error* err);
 /** n must be the number of blocks: groups * scale_rows * scale_cols of q's layout. */
 MXSIM_C_EXPORT mxsim_status mxsim_block_stats(const DLTensor* x, const mxsim_qtensor* q, mxsim_block_stat* out,
                                               size_t n, mxsim_error* err);
@@ -316,6 +322,111 @@ MXSIM_C_EXPORT mxsim_status mxsim_grouped_gemm_out_shape(int32_t form, const mxs
                                                          const mxsim_gemm_operand* b, size_t nb,
                                                          const int64_t* m_splits, size_t groups, int64_t* shape,
                                                          int32_t* ndim, mxsim_error* err);
+
+/* ---- The trace recorder (mxsim.torch.Recorder; docs/trace-format.md) -------
+ * Writes the trace `mxsim train` writes, for any model's layers: the series of
+ * a run plan, declared from core's one list (sim/recorder.hpp RunPlan, the
+ * simulator's recorder uses the same), rows appended once per optimizer step
+ * and written on a writer thread, SWMR so that mxsim-inspector follows the
+ * file live, complete up to the last appended step if the process dies. The
+ * file appears at path + ".partial" and is renamed to path when created. A
+ * recorder is used by one thread at a time. */
+typedef struct mxsim_recorder mxsim_recorder;
+
+typedef struct mxsim_layer_plan {
+  const char* name;   /**< the layer's name in the trace, /layers/<name>: a module name (no '/') */
+  const char* recipe; /**< its recipe's name (NULL: none), the group's attribute */
+  const char* module; /**< the module's class (NULL: none), the group's attribute */
+  int64_t groups, out_features, in_features; /**< weight [G, N, K] (G = 1 for a plain linear) */
+  int32_t quantized;  /**< the quant (w, x, dy) and osc series */
+  int32_t deosc;      /**< deosc/snapped series */
+} mxsim_layer_plan;
+
+typedef struct mxsim_run_plan {
+  const char* config_toml;  /**< stored as the trace's config_toml (the recorder's settings; NULL: "") */
+  const char* model;        /**< the model's class, the trace's `model` attribute */
+  const char* backend;      /**< "emu" (CPU tensors) or "hip" (CUDA tensors) */
+  uint64_t seed;
+  int64_t micro_batches;    /**< rows of main_grad_norm per step (>= 1) */
+  const char* const* scalars; /**< names of further f64 series /train/<name> */
+  size_t n_scalars;
+  const mxsim_layer_plan* layers;
+  size_t n_layers;
+} mxsim_run_plan;
+
+/** One step's oscillation metrics of a quantized weight (Backend::OscStep). */
+typedef struct mxsim_osc_step {
+  uint64_t flips, flips_total;
+  double ema_mean, ema_frac_above, dist_ratio_mean;
+} mxsim_osc_step;
+
+/** One layer's row: main_grad_norm [micro_batches]; for quantized layers the
+ * statistics of w, x, dy (micro-batch 0 of the step) with their scale
+ * exponent histograms [256] and the oscillation metrics; for de-osc layers
+ * the snaps of this step. Fields a layer's plan does not record are ignored. */
+typedef struct mxsim_layer_row {
+  const double* main_grad_norm;
+  mxsim_qstats quant[3];
+  const uint64_t* scale_exp_hist[3];
+  mxsim_osc_step osc;
+  int64_t snapped;
+} mxsim_layer_row;
+
+typedef struct mxsim_step_row {
+  int64_t step;                  /**< global optimizer step, 1-based */
+  double loss;
+  float lr;
+  const double* scalars;         /**< [n_scalars] of the plan, in its order */
+  const mxsim_layer_row* layers; /**< [n_layers] of the plan, in its order */
+} mxsim_step_row;
+
+/** Creates the trace at path and declares every series of the plan. Errors:
+ * a name the schema cannot hold (empty, '/'), a repeated name, an unwritable
+ * path (the message names it); nothing is left at path then. */
+MXSIM_C_EXPORT mxsim_status mxsim_recorder_create(const char* path, const mxsim_run_plan* plan, mxsim_recorder** out,
+                                                  mxsim_error* err);
+/** Queues one step's row (copied: the caller's arrays may go once this
+ * returns). An error of an earlier row's write is reported here. */
+MXSIM_C_EXPORT mxsim_status mxsim_recorder_append(mxsim_recorder* r, const mxsim_step_row* row, mxsim_error* err);
+/** Writes the queued rows and closes the file; reports any write that failed. */
+MXSIM_C_EXPORT mxsim_status mxsim_recorder_close(mxsim_recorder* r, mxsim_error* err);
+/** Closes (if still open, errors dropped) and frees r. NULL is a no-op. */
+MXSIM_C_EXPORT void mxsim_recorder_destroy(mxsim_recorder* r);
+
+/* ---- Statistics that keep state on a device (the recorder's; mxsim.torch.Recorder) ----
+ * A context is one backend on one device (kDLCPU: the emulator; kDLCUDA: the
+ * GPU backend on that device) that owns memory across calls, as ggml's
+ * backends own their buffers: the oscillation state of recorded weights lives
+ * there. Inputs are the caller's tensors on that device, read after the
+ * caller's stream's work (on CUDA a device-to-device copy, never a host one);
+ * results are host values (a call waits for them). A context is used by one
+ * thread at a time. */
+typedef struct mxsim_context mxsim_context;
+MXSIM_C_EXPORT mxsim_status mxsim_context_create(DLDevice device, mxsim_context** out, mxsim_error* err);
+/** NULL is a no-op. */
+MXSIM_C_EXPORT void mxsim_context_destroy(mxsim_context* ctx);
+
+/** sqrt of the FP64 sum of squares of x's elements (float32, C-contiguous, any
+ * rank) in mxsim's fixed tree order over the flat row-major index (Backend::
+ * l2_norm; the simulator's main_grad_norm). */
+MXSIM_C_EXPORT mxsim_status mxsim_l2_norm(mxsim_context* ctx, const DLTensor* x, void* stream, double* out,
+                                          mxsim_error* err);
+
+/** The oscillation metrics of Nagel et al. 2022 (arXiv:2203.11086) of named
+ * weights, as the simulator keeps them (sim/model.hpp OscMetrics): EMA
+ * momentum, and DistRatio's window of `period` steps. */
+typedef struct mxsim_osc_metrics mxsim_osc_metrics;
+MXSIM_C_EXPORT mxsim_status mxsim_osc_metrics_create(mxsim_context* ctx, float momentum, int64_t period,
+                                                     mxsim_osc_metrics** out, mxsim_error* err);
+/** NULL is a no-op. Destroy it before its context. */
+MXSIM_C_EXPORT void mxsim_osc_metrics_destroy(mxsim_osc_metrics* m);
+/** One step of weight `name`: its master w and quantized value q (float32,
+ * one shape, on the context's device; q the dequantized W the next fprop
+ * uses). The first step of a name seeds its state. A shape that differs from
+ * the name's earlier steps is refused. */
+MXSIM_C_EXPORT mxsim_status mxsim_osc_metrics_update(mxsim_osc_metrics* m, const char* name, const DLTensor* w,
+                                                     const DLTensor* q, void* stream, mxsim_osc_step* out,
+                                                     mxsim_error* err);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,127 @@
+// Contexts of the C interface (c_api.h "Statistics that keep state on a
+// device"): one Backend on one device, fed the caller's tensors through the
+// backend's front door (upload_native: a device-to-device copy on CUDA), so
+// that the recorder's norms and oscillation metrics are the backends' own ops,
+// the simulator's bits, with their state kept on the device.
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "c_api_internal.hpp"
+#include "mxsim/emu/backend_emu.hpp"
+#include "mxsim/sim/model.hpp"
+
+using namespace mxsim;
+using namespace mxsim::capi;
+
+struct mxsim_context {
+  DLDevice device{};
+  std::unique_ptr<Backend> be;
+
+  /// f on this context's device (the GPU backend's errors mapped as every CUDA op maps them).
+  void run(const char* op, const std::function<void()>& f) {
+    if (device.device_type == kDLCUDA) gpu_call(device.device_id, op, f);
+    else f();
+  }
+  /// A backend tensor holding the caller's float32 tensor t (rank 1 to 3; with flat, any rank
+  /// as one row), read after the work queued on `stream`.
+  Tensor import(const DLTensor& t, void* stream, const char* op, const char* what, bool flat) {
+    if (t.device.device_type != device.device_type ||
+        (device.device_type == kDLCUDA && t.device.device_id != device.device_id))
+      throw std::invalid_argument(std::string(op) + ": " + what + " is on another device than the context");
+    if (!is_f32(t)) throw std::invalid_argument(std::string(op) + ": " + what + " must be float32");
+    check_contiguous(t, op, what);
+    const size_t n = numel(t, op, what);
+    Shape s{n};
+    if (!flat) {
+      if (t.ndim < 1 || t.ndim > 3)
+        throw std::invalid_argument(std::string(op) + ": " + what + " has rank " + std::to_string(t.ndim) +
+                                    "; takes rank 1 to 3");
+      s = Shape{};
+      s.rank = t.ndim;
+      for (int i = 0; i < t.ndim; ++i) s.dim[size_t(i)] = size_t(t.shape[i]);
+    }
+    Tensor out = be->alloc(DType::f32, s);
+    be->upload_native(out, data_of(t), n * sizeof(float), stream);
+    return out;
+  }
+};
+
+struct mxsim_osc_metrics {
+  mxsim_context* ctx = nullptr;
+  sim::OscMetrics m;
+};
+
+extern "C" {
+
+mxsim_status mxsim_context_create(DLDevice device, mxsim_context** out, mxsim_error* err) {
+  return guard(err, [&] {
+    if (!out) throw std::invalid_argument("mxsim_context_create: out is NULL");
+    *out = nullptr;
+    auto c = std::make_unique<mxsim_context>();
+    c->device = device;
+    if (device.device_type == kDLCPU) c->be = emu::make_emu_backend();
+    else if (device.device_type == kDLCUDA) c->be = gpu_backend(device.device_id);
+    else
+      throw std::invalid_argument("mxsim_context_create: device type " + std::to_string(int(device.device_type)) +
+                                  " (mxsim runs kDLCPU and kDLCUDA)");
+    *out = c.release();
+  });
+}
+
+void mxsim_context_destroy(mxsim_context* ctx) {
+  if (!ctx) return;
+  try {
+    ctx->run("mxsim_context_destroy", [&] { ctx->be.reset(); });  // its stream and memory on its device
+  } catch (...) {
+  }
+  delete ctx;
+}
+
+mxsim_status mxsim_l2_norm(mxsim_context* ctx, const DLTensor* x, void* stream, double* out, mxsim_error* err) {
+  return guard(err, [&] {
+    const char* op = "mxsim_l2_norm";
+    if (!ctx || !x || !out) throw std::invalid_argument(std::string(op) + ": ctx, x or out is NULL");
+    ctx->run(op, [&] { *out = ctx->be->l2_norm(ctx->import(*x, stream, op, "x", true)); });
+  });
+}
+
+mxsim_status mxsim_osc_metrics_create(mxsim_context* ctx, float momentum, int64_t period, mxsim_osc_metrics** out,
+                                      mxsim_error* err) {
+  return guard(err, [&] {
+    const char* op = "mxsim_osc_metrics_create";
+    if (!ctx || !out) throw std::invalid_argument(std::string(op) + ": ctx or out is NULL");
+    if (!(momentum > 0.0f && momentum <= 1.0f))
+      throw std::invalid_argument(std::string(op) + ": momentum " + std::to_string(momentum) + " outside (0, 1]");
+    if (period < 1) throw std::invalid_argument(std::string(op) + ": period " + std::to_string(period) + " below 1");
+    *out = new mxsim_osc_metrics{ctx, sim::OscMetrics(momentum, period)};
+  });
+}
+
+void mxsim_osc_metrics_destroy(mxsim_osc_metrics* m) {
+  if (!m) return;
+  try {
+    m->ctx->run("mxsim_osc_metrics_destroy", [&] { m->m = sim::OscMetrics(0.01f, 1); });  // frees its state there
+  } catch (...) {
+  }
+  delete m;
+}
+
+mxsim_status mxsim_osc_metrics_update(mxsim_osc_metrics* m, const char* name, const DLTensor* w, const DLTensor* q,
+                                      void* stream, mxsim_osc_step* out, mxsim_error* err) {
+  return guard(err, [&] {
+    const char* op = "mxsim_osc_metrics_update";
+    if (!m || !name || !w || !q || !out) throw std::invalid_argument(std::string(op) + ": an argument is NULL");
+    m->ctx->run(op, [&] {
+      const Tensor tw = m->ctx->import(*w, stream, op, "w", false);
+      const Tensor tq = m->ctx->import(*q, stream, op, "q", false);
+      if (!(tw.shape() == tq.shape()))
+        throw std::invalid_argument(std::string(op) + ": " + name + ": w " + tw.shape().str() + " and q " +
+                                    tq.shape().str() + " differ");
+      const Backend::OscStep r = m->m.observe(*m->ctx->be, name, tw, tq);
+      *out = {r.flips, r.flips_total, r.ema_mean, r.ema_frac_above, r.dist_ratio_mean};
+    });
+  });
+}
+
+}  // extern "C"

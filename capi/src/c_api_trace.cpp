@@ -1,0 +1,150 @@
+// The C interface's trace recorder (c_api.h "The trace recorder"): a run plan
+// from the caller becomes core's RunPlan, and core's TraceRecorder (the one the
+// simulator writes with) declares the series, queues the rows and writes them
+// on its writer thread. The C layer only checks the caller's arrays.
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "c_api_internal.hpp"
+#include "mxsim/sim/recorder.hpp"
+
+using namespace mxsim;
+using namespace mxsim::capi;
+
+struct mxsim_recorder {
+  sim::RunPlan plan;
+  std::optional<sim::TraceRecorder> rec;  // empty once closed
+};
+
+namespace {
+
+std::string str_or(const char* s, const char* fallback = "") { return s ? std::string(s) : std::string(fallback); }
+
+sim::RunPlan run_plan(const mxsim_run_plan& p) {
+  const char* op = "mxsim_recorder_create";
+  if (p.micro_batches < 1)
+    throw std::invalid_argument(std::string(op) + ": micro_batches is " + std::to_string(p.micro_batches) +
+                                ", must be at least 1");
+  if ((p.n_scalars && !p.scalars) || (p.n_layers && !p.layers))
+    throw std::invalid_argument(std::string(op) + ": scalars or layers is NULL with a non-zero count");
+  sim::RunPlan r;
+  r.micro_batches = uint64_t(p.micro_batches);
+  for (size_t i = 0; i < p.n_scalars; ++i) {
+    if (!p.scalars[i]) throw std::invalid_argument(std::string(op) + ": scalar name " + std::to_string(i) + " is NULL");
+    r.scalars.emplace_back(p.scalars[i]);
+  }
+  for (size_t i = 0; i < p.n_layers; ++i) {
+    const mxsim_layer_plan& l = p.layers[i];
+    if (!l.name) throw std::invalid_argument(std::string(op) + ": layer " + std::to_string(i) + ": name is NULL");
+    if (l.groups < 1 || l.out_features < 1 || l.in_features < 1)
+      throw std::invalid_argument(std::string(op) + ": layer " + l.name + ": weight shape [" + std::to_string(l.groups) +
+                                  ", " + std::to_string(l.out_features) + ", " + std::to_string(l.in_features) +
+                                  "] must be positive");
+    sim::LayerPlan lp;
+    lp.name = l.name;
+    lp.slot = i;
+    lp.recipe = str_or(l.recipe);
+    lp.module = str_or(l.module);
+    lp.G = uint64_t(l.groups), lp.N = uint64_t(l.out_features), lp.K = uint64_t(l.in_features);
+    lp.quantized = l.quantized != 0;
+    lp.deosc = l.deosc != 0;
+    r.layers.push_back(lp);
+  }
+  return r;
+}
+
+QuantStats quant_stats_of(const mxsim_qstats& s) {
+  QuantStats q;
+  q.count = s.count, q.nonfinite_in = s.nonfinite_in, q.nan_out = s.nan_out;
+  q.underflow = s.underflow, q.saturated = s.saturated;
+  q.mse = s.mse, q.max_abs_err = s.max_abs_err, q.signal_power = s.signal_power, q.sqnr_db = s.sqnr_db;
+  return q;
+}
+
+sim::StepRecord step_record(const sim::RunPlan& plan, const mxsim_step_row& row) {
+  const char* op = "mxsim_recorder_append";
+  if ((!plan.scalars.empty() && !row.scalars) || (!plan.layers.empty() && !row.layers))
+    throw std::invalid_argument(std::string(op) + ": step " + std::to_string(row.step) + ": scalars or layers is NULL");
+  sim::StepRecord r;
+  r.step = row.step;
+  r.loss = row.loss;
+  r.lr = row.lr;
+  r.scalars.assign(row.scalars, row.scalars + plan.scalars.size());
+  r.layers.resize(plan.layers.size());
+  for (size_t i = 0; i < plan.layers.size(); ++i) {
+    const sim::LayerPlan& lp = plan.layers[i];
+    const mxsim_layer_row& c = row.layers[i];
+    sim::StepRecord::LayerRecord& l = r.layers[i];
+    if (!c.main_grad_norm)
+      throw std::invalid_argument(std::string(op) + ": layer " + lp.name + ": main_grad_norm is NULL");
+    l.main_grad_norm.assign(c.main_grad_norm, c.main_grad_norm + plan.micro_batches);
+    if (lp.quantized) {
+      for (size_t o = 0; o < 3; ++o) {
+        if (!c.scale_exp_hist[o])
+          throw std::invalid_argument(std::string(op) + ": layer " + lp.name + ": scale_exp_hist[" + std::to_string(o) +
+                                      "] is NULL");
+        l.quant[o].q = quant_stats_of(c.quant[o]);
+        std::copy(c.scale_exp_hist[o], c.scale_exp_hist[o] + l.quant[o].scale_exp_hist.size(),
+                  l.quant[o].scale_exp_hist.begin());
+      }
+      l.osc.flips = c.osc.flips, l.osc.flips_total = c.osc.flips_total;
+      l.osc.ema_mean = c.osc.ema_mean, l.osc.ema_frac_above = c.osc.ema_frac_above;
+      l.osc.dist_ratio_mean = c.osc.dist_ratio_mean;
+    }
+    l.snapped = c.snapped;
+  }
+  return r;
+}
+
+}  // namespace
+
+extern "C" {
+
+mxsim_status mxsim_recorder_create(const char* path, const mxsim_run_plan* plan, mxsim_recorder** out,
+                                   mxsim_error* err) {
+  return guard(err, [&] {
+    if (!path || !plan || !out) throw std::invalid_argument("mxsim_recorder_create: path, plan or out is NULL");
+    *out = nullptr;
+    auto r = std::make_unique<mxsim_recorder>();
+    r->plan = run_plan(*plan);
+    trace::Provenance prov = trace::make_provenance(str_or(plan->backend, "emu"), plan->seed);
+    prov.producer = trace::kProducerRecorder;
+    prov.model = str_or(plan->model);
+    r->rec.emplace(path, str_or(plan->config_toml), prov, r->plan);
+    *out = r.release();
+  });
+}
+
+mxsim_status mxsim_recorder_append(mxsim_recorder* r, const mxsim_step_row* row, mxsim_error* err) {
+  return guard(err, [&] {
+    if (!r || !row) throw std::invalid_argument("mxsim_recorder_append: recorder or row is NULL");
+    if (!r->rec) throw std::invalid_argument("mxsim_recorder_append: the recorder is closed");
+    r->rec->append(step_record(r->plan, *row));
+  });
+}
+
+mxsim_status mxsim_recorder_close(mxsim_recorder* r, mxsim_error* err) {
+  return guard(err, [&] {
+    if (!r) throw std::invalid_argument("mxsim_recorder_close: recorder is NULL");
+    if (!r->rec) return;
+    try {
+      r->rec->close();
+    } catch (...) {
+      r->rec.reset();
+      throw;
+    }
+    r->rec.reset();
+  });
+}
+
+void mxsim_recorder_destroy(mxsim_recorder* r) {
+  if (!r) return;
+  try {
+    r->rec.reset();  // the destructor writes the queued rows and never throws
+  } catch (...) {
+  }
+  delete r;
+}
+
+}  // extern "C"
