@@ -23,7 +23,8 @@ import functools
 from . import _capi
 
 __all__ = ["Spec", "spec", "QuantizedTensor", "quantize", "quantize_grouped_colwise", "dequantize", "qdq",
-           "grouped_gemm", "quant_stats", "block_stats", "has_gpu", "version", "LinearRecipe", "DelayedScaling", "GroupedLinear", "Linear", "convert", "from_torchao", "from_te", "to_te"]
+           "grouped_gemm", "quant_stats", "block_stats", "scale_exp_histogram", "has_gpu", "version", "LinearRecipe",
+           "DelayedScaling", "GroupedLinear", "Linear", "convert", "from_torchao", "from_te", "to_te", "Recorder"]
 
 
 def __getattr__(name):
@@ -34,6 +35,9 @@ def __getattr__(name):
     if name in ("from_torchao", "from_te", "to_te"):
         from . import peers
         return getattr(peers, name)
+    if name == "Recorder":
+        from . import recorder
+        return recorder.Recorder
     raise AttributeError(f"module 'mxsim.torch' has no attribute {name!r}")
 
 
@@ -478,6 +482,19 @@ def quant_stats(x, q):
     cq = q._c()
     _capi.call(q.spec._lib.mxsim_quant_stats, ctypes.byref(_dl(x, "x")), ctypes.byref(cq), ctypes.byref(out))
     return {name: getattr(out, name) for name, _ in _capi.QStats._fields_}
+
+
+def scale_exp_histogram(q):
+    """The histogram of q's block scale exponents (the trace's scale_exp_hist; core's
+    ScaleExpCounts): int64 tensor [256] on the CPU, bin 127 + e counting the blocks of scale
+    exponent e (clamped to [-127, 127]; FP32 and UE4M3 scales: floor(log2 of the block's decode
+    scale)), NaN scales in bin 255. On CUDA only the scales are copied to the host (one per block),
+    after the current stream's work."""
+    torch = _torch()
+    out = (ctypes.c_uint64 * 256)()
+    cq = q._c()
+    _capi.call(q.spec._lib.mxsim_scale_exp_histogram, ctypes.byref(cq), _stream(q.qdata), out)
+    return torch.tensor(list(out), dtype=torch.int64)
 
 
 def block_stats(x, q):

@@ -77,6 +77,35 @@ class GemmOperand(ctypes.Structure):
     _fields_ = [("q", ctypes.POINTER(QTensor)), ("bf16", ctypes.POINTER(DLTensor))]
 
 
+class LayerPlan(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("recipe", ctypes.c_char_p), ("module", ctypes.c_char_p),
+                ("groups", ctypes.c_int64), ("out_features", ctypes.c_int64), ("in_features", ctypes.c_int64),
+                ("quantized", ctypes.c_int32), ("deosc", ctypes.c_int32)]
+
+
+class RunPlan(ctypes.Structure):
+    _fields_ = [("config_toml", ctypes.c_char_p), ("model", ctypes.c_char_p), ("backend", ctypes.c_char_p),
+                ("seed", ctypes.c_uint64), ("micro_batches", ctypes.c_int64),
+                ("scalars", ctypes.POINTER(ctypes.c_char_p)), ("n_scalars", ctypes.c_size_t),
+                ("layers", ctypes.POINTER(LayerPlan)), ("n_layers", ctypes.c_size_t)]
+
+
+class OscStep(ctypes.Structure):
+    _fields_ = [("flips", ctypes.c_uint64), ("flips_total", ctypes.c_uint64), ("ema_mean", ctypes.c_double),
+                ("ema_frac_above", ctypes.c_double), ("dist_ratio_mean", ctypes.c_double)]
+
+
+class LayerRow(ctypes.Structure):
+    _fields_ = [("main_grad_norm", ctypes.POINTER(ctypes.c_double)), ("quant", QStats * 3),
+                ("scale_exp_hist", ctypes.POINTER(ctypes.c_uint64) * 3), ("osc", OscStep),
+                ("snapped", ctypes.c_int64)]
+
+
+class StepRow(ctypes.Structure):
+    _fields_ = [("step", ctypes.c_int64), ("loss", ctypes.c_double), ("lr", ctypes.c_float),
+                ("scalars", ctypes.POINTER(ctypes.c_double)), ("layers", ctypes.POINTER(LayerRow))]
+
+
 SCALE_E8M0, SCALE_FP32, SCALE_UE4M3 = 0, 1, 2
 AXIS_COLS, AXIS_ROWS = 0, 1
 FPROP, DGRAD, WGRAD = 0, 1, 2
@@ -164,6 +193,19 @@ def _declare(h):
         "mxsim_grouped_gemm": (ctypes.c_int, [ctypes.c_int32, P(GemmOperand), ctypes.c_size_t, P(GemmOperand),
                                               ctypes.c_size_t, P(ctypes.c_int64), ctypes.c_size_t, P(DLTensor),
                                               ctypes.c_int32, ctypes.c_int32, ctypes.c_void_p, P(Error)]),
+        "mxsim_scale_exp_histogram": (ctypes.c_int, [P(QTensor), ctypes.c_void_p, P(ctypes.c_uint64), P(Error)]),
+        "mxsim_recorder_create": (ctypes.c_int, [ctypes.c_char_p, P(RunPlan), P(ctypes.c_void_p), P(Error)]),
+        "mxsim_recorder_append": (ctypes.c_int, [ctypes.c_void_p, P(StepRow), P(Error)]),
+        "mxsim_recorder_close": (ctypes.c_int, [ctypes.c_void_p, P(Error)]),
+        "mxsim_recorder_destroy": (None, [ctypes.c_void_p]),
+        "mxsim_context_create": (ctypes.c_int, [DLDevice, P(ctypes.c_void_p), P(Error)]),
+        "mxsim_context_destroy": (None, [ctypes.c_void_p]),
+        "mxsim_l2_norm": (ctypes.c_int, [ctypes.c_void_p, P(DLTensor), ctypes.c_void_p, P(ctypes.c_double), P(Error)]),
+        "mxsim_osc_metrics_create": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_float, ctypes.c_int64, P(ctypes.c_void_p),
+                                                    P(Error)]),
+        "mxsim_osc_metrics_destroy": (None, [ctypes.c_void_p]),
+        "mxsim_osc_metrics_update": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, P(DLTensor), P(DLTensor),
+                                                    ctypes.c_void_p, P(OscStep), P(Error)]),
     }
     for name, (res, args) in sig.items():
         f = getattr(h, name)

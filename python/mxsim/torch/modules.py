@@ -65,10 +65,13 @@ class _GroupedLinearFn(torch.autograd.Function):
         r = mod.recipe
         if r.quantized:
             qw = mod._weight_for_fprop(weights, is_first_microbatch)
-            y = grouped_gemm(quantize(x, spec=mod._resolved("x_fprop", x)), qw, splits)
+            qx = quantize(x, spec=mod._resolved("x_fprop", x))
+            y = grouped_gemm(qx, qw, splits)
         else:
-            qw = None
+            qw = qx = None
             y = grouped_gemm(x.bfloat16(), _stack(weights).bfloat16(), splits)
+        if mod._tap is not None:  # a Recorder: the operands of this micro-batch's fprop
+            mod._tap.fprop(x, qx, weights, qw)
         ctx.mod, ctx.splits, ctx.qw = mod, splits, qw
         ctx.in_shape, ctx.in_dtype = inp.shape, inp.dtype
         ctx.weights = weights  # the parameters themselves: W is re-stacked only where dgrad needs it
@@ -99,6 +102,9 @@ class _GroupedLinearFn(torch.autograd.Function):
                 dx = grouped_gemm(dy.bfloat16(), _stack(ctx.weights).bfloat16(), splits, form="dgrad",
                                   out_dtype=out_dtype)
             dx = dx.to(ctx.in_dtype).reshape(ctx.in_shape)
+        if mod._tap is not None:  # a Recorder: dgrad's operand (quantized here when dgrad did not run)
+            mod._tap.dgrad(dy, qdy if r.quantized and dx is not None else None,
+                           lambda: quantize(dy, spec=mod._resolved("dy_dgrad", dy, call, 1)))
         # wgrad: dW[g] = dy_g^T . x_g
         if not any(ctx.needs_input_grad[4:]):
             return (dx, None, None, None) + (None,) * len(ctx.weights)
@@ -108,6 +114,8 @@ class _GroupedLinearFn(torch.autograd.Function):
         else:
             A, B = _split_rows(dy.bfloat16(), splits), _split_rows(x.bfloat16(), splits)
         grads = mod._wgrad(A, B, splits, ctx.weights)
+        if mod._tap is not None:  # a Recorder: main_grad after this micro-batch's add
+            mod._tap.wgrad_done()
         return (dx, None, None, None) + tuple(grads)
 
 
@@ -168,6 +176,7 @@ class GroupedLinear(torch.nn.Module):
         self._sr_id = zlib.crc32(self.name.encode())  # stochastic-rounding streams keyed by the module's name
         self._backward_calls = 0
         self._cache = _WeightCache()
+        self._tap = None  # a Recorder's view of this module (recorder.py), or None
         dtype = params_dtype or torch.get_default_dtype()
         for g in range(self.num_gemms):
             w, b = _params[g] if _params else (None, None)
@@ -265,6 +274,18 @@ class GroupedLinear(torch.nn.Module):
             # stream: (module, backward call, operand) never repeat within a seed
             # 64 bits: the name's CRC-32, the call (24 bits), the operand (8 bits)
             s = s.derive(seed=self.seed, sr_stream=(self._sr_id << 32) | ((call & 0xFFFFFF) << 8) | stream_role)
+        return s
+
+    def _weight_spec(self, W):
+        """The spec the next fprop's W takes, without recording an amax (the recorder's oscillation
+        metrics quantize W as the next fprop will): current scaling from W's amax, fp8_delayed the
+        step's scale."""
+        s = self.recipe.spec("w")
+        if s.current_scaling:
+            d = self._delayed.get("w")
+            if d is not None:
+                return d.spec(s)
+            return s.with_amax(W.detach().abs().amax().float().item() if W.numel() else 0.0)
         return s
 
     def _weight_for_fprop(self, weights, first):

@@ -1,0 +1,349 @@
+"""mxsim's trace of a user's own PyTorch run: ``Recorder``.
+
+The trace is the one ``mxsim train`` writes (docs/trace-format.md), so ``mxsim-inspector``,
+``mxsim compare`` and ``mxsim report`` read it unchanged, with the model's module names as
+layer names. The series come from the library's one list (the C interface's recorder is core's
+TraceRecorder, which the simulator writes with); rows are written on its writer thread, the file
+is SWMR (the inspector follows it live) and complete up to the last logged step if the process
+dies.
+
+    rec = mt.Recorder(model, "run.h5")           # every mxsim.torch linear of model
+    for step in range(1, steps + 1):
+        for mb, (x, y) in enumerate(micro_batches):
+            loss = loss_fn(model(x), y); loss.backward()
+        optimizer.step()
+        rec.log(step, loss=loss.item(), lr=sched.get_last_lr()[0])   # ends the step's row
+    rec.close()
+
+Per step and layer (``/layers/<module name>/...``):
+
+- ``main_grad_norm`` [micro-batches]: the L2 norm of the layer's gradient buffer over all its
+  experts after each micro-batch's backward: ``weight.main_grad`` with
+  ``fuse_wgrad_accumulation=True`` (Megatron's buffer, read right after the bridge's add), else
+  the parameters' ``.grad`` (read at the next micro-batch's forward and at ``log``, once autograd
+  has accumulated it). mxsim's norm (sqrt of an FP64 sum of squares in a fixed tree order,
+  Backend::l2_norm), computed where the tensor lives.
+- quantized layers: ``quant/{w,x,dy}/*``: the statistics of micro-batch 0's fprop W and x and
+  its dgrad dy against their sources (mxsim's quant_stats and scale exponent histogram), and
+  ``osc/*``: the oscillation metrics of Nagel et al. 2022 (arXiv:2203.11086) of W at ``log``
+  (after the optimizer step: W as the next fprop quantizes it), with the simulator's state and
+  arithmetic (EMA momentum ``osc_momentum``, DistRatio windows of ``osc_period`` steps).
+
+Run-wide: ``/train/step``, ``/train/loss``, ``/train/lr`` and every further keyword of ``log``
+as ``/train/<name>`` (f64). The file is created at the first ``log`` (the number of
+micro-batches is then known); a later step with another number of micro-batches, or a scalar
+the first step did not name (pass ``scalars=`` to declare more), is a ValueError.
+
+Where the statistics run: norms and oscillation metrics on the layer's device (a context of
+the C interface, its state kept there: on CUDA no host copy); quant_stats of CUDA operands are
+copied to the host for now (micro-batch 0 only; docs/torch.md), the scale histogram copies only
+the scales.
+"""
+import ctypes
+
+import torch
+
+from . import _capi, dequantize, quant_stats, quantize, scale_exp_histogram
+from .modules import GroupedLinear, _stack
+
+__all__ = ["Recorder"]
+
+_NAN = float("nan")
+_ROLES = ("w", "x", "dy")
+
+
+def _empty_stats():
+    s = _capi.QStats()
+    for f in ("mse", "max_abs_err", "signal_power", "sqnr_db"):
+        setattr(s, f, _NAN)
+    return s
+
+
+class _Context:
+    """A C-interface context on one device: its norms and oscillation metrics."""
+
+    def __init__(self, device, momentum, period):
+        self.lib = _capi.lib()
+        from . import _dl_device
+        self.device = device
+        self.handle = ctypes.c_void_p()
+        _capi.call(self.lib.mxsim_context_create, _dl_device(device.type, device.index), ctypes.byref(self.handle))
+        self.osc = ctypes.c_void_p()
+        _capi.call(self.lib.mxsim_osc_metrics_create, self.handle, ctypes.c_float(momentum), int(period),
+                   ctypes.byref(self.osc))
+
+    def close(self):
+        if self.osc:
+            self.lib.mxsim_osc_metrics_destroy(self.osc)
+            self.osc = ctypes.c_void_p()
+        if self.handle:
+            self.lib.mxsim_context_destroy(self.handle)
+            self.handle = ctypes.c_void_p()
+
+    def l2_norm(self, t):
+        from . import _dl, _stream
+        t = t.detach().float().contiguous()
+        out = ctypes.c_double()
+        _capi.call(self.lib.mxsim_l2_norm, self.handle, ctypes.byref(_dl(t, "x")), _stream(t), ctypes.byref(out))
+        return out.value
+
+    def osc_update(self, name, w, q):
+        from . import _dl, _stream
+        w, q = w.detach().float().contiguous(), q.contiguous()
+        out = _capi.OscStep()
+        _capi.call(self.lib.mxsim_osc_metrics_update, self.osc, name.encode(), ctypes.byref(_dl(w, "w")),
+                   ctypes.byref(_dl(q, "q")), _stream(w), ctypes.byref(out))
+        return out
+
+
+class _Tap:
+    """What the recorder sees of one module during a step (modules.py calls it)."""
+
+    def __init__(self, rec, name, mod):
+        self.rec, self.name, self.mod = rec, name, mod
+        self.quantized = mod.recipe.quantized
+        self.reset()
+
+    def reset(self):
+        self.forwards = self.backwards = 0
+        self.norms = []               # main_grad_norm per micro-batch, in backward order
+        self.pending_grad = False     # .grad holds an unread micro-batch (unfused modules)
+        self.stats = {r: None for r in _ROLES}  # (QStats, hist) of micro-batch 0
+
+    def _record(self, role, src, q):
+        s = quant_stats(src, q)
+        c = _capi.QStats()
+        for k, v in s.items():
+            setattr(c, k, v)
+        self.stats[role] = (c, scale_exp_histogram(q))
+
+    def fprop(self, x, qx, weights, qw):
+        self._read_grad()
+        if self.forwards == 0 and self.quantized:
+            self._record("w", _stack(weights), qw)
+            self._record("x", x, qx)
+        self.forwards += 1
+
+    def dgrad(self, dy, qdy, quantize_dy):
+        if self.backwards == 0 and self.quantized:
+            self._record("dy", dy, qdy if qdy is not None else quantize_dy())
+
+    def wgrad_done(self):
+        self.backwards += 1
+        if self.mod.fuse_wgrad_accumulation:
+            self.norms.append(self.rec._ctx(self.mod).l2_norm(_grad_buffer(self.mod, "main_grad")))
+        else:
+            self.pending_grad = True  # autograd adds dW into .grad after this backward returns
+
+    def _read_grad(self):
+        if self.pending_grad:
+            g = _grad_buffer(self.mod, "grad")
+            self.norms.append(self.rec._ctx(self.mod).l2_norm(g) if g is not None else _NAN)
+            self.pending_grad = False
+
+    def end_step(self):
+        self._read_grad()
+        return self.norms
+
+
+def _grad_buffer(mod, attr):
+    """The layer's [G, N, K] gradient buffer: the weights' main_grad / grad stacked (a view when
+    they already lie one after another in one storage, as in Megatron's buffer)."""
+    from .modules import _stacked
+    ts = [getattr(w, attr, None) for w in mod.weights()]
+    if any(t is None for t in ts):
+        return None
+    return _stacked(ts) if _stacked(ts) is not None else torch.stack([t.detach() for t in ts])
+
+
+class Recorder:
+    """Records a PyTorch model's run into mxsim's trace at ``path`` (see the module docstring).
+
+    Args: model (a torch.nn.Module; every ``mxsim.torch.GroupedLinear`` / ``Linear`` in it is
+    recorded under its module path, the root as its class name), path (the HDF5 trace; written
+    at path + ".partial" until created), include (None: all; a list of substrings of module paths;
+    or a callable (name, module) -> bool), scalars (names of further per-step f64 series beyond
+    those the first ``log`` passes), osc_momentum (EMA momentum of the oscillation frequency,
+    default 0.01: the simulator's metrics.osc_ema_momentum), osc_period (DistRatio's window in
+    steps, default 100: the simulator's deosc.period), seed (stored in the trace's provenance).
+
+    Raises ValueError when the model holds no mxsim.torch linear (``convert`` swaps them in).
+    A recorder is a context manager; ``close`` detaches it from the modules and closes the file.
+    """
+
+    def __init__(self, model, path, *, include=None, scalars=(), osc_momentum=0.01, osc_period=100, seed=0):
+        self.path = str(path)
+        self.model_class = type(model).__name__
+        self.extra_scalars = list(scalars)
+        self.momentum, self.period, self.seed = float(osc_momentum), int(osc_period), int(seed)
+        self.taps = []
+        for name, m in model.named_modules():
+            if not isinstance(m, GroupedLinear) or not _wanted(include, name, m):
+                continue
+            if m._tap is not None:
+                raise ValueError(f"{name or self.model_class}: already recorded by another Recorder")
+            self.taps.append(_Tap(self, name or self.model_class, m))
+        if not self.taps:
+            raise ValueError(f"Recorder: {self.model_class} holds no mxsim.torch linear to record "
+                             "(mxsim.torch.convert swaps nn.Linear and TE's grouped linears for them)")
+        for t in self.taps:
+            t.mod._tap = t
+        self._contexts = {}
+        self._handle = None
+        self._plan = None  # (micro_batches, scalar names) once the file exists
+        self._closed = False
+
+    # ---------------------------------------------------------------- user API
+
+    def log(self, step, loss=_NAN, lr=_NAN, **scalars):
+        """Ends optimizer step ``step`` (1-based; call after ``optimizer.step()``): its row of
+        every series is queued for the writer. loss, lr and the keywords are Python numbers
+        (a 0-dim tensor is read with .item()). Raises ValueError (the row dropped, earlier rows
+        kept) for a number of micro-batches other than the first step's or an undeclared scalar."""
+        if self._closed:
+            raise ValueError(f"Recorder({self.path}): closed")
+        try:
+            self._append(step, loss, lr, scalars)
+        finally:  # a refused step's row is dropped: the next step starts afresh
+            for t in self.taps:
+                t.reset()
+
+    def _append(self, step, loss, lr, scalars):
+        norms = [t.end_step() for t in self.taps]
+        mbs = {len(n) for n in norms}
+        if len(mbs) != 1:
+            raise ValueError(f"Recorder: step {step}: layers saw different numbers of micro-batches: "
+                             + ", ".join(f"{t.name}: {len(n)}" for t, n in zip(self.taps, norms)))
+        nmb = mbs.pop()
+        if self._handle is None:
+            self._create(max(nmb, 1), list(scalars) + [s for s in self.extra_scalars if s not in scalars])
+        micro_batches, names = self._plan
+        if nmb != micro_batches:
+            raise ValueError(f"Recorder: step {step} had {nmb} micro-batches, the trace's first step "
+                             f"{micro_batches} (main_grad_norm has one entry per micro-batch)")
+        unknown = [k for k in scalars if k not in names]
+        if unknown:
+            raise ValueError(f"Recorder: scalar(s) {unknown} were not in the first step's log; declare them with "
+                             "Recorder(..., scalars=[...])")
+        keep = []  # the ctypes arrays the row points into, alive until append returns
+        rows = (_capi.LayerRow * len(self.taps))()
+        for i, t in enumerate(self.taps):
+            r = rows[i]
+            n = (ctypes.c_double * max(micro_batches, 1))(*(norms[i] or [_NAN]))
+            keep.append(n)
+            r.main_grad_norm = n
+            if t.quantized:
+                for o, role in enumerate(_ROLES):
+                    st = t.stats[role]
+                    qs, hist = st if st is not None else (_empty_stats(), torch.zeros(256, dtype=torch.int64))
+                    h = (ctypes.c_uint64 * 256)(*hist.tolist())
+                    keep.append(h)
+                    r.quant[o] = qs
+                    r.scale_exp_hist[o] = h
+                r.osc = self._osc(t)
+        vals = (ctypes.c_double * max(len(names), 1))(*[_num(scalars.get(k, _NAN)) for k in names])
+        row = _capi.StepRow(int(step), _num(loss), _num(lr), vals, rows)
+        _capi.call(self._lib.mxsim_recorder_append, self._handle, ctypes.byref(row))
+
+    def close(self):
+        """Writes the queued rows, closes the trace and detaches from the modules. Raises what a
+        write failed with (the file then holds every row before it)."""
+        if self._closed:
+            return
+        self._closed = True
+        for t in self.taps:
+            t.mod._tap = None
+        try:
+            if self._handle is not None:
+                _capi.call(self._lib.mxsim_recorder_close, self._handle)
+        finally:
+            if self._handle is not None:
+                self._lib.mxsim_recorder_destroy(self._handle)
+                self._handle = None
+            for c in self._contexts.values():
+                c.close()
+            self._contexts.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 -- a destructor raises nothing; close() reports errors
+            pass
+
+    @property
+    def layers(self):
+        """The recorded layers' names, in the trace's order."""
+        return [t.name for t in self.taps]
+
+    # ---------------------------------------------------------------- internals
+
+    def _ctx(self, mod):
+        dev = mod.weights()[0].device
+        key = (dev.type, dev.index)
+        if key not in self._contexts:
+            self._contexts[key] = _Context(dev, self.momentum, self.period)
+        return self._contexts[key]
+
+    def _osc(self, t):
+        """The oscillation metrics of t's weight as the next fprop quantizes it."""
+        with torch.no_grad():
+            W = _stack(t.mod.weights())
+            q = quantize(W, spec=t.mod._weight_spec(W))
+            return self._ctx(t.mod).osc_update(t.name, W, dequantize(q))
+
+    def _create(self, micro_batches, names):
+        self._lib = _capi.lib()
+        devices = {t.mod.weights()[0].device.type for t in self.taps}
+        layer_plans = (_capi.LayerPlan * len(self.taps))()
+        keep = []
+        for i, t in enumerate(self.taps):
+            m = t.mod
+            enc = [t.name.encode(), m.recipe.name.encode(), type(m).__name__.encode()]
+            keep += enc
+            layer_plans[i] = _capi.LayerPlan(enc[0], enc[1], enc[2], m.num_gemms, m.out_features, m.in_features,
+                                             int(t.quantized), 0)
+        enc_names = [n.encode() for n in names]
+        arr = (ctypes.c_char_p * max(len(names), 1))(*enc_names)
+        cfg = _config_toml(self, micro_batches, names).encode()
+        plan = _capi.RunPlan(cfg, self.model_class.encode(), b"hip" if "cuda" in devices else b"emu", self.seed,
+                             micro_batches, arr, len(names), layer_plans, len(self.taps))
+        h = ctypes.c_void_p()
+        _capi.call(self._lib.mxsim_recorder_create, self.path.encode(), ctypes.byref(plan), ctypes.byref(h))
+        self._handle, self._plan = h, (micro_batches, names)
+
+
+def _num(v):
+    if isinstance(v, torch.Tensor):
+        v = v.item()
+    return float(v)
+
+
+def _wanted(include, name, m):
+    if include is None:
+        return True
+    if callable(include):
+        return bool(include(name, m))
+    return any(s in name for s in include)
+
+
+def _config_toml(rec, micro_batches, names):
+    """The recorder's settings as the trace's config_toml (`mxsim compare` diffs them)."""
+    def q(s):
+        return '"' + str(s).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    lines = ["[recorder]", f"model = {q(rec.model_class)}", f"micro_batches = {micro_batches}",
+             f"osc_ema_momentum = {rec.momentum!r}", f"osc_period = {rec.period}",
+             "scalars = [" + ", ".join(q(n) for n in names) + "]", ""]
+    for t in rec.taps:
+        m = t.mod
+        lines += [f"[layers.{q(t.name)}]", f"module = {q(type(m).__name__)}", f"recipe = {q(m.recipe.name)}",
+                  f"shape = [{m.num_gemms}, {m.out_features}, {m.in_features}]",
+                  f"fuse_wgrad_accumulation = {'true' if m.fuse_wgrad_accumulation else 'false'}", ""]
+    return "\n".join(lines)
+

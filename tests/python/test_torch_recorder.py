@@ -1,0 +1,218 @@
+"""mxsim.torch.Recorder on CPU tensors: the trace of a user's model, checked against values
+computed without the recorder: main_grad norms of integer gradients (exact sums, so the
+norm is sqrt of a hand-summed integer, correctly rounded), quantization statistics equal
+to the NumPy API's on the same tensors, oscillation metrics of a hand-built weight history
+(Nagel et al. 2022's definitions worked by hand), the layer names and attributes, and
+`mxsim compare` / `mxsim report` on the file."""
+import math
+import os
+
+import h5py
+import numpy as np
+import pytest
+
+import mxsim
+from conftest import run_mxsim
+
+torch = pytest.importorskip("torch", reason="mxsim.torch needs PyTorch (Debian: python3-torch)")
+import mxsim.torch as mt  # noqa: E402
+
+
+@pytest.fixture
+def tmp(tmp_path):
+    return tmp_path
+
+
+class Experts(torch.nn.Module):
+    """Two expert layers under module paths with dots (as a real model's)."""
+
+    def __init__(self, recipe="mxfp8", fused=True, G=2, d=32, f=64):
+        super().__init__()
+        self.block = torch.nn.Module()
+        self.block.fc1 = mt.GroupedLinear(G, d, f, bias=False, recipe=recipe, fuse_wgrad_accumulation=fused)
+        self.block.fc2 = mt.GroupedLinear(G, f, d, bias=False, recipe=recipe, fuse_wgrad_accumulation=fused)
+        if fused:
+            for m in (self.block.fc1, self.block.fc2):
+                for w in m.weights():
+                    w.main_grad = torch.zeros(w.shape, dtype=torch.float32)
+
+    def forward(self, x, splits, first=None):
+        return self.block.fc2(torch.relu(self.block.fc1(x, splits, first)), splits, first)
+
+
+def test_layers_attributes_and_provenance(tmp):
+    torch.manual_seed(0)
+    m = Experts()
+    path = tmp / "run.h5"
+    with mt.Recorder(m, path) as rec:
+        assert rec.layers == ["block.fc1", "block.fc2"]
+        for step in (1, 2):
+            m(torch.randn(16, 32), [8, 8]).sum().backward()
+            rec.log(step, loss=0.5 * step, lr=1e-3, tokens=16.0)
+    with h5py.File(path, "r") as f:
+        assert f.attrs["producer"] == b"mxsim.torch.Recorder" or f.attrs["producer"] == "mxsim.torch.Recorder"
+        assert f["/layers/block.fc1"].attrs["recipe"] in (b"mxfp8", "mxfp8")
+        assert list(f["/layers/block.fc2"].attrs["weight_shape"]) == [2, 32, 64]
+        assert list(f["/train/step"][:]) == [1, 2]
+        assert list(f["/train/loss"][:]) == [0.5, 1.0]
+        assert list(f["/train/tokens"][:]) == [16.0, 16.0]
+        assert f["/train/lr"].dtype == np.float32 and f["/train/lr"][0] == np.float32(1e-3)
+        assert f["/layers/block.fc1/main_grad_norm"].shape == (2, 1)
+        assert len(f["/steps"]) == 2
+
+
+def int_operands(rows, cols, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(-3, 4, (rows, cols), generator=g).float()
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_main_grad_norm_after_each_micro_batch(tmp, fused):
+    """bf16 layers with integer inputs and output gradients: every wgrad is exact, so the norm
+    after micro-batch k is sqrt(sum of squares of the hand-accumulated integer sums)."""
+    G, K, N = 2, 8, 4
+    lin = mt.GroupedLinear(G, K, N, bias=False, recipe="bf16", fuse_wgrad_accumulation=fused)
+    with torch.no_grad():
+        for w in lin.weights():
+            w.copy_(int_operands(N, K, 7))
+    if fused:
+        for w in lin.weights():
+            w.main_grad = torch.zeros(N, K)
+    model = torch.nn.Sequential(lin)
+    splits = [3, 5]
+    acc = torch.zeros(G, N, K, dtype=torch.float64)
+    want = []
+    with mt.Recorder(model, tmp / "n.h5") as rec:
+        for mb in range(3):
+            x, dy = int_operands(8, K, 10 + mb), int_operands(8, N, 20 + mb)
+            lin(x, splits).backward(dy)
+            m0 = 0
+            for g, m in enumerate(splits):
+                acc[g] += dy[m0:m0 + m].double().T @ x[m0:m0 + m].double()
+                m0 += m
+            want.append(math.sqrt(int(acc.square().sum().item())))  # integers: exact
+        rec.log(1, loss=0.0)
+    with h5py.File(tmp / "n.h5", "r") as f:
+        got = f["/layers/0/main_grad_norm"][0]
+    assert [float(v) for v in got] == want
+
+
+def test_quant_stats_equal_the_numpy_api(tmp):
+    """W and x of micro-batch 0's fprop: the NumPy API's quant_stats of mxsim.quantize on the same
+    arrays, bit for bit; dy: mxsim.torch's ops on the same tensor with the recipe's dgrad spec."""
+    torch.manual_seed(3)
+    m = Experts(recipe="mxfp8", fused=False)
+    fc1 = m.block.fc1
+    # the recipe's fprop operands: E4M3, E8M0 by the "even" rule, 1 x 32 (x) and 32 x 32 tiles (W)
+    assert fc1.recipe.spec("x_fprop").describe() == "e4m3 1x32 scale=e8m0/even round=rne"
+    assert fc1.recipe.spec("w").describe() == "e4m3 32x32 scale=e8m0/even round=rne"
+    np_x = mxsim.spec("mxfp8", scaling_mode="even")
+    np_w = mxsim.spec("mxfp8", scaling_mode="even", block_size=(32, 32))
+    x0, x1 = torch.randn(16, 32), torch.randn(16, 32)
+    W = torch.stack([w.detach() for w in fc1.weights()]).numpy()
+    captured = {}
+    def keep_dy(mod, grad_in, grad_out):
+        captured.setdefault("dy", grad_out[0].detach().clone())
+    fc1.register_full_backward_hook(keep_dy)
+    with mt.Recorder(m, tmp / "q.h5") as rec:
+        m(x0, [8, 8]).square().sum().backward()
+        m(x1, [8, 8]).square().sum().backward()
+        rec.log(1)
+    want_x = mxsim.quant_stats(x0.numpy(), mxsim.quantize(x0.numpy(), spec=np_x))
+    want_w = mxsim.quant_stats(W, mxsim.quantize(W, spec=np_w))
+    dy = captured["dy"]
+    want_dy = mt.quant_stats(dy, mt.quantize(dy, spec=fc1.recipe.spec("dy_dgrad")))
+    with h5py.File(tmp / "q.h5", "r") as f:
+        for op, want in (("x", want_x), ("w", want_w), ("dy", want_dy)):
+            for k in ("mse", "sqnr_db", "underflow", "saturated", "count"):
+                got = f[f"/layers/block.fc1/quant/{op}/{k}"][0]
+                w = want[k] if isinstance(want, dict) else getattr(want, k)
+                assert np.array_equal(np.float64(got).view(np.uint64), np.float64(w).view(np.uint64)) \
+                    if k in ("mse", "sqnr_db") else int(got) == int(w), (op, k, got, w)
+        # scale exponent histogram of x: E8M0 bytes of the NumPy API's quantization, counted here
+        q = mxsim.quantize(x0.numpy(), spec=np_x)
+        hist = np.bincount(np.asarray(q.scale).reshape(-1), minlength=256)
+        assert np.array_equal(f["/layers/block.fc1/quant/x/scale_exp_hist"][0], hist)
+
+
+def test_oscillation_metrics_of_a_hand_built_weight_history(tmp):
+    """One MXFP4 block [1, 32]: element 0 fixes the E8M0 scale at 1 (amax 6); element 1 moves
+    1.0 -> 1.5 -> 1.0 -> 1.5 on the E2M1 grid. Steps (Nagel et al. 2022): seed, an up move (no
+    oscillation: no earlier direction), a down move (oscillation 1), an up move (2). EMA with
+    momentum 1/2: 0, 0, 1/2, 3/4 for element 1, 0 elsewhere; DistRatio |dq| / |dw| = 1."""
+    lin = mt.Linear(32, 1, bias=False, recipe="mxfp4")
+    model = torch.nn.Sequential(lin)
+    values = [1.0, 1.5, 1.0, 1.5]
+    with mt.Recorder(model, tmp / "o.h5", osc_momentum=0.5) as rec:
+        for step, v in enumerate(values, 1):
+            lin(torch.zeros(32, 32)).sum().backward()
+            with torch.no_grad():  # the "optimizer step": the hand-built history
+                w = torch.zeros(1, 32)
+                w[0, 0], w[0, 1] = 6.0, v
+                lin.weight.copy_(w)
+            rec.log(step)
+    with h5py.File(tmp / "o.h5", "r") as f:
+        o = "/layers/0/osc/"
+        assert list(f[o + "flips"][:]) == [0, 0, 1, 1]
+        assert list(f[o + "flips_total"][:]) == [0, 0, 1, 2]
+        assert list(f[o + "ema_mean"][:]) == [0.0, 0.0, 0.5 / 32, 0.75 / 32]
+        assert list(f[o + "ema_frac_above"][:]) == [0.0, 0.0, 1 / 32, 1 / 32]
+        assert list(f[o + "dist_ratio_mean"][:]) == [0.0, 1.0, 1.0, 1.0]
+
+
+def test_errors_name_what_was_wrong(tmp):
+    with pytest.raises(ValueError, match="holds no mxsim.torch linear"):
+        mt.Recorder(torch.nn.Linear(4, 4), tmp / "e.h5")
+    torch.manual_seed(0)
+    m = Experts()
+    rec = mt.Recorder(m, tmp / "e.h5")
+    with pytest.raises(ValueError, match="already recorded"):
+        mt.Recorder(m, tmp / "f.h5")
+    m(torch.randn(16, 32), [8, 8]).sum().backward()
+    rec.log(1, loss=1.0)
+    for _ in range(2):
+        m(torch.randn(16, 32), [8, 8]).sum().backward()
+    with pytest.raises(ValueError, match="2 micro-batches, the trace's first step 1"):
+        rec.log(2)  # the refused step's row is dropped; the next step starts afresh
+    m(torch.randn(16, 32), [8, 8]).sum().backward()
+    with pytest.raises(ValueError, match=r"scalar\(s\) \['grad_norm'\]"):
+        rec.log(2, grad_norm=1.0)
+    rec.close()
+    with h5py.File(tmp / "e.h5", "r") as f:  # the refused steps left the written one intact
+        assert len(f["/steps"]) == 1
+    with pytest.raises(ValueError, match="must be non-empty and hold no '/'"):
+        _bad_scalar(tmp)
+    assert not os.path.exists(tmp / "g.h5.partial") and not os.path.exists(tmp / "g.h5")
+
+
+def _bad_scalar(tmp):
+    lin = mt.Linear(32, 8, bias=False)
+    rec = mt.Recorder(torch.nn.Sequential(lin), tmp / "g.h5", scalars=["a/b"])
+    lin(torch.randn(16, 32)).sum().backward()
+    try:
+        rec.log(1)
+    finally:
+        rec.close()
+
+
+def test_compare_and_report_read_the_trace(tmp):
+    torch.manual_seed(0)
+    m = Experts(recipe="mxfp4")
+    with mt.Recorder(m, tmp / "r.h5") as rec:
+        for step in range(1, 4):
+            for mb in range(2):
+                m(torch.randn(32, 32), [16, 16], mb == 0).sum().backward()
+            rec.log(step, loss=1.0 / step, lr=0.1)
+    rc, out, _ = run_mxsim("compare", tmp / "r.h5", tmp / "r.h5")
+    assert "result: identical" in out
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
+    import subprocess
+    from conftest import MXSIM_BIN
+    p = subprocess.run([MXSIM_BIN, "report", str(tmp / "r.h5"), "-o", str(tmp / "rep")], capture_output=True,
+                       text=True, env=env)
+    if "no inspector" in (p.stderr + p.stdout).lower() or p.returncode == 2 and "report" in p.stderr and \
+            "not built" in p.stderr:
+        pytest.skip("mxsim report needs the inspector build (Qt)")
+    assert p.returncode == 0, p.stderr
+    for name in ("quant-block.fc1-w.png", "osc-block.fc2.png", "curves.png"):
+        assert (tmp / "rep" / name).exists(), sorted(os.listdir(tmp / "rep"))
