@@ -246,7 +246,7 @@ QColor layer_color(const QString& layer) {
   static const char* order[] = {"fc1", "fc2", "router", "head", "embed"};
   for (int i = 0; i < int(std::size(order)); ++i)
     if (layer == order[i]) return palette_color(i);
-  return palette_color(5);
+  return palette_color(int(qHash(layer) % 8u));  // a recorder's module names: one colour per name, stable
 }
 
 bool render_overviews(TraceDocument* d, const OverviewOptions& o, std::vector<ReportImage>& images, QString* err) {

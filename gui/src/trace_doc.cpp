@@ -61,6 +61,36 @@ std::array<uint64_t, 3> model_shape(const sim::Config& c, const std::string& l) 
   return {0, 0, 0};
 }
 
+/// The recipe name of simulator layer l in its config ("" for a name the simulator has not).
+std::string recipe_of(const sim::Config& c, const std::string& l) {
+  return l == "embed" ? c.recipe.embed : l == "router" ? c.recipe.router : l == "fc1" ? c.recipe.fc1
+       : l == "fc2"   ? c.recipe.fc2   : l == "head"   ? c.recipe.head   : std::string();
+}
+
+/// The layers a trace holds (/layers/<l>/... and /snap/<l>/...): the simulator's in its model
+/// order (sim/layers.hpp), then any other names (a recorder's module names) in name order.
+std::vector<std::string> layer_names(const std::vector<trace::DatasetInfo>& ds) {
+  std::vector<std::string> found;
+  for (const auto& d : ds)
+    for (const char* root : {"/layers/", "/snap/"}) {
+      const size_t n = std::strlen(root);
+      if (d.name.compare(0, n, root) != 0) continue;
+      const size_t end = d.name.find('/', n);
+      if (end == std::string::npos || end == n) continue;
+      std::string l = d.name.substr(n, end - n);
+      if (std::find(found.begin(), found.end(), l) == found.end()) found.push_back(std::move(l));
+    }
+  std::vector<std::string> out;
+  for (const char* l : names::kLayers)
+    if (std::find(found.begin(), found.end(), l) != found.end()) out.emplace_back(l);
+  std::vector<std::string> rest;
+  for (const std::string& l : found)
+    if (std::find(out.begin(), out.end(), l) == out.end()) rest.push_back(l);
+  std::sort(rest.begin(), rest.end());
+  out.insert(out.end(), rest.begin(), rest.end());
+  return out;
+}
+
 TraceMeta build_meta(const trace::Reader& r, const QString& path) {
   TraceMeta m;
   m.path = path;
@@ -78,43 +108,44 @@ TraceMeta build_meta(const trace::Reader& r, const QString& path) {
     m.num_microbatches = int(t->row_shape[0]);
     m.experts = int(t->row_shape[1]);
   }
+  // A simulator's trace holds its config (the layers' recipes and shapes); a recorder's holds
+  // its own settings, and every layer's recipe and shape as attributes of /layers/<l>.
+  const bool simulator = m.prov.producer == trace::kProducerSimulator;
   std::optional<sim::Config> cfg;
-  try {
-    cfg = sim::parse_config(m.config_toml.toStdString(), {}, "trace config");
-  } catch (const std::exception& e) {
-    m.config_note = QString("the trace's config could not be read by this inspector (%1); recipes and block shapes "
-                            "are unknown")
-                        .arg(e.what());
+  if (simulator) {
+    try {
+      cfg = sim::parse_config(m.config_toml.toStdString(), {}, "trace config");
+    } catch (const std::exception& e) {
+      m.config_note = QString("the trace's config could not be read by this inspector (%1); recipes and block "
+                              "shapes are unknown")
+                          .arg(e.what());
+    }
   }
-  for (const char* ln : names::kLayers) {
-    const std::string l = ln;
+  for (const std::string& l : layer_names(m.datasets)) {
     LayerMeta lm;
     lm.name = QString::fromStdString(l);
-    bool present = false;
-    for (const auto& d : m.datasets) {
-      if (d.name.rfind(names::layer(l) + "/", 0) == 0 || d.name.rfind("/snap/" + l + "/", 0) == 0) present = true;
-    }
-    if (!present) continue;
     lm.quantized = m.dataset(names::quant(l, "w", "mse")) != nullptr;
     lm.osc = m.dataset(names::osc(l, "flips")) != nullptr;
     lm.deosc = m.dataset(names::deosc_snapped(l)) != nullptr;
+    const auto shape_attr = r.group_i64_attribute(names::layer(l), trace::schema::kLayerShapeAttr);
     if (const auto* s = m.dataset(names::snap(l, "master")); s && s->row_shape.size() == 3) {
       lm.shape = {s->row_shape[0], s->row_shape[1], s->row_shape[2]};
       lm.snapshot_steps = s->snapshot_steps;
+    } else if (shape_attr && shape_attr->size() == 3 && (*shape_attr)[0] > 0 && (*shape_attr)[1] > 0 &&
+               (*shape_attr)[2] > 0) {
+      lm.shape = {uint64_t((*shape_attr)[0]), uint64_t((*shape_attr)[1]), uint64_t((*shape_attr)[2])};
     } else if (cfg) {
       lm.shape = model_shape(*cfg, l);
     }
     if (m.dataset(names::watch(l, "element")) && m.steps > 0)  // one row: the indices are the same every step
       lm.watched = r.read_series<int64_t>(names::watch(l, "element"), 0, 1);
-    if (cfg) {
-      const std::string rn = l == "embed" ? cfg->recipe.embed
-                             : l == "router" ? cfg->recipe.router
-                             : l == "fc1"   ? cfg->recipe.fc1
-                             : l == "fc2"   ? cfg->recipe.fc2
-                                            : cfg->recipe.head;
-      lm.recipe = QString::fromStdString(rn);
-      try {
-        const sim::Recipe rec = sim::make_recipe(rn, cfg->recipe);
+    std::string rn;
+    if (auto a = r.group_string_attribute(names::layer(l), trace::schema::kLayerRecipeAttr)) rn = *a;
+    else if (cfg) rn = recipe_of(*cfg, l);
+    lm.recipe = QString::fromStdString(rn);
+    if (!rn.empty()) {
+      try {  // a recorder's recipe options (stochastic rounding, ...) do not change block shapes
+        const sim::Recipe rec = sim::make_recipe(rn, cfg ? cfg->recipe : sim::RecipeConfig{});
         if (sim::is_quantized(rec)) {
           const auto& sp = sim::operand_specs(rec);
           // W [N, K] and x [M, K] along K, as stored; dy [M, N] along N; the wgrad operands
