@@ -174,3 +174,43 @@ def test_statistics_of_cuda_tensors_equal_the_cpus():
     assert mt.quant_stats(x.cuda(), q) == mt.quant_stats(x, r)
     for k, v in mt.block_stats(x.cuda(), q).items():
         assert torch.equal(v, mt.block_stats(x, r)[k]), k
+
+
+def _recorded_run(device, path, recipe):
+    """Three steps of two micro-batches of a two-layer expert block under the recorder."""
+    torch.manual_seed(5)
+    block = torch.nn.Module()
+    block.fc1 = mt.GroupedLinear(2, 64, 128, bias=False, recipe=recipe, fuse_wgrad_accumulation=True, device=device)
+    block.fc2 = mt.GroupedLinear(2, 128, 64, bias=False, recipe=recipe, device=device)
+    for w in block.fc1.weights():
+        w.main_grad = torch.zeros(w.shape, device=device)
+    opt = torch.optim.SGD(block.parameters(), lr=0.0625)  # a power of two: p - lr g rounds once on both devices
+    with mt.Recorder(block, path) as rec:
+        for step in range(1, 4):
+            for w in block.fc1.weights():
+                w.main_grad.zero_()
+            for mb in range(2):
+                x = sample((64, 64), 10 * step + mb).to(device)
+                y = block.fc2(torch.relu(block.fc1(x, [32, 32], mb == 0)), [32, 32], mb == 0)
+                y.square().mean().backward()
+            for w in block.fc1.weights():
+                w.grad = w.main_grad.clone()
+            opt.step()
+            opt.zero_grad()
+            rec.log(step, loss=float(step))
+
+
+@pytest.mark.parametrize("recipe", ["mxfp4", "mxfp8"])
+def test_recorder_on_cuda_writes_the_cpus_trace(tmp_path, recipe):
+    """Norms and oscillation metrics computed on the device (a context of the C interface) and
+    the statistics: every series of the CUDA run's trace equals the CPU run's, bit for bit."""
+    h5py = pytest.importorskip("h5py")
+    _recorded_run("cpu", tmp_path / "cpu.h5", recipe)
+    _recorded_run("cuda", tmp_path / "gpu.h5", recipe)
+    with h5py.File(tmp_path / "cpu.h5", "r") as a, h5py.File(tmp_path / "gpu.h5", "r") as b:
+        names = []
+        a.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
+        assert any(n.endswith("osc/flips_total") for n in names)
+        for n in names:
+            va, vb = a[n][()], b[n][()]
+            assert va.shape == vb.shape and va.tobytes() == vb.tobytes(), n
