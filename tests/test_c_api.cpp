@@ -417,3 +417,36 @@ TEST(CApi, RecorderWritesTheTraceOfItsPlan) {
   EXPECT_FALSE(std::ifstream(bad).good());
   EXPECT_FALSE(std::ifstream(bad + ".partial").good());
 }
+
+TEST(CApi, DeOscOfAHandBuiltHistory) {
+  // Three elements, windows of 2 observations after the seeding one, ratio 1/2 (Primus's rule:
+  // at a window end snap w = q where dist_w > 0 and dist_q / dist_w >= ratio):
+  //   element 0: w 1.125, 1.375, 1.125 with q 1, 1.5, 1: dist_w 0.5, dist_q 1 -> snaps to 1;
+  //   element 1: w 2, 2.125, 2.25 with q 2 throughout: dist_q 0 -> keeps 2.25;
+  //   element 2: w 5 throughout: dist_w 0 -> keeps 5.
+  mxsim_context* ctx = nullptr;
+  mxsim_deosc* d = nullptr;
+  mxsim_error e;
+  ASSERT_EQ(mxsim_context_create({kDLCPU, 0}, &ctx, &e), MXSIM_OK) << e.message;
+  ASSERT_EQ(mxsim_deosc_create(ctx, 2, 0.5f, &d, &e), MXSIM_OK) << e.message;
+  EXPECT_EQ(mxsim_deosc_create(ctx, 0, 0.5f, &d, &e), MXSIM_ERR_INVALID_ARGUMENT);
+  const float ws[3][3] = {{1.125f, 2.0f, 5.0f}, {1.375f, 2.125f, 5.0f}, {1.125f, 2.25f, 5.0f}};
+  const float qs[3][3] = {{1.0f, 2.0f, 5.0f}, {1.5f, 2.0f, 5.0f}, {1.0f, 2.0f, 5.0f}};
+  const int64_t want[3] = {-1, -1, 1};
+  std::vector<int64_t> shape{1, 3};
+  float w[3];
+  for (int s = 0; s < 3; ++s) {
+    float q[3];
+    std::copy(ws[s], ws[s] + 3, w);
+    std::copy(qs[s], qs[s] + 3, q);
+    DLTensor tw = view(w, shape, kF32), tq = view(q, shape, kF32);
+    int64_t snapped = 99;
+    ASSERT_EQ(mxsim_deosc_observe(d, "experts", &tw, &tq, nullptr, &snapped, &e), MXSIM_OK) << e.message;
+    EXPECT_EQ(snapped, want[s]) << s;
+  }
+  EXPECT_EQ(w[0], 1.0f);  // snapped in the caller's memory
+  EXPECT_EQ(w[1], 2.25f);
+  EXPECT_EQ(w[2], 5.0f);
+  mxsim_deosc_destroy(d);
+  mxsim_context_destroy(ctx);
+}

@@ -3,6 +3,7 @@
 // backend's front door (upload_native: a device-to-device copy on CUDA), so
 // that the recorder's norms and oscillation metrics are the backends' own ops,
 // the simulator's bits, with their state kept on the device.
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <string>
@@ -45,6 +46,11 @@ struct mxsim_context {
     be->upload_native(out, data_of(t), n * sizeof(float), stream);
     return out;
   }
+};
+
+struct mxsim_deosc {
+  mxsim_context* ctx = nullptr;
+  sim::DeOsc d;
 };
 
 struct mxsim_osc_metrics {
@@ -120,6 +126,44 @@ mxsim_status mxsim_osc_metrics_update(mxsim_osc_metrics* m, const char* name, co
                                     tq.shape().str() + " differ");
       const Backend::OscStep r = m->m.observe(*m->ctx->be, name, tw, tq);
       *out = {r.flips, r.flips_total, r.ema_mean, r.ema_frac_above, r.dist_ratio_mean};
+    });
+  });
+}
+
+mxsim_status mxsim_deosc_create(mxsim_context* ctx, int64_t period, float ratio, mxsim_deosc** out, mxsim_error* err) {
+  return guard(err, [&] {
+    const char* op = "mxsim_deosc_create";
+    if (!ctx || !out) throw std::invalid_argument(std::string(op) + ": ctx or out is NULL");
+    if (period < 1) throw std::invalid_argument(std::string(op) + ": period " + std::to_string(period) + " below 1");
+    if (!(ratio > 0.0f) || !std::isfinite(ratio))
+      throw std::invalid_argument(std::string(op) + ": ratio " + std::to_string(ratio) + " must be a positive number");
+    *out = new mxsim_deosc{ctx, sim::DeOsc(period, ratio, 0)};
+  });
+}
+
+void mxsim_deosc_destroy(mxsim_deosc* d) {
+  if (!d) return;
+  try {
+    d->ctx->run("mxsim_deosc_destroy", [&] { d->d = sim::DeOsc(1, 1.0f, 0); });  // frees its state there
+  } catch (...) {
+  }
+  delete d;
+}
+
+mxsim_status mxsim_deosc_observe(mxsim_deosc* d, const char* name, DLTensor* w, const DLTensor* q, void* stream,
+                                 int64_t* snapped, mxsim_error* err) {
+  return guard(err, [&] {
+    const char* op = "mxsim_deosc_observe";
+    if (!d || !name || !w || !q || !snapped) throw std::invalid_argument(std::string(op) + ": an argument is NULL");
+    d->ctx->run(op, [&] {
+      Tensor tw = d->ctx->import(*w, stream, op, "w", false);
+      const Tensor tq = d->ctx->import(*q, stream, op, "q", false);
+      if (!(tw.shape() == tq.shape()))
+        throw std::invalid_argument(std::string(op) + ": " + name + ": w " + tw.shape().str() + " and q " +
+                                    tq.shape().str() + " differ");
+      const std::optional<int64_t> n = d->d.observe(*d->ctx->be, name, tw, tq);
+      *snapped = n.value_or(-1);
+      if (n && *n > 0) d->ctx->be->download_native(tw, data_of(*w), tw.bytes(), stream);  // the snapped master back
     });
   });
 }

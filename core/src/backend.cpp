@@ -51,6 +51,7 @@ MXSIM_BACKEND_DEFAULTED_OPS(MXSIM_X)
 
 // ------------------------------------------------------------ the defaults of the second list
 void Backend::upload_native_impl(Tensor& t, const void* src, size_t bytes, void*) { upload(t, src, bytes); }
+void Backend::download_native_impl(const Tensor& t, void* dst, size_t bytes, void*) { download(t, dst, bytes); }
 
 void Backend::copy_range_impl(const Tensor& src, size_t so, Tensor& dst, size_t d_o, size_t count) {
   if (count == 0) return;

@@ -93,6 +93,12 @@ void Backend::check_upload_native(Tensor& t, const void* src, size_t bytes, void
     fail("upload_native", std::to_string(bytes) + " bytes for a tensor of " + std::to_string(t.bytes()));
   if (!src && bytes) fail("upload_native", "src is NULL");
 }
+void Backend::check_download_native(const Tensor& t, void* dst, size_t bytes, void*) {
+  need_handle(t, "download_native", "tensor");
+  if (bytes != t.bytes())
+    fail("download_native", std::to_string(bytes) + " bytes for a tensor of " + std::to_string(t.bytes()));
+  if (!dst && bytes) fail("download_native", "dst is NULL");
+}
 void Backend::check_download(const Tensor& t, void*, size_t bytes) {
   need_handle(t, "download", "tensor");
   if (bytes != t.bytes())

@@ -717,36 +717,45 @@ std::map<std::string, int64_t> DeOsc::step(Backend& be, const std::vector<Weight
     Tensor Q;  // the Q this run's de-oscillation uses
     if (edge_layout_) shard_edge_qdq(be, *w, *edge_layout_, edge_index_.at(w->name), Q);
     else Q = Qfull;
-    if (!s.seeded) {  // first observation only seeds
-      s.prev = be.alloc(DType::f32, w->shape());
-      be.copy(w->master, s.prev);
-      s.prev_q = Q;
-      s.dist_w = be.alloc(DType::f32, w->shape());
-      s.dist_q = be.alloc(DType::f32, w->shape());
-      be.fill_zero(s.dist_w);
-      be.fill_zero(s.dist_q);
-      s.snaps = be.alloc(DType::u32, w->shape());
-      be.fill_zero(s.snaps);
-      if (edge_layout_) {
-        s.full_prev_q = Qfull;
-        s.full_dist_q = be.alloc(DType::f32, w->shape());
-        be.fill_zero(s.full_dist_q);
-        edge_last_[w->name] = EdgeStep{count_differing(be, Q, Qfull), 0};
-      }
-      s.seeded = true;
-      continue;
+    if (edge_layout_ && !s.seeded) {  // the full-tensor QDQ's shadow state, seeded beside the weight's
+      s.full_prev_q = Qfull;
+      s.full_dist_q = be.alloc(DType::f32, w->shape());
+      be.fill_zero(s.full_dist_q);
+      edge_last_[w->name] = EdgeStep{count_differing(be, Q, Qfull), 0};
+    } else if (edge_layout_) {
+      edge_last_[w->name] = edge_observe(be, *w, s, Q, Qfull, s.step + 1 >= period_);
     }
-    const bool window_end = ++s.step >= period_;
-    if (edge_layout_) edge_last_[w->name] = edge_observe(be, *w, s, Q, Qfull, window_end);
     // snap: Q into the FP32 master (reaches the model at the next step's copy)
-    const int64_t cnt = be.deosc_update(w->master, Q, s.prev, s.prev_q, s.dist_w, s.dist_q, window_end, ratio_, &s.snaps);
-    if (window_end) {
-      s.step = 0;
-      snapped[w->name] = cnt;
-    }
-    if (cnt > 0) w->master_matches_model = false;
+    const std::optional<int64_t> cnt = observe(be, w->name, w->master, Q);
+    if (cnt) snapped[w->name] = *cnt;
+    if (cnt && *cnt > 0) w->master_matches_model = false;
   }
   return snapped;
+}
+
+std::optional<int64_t> DeOsc::observe(Backend& be, const std::string& name, Tensor& w, const Tensor& q) {
+  State& s = state_[name];
+  if (!s.seeded) {  // the first observation only seeds
+    s.prev = be.alloc(DType::f32, w.shape());
+    be.copy(w, s.prev);
+    s.prev_q = q;
+    s.dist_w = be.alloc(DType::f32, w.shape());
+    s.dist_q = be.alloc(DType::f32, w.shape());
+    be.fill_zero(s.dist_w);
+    be.fill_zero(s.dist_q);
+    s.snaps = be.alloc(DType::u32, w.shape());
+    be.fill_zero(s.snaps);
+    s.seeded = true;
+    return std::nullopt;
+  }
+  if (!(s.prev.shape() == w.shape()))
+    throw std::invalid_argument("de-oscillation of " + name + ": weight of shape " + w.shape().str() +
+                                ", earlier steps had " + s.prev.shape().str());
+  const bool window_end = ++s.step >= period_;
+  const int64_t cnt = be.deosc_update(w, q, s.prev, s.prev_q, s.dist_w, s.dist_q, window_end, ratio_, &s.snaps);
+  if (!window_end) return std::nullopt;
+  s.step = 0;
+  return cnt;
 }
 
 DeOsc::EdgeStep DeOsc::edge_observe(Backend& be, Weight& w, State& s, const Tensor& Q, const Tensor& Qfull,

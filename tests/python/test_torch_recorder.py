@@ -216,3 +216,40 @@ def test_compare_and_report_read_the_trace(tmp):
     assert p.returncode == 0, p.stderr
     for name in ("quant-block.fc1-w.png", "osc-block.fc2.png", "curves.png"):
         assert (tmp / "rep" / name).exists(), sorted(os.listdir(tmp / "rep"))
+
+
+def test_weight_deosc_of_a_hand_built_history_and_its_snaps_in_the_trace(tmp):
+    """One MXFP4 linear [1, 32] whose element 1 oscillates around the E2M1 grid point 1.25 (the
+    tile's scale fixed at 1 by element 0 = 6): W 1.125 (Q 1), 1.375 (Q 1.5), 1.125 (Q 1) ...
+    Each observation moves W by 0.25 and Q by 0.5, so dist_q / dist_w = 2. Element 2 drifts
+    upward inside one grid cell (2.125, 2.25, 2.375: Q stays 2, no snap). Period 2, ratio 2:
+    the window ending at the third observation snaps element 1 to its Q (1.0); one element.
+    With ratio 2.5 nothing snaps. Primus's rule (weight_deosc.py), worked by hand."""
+    for ratio, want_snaps, want_w1 in ((2.0, 1, 1.0), (2.5, 0, 1.125)):
+        lin = mt.Linear(32, 1, bias=False, recipe="mxfp4")
+        model = torch.nn.Sequential(lin)
+        deosc = mt.WeightDeOsc(model, period=2, ratio=ratio)
+        path = tmp / f"d{ratio}.h5"
+        ended = []
+        with mt.Recorder(model, path) as rec:
+            for step, (w1, w2) in enumerate([(1.125, 2.125), (1.375, 2.25), (1.125, 2.375)], 1):
+                lin(torch.zeros(32, 32)).sum().backward()
+                with torch.no_grad():  # the "optimizer step"
+                    w = torch.zeros(1, 32)
+                    w[0, 0], w[0, 1], w[0, 2] = 6.0, w1, w2
+                    lin.weight.copy_(w)
+                ended.append(deosc.step())
+                rec.log(step)
+        assert ended == [{}, {}, {"0": want_snaps}]
+        assert lin.weight[0, 1].item() == want_w1 and lin.weight[0, 2].item() == 2.375
+        with h5py.File(path, "r") as f:
+            assert list(f["/layers/0/deosc/snapped"][:]) == [0, 0, want_snaps]
+        deosc.close()
+
+
+def test_weight_deosc_is_eligible_by_recipe_only():
+    fp8 = torch.nn.Sequential(mt.Linear(32, 8, recipe="mxfp8"))
+    with pytest.raises(ValueError, match="no MXFP4 mxsim.torch linear"):
+        mt.WeightDeOsc(fp8)
+    mixed = torch.nn.Sequential(mt.Linear(32, 8, recipe="mxfp8"), mt.Linear(8, 8, recipe="mxfp4"))
+    assert [n for n, _ in mt.WeightDeOsc(mixed).modules] == ["1"]

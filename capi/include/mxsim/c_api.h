@@ -428,6 +428,23 @@ MXSIM_C_EXPORT mxsim_status mxsim_osc_metrics_update(mxsim_osc_metrics* m, const
                                                      const DLTensor* q, void* stream, mxsim_osc_step* out,
                                                      mxsim_error* err);
 
+/** Primus's weight de-oscillation (the simulator's DeOsc: docs/simulator.md
+ * "De-oscillation"; hd::deosc_observe / deosc_window_end) of named weights,
+ * its state on the context's device: windows of `period` observations, snap
+ * when dist_q / max(dist_w, 1e-12) >= ratio. */
+typedef struct mxsim_deosc mxsim_deosc;
+MXSIM_C_EXPORT mxsim_status mxsim_deosc_create(mxsim_context* ctx, int64_t period, float ratio, mxsim_deosc** out,
+                                               mxsim_error* err);
+/** NULL is a no-op. Destroy it before its context. */
+MXSIM_C_EXPORT void mxsim_deosc_destroy(mxsim_deosc* d);
+/** One observation of weight `name`: w (float32 master, read and, where an
+ * element snaps, written in place: w = q) and q (float32, w's shape: its MXFP4
+ * forward QDQ), on the context's device, ordered on `stream`. The first
+ * observation of a name seeds its state. *snapped: the elements snapped at a
+ * window end, -1 when this observation ended no window. */
+MXSIM_C_EXPORT mxsim_status mxsim_deosc_observe(mxsim_deosc* d, const char* name, DLTensor* w, const DLTensor* q,
+                                                void* stream, int64_t* snapped, mxsim_error* err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -117,6 +117,10 @@ class Backend {
   //   src_stream (a cudaStream_t / hipStream_t; NULL the legacy default stream): a GPU backend
   //   copies device to device after that stream's work, without a host round trip or a wait of
   //   the host. The default (host-memory backends) reads host memory: upload.
+  // download_native(t, dst, bytes, dst_stream): the reverse: t into memory of the backend's own
+  //   kind at dst, ordered before the work the caller queues on dst_stream afterwards (a GPU
+  //   backend: a device copy on its stream that dst_stream then waits for; the host never waits).
+  //   The default: download.
   // fill_zero(t): every element = 0 (+0.0 for f32).
   // download(q) / upload(q) / download(grouped q): the host form of a quantized tensor (files, tests) and back.
   //

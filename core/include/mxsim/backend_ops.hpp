@@ -151,6 +151,8 @@
 #define MXSIM_BACKEND_DEFAULTED_OPS(X)                                                                     \
   X(Memory, upload_native, upload_native, "upload (native memory)", void,                          \
     (Tensor & t, const void* src, size_t bytes, void* src_stream), (t, src, bytes, src_stream))            \
+  X(Memory, download_native, download_native, "download (native memory)", void,                            \
+    (const Tensor& t, void* dst, size_t bytes, void* dst_stream), (t, dst, bytes, dst_stream))             \
   X(Memory, copy_range, copy_range, "copy_range", void,                                                    \
     (const Tensor& src, size_t src_offset, Tensor& dst, size_t dst_offset, size_t count),                  \
     (src, src_offset, dst, dst_offset, count))                                                             \

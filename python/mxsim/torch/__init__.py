@@ -24,7 +24,7 @@ from . import _capi
 
 __all__ = ["Spec", "spec", "QuantizedTensor", "quantize", "quantize_grouped_colwise", "dequantize", "qdq",
            "grouped_gemm", "quant_stats", "block_stats", "scale_exp_histogram", "has_gpu", "version", "LinearRecipe",
-           "DelayedScaling", "GroupedLinear", "Linear", "convert", "from_torchao", "from_te", "to_te", "Recorder"]
+           "DelayedScaling", "GroupedLinear", "Linear", "convert", "from_torchao", "from_te", "to_te", "Recorder", "WeightDeOsc"]
 
 
 def __getattr__(name):
@@ -38,6 +38,9 @@ def __getattr__(name):
     if name == "Recorder":
         from . import recorder
         return recorder.Recorder
+    if name == "WeightDeOsc":
+        from . import deosc
+        return deosc.WeightDeOsc
     raise AttributeError(f"module 'mxsim.torch' has no attribute {name!r}")
 
 

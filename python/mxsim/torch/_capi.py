@@ -204,6 +204,11 @@ def _declare(h):
         "mxsim_osc_metrics_create": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_float, ctypes.c_int64, P(ctypes.c_void_p),
                                                     P(Error)]),
         "mxsim_osc_metrics_destroy": (None, [ctypes.c_void_p]),
+        "mxsim_deosc_create": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int64, ctypes.c_float, P(ctypes.c_void_p),
+                                              P(Error)]),
+        "mxsim_deosc_destroy": (None, [ctypes.c_void_p]),
+        "mxsim_deosc_observe": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, P(DLTensor), P(DLTensor),
+                                               ctypes.c_void_p, P(ctypes.c_int64), P(Error)]),
         "mxsim_osc_metrics_update": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, P(DLTensor), P(DLTensor),
                                                     ctypes.c_void_p, P(OscStep), P(Error)]),
     }

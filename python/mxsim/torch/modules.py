@@ -177,6 +177,7 @@ class GroupedLinear(torch.nn.Module):
         self._backward_calls = 0
         self._cache = _WeightCache()
         self._tap = None  # a Recorder's view of this module (recorder.py), or None
+        self._deosc = None  # the WeightDeOsc that observes this module (deosc.py), or None
         dtype = params_dtype or torch.get_default_dtype()
         for g in range(self.num_gemms):
             w, b = _params[g] if _params else (None, None)

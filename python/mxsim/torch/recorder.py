@@ -241,6 +241,8 @@ class Recorder:
                     r.quant[o] = qs
                     r.scale_exp_hist[o] = h
                 r.osc = self._osc(t)
+            if t.mod._deosc is not None:  # WeightDeOsc.step ran before this log: its window's snaps
+                r.snapped = t.mod._deosc.snapped_of(t.mod)
         vals = (ctypes.c_double * max(len(names), 1))(*[_num(scalars.get(k, _NAN)) for k in names])
         row = _capi.StepRow(int(step), _num(loss), _num(lr), vals, rows)
         _capi.call(self._lib.mxsim_recorder_append, self._handle, ctypes.byref(row))
@@ -308,7 +310,7 @@ class Recorder:
             enc = [t.name.encode(), m.recipe.name.encode(), type(m).__name__.encode()]
             keep += enc
             layer_plans[i] = _capi.LayerPlan(enc[0], enc[1], enc[2], m.num_gemms, m.out_features, m.in_features,
-                                             int(t.quantized), 0)
+                                             int(t.quantized), int(m._deosc is not None))
         enc_names = [n.encode() for n in names]
         arr = (ctypes.c_char_p * max(len(names), 1))(*enc_names)
         cfg = _config_toml(self, micro_batches, names).encode()

@@ -280,6 +280,12 @@ class DeOsc {
   /// every `period` observations after that a window ends. Returns snapped
   /// element counts per weight name for the weights whose window ended.
   std::map<std::string, int64_t> step(Backend& be, const std::vector<Weight*>& ws, Step n);
+  /// One observation of the weight called `name`: master w (f32; snapped elements are set to
+  /// their Q in place) and its MXFP4 forward QDQ q (f32, w's shape). The first observation seeds;
+  /// then every `period`-th ends a window: returns its snapped count (nullopt between window
+  /// ends). step() observes the simulator's eligible weights through it; the C interface's
+  /// mxsim_deosc_observe (mxsim.torch.WeightDeOsc) observes a PyTorch model's.
+  std::optional<int64_t> observe(Backend& be, const std::string& name, Tensor& w, const Tensor& q);
   struct State {
     Tensor prev, prev_q, dist_w, dist_q;
     /// Shard-edge runs only: prev_q and dist_q of the full-tensor QDQ, to count the snap
