@@ -351,7 +351,14 @@ void CurvesView::redraw() {
     if (any) {
       plot->rescaleAxes();
       const QCPRange yr = plot->yAxis->range();
-      plot->yAxis->setRange(yr.lower - 0.05 * yr.size(), yr.upper + 0.05 * yr.size());
+      const double mag = std::max(std::fabs(yr.lower), std::fabs(yr.upper));
+      if (yr.size() <= 1e-9 * mag || yr.size() == 0) {
+        // A flat series (a constant learning rate): the smoothing's rounding noise would fill the axis.
+        const double half = mag > 0 ? 0.01 * mag : 0.5;
+        plot->yAxis->setRange(yr.center() - half, yr.center() + half);
+      } else {
+        plot->yAxis->setRange(yr.lower - 0.05 * yr.size(), yr.upper + 0.05 * yr.size());
+      }
     }
     if (std::isfinite(marker)) set_step_marker(plot, marker);
     set_title(plot, p.series.join(", "));

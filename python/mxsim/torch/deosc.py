@@ -29,12 +29,15 @@ class WeightDeOsc:
     """De-oscillation of every eligible ``mxsim.torch`` linear of ``model`` (see the module
     docstring). Args: period (observations per window, default 200), ratio (the snap threshold
     on dist_q / dist_w, default 4.0), start_step (the first step observed, default 0: Primus's
-    defaults). ``step(step=None)`` observes once (step: the global optimizer step, 1-based;
+    defaults), masters (optional {parameter: FP32 master tensor of its shape}: Megatron's
+    arrangement of BF16 parameters with FP32 masters in the optimizer; de-oscillation observes and
+    snaps the masters, as Primus's does, and the next master-to-parameter copy carries the snap
+    to the model; default: the parameters themselves). ``step(step=None)`` observes once (step: the global optimizer step, 1-based;
     None counts the calls) and returns {module name: elements snapped} for the windows that
     ended. ``snapped_last`` holds the last step's counts (0 where no window ended).
     Raises ValueError when the model has no eligible module."""
 
-    def __init__(self, model, period=200, ratio=4.0, start_step=0):
+    def __init__(self, model, period=200, ratio=4.0, start_step=0, masters=None):
         if int(period) < 1 or not float(ratio) > 0 or int(start_step) < 0:
             raise ValueError(f"WeightDeOsc: period {period} must be >= 1, ratio {ratio} > 0, start_step "
                              f"{start_step} >= 0")
@@ -46,6 +49,11 @@ class WeightDeOsc:
                              "is eligible by recipe: mxfp4 only)")
         for _, m in self.modules:
             m._deosc = self
+        self._masters = dict(masters) if masters else {}
+        for p, m in self._masters.items():
+            if m.shape != p.shape or m.dtype != torch.float32 or m.device != p.device:
+                raise ValueError(f"WeightDeOsc: a master must be float32 of its parameter's shape and device; got "
+                                 f"{m.dtype} {list(m.shape)} on {m.device} for {p.dtype} {list(p.shape)} on {p.device}")
         self.snapped_last = {n: 0 for n, _ in self.modules}
         self._name_of = {id(m): n for n, m in self.modules}
         self._calls = 0
@@ -70,7 +78,7 @@ class WeightDeOsc:
             return {}
         ended = {}
         for name, m in self.modules:
-            ws = m.weights()
+            ws = [self._masters.get(w, w) for w in m.weights()]
             W = _stack(ws).float().contiguous()
             Q = dequantize(quantize(W.bfloat16(), spec=m.recipe.spec("w"))).contiguous()
             out = ctypes.c_int64()
@@ -79,7 +87,7 @@ class WeightDeOsc:
             if out.value >= 0:
                 ended[name] = out.value
                 self.snapped_last[name] = out.value
-                if out.value > 0:  # the snapped masters into the parameters
+                if out.value > 0:  # the snapped masters into the parameters (or the given masters)
                     for g, w in enumerate(ws):
                         w.copy_(W[g])
         return ended
