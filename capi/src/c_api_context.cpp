@@ -25,8 +25,9 @@ struct mxsim_context {
     else f();
   }
   /// A backend tensor holding the caller's float32 tensor t (rank 1 to 3; with flat, any rank
-  /// as one row), read after the work queued on `stream`.
-  Tensor import(const DLTensor& t, void* stream, const char* op, const char* what, bool flat) {
+  /// as one row; with `as`, that shape of t's elements), read after the work queued on `stream`.
+  Tensor import(const DLTensor& t, void* stream, const char* op, const char* what, bool flat,
+                const Shape* as = nullptr) {
     if (t.device.device_type != device.device_type ||
         (device.device_type == kDLCUDA && t.device.device_id != device.device_id))
       throw std::invalid_argument(std::string(op) + ": " + what + " is on another device than the context");
@@ -34,7 +35,12 @@ struct mxsim_context {
     check_contiguous(t, op, what);
     const size_t n = numel(t, op, what);
     Shape s{n};
-    if (!flat) {
+    if (as) {
+      if (as->numel() != n)
+        throw std::invalid_argument(std::string(op) + ": " + what + " holds " + std::to_string(n) + " elements, " +
+                                    as->str() + " expected");
+      s = *as;
+    } else if (!flat) {
       if (t.ndim < 1 || t.ndim > 3)
         throw std::invalid_argument(std::string(op) + ": " + what + " has rank " + std::to_string(t.ndim) +
                                     "; takes rank 1 to 3");
@@ -89,6 +95,41 @@ mxsim_status mxsim_l2_norm(mxsim_context* ctx, const DLTensor* x, void* stream, 
     const char* op = "mxsim_l2_norm";
     if (!ctx || !x || !out) throw std::invalid_argument(std::string(op) + ": ctx, x or out is NULL");
     ctx->run(op, [&] { *out = ctx->be->l2_norm(ctx->import(*x, stream, op, "x", true)); });
+  });
+}
+
+mxsim_status mxsim_context_quant_stats(mxsim_context* ctx, const DLTensor* x, const mxsim_qtensor* q, void* stream,
+                                       mxsim_qstats* out, uint64_t* hist, mxsim_error* err) {
+  return guard(err, [&] {
+    const char* op = "mxsim_context_quant_stats";
+    if (!ctx || !x || !q || !out) throw std::invalid_argument(std::string(op) + ": ctx, x, q or out is NULL");
+    const GemmOperandDesc d = desc_of(*q, op, "q");
+    const hd::QuantLayout& L = d.layout;
+    ctx->run(op, [&] {
+      Backend& be = *ctx->be;
+      const Shape want = L.groups > 1 ? Shape{L.groups, L.rows, L.cols} : Shape{L.rows, L.cols};
+      const Tensor tx = ctx->import(*x, stream, op, "x", false, &want);  // q's logical shape
+      Backend::NativeQuantized n;
+      n.spec = d.spec;
+      n.groups = L.groups, n.rows = L.rows, n.cols = L.cols;
+      n.transposed = L.transposed;
+      n.divides_by_scale = d.spec.scale_convention == ScaleConvention::TorchaoTraining;
+      n.data = data_of(q->data);
+      n.scales = data_of(q->scale);
+      n.tensor_scale_inv = q->tensor_scale ? data_of(*q->tensor_scale) : nullptr;
+      const QTensor bq = be.upload_native(n, stream);
+      QuantStats s;
+      ScaleExpCounts h{};
+      {
+        const DeferredScope scope(be);
+        be.quant_stats_deferred(tx, bq, &s);
+        if (hist) be.scale_exp_histogram_deferred(bq, &h);
+        be.resolve_deferred();
+      }
+      *out = mxsim_qstats{s.count, s.nonfinite_in, s.nan_out, s.underflow, s.saturated,
+                          s.mse, s.max_abs_err, s.signal_power, s.sqnr_db};
+      if (hist) std::copy(h.begin(), h.end(), hist);
+    });
   });
 }
 

@@ -2,11 +2,14 @@
 // from the caller becomes core's RunPlan, and core's TraceRecorder (the one the
 // simulator writes with) declares the series, queues the rows and writes them
 // on its writer thread. The C layer only checks the caller's arrays.
+#include <map>
 #include <memory>
+#include <vector>
 #include <optional>
 #include <string>
 
 #include "c_api_internal.hpp"
+#include "mxsim/io/safetensors.hpp"
 #include "mxsim/sim/recorder.hpp"
 
 using namespace mxsim;
@@ -135,6 +138,49 @@ mxsim_status mxsim_recorder_close(mxsim_recorder* r, mxsim_error* err) {
       throw;
     }
     r->rec.reset();
+  });
+}
+
+mxsim_status mxsim_save_safetensors(const char* path, size_t n, const char* const* names, const char* const* dtypes,
+                                    const int64_t* const* shapes, const int32_t* ndims, const DLTensor* const* tensors,
+                                    size_t n_meta, const char* const* meta_keys, const char* const* meta_values,
+                                    mxsim_error* err) {
+  return guard(err, [&] {
+    const char* op = "mxsim_save_safetensors";
+    if (!path || (n && (!names || !dtypes || !shapes || !ndims || !tensors)) || (n_meta && (!meta_keys || !meta_values)))
+      throw std::invalid_argument(std::string(op) + ": a NULL argument");
+    std::vector<io::RawTensor> ts;
+    for (size_t i = 0; i < n; ++i) {
+      const std::string name = names[i] ? names[i] : "";
+      io::RawTensor t;
+      t.name = name;
+      if (!dtypes[i] || !io::dtype_from_name(dtypes[i], t.dtype))
+        throw std::invalid_argument(std::string(op) + ": " + name + ": unknown safetensors dtype " +
+                                    (dtypes[i] ? dtypes[i] : "NULL"));
+      for (int32_t d = 0; d < ndims[i]; ++d) {
+        if (shapes[i][d] < 0) throw std::invalid_argument(std::string(op) + ": " + name + ": a negative extent");
+        t.shape.push_back(size_t(shapes[i][d]));
+      }
+      const DLTensor& src = *tensors[i];
+      if (src.device.device_type != kDLCPU)
+        throw std::invalid_argument(std::string(op) + ": " + name + " is not a CPU tensor");
+      check_contiguous(src, op, name.c_str());
+      const size_t bytes = numel(src, op, name.c_str()) * ((src.dtype.bits * src.dtype.lanes + 7) / 8);
+      const size_t want = io::byte_count(t.dtype, t.numel());
+      if (bytes != want)
+        throw std::invalid_argument(std::string(op) + ": " + name + ": " + std::to_string(bytes) + " bytes for " +
+                                    dtypes[i] + " " + t.shape_str() + " (" + std::to_string(want) + " bytes)");
+      const auto* p = static_cast<const uint8_t*>(data_of(src));
+      t.bytes.assign(p, p + bytes);
+      ts.push_back(std::move(t));
+    }
+    std::map<std::string, std::string> meta;
+    for (size_t i = 0; i < n_meta; ++i) meta[meta_keys[i] ? meta_keys[i] : ""] = meta_values[i] ? meta_values[i] : "";
+    try {
+      io::write_safetensors(path, ts, meta);
+    } catch (const io::IoError& e) {
+      throw std::invalid_argument(std::string(op) + ": " + e.what());
+    }
   });
 }
 

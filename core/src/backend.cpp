@@ -51,6 +51,19 @@ MXSIM_BACKEND_DEFAULTED_OPS(MXSIM_X)
 
 // ------------------------------------------------------------ the defaults of the second list
 void Backend::upload_native_impl(Tensor& t, const void* src, size_t bytes, void*) { upload(t, src, bytes); }
+QTensor Backend::upload_native_impl(const NativeQuantized& n, void*) {
+  QuantizedTensor q =
+      allocate_quantized(n.spec, hd::quant_layout(n.spec, n.groups, n.rows, n.cols, n.transposed ? Axis::Rows : Axis::Cols));
+  if (q.data.size()) std::memcpy(q.data.data(), n.data, q.data.size());
+  if (n.spec.scale_kind == ScaleKind::FP32) {
+    if (q.scale_inv.size()) std::memcpy(q.scale_inv.data(), n.scales, q.scale_inv.size() * sizeof(float));
+    if (n.divides_by_scale) q.fp32_scale_use = Fp32ScaleUse::DivideByScale;
+  } else if (q.scale_bytes.size()) {
+    std::memcpy(q.scale_bytes.data(), n.scales, q.scale_bytes.size());
+  }
+  if (n.tensor_scale_inv) std::memcpy(&q.tensor_scale_inv, n.tensor_scale_inv, sizeof(float));
+  return upload(q);
+}
 void Backend::download_native_impl(const Tensor& t, void* dst, size_t bytes, void*) { download(t, dst, bytes); }
 
 void Backend::copy_range_impl(const Tensor& src, size_t so, Tensor& dst, size_t d_o, size_t count) {

@@ -93,6 +93,12 @@ void Backend::check_upload_native(Tensor& t, const void* src, size_t bytes, void
     fail("upload_native", std::to_string(bytes) + " bytes for a tensor of " + std::to_string(t.bytes()));
   if (!src && bytes) fail("upload_native", "src is NULL");
 }
+void Backend::check_upload_native_q(const NativeQuantized& q, void*) {
+  const hd::QuantLayout L = hd::quant_layout(q.spec, q.groups, q.rows, q.cols, q.transposed ? Axis::Rows : Axis::Cols);
+  if ((L.data_bytes() && !q.data) || (L.scale_count() && !q.scales))
+    fail("upload_native", "a quantized tensor's codes or scales are NULL");
+  if (q.spec.scale_kind == ScaleKind::UE4M3 && !q.tensor_scale_inv) fail("upload_native", "NVFP4's tensor scale is NULL");
+}
 void Backend::check_download_native(const Tensor& t, void* dst, size_t bytes, void*) {
   need_handle(t, "download_native", "tensor");
   if (bytes != t.bytes())

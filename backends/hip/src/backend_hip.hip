@@ -181,18 +181,56 @@ void HipBackend::copy_into_impl(const Tensor& src, Tensor& dst, size_t offset) {
     MXSIM_HIP_CHECK(hipMemcpyAsync(static_cast<std::byte*>(raw(dst, "copy_into", "dst")) + offset * dtype_size(dst.dtype()),
                                    raw(src, "copy_into", "src"), src.bytes(), hipMemcpyDeviceToDevice, stream_));
 }
+namespace {
+/// `later` waits for the work queued on `first` so far (an event: the host never waits).
+void order_after(hipStream_t first, hipStream_t later) {
+  hipEvent_t ready = nullptr;
+  MXSIM_HIP_CHECK(hipEventCreateWithFlags(&ready, hipEventDisableTiming));
+  const hipError_t e1 = hipEventRecord(ready, first);
+  const hipError_t e2 = e1 == hipSuccess ? hipStreamWaitEvent(later, ready, 0) : e1;
+  (void)hipEventDestroy(ready);  // released once the wait is satisfied
+  MXSIM_HIP_CHECK(e2);
+}
+}  // namespace
+
 void HipBackend::upload_native_impl(Tensor& t, const void* src, size_t bytes, void* src_stream) {
   void* dst = raw(t, "upload_native", "tensor");
   if (bytes == 0) return;
-  // The caller's stream's work first (an event, so the host never waits), then a device copy
-  // on this backend's stream.
-  hipEvent_t ready = nullptr;
-  MXSIM_HIP_CHECK(hipEventCreateWithFlags(&ready, hipEventDisableTiming));
-  const hipError_t e1 = hipEventRecord(ready, static_cast<hipStream_t>(src_stream));
-  const hipError_t e2 = e1 == hipSuccess ? hipStreamWaitEvent(stream_, ready, 0) : e1;
-  (void)hipEventDestroy(ready);  // released once the wait is satisfied
-  MXSIM_HIP_CHECK(e2);
+  order_after(static_cast<hipStream_t>(src_stream), stream_);  // the caller's writes of src first
   MXSIM_HIP_CHECK(hipMemcpyAsync(dst, src, bytes, hipMemcpyDeviceToDevice, stream_));
+}
+
+QTensor HipBackend::upload_native_impl(const NativeQuantized& n, void* src_stream) {
+  if (n.divides_by_scale)  // the device kernels apply FP32 values as scale_inv only (numerics.md §2.4)
+    throw std::invalid_argument("upload_native: FP32 scales that divide (torchao Float8TrainingTensor) are not "
+                                "supported on the GPU backend");
+  DeviceQuantized d = alloc_quantized(n.spec, n.groups, n.rows, n.cols, n.transposed ? Axis::Rows : Axis::Cols,
+                                      "a caller's quantized tensor");
+  const hd::QuantLayout& L = d.t.layout;
+  const bool fp32 = n.spec.scale_kind == ScaleKind::FP32;
+  order_after(static_cast<hipStream_t>(src_stream), stream_);
+  if (L.data_bytes()) MXSIM_HIP_CHECK(hipMemcpyAsync(d.t.data, n.data, L.data_bytes(), hipMemcpyDeviceToDevice, stream_));
+  if (L.scale_count())
+    MXSIM_HIP_CHECK(hipMemcpyAsync(fp32 ? static_cast<void*>(d.t.scale_inv) : static_cast<void*>(d.t.scale_bytes),
+                                   n.scales, L.scale_count() * (fp32 ? sizeof(float) : 1), hipMemcpyDeviceToDevice,
+                                   stream_));
+  if (n.tensor_scale_inv)
+    MXSIM_HIP_CHECK(hipMemcpyAsync(d.t.tensor_scale_inv, n.tensor_scale_inv, sizeof(float), hipMemcpyDeviceToDevice,
+                                   stream_));
+  else {  // 1 for every kind but NVFP4 (a static source: the copy may outlive this call)
+    static const float one = 1.0f;
+    MXSIM_HIP_CHECK(hipMemcpyAsync(d.t.tensor_scale_inv, &one, sizeof one, hipMemcpyHostToDevice, stream_));
+  }
+  return QTensor(std::make_shared<HipQBuffer>(this, std::move(d)), n.spec, n.groups, n.rows, n.cols, n.transposed);
+}
+
+void HipBackend::download_native_impl(const Tensor& t, void* dst, size_t bytes, void* dst_stream) {
+  const void* src = raw(t, "download_native", "tensor");
+  if (bytes == 0) return;
+  // The caller's earlier work on dst first, then the copy, then the caller's later work.
+  order_after(static_cast<hipStream_t>(dst_stream), stream_);
+  MXSIM_HIP_CHECK(hipMemcpyAsync(dst, src, bytes, hipMemcpyDeviceToDevice, stream_));
+  order_after(stream_, static_cast<hipStream_t>(dst_stream));
 }
 
 void HipBackend::copy_range_impl(const Tensor& src, size_t so, Tensor& dst, size_t d_o, size_t count) {

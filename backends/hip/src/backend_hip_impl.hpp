@@ -60,6 +60,8 @@ class HipBackend final : public Backend {
   // defaults compute at once or stage through the host).
   void copy_range_impl(const Tensor& src, size_t src_offset, Tensor& dst, size_t dst_offset, size_t count) override;
   void upload_native_impl(Tensor& t, const void* src, size_t bytes, void* src_stream) override;
+  void download_native_impl(const Tensor& t, void* dst, size_t bytes, void* dst_stream) override;
+  QTensor upload_native_impl(const NativeQuantized& q, void* src_stream) override;
   void l2_norm_deferred_impl(const Tensor& x, double* dst) override;
   void quant_stats_deferred_impl(const Tensor& x, const QTensor& q, QuantStats* dst) override;
   void scale_exp_histogram_deferred_impl(const QTensor& q, ScaleExpCounts* dst) override;

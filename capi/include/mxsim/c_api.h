@@ -412,6 +412,15 @@ MXSIM_C_EXPORT void mxsim_context_destroy(mxsim_context* ctx);
 MXSIM_C_EXPORT mxsim_status mxsim_l2_norm(mxsim_context* ctx, const DLTensor* x, void* stream, double* out,
                                           mxsim_error* err);
 
+/** quant_stats and the scale exponent histogram of q against its source x
+ * (as mxsim_quant_stats and mxsim_scale_exp_histogram) computed by the
+ * context's backend on its device: x (float32, q's logical shape) and q are
+ * copied there (on CUDA device to device), the results are host values (one
+ * wait for both). hist: NULL or 256 counts. */
+MXSIM_C_EXPORT mxsim_status mxsim_context_quant_stats(mxsim_context* ctx, const DLTensor* x, const mxsim_qtensor* q,
+                                                      void* stream, mxsim_qstats* out, uint64_t* hist,
+                                                      mxsim_error* err);
+
 /** The oscillation metrics of Nagel et al. 2022 (arXiv:2203.11086) of named
  * weights, as the simulator keeps them (sim/model.hpp OscMetrics): EMA
  * momentum, and DistRatio's window of `period` steps. */
@@ -444,6 +453,19 @@ MXSIM_C_EXPORT void mxsim_deosc_destroy(mxsim_deosc* d);
  * window end, -1 when this observation ended no window. */
 MXSIM_C_EXPORT mxsim_status mxsim_deosc_observe(mxsim_deosc* d, const char* name, DLTensor* w, const DLTensor* q,
                                                 void* stream, int64_t* snapped, mxsim_error* err);
+
+/** Writes CPU tensors to a .safetensors file (core's writer: header padded to
+ * 8 bytes, tensors back to back in the order given): names[i], dtypes[i] in
+ * safetensors spelling ("F32", "BF16", "U8", "F8_E8M0", "F4", ...) with the
+ * logical shape shapes[i] (ndims[i] extents), the bytes of tensors[i] (any
+ * dtype, C-contiguous; their size must be the dtype's bytes for that shape),
+ * and string metadata. The file is written whole or not at all. The kernel
+ * checker writes its replay files with it (mxsim.torch.check_*). */
+MXSIM_C_EXPORT mxsim_status mxsim_save_safetensors(const char* path, size_t n, const char* const* names,
+                                                   const char* const* dtypes, const int64_t* const* shapes,
+                                                   const int32_t* ndims, const DLTensor* const* tensors,
+                                                   size_t n_meta, const char* const* meta_keys,
+                                                   const char* const* meta_values, mxsim_error* err);
 
 #ifdef __cplusplus
 }

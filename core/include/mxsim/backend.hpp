@@ -84,6 +84,20 @@ class Backend {
     uint64_t flips = 0, flips_total = 0;
     double ema_mean = 0, ema_frac_above = 0, dist_ratio_mean = 0;
   };
+  /// A quantized tensor in memory of the backend's own kind that the backend does not own (a
+  /// caller's: torch tensors' storage), laid out as QuantizedTensor: hd::quant_layout of spec
+  /// over the logical [groups, rows, cols], blocks along the columns (transposed: along the
+  /// rows, codes stored transposed); codes, block scales (bytes, or FP32 scale_inv) and, for
+  /// NVFP4, the FP32 tensor scale (else nullptr).
+  struct NativeQuantized {
+    QuantSpec spec;
+    size_t groups = 1, rows = 0, cols = 0;
+    bool transposed = false;
+    bool divides_by_scale = false;  ///< FP32 scales that divide (torchao Float8TrainingTensor)
+    const void* data = nullptr;
+    const void* scales = nullptr;
+    const void* tensor_scale_inv = nullptr;
+  };
   /// What the trace's watched elements (trace.watch_elements) record of a
   /// quantized tensor, for elements idx (flat indices into q's logical
   /// [G, rows, cols]): [idx.size()] each.
@@ -117,6 +131,9 @@ class Backend {
   //   src_stream (a cudaStream_t / hipStream_t; NULL the legacy default stream): a GPU backend
   //   copies device to device after that stream's work, without a host round trip or a wait of
   //   the host. The default (host-memory backends) reads host memory: upload.
+  // upload_native(q, src_stream): a backend QTensor holding a copy of the caller's quantized tensor q
+  //   (NativeQuantized), read as upload_native reads: the statistics of a caller's quantization
+  //   through the backend's own ops. The default reads host memory and uploads it.
   // download_native(t, dst, bytes, dst_stream): the reverse: t into memory of the backend's own
   //   kind at dst, ordered before the work the caller queues on dst_stream afterwards (a GPU
   //   backend: a device copy on its stream that dst_stream then waits for; the host never waits).

@@ -151,6 +151,8 @@
 #define MXSIM_BACKEND_DEFAULTED_OPS(X)                                                                     \
   X(Memory, upload_native, upload_native, "upload (native memory)", void,                          \
     (Tensor & t, const void* src, size_t bytes, void* src_stream), (t, src, bytes, src_stream))            \
+  X(Memory, upload_native_q, upload_native, "upload quantized (native)", QTensor,                          \
+    (const NativeQuantized& q, void* src_stream), (q, src_stream))                                         \
   X(Memory, download_native, download_native, "download (native memory)", void,                            \
     (const Tensor& t, void* dst, size_t bytes, void* dst_stream), (t, dst, bytes, dst_stream))             \
   X(Memory, copy_range, copy_range, "copy_range", void,                                                    \

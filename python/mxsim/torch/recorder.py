@@ -34,16 +34,15 @@ as ``/train/<name>`` (f64). The file is created at the first ``log`` (the number
 micro-batches is then known); a later step with another number of micro-batches, or a scalar
 the first step did not name (pass ``scalars=`` to declare more), is a ValueError.
 
-Where the statistics run: norms and oscillation metrics on the layer's device (a context of
-the C interface, its state kept there: on CUDA no host copy); quant_stats of CUDA operands are
-copied to the host for now (micro-batch 0 only; docs/torch.md), the scale histogram copies only
-the scales.
+Where the statistics run: on the layer's device, by the backend's own ops (a context of the
+C interface: the operands are copied device to device, the oscillation state is kept there;
+on CUDA no tensor reaches the host, only the statistics' few numbers).
 """
 import ctypes
 
 import torch
 
-from . import _capi, dequantize, quant_stats, quantize, scale_exp_histogram
+from . import _capi, dequantize, quantize
 from .modules import GroupedLinear, _stack
 
 __all__ = ["Recorder"]
@@ -87,6 +86,16 @@ class _Context:
         _capi.call(self.lib.mxsim_l2_norm, self.handle, ctypes.byref(_dl(t, "x")), _stream(t), ctypes.byref(out))
         return out.value
 
+    def quant_stats(self, x, q):
+        """(QStats, int64 tensor [256]) of q against x, computed on this context's device."""
+        from . import _dl, _stream
+        x = x.detach().float().contiguous()
+        out, hist = _capi.QStats(), (ctypes.c_uint64 * 256)()
+        cq = q._c()
+        _capi.call(self.lib.mxsim_context_quant_stats, self.handle, ctypes.byref(_dl(x, "x")), ctypes.byref(cq),
+                   _stream(x), ctypes.byref(out), hist)
+        return out, torch.tensor(list(hist), dtype=torch.int64)
+
     def osc_update(self, name, w, q):
         from . import _dl, _stream
         w, q = w.detach().float().contiguous(), q.contiguous()
@@ -111,11 +120,7 @@ class _Tap:
         self.stats = {r: None for r in _ROLES}  # (QStats, hist) of micro-batch 0
 
     def _record(self, role, src, q):
-        s = quant_stats(src, q)
-        c = _capi.QStats()
-        for k, v in s.items():
-            setattr(c, k, v)
-        self.stats[role] = (c, scale_exp_histogram(q))
+        self.stats[role] = self.rec._ctx(self.mod).quant_stats(src, q)
 
     def fprop(self, x, qx, weights, qw):
         self._read_grad()
