@@ -24,7 +24,7 @@ from . import _capi
 
 __all__ = ["Spec", "spec", "QuantizedTensor", "quantize", "quantize_grouped_colwise", "dequantize", "qdq",
            "grouped_gemm", "quant_stats", "block_stats", "scale_exp_histogram", "has_gpu", "version", "LinearRecipe",
-           "DelayedScaling", "GroupedLinear", "Linear", "convert", "from_torchao", "from_te", "to_te", "Recorder", "WeightDeOsc"]
+           "DelayedScaling", "GroupedLinear", "Linear", "convert", "from_torchao", "from_te", "to_te", "Recorder", "WeightDeOsc", "assert_same", "check_quantize", "check_grouped_gemm"]
 
 
 def __getattr__(name):
@@ -38,6 +38,9 @@ def __getattr__(name):
     if name == "Recorder":
         from . import recorder
         return recorder.Recorder
+    if name in ("assert_same", "check_quantize", "check_grouped_gemm", "Mismatch"):
+        from . import check
+        return getattr(check, name)
     if name == "WeightDeOsc":
         from . import deosc
         return deosc.WeightDeOsc
