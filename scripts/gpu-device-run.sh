@@ -13,6 +13,9 @@
 #           for NCCL_STEPS steps (default 300) against the emulator's single-process run,
 #           compared by mxsim compare ("result: identical" expected)
 #   torch   mxsim.torch on CUDA tensors against the emulator, and its benchmarks
+#   example examples/torch/moe_fashion_mnist.py --config ${EXAMPLE_CONFIG:-large} for
+#           EXAMPLE_STEPS steps (default 12) without and with the recorder, beside
+#           moe_step_peer.py's BF16 _grouped_mm and MXFP4 fake-quant steps of that config
 # Also: memcheck (compute-sanitizer over kernel suites and the Backend suite),
 # bench (mxsim_gpu_bench), gemm (grouped GEMM vs PyTorch), profile, kernels,
 # large, steps (see below).
@@ -305,6 +308,22 @@ if has torch; then
   PYTHONUNBUFFERED=1 timeout 300 python3 bench/peers/torch_layer_bench.py --cpp-csv "$work/cpp_gemm.csv" \
     >"$OUT/torch_bench.md" 2>&1 || rc=1
   cat "$OUT/torch_bench.md" >>"$summary"
+fi
+
+if has example; then
+  export MXSIM_C_LIBRARY="$dev/python/mxsim/libmxsim_c.so" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
+  cfg="${EXAMPLE_CONFIG:-large}" n="${EXAMPLE_STEPS:-12}"
+  ex=(python3 examples/torch/moe_fashion_mnist.py --config "$cfg" --steps "$n" --data "$PWD/.gpu-build/data")
+  [ -f .gpu-build/data/train-images-idx3-ubyte.gz ] || ex+=(--random-data)  # timings do not depend on the data
+  echo -e "\n## examples/torch/moe_fashion_mnist.py --config $cfg, $n steps (median after 3)\n\n\`\`\`" >>"$summary"
+  for mode in "--no-trace" "--trace $work/example.h5"; do
+    # shellcheck disable=SC2086 -- mode is two words or one
+    PYTHONUNBUFFERED=1 timeout 400 "${ex[@]}" $mode >"$work/example.txt" 2>&1 || rc=1
+    tail -1 "$work/example.txt" >>"$summary"
+  done
+  PYTHONUNBUFFERED=1 timeout 300 python3 bench/peers/moe_step_peer.py --config "$cfg" --mode both --steps 10 >>"$summary" 2>&1 || rc=1
+  echo '```' >>"$summary"
+  [ -f "$work/example.h5" ] && "$mx" compare "$work/example.h5" "$work/example.h5" | tail -1 >>"$summary"
 fi
 
 if has peers; then
