@@ -13,6 +13,9 @@
 #   short_a.h5   the default config for 30 steps (fc1 snapshot at step 2, trace row 1);
 #                short_b.h5 the same without the wgrad Hadamard transform (the pair the
 #                Compare view shows)
+#   torch.h5     examples/torch/moe_fashion_mnist.py (mxsim.torch modules, WeightDeOsc and the
+#                Recorder) for 200 steps on the CPU: a recorder's trace with the model's own
+#                module names (needs Debian's python3-torch and $BUILD/python)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -29,6 +32,10 @@ SHORT=(--set run.max_steps=30 --set "trace.snapshot_steps=[2]")
 [ -f "$TRACES/short_a.h5" ] || "$BIN" train --threads "$THREADS" --trace "$TRACES/short_a.h5" "${SHORT[@]}"
 [ -f "$TRACES/short_b.h5" ] || "$BIN" train --threads "$THREADS" --trace "$TRACES/short_b.h5" "${SHORT[@]}" \
   --set recipe.mxfp4_hadamard_wgrad=false
+if [ ! -f "$TRACES/torch.h5" ]; then
+  PYTHONPATH="$BUILD/python" python3 examples/torch/moe_fashion_mnist.py --steps 200 --device cpu \
+    --deosc-start 50 --deosc-period 50 --trace "$TRACES/torch.h5" >/dev/null
+fi
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 render() { xvfb-run -a -s "-screen 0 1280x800x24" env QT_QPA_PLATFORM=xcb "$INSPECTOR" --render "$@" -o "$OUT"; }
@@ -40,6 +47,7 @@ render "$DEFAULT" --views osc --row 300 --layer fc1 --expert 0 --element 0,1
 render "$DEFAULT" --views accum --row 300 --layer fc1 --expert 2
 render "$TRACES/short_a.h5" "$TRACES/short_b.h5" --views compare --row 1 --layer fc1 --expert 6 \
   --dataset /snap/fc1/master
+render "$TRACES/torch.h5" --views osc,accum --row 150 --layer experts_fc1
 # file names of --render: view, layer, tensor
 cp "$OUT/curves.png" docs/images/inspector-curves.png
 cp "$OUT/quant-fc1-w.png" docs/images/inspector-quant.png
@@ -48,4 +56,7 @@ cp "$OUT/accum-fc1.png" docs/images/inspector-accum.png
 cp "$OUT/compare.png" docs/images/inspector-compare.png
 cp "$OUT/data.png" docs/images/inspector-data.png
 cp "$OUT/overview-sqnr.png" docs/images/report-overview-sqnr.png
-echo "docs/images/inspector-{curves,quant,osc,accum,compare,data}.png and report-overview-sqnr.png written"
+cp "$OUT/osc-experts_fc1.png" docs/images/torch-recorder-osc.png
+cp "$OUT/accum-experts_fc1.png" docs/images/torch-recorder-accum.png
+echo "docs/images/inspector-{curves,quant,osc,accum,compare,data}.png, report-overview-sqnr.png and" \
+  "torch-recorder-{osc,accum}.png written"

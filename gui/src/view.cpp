@@ -93,13 +93,19 @@ QString csv_num(double v) {
   return QString::number(v, 'g', 17);
 }
 
-QString missing_dataset_reason(int trace_format, int since, const QString& what) {
-  if (trace_format < since)
+QString missing_dataset_reason(const TraceMeta& m, int since, const QString& what) {
+  if (m.format < since)
     return QString("this trace is format %1; %2 come with trace format %3 (docs/trace-format.md)")
-        .arg(trace_format)
+        .arg(m.format)
         .arg(what)
         .arg(since);
+  if (m.prov.producer != trace::kProducerSimulator) return QString("%1: %2").arg(what, snapshot_setting(m));
   return QString("%1 are written for trace.snapshot_layers at trace.snapshot_steps").arg(what);
+}
+
+QString snapshot_setting(const TraceMeta& m) {
+  return m.prov.producer == trace::kProducerSimulator ? QString("set trace.snapshot_layers")
+                                                      : QString("mxsim.torch.Recorder writes no snapshots yet");
 }
 
 }  // namespace mxsim::inspector

@@ -88,7 +88,10 @@ class View : public QWidget {
 /// F; <what> come with trace format `since` (docs/trace-format.md)" for an older trace, else
 /// "<what> are written for trace.snapshot_layers at trace.snapshot_steps" (the run did not
 /// snapshot the layer). One sentence, no trailing period.
-QString missing_dataset_reason(int trace_format, int since, const QString& what);
+QString missing_dataset_reason(const TraceMeta& m, int since, const QString& what);
+/// How a trace of m's producer gets snapshots: the simulator's setting, or that a recorder's
+/// trace has none yet.
+QString snapshot_setting(const TraceMeta& m);
 
 /// What every view shows as "step": the global optimizer step of trace row `row` of `d`
 /// (/train/step, 1-based; TraceMeta::global), as the plots' axes show steps. The row itself

@@ -129,11 +129,11 @@ void OscView::refresh() {
   const qint64 s = std::min<qint64>(sel_step_, qint64(k) - 1);
   if (!mi) {
     const int since = std::string(kMetricName[metric_]) == "snaps" ? names::kFormatOperandMaps : names::kFormatWeightMaps;
-    map_note_ = residual ? QString("This trace holds no snapshots of %1 (trace.snapshot_layers).").arg(sel_layer_)
+    map_note_ = residual ? QString("This trace holds no snapshots of %1 (%2).").arg(sel_layer_, snapshot_setting(m))
                          : QString("This trace holds no per-element oscillation maps for %1\n(dataset %2):\n%3.\n"
                                    "Choose |master - weight_q| to see the snapshots' quantization residual.")
                                .arg(sel_layer_, QString::fromStdString(mn),
-                                    missing_dataset_reason(m.format, since, "per-element maps"));
+                                    missing_dataset_reason(m, since, "per-element maps"));
   } else if (std::find(mi->snapshot_steps.begin(), mi->snapshot_steps.end(), s) == mi->snapshot_steps.end()) {
     map_note_ = QString("No element map at step %1.\nSnapshots exist at steps %2.").arg(step_of(d, s)).arg(steps_list(d, mi->snapshot_steps));
   } else {
@@ -456,7 +456,7 @@ void OscView::drawTimeline() {
                .arg(tl_.steps.size());
   else if (tl_.scale.empty())
     note = QString("No block scales of this element: grid lines not drawn (%1).")
-               .arg(missing_dataset_reason(m.format, names::kFormatWeightMaps, "block scales"));
+               .arg(missing_dataset_reason(m, names::kFormatWeightMaps, "block scales"));
   // what is missing goes under the title, not over the data
   if (!note.isEmpty())
     set_title(tl_plot_, QString("%1 expert %2, element (n %3, k %4) over steps\n%5")

@@ -202,7 +202,7 @@ void QuantView::refresh() {
     const int since = sel_op_ == "w" ? names::kFormatWeightMaps : names::kFormatOperandMaps;
     maps_note_ = QString("This trace holds no per-block error maps of %1.%2\n(dataset %3):\n%4.")
                      .arg(sel_layer_, sel_op_, QString::fromStdString(mname),
-                          missing_dataset_reason(m.format, since, "per-block maps"));
+                          missing_dataset_reason(m, since, "per-block maps"));
     return;
   }
   if (std::find(mi->snapshot_steps.begin(), mi->snapshot_steps.end(), s) == mi->snapshot_steps.end()) {
@@ -313,7 +313,7 @@ void QuantView::drawMap() {
     if (d && !d->meta().dataset(names::block_map(sel_layer_.toStdString(), sel_op_.toStdString(), "block_sqnr_db")))
       set_title(map_, QString("Block scale exponents of %1.%2 over steps\n(%3)")
                           .arg(sel_layer_, sel_op_)
-                          .arg(missing_dataset_reason(d->meta().format,
+                          .arg(missing_dataset_reason(d->meta(),
                                                       sel_op_ == "w" ? names::kFormatWeightMaps : names::kFormatOperandMaps,
                                                       "per-block maps")));
     return;
