@@ -371,7 +371,7 @@ TEST(CApi, RecorderWritesTheTraceOfItsPlan) {
   const char* scalars[] = {"grad_norm"};
   mxsim_layer_plan layers[] = {{"blocks.0.experts", "mxfp4", "GroupedLinear", 2, 8, 4, 1, 0},
                                {"head", "bf16", "Linear", 1, 3, 8, 0, 0}};
-  mxsim_run_plan plan{"[recorder]\n", "Toy", "emu", 7, 2, scalars, 1, layers, 2};
+  mxsim_run_plan plan{"[recorder]\n", "Toy", "emu", 7, 2, 3, scalars, 1, layers, 2};
   mxsim_recorder* r = nullptr;
   mxsim_error e;
   ASSERT_EQ(mxsim_recorder_create(path.c_str(), &plan, &r, &e), MXSIM_OK) << e.message;
@@ -388,7 +388,8 @@ TEST(CApi, RecorderWritesTheTraceOfItsPlan) {
     }
     rows[0].osc.flips_total = uint64_t(step);
     rows[1].main_grad_norm = n1;
-    mxsim_step_row row{step, 1.0 / double(step), 0.125f, &g, rows};
+    const int64_t tokens[6] = {step, 0, 2, 3, 4, 5};  // [micro-batch, expert]
+    mxsim_step_row row{step, 1.0 / double(step), 0.125f, &g, tokens, rows};
     ASSERT_EQ(mxsim_recorder_append(r, &row, &e), MXSIM_OK) << e.message;
   }
   ASSERT_EQ(mxsim_recorder_close(r, &e), MXSIM_OK) << e.message;
@@ -399,6 +400,7 @@ TEST(CApi, RecorderWritesTheTraceOfItsPlan) {
   EXPECT_EQ(rd.provenance().producer, mxsim::trace::kProducerRecorder);
   EXPECT_EQ(rd.provenance().model, "Toy");
   EXPECT_EQ(rd.read_series<double>("/train/grad_norm"), (std::vector<double>{10.0, 20.0}));
+  EXPECT_EQ(rd.read_series<int64_t>("/train/tokens_per_expert", 1, 1), (std::vector<int64_t>{2, 0, 2, 3, 4, 5}));
   EXPECT_EQ(rd.read_series<double>("/layers/blocks.0.experts/main_grad_norm"), (std::vector<double>{1, 2, 2, 4}));
   EXPECT_EQ(rd.read_series<double>("/layers/blocks.0.experts/quant/dy/sqnr_db"), (std::vector<double>{22, 22}));
   EXPECT_EQ(rd.read_series<uint64_t>("/layers/blocks.0.experts/osc/flips_total"), (std::vector<uint64_t>{1, 2}));
@@ -411,7 +413,7 @@ TEST(CApi, RecorderWritesTheTraceOfItsPlan) {
   // A name the schema cannot hold: refused, nothing left behind.
   const std::string bad = ::testing::TempDir() + "capi_recorder_bad.h5";
   mxsim_layer_plan slash[] = {{"a/b", nullptr, nullptr, 1, 1, 1, 0, 0}};
-  mxsim_run_plan p2{nullptr, nullptr, nullptr, 0, 1, nullptr, 0, slash, 1};
+  mxsim_run_plan p2{nullptr, nullptr, nullptr, 0, 1, 0, nullptr, 0, slash, 1};
   EXPECT_EQ(mxsim_recorder_create(bad.c_str(), &p2, &r, &e), MXSIM_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(e.message).find("'a/b'"), std::string::npos) << e.message;
   EXPECT_FALSE(std::ifstream(bad).good());

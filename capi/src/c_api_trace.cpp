@@ -31,8 +31,10 @@ sim::RunPlan run_plan(const mxsim_run_plan& p) {
                                 ", must be at least 1");
   if ((p.n_scalars && !p.scalars) || (p.n_layers && !p.layers))
     throw std::invalid_argument(std::string(op) + ": scalars or layers is NULL with a non-zero count");
+  if (p.experts < 0) throw std::invalid_argument(std::string(op) + ": experts is negative");
   sim::RunPlan r;
   r.micro_batches = uint64_t(p.micro_batches);
+  r.experts = uint64_t(p.experts);
   for (size_t i = 0; i < p.n_scalars; ++i) {
     if (!p.scalars[i]) throw std::invalid_argument(std::string(op) + ": scalar name " + std::to_string(i) + " is NULL");
     r.scalars.emplace_back(p.scalars[i]);
@@ -74,6 +76,11 @@ sim::StepRecord step_record(const sim::RunPlan& plan, const mxsim_step_row& row)
   r.loss = row.loss;
   r.lr = row.lr;
   r.scalars.assign(row.scalars, row.scalars + plan.scalars.size());
+  if (plan.experts > 0) {
+    if (!row.tokens_per_expert)
+      throw std::invalid_argument(std::string(op) + ": step " + std::to_string(row.step) + ": tokens_per_expert is NULL");
+    r.tokens_per_expert.assign(row.tokens_per_expert, row.tokens_per_expert + plan.micro_batches * plan.experts);
+  }
   r.layers.resize(plan.layers.size());
   for (size_t i = 0; i < plan.layers.size(); ++i) {
     const sim::LayerPlan& lp = plan.layers[i];

@@ -90,7 +90,7 @@ class MoE(torch.nn.Module):
         f = counts.float() / flat.numel()
         aux = 0.01 * E * (f * p.mean(0)).sum()
         ce = torch.nn.functional.cross_entropy(logits, y, reduction="sum")
-        return ce, aux, (logits.argmax(1) == y).sum()
+        return ce, aux, (logits.argmax(1) == y).sum(), counts
 
 
 def main(argv=None):
@@ -145,10 +145,11 @@ def main(argv=None):
         idx = perm[((step - 1) * B + torch.arange(B)) % images.shape[0]]
         xs = (images[idx].float() / 255.0).to(device=device, dtype=torch.bfloat16)
         ys = labels[idx].to(device)
-        loss_sum, aux_sum, correct = 0.0, 0.0, 0
+        loss_sum, aux_sum, correct, tokens = 0.0, 0.0, 0, []
         for mb in range(nmb):
             sl = slice(mb * B // nmb, (mb + 1) * B // nmb)
-            ce, aux, ok = model(xs[sl], ys[sl], mb == 0)
+            ce, aux, ok, counts = model(xs[sl], ys[sl], mb == 0)
+            tokens.append(counts)
             ((ce / B) + aux / nmb).backward()  # every wgrad lands in main_grad (the modules' bridge)
             loss_sum, aux_sum, correct = loss_sum + float(ce), aux_sum + float(aux), correct + int(ok)
         for m, p in zip(masters, params):
@@ -161,7 +162,8 @@ def main(argv=None):
                 p.copy_(m.to(p.dtype))
         loss = loss_sum / B + aux_sum / nmb
         if rec is not None:
-            rec.log(step, loss=loss, lr=c["lr"], aux_loss=aux_sum / nmb, accuracy=correct / B)
+            rec.log(step, loss=loss, lr=c["lr"], tokens_per_expert=torch.stack(tokens), aux_loss=aux_sum / nmb,
+                    accuracy=correct / B)
         if device.type == "cuda":
             torch.cuda.synchronize()
         times.append((time.perf_counter() - t0) * 1e3)

@@ -44,6 +44,8 @@ def test_example_trains_and_its_trace_reads_everywhere(tmp_path, capsys):
         assert "deosc" in f["/layers/experts_fc1"] and "quant" in f["/layers/experts_fc2"]
         assert "quant" not in f["/layers/embed"]  # a BF16 edge layer: norms only
         assert f["/train/accuracy"].shape == (30,)
+        tpe = f["/train/tokens_per_expert"][()]
+        assert tpe.shape == (30, 4, 8) and (tpe.sum(axis=2) == 64 * 2).all()  # 64 tokens x top-2 per micro-batch
     rc, cmp_out, _ = run_mxsim("compare", trace, trace)
     assert "result: identical" in cmp_out
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen")

@@ -348,6 +348,7 @@ typedef struct mxsim_run_plan {
   const char* backend;      /**< "emu" (CPU tensors) or "hip" (CUDA tensors) */
   uint64_t seed;
   int64_t micro_batches;    /**< rows of main_grad_norm per step (>= 1) */
+  int64_t experts;          /**< columns of /train/tokens_per_expert [micro_batches, experts]; 0: not written */
   const char* const* scalars; /**< names of further f64 series /train/<name> */
   size_t n_scalars;
   const mxsim_layer_plan* layers;
@@ -377,6 +378,7 @@ typedef struct mxsim_step_row {
   double loss;
   float lr;
   const double* scalars;         /**< [n_scalars] of the plan, in its order */
+  const int64_t* tokens_per_expert; /**< [micro_batches * experts] of the plan (NULL when experts is 0) */
   const mxsim_layer_row* layers; /**< [n_layers] of the plan, in its order */
 } mxsim_step_row;
 

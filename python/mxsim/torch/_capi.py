@@ -85,7 +85,7 @@ class LayerPlan(ctypes.Structure):
 
 class RunPlan(ctypes.Structure):
     _fields_ = [("config_toml", ctypes.c_char_p), ("model", ctypes.c_char_p), ("backend", ctypes.c_char_p),
-                ("seed", ctypes.c_uint64), ("micro_batches", ctypes.c_int64),
+                ("seed", ctypes.c_uint64), ("micro_batches", ctypes.c_int64), ("experts", ctypes.c_int64),
                 ("scalars", ctypes.POINTER(ctypes.c_char_p)), ("n_scalars", ctypes.c_size_t),
                 ("layers", ctypes.POINTER(LayerPlan)), ("n_layers", ctypes.c_size_t)]
 
@@ -103,7 +103,8 @@ class LayerRow(ctypes.Structure):
 
 class StepRow(ctypes.Structure):
     _fields_ = [("step", ctypes.c_int64), ("loss", ctypes.c_double), ("lr", ctypes.c_float),
-                ("scalars", ctypes.POINTER(ctypes.c_double)), ("layers", ctypes.POINTER(LayerRow))]
+                ("scalars", ctypes.POINTER(ctypes.c_double)), ("tokens_per_expert", ctypes.POINTER(ctypes.c_int64)),
+                ("layers", ctypes.POINTER(LayerRow))]
 
 
 SCALE_E8M0, SCALE_FP32, SCALE_UE4M3 = 0, 1, 2

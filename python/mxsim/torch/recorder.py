@@ -195,34 +195,41 @@ class Recorder:
             t.mod._tap = t
         self._contexts = {}
         self._handle = None
-        self._plan = None  # (micro_batches, scalar names) once the file exists
+        self._plan = None  # (micro_batches, scalar names, experts) once the file exists
         self._closed = False
 
     # ---------------------------------------------------------------- user API
 
-    def log(self, step, loss=_NAN, lr=_NAN, **scalars):
+    def log(self, step, loss=_NAN, lr=_NAN, tokens_per_expert=None, **scalars):
         """Ends optimizer step ``step`` (1-based; call after ``optimizer.step()``): its row of
         every series is queued for the writer. loss, lr and the keywords are Python numbers
-        (a 0-dim tensor is read with .item()). Raises ValueError (the row dropped, earlier rows
+        (a 0-dim tensor is read with .item()). tokens_per_expert: optional [micro-batches, experts]
+        token counts of the step (a tensor or nested lists; /train/tokens_per_expert, the
+        inspector's routing map), given at every step once the first gives it. Raises ValueError (the row dropped, earlier rows
         kept) for a number of micro-batches other than the first step's or an undeclared scalar."""
         if self._closed:
             raise ValueError(f"Recorder({self.path}): closed")
         try:
-            self._append(step, loss, lr, scalars)
+            self._append(step, loss, lr, tokens_per_expert, scalars)
         finally:  # a refused step's row is dropped: the next step starts afresh
             for t in self.taps:
                 t.reset()
 
-    def _append(self, step, loss, lr, scalars):
+    def _append(self, step, loss, lr, tokens, scalars):
         norms = [t.end_step() for t in self.taps]
         mbs = {len(n) for n in norms}
         if len(mbs) != 1:
             raise ValueError(f"Recorder: step {step}: layers saw different numbers of micro-batches: "
                              + ", ".join(f"{t.name}: {len(n)}" for t, n in zip(self.taps, norms)))
         nmb = mbs.pop()
+        tok = None if tokens is None else torch.as_tensor(tokens).detach().cpu().to(torch.int64).reshape(nmb, -1)
         if self._handle is None:
-            self._create(max(nmb, 1), list(scalars) + [s for s in self.extra_scalars if s not in scalars])
-        micro_batches, names = self._plan
+            self._create(max(nmb, 1), list(scalars) + [s for s in self.extra_scalars if s not in scalars],
+                         0 if tok is None else tok.shape[1])
+        micro_batches, names, experts = self._plan
+        if experts and (tok is None or tok.shape[1] != experts):
+            raise ValueError(f"Recorder: step {step}: tokens_per_expert must be [{micro_batches}, {experts}] as at the "
+                             f"first step; got {None if tok is None else list(tok.shape)}")
         if nmb != micro_batches:
             raise ValueError(f"Recorder: step {step} had {nmb} micro-batches, the trace's first step "
                              f"{micro_batches} (main_grad_norm has one entry per micro-batch)")
@@ -249,7 +256,8 @@ class Recorder:
             if t.mod._deosc is not None:  # WeightDeOsc.step ran before this log: its window's snaps
                 r.snapped = t.mod._deosc.snapped_of(t.mod)
         vals = (ctypes.c_double * max(len(names), 1))(*[_num(scalars.get(k, _NAN)) for k in names])
-        row = _capi.StepRow(int(step), _num(loss), _num(lr), vals, rows)
+        tpe = (ctypes.c_int64 * max(nmb * experts, 1))(*(tok.reshape(-1).tolist() if experts else [0]))
+        row = _capi.StepRow(int(step), _num(loss), _num(lr), vals, tpe, rows)
         _capi.call(self._lib.mxsim_recorder_append, self._handle, ctypes.byref(row))
 
     def close(self):
@@ -305,7 +313,7 @@ class Recorder:
             q = quantize(W, spec=t.mod._weight_spec(W))
             return self._ctx(t.mod).osc_update(t.name, W, dequantize(q))
 
-    def _create(self, micro_batches, names):
+    def _create(self, micro_batches, names, experts):
         self._lib = _capi.lib()
         devices = {t.mod.weights()[0].device.type for t in self.taps}
         layer_plans = (_capi.LayerPlan * len(self.taps))()
@@ -320,10 +328,10 @@ class Recorder:
         arr = (ctypes.c_char_p * max(len(names), 1))(*enc_names)
         cfg = _config_toml(self, micro_batches, names).encode()
         plan = _capi.RunPlan(cfg, self.model_class.encode(), b"hip" if "cuda" in devices else b"emu", self.seed,
-                             micro_batches, arr, len(names), layer_plans, len(self.taps))
+                             micro_batches, experts, arr, len(names), layer_plans, len(self.taps))
         h = ctypes.c_void_p()
         _capi.call(self._lib.mxsim_recorder_create, self.path.encode(), ctypes.byref(plan), ctypes.byref(h))
-        self._handle, self._plan = h, (micro_batches, names)
+        self._handle, self._plan = h, (micro_batches, names, experts)
 
 
 def _num(v):
