@@ -185,6 +185,8 @@ def _recorded_run(device, path, recipe):
     for w in block.fc1.weights():
         w.main_grad = torch.zeros(w.shape, device=device)
     opt = torch.optim.SGD(block.parameters(), lr=0.0625)  # a power of two: p - lr g rounds once on both devices
+    # de-oscillation with a short window and a low threshold, so that elements snap (mxfp4 only)
+    deosc = mt.WeightDeOsc(block, period=1, ratio=0.5) if recipe == "mxfp4" else None
     with mt.Recorder(block, path) as rec:
         for step in range(1, 4):
             for w in block.fc1.weights():
@@ -197,7 +199,10 @@ def _recorded_run(device, path, recipe):
                 w.grad = w.main_grad.clone()
             opt.step()
             opt.zero_grad()
+            if deosc is not None:
+                deosc.step()
             rec.log(step, loss=float(step))
+    return torch.cat([w.detach().cpu().reshape(-1) for w in block.parameters()])
 
 
 @pytest.mark.parametrize("recipe", ["mxfp4", "mxfp8"])
@@ -205,12 +210,15 @@ def test_recorder_on_cuda_writes_the_cpus_trace(tmp_path, recipe):
     """Norms and oscillation metrics computed on the device (a context of the C interface) and
     the statistics: every series of the CUDA run's trace equals the CPU run's, bit for bit."""
     h5py = pytest.importorskip("h5py")
-    _recorded_run("cpu", tmp_path / "cpu.h5", recipe)
-    _recorded_run("cuda", tmp_path / "gpu.h5", recipe)
+    w_cpu = _recorded_run("cpu", tmp_path / "cpu.h5", recipe)
+    w_gpu = _recorded_run("cuda", tmp_path / "gpu.h5", recipe)
+    same(w_gpu, w_cpu, "the weights after the run (de-oscillation's snaps written back on the device)")
     with h5py.File(tmp_path / "cpu.h5", "r") as a, h5py.File(tmp_path / "gpu.h5", "r") as b:
         names = []
         a.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) else None)
         assert any(n.endswith("osc/flips_total") for n in names)
+        if recipe == "mxfp4":
+            assert a["layers/fc1/deosc/snapped"][()].sum() > 0  # the test saw snaps
         for n in names:
             va, vb = a[n][()], b[n][()]
             assert va.shape == vb.shape and va.tobytes() == vb.tobytes(), n
