@@ -253,3 +253,35 @@ def test_weight_deosc_is_eligible_by_recipe_only():
         mt.WeightDeOsc(fp8)
     mixed = torch.nn.Sequential(mt.Linear(32, 8, recipe="mxfp8"), mt.Linear(8, 8, recipe="mxfp4"))
     assert [n for n, _ in mt.WeightDeOsc(mixed).modules] == ["1"]
+
+
+def test_plain_linears_are_recorded_through_mxsims_qdq(tmp):
+    """Recorder(linears="mxfp8") records plain nn.Linear layers without changing them: the layer's
+    output is PyTorch's, its W / x statistics are the NumPy API's quantization of the same arrays,
+    and its gradient norm after each micro-batch is the norm of the accumulated .grad (integers:
+    exact)."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(64, 32, bias=False)
+    with torch.no_grad():
+        lin.weight.copy_(int_operands(32, 64, 3))
+    model = torch.nn.Sequential(lin)
+    x0, x1 = int_operands(8, 64, 4), int_operands(8, 64, 5)
+    dys = [int_operands(8, 32, 6), int_operands(8, 32, 7)]
+    with mt.Recorder(model, tmp / "p.h5", linears="mxfp8") as rec:
+        y = model(x0)
+        assert torch.equal(y, x0 @ lin.weight.detach().T)  # PyTorch's own arithmetic
+        y.backward(dys[0])
+        model(x1).backward(dys[1])
+        rec.log(1)
+    g0 = dys[0].double().T @ x0.double()
+    g1 = g0 + dys[1].double().T @ x1.double()
+    spec_x = mxsim.spec("mxfp8", scaling_mode="even")
+    want_x = mxsim.quant_stats(x0.numpy(), mxsim.quantize(x0.numpy(), spec=spec_x))
+    with h5py.File(tmp / "p.h5", "r") as f:
+        assert f["/layers/0"].attrs["module"] in (b"Linear", "Linear")
+        assert [float(v) for v in f["/layers/0/main_grad_norm"][0]] == \
+            [math.sqrt(int(g0.square().sum())), math.sqrt(int(g1.square().sum()))]
+        got = f["/layers/0/quant/x/sqnr_db"][0]
+        assert np.float64(got).view(np.uint64) == np.float64(want_x["sqnr_db"]).view(np.uint64)
+        assert f["/layers/0/osc/flips"][0] == 0
+    assert not lin._forward_hooks and not lin._backward_hooks  # close() removed the hooks

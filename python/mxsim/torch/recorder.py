@@ -42,7 +42,7 @@ import ctypes
 
 import torch
 
-from . import _capi, dequantize, quantize
+from . import LinearRecipe, _capi, dequantize, quantize
 from .modules import GroupedLinear, _stack
 
 __all__ = ["Recorder"]
@@ -123,10 +123,12 @@ class _Tap:
         self.stats[role] = self.rec._ctx(self.mod).quant_stats(src, q)
 
     def fprop(self, x, qx, weights, qw):
+        """micro-batch 0's fprop operands (qx / qw None: quantized here, for a plain nn.Linear)."""
         self._read_grad()
         if self.forwards == 0 and self.quantized:
-            self._record("w", _stack(weights), qw)
-            self._record("x", x, qx)
+            W = _stack(weights)
+            self._record("w", W, qw if qw is not None else quantize(W, spec=self.mod._weight_spec(W)))
+            self._record("x", x, qx if qx is not None else quantize(x, spec=self.mod._stat_spec("x_fprop", x)))
         self.forwards += 1
 
     def dgrad(self, dy, qdy, quantize_dy):
@@ -142,7 +144,9 @@ class _Tap:
 
     def _read_grad(self):
         if self.pending_grad:
-            g = _grad_buffer(self.mod, "grad")
+            attr = "main_grad" if all(hasattr(w, "main_grad") for w in self.mod.weights()) and \
+                not isinstance(self.mod, GroupedLinear) else "grad"  # a plain linear: Megatron's buffer if it has one
+            g = _grad_buffer(self.mod, attr)
             self.norms.append(self.rec._ctx(self.mod).l2_norm(g) if g is not None else _NAN)
             self.pending_grad = False
 
@@ -161,6 +165,49 @@ def _grad_buffer(mod, attr):
     return _stacked(ts) if _stacked(ts) is not None else torch.stack([t.detach() for t in ts])
 
 
+class _PlainLinear:
+    """A plain ``torch.nn.Linear`` as the recorder sees mxsim.torch's modules (Recorder(...,
+    linears=recipe)): its operands quantized by mxsim with the recipe's specs for the statistics
+    and the oscillation metrics only; the layer computes in PyTorch as before. Hooks: a forward
+    hook (x, W of micro-batch 0), a full backward hook (dy, then the gradient read later)."""
+
+    def __init__(self, lin, recipe, tap_factory):
+        self.lin = lin
+        self.recipe = recipe if isinstance(recipe, LinearRecipe) else LinearRecipe(recipe)
+        self.num_gemms, self.in_features, self.out_features = 1, lin.in_features, lin.out_features
+        self.fuse_wgrad_accumulation = False  # the gradient is read once autograd has accumulated it
+        self._deosc = None
+        self._tap = tap_factory(self)
+        K = lin.in_features
+        self._hooks = [
+            lin.register_forward_hook(lambda m, inp, out: self._tap.fprop(
+                inp[0].detach().reshape(-1, K).contiguous(), None, [m.weight], None)),
+            lin.register_full_backward_hook(lambda m, gin, gout: self._backward(gout[0])),
+        ]
+
+    def _backward(self, dy):
+        dy = dy.detach().reshape(-1, self.out_features).contiguous()
+        self._tap.dgrad(dy, None, lambda: quantize(dy, spec=self._stat_spec("dy_dgrad", dy)))
+        self._tap.wgrad_done()
+
+    def weights(self):
+        return [self.lin.weight]
+
+    def _stat_spec(self, role, t):
+        s = self.recipe.spec(role)
+        if s.current_scaling:  # current (and, for statistics, delayed) scaling: the tensor's own amax
+            s = s.with_amax(t.detach().abs().amax().float().item() if t.numel() else 0.0)
+        return s
+
+    def _weight_spec(self, W):
+        return self._stat_spec("w", W)
+
+    def detach(self):
+        for h in self._hooks:
+            h.remove()
+        self._hooks = []
+
+
 class Recorder:
     """Records a PyTorch model's run into mxsim's trace at ``path`` (see the module docstring).
 
@@ -170,13 +217,17 @@ class Recorder:
     or a callable (name, module) -> bool), scalars (names of further per-step f64 series beyond
     those the first ``log`` passes), osc_momentum (EMA momentum of the oscillation frequency,
     default 0.01: the simulator's metrics.osc_ema_momentum), osc_period (DistRatio's window in
-    steps, default 100: the simulator's deosc.period), seed (stored in the trace's provenance).
+    steps, default 100: the simulator's deosc.period), seed (stored in the trace's provenance),
+    linears (opt-in: a recipe name; every plain ``torch.nn.Linear`` that include selects is
+    recorded too, its operands quantized by mxsim with that recipe for the statistics only, the
+    layer's own arithmetic unchanged).
 
     Raises ValueError when the model holds no mxsim.torch linear (``convert`` swaps them in).
     A recorder is a context manager; ``close`` detaches it from the modules and closes the file.
     """
 
-    def __init__(self, model, path, *, include=None, scalars=(), osc_momentum=0.01, osc_period=100, seed=0):
+    def __init__(self, model, path, *, include=None, scalars=(), osc_momentum=0.01, osc_period=100, seed=0,
+                 linears=None):
         self.path = str(path)
         self.model_class = type(model).__name__
         self.extra_scalars = list(scalars)
@@ -188,9 +239,18 @@ class Recorder:
             if m._tap is not None:
                 raise ValueError(f"{name or self.model_class}: already recorded by another Recorder")
             self.taps.append(_Tap(self, name or self.model_class, m))
+        self._plain = []
+        if linears is not None:
+            for name, m in model.named_modules():
+                if type(m) is torch.nn.Linear and _wanted(include, name, m):
+                    nm = name or self.model_class
+                    view = _PlainLinear(m, linears, lambda v, nm=nm: _Tap(self, nm, v))
+                    self._plain.append(view)
+                    self.taps.append(view._tap)
         if not self.taps:
             raise ValueError(f"Recorder: {self.model_class} holds no mxsim.torch linear to record "
-                             "(mxsim.torch.convert swaps nn.Linear and TE's grouped linears for them)")
+                             "(mxsim.torch.convert swaps nn.Linear and TE's grouped linears for them; "
+                             "linears='mxfp4' records plain nn.Linear layers through mxsim's QDQ)")
         for t in self.taps:
             t.mod._tap = t
         self._contexts = {}
@@ -268,6 +328,8 @@ class Recorder:
         self._closed = True
         for t in self.taps:
             t.mod._tap = None
+        for v in self._plain:
+            v.detach()
         try:
             if self._handle is not None:
                 _capi.call(self._lib.mxsim_recorder_close, self._handle)
@@ -320,7 +382,7 @@ class Recorder:
         keep = []
         for i, t in enumerate(self.taps):
             m = t.mod
-            enc = [t.name.encode(), m.recipe.name.encode(), type(m).__name__.encode()]
+            enc = [t.name.encode(), m.recipe.name.encode(), _class_of(m).encode()]
             keep += enc
             layer_plans[i] = _capi.LayerPlan(enc[0], enc[1], enc[2], m.num_gemms, m.out_features, m.in_features,
                                              int(t.quantized), int(m._deosc is not None))
@@ -332,6 +394,11 @@ class Recorder:
         h = ctypes.c_void_p()
         _capi.call(self._lib.mxsim_recorder_create, self.path.encode(), ctypes.byref(plan), ctypes.byref(h))
         self._handle, self._plan = h, (micro_batches, names, experts)
+
+
+def _class_of(m):
+    """The recorded module's class name (a plain linear's own: torch.nn's Linear)."""
+    return type(m.lin).__name__ if isinstance(m, _PlainLinear) else type(m).__name__
 
 
 def _num(v):
@@ -357,7 +424,7 @@ def _config_toml(rec, micro_batches, names):
              "scalars = [" + ", ".join(q(n) for n in names) + "]", ""]
     for t in rec.taps:
         m = t.mod
-        lines += [f"[layers.{q(t.name)}]", f"module = {q(type(m).__name__)}", f"recipe = {q(m.recipe.name)}",
+        lines += [f"[layers.{q(t.name)}]", f"module = {q(_class_of(m))}", f"recipe = {q(m.recipe.name)}",
                   f"shape = [{m.num_gemms}, {m.out_features}, {m.in_features}]",
                   f"fuse_wgrad_accumulation = {'true' if m.fuse_wgrad_accumulation else 'false'}", ""]
     return "\n".join(lines)
