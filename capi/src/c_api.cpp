@@ -23,6 +23,7 @@
 #include "mxsim/hd/quant_block.hpp"
 #include "mxsim/m_splits.hpp"
 #include "mxsim/quant_stats.hpp"
+#include "mxsim/sim/maps.hpp"
 #include "mxsim/sim/recipe.hpp"
 #include "mxsim/spec_args.hpp"
 
@@ -384,6 +385,27 @@ mxsim_status mxsim_scale_exp_histogram(const mxsim_qtensor* q, void* stream, uin
     if (d.spec.scale_kind == ScaleKind::UE4M3) copy_to_host(*q->tensor_scale, &h.tensor_scale_inv, 4, stream);
     const ScaleExpCounts c = scale_exp_counts(h);
     std::copy(c.begin(), c.end(), out);
+  });
+}
+
+mxsim_status mxsim_block_maps(const DLTensor* x, const mxsim_qtensor* q, float* mse, float* sqnr_db, float* amax,
+                              void* scale, size_t n_blocks, uint8_t* codes, size_t n_codes, mxsim_error* err) {
+  return guard(err, [&] {
+    const char* op = "mxsim_block_maps";
+    if (!mse || !sqnr_db || !amax || !scale || !codes) throw std::invalid_argument(std::string(op) + ": an output is NULL");
+    const auto [h, hq] = stats_operands(x, q, op);
+    const sim::BlockMaps b = sim::block_maps(h.data(), hq);
+    const size_t nb = b.G * b.BR * b.BC;
+    if (n_blocks != nb || n_codes != b.codes.size())
+      throw std::invalid_argument(std::string(op) + ": outputs of " + std::to_string(n_blocks) + " blocks and " +
+                                  std::to_string(n_codes) + " codes for " + std::to_string(nb) + " and " +
+                                  std::to_string(b.codes.size()));
+    std::copy(b.mse.begin(), b.mse.end(), mse);
+    std::copy(b.sqnr_db.begin(), b.sqnr_db.end(), sqnr_db);
+    std::copy(b.amax.begin(), b.amax.end(), amax);
+    if (!b.scale_inv.empty()) std::memcpy(scale, b.scale_inv.data(), nb * sizeof(float));
+    else std::memcpy(scale, b.scale_bytes.data(), nb);
+    std::copy(b.codes.begin(), b.codes.end(), codes);
   });
 }
 

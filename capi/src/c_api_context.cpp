@@ -3,6 +3,7 @@
 // backend's front door (upload_native: a device-to-device copy on CUDA), so
 // that the recorder's norms and oscillation metrics are the backends' own ops,
 // the simulator's bits, with their state kept on the device.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <memory>
@@ -10,6 +11,7 @@
 
 #include "c_api_internal.hpp"
 #include "mxsim/emu/backend_emu.hpp"
+#include "mxsim/sim/maps.hpp"
 #include "mxsim/sim/model.hpp"
 
 using namespace mxsim;
@@ -63,6 +65,21 @@ struct mxsim_osc_metrics {
   mxsim_context* ctx = nullptr;
   sim::OscMetrics m;
 };
+
+namespace {
+/// A backend tensor's elements into host memory of n of them (nothing when t is empty: zeros).
+template <class T>
+void state_to_host(Backend& be, const Tensor& t, T* out, size_t n, const char* op, const char* what) {
+  if (t.empty()) {
+    std::fill(out, out + n, T(0));
+    return;
+  }
+  if (t.numel() != n)
+    throw std::invalid_argument(std::string(op) + ": " + what + " holds " + std::to_string(t.numel()) +
+                                " elements, not " + std::to_string(n));
+  be.download(t, out, n * sizeof(T));
+}
+}  // namespace
 
 extern "C" {
 
@@ -154,6 +171,25 @@ void mxsim_osc_metrics_destroy(mxsim_osc_metrics* m) {
   delete m;
 }
 
+mxsim_status mxsim_osc_metrics_maps(mxsim_osc_metrics* m, const char* name, uint32_t* flips, float* ema,
+                                    float* dist_ratio, size_t n, mxsim_error* err) {
+  return guard(err, [&] {
+    const char* op = "mxsim_osc_metrics_maps";
+    if (!m || !name || (n && (!flips || !ema || !dist_ratio))) throw std::invalid_argument(std::string(op) + ": a NULL argument");
+    m->ctx->run(op, [&] {
+      Backend& be = *m->ctx->be;
+      const Backend::OscState* s = m->m.state(name);
+      state_to_host(be, s ? s->flips : Tensor(), flips, n, op, name);
+      state_to_host(be, s ? s->ema : Tensor(), ema, n, op, name);
+      std::vector<float> dq(n), dw(n);
+      state_to_host(be, s ? s->dist_q : Tensor(), dq.data(), n, op, name);
+      state_to_host(be, s ? s->dist_w : Tensor(), dw.data(), n, op, name);
+      const std::vector<float> r = sim::dist_ratio_map(dq, dw);
+      std::copy(r.begin(), r.end(), dist_ratio);
+    });
+  });
+}
+
 mxsim_status mxsim_osc_metrics_update(mxsim_osc_metrics* m, const char* name, const DLTensor* w, const DLTensor* q,
                                       void* stream, mxsim_osc_step* out, mxsim_error* err) {
   return guard(err, [&] {
@@ -189,6 +225,18 @@ void mxsim_deosc_destroy(mxsim_deosc* d) {
   } catch (...) {
   }
   delete d;
+}
+
+
+mxsim_status mxsim_deosc_snaps(mxsim_deosc* d, const char* name, uint32_t* snaps, size_t n, mxsim_error* err) {
+  return guard(err, [&] {
+    const char* op = "mxsim_deosc_snaps";
+    if (!d || !name || (n && !snaps)) throw std::invalid_argument(std::string(op) + ": a NULL argument");
+    d->ctx->run(op, [&] {
+      const sim::DeOsc::State* s = d->d.state_of(name);
+      state_to_host(*d->ctx->be, s ? s->snaps : Tensor(), snaps, n, op, name);
+    });
+  });
 }
 
 mxsim_status mxsim_deosc_observe(mxsim_deosc* d, const char* name, DLTensor* w, const DLTensor* q, void* stream,

@@ -2,6 +2,7 @@
 // from the caller becomes core's RunPlan, and core's TraceRecorder (the one the
 // simulator writes with) declares the series, queues the rows and writes them
 // on its writer thread. The C layer only checks the caller's arrays.
+#include <cstring>
 #include <map>
 #include <memory>
 #include <vector>
@@ -32,8 +33,12 @@ sim::RunPlan run_plan(const mxsim_run_plan& p) {
   if ((p.n_scalars && !p.scalars) || (p.n_layers && !p.layers))
     throw std::invalid_argument(std::string(op) + ": scalars or layers is NULL with a non-zero count");
   if (p.experts < 0) throw std::invalid_argument(std::string(op) + ": experts is negative");
+  if (p.n_snapshot_steps && !p.snapshot_steps)
+    throw std::invalid_argument(std::string(op) + ": snapshot_steps is NULL with a non-zero count");
   sim::RunPlan r;
   r.micro_batches = uint64_t(p.micro_batches);
+  r.snapshot_steps.assign(p.snapshot_steps, p.snapshot_steps + p.n_snapshot_steps);
+  r.first_step = p.first_step;
   r.experts = uint64_t(p.experts);
   for (size_t i = 0; i < p.n_scalars; ++i) {
     if (!p.scalars[i]) throw std::invalid_argument(std::string(op) + ": scalar name " + std::to_string(i) + " is NULL");
@@ -54,6 +59,7 @@ sim::RunPlan run_plan(const mxsim_run_plan& p) {
     lp.G = uint64_t(l.groups), lp.N = uint64_t(l.out_features), lp.K = uint64_t(l.in_features);
     lp.quantized = l.quantized != 0;
     lp.deosc = l.deosc != 0;
+    lp.snapshots = l.snapshots != 0;
     r.layers.push_back(lp);
   }
   return r;
@@ -131,6 +137,59 @@ mxsim_status mxsim_recorder_append(mxsim_recorder* r, const mxsim_step_row* row,
     if (!r || !row) throw std::invalid_argument("mxsim_recorder_append: recorder or row is NULL");
     if (!r->rec) throw std::invalid_argument("mxsim_recorder_append: the recorder is closed");
     r->rec->append(step_record(r->plan, *row));
+  });
+}
+
+mxsim_status mxsim_recorder_snapshots(const mxsim_recorder* r, int64_t step, size_t* n, mxsim_error* err) {
+  return guard(err, [&] {
+    if (!r || !n) throw std::invalid_argument("mxsim_recorder_snapshots: recorder or n is NULL");
+    if (!r->rec) throw std::invalid_argument("mxsim_recorder_snapshots: the recorder is closed");
+    *n = r->rec->snapshot_due(sim::Step(step)) ? r->rec->snapshot_keys().size() : 0;
+  });
+}
+
+mxsim_status mxsim_recorder_snapshot_key(const mxsim_recorder* r, size_t i, int32_t* layer, char* kind,
+                                         size_t kind_cap, mxsim_error* err) {
+  return guard(err, [&] {
+    const char* op = "mxsim_recorder_snapshot_key";
+    if (!r || !layer || !kind || kind_cap == 0) throw std::invalid_argument(std::string(op) + ": a NULL argument");
+    if (!r->rec) throw std::invalid_argument(std::string(op) + ": the recorder is closed");
+    const auto keys = r->rec->snapshot_keys();
+    if (i >= keys.size())
+      throw std::invalid_argument(std::string(op) + ": key " + std::to_string(i) + " of " + std::to_string(keys.size()));
+    if (keys[i].kind.size() + 1 > kind_cap)
+      throw std::invalid_argument(std::string(op) + ": kind_cap " + std::to_string(kind_cap) + " below " +
+                                  std::to_string(keys[i].kind.size() + 1));
+    *layer = int32_t(keys[i].slot);
+    std::memcpy(kind, keys[i].kind.c_str(), keys[i].kind.size() + 1);
+  });
+}
+
+mxsim_status mxsim_recorder_write_snapshots(mxsim_recorder* r, int64_t step, const DLTensor* const* data, size_t n,
+                                            mxsim_error* err) {
+  return guard(err, [&] {
+    const char* op = "mxsim_recorder_write_snapshots";
+    if (!r || (n && !data)) throw std::invalid_argument(std::string(op) + ": recorder or data is NULL");
+    if (!r->rec) throw std::invalid_argument(std::string(op) + ": the recorder is closed");
+    if (!r->rec->snapshot_due(sim::Step(step)))
+      throw std::invalid_argument(std::string(op) + ": step " + std::to_string(step) + " takes no snapshots");
+    const auto keys = r->rec->snapshot_keys();
+    if (n != keys.size())
+      throw std::invalid_argument(std::string(op) + ": " + std::to_string(n) + " tensors for " +
+                                  std::to_string(keys.size()) + " snapshots");
+    r->rec->write_snapshots(sim::Step(step), [&](size_t slot, std::string_view kind) {
+      for (size_t i = 0; i < keys.size(); ++i)
+        if (keys[i].slot == slot && keys[i].kind == kind) {
+          const DLTensor& t = *data[i];
+          if (t.device.device_type != kDLCPU)
+            throw std::invalid_argument(std::string(op) + ": snapshot " + keys[i].kind + " is not a CPU tensor");
+          check_contiguous(t, op, keys[i].kind.c_str());
+          const size_t bytes = numel(t, op, keys[i].kind.c_str()) * ((t.dtype.bits * t.dtype.lanes + 7) / 8);
+          const auto* p = static_cast<const unsigned char*>(data_of(t));
+          return std::vector<unsigned char>(p, p + bytes);  // the recorder checks the size against the shape
+        }
+      throw std::logic_error(std::string(op) + ": no tensor for snapshot " + std::string(kind));
+    });
   });
 }
 

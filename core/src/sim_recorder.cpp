@@ -14,6 +14,14 @@ namespace mxsim::sim {
 namespace schema = trace::schema;
 using trace::DType;
 
+namespace {
+const Weight* ws_by_slot(const std::vector<Weight*>& ws, size_t slot) {
+  for (const Weight* w : ws)
+    if (size_t(w->layer) == slot) return w;
+  throw std::logic_error("trace recorder: no weight in slot " + std::to_string(slot));
+}
+}  // namespace
+
 RunPlan simulator_plan(const Config& cfg, const std::vector<Weight*>& ws) {
   RunPlan p;
   p.micro_batches = uint64_t(cfg.num_microbatches);
@@ -30,6 +38,8 @@ RunPlan simulator_plan(const Config& cfg, const std::vector<Weight*>& ws) {
     l.shard_edge = l.deosc && cfg.deosc_shard_edge;
     const bool snap_layer =
         std::find(cfg.snapshot_layers.begin(), cfg.snapshot_layers.end(), w->layer) != cfg.snapshot_layers.end();
+    l.snapshots = snap_layer;
+    l.snapshot_wgrad_mb = true;
     if (snap_layer && l.quantized) {
       l.watch = cfg.watch_elements.size();
       l.watch_fp32_scale = operand_specs(w->recipe).w.scale_kind == ScaleKind::FP32;
@@ -129,43 +139,28 @@ TraceRecorder::TraceRecorder(const std::string& path, const std::string& config_
     if (s >= first.n() && s <= last.n()) snap_steps_.push_back(s);
   std::sort(snap_steps_.begin(), snap_steps_.end());
   snap_steps_.erase(std::unique(snap_steps_.begin(), snap_steps_.end()), snap_steps_.end());
-  for (const Weight* w : ws) {
-    const char* L = name_of(w->layer);
-    const bool snap_layer =
-        std::find(cfg.snapshot_layers.begin(), cfg.snapshot_layers.end(), w->layer) != cfg.snapshot_layers.end();
-    if (!snap_steps_.empty() && snap_layer) {
-      const std::vector<uint64_t> sh = {w->G, w->N, w->K};
-      for (const char* kind : schema::kSnapshotKinds) {
-        std::vector<uint64_t> s = sh;
-        if (std::string_view(kind) == "wgrad_mb") s.insert(s.begin(), NMB);
-        snaps_.push_back({schema::snapshot(L, kind), w->layer, kind, DType::f32, s});
-      }
-      if (is_quantized(w->recipe)) {  // format 2: the weight's block maps and element maps
-        const QuantSpec& ws = operand_specs(w->recipe).w;
-        const uint64_t br = ws.block_rows == 0 ? w->N : uint64_t(ws.block_rows),
-                       bc = ws.block_cols == 0 ? w->K : uint64_t(ws.block_cols);
-        const std::vector<uint64_t> bs = {w->G, (w->N + br - 1) / br, (w->K + bc - 1) / bc};
-        for (const char* m : {"block_mse", "block_sqnr_db", "block_amax"})
-          snaps_.push_back({schema::block_map(L, "w", m), w->layer, std::string("quant/w/") + m, DType::f32, bs});
-        snaps_.push_back({schema::block_map(L, "w", "scale"), w->layer, "quant/w/scale",
-                          ws.scale_kind == ScaleKind::FP32 ? DType::f32 : DType::u8, bs});
-        snaps_.push_back({schema::block_map(L, "w", "codes"), w->layer, "quant/w/codes", DType::u8, sh});
-        declare_operand_maps(cfg, *w);
-        snaps_.push_back({schema::element_map(L, "flips"), w->layer, "osc/flips", DType::u32, sh});
-        snaps_.push_back({schema::element_map(L, "ema"), w->layer, "osc/ema", DType::f32, sh});
-        snaps_.push_back({schema::element_map(L, "dist_ratio"), w->layer, "osc/dist_ratio", DType::f32, sh});
-        if (cfg.deosc && deosc_eligible(w->recipe))  // format 4: per-element de-oscillation snaps
-          snaps_.push_back({schema::element_map(L, "snaps"), w->layer, "osc/snaps", DType::u32, sh});
-      }
+  for (const LayerPlan& l : plan.layers)
+    if (l.snapshots && !snap_steps_.empty()) {
+      declare_weight_snapshots(l, NMB);
+      if (l.quantized) declare_operand_maps(cfg, *ws_by_slot(ws, l.slot));
     }
-  }
   open(path, config_toml, trace::make_provenance(backend, cfg.seed), plan);
 }
 
 TraceRecorder::TraceRecorder(const std::string& path, const std::string& config_toml, const trace::Provenance& prov,
                              const RunPlan& plan)
-    : first_(Step(1)) {
+    : first_(Step(plan.first_step)) {
   plan_series(plan);
+  for (int64_t s : plan.snapshot_steps)
+    if (s >= plan.first_step) snap_steps_.push_back(s);
+  std::sort(snap_steps_.begin(), snap_steps_.end());
+  snap_steps_.erase(std::unique(snap_steps_.begin(), snap_steps_.end()), snap_steps_.end());
+  for (const LayerPlan& l : plan.layers)
+    if (l.snapshots && !snap_steps_.empty()) {
+      check_component("layer", l.name);
+      declare_weight_snapshots(l, plan.micro_batches);
+    }
+  if (snaps_.empty()) snap_steps_.clear();  // no layer takes snapshots: no step is due
   open(path, config_toml, prov, plan);
 }
 
@@ -247,17 +242,51 @@ OperandGrid operand_grid(const Config& cfg, const Weight& w, Operand o) {
   return g;
 }
 
+void TraceRecorder::declare_weight_snapshots(const LayerPlan& l, uint64_t NMB) {
+  const std::string& L = l.name;
+  const std::vector<uint64_t> sh = {l.G, l.N, l.K};
+  for (const char* kind : schema::kSnapshotKinds) {
+    std::vector<uint64_t> s = sh;
+    if (std::string_view(kind) == "wgrad_mb") {
+      if (!l.snapshot_wgrad_mb) continue;
+      s.insert(s.begin(), NMB);
+    }
+    snaps_.push_back({schema::snapshot(L, kind), l.slot, kind, DType::f32, s});
+  }
+  if (!l.quantized) return;
+  // format 2: the weight's block maps and element maps, in the recipe's block grid over [N, K]
+  const QuantSpec ws = operand_specs(make_recipe(l.recipe, RecipeConfig{})).w;
+  const uint64_t br = ws.block_rows == 0 ? l.N : uint64_t(ws.block_rows),
+                 bc = ws.block_cols == 0 ? l.K : uint64_t(ws.block_cols);
+  const std::vector<uint64_t> bs = {l.G, (l.N + br - 1) / br, (l.K + bc - 1) / bc};
+  for (const char* m : {"block_mse", "block_sqnr_db", "block_amax"})
+    snaps_.push_back({schema::block_map(L, "w", m), l.slot, std::string("quant/w/") + m, DType::f32, bs});
+  snaps_.push_back({schema::block_map(L, "w", "scale"), l.slot, "quant/w/scale",
+                    ws.scale_kind == ScaleKind::FP32 ? DType::f32 : DType::u8, bs});
+  snaps_.push_back({schema::block_map(L, "w", "codes"), l.slot, "quant/w/codes", DType::u8, sh});
+  snaps_.push_back({schema::element_map(L, "flips"), l.slot, "osc/flips", DType::u32, sh});
+  snaps_.push_back({schema::element_map(L, "ema"), l.slot, "osc/ema", DType::f32, sh});
+  snaps_.push_back({schema::element_map(L, "dist_ratio"), l.slot, "osc/dist_ratio", DType::f32, sh});
+  if (l.deosc) snaps_.push_back({schema::element_map(L, "snaps"), l.slot, "osc/snaps", DType::u32, sh});  // format 4
+}
+
+std::vector<TraceRecorder::SnapshotKey> TraceRecorder::snapshot_keys() const {
+  std::vector<SnapshotKey> k;
+  for (const Snapshot& s : snaps_) k.push_back({s.slot, s.kind});
+  return k;
+}
+
 void TraceRecorder::declare_operand_maps(const Config& cfg, const Weight& w) {
   const char* L = name_of(w.layer);
   for (Operand o : kOperands) {
     const OperandGrid g = operand_grid(cfg, w, o);
     const std::string op = name_of(o), pre = "quant/" + op + "/";
     const std::vector<uint64_t> bs = {g.G, g.BR, g.BC};
-    snaps_.push_back({schema::block_map(L, op, "rows"), w.layer, pre + "rows", DType::i64, {g.G}});
+    snaps_.push_back({schema::block_map(L, op, "rows"), size_t(w.layer), pre + "rows", DType::i64, {g.G}});
     for (const char* m : {"block_mse", "block_sqnr_db", "block_amax"})
-      snaps_.push_back({schema::block_map(L, op, m), w.layer, pre + m, DType::f32, bs});
-    snaps_.push_back({schema::block_map(L, op, "scale"), w.layer, pre + "scale", g.fp32_scales ? DType::f32 : DType::u8, bs});
-    snaps_.push_back({schema::block_map(L, op, "codes"), w.layer, pre + "codes", DType::u8, {g.G, g.R, g.C}});
+      snaps_.push_back({schema::block_map(L, op, m), size_t(w.layer), pre + m, DType::f32, bs});
+    snaps_.push_back({schema::block_map(L, op, "scale"), size_t(w.layer), pre + "scale", g.fp32_scales ? DType::f32 : DType::u8, bs});
+    snaps_.push_back({schema::block_map(L, op, "codes"), size_t(w.layer), pre + "codes", DType::u8, {g.G, g.R, g.C}});
   }
 }
 
@@ -267,7 +296,7 @@ void TraceRecorder::write_snapshots(Step n, const SnapshotSource& src) {
   (void)n;  // the writer knows its row; n is checked by the caller through snapshot_due
   drain();  // the rows before this step are written (the writer's row count places the snapshot)
   for (const Snapshot& s : snaps_) {
-    const std::vector<unsigned char> b = src(s.layer, s.kind);
+    const std::vector<unsigned char> b = src(s.slot, s.kind);
     uint64_t n = trace::dtype_size(s.dtype);
     for (uint64_t d : s.shape) n *= d;
     if (b.size() != n)

@@ -274,7 +274,7 @@ class Trainer {
     if (snap && rec_) {
       maps_.clear();  // this step's block maps, computed on first use
       op_maps_.clear();
-      rec_->write_snapshots(n, [&](Layer l, std::string_view kind) { return snapshot(l, kind); });
+      rec_->write_snapshots(n, [&](size_t slot, std::string_view kind) { return snapshot(Layer(slot), kind); });
     }
     for (Weight* w : ws_)
       if (is_quantized(w->recipe))

@@ -100,6 +100,8 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--trace", default="run.h5", help="the trace to write (default run.h5)")
     ap.add_argument("--no-trace", action="store_true", help="no recorder (the baseline of its cost)")
+    ap.add_argument("--snapshot-steps", default="", help="comma-separated steps whose weights, main_grad and "
+                    "maps the trace holds (e.g. 100,150)")
     ap.add_argument("--no-deosc", action="store_true", help="no weight de-oscillation")
     ap.add_argument("--deosc-period", type=int, default=100)
     ap.add_argument("--deosc-ratio", type=float, default=4.0)
@@ -135,7 +137,8 @@ def main(argv=None):
     if not a.no_deosc and any(m.deosc_eligible for m in (model.experts_fc1, model.experts_fc2)):
         deosc = mt.WeightDeOsc(model, period=a.deosc_period, ratio=a.deosc_ratio, start_step=a.deosc_start,
                                masters=dict(zip(params, masters)))
-    rec = None if a.no_trace else mt.Recorder(model, a.trace, seed=a.seed)
+    snaps = [int(v) for v in a.snapshot_steps.split(",") if v.strip()]
+    rec = None if a.no_trace else mt.Recorder(model, a.trace, seed=a.seed, snapshot_steps=snaps)
     times = []
     perm = torch.randperm(images.shape[0])
     for step in range(1, a.steps + 1):

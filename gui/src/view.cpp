@@ -105,7 +105,7 @@ QString missing_dataset_reason(const TraceMeta& m, int since, const QString& wha
 
 QString snapshot_setting(const TraceMeta& m) {
   return m.prov.producer == trace::kProducerSimulator ? QString("set trace.snapshot_layers")
-                                                      : QString("mxsim.torch.Recorder writes no snapshots yet");
+                                                      : QString("pass mxsim.torch.Recorder snapshot_steps");
 }
 
 }  // namespace mxsim::inspector

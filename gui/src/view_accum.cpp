@@ -155,7 +155,12 @@ void AccumView::refresh() {
   const std::string wn = names::snap(l, "wgrad_mb"), mn = names::snap(l, "main_grad");
   const trace::DatasetInfo* wi = m.dataset(wn);
   if (!wi || !m.dataset(mn)) {
-    data_note_ = QString("This trace holds no wgrad_mb / main_grad snapshots of %1\n(%2).").arg(sel_layer_, snapshot_setting(m));
+    const bool recorder_main_grad_only = m.prov.producer != trace::kProducerSimulator && m.dataset(mn);
+    data_note_ = QString("This trace holds no wgrad_mb / main_grad snapshots of %1\n(%2).")
+                     .arg(sel_layer_, recorder_main_grad_only
+                                          ? QString("mxsim.torch.Recorder's snapshots hold main_grad, no per-micro-batch "
+                                                    "wgrad_mb yet")
+                                          : snapshot_setting(m));
     return;
   }
   if (std::find(wi->snapshot_steps.begin(), wi->snapshot_steps.end(), s) == wi->snapshot_steps.end()) {

@@ -450,10 +450,12 @@ void OscView::drawTimeline() {
   tl_plot_->yAxis->setRange(lo, hi);
   QString note;
   if (tl_.steps.size() < 2)
-    note = QString("Snapshots of %1 exist at %2 step(s) and the element is not watched:\n"
-                   "set trace.snapshot_steps to a range, or add it to trace.watch_elements, for a timeline.")
+    note = QString("Snapshots of %1 exist at %2 step(s) and the element is not watched:\n%3 for a timeline.")
                .arg(sel_layer_)
-               .arg(tl_.steps.size());
+               .arg(tl_.steps.size())
+               .arg(st_->primary() && st_->primary()->meta().prov.producer != trace::kProducerSimulator
+                        ? QString("pass the Recorder a range of snapshot_steps")
+                        : QString("set trace.snapshot_steps to a range, or add it to trace.watch_elements"));
   else if (tl_.scale.empty())
     note = QString("No block scales of this element: grid lines not drawn (%1).")
                .arg(missing_dataset_reason(m, names::kFormatWeightMaps, "block scales"));

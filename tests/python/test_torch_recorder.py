@@ -285,3 +285,49 @@ def test_plain_linears_are_recorded_through_mxsims_qdq(tmp):
         assert np.float64(got).view(np.uint64) == np.float64(want_x["sqnr_db"]).view(np.uint64)
         assert f["/layers/0/osc/flips"][0] == 0
     assert not lin._forward_hooks and not lin._backward_hooks  # close() removed the hooks
+
+
+def test_snapshots_hold_the_step_before_its_optimizer_update_and_the_maps(tmp):
+    """snapshot_steps=[2]: at step 2, master is W as micro-batch 0's fprop used it (before that
+    step's update), weight_q its dequantized quantization, main_grad the buffer after the last
+    micro-batch, the block maps mxsim's of that quantization (MSE by hand from master and
+    weight_q for one block), the element maps the oscillation state after step 1. The inspector's
+    maps read them (mxsim report draws the quantization view of the layer)."""
+    torch.manual_seed(2)
+    lin = mt.GroupedLinear(2, 64, 32, bias=False, recipe="mxfp8", fuse_wgrad_accumulation=True)
+    for w in lin.weights():
+        w.main_grad = torch.zeros(w.shape)
+    model = torch.nn.Sequential(lin)
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    seen = {}
+    with mt.Recorder(model, tmp / "s.h5", snapshot_steps=[2]) as rec:
+        for step in (1, 2, 3):
+            for w in lin.weights():
+                w.main_grad.zero_()
+            if step == 2:
+                seen["W"] = torch.stack([w.detach().clone() for w in lin.weights()])
+            for mb in range(2):
+                lin(torch.randn(32, 64), [16, 16], mb == 0).square().sum().backward()
+            if step == 2:
+                seen["main_grad"] = torch.stack([w.main_grad.clone() for w in lin.weights()])
+            for w in lin.weights():
+                w.grad = w.main_grad.clone()
+            opt.step()
+            rec.log(step)
+    q = mt.quantize(seen["W"], spec=lin.recipe.spec("w"))
+    with h5py.File(tmp / "s.h5", "r") as f:
+        snap = f["/snap/0"]
+        assert list(snap["master"].attrs["steps"]) == [1]  # trace row 1 = global step 2
+        assert np.array_equal(snap["master"][0], seen["W"].numpy())
+        assert np.array_equal(snap["weight_q"][0], mt.dequantize(q).numpy())
+        assert np.array_equal(snap["main_grad"][0], seen["main_grad"].numpy())
+        err = (snap["master"][0] - snap["weight_q"][0]).astype(np.float64)[0, :32, :32]
+        assert np.float32(snap["quant/w/block_mse"][0][0, 0, 0]) == np.float32(np.mean(err ** 2))
+        assert snap["quant/w/codes"][0].shape == (2, 32, 64)
+        assert snap["osc/flips"][0].dtype == np.uint32 and snap["osc/ema"][0].shape == (2, 32, 64)
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
+    import subprocess
+    from conftest import MXSIM_BIN
+    p = subprocess.run([MXSIM_BIN, "report", str(tmp / "s.h5"), "-o", str(tmp / "rep"), "--row", "1"],
+                       capture_output=True, text=True, env=env)
+    assert p.returncode == 0, p.stderr

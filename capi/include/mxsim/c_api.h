@@ -278,6 +278,14 @@ MXSIM_C_EXPORT mxsim_status mxsim_quant_stats(const DLTensor* x, const mxsim_qte
  * are copied to the host after `stream`'s work; the codes are not read. */
 MXSIM_C_EXPORT mxsim_status mxsim_scale_exp_histogram(const mxsim_qtensor* q, void* stream, uint64_t* out,
                                                       mxsim_error* err);
+/** The trace's block maps of q against its source x (CPU tensors; sim/maps.hpp
+ * block_maps: per block of the recipe's logical grid mse, sqnr_db, amax as
+ * float32, the scale as its byte or FP32 scale_inv, and the element codes one
+ * per byte in the logical layout): n_blocks floats or scales each, n_codes
+ * codes (q's logical element count). */
+MXSIM_C_EXPORT mxsim_status mxsim_block_maps(const DLTensor* x, const mxsim_qtensor* q, float* mse, float* sqnr_db,
+                                             float* amax, void* scale, size_t n_blocks, uint8_t* codes, size_t n_codes,
+                                             mxsim_error* err);
 /** n must be the number of blocks: groups * scale_rows * scale_cols of q's layout. */
 MXSIM_C_EXPORT mxsim_status mxsim_block_stats(const DLTensor* x, const mxsim_qtensor* q, mxsim_block_stat* out,
                                               size_t n, mxsim_error* err);
@@ -340,6 +348,7 @@ typedef struct mxsim_layer_plan {
   int64_t groups, out_features, in_features; /**< weight [G, N, K] (G = 1 for a plain linear) */
   int32_t quantized;  /**< the quant (w, x, dy) and osc series */
   int32_t deosc;      /**< deosc/snapped series */
+  int32_t snapshots;  /**< snapshots at the plan's snapshot steps (master, weight_q, main_grad; W's maps) */
 } mxsim_layer_plan;
 
 typedef struct mxsim_run_plan {
@@ -353,6 +362,9 @@ typedef struct mxsim_run_plan {
   size_t n_scalars;
   const mxsim_layer_plan* layers;
   size_t n_layers;
+  const int64_t* snapshot_steps; /**< global steps taking snapshots (NULL: none) */
+  size_t n_snapshot_steps;
+  int64_t first_step;            /**< the global step of the trace's first row */
 } mxsim_run_plan;
 
 /** One step's oscillation metrics of a quantized weight (Backend::OscStep). */
@@ -390,6 +402,20 @@ MXSIM_C_EXPORT mxsim_status mxsim_recorder_create(const char* path, const mxsim_
 /** Queues one step's row (copied: the caller's arrays may go once this
  * returns). An error of an earlier row's write is reported here. */
 MXSIM_C_EXPORT mxsim_status mxsim_recorder_append(mxsim_recorder* r, const mxsim_step_row* row, mxsim_error* err);
+/** The snapshots step `step` takes (its row's, written before the row is
+ * appended): *n = 0 when the step takes none, else the number of snapshot
+ * datasets; mxsim_recorder_snapshot_key names each (its layer's index in the
+ * plan and its kind, the path below /snap/<layer>/: "master", "weight_q",
+ * "main_grad", "quant/w/block_mse", ..., "osc/flips", ...; docs/trace-format.md). */
+MXSIM_C_EXPORT mxsim_status mxsim_recorder_snapshots(const mxsim_recorder* r, int64_t step, size_t* n,
+                                                     mxsim_error* err);
+MXSIM_C_EXPORT mxsim_status mxsim_recorder_snapshot_key(const mxsim_recorder* r, size_t i, int32_t* layer,
+                                                        char* kind, size_t kind_cap, mxsim_error* err);
+/** Writes step `step`'s snapshots: data[i] the CPU tensor of key i, its
+ * bytes exactly the declared dtype and shape (float32 maps and tensors, uint8
+ * codes and byte scales, uint32 counts). Call before appending the step's row. */
+MXSIM_C_EXPORT mxsim_status mxsim_recorder_write_snapshots(mxsim_recorder* r, int64_t step, const DLTensor* const* data,
+                                                           size_t n, mxsim_error* err);
 /** Writes the queued rows and closes the file; reports any write that failed. */
 MXSIM_C_EXPORT mxsim_status mxsim_recorder_close(mxsim_recorder* r, mxsim_error* err);
 /** Closes (if still open, errors dropped) and frees r. NULL is a no-op. */
@@ -431,6 +457,12 @@ MXSIM_C_EXPORT mxsim_status mxsim_osc_metrics_create(mxsim_context* ctx, float m
                                                      mxsim_osc_metrics** out, mxsim_error* err);
 /** NULL is a no-op. Destroy it before its context. */
 MXSIM_C_EXPORT void mxsim_osc_metrics_destroy(mxsim_osc_metrics* m);
+/** The per-element state of weight `name` as the trace's element maps hold
+ * it (flips: cumulative oscillations; ema: EMA frequency; dist_ratio: dist_q /
+ * max(dist_w, 1e-12) of the current window, 0 where dist_w = 0), n elements
+ * each into host memory (zeros before the name's first update). */
+MXSIM_C_EXPORT mxsim_status mxsim_osc_metrics_maps(mxsim_osc_metrics* m, const char* name, uint32_t* flips, float* ema,
+                                                   float* dist_ratio, size_t n, mxsim_error* err);
 /** One step of weight `name`: its master w and quantized value q (float32,
  * one shape, on the context's device; q the dequantized W the next fprop
  * uses). The first step of a name seeds its state. A shape that differs from
@@ -448,6 +480,10 @@ MXSIM_C_EXPORT mxsim_status mxsim_deosc_create(mxsim_context* ctx, int64_t perio
                                                mxsim_error* err);
 /** NULL is a no-op. Destroy it before its context. */
 MXSIM_C_EXPORT void mxsim_deosc_destroy(mxsim_deosc* d);
+/** The per-element de-oscillation snaps of weight `name` so far (n u32 into
+ * host memory; zeros before its first window). */
+MXSIM_C_EXPORT mxsim_status mxsim_deosc_snaps(mxsim_deosc* d, const char* name, uint32_t* snaps, size_t n,
+                                              mxsim_error* err);
 /** One observation of weight `name`: w (float32 master, read and, where an
  * element snaps, written in place: w = q) and q (float32, w's shape: its MXFP4
  * forward QDQ), on the context's device, ordered on `stream`. The first

@@ -80,14 +80,16 @@ class GemmOperand(ctypes.Structure):
 class LayerPlan(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("recipe", ctypes.c_char_p), ("module", ctypes.c_char_p),
                 ("groups", ctypes.c_int64), ("out_features", ctypes.c_int64), ("in_features", ctypes.c_int64),
-                ("quantized", ctypes.c_int32), ("deosc", ctypes.c_int32)]
+                ("quantized", ctypes.c_int32), ("deosc", ctypes.c_int32), ("snapshots", ctypes.c_int32)]
 
 
 class RunPlan(ctypes.Structure):
     _fields_ = [("config_toml", ctypes.c_char_p), ("model", ctypes.c_char_p), ("backend", ctypes.c_char_p),
                 ("seed", ctypes.c_uint64), ("micro_batches", ctypes.c_int64), ("experts", ctypes.c_int64),
                 ("scalars", ctypes.POINTER(ctypes.c_char_p)), ("n_scalars", ctypes.c_size_t),
-                ("layers", ctypes.POINTER(LayerPlan)), ("n_layers", ctypes.c_size_t)]
+                ("layers", ctypes.POINTER(LayerPlan)), ("n_layers", ctypes.c_size_t),
+                ("snapshot_steps", ctypes.POINTER(ctypes.c_int64)), ("n_snapshot_steps", ctypes.c_size_t),
+                ("first_step", ctypes.c_int64)]
 
 
 class OscStep(ctypes.Structure):
@@ -198,6 +200,18 @@ def _declare(h):
         "mxsim_recorder_create": (ctypes.c_int, [ctypes.c_char_p, P(RunPlan), P(ctypes.c_void_p), P(Error)]),
         "mxsim_recorder_append": (ctypes.c_int, [ctypes.c_void_p, P(StepRow), P(Error)]),
         "mxsim_recorder_close": (ctypes.c_int, [ctypes.c_void_p, P(Error)]),
+        "mxsim_recorder_snapshots": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int64, P(ctypes.c_size_t), P(Error)]),
+        "mxsim_recorder_snapshot_key": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_size_t, P(ctypes.c_int32),
+                                                       ctypes.c_char_p, ctypes.c_size_t, P(Error)]),
+        "mxsim_recorder_write_snapshots": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int64, P(P(DLTensor)),
+                                                          ctypes.c_size_t, P(Error)]),
+        "mxsim_block_maps": (ctypes.c_int, [P(DLTensor), P(QTensor), P(ctypes.c_float), P(ctypes.c_float),
+                                            P(ctypes.c_float), ctypes.c_void_p, ctypes.c_size_t, P(ctypes.c_uint8),
+                                            ctypes.c_size_t, P(Error)]),
+        "mxsim_osc_metrics_maps": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, P(ctypes.c_uint32),
+                                                  P(ctypes.c_float), P(ctypes.c_float), ctypes.c_size_t, P(Error)]),
+        "mxsim_deosc_snaps": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, P(ctypes.c_uint32), ctypes.c_size_t,
+                                             P(Error)]),
         "mxsim_recorder_destroy": (None, [ctypes.c_void_p]),
         "mxsim_context_create": (ctypes.c_int, [DLDevice, P(ctypes.c_void_p), P(Error)]),
         "mxsim_context_destroy": (None, [ctypes.c_void_p]),

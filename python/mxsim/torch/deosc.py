@@ -96,6 +96,17 @@ class WeightDeOsc:
         """The elements of ``module`` snapped by the last step (0 where no window ended)."""
         return self.snapped_last.get(self._name_of.get(id(module)), 0)
 
+    def snaps_into(self, module, out):
+        """The per-element snap counts of module's weight so far into out (int32 CPU tensor of its
+        numel: the trace's uint32 counts bit for bit)."""
+        name = self._name_of.get(id(module))
+        dev = module.weights()[0].device
+        if name is None or (dev.type, dev.index) not in self._states:
+            out.zero_()
+            return
+        _capi.call(self._lib.mxsim_deosc_snaps, self._states[(dev.type, dev.index)][1], name.encode(),
+                   ctypes.cast(out.data_ptr(), ctypes.POINTER(ctypes.c_uint32)), out.numel())
+
     def close(self):
         for _, m in self.modules:
             if getattr(m, "_deosc", None) is self:

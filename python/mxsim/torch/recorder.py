@@ -118,6 +118,7 @@ class _Tap:
         self.norms = []               # main_grad_norm per micro-batch, in backward order
         self.pending_grad = False     # .grad holds an unread micro-batch (unfused modules)
         self.stats = {r: None for r in _ROLES}  # (QStats, hist) of micro-batch 0
+        self.snap = None              # (W as FP32, its fprop quantization) of a snapshot step's micro-batch 0
 
     def _record(self, role, src, q):
         self.stats[role] = self.rec._ctx(self.mod).quant_stats(src, q)
@@ -125,10 +126,14 @@ class _Tap:
     def fprop(self, x, qx, weights, qw):
         """micro-batch 0's fprop operands (qx / qw None: quantized here, for a plain nn.Linear)."""
         self._read_grad()
-        if self.forwards == 0 and self.quantized:
+        if self.forwards == 0 and (self.quantized or self.rec._snapshot_next(self)):
             W = _stack(weights)
-            self._record("w", W, qw if qw is not None else quantize(W, spec=self.mod._weight_spec(W)))
-            self._record("x", x, qx if qx is not None else quantize(x, spec=self.mod._stat_spec("x_fprop", x)))
+            if self.quantized:
+                qw = qw if qw is not None else quantize(W, spec=self.mod._weight_spec(W))
+                self._record("w", W, qw)
+                self._record("x", x, qx if qx is not None else quantize(x, spec=self.mod._stat_spec("x_fprop", x)))
+            if self.rec._snapshot_next(self):  # before the optimizer step, as the simulator's snapshots
+                self.snap = (W.detach().float().cpu(), qw.cpu() if qw is not None else None)
         self.forwards += 1
 
     def dgrad(self, dy, qdy, quantize_dy):
@@ -220,14 +225,18 @@ class Recorder:
     steps, default 100: the simulator's deosc.period), seed (stored in the trace's provenance),
     linears (opt-in: a recipe name; every plain ``torch.nn.Linear`` that include selects is
     recorded too, its operands quantized by mxsim with that recipe for the statistics only, the
-    layer's own arithmetic unchanged).
+    layer's own arithmetic unchanged), snapshot_steps (global steps whose W, its fprop
+    quantization, main_grad, W's block maps and the element maps of the oscillation state are
+    written, taken at micro-batch 0 / after the last micro-batch as the simulator's are),
+    snapshot_layers (names that take them; default all), start_step (the global step of the
+    first ``log``; snapshot steps count from it).
 
     Raises ValueError when the model holds no mxsim.torch linear (``convert`` swaps them in).
     A recorder is a context manager; ``close`` detaches it from the modules and closes the file.
     """
 
     def __init__(self, model, path, *, include=None, scalars=(), osc_momentum=0.01, osc_period=100, seed=0,
-                 linears=None):
+                 linears=None, snapshot_steps=(), snapshot_layers=None, start_step=1):
         self.path = str(path)
         self.model_class = type(model).__name__
         self.extra_scalars = list(scalars)
@@ -253,6 +262,9 @@ class Recorder:
                              "linears='mxfp4' records plain nn.Linear layers through mxsim's QDQ)")
         for t in self.taps:
             t.mod._tap = t
+        self.snapshot_steps = sorted(set(int(v) for v in snapshot_steps))
+        self.snapshot_layers = None if snapshot_layers is None else set(snapshot_layers)
+        self._next_step = int(start_step)
         self._contexts = {}
         self._handle = None
         self._plan = None  # (micro_batches, scalar names, experts) once the file exists
@@ -298,6 +310,7 @@ class Recorder:
             raise ValueError(f"Recorder: scalar(s) {unknown} were not in the first step's log; declare them with "
                              "Recorder(..., scalars=[...])")
         keep = []  # the ctypes arrays the row points into, alive until append returns
+        pending_osc = []  # the oscillation metrics update after the snapshots (their maps are the state before)
         rows = (_capi.LayerRow * len(self.taps))()
         for i, t in enumerate(self.taps):
             r = rows[i]
@@ -312,13 +325,17 @@ class Recorder:
                     keep.append(h)
                     r.quant[o] = qs
                     r.scale_exp_hist[o] = h
-                r.osc = self._osc(t)
+                pending_osc.append((r, t))
             if t.mod._deosc is not None:  # WeightDeOsc.step ran before this log: its window's snaps
                 r.snapped = t.mod._deosc.snapped_of(t.mod)
+        self._write_snapshots(step, norms)
+        for r, t in pending_osc:
+            r.osc = self._osc(t)
         vals = (ctypes.c_double * max(len(names), 1))(*[_num(scalars.get(k, _NAN)) for k in names])
         tpe = (ctypes.c_int64 * max(nmb * experts, 1))(*(tok.reshape(-1).tolist() if experts else [0]))
         row = _capi.StepRow(int(step), _num(loss), _num(lr), vals, tpe, rows)
         _capi.call(self._lib.mxsim_recorder_append, self._handle, ctypes.byref(row))
+        self._next_step = int(step) + 1
 
     def close(self):
         """Writes the queued rows, closes the trace and detaches from the modules. Raises what a
@@ -361,6 +378,79 @@ class Recorder:
 
     # ---------------------------------------------------------------- internals
 
+    def _snapshot_next(self, tap):
+        """Whether the step under way takes snapshots of tap's layer."""
+        return self._next_step in self.snapshot_steps and \
+            (self.snapshot_layers is None or tap.name in self.snapshot_layers)
+
+    def _write_snapshots(self, step, norms):
+        n = ctypes.c_size_t()
+        _capi.call(self._lib.mxsim_recorder_snapshots, self._handle, int(step), ctypes.byref(n))
+        if n.value == 0:
+            return
+        kind = ctypes.create_string_buffer(64)
+        layer = ctypes.c_int32()
+        keep, dls = [], []
+        for i in range(n.value):
+            _capi.call(self._lib.mxsim_recorder_snapshot_key, self._handle, i, ctypes.byref(layer), kind, 64)
+            t = self._snapshot_tensor(self.taps[layer.value], kind.value.decode())
+            keep.append(t)
+            dls.append(ctypes.pointer(_dl_of(t)))
+        arr = (ctypes.POINTER(_capi.DLTensor) * n.value)(*dls)
+        _capi.call(self._lib.mxsim_recorder_write_snapshots, self._handle, int(step), arr, n.value)
+
+    def _snapshot_tensor(self, t, kind):
+        """The host tensor of one declared snapshot (its dtype and shape the trace's)."""
+        m = t.mod
+        if t.snap is None:
+            raise ValueError(f"Recorder: {t.name} ran no forward in a snapshot step (its snapshots need micro-batch 0)")
+        W, q = t.snap
+        G, N, K = W.shape
+        if kind == "master":
+            return W.contiguous()
+        if kind == "weight_q":
+            return (dequantize(q) if q is not None else W.bfloat16().float()).reshape(G, N, K).contiguous()
+        if kind == "main_grad":
+            g = _grad_buffer(m, "main_grad" if all(hasattr(w, "main_grad") for w in m.weights()) else "grad")
+            return (g.detach().float().cpu() if g is not None else torch.zeros(G, N, K)).reshape(G, N, K).contiguous()
+        if kind.startswith("quant/w/"):
+            return self._block_maps(t, W, q)[kind[len("quant/w/"):]]
+        if kind.startswith("osc/"):
+            return self._element_maps(t, W.numel())[kind[len("osc/"):]].reshape(G, N, K)
+        raise ValueError(f"Recorder: no source for snapshot {kind} of {t.name}")
+
+    def _block_maps(self, t, W, q):
+        if getattr(t, "_maps_of", None) is not q:
+            from . import _dl
+            lay = q.layout
+            nb = lay.groups * lay.scale_rows * lay.scale_cols
+            fp32 = q._scale.dtype == torch.float32
+            out = {k: torch.empty(nb, dtype=torch.float32) for k in ("block_mse", "block_sqnr_db", "block_amax")}
+            out["scale"] = torch.empty(nb, dtype=torch.float32 if fp32 else torch.uint8)
+            out["codes"] = torch.empty(W.numel(), dtype=torch.uint8)
+            cq = q._c()
+            _capi.call(self._lib.mxsim_block_maps, ctypes.byref(_dl(W, "x")), ctypes.byref(cq),
+                       ctypes.cast(out["block_mse"].data_ptr(), ctypes.POINTER(ctypes.c_float)),
+                       ctypes.cast(out["block_sqnr_db"].data_ptr(), ctypes.POINTER(ctypes.c_float)),
+                       ctypes.cast(out["block_amax"].data_ptr(), ctypes.POINTER(ctypes.c_float)),
+                       ctypes.c_void_p(out["scale"].data_ptr()), nb,
+                       ctypes.cast(out["codes"].data_ptr(), ctypes.POINTER(ctypes.c_uint8)), W.numel())
+            t._maps_of, t._maps = q, out
+        return t._maps
+
+    def _element_maps(self, t, n):
+        ctx = self._ctx(t.mod)
+        out = {"flips": torch.zeros(n, dtype=torch.int32), "ema": torch.zeros(n), "dist_ratio": torch.zeros(n)}
+        _capi.call(self._lib.mxsim_osc_metrics_maps, ctx.osc, t.name.encode(),
+                   ctypes.cast(out["flips"].data_ptr(), ctypes.POINTER(ctypes.c_uint32)),
+                   ctypes.cast(out["ema"].data_ptr(), ctypes.POINTER(ctypes.c_float)),
+                   ctypes.cast(out["dist_ratio"].data_ptr(), ctypes.POINTER(ctypes.c_float)), n)
+        d = t.mod._deosc
+        out["snaps"] = torch.zeros(n, dtype=torch.int32)
+        if d is not None:
+            d.snaps_into(t.mod, out["snaps"])
+        return out
+
     def _ctx(self, mod):
         dev = mod.weights()[0].device
         key = (dev.type, dev.index)
@@ -385,15 +475,25 @@ class Recorder:
             enc = [t.name.encode(), m.recipe.name.encode(), _class_of(m).encode()]
             keep += enc
             layer_plans[i] = _capi.LayerPlan(enc[0], enc[1], enc[2], m.num_gemms, m.out_features, m.in_features,
-                                             int(t.quantized), int(m._deosc is not None))
+                                             int(t.quantized), int(m._deosc is not None),
+                                             int(self.snapshot_layers is None or t.name in self.snapshot_layers))
         enc_names = [n.encode() for n in names]
         arr = (ctypes.c_char_p * max(len(names), 1))(*enc_names)
         cfg = _config_toml(self, micro_batches, names).encode()
         plan = _capi.RunPlan(cfg, self.model_class.encode(), b"hip" if "cuda" in devices else b"emu", self.seed,
-                             micro_batches, experts, arr, len(names), layer_plans, len(self.taps))
+                             micro_batches, experts, arr, len(names), layer_plans, len(self.taps),
+                             (ctypes.c_int64 * max(len(self.snapshot_steps), 1))(*self.snapshot_steps),
+                             len(self.snapshot_steps), self._next_step)
         h = ctypes.c_void_p()
         _capi.call(self._lib.mxsim_recorder_create, self.path.encode(), ctypes.byref(plan), ctypes.byref(h))
         self._handle, self._plan = h, (micro_batches, names, experts)
+
+
+def _dl_of(t):
+    """A snapshot's DLTensor: its bytes are what the trace stores (int32 counts travel as the
+    uint32 the trace declares, through a float32 view of the same bytes)."""
+    from . import _dl
+    return _dl(t.view(torch.float32) if t.dtype == torch.int32 else t, "snapshot")
 
 
 def _class_of(m):

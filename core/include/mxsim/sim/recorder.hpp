@@ -68,6 +68,10 @@ struct LayerPlan {
   bool shard_edge = false;        ///< deosc/shard_edge_* (parallel.deosc_shard_edge)
   uint64_t watch = 0;             ///< watched elements W (watch/*; 0: none)
   bool watch_fp32_scale = false;  ///< watch/scale is f32 (FP32 scale_inv) rather than the byte
+  /// Snapshots at RunPlan::snapshot_steps: master, weight_q, main_grad [G, N, K] (+ wgrad_mb
+  /// where snapshot_wgrad_mb) and, quantized, W's block maps and the element maps (schema.hpp).
+  bool snapshots = false;
+  bool snapshot_wgrad_mb = false;
 };
 /// The run-wide series beside the layers'.
 struct RunPlan {
@@ -76,6 +80,10 @@ struct RunPlan {
   bool model_metrics = false;     ///< aux_loss, accuracy, test_accuracy (the simulator's model)
   std::vector<std::string> scalars;  ///< further f64 series /train/<name> (a recorder's own scalars)
   std::vector<LayerPlan> layers;
+  /// Global steps that take snapshots (of the layers with LayerPlan::snapshots) and the first
+  /// step of the trace (row r holds global step first_step + r).
+  std::vector<int64_t> snapshot_steps;
+  int64_t first_step = 1;
 };
 /// The plan of a simulator run (every layer of `weights`).
 RunPlan simulator_plan(const Config& cfg, const std::vector<Weight*>& weights);
@@ -116,6 +124,13 @@ class TraceRecorder {
   /// is empty, holds '/', or repeats.
   TraceRecorder(const std::string& path, const std::string& config_toml, const trace::Provenance& prov,
                 const RunPlan& plan);
+  /// A snapshot this trace declared: the layer's slot and its kind (the path below /snap/<l>/).
+  struct SnapshotKey {
+    size_t slot;
+    std::string kind;
+  };
+  /// Every declared snapshot of one snapshot step, in declaration order.
+  std::vector<SnapshotKey> snapshot_keys() const;
   ~TraceRecorder();
 
   /// Whether step n's row takes snapshots.
@@ -125,7 +140,8 @@ class TraceRecorder {
   /// the maps: "quant/w/<m>" for m in schema::kBlockMaps, "quant/<op>/<m>" for the activation
   /// operands (sim::Operand names) with m in kBlockMaps or "rows", "osc/<m>" for flips, ema,
   /// dist_ratio (the path below /snap/<l>/).
-  using SnapshotSource = std::function<std::vector<unsigned char>(Layer, std::string_view kind)>;
+  /// The layer is its LayerPlan::slot (the simulator's: size_t(Layer)).
+  using SnapshotSource = std::function<std::vector<unsigned char>(size_t slot, std::string_view kind)>;
   /// Writes every declared snapshot of step `n` (must be snapshot_due), on
   /// the caller's thread after the queued rows (src reads the backend, and
   /// the tensors are written one at a time to bound host memory).
@@ -152,12 +168,14 @@ class TraceRecorder {
   };
   struct Snapshot {
     std::string name;
-    Layer layer;
+    size_t slot;
     std::string kind;
     trace::DType dtype;
     std::vector<uint64_t> shape;
   };
   void declare_operand_maps(const Config& cfg, const Weight& w);
+  /// A layer's weight snapshots (master, weight_q, main_grad, wgrad_mb; W's block and element maps).
+  void declare_weight_snapshots(const LayerPlan& l, uint64_t micro_batches);
   /// The series of `plan` into series_ (one list for both producers).
   void plan_series(const RunPlan& plan);
   /// Creates the writer, declares series_ and snaps_ with the layers' attributes, starts SWMR
