@@ -178,10 +178,11 @@ def test_statistics_of_cuda_tensors_equal_the_cpus():
 
 def _recorded_run(device, path, recipe):
     """Three steps of two micro-batches of a two-layer expert block under the recorder."""
-    torch.manual_seed(5)
+    torch.manual_seed(5)  # initialised on the CPU (one generator), then moved: the same weights on both devices
     block = torch.nn.Module()
-    block.fc1 = mt.GroupedLinear(2, 64, 128, bias=False, recipe=recipe, fuse_wgrad_accumulation=True, device=device)
-    block.fc2 = mt.GroupedLinear(2, 128, 64, bias=False, recipe=recipe, device=device)
+    block.fc1 = mt.GroupedLinear(2, 64, 128, bias=False, recipe=recipe, fuse_wgrad_accumulation=True)
+    block.fc2 = mt.GroupedLinear(2, 128, 64, bias=False, recipe=recipe)
+    block.to(device)
     for w in block.fc1.weights():
         w.main_grad = torch.zeros(w.shape, device=device)
     opt = torch.optim.SGD(block.parameters(), lr=0.0625)  # a power of two: p - lr g rounds once on both devices
