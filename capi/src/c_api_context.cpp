@@ -20,6 +20,25 @@ using namespace mxsim::capi;
 struct mxsim_context {
   DLDevice device{};
   std::unique_ptr<Backend> be;
+  // Deferred results (mxsim_context_resolve): the inputs the queued work reads, kept until
+  // then, and what turns the backend's values into the caller's.
+  struct Pending {
+    std::vector<Tensor> tensors;
+    std::vector<QTensor> quantized;
+    std::vector<std::shared_ptr<void>> values;
+    std::vector<std::function<void()>> deliver;
+  } pending;
+
+  /// Waits for every deferred value and hands each to the caller (then forgets them).
+  void resolve() {
+    Pending p = std::move(pending);
+    pending = Pending{};
+    {
+      const DeferredScope scope(*be);
+      be->resolve_deferred();
+    }
+    for (auto& f : p.deliver) f();
+  }
 
   /// f on this context's device (the GPU backend's errors mapped as every CUDA op maps them).
   void run(const char* op, const std::function<void()>& f) {
@@ -107,11 +126,22 @@ void mxsim_context_destroy(mxsim_context* ctx) {
   delete ctx;
 }
 
+mxsim_status mxsim_context_resolve(mxsim_context* ctx, mxsim_error* err) {
+  return guard(err, [&] {
+    if (!ctx) throw std::invalid_argument("mxsim_context_resolve: ctx is NULL");
+    ctx->run("mxsim_context_resolve", [&] { ctx->resolve(); });
+  });
+}
+
 mxsim_status mxsim_l2_norm(mxsim_context* ctx, const DLTensor* x, void* stream, double* out, mxsim_error* err) {
   return guard(err, [&] {
     const char* op = "mxsim_l2_norm";
     if (!ctx || !x || !out) throw std::invalid_argument(std::string(op) + ": ctx, x or out is NULL");
-    ctx->run(op, [&] { *out = ctx->be->l2_norm(ctx->import(*x, stream, op, "x", true)); });
+    ctx->run(op, [&] {
+      const Tensor t = ctx->import(*x, stream, op, "x", true);
+      ctx->be->l2_norm_deferred(t, out);  // delivered by mxsim_context_resolve
+      ctx->pending.tensors.push_back(t);
+    });
   });
 }
 
@@ -135,17 +165,19 @@ mxsim_status mxsim_context_quant_stats(mxsim_context* ctx, const DLTensor* x, co
       n.scales = data_of(q->scale);
       n.tensor_scale_inv = q->tensor_scale ? data_of(*q->tensor_scale) : nullptr;
       const QTensor bq = be.upload_native(n, stream);
-      QuantStats s;
-      ScaleExpCounts h{};
-      {
-        const DeferredScope scope(be);
-        be.quant_stats_deferred(tx, bq, &s);
-        if (hist) be.scale_exp_histogram_deferred(bq, &h);
-        be.resolve_deferred();
-      }
-      *out = mxsim_qstats{s.count, s.nonfinite_in, s.nan_out, s.underflow, s.saturated,
-                          s.mse, s.max_abs_err, s.signal_power, s.sqnr_db};
-      if (hist) std::copy(h.begin(), h.end(), hist);
+      auto s = std::make_shared<QuantStats>();
+      auto h = std::make_shared<ScaleExpCounts>();
+      be.quant_stats_deferred(tx, bq, s.get());  // delivered by mxsim_context_resolve
+      if (hist) be.scale_exp_histogram_deferred(bq, h.get());
+      ctx->pending.tensors.push_back(tx);
+      ctx->pending.quantized.push_back(bq);
+      ctx->pending.values.push_back(s);
+      ctx->pending.values.push_back(h);
+      ctx->pending.deliver.push_back([s, h, out, hist] {
+        *out = mxsim_qstats{s->count, s->nonfinite_in, s->nan_out, s->underflow, s->saturated,
+                            s->mse, s->max_abs_err, s->signal_power, s->sqnr_db};
+        if (hist) std::copy(h->begin(), h->end(), hist);
+      });
     });
   });
 }

@@ -130,8 +130,14 @@ def main(argv=None):
     model = MoE(c, a.recipe, device)
     params = list(model.parameters())
     masters = [p.detach().float().clone() for p in params]  # FP32 masters (Megatron's main params)
-    for p in params:
-        p.main_grad = torch.zeros(p.shape, dtype=torch.float32, device=device)
+    # Megatron's grad buffer: one FP32 block per module, each weight's main_grad a view into it
+    # (the modules' wgrad then accumulates into the block in place, and the recorder reads it whole)
+    for m in model.modules():
+        if isinstance(m, mt.GroupedLinear):
+            ws = m.weights()
+            buf = torch.zeros((len(ws),) + tuple(ws[0].shape), dtype=torch.float32, device=device)
+            for g, w in enumerate(ws):
+                w.main_grad = buf[g]
     opt = torch.optim.AdamW(masters, lr=c["lr"], betas=(0.9, 0.95), eps=1e-8, weight_decay=0.01)
     deosc = None
     if not a.no_deosc and any(m.deosc_eligible for m in (model.experts_fc1, model.experts_fc2)):

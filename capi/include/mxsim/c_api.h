@@ -434,17 +434,24 @@ MXSIM_C_EXPORT mxsim_status mxsim_context_create(DLDevice device, mxsim_context*
 /** NULL is a no-op. */
 MXSIM_C_EXPORT void mxsim_context_destroy(mxsim_context* ctx);
 
+/** Delivers every deferred result of the context's statistics calls
+ * (mxsim_l2_norm, mxsim_context_quant_stats) into the caller's outputs, waiting
+ * once for all of them; the outputs must stay valid until then. An error of the
+ * queued work is reported here. */
+MXSIM_C_EXPORT mxsim_status mxsim_context_resolve(mxsim_context* ctx, mxsim_error* err);
+
 /** sqrt of the FP64 sum of squares of x's elements (float32, C-contiguous, any
  * rank) in mxsim's fixed tree order over the flat row-major index (Backend::
- * l2_norm; the simulator's main_grad_norm). */
+ * l2_norm; the simulator's main_grad_norm). Deferred: *out holds it after
+ * mxsim_context_resolve (x is copied first: it may change once this returns). */
 MXSIM_C_EXPORT mxsim_status mxsim_l2_norm(mxsim_context* ctx, const DLTensor* x, void* stream, double* out,
                                           mxsim_error* err);
 
 /** quant_stats and the scale exponent histogram of q against its source x
  * (as mxsim_quant_stats and mxsim_scale_exp_histogram) computed by the
  * context's backend on its device: x (float32, q's logical shape) and q are
- * copied there (on CUDA device to device), the results are host values (one
- * wait for both). hist: NULL or 256 counts. */
+ * copied there (on CUDA device to device). Deferred: *out and hist (NULL or 256
+ * counts) hold them after mxsim_context_resolve. */
 MXSIM_C_EXPORT mxsim_status mxsim_context_quant_stats(mxsim_context* ctx, const DLTensor* x, const mxsim_qtensor* q,
                                                       void* stream, mxsim_qstats* out, uint64_t* hist,
                                                       mxsim_error* err);

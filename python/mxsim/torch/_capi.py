@@ -215,6 +215,7 @@ def _declare(h):
         "mxsim_recorder_destroy": (None, [ctypes.c_void_p]),
         "mxsim_context_create": (ctypes.c_int, [DLDevice, P(ctypes.c_void_p), P(Error)]),
         "mxsim_context_destroy": (None, [ctypes.c_void_p]),
+        "mxsim_context_resolve": (ctypes.c_int, [ctypes.c_void_p, P(Error)]),
         "mxsim_l2_norm": (ctypes.c_int, [ctypes.c_void_p, P(DLTensor), ctypes.c_void_p, P(ctypes.c_double), P(Error)]),
         "mxsim_save_safetensors": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_size_t, P(ctypes.c_char_p),
                                                   P(ctypes.c_char_p), P(P(ctypes.c_int64)), P(ctypes.c_int32),

@@ -80,21 +80,26 @@ class _Context:
             self.handle = ctypes.c_void_p()
 
     def l2_norm(self, t):
+        """The norm of t as a ctypes double that resolve() fills (no wait now)."""
         from . import _dl, _stream
         t = t.detach().float().contiguous()
         out = ctypes.c_double()
         _capi.call(self.lib.mxsim_l2_norm, self.handle, ctypes.byref(_dl(t, "x")), _stream(t), ctypes.byref(out))
-        return out.value
+        return out
 
     def quant_stats(self, x, q):
-        """(QStats, int64 tensor [256]) of q against x, computed on this context's device."""
+        """(QStats, c_uint64[256]) of q against x, computed on this context's device; resolve() fills them."""
         from . import _dl, _stream
         x = x.detach().float().contiguous()
         out, hist = _capi.QStats(), (ctypes.c_uint64 * 256)()
         cq = q._c()
         _capi.call(self.lib.mxsim_context_quant_stats, self.handle, ctypes.byref(_dl(x, "x")), ctypes.byref(cq),
                    _stream(x), ctypes.byref(out), hist)
-        return out, torch.tensor(list(hist), dtype=torch.int64)
+        return out, hist
+
+    def resolve(self):
+        """Every deferred norm and statistic of this context, with one wait."""
+        _capi.call(self.lib.mxsim_context_resolve, self.handle)
 
     def osc_update(self, name, w, q):
         from . import _dl, _stream
@@ -289,6 +294,9 @@ class Recorder:
 
     def _append(self, step, loss, lr, tokens, scalars):
         norms = [t.end_step() for t in self.taps]
+        for c in self._contexts.values():  # the step's deferred norms and statistics: one wait per device
+            c.resolve()
+        norms = [[v.value if isinstance(v, ctypes.c_double) else v for v in n] for n in norms]
         mbs = {len(n) for n in norms}
         if len(mbs) != 1:
             raise ValueError(f"Recorder: step {step}: layers saw different numbers of micro-batches: "
@@ -320,8 +328,7 @@ class Recorder:
             if t.quantized:
                 for o, role in enumerate(_ROLES):
                     st = t.stats[role]
-                    qs, hist = st if st is not None else (_empty_stats(), torch.zeros(256, dtype=torch.int64))
-                    h = (ctypes.c_uint64 * 256)(*hist.tolist())
+                    qs, h = st if st is not None else (_empty_stats(), (ctypes.c_uint64 * 256)())
                     keep.append(h)
                     r.quant[o] = qs
                     r.scale_exp_hist[o] = h
