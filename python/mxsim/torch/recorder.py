@@ -29,14 +29,18 @@ Per step and layer (``/layers/<module name>/...``):
   (after the optimizer step: W as the next fprop quantizes it), with the simulator's state and
   arithmetic (EMA momentum ``osc_momentum``, DistRatio windows of ``osc_period`` steps).
 
-Run-wide: ``/train/step``, ``/train/loss``, ``/train/lr`` and every further keyword of ``log``
-as ``/train/<name>`` (f64). The file is created at the first ``log`` (the number of
+Run-wide: ``/train/step``, ``/train/loss``, ``/train/lr``, ``/train/tokens_per_expert`` (when
+``log`` is given the routing counts) and every further keyword of ``log`` as ``/train/<name>``
+(f64). Snapshots at ``snapshot_steps``: W as micro-batch 0 used it, its quantization, main_grad,
+W's block maps and the element maps of the oscillation (and de-oscillation) state, which the
+inspector's maps read. The file is created at the first ``log`` (the number of
 micro-batches is then known); a later step with another number of micro-batches, or a scalar
 the first step did not name (pass ``scalars=`` to declare more), is a ValueError.
 
 Where the statistics run: on the layer's device, by the backend's own ops (a context of the
 C interface: the operands are copied device to device, the oscillation state is kept there;
-on CUDA no tensor reaches the host, only the statistics' few numbers).
+on CUDA no tensor reaches the host but the snapshots, only the statistics' few numbers, which
+are delivered together at ``log``).
 """
 import ctypes
 
@@ -335,7 +339,7 @@ class Recorder:
                 pending_osc.append((r, t))
             if t.mod._deosc is not None:  # WeightDeOsc.step ran before this log: its window's snaps
                 r.snapped = t.mod._deosc.snapped_of(t.mod)
-        self._write_snapshots(step, norms)
+        self._write_snapshots(step)
         for r, t in pending_osc:
             r.osc = self._osc(t)
         vals = (ctypes.c_double * max(len(names), 1))(*[_num(scalars.get(k, _NAN)) for k in names])
@@ -390,7 +394,7 @@ class Recorder:
         return self._next_step in self.snapshot_steps and \
             (self.snapshot_layers is None or tap.name in self.snapshot_layers)
 
-    def _write_snapshots(self, step, norms):
+    def _write_snapshots(self, step):
         n = ctypes.c_size_t()
         _capi.call(self._lib.mxsim_recorder_snapshots, self._handle, int(step), ctypes.byref(n))
         if n.value == 0:
