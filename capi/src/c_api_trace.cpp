@@ -60,6 +60,7 @@ sim::RunPlan run_plan(const mxsim_run_plan& p) {
     lp.quantized = l.quantized != 0;
     lp.deosc = l.deosc != 0;
     lp.snapshots = l.snapshots != 0;
+    lp.snapshot_wgrad_mb = lp.snapshots && l.snapshot_wgrad_mb != 0;
     r.layers.push_back(lp);
   }
   return r;

@@ -299,7 +299,7 @@ def test_snapshots_hold_the_step_before_its_optimizer_update_and_the_maps(tmp):
         w.main_grad = torch.zeros(w.shape)
     model = torch.nn.Sequential(lin)
     opt = torch.optim.SGD(model.parameters(), lr=0.5)
-    seen = {}
+    seen = {"mg": []}
     with mt.Recorder(model, tmp / "s.h5", snapshot_steps=[2]) as rec:
         for step in (1, 2, 3):
             for w in lin.weights():
@@ -308,6 +308,8 @@ def test_snapshots_hold_the_step_before_its_optimizer_update_and_the_maps(tmp):
                 seen["W"] = torch.stack([w.detach().clone() for w in lin.weights()])
             for mb in range(2):
                 lin(torch.randn(32, 64), [16, 16], mb == 0).square().sum().backward()
+                if step == 2:
+                    seen["mg"].append(torch.stack([w.main_grad.clone() for w in lin.weights()]))
             if step == 2:
                 seen["main_grad"] = torch.stack([w.main_grad.clone() for w in lin.weights()])
             for w in lin.weights():
@@ -321,6 +323,11 @@ def test_snapshots_hold_the_step_before_its_optimizer_update_and_the_maps(tmp):
         assert np.array_equal(snap["master"][0], seen["W"].numpy())
         assert np.array_equal(snap["weight_q"][0], mt.dequantize(q).numpy())
         assert np.array_equal(snap["main_grad"][0], seen["main_grad"].numpy())
+        # mxfp8 bridges unfused: main_grad = fl32(fl32(0 + c0) + c1) with c_k the BF16 dW of micro-batch k
+        c = snap["wgrad_mb"][0]
+        assert c.shape == (2, 2, 32, 64)
+        assert np.array_equal(c[0], seen["mg"][0].numpy())
+        assert np.array_equal((c[0] + c[1]).astype(np.float32), seen["mg"][1].numpy())
         err = (snap["master"][0] - snap["weight_q"][0]).astype(np.float64)[0, :32, :32]
         assert np.float32(snap["quant/w/block_mse"][0][0, 0, 0]) == np.float32(np.mean(err ** 2))
         assert snap["quant/w/codes"][0].shape == (2, 32, 64)

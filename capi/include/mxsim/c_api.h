@@ -349,6 +349,7 @@ typedef struct mxsim_layer_plan {
   int32_t quantized;  /**< the quant (w, x, dy) and osc series */
   int32_t deosc;      /**< deosc/snapped series */
   int32_t snapshots;  /**< snapshots at the plan's snapshot steps (master, weight_q, main_grad; W's maps) */
+  int32_t snapshot_wgrad_mb; /**< with them each micro-batch's wgrad contribution (wgrad_mb) */
 } mxsim_layer_plan;
 
 typedef struct mxsim_run_plan {

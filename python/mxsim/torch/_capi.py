@@ -80,7 +80,8 @@ class GemmOperand(ctypes.Structure):
 class LayerPlan(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("recipe", ctypes.c_char_p), ("module", ctypes.c_char_p),
                 ("groups", ctypes.c_int64), ("out_features", ctypes.c_int64), ("in_features", ctypes.c_int64),
-                ("quantized", ctypes.c_int32), ("deosc", ctypes.c_int32), ("snapshots", ctypes.c_int32)]
+                ("quantized", ctypes.c_int32), ("deosc", ctypes.c_int32), ("snapshots", ctypes.c_int32),
+                ("snapshot_wgrad_mb", ctypes.c_int32)]
 
 
 class RunPlan(ctypes.Structure):

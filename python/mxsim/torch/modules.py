@@ -313,15 +313,21 @@ class GroupedLinear(torch.nn.Module):
     def _wgrad(self, A, B, splits, weights):
         """dW of every group into main_grad (the bridge) or as gradients (returned)."""
         r = self.recipe
+        keep = self._tap is not None and self._tap.wants_wgrad_mb()  # a Recorder's snapshot step
         if not self.fuse_wgrad_accumulation:
             dw = grouped_gemm(A, B, splits, form="wgrad")
-            return [dw[g].to(w.dtype) for g, w in enumerate(weights)]
+            grads = [dw[g].to(w.dtype) for g, w in enumerate(weights)]
+            if keep:  # the contribution autograd adds to .grad
+                self._tap.keep_wgrad_mb(torch.stack(grads).float())
+            return grads
         for g, w in enumerate(weights):
             mg = getattr(w, "main_grad", None)
             if mg is None or mg.dtype != torch.float32 or mg.shape != w.shape or mg.device != w.device:
                 raise RuntimeError(f"{self.name}: fuse_wgrad_accumulation=True needs {self._wname(g)}.main_grad, an "
                                    f"FP32 tensor of shape {list(w.shape)} on {w.device} (Megatron's buffer); got "
                                    f"{None if mg is None else (mg.dtype, list(mg.shape), str(mg.device))}")
+        if keep and r.fused_wgrad_accum:  # the FP32 dW the accumulate-into GEMM adds (one more GEMM, this step only)
+            self._tap.keep_wgrad_mb(grouped_gemm(A, B, splits, form="wgrad"))
         if r.fused_wgrad_accum:  # the GEMM's FP32 accumulator starts at main_grad (Primus PR #995)
             mgs = [w.main_grad for w in weights]
             mg, order = _stacked(mgs), slice(None)
@@ -338,6 +344,9 @@ class GroupedLinear(torch.nn.Module):
                         w.main_grad.copy_(mg[g])
         else:  # unfused bridge: dW in BF16, then main_grad = fl32(main_grad + dW) per group with tokens
             dw = grouped_gemm(A, B, splits, form="wgrad", out_dtype=torch.bfloat16)
+            if keep:  # the BF16 dW the bridge adds (zeros for groups without tokens: nothing added)
+                self._tap.keep_wgrad_mb(torch.stack([dw[g].float() if splits[g] else torch.zeros_like(dw[g].float())
+                                                     for g in range(len(weights))]))
             for g, w in enumerate(weights):
                 if splits[g]:
                     w.main_grad.add_(dw[g].float())

@@ -128,6 +128,14 @@ class _Tap:
         self.pending_grad = False     # .grad holds an unread micro-batch (unfused modules)
         self.stats = {r: None for r in _ROLES}  # (QStats, hist) of micro-batch 0
         self.snap = None              # (W as FP32, its fprop quantization) of a snapshot step's micro-batch 0
+        self.wgrad_mb = []            # a snapshot step's per-micro-batch wgrad contributions (host, FP32)
+
+    def wants_wgrad_mb(self):
+        """Whether this backward's wgrad contribution is kept (a snapshot step of this layer)."""
+        return self.rec._snapshot_next(self)
+
+    def keep_wgrad_mb(self, dw):
+        self.wgrad_mb.append(dw.detach().float().cpu())
 
     def _record(self, role, src, q):
         self.stats[role] = self.rec._ctx(self.mod).quant_stats(src, q)
@@ -421,6 +429,12 @@ class Recorder:
             return W.contiguous()
         if kind == "weight_q":
             return (dequantize(q) if q is not None else W.bfloat16().float()).reshape(G, N, K).contiguous()
+        if kind == "wgrad_mb":  # [micro-batches, G, N, K]
+            nmb = self._plan[0]
+            if len(t.wgrad_mb) != nmb:
+                raise ValueError(f"Recorder: {t.name}: {len(t.wgrad_mb)} wgrad contributions in a snapshot step of "
+                                 f"{nmb} micro-batches")
+            return torch.stack([c.reshape(G, N, K) for c in t.wgrad_mb]).contiguous()
         if kind == "main_grad":
             g = _grad_buffer(m, "main_grad" if all(hasattr(w, "main_grad") for w in m.weights()) else "grad")
             return (g.detach().float().cpu() if g is not None else torch.zeros(G, N, K)).reshape(G, N, K).contiguous()
@@ -487,7 +501,8 @@ class Recorder:
             keep += enc
             layer_plans[i] = _capi.LayerPlan(enc[0], enc[1], enc[2], m.num_gemms, m.out_features, m.in_features,
                                              int(t.quantized), int(m._deosc is not None),
-                                             int(self.snapshot_layers is None or t.name in self.snapshot_layers))
+                                             int(self.snapshot_layers is None or t.name in self.snapshot_layers),
+                                             int(isinstance(m, GroupedLinear)))  # a plain linear: no wgrad_mb
         enc_names = [n.encode() for n in names]
         arr = (ctypes.c_char_p * max(len(names), 1))(*enc_names)
         cfg = _config_toml(self, micro_batches, names).encode()
