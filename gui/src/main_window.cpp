@@ -197,6 +197,7 @@ void MainWindow::buildPickers() {
           [this](int i) { state_.setPrimary(i >= 0 ? state_.traces()->at(i) : nullptr); });
   tb->addWidget(new QLabel("  Layer: "));
   layer_pick_ = new QComboBox;
+  layer_pick_->setObjectName("layerPick");
   layer_pick_->setSizeAdjustPolicy(QComboBox::AdjustToContents);
   tb->addWidget(layer_pick_);
   connect(layer_pick_, &QComboBox::currentTextChanged, this, [this](const QString& t) {
