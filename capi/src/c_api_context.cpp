@@ -145,6 +145,50 @@ mxsim_status mxsim_l2_norm(mxsim_context* ctx, const DLTensor* x, void* stream, 
   });
 }
 
+namespace {
+/// The caller's quantized tensor as the backend's upload_native reads it.
+Backend::NativeQuantized native_of(const mxsim_qtensor& q, const GemmOperandDesc& d) {
+  Backend::NativeQuantized n;
+  n.spec = d.spec;
+  n.groups = d.layout.groups, n.rows = d.layout.rows, n.cols = d.layout.cols;
+  n.transposed = d.layout.transposed;
+  n.divides_by_scale = d.spec.scale_convention == ScaleConvention::TorchaoTraining;
+  n.data = data_of(q.data);
+  n.scales = data_of(q.scale);
+  n.tensor_scale_inv = q.tensor_scale ? data_of(*q.tensor_scale) : nullptr;
+  return n;
+}
+}  // namespace
+
+mxsim_status mxsim_context_quant_elements(mxsim_context* ctx, const mxsim_qtensor* q, const int64_t* idx, size_t n,
+                                          void* stream, uint8_t* code, uint8_t* scale_bytes, float* scale_inv,
+                                          float* value, mxsim_error* err) {
+  return guard(err, [&] {
+    const char* op = "mxsim_context_quant_elements";
+    if (!ctx || !q || (n && (!idx || !code || !scale_bytes || !scale_inv || !value)))
+      throw std::invalid_argument(std::string(op) + ": a NULL argument");
+    const GemmOperandDesc d = desc_of(*q, op, "q");
+    ctx->run(op, [&] {
+      Backend& be = *ctx->be;
+      const QTensor bq = be.upload_native(native_of(*q, d), stream);
+      auto e = std::make_shared<Backend::QuantElements>();
+      auto ix = std::make_shared<std::vector<int64_t>>(idx, idx + n);
+      be.quant_elements_deferred(bq, *ix, e.get());  // delivered by mxsim_context_resolve
+      ctx->pending.quantized.push_back(bq);
+      ctx->pending.values.push_back(e);
+      ctx->pending.values.push_back(ix);
+      ctx->pending.deliver.push_back([e, n, code, scale_bytes, scale_inv, value] {
+        for (size_t i = 0; i < n; ++i) {
+          code[i] = e->code[i];
+          scale_bytes[i] = e->scale_bytes[i];
+          scale_inv[i] = e->scale_inv[i];
+          value[i] = e->value[i];
+        }
+      });
+    });
+  });
+}
+
 mxsim_status mxsim_context_quant_stats(mxsim_context* ctx, const DLTensor* x, const mxsim_qtensor* q, void* stream,
                                        mxsim_qstats* out, uint64_t* hist, mxsim_error* err) {
   return guard(err, [&] {
@@ -156,15 +200,7 @@ mxsim_status mxsim_context_quant_stats(mxsim_context* ctx, const DLTensor* x, co
       Backend& be = *ctx->be;
       const Shape want = L.groups > 1 ? Shape{L.groups, L.rows, L.cols} : Shape{L.rows, L.cols};
       const Tensor tx = ctx->import(*x, stream, op, "x", false, &want);  // q's logical shape
-      Backend::NativeQuantized n;
-      n.spec = d.spec;
-      n.groups = L.groups, n.rows = L.rows, n.cols = L.cols;
-      n.transposed = L.transposed;
-      n.divides_by_scale = d.spec.scale_convention == ScaleConvention::TorchaoTraining;
-      n.data = data_of(q->data);
-      n.scales = data_of(q->scale);
-      n.tensor_scale_inv = q->tensor_scale ? data_of(*q->tensor_scale) : nullptr;
-      const QTensor bq = be.upload_native(n, stream);
+      const QTensor bq = be.upload_native(native_of(*q, d), stream);
       auto s = std::make_shared<QuantStats>();
       auto h = std::make_shared<ScaleExpCounts>();
       be.quant_stats_deferred(tx, bq, s.get());  // delivered by mxsim_context_resolve
@@ -259,6 +295,45 @@ void mxsim_deosc_destroy(mxsim_deosc* d) {
   delete d;
 }
 
+
+namespace {
+/// Elements idx of a backend state tensor into host u32s (zeros when the state does not exist yet).
+void gather_u32(Backend& be, const Tensor& t, const int64_t* idx, size_t n, uint32_t* out) {
+  if (t.empty()) {
+    std::fill(out, out + n, 0u);
+    return;
+  }
+  {
+    const DeferredScope scope(be);
+    be.gather_deferred(t, std::span<const int64_t>(idx, n), out);
+    be.resolve_deferred();
+  }
+}
+}  // namespace
+
+mxsim_status mxsim_osc_metrics_gather(mxsim_osc_metrics* m, const char* name, const int64_t* idx, size_t n,
+                                      uint32_t* flips, mxsim_error* err) {
+  return guard(err, [&] {
+    const char* op = "mxsim_osc_metrics_gather";
+    if (!m || !name || (n && (!idx || !flips))) throw std::invalid_argument(std::string(op) + ": a NULL argument");
+    m->ctx->run(op, [&] {
+      const Backend::OscState* s = m->m.state(name);
+      gather_u32(*m->ctx->be, s ? s->flips : Tensor(), idx, n, flips);
+    });
+  });
+}
+
+mxsim_status mxsim_deosc_gather(mxsim_deosc* d, const char* name, const int64_t* idx, size_t n, uint32_t* snaps,
+                                mxsim_error* err) {
+  return guard(err, [&] {
+    const char* op = "mxsim_deosc_gather";
+    if (!d || !name || (n && (!idx || !snaps))) throw std::invalid_argument(std::string(op) + ": a NULL argument");
+    d->ctx->run(op, [&] {
+      const sim::DeOsc::State* s = d->d.state_of(name);
+      gather_u32(*d->ctx->be, s ? s->snaps : Tensor(), idx, n, snaps);
+    });
+  });
+}
 
 mxsim_status mxsim_deosc_snaps(mxsim_deosc* d, const char* name, uint32_t* snaps, size_t n, mxsim_error* err) {
   return guard(err, [&] {

@@ -61,6 +61,14 @@ sim::RunPlan run_plan(const mxsim_run_plan& p) {
     lp.deosc = l.deosc != 0;
     lp.snapshots = l.snapshots != 0;
     lp.snapshot_wgrad_mb = lp.snapshots && l.snapshot_wgrad_mb != 0;
+    if (l.watch < 0) throw std::invalid_argument(std::string(op) + ": layer " + l.name + ": watch is negative");
+    if (l.watch > 0) {
+      if (!lp.quantized)
+        throw std::invalid_argument(std::string(op) + ": layer " + l.name + ": watched elements need a quantized layer");
+      lp.watch = uint64_t(l.watch);
+      lp.watch_fp32_scale = sim::operand_specs(sim::make_recipe(lp.recipe, sim::RecipeConfig{})).w.scale_kind ==
+                            ScaleKind::FP32;
+    }
     r.layers.push_back(lp);
   }
   return r;
@@ -110,6 +118,21 @@ sim::StepRecord step_record(const sim::RunPlan& plan, const mxsim_step_row& row)
       l.osc.dist_ratio_mean = c.osc.dist_ratio_mean;
     }
     l.snapped = c.snapped;
+    if (lp.watch > 0) {
+      const size_t W = lp.watch;
+      if (!c.watch_element || !c.watch_master || !c.watch_code || !c.watch_value || !c.watch_flips ||
+          (lp.watch_fp32_scale ? !c.watch_scale_inv : !c.watch_scale_bytes) || (lp.deosc && !c.watch_snaps))
+        throw std::invalid_argument(std::string(op) + ": layer " + lp.name + ": a watch array is NULL");
+      auto& w = l.watch;
+      w.element.assign(c.watch_element, c.watch_element + W);
+      w.master.assign(c.watch_master, c.watch_master + W);
+      w.q.code.assign(c.watch_code, c.watch_code + W);
+      if (lp.watch_fp32_scale) w.q.scale_inv.assign(c.watch_scale_inv, c.watch_scale_inv + W);
+      else w.q.scale_bytes.assign(c.watch_scale_bytes, c.watch_scale_bytes + W);
+      w.q.value.assign(c.watch_value, c.watch_value + W);
+      w.flips.assign(c.watch_flips, c.watch_flips + W);
+      if (lp.deosc) w.snaps.assign(c.watch_snaps, c.watch_snaps + W);
+    }
   }
   return r;
 }

@@ -338,3 +338,33 @@ def test_snapshots_hold_the_step_before_its_optimizer_update_and_the_maps(tmp):
     p = subprocess.run([MXSIM_BIN, "report", str(tmp / "s.h5"), "-o", str(tmp / "rep"), "--row", "1"],
                        capture_output=True, text=True, env=env)
     assert p.returncode == 0, p.stderr
+
+
+def test_watched_elements_every_step(tmp):
+    """watch_elements=[1] on one MXFP4 block [1, 32] (element 0 = 6 fixes the E8M0 scale at 1,
+    byte 127): element 1 is 1.125, 1.375, 1.125, 1.375 when micro-batch 0 runs, so its E2M1 value
+    is 1, 1.5, 1, 1.5 (codes 2, 3, 2, 3: OCP MX v1.0's E2M1 table), and its cumulative flips as of
+    each row (before that step's update: Nagel et al. 2022, worked as in the oscillation test) are
+    0, 0, 0, 1."""
+    lin = mt.Linear(32, 1, bias=False, recipe="mxfp4")
+    model = torch.nn.Sequential(lin)
+    values = [1.125, 1.375, 1.125, 1.375]
+    with mt.Recorder(model, tmp / "w.h5", watch_elements=[1], osc_momentum=0.5) as rec:
+        for step, v in enumerate(values, 1):
+            with torch.no_grad():
+                w = torch.zeros(1, 32)
+                w[0, 0], w[0, 1] = 6.0, v
+                lin.weight.copy_(w)
+            lin(torch.zeros(32, 32)).sum().backward()
+            rec.log(step)
+    with h5py.File(tmp / "w.h5", "r") as f:
+        wt = "/layers/0/watch/"
+        assert f[wt + "element"][:, 0].tolist() == [1, 1, 1, 1]
+        assert f[wt + "master"][:, 0].tolist() == values
+        assert f[wt + "weight_q"][:, 0].tolist() == [1.0, 1.5, 1.0, 1.5]
+        assert f[wt + "code"][:, 0].tolist() == [2, 3, 2, 3]
+        assert f[wt + "scale"][:, 0].tolist() == [127] * 4
+        assert f[wt + "flips"][:, 0].tolist() == [0, 0, 0, 1]
+    with pytest.raises(ValueError, match="reach outside"):
+        mt.Recorder(model, tmp / "x.h5", watch_elements=[32])
+    mt.Recorder(model, tmp / "y.h5").close()  # the refused recorder left the module free

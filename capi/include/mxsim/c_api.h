@@ -350,6 +350,7 @@ typedef struct mxsim_layer_plan {
   int32_t deosc;      /**< deosc/snapped series */
   int32_t snapshots;  /**< snapshots at the plan's snapshot steps (master, weight_q, main_grad; W's maps) */
   int32_t snapshot_wgrad_mb; /**< with them each micro-batch's wgrad contribution (wgrad_mb) */
+  int64_t watch;      /**< watched elements W of a quantized layer (the watch series; 0: none) */
 } mxsim_layer_plan;
 
 typedef struct mxsim_run_plan {
@@ -384,6 +385,17 @@ typedef struct mxsim_layer_row {
   const uint64_t* scale_exp_hist[3];
   mxsim_osc_step osc;
   int64_t snapped;
+  /* watched elements (plans with watch > 0), [watch] each: the flat [G, N, K] index, the master,
+   * the code, the block scale (its byte, or FP32 scale_inv for FP32-scaled recipes), the value the
+   * fprop used, the cumulative flips and (de-osc layers) snaps */
+  const int64_t* watch_element;
+  const float* watch_master;
+  const uint8_t* watch_code;
+  const uint8_t* watch_scale_bytes;
+  const float* watch_scale_inv;
+  const float* watch_value;
+  const uint32_t* watch_flips;
+  const uint32_t* watch_snaps;
 } mxsim_layer_row;
 
 typedef struct mxsim_step_row {
@@ -457,6 +469,15 @@ MXSIM_C_EXPORT mxsim_status mxsim_context_quant_stats(mxsim_context* ctx, const 
                                                       void* stream, mxsim_qstats* out, uint64_t* hist,
                                                       mxsim_error* err);
 
+/** Deferred (mxsim_context_resolve): elements idx (n flat indices into q's
+ * logical [groups, rows, cols]) of q, copied to the context's device: their
+ * codes, their blocks' scales (E8M0 / UE4M3 byte into scale_bytes, or FP32
+ * scale_inv into scale_inv; the other 0) and exact values (Backend::
+ * quant_elements_deferred). An index outside q is refused. */
+MXSIM_C_EXPORT mxsim_status mxsim_context_quant_elements(mxsim_context* ctx, const mxsim_qtensor* q, const int64_t* idx,
+                                                         size_t n, void* stream, uint8_t* code, uint8_t* scale_bytes,
+                                                         float* scale_inv, float* value, mxsim_error* err);
+
 /** The oscillation metrics of Nagel et al. 2022 (arXiv:2203.11086) of named
  * weights, as the simulator keeps them (sim/model.hpp OscMetrics): EMA
  * momentum, and DistRatio's window of `period` steps. */
@@ -488,6 +509,14 @@ MXSIM_C_EXPORT mxsim_status mxsim_deosc_create(mxsim_context* ctx, int64_t perio
                                                mxsim_error* err);
 /** NULL is a no-op. Destroy it before its context. */
 MXSIM_C_EXPORT void mxsim_deosc_destroy(mxsim_deosc* d);
+/** Elements idx (n flat indices) of weight `name`'s cumulative flips (zeros
+ * before its first update); waits for them. */
+MXSIM_C_EXPORT mxsim_status mxsim_osc_metrics_gather(mxsim_osc_metrics* m, const char* name, const int64_t* idx,
+                                                     size_t n, uint32_t* flips, mxsim_error* err);
+/** Elements idx of weight `name`'s de-oscillation snap counts (zeros before its
+ * first window); waits for them. */
+MXSIM_C_EXPORT mxsim_status mxsim_deosc_gather(mxsim_deosc* d, const char* name, const int64_t* idx, size_t n,
+                                               uint32_t* snaps, mxsim_error* err);
 /** The per-element de-oscillation snaps of weight `name` so far (n u32 into
  * host memory; zeros before its first window). */
 MXSIM_C_EXPORT mxsim_status mxsim_deosc_snaps(mxsim_deosc* d, const char* name, uint32_t* snaps, size_t n,

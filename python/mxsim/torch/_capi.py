@@ -81,7 +81,7 @@ class LayerPlan(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("recipe", ctypes.c_char_p), ("module", ctypes.c_char_p),
                 ("groups", ctypes.c_int64), ("out_features", ctypes.c_int64), ("in_features", ctypes.c_int64),
                 ("quantized", ctypes.c_int32), ("deosc", ctypes.c_int32), ("snapshots", ctypes.c_int32),
-                ("snapshot_wgrad_mb", ctypes.c_int32)]
+                ("snapshot_wgrad_mb", ctypes.c_int32), ("watch", ctypes.c_int64)]
 
 
 class RunPlan(ctypes.Structure):
@@ -101,7 +101,11 @@ class OscStep(ctypes.Structure):
 class LayerRow(ctypes.Structure):
     _fields_ = [("main_grad_norm", ctypes.POINTER(ctypes.c_double)), ("quant", QStats * 3),
                 ("scale_exp_hist", ctypes.POINTER(ctypes.c_uint64) * 3), ("osc", OscStep),
-                ("snapped", ctypes.c_int64)]
+                ("snapped", ctypes.c_int64), ("watch_element", ctypes.POINTER(ctypes.c_int64)),
+                ("watch_master", ctypes.POINTER(ctypes.c_float)), ("watch_code", ctypes.POINTER(ctypes.c_uint8)),
+                ("watch_scale_bytes", ctypes.POINTER(ctypes.c_uint8)),
+                ("watch_scale_inv", ctypes.POINTER(ctypes.c_float)), ("watch_value", ctypes.POINTER(ctypes.c_float)),
+                ("watch_flips", ctypes.POINTER(ctypes.c_uint32)), ("watch_snaps", ctypes.POINTER(ctypes.c_uint32))]
 
 
 class StepRow(ctypes.Structure):
@@ -209,6 +213,13 @@ def _declare(h):
         "mxsim_block_maps": (ctypes.c_int, [P(DLTensor), P(QTensor), P(ctypes.c_float), P(ctypes.c_float),
                                             P(ctypes.c_float), ctypes.c_void_p, ctypes.c_size_t, P(ctypes.c_uint8),
                                             ctypes.c_size_t, P(Error)]),
+        "mxsim_context_quant_elements": (ctypes.c_int, [ctypes.c_void_p, P(QTensor), P(ctypes.c_int64), ctypes.c_size_t,
+                                                        ctypes.c_void_p, P(ctypes.c_uint8), P(ctypes.c_uint8),
+                                                        P(ctypes.c_float), P(ctypes.c_float), P(Error)]),
+        "mxsim_osc_metrics_gather": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, P(ctypes.c_int64), ctypes.c_size_t,
+                                                    P(ctypes.c_uint32), P(Error)]),
+        "mxsim_deosc_gather": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, P(ctypes.c_int64), ctypes.c_size_t,
+                                              P(ctypes.c_uint32), P(Error)]),
         "mxsim_osc_metrics_maps": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, P(ctypes.c_uint32),
                                                   P(ctypes.c_float), P(ctypes.c_float), ctypes.c_size_t, P(Error)]),
         "mxsim_deosc_snaps": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, P(ctypes.c_uint32), ctypes.c_size_t,

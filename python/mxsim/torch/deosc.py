@@ -107,6 +107,14 @@ class WeightDeOsc:
         _capi.call(self._lib.mxsim_deosc_snaps, self._states[(dev.type, dev.index)][1], name.encode(),
                    ctypes.cast(out.data_ptr(), ctypes.POINTER(ctypes.c_uint32)), out.numel())
 
+    def gather_snaps(self, module, idx, n, out):
+        """Elements idx (a ctypes int64 array of n) of module's snap counts into out (c_uint32 * n)."""
+        name = self._name_of.get(id(module))
+        dev = module.weights()[0].device
+        if name is None or (dev.type, dev.index) not in self._states:
+            return  # no observation yet: zeros
+        _capi.call(self._lib.mxsim_deosc_gather, self._states[(dev.type, dev.index)][1], name.encode(), idx, n, out)
+
     def close(self):
         for _, m in self.modules:
             if getattr(m, "_deosc", None) is self:

@@ -129,6 +129,7 @@ class _Tap:
         self.stats = {r: None for r in _ROLES}  # (QStats, hist) of micro-batch 0
         self.snap = None              # (W as FP32, its fprop quantization) of a snapshot step's micro-batch 0
         self.wgrad_mb = []            # a snapshot step's per-micro-batch wgrad contributions (host, FP32)
+        self.watch = None             # micro-batch 0's watched elements: (master, code, byte, scale_inv, value)
 
     def wants_wgrad_mb(self):
         """Whether this backward's wgrad contribution is kept (a snapshot step of this layer)."""
@@ -151,6 +152,8 @@ class _Tap:
                 self._record("x", x, qx if qx is not None else quantize(x, spec=self.mod._stat_spec("x_fprop", x)))
             if self.rec._snapshot_next(self):  # before the optimizer step, as the simulator's snapshots
                 self.snap = (W.detach().float().cpu(), qw.cpu() if qw is not None else None)
+            if self.quantized and self.rec._watches(self):
+                self.watch = self.rec._watch_elements(self, W, qw)
         self.forwards += 1
 
     def dgrad(self, dy, qdy, quantize_dy):
@@ -246,14 +249,18 @@ class Recorder:
     quantization, main_grad, W's block maps and the element maps of the oscillation state are
     written, taken at micro-batch 0 / after the last micro-batch as the simulator's are),
     snapshot_layers (names that take them; default all), start_step (the global step of the
-    first ``log``; snapshot steps count from it).
+    first ``log``; snapshot steps count from it), watch_elements (flat [G, N, K] indices of weight
+    elements whose master, code, block scale, value, flips and snaps every step records, in
+    every quantized layer of snapshot_layers: the inspector's element timelines; the
+    simulator's trace.watch_elements).
 
     Raises ValueError when the model holds no mxsim.torch linear (``convert`` swaps them in).
     A recorder is a context manager; ``close`` detaches it from the modules and closes the file.
     """
 
     def __init__(self, model, path, *, include=None, scalars=(), osc_momentum=0.01, osc_period=100, seed=0,
-                 linears=None, snapshot_steps=(), snapshot_layers=None, start_step=1):
+                 linears=None, snapshot_steps=(), snapshot_layers=None, start_step=1, watch_elements=()):
+        self._closed = True  # until constructed: a refused recorder has nothing to close
         self.path = str(path)
         self.model_class = type(model).__name__
         self.extra_scalars = list(scalars)
@@ -277,10 +284,18 @@ class Recorder:
             raise ValueError(f"Recorder: {self.model_class} holds no mxsim.torch linear to record "
                              "(mxsim.torch.convert swaps nn.Linear and TE's grouped linears for them; "
                              "linears='mxfp4' records plain nn.Linear layers through mxsim's QDQ)")
+        self.snapshot_layers = None if snapshot_layers is None else set(snapshot_layers)
+        self.watch_elements = [int(v) for v in watch_elements]
         for t in self.taps:
+            n = t.mod.num_gemms * t.mod.out_features * t.mod.in_features
+            if self._watches(t) and any(i < 0 or i >= n for i in self.watch_elements):
+                for v in self._plain:  # nothing stays attached to a recorder that was refused
+                    v.detach()
+                raise ValueError(f"Recorder: watch_elements {self.watch_elements} reach outside {t.name}'s "
+                                 f"{n} weight elements")
+        for t in self.taps:  # checked: now the modules report to this recorder
             t.mod._tap = t
         self.snapshot_steps = sorted(set(int(v) for v in snapshot_steps))
-        self.snapshot_layers = None if snapshot_layers is None else set(snapshot_layers)
         self._next_step = int(start_step)
         self._contexts = {}
         self._handle = None
@@ -345,6 +360,8 @@ class Recorder:
                     r.quant[o] = qs
                     r.scale_exp_hist[o] = h
                 pending_osc.append((r, t))
+            if t.quantized and self._watches(t):
+                self._watch_row(t, r, keep)
             if t.mod._deosc is not None:  # WeightDeOsc.step ran before this log: its window's snaps
                 r.snapped = t.mod._deosc.snapped_of(t.mod)
         self._write_snapshots(step)
@@ -396,6 +413,49 @@ class Recorder:
         return [t.name for t in self.taps]
 
     # ---------------------------------------------------------------- internals
+
+    def _watches(self, tap):
+        """Whether tap's layer records the watched elements."""
+        return bool(self.watch_elements) and tap.quantized and \
+            (self.snapshot_layers is None or tap.name in self.snapshot_layers)
+
+    def _watch_elements(self, t, W, qw):
+        """Micro-batch 0's watched elements of W and its quantization qw (deferred to the step's resolve)."""
+        n = len(self.watch_elements)
+        idx = torch.tensor(self.watch_elements, dtype=torch.int64)
+        master = W.detach().reshape(-1)[idx.to(W.device)].float()  # a gather on the device
+        code, byte = (ctypes.c_uint8 * n)(), (ctypes.c_uint8 * n)()
+        scale_inv, value = (ctypes.c_float * n)(), (ctypes.c_float * n)()
+        ix = (ctypes.c_int64 * n)(*self.watch_elements)
+        from . import _stream
+        cq = qw._c()
+        _capi.call(self._lib_or_load().mxsim_context_quant_elements, self._ctx(t.mod).handle, ctypes.byref(cq), ix, n,
+                   _stream(W), code, byte, scale_inv, value)
+        return master, code, byte, scale_inv, value
+
+    def _lib_or_load(self):
+        if getattr(self, "_lib", None) is None:
+            self._lib = _capi.lib()
+        return self._lib
+
+    def _watch_row(self, t, r, keep):
+        """Fills layer row r's watch arrays from t's micro-batch 0 and the state before this step's update."""
+        n = len(self.watch_elements)
+        if t.watch is None:
+            raise ValueError(f"Recorder: {t.name} ran no forward this step (its watched elements need micro-batch 0)")
+        master, code, byte, scale_inv, value = t.watch
+        ix = (ctypes.c_int64 * n)(*self.watch_elements)
+        m = (ctypes.c_float * n)(*master.cpu().tolist())
+        flips, snaps = (ctypes.c_uint32 * n)(), (ctypes.c_uint32 * n)()
+        ctx = self._ctx(t.mod)
+        _capi.call(self._lib.mxsim_osc_metrics_gather, ctx.osc, t.name.encode(), ix, n, flips)
+        d = t.mod._deosc
+        if d is not None:
+            d.gather_snaps(t.mod, ix, n, snaps)
+        keep += [ix, m, code, byte, scale_inv, value, flips, snaps]
+        r.watch_element, r.watch_master, r.watch_code = ix, m, code
+        r.watch_scale_bytes, r.watch_scale_inv, r.watch_value = byte, scale_inv, value
+        r.watch_flips, r.watch_snaps = flips, snaps
 
     def _snapshot_next(self, tap):
         """Whether the step under way takes snapshots of tap's layer."""
@@ -502,7 +562,8 @@ class Recorder:
             layer_plans[i] = _capi.LayerPlan(enc[0], enc[1], enc[2], m.num_gemms, m.out_features, m.in_features,
                                              int(t.quantized), int(m._deosc is not None),
                                              int(self.snapshot_layers is None or t.name in self.snapshot_layers),
-                                             int(isinstance(m, GroupedLinear)))  # a plain linear: no wgrad_mb
+                                             int(isinstance(m, GroupedLinear)),  # a plain linear: no wgrad_mb
+                                             len(self.watch_elements) if self._watches(t) else 0)
         enc_names = [n.encode() for n in names]
         arr = (ctypes.c_char_p * max(len(names), 1))(*enc_names)
         cfg = _config_toml(self, micro_batches, names).encode()
