@@ -14,7 +14,7 @@
 #                short_b.h5 the same without the wgrad Hadamard transform (the pair the
 #                Compare view shows)
 #   torch.h5     examples/torch/moe_fashion_mnist.py (mxsim.torch modules, WeightDeOsc and the
-#                Recorder) for 200 steps on the CPU, snapshots at step 151: a recorder's trace
+#                Recorder) for 200 steps on the CPU, snapshots at step 151, 4 watched elements: a recorder's trace
 #                with the model's own module names (needs Debian's python3-torch, $BUILD/python)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,7 +34,8 @@ SHORT=(--set run.max_steps=30 --set "trace.snapshot_steps=[2]")
   --set recipe.mxfp4_hadamard_wgrad=false
 if [ ! -f "$TRACES/torch.h5" ]; then
   PYTHONPATH="$BUILD/python" python3 examples/torch/moe_fashion_mnist.py --steps 200 --device cpu \
-    --deosc-start 50 --deosc-period 50 --snapshot-steps 151 --trace "$TRACES/torch.h5" >/dev/null
+    --deosc-start 50 --deosc-period 50 --snapshot-steps 151 --watch-elements 0,1,2,3 \
+    --trace "$TRACES/torch.h5" >/dev/null
 fi
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
@@ -47,7 +48,7 @@ render "$DEFAULT" --views osc --row 300 --layer fc1 --expert 0 --element 0,1
 render "$DEFAULT" --views accum --row 300 --layer fc1 --expert 2
 render "$TRACES/short_a.h5" "$TRACES/short_b.h5" --views compare --row 1 --layer fc1 --expert 6 \
   --dataset /snap/fc1/master
-render "$TRACES/torch.h5" --views osc,accum,quant --row 150 --layer experts_fc1 --tensor w
+render "$TRACES/torch.h5" --views osc,accum,quant --row 150 --layer experts_fc1 --tensor w --expert 0 --element 0,1
 # file names of --render: view, layer, tensor
 cp "$OUT/curves.png" docs/images/inspector-curves.png
 cp "$OUT/quant-fc1-w.png" docs/images/inspector-quant.png

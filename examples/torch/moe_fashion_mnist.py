@@ -100,6 +100,8 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--trace", default="run.h5", help="the trace to write (default run.h5)")
     ap.add_argument("--no-trace", action="store_true", help="no recorder (the baseline of its cost)")
+    ap.add_argument("--watch-elements", default="", help="comma-separated flat [G, N, K] indices of expert weight "
+                    "elements recorded every step (the inspector's element timelines)")
     ap.add_argument("--snapshot-steps", default="", help="comma-separated steps whose weights, main_grad and "
                     "maps the trace holds (e.g. 100,150)")
     ap.add_argument("--no-deosc", action="store_true", help="no weight de-oscillation")
@@ -144,7 +146,9 @@ def main(argv=None):
         deosc = mt.WeightDeOsc(model, period=a.deosc_period, ratio=a.deosc_ratio, start_step=a.deosc_start,
                                masters=dict(zip(params, masters)))
     snaps = [int(v) for v in a.snapshot_steps.split(",") if v.strip()]
-    rec = None if a.no_trace else mt.Recorder(model, a.trace, seed=a.seed, snapshot_steps=snaps)
+    watch = [int(v) for v in a.watch_elements.split(",") if v.strip()]
+    rec = None if a.no_trace else mt.Recorder(model, a.trace, seed=a.seed, snapshot_steps=snaps, watch_elements=watch,
+                                              snapshot_layers=["experts_fc1", "experts_fc2"] if watch else None)
     times = []
     perm = torch.randperm(images.shape[0])
     for step in range(1, a.steps + 1):
