@@ -61,6 +61,7 @@ sim::RunPlan run_plan(const mxsim_run_plan& p) {
     lp.deosc = l.deosc != 0;
     lp.snapshots = l.snapshots != 0;
     lp.snapshot_wgrad_mb = lp.snapshots && l.snapshot_wgrad_mb != 0;
+    lp.grad_added = l.grad_added != 0;
     if (l.watch < 0) throw std::invalid_argument(std::string(op) + ": layer " + l.name + ": watch is negative");
     if (l.watch > 0) {
       if (!lp.quantized)
@@ -118,6 +119,10 @@ sim::StepRecord step_record(const sim::RunPlan& plan, const mxsim_step_row& row)
       l.osc.dist_ratio_mean = c.osc.dist_ratio_mean;
     }
     l.snapped = c.snapped;
+    if (lp.grad_added) {
+      if (!c.grad_added) throw std::invalid_argument(std::string(op) + ": layer " + lp.name + ": grad_added is NULL");
+      l.grad_added.assign(c.grad_added, c.grad_added + plan.micro_batches);
+    }
     if (lp.watch > 0) {
       const size_t W = lp.watch;
       if (!c.watch_element || !c.watch_master || !c.watch_code || !c.watch_value || !c.watch_flips ||

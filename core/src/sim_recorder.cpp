@@ -84,6 +84,8 @@ void TraceRecorder::plan_series(const RunPlan& plan) {
     const size_t l = lp.slot;
     const std::string& L = lp.name;
     add(schema::main_grad_norm(L), DType::f64, {NMB}, [l](const StepRecord& r) { return r.layers.at(l).main_grad_norm.data(); });
+    if (lp.grad_added)
+      add(schema::grad_added(L), DType::u8, {NMB}, [l](const StepRecord& r) { return r.layers.at(l).grad_added.data(); });
     if (lp.quantized) {
       for (Role role : kRoles) {
         const size_t o = size_t(role);

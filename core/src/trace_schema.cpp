@@ -30,6 +30,8 @@ constexpr Entry kSeries[] = {
     {"/train/tokens_per_expert", "count", "[micro-batch, expert] token assignments per expert, before padding"},
     {"/eval/test_accuracy", "1", "test-set accuracy at epoch ends and at the last step, NaN elsewhere"},
     {"/main_grad_norm", "1", "[micro-batch] L2 norm of main_grad after each micro-batch's add (FP64 fixed tree)"},
+    {"/grad_added_to_main_grad", "1",
+     "[micro-batch] 1 where every weight carried grad_added_to_main_grad after the micro-batch's backward"},
     {"/mse", "1", "mean squared quantization error of the operand (micro-batch 0 of the step)"},
     {"/sqnr_db", "dB", "signal-to-quantization-noise ratio of the operand, 10 log10(sum x^2 / sum e^2)"},
     {"/underflow", "count", "non-zero finite inputs quantized to zero"},

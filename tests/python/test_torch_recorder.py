@@ -94,6 +94,11 @@ def test_main_grad_norm_after_each_micro_batch(tmp, fused):
         rec.log(1, loss=0.0)
     with h5py.File(tmp / "n.h5", "r") as f:
         got = f["/layers/0/main_grad_norm"][0]
+        # Megatron's flag: only the fused bridge sets it, and only where the weight carries it (here
+        # main_grad exists but grad_added_to_main_grad was never given: 0)
+        assert ("/layers/0/grad_added_to_main_grad" in f) == fused
+        if fused:
+            assert f["/layers/0/grad_added_to_main_grad"][0].tolist() == [0, 0, 0]
     assert [float(v) for v in got] == want
 
 
@@ -368,3 +373,22 @@ def test_watched_elements_every_step(tmp):
     with pytest.raises(ValueError, match="reach outside"):
         mt.Recorder(model, tmp / "x.h5", watch_elements=[32])
     mt.Recorder(model, tmp / "y.h5").close()  # the refused recorder left the module free
+
+
+def test_grad_added_to_main_grad_per_micro_batch(tmp):
+    """Megatron's contract, recorded per micro-batch: a fused module sets grad_added_to_main_grad
+    on every weight that carries it (1 after each backward, the flag reset in between as Megatron's
+    hook does); a module without fusion never does (0): its wgrad went to .grad, not main_grad."""
+    for fused, want in ((True, [1, 1]), (False, [0, 0])):
+        lin = mt.GroupedLinear(2, 32, 16, bias=False, recipe="bf16", fuse_wgrad_accumulation=fused)
+        for w in lin.weights():
+            w.main_grad = torch.zeros(w.shape)
+            w.grad_added_to_main_grad = False
+        with mt.Recorder(torch.nn.Sequential(lin), tmp / f"a{fused}.h5") as rec:
+            for mb in range(2):
+                lin(torch.randn(16, 32), [8, 8]).sum().backward()
+                for w in lin.weights():
+                    w.grad_added_to_main_grad = False  # Megatron resets it once it has seen it
+            rec.log(1)
+        with h5py.File(tmp / f"a{fused}.h5", "r") as f:
+            assert f["/layers/0/grad_added_to_main_grad"][0].tolist() == want

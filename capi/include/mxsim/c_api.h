@@ -351,6 +351,7 @@ typedef struct mxsim_layer_plan {
   int32_t snapshots;  /**< snapshots at the plan's snapshot steps (master, weight_q, main_grad; W's maps) */
   int32_t snapshot_wgrad_mb; /**< with them each micro-batch's wgrad contribution (wgrad_mb) */
   int64_t watch;      /**< watched elements W of a quantized layer (the watch series; 0: none) */
+  int32_t grad_added; /**< the grad_added_to_main_grad series (layers whose weights carry main_grad) */
 } mxsim_layer_plan;
 
 typedef struct mxsim_run_plan {
@@ -396,6 +397,7 @@ typedef struct mxsim_layer_row {
   const float* watch_value;
   const uint32_t* watch_flips;
   const uint32_t* watch_snaps;
+  const uint8_t* grad_added; /**< [micro_batches] (plans with grad_added) */
 } mxsim_layer_row;
 
 typedef struct mxsim_step_row {

@@ -81,7 +81,7 @@ class LayerPlan(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("recipe", ctypes.c_char_p), ("module", ctypes.c_char_p),
                 ("groups", ctypes.c_int64), ("out_features", ctypes.c_int64), ("in_features", ctypes.c_int64),
                 ("quantized", ctypes.c_int32), ("deosc", ctypes.c_int32), ("snapshots", ctypes.c_int32),
-                ("snapshot_wgrad_mb", ctypes.c_int32), ("watch", ctypes.c_int64)]
+                ("snapshot_wgrad_mb", ctypes.c_int32), ("watch", ctypes.c_int64), ("grad_added", ctypes.c_int32)]
 
 
 class RunPlan(ctypes.Structure):
@@ -105,7 +105,8 @@ class LayerRow(ctypes.Structure):
                 ("watch_master", ctypes.POINTER(ctypes.c_float)), ("watch_code", ctypes.POINTER(ctypes.c_uint8)),
                 ("watch_scale_bytes", ctypes.POINTER(ctypes.c_uint8)),
                 ("watch_scale_inv", ctypes.POINTER(ctypes.c_float)), ("watch_value", ctypes.POINTER(ctypes.c_float)),
-                ("watch_flips", ctypes.POINTER(ctypes.c_uint32)), ("watch_snaps", ctypes.POINTER(ctypes.c_uint32))]
+                ("watch_flips", ctypes.POINTER(ctypes.c_uint32)), ("watch_snaps", ctypes.POINTER(ctypes.c_uint32)),
+                ("grad_added", ctypes.POINTER(ctypes.c_uint8))]
 
 
 class StepRow(ctypes.Structure):

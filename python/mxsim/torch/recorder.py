@@ -130,6 +130,7 @@ class _Tap:
         self.snap = None              # (W as FP32, its fprop quantization) of a snapshot step's micro-batch 0
         self.wgrad_mb = []            # a snapshot step's per-micro-batch wgrad contributions (host, FP32)
         self.watch = None             # micro-batch 0's watched elements: (master, code, byte, scale_inv, value)
+        self.added = []               # per micro-batch: every weight carried grad_added_to_main_grad after it
 
     def wants_wgrad_mb(self):
         """Whether this backward's wgrad contribution is kept (a snapshot step of this layer)."""
@@ -162,6 +163,7 @@ class _Tap:
 
     def wgrad_done(self):
         self.backwards += 1
+        self.added.append(int(all(getattr(w, "grad_added_to_main_grad", False) for w in self.mod.weights())))
         if self.mod.fuse_wgrad_accumulation:
             self.norms.append(self.rec._ctx(self.mod).l2_norm(_grad_buffer(self.mod, "main_grad")))
         else:
@@ -362,6 +364,10 @@ class Recorder:
                 pending_osc.append((r, t))
             if t.quantized and self._watches(t):
                 self._watch_row(t, r, keep)
+            if layer_plans_grad_added(t):
+                a = (ctypes.c_uint8 * max(micro_batches, 1))(*(t.added + [0] * micro_batches)[:micro_batches])
+                keep.append(a)
+                r.grad_added = a
             if t.mod._deosc is not None:  # WeightDeOsc.step ran before this log: its window's snaps
                 r.snapped = t.mod._deosc.snapped_of(t.mod)
         self._write_snapshots(step)
@@ -563,7 +569,8 @@ class Recorder:
                                              int(t.quantized), int(m._deosc is not None),
                                              int(self.snapshot_layers is None or t.name in self.snapshot_layers),
                                              int(isinstance(m, GroupedLinear)),  # a plain linear: no wgrad_mb
-                                             len(self.watch_elements) if self._watches(t) else 0)
+                                             len(self.watch_elements) if self._watches(t) else 0,
+                                             int(layer_plans_grad_added(t)))
         enc_names = [n.encode() for n in names]
         arr = (ctypes.c_char_p * max(len(names), 1))(*enc_names)
         cfg = _config_toml(self, micro_batches, names).encode()
@@ -574,6 +581,11 @@ class Recorder:
         h = ctypes.c_void_p()
         _capi.call(self._lib.mxsim_recorder_create, self.path.encode(), ctypes.byref(plan), ctypes.byref(h))
         self._handle, self._plan = h, (micro_batches, names, experts)
+
+
+def layer_plans_grad_added(t):
+    """Whether t's layer records grad_added_to_main_grad: its weights carry Megatron's main_grad."""
+    return all(hasattr(w, "main_grad") for w in t.mod.weights())
 
 
 def _dl_of(t):

@@ -39,6 +39,7 @@ struct StepRecord {
   std::vector<double> scalars;             ///< RunPlan::scalars, in their order
   struct LayerRecord {
     std::vector<double> main_grad_norm;    ///< [micro-batches]
+    std::vector<uint8_t> grad_added;       ///< [micro-batches] (LayerPlan::grad_added)
     std::array<OperandStats, 3> quant{};   ///< by Role (quantized layers)
     Backend::OscStep osc;
     int64_t snapped = 0;                   ///< de-osc snaps this step
@@ -72,6 +73,7 @@ struct LayerPlan {
   /// where snapshot_wgrad_mb) and, quantized, W's block maps and the element maps (schema.hpp).
   bool snapshots = false;
   bool snapshot_wgrad_mb = false;
+  bool grad_added = false;        ///< the grad_added_to_main_grad series (a recorder's main_grad layers)
 };
 /// The run-wide series beside the layers'.
 struct RunPlan {

@@ -59,6 +59,10 @@ inline constexpr const char* kLayerShapeAttr = "weight_shape";
 inline constexpr const char* kLayerModuleAttr = "module";
 /// f64 [micro-batches]: L2 norm of main_grad after each micro-batch's add.
 inline std::string main_grad_norm(std::string_view l) { return layer(l) + "/main_grad_norm"; }
+/// u8 [micro-batches] (recorder traces of layers with main_grad): 1 where, after the micro-batch's
+/// backward, every weight of the layer carried grad_added_to_main_grad = True (Megatron's
+/// contract: the wgrad reached main_grad and autograd's .grad is a placeholder), else 0.
+inline std::string grad_added(std::string_view l) { return layer(l) + "/grad_added_to_main_grad"; }
 /// Quantization statistic `stat` of operand `op` ("w", "x", "dy").
 inline std::string quant(std::string_view l, std::string_view op, std::string_view stat) {
   return layer(l) + "/quant/" + std::string(op) + "/" + std::string(stat);
