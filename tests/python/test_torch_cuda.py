@@ -223,3 +223,26 @@ def test_recorder_on_cuda_writes_the_cpus_trace(tmp_path, recipe):
         for n in names:
             va, vb = a[n][()], b[n][()]
             assert va.shape == vb.shape and va.tobytes() == vb.tobytes(), n
+
+
+def test_kernel_checker_on_cuda_tensors(tmp_path):
+    """The checker compares a CUDA kernel's results with mxsim's on the device's tensors: mxsim's own
+    kernel passes, a planted one-bit difference is found at its index and written for replay."""
+    x = sample((256, 512), 9).cuda()
+    assert mt.check_quantize(lambda t: mt.quantize(t, "mxfp8"), x, "mxfp8").ok
+
+    def kernel(t):
+        q = mt.quantize(t, "mxfp8")
+        data = q.qdata.view(torch.uint8).clone()
+        data[7, 100] ^= 0x01
+        return data, q.scale
+
+    r = mt.check_quantize(kernel, x, "mxfp8", path=tmp_path / "m.safetensors")
+    assert not r.ok and r.count == 1 and r.first == (7, 100) and (tmp_path / "m.safetensors").exists()
+    a, b = sample((128, 256), 10).cuda(), sample((2, 64, 256), 11).cuda()
+    rec = mt.LinearRecipe("mxfp4")
+
+    def mxsim_kernel(a, b, ms):
+        return mt.grouped_gemm(mt.quantize(a, spec=rec.spec("x_fprop")), mt.quantize(b, spec=rec.spec("w")), ms)
+
+    assert mt.check_grouped_gemm(mxsim_kernel, a, b, [64, 64], "mxfp4").ok
