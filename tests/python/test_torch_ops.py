@@ -467,3 +467,23 @@ def test_te_fp8_blockwise_read_by_attribute():
     pad[:, :2] = q.scale
     te._rowwise_data, te._rowwise_scale_inv = q.qdata, pad
     same_bytes(mt.dequantize(mt.from_te(te)), mt.dequantize(q))
+
+
+def test_an_older_library_is_refused_naming_what_it_lacks():
+    """A libmxsim_c.so built from an older commit (the same ABI version, fewer entry points) is an
+    ImportError that names the missing functions, not an AttributeError deep inside a call."""
+    from mxsim.torch import _capi
+
+    class Old:  # a library handle with every entry point but one
+        _name = "/old/libmxsim_c.so"
+
+        def __init__(self):
+            self._real = _capi.lib()
+
+        def __getattr__(self, name):
+            if name == "mxsim_recorder_create":
+                raise AttributeError(name)
+            return getattr(self._real, name)
+
+    with pytest.raises(ImportError, match="/old/libmxsim_c.so lacks mxsim_recorder_create: it is older"):
+        _capi._declare(Old())

@@ -247,6 +247,11 @@ def _declare(h):
         "mxsim_osc_metrics_update": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, P(DLTensor), P(DLTensor),
                                                     ctypes.c_void_p, P(OscStep), P(Error)]),
     }
+    missing = [name for name in sig if not hasattr(h, name)]
+    if missing:  # a library older than this package (same ABI version, fewer entry points)
+        raise ImportError(f"mxsim.torch: {getattr(h, '_name', 'libmxsim_c.so')} lacks {', '.join(missing[:4])}"
+                          f"{' and more' if len(missing) > 4 else ''}: it is older than this mxsim.torch; rebuild "
+                          "mxsim (or point MXSIM_C_LIBRARY at a library built from the same commit)")
     for name, (res, args) in sig.items():
         f = getattr(h, name)
         f.restype = res
