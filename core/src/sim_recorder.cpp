@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 #include "mxsim/hd/elementwise.hpp"
 #include "mxsim/sim/maps.hpp"
@@ -136,14 +137,10 @@ TraceRecorder::TraceRecorder(const std::string& path, const std::string& config_
     : first_(first) {
   const RunPlan plan = simulator_plan(cfg, ws);
   plan_series(plan);
-  const uint64_t NMB = plan.micro_batches;
-  for (int64_t s : cfg.snapshot_steps)
-    if (s >= first.n() && s <= last.n()) snap_steps_.push_back(s);
-  std::sort(snap_steps_.begin(), snap_steps_.end());
-  snap_steps_.erase(std::unique(snap_steps_.begin(), snap_steps_.end()), snap_steps_.end());
+  set_snapshot_steps(cfg.snapshot_steps, first.n(), last.n());
   for (const LayerPlan& l : plan.layers)
     if (l.snapshots && !snap_steps_.empty()) {
-      declare_weight_snapshots(l, NMB);
+      declare_weight_snapshots(l, plan.micro_batches);
       if (l.quantized) declare_operand_maps(cfg, *ws_by_slot(ws, l.slot));
     }
   open(path, config_toml, trace::make_provenance(backend, cfg.seed), plan);
@@ -152,18 +149,19 @@ TraceRecorder::TraceRecorder(const std::string& path, const std::string& config_
 TraceRecorder::TraceRecorder(const std::string& path, const std::string& config_toml, const trace::Provenance& prov,
                              const RunPlan& plan)
     : first_(Step(plan.first_step)) {
-  plan_series(plan);
-  for (int64_t s : plan.snapshot_steps)
-    if (s >= plan.first_step) snap_steps_.push_back(s);
-  std::sort(snap_steps_.begin(), snap_steps_.end());
-  snap_steps_.erase(std::unique(snap_steps_.begin(), snap_steps_.end()), snap_steps_.end());
+  plan_series(plan);  // (checks every layer name)
+  set_snapshot_steps(plan.snapshot_steps, plan.first_step, std::numeric_limits<int64_t>::max());
   for (const LayerPlan& l : plan.layers)
-    if (l.snapshots && !snap_steps_.empty()) {
-      check_component("layer", l.name);
-      declare_weight_snapshots(l, plan.micro_batches);
-    }
+    if (l.snapshots && !snap_steps_.empty()) declare_weight_snapshots(l, plan.micro_batches);
   if (snaps_.empty()) snap_steps_.clear();  // no layer takes snapshots: no step is due
   open(path, config_toml, prov, plan);
+}
+
+void TraceRecorder::set_snapshot_steps(const std::vector<int64_t>& steps, int64_t first, int64_t last) {
+  for (int64_t s : steps)
+    if (s >= first && s <= last) snap_steps_.push_back(s);
+  std::sort(snap_steps_.begin(), snap_steps_.end());
+  snap_steps_.erase(std::unique(snap_steps_.begin(), snap_steps_.end()), snap_steps_.end());
 }
 
 void TraceRecorder::open(const std::string& path, const std::string& config_toml, const trace::Provenance& prov,

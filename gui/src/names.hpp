@@ -21,9 +21,6 @@ inline const std::string kLr = schema::kTrainLr;
 inline const std::string kTokensPerExpert = schema::kTokensPerExpert;
 inline const std::string kTestAccuracy = schema::kTestAccuracy;
 
-/// The simulator's layer names in model order (sim/model.hpp): a trace lists its layers in this
-/// order first, then any other names (a recorder's module names) in name order.
-inline constexpr const char* kLayers[] = {"embed", "router", "fc1", "fc2", "head"};
 /// Quantized operands the trace records per-step statistics of: W (fprop), x (fprop), dy (dgrad).
 inline constexpr const char* kOperands[] = {"w", "x", "dy"};
 /// The trace format a dataset kind first appears in (missing-data notes name it).

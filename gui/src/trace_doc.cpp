@@ -63,8 +63,8 @@ std::array<uint64_t, 3> model_shape(const sim::Config& c, const std::string& l) 
 
 /// The recipe name of simulator layer l in its config ("" for a name the simulator has not).
 std::string recipe_of(const sim::Config& c, const std::string& l) {
-  return l == "embed" ? c.recipe.embed : l == "router" ? c.recipe.router : l == "fc1" ? c.recipe.fc1
-       : l == "fc2"   ? c.recipe.fc2   : l == "head"   ? c.recipe.head   : std::string();
+  sim::Layer layer;
+  return sim::layer_from_name(l, layer) ? c.recipe.of(layer) : std::string();
 }
 
 /// The layers a trace holds (/layers/<l>/... and /snap/<l>/...): the simulator's in its model
@@ -81,8 +81,8 @@ std::vector<std::string> layer_names(const std::vector<trace::DatasetInfo>& ds) 
       if (std::find(found.begin(), found.end(), l) == found.end()) found.push_back(std::move(l));
     }
   std::vector<std::string> out;
-  for (const char* l : names::kLayers)
-    if (std::find(found.begin(), found.end(), l) != found.end()) out.emplace_back(l);
+  for (sim::Layer sl : sim::kLayers)
+    if (const char* l = sim::name_of(sl); std::find(found.begin(), found.end(), l) != found.end()) out.emplace_back(l);
   std::vector<std::string> rest;
   for (const std::string& l : found)
     if (std::find(out.begin(), out.end(), l) == out.end()) rest.push_back(l);

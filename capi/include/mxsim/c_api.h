@@ -442,8 +442,9 @@ MXSIM_C_EXPORT void mxsim_recorder_destroy(mxsim_recorder* r);
  * backends own their buffers: the oscillation state of recorded weights lives
  * there. Inputs are the caller's tensors on that device, read after the
  * caller's stream's work (on CUDA a device-to-device copy, never a host one);
- * results are host values (a call waits for them). A context is used by one
- * thread at a time. */
+ * results are host values: the statistics calls marked deferred deliver them
+ * at mxsim_context_resolve, the others wait for theirs. A context is used by
+ * one thread at a time. */
 typedef struct mxsim_context mxsim_context;
 MXSIM_C_EXPORT mxsim_status mxsim_context_create(DLDevice device, mxsim_context** out, mxsim_error* err);
 /** NULL is a no-op. */

@@ -176,6 +176,8 @@ class TraceRecorder {
     std::vector<uint64_t> shape;
   };
   void declare_operand_maps(const Config& cfg, const Weight& w);
+  /// snap_steps_: the steps of `steps` in [first, last], sorted, once each.
+  void set_snapshot_steps(const std::vector<int64_t>& steps, int64_t first, int64_t last);
   /// A layer's weight snapshots (master, weight_q, main_grad, wgrad_mb; W's block and element maps).
   void declare_weight_snapshots(const LayerPlan& l, uint64_t micro_batches);
   /// The series of `plan` into series_ (one list for both producers).
