@@ -392,3 +392,24 @@ def test_grad_added_to_main_grad_per_micro_batch(tmp):
             rec.log(1)
         with h5py.File(tmp / f"a{fused}.h5", "r") as f:
             assert f["/layers/0/grad_added_to_main_grad"][0].tolist() == want
+
+
+def test_an_unfused_modules_snapshots_read_the_gradient_it_writes(tmp):
+    """Without fuse_wgrad_accumulation the wgrad goes to .grad even where the weights carry a
+    main_grad (untouched): the main_grad snapshot, like the norms, is then the accumulated .grad,
+    the chain of the wgrad_mb contributions, never the untouched buffer."""
+    torch.manual_seed(4)
+    lin = mt.GroupedLinear(2, 64, 32, bias=False, recipe="mxfp8", fuse_wgrad_accumulation=False)
+    for w in lin.weights():
+        w.main_grad = torch.zeros(w.shape)  # present but not this module's destination
+    with mt.Recorder(torch.nn.Sequential(lin), tmp / "u.h5", snapshot_steps=[1]) as rec:
+        for mb in range(2):
+            lin(torch.randn(32, 64), [16, 16], mb == 0).square().sum().backward()
+        rec.log(1)
+    grad = torch.stack([w.grad for w in lin.weights()]).numpy()
+    with h5py.File(tmp / "u.h5", "r") as f:
+        c = f["/snap/0/wgrad_mb"][0]
+        assert np.array_equal(f["/snap/0/main_grad"][0], grad)
+        assert np.array_equal((c[0] + c[1]).astype(np.float32), grad) and np.any(grad != 0)
+        norm = f["/layers/0/main_grad_norm"][0][1]
+        assert norm > 0

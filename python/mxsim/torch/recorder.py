@@ -145,13 +145,14 @@ class _Tap:
     def fprop(self, x, qx, weights, qw):
         """micro-batch 0's fprop operands (qx / qw None: quantized here, for a plain nn.Linear)."""
         self._read_grad()
-        if self.forwards == 0 and (self.quantized or self.rec._snapshot_next(self)):
+        snapshot = self.forwards == 0 and self.rec._snapshot_next(self)
+        if self.forwards == 0 and (self.quantized or snapshot):
             W = _stack(weights)
             if self.quantized:
                 qw = qw if qw is not None else quantize(W, spec=self.mod._weight_spec(W))
                 self._record("w", W, qw)
                 self._record("x", x, qx if qx is not None else quantize(x, spec=self.mod._stat_spec("x_fprop", x)))
-            if self.rec._snapshot_next(self):  # before the optimizer step, as the simulator's snapshots
+            if snapshot:  # before the optimizer step, as the simulator's snapshots
                 self.snap = (W.detach().float().cpu(), qw.cpu() if qw is not None else None)
             if self.quantized and self.rec._watches(self):
                 self.watch = self.rec._watch_elements(self, W, qw)
@@ -164,16 +165,21 @@ class _Tap:
     def wgrad_done(self):
         self.backwards += 1
         self.added.append(int(all(getattr(w, "grad_added_to_main_grad", False) for w in self.mod.weights())))
-        if self.mod.fuse_wgrad_accumulation:
-            self.norms.append(self.rec._ctx(self.mod).l2_norm(_grad_buffer(self.mod, "main_grad")))
+        if self.mod.fuse_wgrad_accumulation:  # the bridge's add just happened
+            self.norms.append(self.rec._ctx(self.mod).l2_norm(_grad_buffer(self.mod, self.grad_attr())))
         else:
             self.pending_grad = True  # autograd adds dW into .grad after this backward returns
 
+    def grad_attr(self):
+        """Where this layer's wgrad lands: main_grad for a fused mxsim.torch module and for a plain
+        linear whose weights carry Megatron's buffer, .grad otherwise (its norms and snapshots)."""
+        if isinstance(self.mod, GroupedLinear):
+            return "main_grad" if self.mod.fuse_wgrad_accumulation else "grad"
+        return "main_grad" if all(hasattr(w, "main_grad") for w in self.mod.weights()) else "grad"
+
     def _read_grad(self):
         if self.pending_grad:
-            attr = "main_grad" if all(hasattr(w, "main_grad") for w in self.mod.weights()) and \
-                not isinstance(self.mod, GroupedLinear) else "grad"  # a plain linear: Megatron's buffer if it has one
-            g = _grad_buffer(self.mod, attr)
+            g = _grad_buffer(self.mod, self.grad_attr())
             self.norms.append(self.rec._ctx(self.mod).l2_norm(g) if g is not None else _NAN)
             self.pending_grad = False
 
@@ -189,7 +195,8 @@ def _grad_buffer(mod, attr):
     ts = [getattr(w, attr, None) for w in mod.weights()]
     if any(t is None for t in ts):
         return None
-    return _stacked(ts) if _stacked(ts) is not None else torch.stack([t.detach() for t in ts])
+    view = _stacked(ts)
+    return view if view is not None else torch.stack([t.detach() for t in ts])
 
 
 class _PlainLinear:
@@ -263,6 +270,7 @@ class Recorder:
     def __init__(self, model, path, *, include=None, scalars=(), osc_momentum=0.01, osc_period=100, seed=0,
                  linears=None, snapshot_steps=(), snapshot_layers=None, start_step=1, watch_elements=()):
         self._closed = True  # until constructed: a refused recorder has nothing to close
+        self._lib = _capi.lib()
         self.path = str(path)
         self.model_class = type(model).__name__
         self.extra_scalars = list(scalars)
@@ -435,14 +443,9 @@ class Recorder:
         ix = (ctypes.c_int64 * n)(*self.watch_elements)
         from . import _stream
         cq = qw._c()
-        _capi.call(self._lib_or_load().mxsim_context_quant_elements, self._ctx(t.mod).handle, ctypes.byref(cq), ix, n,
+        _capi.call(self._lib.mxsim_context_quant_elements, self._ctx(t.mod).handle, ctypes.byref(cq), ix, n,
                    _stream(W), code, byte, scale_inv, value)
         return master, code, byte, scale_inv, value
-
-    def _lib_or_load(self):
-        if getattr(self, "_lib", None) is None:
-            self._lib = _capi.lib()
-        return self._lib
 
     def _watch_row(self, t, r, keep):
         """Fills layer row r's watch arrays from t's micro-batch 0 and the state before this step's update."""
@@ -502,7 +505,7 @@ class Recorder:
                                  f"{nmb} micro-batches")
             return torch.stack([c.reshape(G, N, K) for c in t.wgrad_mb]).contiguous()
         if kind == "main_grad":
-            g = _grad_buffer(m, "main_grad" if all(hasattr(w, "main_grad") for w in m.weights()) else "grad")
+            g = _grad_buffer(m, t.grad_attr())
             return (g.detach().float().cpu() if g is not None else torch.zeros(G, N, K)).reshape(G, N, K).contiguous()
         if kind.startswith("quant/w/"):
             return self._block_maps(t, W, q)[kind[len("quant/w/"):]]
@@ -557,7 +560,6 @@ class Recorder:
             return self._ctx(t.mod).osc_update(t.name, W, dequantize(q))
 
     def _create(self, micro_batches, names, experts):
-        self._lib = _capi.lib()
         devices = {t.mod.weights()[0].device.type for t in self.taps}
         layer_plans = (_capi.LayerPlan * len(self.taps))()
         keep = []
