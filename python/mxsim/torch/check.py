@@ -89,26 +89,25 @@ def _compare(actual, expected, what, ulp):
     a, e = actual.detach().cpu().contiguous(), expected.detach().cpu().contiguous()
     if a.shape != e.shape:
         raise ValueError(f"{what}: the kernel's shape {list(a.shape)} is not mxsim's {list(e.shape)}")
-    ab, eb = (a.view(torch.uint8) if a.dtype != torch.uint8 else a), (e.view(torch.uint8) if e.dtype != torch.uint8
-                                                                        else e)
-    es = a.element_size()
-    diff = (ab.reshape(-1, es) != eb.reshape(-1, es)).any(dim=1) if es > 1 else (ab.reshape(-1) != eb.reshape(-1))
+    es = a.element_size()  # an element differs where any of its bytes does
+    diff = (a.reshape(-1).view(torch.uint8).reshape(-1, es) != e.reshape(-1).view(torch.uint8).reshape(-1, es)).any(1)
     n = int(diff.sum())
     if n == 0:
         return Mismatch(what, 0, a.numel())
     flat = int(diff.nonzero()[0])
-    first = tuple(int(v) for v in torch.tensor(list(_unravel(flat, a.shape))))
+    first = _unravel(flat, a.shape)
     d = ulp(a.reshape(-1)[diff], e.reshape(-1)[diff])
     return Mismatch(what, n, a.numel(), first, a.reshape(-1)[flat].item(), e.reshape(-1)[flat].item(),
                     float(d.max()))
 
 
 def _unravel(i, shape):
+    """The index tuple of flat row-major index i in shape."""
     out = []
     for s in reversed(shape):
         out.append(i % s)
         i //= s
-    return reversed(out)
+    return tuple(reversed(out))
 
 
 def _float_ulp(a, e):
