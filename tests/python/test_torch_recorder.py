@@ -257,6 +257,9 @@ def test_weight_deosc_is_eligible_by_recipe_only():
     with pytest.raises(ValueError, match="no MXFP4 mxsim.torch linear"):
         mt.WeightDeOsc(fp8)
     mixed = torch.nn.Sequential(mt.Linear(32, 8, recipe="mxfp8"), mt.Linear(8, 8, recipe="mxfp4"))
+    with pytest.raises(ValueError, match="a master must be float32"):
+        mt.WeightDeOsc(mixed, masters={mixed[1].weight: torch.zeros(8, 8, dtype=torch.float64)})
+    assert mixed[1]._deosc is None  # a refused de-oscillation marks no module
     assert [n for n, _ in mt.WeightDeOsc(mixed).modules] == ["1"]
 
 

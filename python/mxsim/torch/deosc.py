@@ -47,8 +47,6 @@ class WeightDeOsc:
         if not self.modules:
             raise ValueError(f"WeightDeOsc: {type(model).__name__} holds no MXFP4 mxsim.torch linear (de-oscillation "
                              "is eligible by recipe: mxfp4 only)")
-        for _, m in self.modules:
-            m._deosc = self
         self._masters = dict(masters) if masters else {}
         for p, m in self._masters.items():
             if m.shape != p.shape or m.dtype != torch.float32 or m.device != p.device:
@@ -59,6 +57,8 @@ class WeightDeOsc:
         self._calls = 0
         self._lib = _capi.lib()
         self._states = {}  # (device type, index) -> (context, deosc)
+        for _, m in self.modules:  # checked: now the modules (and a Recorder) see this de-oscillation
+            m._deosc = self
 
     def _state(self, dev):
         key = (dev.type, dev.index)
@@ -96,24 +96,28 @@ class WeightDeOsc:
         """The elements of ``module`` snapped by the last step (0 where no window ended)."""
         return self.snapped_last.get(self._name_of.get(id(module)), 0)
 
+    def _tracked(self, module):
+        """(module's name here, the de-osc handle of its device), or None before its first observation."""
+        name = self._name_of.get(id(module))
+        dev = module.weights()[0].device
+        state = self._states.get((dev.type, dev.index))
+        return None if name is None or state is None else (name.encode(), state[1])
+
     def snaps_into(self, module, out):
         """The per-element snap counts of module's weight so far into out (int32 CPU tensor of its
         numel: the trace's uint32 counts bit for bit)."""
-        name = self._name_of.get(id(module))
-        dev = module.weights()[0].device
-        if name is None or (dev.type, dev.index) not in self._states:
+        t = self._tracked(module)
+        if t is None:
             out.zero_()
             return
-        _capi.call(self._lib.mxsim_deosc_snaps, self._states[(dev.type, dev.index)][1], name.encode(),
-                   ctypes.cast(out.data_ptr(), ctypes.POINTER(ctypes.c_uint32)), out.numel())
+        _capi.call(self._lib.mxsim_deosc_snaps, t[1], t[0], ctypes.cast(out.data_ptr(), ctypes.POINTER(ctypes.c_uint32)),
+                   out.numel())
 
     def gather_snaps(self, module, idx, n, out):
         """Elements idx (a ctypes int64 array of n) of module's snap counts into out (c_uint32 * n)."""
-        name = self._name_of.get(id(module))
-        dev = module.weights()[0].device
-        if name is None or (dev.type, dev.index) not in self._states:
-            return  # no observation yet: zeros
-        _capi.call(self._lib.mxsim_deosc_gather, self._states[(dev.type, dev.index)][1], name.encode(), idx, n, out)
+        t = self._tracked(module)
+        if t is not None:  # else no observation yet: out stays zeros
+            _capi.call(self._lib.mxsim_deosc_gather, t[1], t[0], idx, n, out)
 
     def close(self):
         for _, m in self.modules:
