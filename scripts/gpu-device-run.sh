@@ -16,6 +16,8 @@
 #   example examples/torch/moe_fashion_mnist.py --config ${EXAMPLE_CONFIG:-large} for
 #           EXAMPLE_STEPS steps (default 12) without and with the recorder, beside
 #           moe_step_peer.py's BF16 _grouped_mm and MXFP4 fake-quant steps of that config
+#           (EXAMPLE_PROFILE=1: one more recorded run under cProfile, example-profile.txt;
+#           the recorded trace comes back as example.h5 when under 60 MB)
 # Also: memcheck (compute-sanitizer over kernel suites and the Backend suite),
 # bench (mxsim_gpu_bench), gemm (grouped GEMM vs PyTorch), profile, kernels,
 # large, steps (see below).
@@ -308,6 +310,9 @@ if has torch; then
   PYTHONUNBUFFERED=1 timeout 300 python3 bench/peers/torch_layer_bench.py --cpp-csv "$work/cpp_gemm.csv" \
     >"$OUT/torch_bench.md" 2>&1 || rc=1
   cat "$OUT/torch_bench.md" >>"$summary"
+  echo -e "\n## The same calls from C++ (mxsim_gpu_gemm_bench --overhead, host us per call)\n\n\`\`\`" >>"$summary"
+  timeout 100 "$dev/bin/mxsim_gpu_gemm_bench" --overhead >>"$summary" 2>&1 || rc=1
+  echo '```' >>"$summary"
 fi
 
 if has example; then
@@ -321,9 +326,17 @@ if has example; then
     PYTHONUNBUFFERED=1 timeout 400 "${ex[@]}" $mode >"$work/example.txt" 2>&1 || rc=1
     tail -1 "$work/example.txt" >>"$summary"
   done
+  if [ -n "${EXAMPLE_PROFILE:-}" ]; then  # where the recorder's host time goes (cProfile, by cumulative time)
+    timeout 400 "${ex[@]:0:1}" -m cProfile -s cumtime "${ex[@]:1}" --trace "$work/example-prof.h5" 2>&1 \
+      | grep -A60 'Ordered by' >"$OUT/example-profile.txt" || rc=1
+  fi
   PYTHONUNBUFFERED=1 timeout 300 python3 bench/peers/moe_step_peer.py --config "$cfg" --mode both --steps 10 >>"$summary" 2>&1 || rc=1
   echo '```' >>"$summary"
-  [ -f "$work/example.h5" ] && "$mx" compare "$work/example.h5" "$work/example.h5" | tail -1 >>"$summary"
+  if [ -f "$work/example.h5" ]; then
+    "$mx" compare "$work/example.h5" "$work/example.h5" | tail -1 >>"$summary"
+    # the trace comes back (when small) for the inspector here: the GPU machine has no Qt
+    [ "$(stat -c %s "$work/example.h5")" -lt 60000000 ] && cp "$work/example.h5" "$OUT/example.h5"
+  fi
 fi
 
 if has peers; then

@@ -62,6 +62,32 @@ def host_us(fn, n=2000):
     return (t1 - t0) / n * 1e6
 
 
+def in_c_us(fn, n=2000):
+    """Host time per call spent inside the C entry points (mxsim.torch's _capi.call timed): the
+    rest of host_us is Python (argument checks, ctypes structs, torch allocations)."""
+    from mxsim.torch import _capi
+    orig, spent = _capi.call, [0.0]
+
+    def timed(f, *args):
+        t0 = time.perf_counter()
+        try:
+            return orig(f, *args)
+        finally:
+            spent[0] += time.perf_counter() - t0
+    _capi.call = timed
+    try:
+        for _ in range(50):
+            fn()
+        torch.cuda.synchronize()
+        spent[0] = 0.0
+        for _ in range(n):
+            fn()
+        torch.cuda.synchronize()
+    finally:
+        _capi.call = orig
+    return spent[0] / n * 1e6
+
+
 def overhead():
     dev = "cuda"
     w = mt.quantize(torch.randn(4, 128, 256, device=dev), "mxfp8")
@@ -75,10 +101,11 @@ def overhead():
                   mt.quantize(torch.randn(32, 256, device=dev), "mxfp8"))),
              ("quantize 32 x 32 mxfp8", lambda: lambda: mt.quantize(x, spec=s)),
              ("torch.empty(32, 32) (reference: one torch allocation)", lambda: lambda: torch.empty(32, 32, device=dev))]
-    print("\n## Per-call host overhead (Python + ctypes + C layer)\n\n| call | us per call |\n|---|---|")
+    print("\n## Per-call host overhead (Python + ctypes + C layer)\n\n| call | us per call | of which in C |\n|---|---|---|")
     for name, make in calls:
         try:
-            print(f"| {name} | {host_us(make()):.1f} |")
+            fn = make()
+            print(f"| {name} | {host_us(fn):.1f} | {in_c_us(fn):.1f} |")
         except Exception as e:  # noqa: BLE001 -- a row says what failed; the other rows still run
             print(f"| {name} | failed: {type(e).__name__}: {str(e)[:200]} |")
 

@@ -4,7 +4,9 @@
 // against the emulator) on the same operands.
 //
 // Usage: mxsim_gpu_gemm_bench [--reps N] [--csv FILE] [--shapes all|small]
-//                             [--cases LIST] [--no-check]
+//                             [--cases LIST] [--no-check] [--overhead]
+// --overhead: host microseconds per call of a grouped GEMM with empty groups, one of 32 rows and a
+// 32 x 32 quantize (the C++ floor beneath bench/peers/torch_layer_bench.py's overhead table).
 // Shapes (groups x rows per group, N, K), the peers' (bench/peers/gemm_peers.py):
 //   8 x 2048, 4096, 7168;  32 x 512, 4096, 2048;  16 x 1024, 2048, 7168
 // Cases (comma list; default all): mxfp4-fprop, mxfp4-dgrad, mxfp4-wgrad,
@@ -21,6 +23,7 @@
 #include "gpu.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -106,12 +109,48 @@ struct Case {
   int form;              // 0 fprop, 1 dgrad, 2 wgrad
 };
 
+/// Host microseconds per call of fn (n calls after 50 warm-up calls, the device drained after):
+/// the C++ floor beneath mxsim.torch's per-call overhead (bench/peers/torch_layer_bench.py).
+double host_us(const std::function<void()>& fn, int n = 2000) {
+  for (int i = 0; i < 50; ++i) fn();
+  hip::synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) fn();
+  const auto t1 = std::chrono::steady_clock::now();
+  hip::synchronize();
+  return std::chrono::duration<double, std::micro>(t1 - t0).count() / n;
+}
+
+/// --overhead: the calls torch_layer_bench.py's overhead table makes, from C++ (MXFP8 operands,
+/// W [4, 128, 256], the default stream).
+int overhead() {
+  const QuantSpec s = tensor_recipe("mxfp8");
+  const hip::DeviceBuffer x = random_floats(32 * 256, 1), w = random_floats(4 * 128 * 256, 2);
+  hip::DeviceQuantized qw = hip::alloc_quantized(s, 4, 128, 256, Axis::Cols, "w");
+  hip::DeviceQuantized qx = hip::alloc_quantized(s, 1, 32, 256, Axis::Cols, "x");
+  hip::DeviceQuantized q32 = hip::alloc_quantized(s, 1, 32, 32, Axis::Cols, "32 x 32");
+  hip::quantize_device(w.as<float>(), qw.t);
+  hip::quantize_device(x.as<float>(), qx.t);
+  hip::DeviceBuffer out(32 * 128 * 4, "output");
+  const hip::GemmOperand a = hip::GemmOperand::from_quantized(qx.t), b = hip::GemmOperand::from_quantized(qw.t);
+  const std::vector<int64_t> empty(4, 0), one = {32, 0, 0, 0};
+  std::printf("call,us_per_call\n");
+  std::printf("grouped_fprop M=0 (4 empty groups),%.1f\n",
+              host_us([&] { hip::grouped_fprop(a, b, empty, out.as<float>(), {}); }));
+  std::printf("grouped_fprop M=32 (one group of 32 rows K 256 N 128),%.1f\n",
+              host_us([&] { hip::grouped_fprop(a, b, one, out.as<float>(), {}); }));
+  std::printf("quantize_device 32 x 32 mxfp8,%.1f\n", host_us([&] { hip::quantize_device(x.as<float>(), q32.t); }));
+  std::printf("alloc_quantized 32 x 32 mxfp8 (cached allocator),%.1f\n",
+              host_us([&] { hip::DeviceQuantized t = hip::alloc_quantized(s, 1, 32, 32, Axis::Cols, "t"); }));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int reps = 10;
   const char* csv_path = nullptr;
-  bool check = true, small = false;
+  bool check = true, small = false, overhead_only = false;
   std::string cases_arg;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -120,8 +159,9 @@ int main(int argc, char** argv) {
     else if (a == "--shapes" && i + 1 < argc) small = std::string(argv[++i]) == "small";
     else if (a == "--cases" && i + 1 < argc) cases_arg = argv[++i];
     else if (a == "--no-check") check = false;
+    else if (a == "--overhead") overhead_only = true;
     else {
-      std::fprintf(stderr, "usage: mxsim_gpu_gemm_bench [--reps N] [--csv FILE] [--shapes all|small] [--cases LIST] [--no-check]\n");
+      std::fprintf(stderr, "usage: mxsim_gpu_gemm_bench [--reps N] [--csv FILE] [--shapes all|small] [--cases LIST] [--no-check] [--overhead]\n");
       return 2;
     }
   }
@@ -130,6 +170,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "no GPU: %s\n", why.c_str());
     return 1;
   }
+  if (overhead_only) return overhead();
   std::vector<Shape> shapes = {{8, 2048, 4096, 7168}, {32, 512, 4096, 2048}, {16, 1024, 2048, 7168}};
   if (small) shapes = {{4, 512, 1024, 2048}};
   const std::vector<Case> all = {
