@@ -196,7 +196,7 @@ Weight hand_weight(Backend& be, size_t N, const std::vector<float>& v) {
   w.G = 1;
   w.N = N;
   w.K = 32;
-  w.recipe = make_recipe("mxfp4", RecipeConfig{});
+  w.recipe = LinearRecipe(make_recipe("mxfp4", RecipeConfig{}));
   w.master = up(be, v, {1, N, 32});
   w.model = be.alloc(DType::f32, {1, N, 32});
   be.round_bf16(w.master, w.model);

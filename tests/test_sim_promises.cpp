@@ -296,7 +296,7 @@ TEST(SimPromises, CurrentScalingDgradWeightReDerivedEachUse) {
   w.G = 1;
   w.N = 32;
   w.K = 32;
-  w.recipe = make_recipe("fp8_current", {});
+  w.recipe = LinearRecipe(make_recipe("fp8_current", {}));
   Tensor3f two = Tensor3f::from_shape({1, 32, 32}), three = two;
   two.fill(2.0f);
   three.fill(3.0f);
@@ -311,7 +311,7 @@ TEST(SimPromises, CurrentScalingDgradWeightReDerivedEachUse) {
   EXPECT_EQ(d1.code(0, 0, 0), 0x7Eu);
   EXPECT_EQ(bits(be->download(w.cache.q).scale_inv(0, 0, 0)), bits(1.0f / 224.0f)) << "the fprop cache is untouched";
   Weight m = w;
-  m.recipe = make_recipe("mxfp8", {});
+  m.recipe = LinearRecipe(make_recipe("mxfp8", {}));
   m.cache.valid = true;
   m.cache.version = m.version - 1;
   EXPECT_THROW(weight_for_dgrad(*be, m, 1, 4, scratch), MechanicsError);

@@ -307,7 +307,7 @@ TEST(SimMechanics, StaleCacheThrows) {
   w.G = 1;
   w.N = 32;
   w.K = 32;
-  w.recipe = make_recipe("mxfp4", {});
+  w.recipe = LinearRecipe(make_recipe("mxfp4", {}));
   w.model = be->upload(Tensor3f(xt::ones<float>({1, 32, 32})));
   QTensor scratch;
   weight_for_fprop(*be, w, 0, 4, scratch);  // micro-batch 0 builds the cache
@@ -345,9 +345,9 @@ TEST(SimDeOsc, SnapsLandOnGridAndFp8NeverEligible) {
   auto be = emu::make_emu_backend();
   Weight a, b;
   a.name = "fc1";
-  a.recipe = make_recipe("mxfp4", {});
+  a.recipe = LinearRecipe(make_recipe("mxfp4", {}));
   b.name = "fc2";
-  b.recipe = make_recipe("fp8_current", {});
+  b.recipe = LinearRecipe(make_recipe("fp8_current", {}));
   for (Weight* w : {&a, &b}) {
     w->G = 1;
     w->N = 32;
@@ -749,7 +749,7 @@ TEST(SimDeOsc, HandComputedSequence) {
   auto be = emu::make_emu_backend();
   Weight w;
   w.name = "fc1";
-  w.recipe = make_recipe("mxfp4", {});
+  w.recipe = LinearRecipe(make_recipe("mxfp4", {}));
   w.G = 1;
   w.N = 32;
   w.K = 32;

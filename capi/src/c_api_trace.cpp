@@ -67,8 +67,8 @@ sim::RunPlan run_plan(const mxsim_run_plan& p) {
       if (!lp.quantized)
         throw std::invalid_argument(std::string(op) + ": layer " + l.name + ": watched elements need a quantized layer");
       lp.watch = uint64_t(l.watch);
-      lp.watch_fp32_scale = sim::operand_specs(sim::make_recipe(lp.recipe, sim::RecipeConfig{})).w.scale_kind ==
-                            ScaleKind::FP32;
+      lp.watch_fp32_scale =
+          sim::parse_linear_recipe(lp.recipe, sim::RecipeConfig{}).weight_spec().scale_kind == ScaleKind::FP32;
     }
     r.layers.push_back(lp);
   }

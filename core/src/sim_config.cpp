@@ -53,6 +53,7 @@ weight_decay = 0.01
 warmup_steps = 50        # linear warm-up, then cosine to min_lr
 
 [recipe]                 # per linear: bf16 | mxfp4 | mxfp8 | fp8_current | fp8_delayed | fp8_block
+                         # per GEMM: <layer>_fprop / _dgrad / _wgrad = a recipe (e.g. fc1_wgrad = "mxfp8")
 embed = "bf16"
 router = "bf16"
 fc1 = "mxfp4"
@@ -240,7 +241,11 @@ std::map<std::string, Setter> setters(Config& c) {
   m["optim.weight_decay"] = float_setter(c.weight_decay, 0, false);
   m["optim.warmup_steps"] = int_setter(c.warmup_steps, 0);
   m["optim.init_std"] = float_setter(c.init_std, 0, false);
-  for (Layer l : kLayers) m[std::string("recipe.") + name_of(l)] = recipe_setter(c.recipe.of(l));
+  for (Layer l : kLayers) {
+    m[std::string("recipe.") + name_of(l)] = recipe_setter(c.recipe.of(l));
+    for (size_t g = 0; g < 3; ++g)
+      m[std::string("recipe.") + name_of(l) + "_" + kGemmNames[g]] = recipe_setter(c.recipe.per_gemm[size_t(l)][g]);
+  }
   m["recipe.mxfp4_hadamard_wgrad"] = bool_setter(c.recipe.mxfp4_hadamard_wgrad);
   m["recipe.mxfp4_sr_grad"] = bool_setter(c.recipe.mxfp4_sr_grad);
   m["recipe.fp8_amax_history"] = int_setter(c.recipe.fp8_amax_history, 1, kMaxAmaxHistory);
@@ -306,14 +311,23 @@ void validate(const Config& c, const std::string& s) {
   if (c.experts % c.ranks != 0)
     bad(s, "parallel.ranks", "expected a divisor of model.experts (" + std::to_string(c.experts) +
                                  ": every rank owns the same number of experts), got " + std::to_string(c.ranks));
+  for (Layer l : kLayers) {  // each layer's per-GEMM recipes fit together
+    try {
+      (void)c.recipe.linear(l);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(s + ": " + e.what());  // e names the key
+    }
+  }
   if (c.ranks > 1) {
     // What the virtual ranks do not simulate (docs/simulator.md "Parallel simulation").
     for (Layer l : {Layer::Fc1, Layer::Fc2}) {
-      const std::string& r = c.recipe.of(l);
-      if (r == "fp8_current" || r == "fp8_delayed")
-        bad(s, "parallel.ranks",
-            "expert parallelism with per-tensor scaling of the expert GEMMs (recipe." + std::string(name_of(l)) +
-                " = " + r + ") needs an amax across ranks, which is not simulated; use ranks = 1 or another recipe");
+      const LinearRecipe r = c.recipe.linear(l);
+      for (const Recipe& g : r.gemm)
+        if (std::holds_alternative<Fp8CurrentRecipe>(g) || std::holds_alternative<Fp8DelayedRecipe>(g))
+          bad(s, "parallel.ranks",
+              "expert parallelism with per-tensor scaling of the expert GEMMs (recipe." + std::string(name_of(l)) +
+                  " = " + linear_recipe_name(r) + ") needs an amax across ranks, which is not simulated; use ranks = 1 "
+                  "or another recipe");
     }
     if (c.recipe.mxfp4_sr_grad)
       bad(s, "parallel.ranks",
@@ -412,7 +426,12 @@ std::string to_toml(const Config& c) {
                      {"fp8_current_pow2_scale", c.recipe.fp8_current_pow2_scale},
                      {"fp8_block_amax_epsilon", fl(c.recipe.fp8_block_amax_epsilon)},
                      {"fp8_block_pow2_scale", c.recipe.fp8_block_pow2_scale}};
-  for (Layer l : kLayers) recipe.insert(name_of(l), c.recipe.of(l));
+  for (Layer l : kLayers) {
+    recipe.insert(name_of(l), c.recipe.of(l));
+    for (size_t g = 0; g < 3; ++g)  // only those set: a config without them reads as before
+      if (!c.recipe.per_gemm[size_t(l)][g].empty())
+        recipe.insert(std::string(name_of(l)) + "_" + kGemmNames[g], c.recipe.per_gemm[size_t(l)][g]);
+  }
   const toml::table t{
       {"run", toml::table{{"seed", int64_t(c.seed)},
                           {"epochs", int64_t(c.epochs)},

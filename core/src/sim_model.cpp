@@ -105,24 +105,23 @@ void Weight::update_scaling() {
 }
 
 QuantSpec weight_fprop_spec(Backend& be, const Weight& w, const Tensor& wm) {
-  return resolved_spec(be, w, Role::W, operand_specs(w.recipe).w, wm);
+  return resolved_spec(be, w, Role::W, w.recipe.weight_spec(), wm);
 }
 
-/// W for a GEMM of this step: resolve the spec (recording fp8_delayed's amax
+/// W for GEMM g of this step: resolve g's spec (recording fp8_delayed's amax
 /// for this use), then the one quantization of this version by that spec.
-static QTensor quantize_weight(Backend& be, Weight& w) {
-  const auto& sp = operand_specs(w.recipe);
-  const QuantSpec s = resolve(be, w, Role::W, sp.w, w.model);
+static QTensor quantize_weight(Backend& be, Weight& w, GemmForm g) {
+  const QuantSpec s = resolve(be, w, Role::W, w.recipe.specs(g).w, w.model);
   return w.quantized(be, s);
 }
 
 const QTensor& weight_for_fprop(Backend& be, Weight& w, int mb, int num_mb, QTensor& scratch) {
   if (num_mb == 1) {  // Primus PR #891: no cache, quantize inside the op
-    scratch = quantize_weight(be, w);
+    scratch = quantize_weight(be, w, GemmForm::Fprop);
     return scratch;
   }
   if (mb == 0) {
-    w.cache.q = quantize_weight(be, w);
+    w.cache.q = quantize_weight(be, w, GemmForm::Fprop);
     w.cache.version = w.version;
     w.cache.valid = true;
     return w.cache.q;
@@ -138,10 +137,13 @@ const QTensor& weight_for_fprop(Backend& be, Weight& w, int mb, int num_mb, QTen
 }
 
 const QTensor& weight_for_dgrad(Backend& be, Weight& w, int mb, int num_mb, QTensor& scratch) {
-  if (!transposed_cache_allowed(w.recipe) || num_mb == 1) {
+  const bool own_spec = !w.recipe.quantized(GemmForm::Fprop) ||
+                        !(w.recipe.specs(GemmForm::Dgrad).w == w.recipe.specs(GemmForm::Fprop).w);
+  if (!w.recipe.transposed_cache_allowed() || num_mb == 1 || own_spec) {
     // Current scaling: never a cached transposed copy; the per-tensor bytes
-    // are re-derived from the current BF16 weight (same values).
-    scratch = quantize_weight(be, w);
+    // are re-derived from the current BF16 weight (same values). A dgrad
+    // recipe other than fprop's quantizes W by its own spec (once per version).
+    scratch = quantize_weight(be, w, GemmForm::Dgrad);
     return scratch;
   }
   // 2-D tiles / per-tensor: the columnwise copy is the fprop bytes (§1).
@@ -229,8 +231,12 @@ Model::Model(const Config& c, Backend& be)
     w->G = l.G;
     w->N = l.N;
     w->K = l.K;
-    w->recipe = make_recipe(l.recipe, c.recipe);
-    for (Role r : kRoles) w->delayed[size_t(r)] = delayed_scaling_of(w->recipe, r);
+    w->recipe = c.recipe.linear(l.layer);
+    // fp8_delayed is all three GEMMs or none (make_linear_recipe), so fprop's recipe decides
+    for (Role r : kRoles) w->delayed[size_t(r)] = delayed_scaling_of(w->recipe.of(GemmForm::Fprop), r);
+    // the statistics of an operand no GEMM quantizes stay NaN (the trace's "not recorded")
+    for (Role r : kRoles)
+      if (!w->recipe.records(r)) set_error_stats(stats_[size_t(l.layer)][size_t(r)].q, 0, 0, 0, 0);
     w->num_microbatches = c.num_microbatches;
     // Uniform(-b, b), b = sqrt(3) * std, std = init_std or 1/sqrt(fan_in);
     // Philox keyed by (seed, layer id, 0xFFFF) with the element index as
@@ -325,12 +331,11 @@ void Model::linear_forward(Weight& w, const Tensor& x, std::span<const int64_t> 
   ctx.x = x;
   ensure(be_, y, {x.dim(0), w.N});
   const GemmOptions out{w.layer == Layer::Router || w.layer == Layer::Head ? Format::FP32 : Format::BF16, false};
-  if (!is_quantized(w.recipe)) {
+  if (!w.recipe.quantized(GemmForm::Fprop)) {
     be_.grouped_fprop(x, w.model, ms, y, out);
     return;
   }
-  const auto& sp = operand_specs(w.recipe);
-  const QuantSpec xs = resolve(be_, w, Role::X, sp.x_fprop, x);
+  const QuantSpec xs = resolve(be_, w, Role::X, w.recipe.specs(GemmForm::Fprop).x_fprop, x);
   const QTensor xq = be_.quantize(x, xs, Axis::Cols);
   QTensor scratch;
   const QTensor& wq = weight_for_fprop(be_, w, mb, num_mb, scratch);
@@ -343,23 +348,25 @@ void Model::linear_forward(Weight& w, const Tensor& x, std::span<const int64_t> 
 
 void Model::linear_backward(Weight& w, const Tensor& dy, std::span<const int64_t> ms, Tensor* dx, int mb, int num_mb,
                             Step step, bool st, LinearCtx& ctx, Tensor* record, Tensor& wgrad_tmp) {
-  const bool q = is_quantized(w.recipe);
+  const bool qd = w.recipe.quantized(GemmForm::Dgrad), q = w.recipe.quantized(GemmForm::Wgrad);
   const uint32_t lid = layer_id(w.layer);
   const uint64_t sr_ctr = step.sr_counter(mb, num_mb);
   // dgrad
   if (dx) {
     ensure(be_, *dx, {dy.dim(0), w.K});
-    if (!q) {
+    if (!qd) {
       be_.grouped_dgrad(dy, w.model, ms, *dx, {Format::BF16, false});
     } else {
-      const auto& sp = operand_specs(w.recipe);
-      QuantSpec ds = resolve(be_, w, Role::Dy, sp.dy_dgrad, dy);
+      QuantSpec ds = resolve(be_, w, Role::Dy, w.recipe.specs(GemmForm::Dgrad).dy_dgrad, dy);
       ds.sr = PhiloxStream{cfg_.seed, make_stream(lid * 16 + 1, uint32_t(sr_ctr))};
       const QTensor dyq = be_.quantize(dy, ds, Axis::Cols);
       QTensor scratch;
       const QTensor& wq = weight_for_dgrad(be_, w, mb, num_mb, scratch);
       be_.grouped_dgrad(dyq, wq, ms, *dx, {Format::BF16, false});
-      if (st) queue_stats(w.layer, Role::Dy, dy, dyq);
+      if (st) {
+        queue_stats(w.layer, Role::Dy, dy, dyq);
+        if (w.recipe.weight_gemm() == GemmForm::Dgrad) queue_stats(w.layer, Role::W, w.model, wq);
+      }
     }
   }
   // wgrad: the grad_added_to_main_grad guard, per (micro-batch, group); an
@@ -368,7 +375,7 @@ void Model::linear_backward(Weight& w, const Tensor& dy, std::span<const int64_t
     if (ms[g] > 0) w.mark_added(mb, g);
   GroupedQTensor dyq, xq;
   if (q) {
-    const auto& sp = operand_specs(w.recipe);
+    const OperandSpecs& sp = w.recipe.specs(GemmForm::Wgrad);
     QuantSpec ds = resolve(be_, w, Role::Dy, sp.dy_wgrad, dy);
     ds.sr = PhiloxStream{cfg_.seed, make_stream(lid * 16 + 2, uint32_t(sr_ctr))};
     const QuantSpec xs = resolve(be_, w, Role::X, sp.x_wgrad, ctx.x);
@@ -383,7 +390,7 @@ void Model::linear_backward(Weight& w, const Tensor& dy, std::span<const int64_t
     if (q) be_.grouped_wgrad(dyq, xq, ms, out, o);
     else be_.grouped_wgrad(dy, ctx.x, ms, out, o);
   };
-  if (fused_wgrad_accum(w.recipe)) {
+  if (w.recipe.fused_wgrad_accum()) {
     // Gradient-accumulation fusion (Primus PR #995): the wgrad GEMM's FP32
     // accumulator starts at main_grad and is rounded once to FP32.
     wgrad(w.main_grad, {Format::FP32, true});
@@ -534,9 +541,10 @@ void Model::experts_forward(Workspace& ws, const Routing& rt, size_t B, bool st,
   if (st) {  // statistics of the whole micro-batch's operands, as one rank computes them
     ws.a = all_gather_rows(rt, ws.ep_a, f);
     for (auto [w, x] : {std::pair<Weight*, const Tensor*>{&W1, &ws.xp}, {&W2, &ws.a}}) {
-      if (!is_quantized(w->recipe)) continue;
-      queue_stats(w->layer, Role::W, w->model, w->quantized(be_, weight_fprop_spec(be_, *w, w->model)));
-      const QuantSpec xs = resolved_spec(be_, *w, Role::X, operand_specs(w->recipe).x_fprop, *x);
+      if (w->recipe.weight_quantized())
+        queue_stats(w->layer, Role::W, w->model, w->quantized(be_, weight_fprop_spec(be_, *w, w->model)));
+      if (!w->recipe.quantized(GemmForm::Fprop)) continue;
+      const QuantSpec xs = resolved_spec(be_, *w, Role::X, w->recipe.specs(GemmForm::Fprop).x_fprop, *x);
       queue_stats(w->layer, Role::X, *x, be_.quantize(*x, xs, Axis::Cols));
     }
   }
@@ -588,8 +596,8 @@ void Model::experts_backward(Workspace& ws, const Routing& rt, int mb, int num_m
   if (st) {  // dgrad operand statistics of the whole micro-batch, as one rank computes them
     const Tensor du = all_gather_rows(rt, ws.ep_du, f);
     for (auto [w, dy] : {std::pair<Weight*, const Tensor*>{&W2, &ws.dyp}, {&W1, &du}}) {
-      if (!is_quantized(w->recipe)) continue;
-      QuantSpec ds = resolved_spec(be_, *w, Role::Dy, operand_specs(w->recipe).dy_dgrad, *dy);
+      if (!w->recipe.quantized(GemmForm::Dgrad)) continue;
+      QuantSpec ds = resolved_spec(be_, *w, Role::Dy, w->recipe.specs(GemmForm::Dgrad).dy_dgrad, *dy);
       ds.sr = PhiloxStream{cfg_.seed, make_stream(layer_id(w->layer) * 16 + 1, uint32_t(step.sr_counter(mb, num_mb)))};
       queue_stats(w->layer, Role::Dy, *dy, be_.quantize(*dy, ds, Axis::Cols));
     }
@@ -706,7 +714,7 @@ std::map<std::string, int64_t> DeOsc::step(Backend& be, const std::vector<Weight
   if (n.n() < start_) return snapped;
   if (!built_) {
     for (Weight* w : ws)
-      if (deosc_eligible(w->recipe)) eligible_.push_back(w->name);  // by recipe type only
+      if (w->recipe.deosc_eligible()) eligible_.push_back(w->name);  // by fprop's recipe type only
     built_ = !eligible_.empty();
   }
   for (Weight* w : ws) {
@@ -838,7 +846,7 @@ OscMetrics::State OscMetrics::make_state(Backend& be, const Shape& shape) {
 
 Backend::OscStep OscMetrics::update(Backend& be, Weight& w) {
   Backend::OscStep r;
-  if (!is_quantized(w.recipe)) return r;
+  if (!w.recipe.weight_quantized()) return r;
   // Quantized value on the forward grid of this weight's recipe, by the spec
   // the next fprop will use (fp8_current: amax of bf16(master); fp8_delayed:
   // the scale update_scaling() just produced), without recording an amax:

@@ -121,6 +121,83 @@ void set_recipe_option(RecipeConfig& rc, std::string_view key, std::string_view 
                                 "fp8_block_pow2_scale)");
 }
 
+bool LinearRecipe::quantized(GemmForm g) const { return is_quantized(of(g)); }
+bool LinearRecipe::quantized() const {
+  return std::any_of(gemm.begin(), gemm.end(), [](const Recipe& r) { return is_quantized(r); });
+}
+bool LinearRecipe::uniform() const {
+  return gemm[1].index() == gemm[0].index() && gemm[2].index() == gemm[0].index();
+}
+const OperandSpecs& LinearRecipe::specs(GemmForm g) const { return operand_specs(of(g)); }
+std::optional<GemmForm> LinearRecipe::weight_gemm() const {
+  for (GemmForm g : {GemmForm::Fprop, GemmForm::Dgrad})
+    if (quantized(g)) return g;
+  return std::nullopt;
+}
+const QuantSpec& LinearRecipe::weight_spec() const {
+  const std::optional<GemmForm> g = weight_gemm();
+  if (!g) throw std::logic_error("LinearRecipe::weight_spec: neither fprop nor dgrad quantizes W");
+  return specs(*g).w;
+}
+bool LinearRecipe::records(Role r) const {
+  return r == Role::W ? weight_quantized() : quantized(r == Role::X ? GemmForm::Fprop : GemmForm::Dgrad);
+}
+bool LinearRecipe::fused_wgrad_accum() const { return sim::fused_wgrad_accum(of(GemmForm::Wgrad)); }
+bool LinearRecipe::transposed_cache_allowed() const { return sim::transposed_cache_allowed(of(GemmForm::Dgrad)); }
+bool LinearRecipe::deosc_eligible() const { return sim::deosc_eligible(of(GemmForm::Fprop)); }
+
+LinearRecipe RecipeConfig::linear(Layer l) const {
+  return make_linear_recipe(of(l), per_gemm[size_t(l)], *this, std::string("recipe.") + name_of(l));
+}
+
+std::string linear_recipe_name(const LinearRecipe& r) {
+  std::string s = recipe_name(r.of(GemmForm::Fprop));
+  for (GemmForm g : {GemmForm::Dgrad, GemmForm::Wgrad})
+    if (r.of(g).index() != r.of(GemmForm::Fprop).index())
+      s += std::string(",") + kGemmNames[size_t(g)] + "=" + recipe_name(r.of(g));
+  return s;
+}
+
+LinearRecipe make_linear_recipe(const std::string& name, const std::array<std::string, 3>& per_gemm,
+                                const RecipeConfig& rc, std::string_view where) {
+  auto named = [&](const std::string& n, const std::string& key) {
+    try {
+      return make_recipe(n, rc);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(key + ": " + e.what());
+    }
+  };
+  LinearRecipe r(named(name, std::string(where)));
+  for (size_t g = 0; g < 3; ++g)
+    if (!per_gemm[g].empty()) r.gemm[g] = named(per_gemm[g], std::string(where) + "_" + kGemmNames[g]);
+  const auto delayed = [](const Recipe& x) { return std::holds_alternative<Fp8DelayedRecipe>(x); };
+  const size_t n = size_t(std::count_if(r.gemm.begin(), r.gemm.end(), delayed));
+  if (n != 0 && n != 3)
+    throw std::invalid_argument(std::string(where) + ": " + linear_recipe_name(r) +
+                                ": fp8_delayed keeps one amax history per operand across the linear's GEMMs, so it "
+                                "is the recipe of all three GEMMs or of none");
+  return r;
+}
+
+LinearRecipe parse_linear_recipe(std::string_view text, const RecipeConfig& rc) {
+  std::array<std::string, 3> per{};
+  const size_t comma = text.find(',');
+  const std::string base(text.substr(0, comma));
+  for (size_t at = comma; at != std::string_view::npos;) {
+    const size_t next = text.find(',', at + 1);
+    const std::string_view item = text.substr(at + 1, next == std::string_view::npos ? next : next - at - 1);
+    const size_t eq = item.find('=');
+    const std::string_view gemm = item.substr(0, eq);
+    const auto it = std::find(kGemmNames.begin(), kGemmNames.end(), gemm);
+    if (eq == std::string_view::npos || it == kGemmNames.end() || !per[size_t(it - kGemmNames.begin())].empty())
+      throw std::invalid_argument("linear recipe '" + std::string(text) + "': '" + std::string(item) +
+                                  "' is not one <gemm>=<recipe> with gemm fprop, dgrad or wgrad, each at most once");
+    per[size_t(it - kGemmNames.begin())] = std::string(item.substr(eq + 1));
+    at = next;
+  }
+  return make_linear_recipe(base, per, rc, "linear recipe '" + std::string(text) + "'");
+}
+
 std::optional<DelayedScaling> delayed_scaling_of(const Recipe& r, Role role) {
   const auto* d = std::get_if<Fp8DelayedRecipe>(&r);
   if (!d) return std::nullopt;

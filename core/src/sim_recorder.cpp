@@ -32,10 +32,10 @@ RunPlan simulator_plan(const Config& cfg, const std::vector<Weight*>& ws) {
     LayerPlan l;
     l.name = name_of(w->layer);
     l.slot = size_t(w->layer);
-    l.recipe = cfg.recipe.of(w->layer);
+    l.recipe = linear_recipe_name(w->recipe);
     l.G = w->G, l.N = w->N, l.K = w->K;
-    l.quantized = is_quantized(w->recipe);
-    l.deosc = cfg.deosc && deosc_eligible(w->recipe);
+    l.quantized = w->recipe.weight_quantized();
+    l.deosc = cfg.deosc && w->recipe.deosc_eligible();
     l.shard_edge = l.deosc && cfg.deosc_shard_edge;
     const bool snap_layer =
         std::find(cfg.snapshot_layers.begin(), cfg.snapshot_layers.end(), w->layer) != cfg.snapshot_layers.end();
@@ -43,7 +43,7 @@ RunPlan simulator_plan(const Config& cfg, const std::vector<Weight*>& ws) {
     l.snapshot_wgrad_mb = true;
     if (snap_layer && l.quantized) {
       l.watch = cfg.watch_elements.size();
-      l.watch_fp32_scale = operand_specs(w->recipe).w.scale_kind == ScaleKind::FP32;
+      l.watch_fp32_scale = w->recipe.weight_spec().scale_kind == ScaleKind::FP32;
     }
     p.layers.push_back(l);
   }
@@ -226,7 +226,7 @@ void TraceRecorder::stop_writer() noexcept {
 }
 
 OperandGrid operand_grid(const Config& cfg, const Weight& w, Operand o) {
-  const OperandSpecs& sp = operand_specs(w.recipe);
+  const OperandSpecs& sp = w.recipe.specs(gemm_of(o));
   const QuantSpec& s = o == Operand::X ? sp.x_fprop : o == Operand::Dy ? sp.dy_dgrad : o == Operand::XWgrad ? sp.x_wgrad : sp.dy_wgrad;
   const bool experts = w.layer == Layer::Fc1 || w.layer == Layer::Fc2;
   const int64_t b = cfg.global_batch / cfg.num_microbatches;  // tokens of a micro-batch
@@ -255,7 +255,7 @@ void TraceRecorder::declare_weight_snapshots(const LayerPlan& l, uint64_t NMB) {
   }
   if (!l.quantized) return;
   // format 2: the weight's block maps and element maps, in the recipe's block grid over [N, K]
-  const QuantSpec ws = operand_specs(make_recipe(l.recipe, RecipeConfig{})).w;
+  const QuantSpec ws = parse_linear_recipe(l.recipe, RecipeConfig{}).weight_spec();
   const uint64_t br = ws.block_rows == 0 ? l.N : uint64_t(ws.block_rows),
                  bc = ws.block_cols == 0 ? l.K : uint64_t(ws.block_cols);
   const std::vector<uint64_t> bs = {l.G, (l.N + br - 1) / br, (l.K + bc - 1) / bc};
@@ -279,6 +279,7 @@ std::vector<TraceRecorder::SnapshotKey> TraceRecorder::snapshot_keys() const {
 void TraceRecorder::declare_operand_maps(const Config& cfg, const Weight& w) {
   const char* L = name_of(w.layer);
   for (Operand o : kOperands) {
+    if (!w.recipe.quantized(gemm_of(o))) continue;  // an operand of a BF16 GEMM has no blocks
     const OperandGrid g = operand_grid(cfg, w, o);
     const std::string op = name_of(o), pre = "quant/" + op + "/";
     const std::vector<uint64_t> bs = {g.G, g.BR, g.BC};

@@ -277,7 +277,7 @@ class Trainer {
       rec_->write_snapshots(n, [&](size_t slot, std::string_view kind) { return snapshot(Layer(slot), kind); });
     }
     for (Weight* w : ws_)
-      if (is_quantized(w->recipe))
+      if (w->recipe.weight_quantized())
         for (Role role : kRoles) r.layers[size_t(w->layer)].quant[size_t(role)] = model_.stats(w->layer, role);
     // ---- optimizer: AdamW on FP32 masters, BF16 model copy, caches invalidated
     r.lr = lr_at(cfg_, n.n(), total_);
@@ -297,7 +297,7 @@ class Trainer {
       for (const auto& [nm, e] : deosc_.edge_last()) r.layers[size_t(model_.weight(nm).layer)].edge = e;
     }
     for (Weight* w : ws_)
-      if (is_quantized(w->recipe)) {
+      if (w->recipe.weight_quantized()) {
         r.layers[size_t(w->layer)].osc = osc_.update(be_, *w);
         flips_total_[w->name] = r.layers[size_t(w->layer)].osc.flips_total;
       }
@@ -318,7 +318,7 @@ class Trainer {
     if (!rec_ || cfg_.watch_elements.empty()) return;
     const std::vector<int64_t>& idx = cfg_.watch_elements;
     for (Weight* w : ws_) {
-      if (!is_quantized(w->recipe) ||
+      if (!w->recipe.weight_quantized() ||
           std::find(cfg_.snapshot_layers.begin(), cfg_.snapshot_layers.end(), w->layer) == cfg_.snapshot_layers.end())
         continue;
       StepRecord::LayerRecord::Watch& o = r.layers[size_t(w->layer)].watch;
@@ -360,7 +360,7 @@ class Trainer {
     if (kind == "master") return bytes(be_.download<float>(w.master));
     if (kind == "main_grad") return bytes(be_.download<float>(w.main_grad));
     if (kind == "wgrad_mb") return bytes(be_.download<float>(staging_[size_t(l)]));
-    if (kind == "weight_q" && !is_quantized(w.recipe)) return bytes(be_.download<float>(w.model));
+    if (kind == "weight_q" && !w.recipe.weight_quantized()) return bytes(be_.download<float>(w.model));
     if (kind == "weight_q") {
       // exactly the spec this step's fprop used (before update_scaling), so the W fprop quantized
       Tensor d = be_.alloc(DType::f32, w.shape());
@@ -440,8 +440,8 @@ class Trainer {
     for (Weight* w : ws_) {
       LayerSummary l;
       l.name = w->name;
-      l.recipe = recipe_name(w->recipe);
-      l.quantized = is_quantized(w->recipe);
+      l.recipe = linear_recipe_name(w->recipe);
+      l.quantized = w->recipe.weight_quantized();
       if (l.quantized) {
         l.w_mse = model_.stats(w->layer, Role::W).q.mse;
         l.w_sqnr_db = model_.stats(w->layer, Role::W).q.sqnr_db;
@@ -449,7 +449,7 @@ class Trainer {
       l.flips_total = flips_total_[w->name];
       l.snaps_total = snaps_total_[w->name];
       l.w_quantizations = w->quantizations();
-      l.deosc_eligible = deosc_eligible(w->recipe);
+      l.deosc_eligible = w->recipe.deosc_eligible();
       res.layers.push_back(l);
       res.final_masters.push_back(be_.download<float>(w->master));
     }
@@ -497,11 +497,13 @@ MemoryEstimate estimate_run_memory(const Config& c) {
             {Layer::Head, 10 * d}};
   double w = 0;
   for (const auto& l : ls) {
-    const std::string& r = c.recipe.of(l.l);
+    const LinearRecipe r = c.recipe.linear(l.l);
+    const bool deosc = c.deosc && r.deosc_eligible();
     double per = 24;
-    if (r != "bf16") per += 8 + 25;
-    if (r == "mxfp4" && c.deosc) per += 16;
-    if (r == "mxfp4" && c.deosc && c.deosc_shard_edge) per += 8;  // the full-tensor shadow's prev_q, dist_q
+    if (r.quantized()) per += 8 + 25;
+    if (r.quantized(GemmForm::Dgrad) && r.quantized(GemmForm::Fprop) && !r.uniform()) per += 8;  // dgrad's own W
+    if (deosc) per += 16;
+    if (deosc && c.deosc_shard_edge) per += 8;  // the full-tensor shadow's prev_q, dist_q
     // virtual ranks: each rank's gradient buffer and gathered model copy of the flat layout (FP32)
     if (c.ranks > 1) per += 8.0 * c.ranks;
     w += per * l.elems;

@@ -61,10 +61,11 @@ std::array<uint64_t, 3> model_shape(const sim::Config& c, const std::string& l) 
   return {0, 0, 0};
 }
 
-/// The recipe name of simulator layer l in its config ("" for a name the simulator has not).
+/// The recipe name of simulator layer l in its config ("" for a name the simulator has not),
+/// per GEMM where they differ (sim::linear_recipe_name).
 std::string recipe_of(const sim::Config& c, const std::string& l) {
   sim::Layer layer;
-  return sim::layer_from_name(l, layer) ? c.recipe.of(layer) : std::string();
+  return sim::layer_from_name(l, layer) ? sim::linear_recipe_name(c.recipe.linear(layer)) : std::string();
 }
 
 /// The layers a trace holds (/layers/<l>/... and /snap/<l>/...): the simulator's in its model
@@ -145,13 +146,17 @@ TraceMeta build_meta(const trace::Reader& r, const QString& path) {
     lm.recipe = QString::fromStdString(rn);
     if (!rn.empty()) {
       try {  // a recorder's recipe options (stochastic rounding, ...) do not change block shapes
-        const sim::Recipe rec = sim::make_recipe(rn, cfg ? cfg->recipe : sim::RecipeConfig{});
-        if (sim::is_quantized(rec)) {
-          const auto& sp = sim::operand_specs(rec);
-          // W [N, K] and x [M, K] along K, as stored; dy [M, N] along N; the wgrad operands
-          // x [M, K] and dy [M, N] along M (stored transposed; sim/recipe.hpp).
-          lm.blocks = {block_of(sp.w, false), block_of(sp.x_fprop, false), block_of(sp.dy_dgrad, false),
-                       block_of(sp.x_wgrad, true), block_of(sp.dy_wgrad, true)};
+        const sim::LinearRecipe rec = sim::parse_linear_recipe(rn, cfg ? cfg->recipe : sim::RecipeConfig{});
+        // W [N, K] and x [M, K] along K, as stored; dy [M, N] along N; the wgrad operands
+        // x [M, K] and dy [M, N] along M (stored transposed; sim/recipe.hpp). Each from the
+        // GEMM that quantizes it; an operand of a BF16 GEMM keeps the unknown shape.
+        using G = GemmForm;
+        if (rec.weight_quantized()) lm.blocks[0] = block_of(rec.weight_spec(), false);
+        if (rec.quantized(G::Fprop)) lm.blocks[1] = block_of(rec.specs(G::Fprop).x_fprop, false);
+        if (rec.quantized(G::Dgrad)) lm.blocks[2] = block_of(rec.specs(G::Dgrad).dy_dgrad, false);
+        if (rec.quantized(G::Wgrad)) {
+          lm.blocks[3] = block_of(rec.specs(G::Wgrad).x_wgrad, true);
+          lm.blocks[4] = block_of(rec.specs(G::Wgrad).dy_wgrad, true);
         }
       } catch (const std::exception&) {
       }

@@ -15,6 +15,8 @@ namespace mxsim::sim {
 
 /// Per-linear numerics recipe name: "bf16", "mxfp4", "mxfp8", "fp8_current",
 /// "fp8_delayed", "fp8_block" (sim/recipe.hpp).
+struct LinearRecipe;
+
 struct RecipeConfig {
   std::string embed = "bf16", router = "bf16", fc1 = "mxfp4", fc2 = "mxfp4", head = "bf16";
   bool mxfp4_hadamard_wgrad = true;    ///< 16-point Hadamard on both wgrad operands
@@ -28,9 +30,14 @@ struct RecipeConfig {
   bool fp8_current_pow2_scale = false;
   float fp8_block_amax_epsilon = 1e-4f;     ///< fp8_block (Primus BLOCKWISE)
   bool fp8_block_pow2_scale = false;        ///< true: TE Float8BlockScaling's default
+  /// Per-GEMM recipes of a layer (recipe.<layer>_fprop / _dgrad / _wgrad; docs/config.md): the
+  /// recipe one GEMM runs as instead of the layer's; "" = the layer's. Indexed [layer][GemmForm].
+  std::array<std::array<std::string, 3>, 5> per_gemm{};
   /// The recipe name of a layer (the field of the same name).
   std::string& of(Layer l) { return *fields()[size_t(l)]; }
   const std::string& of(Layer l) const { return *const_cast<RecipeConfig*>(this)->fields()[size_t(l)]; }
+  /// A layer's recipe per GEMM, checked (sim::make_linear_recipe; its errors name the key).
+  LinearRecipe linear(Layer l) const;
 
  private:
   std::array<std::string*, 5> fields() { return {&embed, &router, &fc1, &fc2, &head}; }

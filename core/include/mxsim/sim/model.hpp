@@ -62,7 +62,7 @@ struct Weight {
   std::string name;
   Layer layer = Layer::Embed;
   size_t G = 1, N = 0, K = 0;
-  Recipe recipe;
+  LinearRecipe recipe;  ///< per GEMM (a uniform one: the layer's named recipe)
   Tensor master, m, v, model, main_grad;
   uint64_t version = 0;  ///< bumped by every optimizer step
   WeightCache cache;     ///< rowwise/2-D cache (fprop; dgrad too when same bytes)

@@ -24,6 +24,7 @@
 #include <variant>
 
 #include "mxsim/delayed_scaling.hpp"
+#include "mxsim/gemm_plan.hpp"
 #include "mxsim/quant_spec.hpp"
 #include "mxsim/sim/config.hpp"
 
@@ -125,6 +126,64 @@ Recipe make_recipe(const std::string& name, const RecipeConfig& rc);
 /// fp8_block_pow2_scale) from text, for callers outside the TOML config (the C interface's
 /// linear recipes). Throws std::invalid_argument naming an unknown key or a bad value.
 void set_recipe_option(RecipeConfig& rc, std::string_view key, std::string_view value);
+
+/// A linear's recipe per GEMM (docs/simulator.md "Per-GEMM recipes"): fprop, dgrad and wgrad each
+/// run as one named recipe runs that GEMM, quantizing both its operands by that recipe's specs
+/// (bf16: the GEMM on BF16 operands). A uniform one (the three the same) is the named recipe.
+///   fprop  x_fprop and W by specs(Fprop)
+///   dgrad  dy_dgrad and W by specs(Dgrad): the fprop bytes when the two W specs agree (and the
+///          dgrad recipe allows a cached copy), else W quantized afresh by the dgrad spec
+///   wgrad  dy_wgrad and x_wgrad by specs(Wgrad), which also decides how dW reaches main_grad
+/// De-oscillation eligibility follows fprop (the master snaps to the grid fprop quantizes W to).
+/// fp8_delayed keeps one amax history per operand across a linear's GEMMs: it is all or none.
+struct LinearRecipe {
+  std::array<Recipe, 3> gemm;  ///< indexed by GemmForm
+
+  LinearRecipe() = default;
+  explicit LinearRecipe(const Recipe& r) : gemm{r, r, r} {}
+  const Recipe& of(GemmForm g) const { return gemm[size_t(g)]; }
+  bool quantized(GemmForm g) const;
+  /// Whether any GEMM quantizes.
+  bool quantized() const;
+  bool uniform() const;
+  /// Operand specs of GEMM g (throws std::logic_error when g runs in BF16).
+  const OperandSpecs& specs(GemmForm g) const;
+  /// The GEMM whose quantization of W the trace's weight statistics, oscillation metrics, maps and
+  /// watched elements follow: fprop when it quantizes, else dgrad; none when W is never quantized.
+  std::optional<GemmForm> weight_gemm() const;
+  bool weight_quantized() const { return weight_gemm().has_value(); }
+  /// W's spec in weight_gemm() (throws std::logic_error when W is never quantized).
+  const QuantSpec& weight_spec() const;
+  /// Whether role r's operand has quantization statistics (the trace's quant/{w,x,dy}): W when
+  /// weight_quantized(), X when fprop quantizes, Dy when dgrad does.
+  bool records(Role r) const;
+  bool fused_wgrad_accum() const;
+  bool transposed_cache_allowed() const;
+  bool deosc_eligible() const;
+};
+
+/// The GEMM an activation operand feeds: x to fprop, dy to dgrad, the wgrad operands to wgrad.
+constexpr GemmForm gemm_of(Operand o) {
+  return o == Operand::X ? GemmForm::Fprop : o == Operand::Dy ? GemmForm::Dgrad : GemmForm::Wgrad;
+}
+
+/// The GEMM names of the config's per-GEMM keys (recipe.<layer>_<gemm>), in GemmForm order.
+inline constexpr std::array<const char*, 3> kGemmNames = {"fprop", "dgrad", "wgrad"};
+
+/// The name of a linear recipe: the named recipe's for a uniform one, else fprop's followed by
+/// each other GEMM whose recipe differs, as ",<gemm>=<recipe>" ("mxfp4,wgrad=mxfp8",
+/// "bf16,dgrad=mxfp4,wgrad=mxfp4"). The trace's layer attribute `recipe` and the C interface's
+/// linear recipes spell it so; parse_linear_recipe reads it back.
+std::string linear_recipe_name(const LinearRecipe& r);
+
+/// A layer's recipe from its name (a recipe or alias) and per-GEMM overrides (indexed by
+/// GemmForm; "" = the layer's recipe). Throws std::invalid_argument naming `where` (e.g.
+/// "recipe.fc1") for an unknown name or an fp8_delayed GEMM beside another recipe.
+LinearRecipe make_linear_recipe(const std::string& name, const std::array<std::string, 3>& per_gemm,
+                                const RecipeConfig& rc, std::string_view where);
+/// make_linear_recipe from linear_recipe_name's spelling ("mxfp4", "mxfp4,wgrad=mxfp8"; a GEMM
+/// named twice, an unknown GEMM or recipe, or a missing '=' is a std::invalid_argument).
+LinearRecipe parse_linear_recipe(std::string_view text, const RecipeConfig& rc);
 
 /// fp8_delayed's amax-history state of one operand role (W, X or Dy): a DelayedScaling of the
 /// role's element format with the recipe's history and margin, TE's AmaxAlgo::Max; nullopt for

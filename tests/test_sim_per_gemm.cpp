@@ -1,0 +1,219 @@
+// Per-GEMM recipes (docs/config.md "Per-GEMM recipes"): recipe.<layer>_fprop / _dgrad / _wgrad
+// run one GEMM of a linear as another named recipe runs it. The oracles here are hand counts of
+// the backend's quantized and BF16 GEMM calls (ProfilingBackend), the emulator's quantizer called
+// with a spec built from the named specs directly, and NaN for statistics no GEMM produces.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "mxsim/backend_profile.hpp"
+#include "mxsim/emu/backend_emu.hpp"
+#include "mxsim/emu/quantize.hpp"
+#include "mxsim/sim/config.hpp"
+#include "mxsim/sim/model.hpp"
+#include "mxsim/sim/recipe.hpp"
+#include "mxsim/sim/trainer.hpp"
+#include "mxsim/spec_args.hpp"
+#include "mxsim/trace/reader.hpp"
+#include "mxsim/trace/schema.hpp"
+
+namespace {
+using namespace mxsim;
+using namespace mxsim::sim;
+
+/// The bf16 layers of the default config, the experts as given; 2 micro-batches, 1 step.
+Config tiny(std::vector<std::string> extra) {
+  std::vector<std::string> s = {"run.epochs=1",           "run.max_steps=1",         "run.train_limit=512",
+                                "run.test_limit=100",     "model.d_model=32",        "model.d_ff=64",
+                                "model.experts=4",        "model.top_k=2",           "batch.global_batch=64",
+                                "batch.num_microbatches=2", "trace.snapshot_steps=[]", "deosc.enable=false"};
+  s.insert(s.end(), extra.begin(), extra.end());
+  return parse_config(default_config_text(), s, "tiny");
+}
+
+std::string tmp(const std::string& n) {
+  return (std::filesystem::temp_directory_path() / ("mxsim_pergemm_" + std::to_string(::getpid()) + "_" + n)).string();
+}
+
+/// Calls of the op labelled `label` in a ProfilingBackend report (0 when absent).
+long long calls(const std::string& report, const std::string& label) {
+  std::istringstream in(report);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(label + " ", 0) == 0) {
+      std::istringstream rest(line.substr(label.size()));
+      long long n = 0;
+      rest >> n;
+      return n;
+    }
+  return 0;
+}
+
+/// The backend's op report of one run of tiny(extra).
+std::string profile(std::vector<std::string> extra) {
+  ProfilingBackend prof(emu::make_emu_backend(), ProfilingBackend::Mode::Host);
+  TrainOptions o;
+  o.evaluate = false;
+  train(tiny(std::move(extra)), prof, o);
+  return prof.report();
+}
+
+}  // namespace
+
+TEST(SimPerGemm, NamesParseAndRoundTrip) {
+  const Config c = tiny({"recipe.fc1_wgrad=\"mxfp8\"", "recipe.fc2=\"bf16\"", "recipe.fc2_dgrad=\"mxfp4\""});
+  const LinearRecipe f1 = c.recipe.linear(Layer::Fc1), f2 = c.recipe.linear(Layer::Fc2);
+  EXPECT_TRUE(std::holds_alternative<Mxfp4Recipe>(f1.of(GemmForm::Fprop)));
+  EXPECT_TRUE(std::holds_alternative<Mxfp4Recipe>(f1.of(GemmForm::Dgrad)));
+  EXPECT_TRUE(std::holds_alternative<Mxfp8Recipe>(f1.of(GemmForm::Wgrad)));
+  EXPECT_EQ(linear_recipe_name(f1), "mxfp4,wgrad=mxfp8");
+  EXPECT_EQ(linear_recipe_name(f2), "bf16,dgrad=mxfp4");
+  EXPECT_EQ(linear_recipe_name(c.recipe.linear(Layer::Head)), "bf16");
+  for (const char* n : {"mxfp4", "bf16,dgrad=mxfp4", "mxfp4,wgrad=mxfp8", "bf16,dgrad=mxfp8,wgrad=fp8_block"})
+    EXPECT_EQ(linear_recipe_name(parse_linear_recipe(n, {})), n);
+  // a GEMM named as its base spells nothing; fprop= moves the base; an alias reads as its recipe
+  EXPECT_EQ(linear_recipe_name(parse_linear_recipe("mxfp4,dgrad=mxfp4", {})), "mxfp4");
+  EXPECT_EQ(linear_recipe_name(parse_linear_recipe("mxfp4,fprop=bf16", {})), "bf16,dgrad=mxfp4,wgrad=mxfp4");
+  EXPECT_EQ(linear_recipe_name(parse_linear_recipe("bf16,wgrad=fp8_tensor", {})), "bf16,wgrad=fp8_current");
+  for (const char* bad : {"mxfp4,wgrad", "mxfp4,bogus=bf16", "mxfp4,wgrad=bf16,wgrad=mxfp8", "mxfp4,wgrad=nvfp5",
+                          "mxfp4,", "nvfp4"})
+    EXPECT_THROW(parse_linear_recipe(bad, {}), std::invalid_argument) << bad;
+  // the canonical text carries only the keys that are set, and reads back the same
+  const std::string t = to_toml(c);
+  EXPECT_NE(t.find("fc1_wgrad = \"mxfp8\""), std::string::npos) << t;
+  EXPECT_EQ(t.find("fc1_dgrad"), std::string::npos) << t;
+  EXPECT_EQ(to_toml(parse_config(t)), t);
+  const std::string plain = to_toml(tiny({}));
+  for (const char* l : {"embed", "router", "fc1", "fc2", "head"})
+    for (const char* g : kGemmNames) EXPECT_EQ(plain.find(std::string(l) + "_" + g), std::string::npos) << l << g;
+}
+
+TEST(SimPerGemm, RefusedCombinationsNameTheKey) {
+  auto message = [](std::vector<std::string> extra) {
+    try {
+      tiny(std::move(extra));
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  const std::string mixed = message({"recipe.fc1_dgrad=\"fp8_delayed\""});
+  EXPECT_NE(mixed.find("recipe.fc1"), std::string::npos) << mixed;
+  EXPECT_NE(mixed.find("fp8_delayed"), std::string::npos) << mixed;
+  EXPECT_NE(mixed.find("all three"), std::string::npos) << mixed;
+  const std::string unknown = message({"recipe.fc2_wgrad=\"mxfp5\""});
+  EXPECT_NE(unknown.find("recipe.fc2_wgrad"), std::string::npos) << unknown;
+  EXPECT_NE(message({"parallel.ranks=2", "recipe.fc1_dgrad=\"fp8_current\""}).find("parallel.ranks"), std::string::npos);
+  // fp8_delayed in all three GEMMs is the named recipe, spelled by its overrides
+  const Config all = tiny({"recipe.fc1_fprop=\"fp8_delayed\"", "recipe.fc1_dgrad=\"fp8_delayed\"",
+                           "recipe.fc1_wgrad=\"fp8_delayed\""});
+  EXPECT_EQ(linear_recipe_name(all.recipe.linear(Layer::Fc1)), "fp8_delayed");
+}
+
+// Each GEMM runs its own recipe: with every layer bf16 but one GEMM of fc1 in MXFP4, the run
+// makes exactly one quantized GEMM of that form per micro-batch (2) and no other quantized GEMM;
+// a quantized wgrad quantizes its two operands per group (quantize_grouped_colwise, 2 per
+// micro-batch), no other GEMM does.
+TEST(SimPerGemm, EachGemmRunsItsOwnRecipe) {
+  const std::string base = "recipe.fc2=\"bf16\"";
+  struct Case {
+    const char* key;
+    long long fprop_q, dgrad_q, wgrad_q, colwise;
+  };
+  for (const Case& k : {Case{"fprop", 2, 0, 0, 0}, Case{"dgrad", 0, 2, 0, 0}, Case{"wgrad", 0, 0, 2, 4}}) {
+    const std::string r = profile({base, "recipe.fc1=\"bf16\"", std::string("recipe.fc1_") + k.key + "=\"mxfp4\""});
+    EXPECT_EQ(calls(r, "grouped_fprop (quantized)"), k.fprop_q) << k.key << "\n" << r;
+    EXPECT_EQ(calls(r, "grouped_dgrad (quantized)"), k.dgrad_q) << k.key << "\n" << r;
+    EXPECT_EQ(calls(r, "grouped_wgrad (quantized)"), k.wgrad_q) << k.key << "\n" << r;
+    EXPECT_EQ(calls(r, "quantize_grouped_colwise"), k.colwise) << k.key << "\n" << r;
+  }
+  // the uniform recipe, for contrast: all three quantized
+  const std::string u = profile({base});
+  EXPECT_EQ(calls(u, "grouped_fprop (quantized)"), 2);
+  EXPECT_EQ(calls(u, "grouped_dgrad (quantized)"), 2);
+  EXPECT_EQ(calls(u, "grouped_wgrad (quantized)"), 2);
+}
+
+// The wgrad GEMM's recipe decides how dW reaches main_grad: bf16 and fp8_current accumulate in
+// the GEMM (no accumulate_groups), the others through the BF16 bridge (one accumulate_groups per
+// micro-batch). fc1 mxfp4 with a bf16 wgrad is fused; fc2 mxfp4 is not: 2 bridge adds, not 4.
+TEST(SimPerGemm, WgradDecidesTheMainGradBridge) {
+  EXPECT_EQ(calls(profile({}), "accumulate_groups"), 4);
+  EXPECT_EQ(calls(profile({"recipe.fc1_wgrad=\"bf16\""}), "accumulate_groups"), 2);
+  EXPECT_EQ(calls(profile({"recipe.fc1_wgrad=\"fp8_current\"", "recipe.fc2_wgrad=\"fp8_current\""}),
+                  "accumulate_groups"),
+            0);
+}
+
+// dgrad quantizes W by its own spec when it differs from fprop's: mxfp4 fprop and mxfp8 dgrad
+// give dgrad the bytes of the emulator's quantizer under mxfp8's 32x32 EVEN weight spec (built
+// here from the named spec), and leave the E2M1 fprop cache as it was.
+TEST(SimPerGemm, DgradQuantizesWByItsOwnSpec) {
+  auto be = emu::make_emu_backend();
+  Weight w;
+  w.name = "fc1";
+  w.G = 2, w.N = 64, w.K = 64;
+  w.recipe = parse_linear_recipe("mxfp4,dgrad=mxfp8", {});
+  Tensor3f x = Tensor3f::from_shape({2, 64, 64});
+  for (size_t i = 0; i < x.size(); ++i) x.data()[i] = std::ldexp(float(int(i * 2654435761u % 2001) - 1000), -9);
+  w.model = be->upload(x);
+  QTensor s0, s1;
+  const QuantizedTensor f = be->download(weight_for_fprop(*be, w, 0, 2, s0));
+  const QuantizedTensor d = be->download(weight_for_dgrad(*be, w, 0, 2, s1));
+  QuantSpec m8 = named_spec("mxfp8_2d");
+  m8.rule = ScaleRule::Even;
+  const QuantizedTensor want = emu::quantize(x, m8);
+  EXPECT_EQ(f.spec.elem, Format::E2M1);
+  EXPECT_EQ(d.spec.elem, Format::E4M3);
+  auto same = [](const Bytes3& a, const Bytes3& b) {
+    return a.size() == b.size() && std::equal(a.data(), a.data() + a.size(), b.data());
+  };
+  EXPECT_TRUE(same(d.data, want.data));
+  EXPECT_TRUE(same(d.scale_bytes, want.scale_bytes));
+  EXPECT_EQ(be->download(w.cache.q).spec.elem, Format::E2M1) << "the fprop cache is untouched";
+  // the same spec in both GEMMs: dgrad reads the fprop cache itself (a stale one is refused)
+  w.recipe = parse_linear_recipe("mxfp4,dgrad=mxfp4", {});
+  w.cache.version = w.version + 1;
+  EXPECT_THROW(weight_for_dgrad(*be, w, 1, 2, s1), MechanicsError);
+}
+
+// Statistics follow the GEMM that quantizes each operand: fc1 with only dgrad in MXFP4 records W
+// (dgrad's W) and dy, and x is NaN; fc2 with only wgrad in MXFP4 quantizes no W and has no
+// quant/ series. De-oscillation eligibility follows fprop.
+TEST(SimPerGemm, StatisticsFollowTheQuantizingGemm) {
+  auto be = emu::make_emu_backend();
+  TrainOptions o;
+  o.evaluate = false;
+  o.trace_path = tmp("stats.h5");
+  const TrainResult r = train(tiny({"recipe.fc1=\"bf16\"", "recipe.fc1_dgrad=\"mxfp4\"", "recipe.fc2=\"bf16\"",
+                                    "recipe.fc2_wgrad=\"mxfp4\""}),
+                              *be, o);
+  trace::Reader rd(o.trace_path);
+  auto one = [&](const std::string& op, const char* stat) {
+    return rd.read_series<double>(trace::schema::quant("fc1", op, stat)).at(0);
+  };
+  EXPECT_TRUE(std::isnan(one("x", "sqnr_db")));
+  EXPECT_TRUE(std::isfinite(one("dy", "sqnr_db")));
+  EXPECT_TRUE(std::isfinite(one("w", "sqnr_db")));
+  EXPECT_FALSE(rd.has(trace::schema::quant("fc2", "w", "sqnr_db")));
+  EXPECT_EQ(rd.group_string_attribute("/layers/fc1", trace::schema::kLayerRecipeAttr).value_or(""), "bf16,dgrad=mxfp4");
+  EXPECT_EQ(rd.group_string_attribute("/layers/fc2", trace::schema::kLayerRecipeAttr).value_or(""), "bf16,wgrad=mxfp4");
+  for (const LayerSummary& l : r.layers) {
+    if (l.name == "fc1") {
+      EXPECT_TRUE(l.quantized);
+    }
+    if (l.name == "fc2") {
+      EXPECT_FALSE(l.quantized);
+    }
+  }
+  std::filesystem::remove(o.trace_path);
+  EXPECT_TRUE(parse_linear_recipe("mxfp8,fprop=mxfp4", {}).deosc_eligible());
+  EXPECT_FALSE(parse_linear_recipe("mxfp4,fprop=mxfp8", {}).deosc_eligible());
+  EXPECT_TRUE(parse_linear_recipe("mxfp4,wgrad=bf16", {}).deosc_eligible());
+}
