@@ -469,7 +469,9 @@ void OscView::drawTimeline() {
 QString OscView::osc_missing() const {
   TraceDocument* d = st_->primary();
   const LayerMeta* lm = d && d->state() == TraceDocument::State::Ready ? d->meta().layer(sel_layer_) : nullptr;
-  if (lm && !lm->recipe.isEmpty() && lm->recipe == "bf16") return QString("%1 is not quantized (bf16): no oscillation metrics").arg(sel_layer_);
+  // blocks[0] is W's block shape, known only when some GEMM quantizes W (per-GEMM recipes)
+  if (lm && !lm->recipe.isEmpty() && lm->blocks[0].format.isEmpty())
+    return QString("%1's weight is not quantized (%2): no oscillation metrics").arg(sel_layer_, lm->recipe);
   return QString("This trace holds no oscillation series for %1").arg(sel_layer_);
 }
 
