@@ -23,6 +23,7 @@
 #include "mxsim/data/fashion_mnist.hpp"
 #include "mxsim/emu/backend_emu.hpp"
 #include "mxsim/sim/config.hpp"
+#include "mxsim/sim/recipe.hpp"
 #include "mxsim/sim/parallel.hpp"
 #include "mxsim/sim/process_group.hpp"
 #include "mxsim/sim/trainer.hpp"
@@ -297,7 +298,8 @@ int run_train(const Args& args, const sim::ProcessPlace* place) {
   }
   std::fprintf(log, "mxsim train: backend %s (%s%s%s), %lld threads, recipes", be->name().c_str(), be->device().c_str(),
                chosen_because.empty() ? "" : "; ", chosen_because.c_str(), (long long)threads);
-  for (sim::Layer l : sim::kLayers) std::fprintf(log, " %s=%s", sim::name_of(l), cfg.recipe.of(l).c_str());
+  for (sim::Layer l : sim::kLayers)
+    std::fprintf(log, " %s=%s", sim::name_of(l), sim::linear_recipe_name(cfg.recipe.linear(l)).c_str());
   std::fprintf(log, ", %d micro-batches", cfg.num_microbatches);
   if (place) std::fprintf(log, ", %d processes (one per GPU; rank 0 reports)", place->size);
   std::fprintf(log, "\n");
@@ -349,7 +351,9 @@ int run_train(const Args& args, const sim::ProcessPlace* place) {
   if (r.test_accuracy >= 0) std::snprintf(test_acc, sizeof test_acc, "%.4f", r.test_accuracy);
   std::printf("\nsummary: %lld steps in %.1f s, final loss %.4f, train acc %.4f, test accuracy %s\n",
               (long long)r.steps, r.seconds, r.final_loss, r.final_train_acc, test_acc);
-  std::printf("%-8s %-12s %12s %10s %12s %8s\n", "layer", "recipe", "w_mse", "w_sqnr_dB", "osc_flips", "snaps");
+  int rw = 12;  // the recipe column fits per-GEMM names (mxfp4,dgrad=mxfp8,wgrad=bf16)
+  for (const auto& l : r.layers) rw = std::max(rw, int(l.recipe.size()));
+  std::printf("%-8s %-*s %12s %10s %12s %8s\n", "layer", rw, "recipe", "w_mse", "w_sqnr_dB", "osc_flips", "snaps");
   for (const auto& l : r.layers) {
     char mse[32] = "-", sqnr[32] = "-", flips[32] = "-";
     if (applies(l)) {
@@ -357,7 +361,7 @@ int run_train(const Args& args, const sim::ProcessPlace* place) {
       std::snprintf(sqnr, sizeof sqnr, "%.2f", l.w_sqnr_db);
       std::snprintf(flips, sizeof flips, "%llu", (unsigned long long)l.flips_total);
     }
-    std::printf("%-8s %-12s %12s %10s %12s %8s\n", l.name.c_str(), l.recipe.c_str(), mse, sqnr, flips,
+    std::printf("%-8s %-*s %12s %10s %12s %8s\n", l.name.c_str(), rw, l.recipe.c_str(), mse, sqnr, flips,
                 l.deosc_eligible && cfg.deosc ? std::to_string(l.snaps_total).c_str() : "-");
   }
   if (!trace.empty()) std::printf("trace: %s\n", trace.c_str());
