@@ -531,7 +531,11 @@ json stats_json(const Result& r) {
          {"underflow", s.underflow},
          {"saturated", s.saturated},
          {"nan_out", s.nan_out},
-         {"nonfinite_in", s.nonfinite_in}};
+         {"nonfinite_in", s.nonfinite_in},
+         {"mean_err", json_number(s.mean_err)},
+         {"rounded", s.rounded},
+         {"rounded_up", s.rounded_up},
+         {"expected_up", json_number(s.expected_up)}};
   if (r.src_dtype == io::DType::F64) j["rounded_from_f64"] = r.rounded_from_f64;
   return j;
 }

@@ -596,12 +596,20 @@ TEST(GpuOpsTree, QuantStatsLargeMatchesEmulator) {
   REQUIRE_GPU();
   Backends b;
   std::mt19937 rng(24);
-  for (const char* recipe : {"mxfp4", "fp8_block"})
+  // mxfp4 with stochastic rounding and the Hadamard transform, nvfp4: the rounding choices of
+  // every scale kind that records them (numerics.md §4.6), against the emulator's, bit for bit
+  for (const char* recipe : {"mxfp4", "fp8_block", "mxfp4_sr_h", "nvfp4"})
     for (Shape s : {Shape{1023, 1024}, Shape{1500, 1000}}) {
       const size_t n = s[0] * s[1];
       const std::vector<float> x = values(rng, n, 2.0f, true);
       const Both xb = b.f32(s, x);
-      const QuantSpec spec = tensor_recipe(recipe);
+      const bool sr_h = std::string(recipe) == "mxfp4_sr_h";
+      QuantSpec spec = tensor_recipe(sr_h ? "mxfp4" : recipe);
+      if (sr_h) {
+        spec.round = RoundMode::Stochastic;
+        spec.sr = PhiloxStream{5, 9};
+        spec.hadamard16 = true;
+      }
       const QTensor qe = b.e->quantize(xb.e, spec, Axis::Cols), qg = b.g->quantize(xb.g, spec, Axis::Cols);
       const QuantStats e = b.e->quant_stats(xb.e, qe), g = b.g->quant_stats(xb.g, qg);
       const std::string what = std::string(recipe) + " n " + std::to_string(n);
@@ -615,6 +623,13 @@ TEST(GpuOpsTree, QuantStatsLargeMatchesEmulator) {
       EXPECT_EQ(bits(e.max_abs_err), bits(g.max_abs_err)) << what;
       EXPECT_EQ(bits(e.signal_power), bits(g.signal_power)) << what;
       EXPECT_EQ(bits(e.sqnr_db), bits(g.sqnr_db)) << what;
+      EXPECT_EQ(bits(e.mean_err), bits(g.mean_err)) << what;
+      EXPECT_EQ(e.rounded, g.rounded) << what;
+      EXPECT_EQ(e.rounded_up, g.rounded_up) << what;
+      EXPECT_EQ(bits(e.expected_up), bits(g.expected_up)) << what;
+      if (std::string(recipe) != "fp8_block") {
+        EXPECT_GT(e.rounded, n / 4) << what << ": few rounding choices";
+      }
     }
 }
 

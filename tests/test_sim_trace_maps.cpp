@@ -101,7 +101,7 @@ void expect_block_stats(const trace::Reader& r, const std::string& l, int64_t ro
 
 TEST(SimTraceMaps, TraceHasTheCurrentFormatAndTheMaps) {
   const trace::Reader r(run().trace);
-  EXPECT_EQ(r.format_version(), 4);
+  EXPECT_EQ(r.format_version(), 5);
   for (const char* l : {"fc1", "fc2"}) {
     for (const char* m : {"block_mse", "block_sqnr_db", "block_amax", "scale", "codes"}) EXPECT_TRUE(r.has(schema::block_map(l, "w", m))) << l << " " << m;
     for (const char* m : {"flips", "ema", "dist_ratio"}) EXPECT_TRUE(r.has(schema::element_map(l, m))) << l << " " << m;

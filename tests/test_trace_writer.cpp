@@ -58,7 +58,7 @@ uint64_t check_contents(const fs::path& f) {
   EXPECT_EQ(r.config_toml(), "[model]\nexperts = 4\n");
   EXPECT_EQ(r.provenance().backend, "emu");
   EXPECT_EQ(r.provenance().seed, 7u);
-  EXPECT_EQ(r.format_version(), 4);  // docs/trace-format.md "Layout": the current format
+  EXPECT_EQ(r.format_version(), 5);  // docs/trace-format.md "Layout": the current format
   EXPECT_EQ(r.datasets().size(), 5u);
   auto loss = r.read_series<float>("/train/loss");
   auto counts = r.read_series<uint64_t>("/train/counts");

@@ -359,8 +359,7 @@ mxsim_status mxsim_quant_stats(const DLTensor* x, const mxsim_qtensor* q, mxsim_
     if (!out) throw std::invalid_argument(std::string(op) + ": out is NULL");
     const auto [h, hq] = stats_operands(x, q, op);
     const QuantStats s = emu::quant_stats(h, hq);
-    *out = mxsim_qstats{s.count, s.nonfinite_in, s.nan_out, s.underflow, s.saturated,
-                             s.mse, s.max_abs_err, s.signal_power, s.sqnr_db};
+    *out = qstats_of(s);
   });
 }
 

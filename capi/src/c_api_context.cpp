@@ -210,8 +210,7 @@ mxsim_status mxsim_context_quant_stats(mxsim_context* ctx, const DLTensor* x, co
       ctx->pending.values.push_back(s);
       ctx->pending.values.push_back(h);
       ctx->pending.deliver.push_back([s, h, out, hist] {
-        *out = mxsim_qstats{s->count, s->nonfinite_in, s->nan_out, s->underflow, s->saturated,
-                            s->mse, s->max_abs_err, s->signal_power, s->sqnr_db};
+        *out = qstats_of(*s);
         if (hist) std::copy(h->begin(), h->end(), hist);
       });
     });

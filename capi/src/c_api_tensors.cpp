@@ -224,4 +224,20 @@ void write_f32(const Tensor3f& v, DLTensor& out, const char* op, const char* wha
   write_f32(v.data(), v.size(), out, op, what);
 }
 
+// The two spellings of a QuantStats (core's and the C interface's): the only place fields map.
+QuantStats quant_stats_of(const mxsim_qstats& s) {
+  QuantStats q;
+  q.count = s.count, q.nonfinite_in = s.nonfinite_in, q.nan_out = s.nan_out;
+  q.underflow = s.underflow, q.saturated = s.saturated;
+  q.mse = s.mse, q.max_abs_err = s.max_abs_err, q.signal_power = s.signal_power, q.sqnr_db = s.sqnr_db;
+  q.mean_err = s.mean_err, q.rounded = s.rounded, q.rounded_up = s.rounded_up, q.expected_up = s.expected_up;
+  return q;
+}
+
+mxsim_qstats qstats_of(const QuantStats& s) {
+  return mxsim_qstats{s.count,   s.nonfinite_in, s.nan_out,      s.underflow, s.saturated, s.mse,
+                      s.max_abs_err, s.signal_power, s.sqnr_db, s.mean_err, s.rounded,   s.rounded_up,
+                      s.expected_up};
+}
+
 }  // namespace mxsim::capi

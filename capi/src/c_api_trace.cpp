@@ -75,13 +75,6 @@ sim::RunPlan run_plan(const mxsim_run_plan& p) {
   return r;
 }
 
-QuantStats quant_stats_of(const mxsim_qstats& s) {
-  QuantStats q;
-  q.count = s.count, q.nonfinite_in = s.nonfinite_in, q.nan_out = s.nan_out;
-  q.underflow = s.underflow, q.saturated = s.saturated;
-  q.mse = s.mse, q.max_abs_err = s.max_abs_err, q.signal_power = s.signal_power, q.sqnr_db = s.sqnr_db;
-  return q;
-}
 
 sim::StepRecord step_record(const sim::RunPlan& plan, const mxsim_step_row& row) {
   const char* op = "mxsim_recorder_append";

@@ -12,11 +12,12 @@
 
 namespace mxsim {
 
-void set_error_stats(QuantStats& s, size_t pairs, double se, double sx, double max_abs_err) {
+void set_error_stats(QuantStats& s, size_t pairs, double se, double sx, double max_abs_err, double sum_err) {
   if (pairs == 0) {
-    s.mse = s.max_abs_err = s.signal_power = s.sqnr_db = NAN;
+    s.mse = s.max_abs_err = s.signal_power = s.sqnr_db = s.mean_err = NAN;
     return;
   }
+  s.mean_err = sum_err / double(pairs);
   s.max_abs_err = max_abs_err;
   s.mse = se / double(pairs);
   s.signal_power = sx / double(pairs);

@@ -51,6 +51,22 @@ RunPlan simulator_plan(const Config& cfg, const std::vector<Weight*>& ws) {
 }
 
 namespace {
+/// Where a quantization statistic of schema::kQuantStats lives in a layer's operand record.
+using QuantField = const void* (*)(const OperandStats&);
+QuantField quant_field(std::string_view n) {
+  if (n == "mse") return [](const OperandStats& o) -> const void* { return &o.q.mse; };
+  if (n == "sqnr_db") return [](const OperandStats& o) -> const void* { return &o.q.sqnr_db; };
+  if (n == "underflow") return [](const OperandStats& o) -> const void* { return &o.q.underflow; };
+  if (n == "saturated") return [](const OperandStats& o) -> const void* { return &o.q.saturated; };
+  if (n == "count") return [](const OperandStats& o) -> const void* { return &o.q.count; };
+  if (n == "scale_exp_hist") return [](const OperandStats& o) -> const void* { return o.scale_exp_hist.data(); };
+  if (n == "mean_err") return [](const OperandStats& o) -> const void* { return &o.q.mean_err; };
+  if (n == "rounded") return [](const OperandStats& o) -> const void* { return &o.q.rounded; };
+  if (n == "rounded_up") return [](const OperandStats& o) -> const void* { return &o.q.rounded_up; };
+  if (n == "expected_up") return [](const OperandStats& o) -> const void* { return &o.q.expected_up; };
+  throw std::logic_error("trace schema: no QuantStats field for quant series " + std::string(n));
+}
+
 /// A layer or scalar name that can be one HDF5 path component of the schema.
 void check_component(const std::string& what, const std::string& n) {
   if (n.empty() || n.find('/') != std::string::npos || n == "." || n == "..")
@@ -88,18 +104,15 @@ void TraceRecorder::plan_series(const RunPlan& plan) {
     if (lp.grad_added)
       add(schema::grad_added(L), DType::u8, {NMB}, [l](const StepRecord& r) { return r.layers.at(l).grad_added.data(); });
     if (lp.quantized) {
-      for (Role role : kRoles) {
-        const size_t o = size_t(role);
-        auto q = [l, o](const StepRecord& r) -> const QuantStats& { return r.layers.at(l).quant[o].q; };
-        const char* op = name_of(role);
-        add(schema::quant(L, op, "mse"), DType::f64, {}, [q](const StepRecord& r) { return &q(r).mse; });
-        add(schema::quant(L, op, "sqnr_db"), DType::f64, {}, [q](const StepRecord& r) { return &q(r).sqnr_db; });
-        add(schema::quant(L, op, "underflow"), DType::u64, {}, [q](const StepRecord& r) { return &q(r).underflow; });
-        add(schema::quant(L, op, "saturated"), DType::u64, {}, [q](const StepRecord& r) { return &q(r).saturated; });
-        add(schema::quant(L, op, "count"), DType::u64, {}, [q](const StepRecord& r) { return &q(r).count; });
-        add(schema::quant(L, op, "scale_exp_hist"), DType::u64, {schema::kScaleExpBins},
-            [l, o](const StepRecord& r) { return r.layers.at(l).quant[o].scale_exp_hist.data(); });
-      }
+      for (Role role : kRoles)
+        for (const schema::SeriesName& s : schema::kQuantStats) {
+          const QuantField f = quant_field(s.name);
+          const size_t o = size_t(role);
+          add(schema::quant(L, name_of(role), s.name), s.dtype,
+              std::string_view(s.name) == "scale_exp_hist" ? std::vector<uint64_t>{schema::kScaleExpBins}
+                                                            : std::vector<uint64_t>{},
+              [l, o, f](const StepRecord& r) { return f(r.layers.at(l).quant[o]); });
+        }
       auto osc = [l](const StepRecord& r) -> const Backend::OscStep& { return r.layers.at(l).osc; };
       add(schema::osc(L, "flips"), DType::u64, {}, [osc](const StepRecord& r) { return &osc(r).flips; });
       add(schema::osc(L, "flips_total"), DType::u64, {}, [osc](const StepRecord& r) { return &osc(r).flips_total; });

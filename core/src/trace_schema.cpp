@@ -37,6 +37,16 @@ constexpr Entry kSeries[] = {
     {"/underflow", "count", "non-zero finite inputs quantized to zero"},
     {"/saturated", "count", "finite inputs above the block's largest representable value"},
     {"/count", "count", "elements of the operand"},
+    {"/mean_err", "value",
+     "mean of d - x over the compared elements: the quantization's bias (micro-batch 0; relative to the operand: "
+     "mean_err / sqrt(signal power))"},
+    {"/rounded", "count",
+     "elements whose encoded value lay strictly between two grid values of the element format (E8M0 and UE4M3 "
+     "scales): the rounding chose"},
+    {"/rounded_up", "count", "of those, rounded to the upper magnitude (away from zero)"},
+    {"/expected_up", "count",
+     "sum over those of the stochastic-rounding probability of the upper magnitude, (|v| - lo) / (hi - lo): "
+     "rounded_up's expectation under stochastic rounding"},
     {"/scale_exp_hist", "count", "[256] block scales per E8M0 byte (FP32 scales: floor(log2 scale_inv) + 127, clamped)"},
     {"/osc/flips", "count", "oscillations of the quantized weight at this step (Nagel et al. 2022)"},
     {"/osc/flips_total", "count", "cumulative oscillations over all elements"},

@@ -618,8 +618,10 @@ void verify_quant_stats(Ctx& c, Rng& r, int k) {
     run_case(c, Op::QuantStats, qc.shape, qc.name, [&](Backend& be) {
       const Tensor x = qc.G > 1 ? put(be, {qc.G, qc.R, qc.C}, qc.x) : put(be, {qc.R, qc.C}, qc.x);
       const QuantStats s = be.quant_stats(x, be.upload(qc.q));
-      return Result{part(std::vector<uint64_t>{s.count, s.nonfinite_in, s.nan_out, s.underflow, s.saturated}),
-                    part(std::vector<double>{s.mse, s.max_abs_err, s.signal_power, s.sqnr_db})};
+      return Result{part(std::vector<uint64_t>{s.count, s.nonfinite_in, s.nan_out, s.underflow, s.saturated,
+                                               s.rounded, s.rounded_up}),
+                    part(std::vector<double>{s.mse, s.max_abs_err, s.signal_power, s.sqnr_db, s.mean_err,
+                                             s.expected_up})};
     });
 }
 

@@ -400,7 +400,8 @@ void QuantStatsAccumulator::add(const Tensor3f& x_in, const QuantizedTensor& q) 
   const Tensor3f x = stats_source(x_in, q, "quant_stats");
   const Tensor3f d = dequantize3(q);
   const size_t br = q.block_rows(), bc = q.block_cols();
-  const float elem_max = decode(spec_of(q.spec.elem), spec_of(q.spec.elem).max_code());
+  const FormatSpec ef = spec_of(q.spec.elem);
+  const float elem_max = decode(ef, ef.max_code());
   QuantStats& s = s_;
   s.count += x.size();
   // Whole-tensor sums: hd::tree_sum in flat index order; an excluded pair's
@@ -420,12 +421,21 @@ void QuantStatsAccumulator::add(const Tensor3f& x_in, const QuantizedTensor& q) 
           const double e = double(xv) - double(dv);
           se_.add(e * e);
           sx_.add(double(xv) * double(xv));
+          sd_.add(double(dv) - double(xv));
           s.max_abs_err = std::max(s.max_abs_err, std::fabs(e));
           ++pairs_;
         } else {
           se_.add(0.0);
           sx_.add(0.0);
+          sd_.add(0.0);
         }
+        const bool fp32 = q.spec.scale_kind == ScaleKind::FP32;
+        const hd::RoundingChoice rc =
+            hd::rounding_choice(q.spec.scale_kind, ef, xv, q.code(g, sr, sc),
+                                fp32 ? uint8_t(0) : q.scale_bytes(g, sr / br, sc / bc), q.tensor_scale_inv);
+        sp_.add(rc.between ? rc.p_up : 0.0);
+        s.rounded += rc.between;
+        s.rounded_up += rc.between && rc.up;
       }
 }
 
@@ -433,7 +443,8 @@ QuantStats QuantStatsAccumulator::result() const {
   // No pair to compare (all NaN, a NaN-scaled per-tensor FP8 / NVFP4 tensor,
   // or an empty tensor) leaves the four NaN.
   QuantStats s = s_;
-  set_error_stats(s, pairs_, se_.result(), sx_.result(), s.max_abs_err);
+  set_error_stats(s, pairs_, se_.result(), sx_.result(), s.max_abs_err, sd_.result());
+  s.expected_up = sp_.result();
   return s;
 }
 

@@ -72,6 +72,7 @@ QuantView::QuantView(InspectorState* st, QWidget* parent) : View(st, parent) {
   hist_text_->setPadding(QMargins(4, 2, 4, 2));
   err_curve_ = make_plot(this, "error over steps");
   uf_curve_ = make_plot(this, "underflow and saturation over steps");
+  gq_curve_ = make_plot(this, "bias and rounding over steps");
   table_ = new QTableView(this);
   table_->setModel(&summary_);
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
@@ -87,7 +88,24 @@ QuantView::QuantView(InspectorState* st, QWidget* parent) : View(st, parent) {
   g->addWidget(mapbox, 0, 0);
   g->addWidget(hist_, 0, 1);
   g->addWidget(err_curve_, 1, 0);
-  g->addWidget(uf_curve_, 1, 1);
+  auto* lowbox = new QWidget(this);
+  auto* ll = new QVBoxLayout(lowbox);
+  ll->setContentsMargins(0, 0, 0, 0);
+  auto* lbar = new QHBoxLayout;
+  lower_pick_ = new QComboBox(lowbox);
+  lower_pick_->addItems({"underflow and saturation", "bias and rounding"});
+  connect(lower_pick_, qOverload<int>(&QComboBox::activated), this, [this](int i) {
+    user_lower_ = true;
+    setLower(i);
+  });
+  lbar->addWidget(new QLabel("Curves:", lowbox));
+  lbar->addWidget(lower_pick_);
+  lbar->addStretch(1);
+  ll->addLayout(lbar);
+  ll->addWidget(uf_curve_, 1);
+  ll->addWidget(gq_curve_, 1);
+  gq_curve_->setVisible(false);
+  g->addWidget(lowbox, 1, 1);
   g->addWidget(table_, 2, 0, 1, 2);
   g->setColumnStretch(0, 1);
   g->setColumnStretch(1, 1);
@@ -160,7 +178,8 @@ void QuantView::refresh() {
   // 2. curves of the selected operand over all complete steps
   curves_.clear();
   const std::string l = sel_layer_.toStdString(), op = sel_op_.toStdString();
-  for (const char* stat : {"mse", "sqnr_db", "underflow", "saturated", "count"}) {
+  for (const char* stat : {"mse", "sqnr_db", "underflow", "saturated", "count", "mean_err", "rounded", "rounded_up",
+                           "expected_up"}) {
     const std::string n = names::quant(l, op, stat);
     if (!m.dataset(n)) continue;
     load<SeriesData>(
@@ -256,11 +275,15 @@ void QuantView::present() {
   if (key != curves_key_) {
     curves_key_ = key;
     drawCurves();
-    for (QCustomPlot* p : {err_curve_, uf_curve_}) p->legend->setVisible(p->graphCount() > 0);
+    drawQuality();
+    if (!user_lower_)  // bias and rounding for the gradient operand, where the trace has it
+      setLower(sel_op_ == "dy" && gq_curve_->graphCount() > 0 ? 1 : 0);
+    for (QCustomPlot* p : {err_curve_, uf_curve_, gq_curve_}) p->legend->setVisible(p->graphCount() > 0);
     err_curve_->replot();
     uf_curve_->replot();
+    gq_curve_->replot();
   } else if (d && d->state() == TraceDocument::State::Ready) {
-    for (QCustomPlot* p : {err_curve_, uf_curve_}) {
+    for (QCustomPlot* p : {err_curve_, uf_curve_, gq_curve_}) {
       set_step_marker(p, double(d->meta().global(uint64_t(sel_step_))));
       replot_marker(p);
     }
@@ -580,6 +603,93 @@ void QuantView::drawCurves() {
                                  ? QString("Per-step statistics are recorded for W, x and dy;\n%1.%2 has block maps at the snapshot steps").arg(sel_layer_, sel_op_)
                                  : QString("No underflow/saturation counts for %1.%2").arg(sel_layer_, sel_op_));
   }
+}
+
+void QuantView::setLower(int i) {
+  lower_pick_->setCurrentIndex(i);
+  uf_curve_->setVisible(i == 0);
+  gq_curve_->setVisible(i == 1);
+}
+
+void QuantView::drawQuality() {
+  TraceDocument* d = st_->primary();
+  const std::string l = sel_layer_.toStdString(), op = sel_op_.toStdString();
+  auto get = [&](const char* stat) -> const SeriesData* {
+    auto it = curves_.find(names::quant(l, op, stat));
+    return it == curves_.end() ? nullptr : &it->second;
+  };
+  QCustomPlot* p = gq_curve_;
+  p->clearGraphs();
+  clear_items(p);
+  set_title(p, QString("Bias and rounding of %1.%2 over steps").arg(sel_layer_, sel_op_));
+  p->xAxis->setLabel("optimizer step");
+  p->yAxis->setLabel("norm ratio");
+  p->yAxis->setScaleType(QCPAxis::stLogarithmic);
+  p->yAxis->setTicker(QSharedPointer<QCPAxisTickerLog>(new QCPAxisTickerLog));
+  p->yAxis2->setVisible(true);
+  p->yAxis2->setLabel("share, bias");
+  const SeriesData *sq = get("sqnr_db"), *ms = get("mse"), *me = get("mean_err"), *rd = get("rounded"),
+                   *up = get("rounded_up"), *ex = get("expected_up");
+  const bool ready = d && d->state() == TraceDocument::State::Ready && d->steps() > 0;
+  if (!ready || !sq || !ms || !me || !rd || !up || !ex) {
+    p->yAxis2->setVisible(false);
+    p->yAxis->setScaleType(QCPAxis::stLinear);
+    p->yAxis->setTicker(QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
+    p->yAxis->setRange(0, 1);
+    if (ready) p->xAxis->setRange(double(d->meta().global(0)), double(d->meta().global(d->steps() - 1)));
+    set_plot_note(p, !ready || !sq ? QString()
+                                   : QString("No bias or rounding statistics for %1.%2 (trace format 5 records them)")
+                                         .arg(sel_layer_, sel_op_));
+    return;
+  }
+  const int n = int(sq->v.size());
+  QVector<double> x(n), ratio(n), upr(n), exr(n), bias(n);
+  int first_below = -1;
+  const double root3 = std::sqrt(3.0);
+  for (int i = 0; i < n; ++i) {
+    const size_t k = size_t(i);
+    x[i] = double(d->meta().global(k));
+    ratio[i] = std::pow(10.0, sq->v[k] / 20.0);  // sqrt(signal / noise) = ||x|| / ||d - x||
+    const double r = k < rd->v.size() ? rd->v[k] : 0;
+    upr[i] = r > 0 && k < up->v.size() ? up->v[k] / r : NAN;
+    exr[i] = r > 0 && k < ex->v.size() ? ex->v[k] / r : NAN;
+    const double signal = k < ms->v.size() ? ms->v[k] * std::pow(10.0, sq->v[k] / 10.0) : NAN;
+    bias[i] = k < me->v.size() && signal > 0 ? me->v[k] / std::sqrt(signal) : NAN;
+    if (first_below < 0 && ratio[i] < root3) first_below = i;
+  }
+  auto add = [&](QCPAxis* y, const QVector<double>& v, int color, Qt::PenStyle style, const QString& name) {
+    auto* g = p->addGraph(p->xAxis, y);
+    g->setData(x, v, true);
+    QPen pen(palette_color(color), 1.3);
+    pen.setStyle(style);
+    g->setPen(pen);
+    g->setName(name);
+    return g;
+  };
+  add(p->yAxis, ratio, 0, Qt::SolidLine, "||x|| / ||d - x|| (left)");
+  add(p->yAxis2, upr, 2, Qt::SolidLine, "rounded up / choices");
+  add(p->yAxis2, exr, 3, Qt::DashLine, "expected under SR");
+  add(p->yAxis2, bias, 4, Qt::SolidLine, "mean(d - x) / RMS(x)");
+  p->rescaleAxes();
+  const QCPRange yr = p->yAxis->range();
+  p->yAxis->setRange(std::min(yr.lower, root3) / 1.5, std::max(yr.upper, root3) * 1.5);
+  const QCPRange r2 = p->yAxis2->range();
+  p->yAxis2->setRange(std::min(r2.lower, -0.05), std::max(r2.upper, 1.0));
+  // the threshold of "FP4 All the Way" (Chmiel et al., 2025, arXiv 2505.19115)
+  auto* t = new QCPItemStraightLine(p);
+  t->point1->setCoords(x.front(), root3);
+  t->point2->setCoords(x.back() + 1, root3);
+  QPen tp(QColor(180, 30, 30), 1.2);
+  tp.setStyle(Qt::DotLine);
+  t->setPen(tp);
+  auto* label = new QCPItemText(p);
+  label->setPositionAlignment(Qt::AlignLeft | Qt::AlignBottom);
+  label->position->setCoords(x.front(), root3);
+  label->setColor(QColor(180, 30, 30));
+  label->setText(first_below < 0 ? QString("sqrt(3) (Chmiel et al. 2025): never below")
+                                 : QString("sqrt(3) (Chmiel et al. 2025): first below at step %1").arg(x[first_below]));
+  set_step_marker(p, double(d->meta().global(uint64_t(sel_step_))));
+  set_plot_note(p, "");
 }
 
 void QuantView::fillSummary() {

@@ -55,6 +55,7 @@ class QuantView : public View {
   const QuantStep* stepData() const { return step_ok_ ? &step_ : nullptr; }
   const TableModel& summary() const { return summary_; }
   QCustomPlot* histogramPlot() const { return hist_; }
+  QCustomPlot* qualityPlot() const { return gq_curve_; }
   QCustomPlot* mapPlot() const { return map_; }
   /// Tooltip text of block (group g, block row br, block col bc); "" without maps.
   /// "E2M1 1x32, E8M0" of the selected operand ("" when the recipe is unknown).
@@ -69,16 +70,25 @@ class QuantView : public View {
   void drawMap();
   void drawHist();
   void drawCurves();
+  /// Bias and rounding of the selected operand over steps (numerics.md §4.6 "Gradient quality"):
+  /// the norm ratio ||x|| / ||d - x|| with the sqrt(3) threshold of Chmiel et al. (2025), the
+  /// round-up share against its stochastic-rounding expectation, and the bias over the RMS.
+  void drawQuality();
   void fillSummary();
 
   QComboBox* metric_pick_ = nullptr;
-  QCustomPlot *map_ = nullptr, *hist_ = nullptr, *err_curve_ = nullptr, *uf_curve_ = nullptr;
+  QCustomPlot *map_ = nullptr, *hist_ = nullptr, *err_curve_ = nullptr, *uf_curve_ = nullptr, *gq_curve_ = nullptr;
   Heatmap heat_;
   QCPItemText* hist_text_ = nullptr;
   QTableView* table_ = nullptr;
   TableModel summary_;
   Metric metric_ = Metric::Sqnr;
   bool user_metric_ = false;
+  /// The lower right plot: underflow and saturation, or bias and rounding (the default for dy
+  /// while the trace has it, until the user picks one).
+  QComboBox* lower_pick_ = nullptr;
+  bool user_lower_ = false;
+  void setLower(int i);
   SeriesData hist_steps_;
   bool hist_steps_ok_ = false;
 

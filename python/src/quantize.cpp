@@ -103,6 +103,10 @@ pyb::dict stats_py(const pyb::array& x, const PyQuantized& p) {
   d["max_abs_err"] = s.max_abs_err;
   d["signal_power"] = s.signal_power;
   d["sqnr_db"] = s.sqnr_db;
+  d["mean_err"] = s.mean_err;
+  d["rounded"] = s.rounded;
+  d["rounded_up"] = s.rounded_up;
+  d["expected_up"] = s.expected_up;
   return d;
 }
 

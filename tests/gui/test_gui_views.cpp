@@ -187,6 +187,36 @@ class GuiViews : public QObject {
     for (size_t i = 0; i < 16; ++i) QCOMPARE(v.array().text(i / 4, i % 4), QString::number(row[i]));
   }
 
+  // The bias and rounding plot draws the trace's own numbers: the norm ratio 10^(sqnr_db / 20)
+  // and the share rounded_up / rounded of fc1's dy, read here through the trace library.
+  void qualityPlotFromTheTrace() {
+    QuantView v(st_);
+    v.resize(1000, 800);
+    v.show();
+    st_->setLayer("fc1");
+    st_->setOperand("dy");
+    QVERIFY(guitest::wait_view(&v));
+    QCustomPlot* p = v.qualityPlot();
+    QTRY_COMPARE_WITH_TIMEOUT(p->graphCount(), 4, 10000);
+    mxsim::trace::Reader r(trace_.toStdString());
+    const auto sq = r.read_series<double>("/layers/fc1/quant/dy/sqnr_db");
+    const auto rd = r.read_series<uint64_t>("/layers/fc1/quant/dy/rounded");
+    const auto up = r.read_series<uint64_t>("/layers/fc1/quant/dy/rounded_up");
+    QVERIFY(rd[0] > 0);
+    const auto* ratio = p->graph(0)->data().data();
+    const auto* share = p->graph(1)->data().data();
+    QCOMPARE(ratio->size(), int(sq.size()));
+    for (int i = 0; i < ratio->size(); ++i) {
+      QVERIFY(same_bits(ratio->at(i)->value, std::pow(10.0, sq[size_t(i)] / 20.0)));
+      QVERIFY(same_bits(share->at(i)->value, double(up[size_t(i)]) / double(rd[size_t(i)])));
+    }
+    bool label = false;
+    for (int i = 0; i < p->itemCount(); ++i)
+      if (auto* t = qobject_cast<QCPItemText*>(p->item(i))) label = label || t->text().startsWith("sqrt(3)");
+    QVERIFY(label);
+    st_->setOperand("w");
+  }
+
   void exportWritesPngAndCsv() {
     QuantView v(st_);
     v.resize(1000, 700);

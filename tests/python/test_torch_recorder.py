@@ -129,11 +129,13 @@ def test_quant_stats_equal_the_numpy_api(tmp):
     want_dy = mt.quant_stats(dy, mt.quantize(dy, spec=fc1.recipe.spec("dy_dgrad")))
     with h5py.File(tmp / "q.h5", "r") as f:
         for op, want in (("x", want_x), ("w", want_w), ("dy", want_dy)):
-            for k in ("mse", "sqnr_db", "underflow", "saturated", "count"):
+            for k in ("mse", "sqnr_db", "underflow", "saturated", "count", "mean_err", "rounded", "rounded_up",
+                      "expected_up"):
                 got = f[f"/layers/block.fc1/quant/{op}/{k}"][0]
                 w = want[k] if isinstance(want, dict) else getattr(want, k)
                 assert np.array_equal(np.float64(got).view(np.uint64), np.float64(w).view(np.uint64)) \
-                    if k in ("mse", "sqnr_db") else int(got) == int(w), (op, k, got, w)
+                    if k in ("mse", "sqnr_db", "mean_err", "expected_up") else int(got) == int(w), (op, k, got, w)
+            assert f[f"/layers/block.fc1/quant/{op}/rounded"][0] > 0, op  # MXFP8: E8M0 scales record choices
         # scale exponent histogram of x: E8M0 bytes of the NumPy API's quantization, counted here
         q = mxsim.quantize(x0.numpy(), spec=np_x)
         hist = np.bincount(np.asarray(q.scale).reshape(-1), minlength=256)

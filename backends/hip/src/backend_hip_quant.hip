@@ -92,7 +92,9 @@ __global__ void hadamard_source_kernel(const float* __restrict__ x, QuantLayout 
 
 // The statistics of numerics.md §4.6 as one tree reduction: components
 // 0 sum e^2, 1 sum x^2 (tree sums), 2 max |e| (max), 3 pairs compared,
-// 4 nonfinite_in, 5 nan_out, 6 underflow, 7 saturated (exact counts).
+// 4 nonfinite_in, 5 nan_out, 6 underflow, 7 saturated (exact counts),
+// 8 sum (d - x) (tree sum), 9 rounded, 10 rounded_up (exact counts), 11 sum p_up
+// (tree sum; hd::rounding_choice).
 struct StatsFold {
   const float* x;
   DeviceQTensor q;
@@ -113,6 +115,15 @@ struct StatsFold {
       const double ae = fabs(e);
       acc[2] = acc[2] < ae ? ae : acc[2];
       acc[3] = acc[3] + 1.0;
+      acc[8] = acc[8] + (double(dv) - double(xv));
+    }
+    const size_t b = block_at(q.layout, s);
+    const hd::RoundingChoice rc = hd::rounding_choice(q.spec.scale_kind, spec_of(q.spec.elem), xv, code_at(q, s),
+                                                      q.scale_bytes ? q.scale_bytes[b] : uint8_t(0), tensor_scale_of(q));
+    if (rc.between) {
+      acc[9] = acc[9] + 1.0;
+      if (rc.up) acc[10] = acc[10] + 1.0;
+      acc[11] = acc[11] + rc.p_up;
     }
   }
 };
@@ -191,14 +202,17 @@ void HipBackend::quant_stats_deferred_impl(const Tensor& x, const QTensor& qh, Q
     px = h.as<float>();
   }
   const StatsFold fold{px, q.t, hd::elem_max(spec_of(q.t.spec.elem))};
-  detail::tree_reduce_later<8>(*this, fold, n, detail::TreeOps{1u << 2, 0}, [dst, n](const std::array<double, 8>& r) {
+  detail::tree_reduce_later<12>(*this, fold, n, detail::TreeOps{1u << 2, 0}, [dst, n](const std::array<double, 12>& r) {
     QuantStats s;
     s.count = n;
     s.nonfinite_in = size_t(r[4]);
     s.nan_out = size_t(r[5]);
     s.underflow = size_t(r[6]);
     s.saturated = size_t(r[7]);
-    set_error_stats(s, size_t(r[3]), r[0], r[1], r[2]);  // r[3]: pairs compared (exact count)
+    set_error_stats(s, size_t(r[3]), r[0], r[1], r[2], r[8]);  // r[3]: pairs compared (exact count)
+    s.rounded = size_t(r[9]);
+    s.rounded_up = size_t(r[10]);
+    s.expected_up = r[11];
     *dst = s;
   });
 }

@@ -47,7 +47,7 @@ extern "C" {
 #endif
 
 /** Bumped when a struct or signature of this header changes. */
-#define MXSIM_C_ABI_VERSION 1
+#define MXSIM_C_ABI_VERSION 2
 
 typedef enum mxsim_status {
   MXSIM_OK = 0,
@@ -257,6 +257,9 @@ MXSIM_C_EXPORT mxsim_status mxsim_dequantize(const mxsim_qtensor* q, DLTensor* o
 typedef struct mxsim_qstats {
   uint64_t count, nonfinite_in, nan_out, underflow, saturated;
   double mse, max_abs_err, signal_power, sqnr_db;
+  double mean_err;                /**< mean of d - x over the compared elements (the bias; NaN as mse) */
+  uint64_t rounded, rounded_up;   /**< rounding choices (E8M0 / UE4M3 scales): between two grid values; took the upper */
+  double expected_up;             /**< sum of their stochastic-rounding probabilities of the upper one */
 } mxsim_qstats;
 
 /** One block's statistics (storage order: group, block row, block column). */

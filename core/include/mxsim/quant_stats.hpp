@@ -26,6 +26,16 @@ struct QuantStats {
   double max_abs_err = 0;     ///< same elements
   double signal_power = 0;    ///< mean x^2 over those elements
   double sqnr_db = 0;         ///< 10 log10(signal / noise); +inf when exact, -inf when d overflowed
+  /// Mean of d - x over the same elements: the quantization's bias (near 0 under stochastic
+  /// rounding, not in general under RNE); NaN as the four above.
+  double mean_err = 0;
+  /// Rounding choices (hd::rounding_choice): elements whose encoded value lay strictly between
+  /// two grid neighbours (E8M0 and UE4M3 scales only), how many of them took the upper one, and
+  /// the sum of their stochastic-rounding probabilities of doing so (what rounded_up is expected
+  /// to be under stochastic rounding).
+  size_t rounded = 0;
+  size_t rounded_up = 0;
+  double expected_up = 0;
 };
 
 /// Histogram of the block scale exponents of a quantized tensor, 256 bins in
@@ -40,7 +50,8 @@ using ScaleExpCounts = std::array<uint64_t, 256>;
 /// sqnr_db = 10 log10(sx / se) (+inf when se = 0), max_abs_err as given; all
 /// four NaN when pairs = 0 (nothing to compare is undefined, not "exact").
 /// One definition for every backend: they differ only in how they sum.
-void set_error_stats(QuantStats& s, size_t pairs, double se, double sx, double max_abs_err);
+/// sum_err: the FP64 tree sum of d - x over the same pairs (mean_err = sum_err / pairs, NaN too).
+void set_error_stats(QuantStats& s, size_t pairs, double se, double sx, double max_abs_err, double sum_err = 0);
 
 struct QuantizedTensor;
 /// The ScaleExpCounts of q's block scales (reads only spec, scale_bytes /

@@ -481,8 +481,10 @@ def _stats_operands(x, q):
 
 def quant_stats(x, q):
     """Error statistics of q against its source x (docs/numerics.md §4.6): a dict of count,
-    nonfinite_in, nan_out, underflow, saturated, mse, max_abs_err, signal_power, sqnr_db (the
-    NumPy API's and `mxsim quantize --json`'s numbers). CUDA tensors are copied to the host."""
+    nonfinite_in, nan_out, underflow, saturated, mse, max_abs_err, signal_power, sqnr_db, mean_err
+    (mean of d - x: the bias), rounded, rounded_up, expected_up (the rounding choices: elements
+    between two grid values, how many took the upper one, the sum of their stochastic-rounding
+    probabilities of it; E8M0 / UE4M3 scales) (the NumPy API's numbers). CUDA tensors are copied to the host."""
     x, q = _stats_operands(x, q)
     out = _capi.QStats()
     cq = q._c()

@@ -12,7 +12,7 @@ import ctypes.util
 import os
 import threading
 
-_ABI_VERSION = 1
+_ABI_VERSION = 2
 
 # dlpack.h
 KDL_CPU, KDL_CUDA = 1, 2
@@ -52,7 +52,9 @@ class LinearRecipeInfo(ctypes.Structure):
 class QStats(ctypes.Structure):
     _fields_ = [("count", ctypes.c_uint64), ("nonfinite_in", ctypes.c_uint64), ("nan_out", ctypes.c_uint64),
                 ("underflow", ctypes.c_uint64), ("saturated", ctypes.c_uint64), ("mse", ctypes.c_double),
-                ("max_abs_err", ctypes.c_double), ("signal_power", ctypes.c_double), ("sqnr_db", ctypes.c_double)]
+                ("max_abs_err", ctypes.c_double), ("signal_power", ctypes.c_double), ("sqnr_db", ctypes.c_double),
+                ("mean_err", ctypes.c_double), ("rounded", ctypes.c_uint64), ("rounded_up", ctypes.c_uint64),
+                ("expected_up", ctypes.c_double)]
 
 
 class BlockStat(ctypes.Structure):

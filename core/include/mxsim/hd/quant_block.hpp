@@ -242,6 +242,51 @@ MXSIM_HD inline float dequant_value(ScaleKind kind, float e, uint8_t scale_byte,
 /// dequant_value: canonical.
 MXSIM_HD inline float dequant_value_divide(float e, float scale) { return canonical_nan(e / scale); }
 
+/// How one element was rounded (numerics.md §4.6, "rounding choices"): whether the value the
+/// quantizer encoded, v, lay strictly between two neighbouring magnitudes lo < |v| < hi of the
+/// element grid (the rounding had a choice), whether the stored code took hi (away from zero,
+/// "up"), and the probability stochastic rounding gives hi, p_up = (|v| - lo) / (hi - lo), one
+/// FP64 division of exact operands. v is the quantizer's own: x / 2^s for E8M0 scales (exact),
+/// fl32(x * mul) for NVFP4's UE4M3 scales with mul rebuilt from the stored byte and S_dec as
+/// block_quant makes it. Not recorded (between = false): FP32-scale blocks (the stored scale_inv
+/// does not give the quantizer's factor back; the FP8 recipes never round stochastically), NaN
+/// blocks, non-finite x, values on the grid and values at or past the largest finite magnitude.
+struct RoundingChoice {
+  bool between = false, up = false;
+  double p_up = 0;
+};
+MXSIM_HD inline RoundingChoice rounding_choice(ScaleKind kind, const FormatSpec& ef, float x, uint32_t code,
+                                               uint8_t scale_byte, float tensor_scale_inv) {
+  RoundingChoice r;
+  const uint32_t ax = f32_bits(x) & 0x7FFFFFFFu;
+  if (ax >= 0x7F800000u) return r;  // NaN / Inf
+  double av = 0;                     // |v|, exact
+  uint32_t lo_code = 0;
+  if (kind == ScaleKind::E8M0) {
+    if (scale_byte == kE8M0Nan) return r;
+    const int s = int(scale_byte) - 127;
+    av = double(f32_from_bits(ax)) * double(pow2f(-s));
+    lo_code = mxsim::encode(ef, ax, s, RoundMode::RZ, Overflow::Saturate, 0);
+  } else if (kind == ScaleKind::UE4M3) {
+    const FormatSpec e4m3 = spec_of(Format::E4M3);
+    const float sd = decode(e4m3, scale_byte);
+    if (!(sd == sd) || !(tensor_scale_inv == tensor_scale_inv)) return r;  // a NaN block or tensor scale
+    const float f = 1.0f / (sd * tensor_scale_inv);
+    const float v = f32_from_bits(ax) * (f > FLT_MAX ? FLT_MAX : f);
+    av = double(v);
+    lo_code = mxsim::encode(ef, f32_bits(v), 0, RoundMode::RZ, Overflow::Saturate, 0);
+  } else {
+    return r;
+  }
+  const double lo = double(decode(ef, lo_code));
+  if (av == lo || lo_code >= ef.max_code()) return r;
+  const double hi = double(decode(ef, lo_code + 1));
+  r.between = true;
+  r.up = (code & ~ef.sign_bit()) == lo_code + 1;
+  r.p_up = (av - lo) / (hi - lo);
+  return r;
+}
+
 /// Largest magnitude a block can represent (saturation in numerics.md §4.6):
 /// dequant_value of the element format's largest finite value.
 MXSIM_HD inline float block_max_value(ScaleKind kind, float elem_max_value, uint8_t scale_byte, float scale_inv,

@@ -29,10 +29,12 @@ namespace mxsim::trace::schema {
 /// 4: format 3 plus the block maps of the activation operands (kActivationOperands) with their
 ///    rows, the per-element de-oscillation snap counts (element_map "snaps") and the per-step
 ///    series of watched elements (watch).
+/// 5: format 4 plus the bias and rounding choices of every quantized operand (quant/<op>/mean_err,
+///    rounded, rounded_up, expected_up: the gradient-quality statistics of numerics.md §4.6).
 inline constexpr const char* kFormatAttr = "mxsim_trace_format";
-inline constexpr int kFormatVersion = 4;
+inline constexpr int kFormatVersion = 5;
 /// The first format that holds a dataset of the given kind (readers name it when one is missing).
-inline constexpr int kFormatWeightMaps = 2, kFormatOperandMaps = 4;
+inline constexpr int kFormatWeightMaps = 2, kFormatOperandMaps = 4, kFormatGradQuality = 5;
 /// The completion counter: row i holds i (the trace row), written after
 /// every series of that row; a reader trusts len(/steps) rows. It carries
 /// units, description and rows as the series do (describe, kRowConvention).
@@ -83,14 +85,19 @@ struct SeriesName {
   const char* name;
   DType dtype;
 };
-/// The quantization statistics of one operand, in declaration order
-/// (scale_exp_hist has row shape [256]: counts of E8M0 bytes / exponents + 127).
-inline constexpr std::array<SeriesName, 6> kQuantStats{{{"mse", DType::f64},
-                                                        {"sqnr_db", DType::f64},
-                                                        {"underflow", DType::u64},
-                                                        {"saturated", DType::u64},
-                                                        {"count", DType::u64},
-                                                        {"scale_exp_hist", DType::u64}}};
+/// The quantization statistics of one operand (core's QuantStats), in declaration order
+/// (scale_exp_hist has row shape [256]: counts of E8M0 bytes / exponents + 127). mean_err,
+/// rounded, rounded_up, expected_up: trace format 5.
+inline constexpr std::array<SeriesName, 10> kQuantStats{{{"mse", DType::f64},
+                                                         {"sqnr_db", DType::f64},
+                                                         {"underflow", DType::u64},
+                                                         {"saturated", DType::u64},
+                                                         {"count", DType::u64},
+                                                         {"scale_exp_hist", DType::u64},
+                                                         {"mean_err", DType::f64},
+                                                         {"rounded", DType::u64},
+                                                         {"rounded_up", DType::u64},
+                                                         {"expected_up", DType::f64}}};
 inline constexpr std::size_t kScaleExpBins = 256;
 /// The oscillation metrics of one quantized weight, in declaration order.
 /// ema_frac_above: the share of elements whose EMA flip frequency exceeds

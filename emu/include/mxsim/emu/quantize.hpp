@@ -171,7 +171,7 @@ class QuantStatsAccumulator {
 
  private:
   QuantStats s_;
-  hd::TreeSum se_, sx_;
+  hd::TreeSum se_, sx_, sd_, sp_;  ///< sum e^2, x^2, d - x, p_up (numerics.md §4.6)
   size_t pairs_ = 0;
 };
 
