@@ -15,11 +15,13 @@
 #include "mxsim/backend_profile.hpp"
 #include "mxsim/emu/backend_emu.hpp"
 #include "mxsim/emu/quantize.hpp"
+#include "mxsim/quant_stats.hpp"
 #include "mxsim/sim/config.hpp"
 #include "mxsim/sim/model.hpp"
 #include "mxsim/sim/recipe.hpp"
 #include "mxsim/sim/trainer.hpp"
 #include "mxsim/spec_args.hpp"
+#include "mxsim/trace/compare.hpp"
 #include "mxsim/trace/reader.hpp"
 #include "mxsim/trace/schema.hpp"
 
@@ -216,4 +218,98 @@ TEST(SimPerGemm, StatisticsFollowTheQuantizingGemm) {
   EXPECT_TRUE(parse_linear_recipe("mxfp8,fprop=mxfp4", {}).deosc_eligible());
   EXPECT_FALSE(parse_linear_recipe("mxfp4,fprop=mxfp8", {}).deosc_eligible());
   EXPECT_TRUE(parse_linear_recipe("mxfp4,wgrad=bf16", {}).deosc_eligible());
+}
+
+// output_error (numerics.md §4.8) by hand: ref {1, 2, 3, 4, NaN}, test {1, 2.5, 3, 3.5, 0}:
+// errors {0, 0.5, 0, -0.5} over the four finite pairs, sum e^2 = 0.5, sum r^2 = 30; the largest
+// |e| = 0.5 first at index 1 (index 3 ties); the NaN pair is not compared.
+TEST(SimShadow, OutputErrorByHand) {
+  const float ref[] = {1, 2, 3, 4, NAN}, test[] = {1, 2.5f, 3, 3.5f, 0};
+  const OutputError o = output_error(ref, test, 5);
+  EXPECT_EQ(o.count, 5u);
+  EXPECT_EQ(o.nonfinite, 1u);
+  EXPECT_EQ(o.rel_l2, std::sqrt(0.5 / 30.0));
+  EXPECT_EQ(o.sqnr_db, 10.0 * std::log10(30.0 / 0.5));
+  EXPECT_EQ(o.max_abs_err, 0.5);
+  EXPECT_EQ(o.max_index, 1);
+  const OutputError same = output_error(ref, ref, 4);
+  EXPECT_EQ(same.max_index, -1);
+  EXPECT_TRUE(std::isinf(same.sqnr_db));
+  EXPECT_EQ(same.rel_l2, 0.0);
+  // the backend op delivers the same (the emulator through the default)
+  auto be = emu::make_emu_backend();
+  Tensor r = be->alloc(DType::f32, {5}), t = be->alloc(DType::f32, {5});
+  be->upload<float>(r, ref);
+  be->upload<float>(t, test);
+  OutputError d;
+  be->output_error_deferred(r, t, &d);
+  be->resolve_deferred();
+  EXPECT_EQ(d.max_index, 1);
+  EXPECT_EQ(d.rel_l2, o.rel_l2);
+}
+
+// A tiny GEMM whose shadow error is known: x = 1.25 (then zeros) against W = 1 (then zeros),
+// K = 32. MXFP4 fprop quantizes x to 1 (the tie goes to the even code) and keeps W: y = 1, while
+// the BF16 GEMM gives 1.25. rel_l2 = 0.25 / 1.25 = 0.2, the error at index 0.
+TEST(SimShadow, TinyGemmShadowErrorByHand) {
+  auto be = emu::make_emu_backend();
+  Tensor2f xh = xt::zeros<float>({size_t(1), size_t(32)});
+  xh(0, 0) = 1.25f;
+  Tensor3f wh = Tensor3f::from_shape({1, 32, 32});
+  wh.fill(0.0f);
+  wh(0, 0, 0) = 1.0f;
+  const Tensor x = be->upload(xh), W = be->upload(wh);
+  const OperandSpecs sp = operand_specs(make_recipe("mxfp4", {}));
+  const std::vector<int64_t> ms = {1};
+  Tensor y = be->alloc(DType::f32, {1, 32}), ref = be->alloc(DType::f32, {1, 32});
+  be->grouped_fprop(be->quantize(x, sp.x_fprop, Axis::Cols), be->quantize(W, sp.w, Axis::Cols), ms, y,
+                    {Format::FP32, false});
+  be->grouped_fprop(x, W, ms, ref, {Format::FP32, false});
+  OutputError o;
+  be->output_error_deferred(ref, y, &o);
+  be->resolve_deferred();
+  EXPECT_EQ(be->download<float>(y)[0], 1.0f);
+  EXPECT_EQ(be->download<float>(ref)[0], 1.25f);
+  EXPECT_EQ(o.rel_l2, std::sqrt(0.0625 / 1.5625));
+  EXPECT_EQ(o.max_abs_err, 0.25);
+  EXPECT_EQ(o.max_index, 0);
+}
+
+// The shadow reads, never writes: the default run (shadows of fc1 and fc2) and the same run with
+// trace.shadow_layers = [] agree in every common dataset bit for bit; the shadow datasets are the
+// only additions: one group of five per quantized GEMM of the shadowed layers (fc1's wgrad in
+// BF16 has none), [micro-batches] each, with errors inside the GEMM's output.
+TEST(SimShadow, ReadsNeverWritesAndCoversTheQuantizedGemms) {
+  auto be = emu::make_emu_backend();
+  auto trace = [&](const std::string& name, std::vector<std::string> extra) {
+    TrainOptions o;
+    o.evaluate = false;
+    o.trace_path = tmp(name);
+    extra.push_back("run.max_steps=2");
+    train(tiny(std::move(extra)), *be, o);
+    return o.trace_path;
+  };
+  const std::string on = trace("shadow_on.h5", {"recipe.fc1_wgrad=\"bf16\""});
+  const std::string off = trace("shadow_off.h5", {"recipe.fc1_wgrad=\"bf16\"", "trace.shadow_layers=[]"});
+  const trace::CompareResult c = trace::compare(on, off);
+  EXPECT_FALSE(c.first_difference.has_value());
+  EXPECT_TRUE(c.mismatched.empty());
+  EXPECT_TRUE(c.only_b.empty());
+  EXPECT_EQ(c.only_a.size(), 5u * 5u);  // fc1 fprop, dgrad; fc2 fprop, dgrad, wgrad
+  for (const std::string& n : c.only_a) EXPECT_NE(n.find("/shadow/"), std::string::npos) << n;
+  trace::Reader rd(on);
+  EXPECT_FALSE(rd.has(trace::schema::shadow("fc1", "wgrad", "rel_l2")));
+  for (const char* l : {"fc1", "fc2"})
+    for (const char* g : {"fprop", "dgrad"}) {
+      const auto rel = rd.read_series<double>(trace::schema::shadow(l, g, "rel_l2"));
+      const auto idx = rd.read_series<int64_t>(trace::schema::shadow(l, g, "max_index"));
+      ASSERT_EQ(rel.size(), 4u) << l << g;  // 2 steps x 2 micro-batches
+      for (size_t i = 0; i < rel.size(); ++i) {
+        EXPECT_GT(rel[i], 0.0) << l << g;  // MXFP4 is not exact on these operands
+        EXPECT_LT(rel[i], 1.0) << l << g;
+        EXPECT_GE(idx[i], 0) << l << g;
+      }
+    }
+  std::filesystem::remove(on);
+  std::filesystem::remove(off);
 }

@@ -87,6 +87,10 @@ void Backend::quant_elements_deferred_impl(const QTensor& qh, std::span<const in
   *dst = quant_elements_of(download(qh), idx);
 }
 void Backend::resolve_deferred_impl() {}
+void Backend::output_error_deferred_impl(const Tensor& ref, const Tensor& test, OutputError* dst) {
+  const std::vector<float> r = download<float>(ref), t = download<float>(test);
+  *dst = output_error(r.data(), t.data(), r.size());
+}
 void Backend::l2_norm_deferred_impl(const Tensor& x, double* dst) { *dst = l2_norm_impl(x); }
 void Backend::quant_stats_deferred_impl(const Tensor& x, const QTensor& q, QuantStats* dst) {
   *dst = quant_stats_impl(x, q);

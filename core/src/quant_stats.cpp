@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "mxsim/bits.hpp"
+#include "mxsim/hd/reduce.hpp"
 #include "mxsim/quantized_tensor.hpp"
 #include "mxsim/rounding.hpp"
 #include "mxsim/scale_rule.hpp"
@@ -22,6 +23,38 @@ void set_error_stats(QuantStats& s, size_t pairs, double se, double sx, double m
   s.mse = se / double(pairs);
   s.signal_power = sx / double(pairs);
   s.sqnr_db = se == 0 ? INFINITY : 10.0 * std::log10(sx / se);
+}
+
+OutputError output_error(const float* ref, const float* test, size_t n) {
+  OutputError o;
+  o.count = n;
+  hd::TreeSum se, sr;
+  size_t pairs = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double r = ref[i], t = test[i];
+    if (!std::isfinite(r) || !std::isfinite(t)) {
+      ++o.nonfinite;
+      se.add(0.0);
+      sr.add(0.0);
+      continue;
+    }
+    const double e = t - r;  // exact: both are floats
+    se.add(e * e);
+    sr.add(r * r);
+    if (std::fabs(e) > o.max_abs_err) {  // strictly: the first index of the largest error
+      o.max_abs_err = std::fabs(e);
+      o.max_index = int64_t(i);
+    }
+    ++pairs;
+  }
+  if (pairs == 0) {
+    o.rel_l2 = o.sqnr_db = o.max_abs_err = NAN;
+    return o;
+  }
+  const double e2 = se.result(), r2 = sr.result();
+  o.rel_l2 = r2 > 0 ? std::sqrt(e2 / r2) : NAN;
+  o.sqnr_db = e2 == 0 ? INFINITY : 10.0 * std::log10(r2 / e2);
+  return o;
 }
 
 ScaleExpCounts scale_exp_counts(const QuantizedTensor& q) {

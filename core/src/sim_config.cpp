@@ -85,6 +85,7 @@ deosc_shard_edge = false # de-osc QDQ of each rank's flat slice with zeros for o
 snapshot_layers = ["fc1"]
 snapshot_steps = [2]       # global optimizer steps (1-based, as /train/step)
 watch_elements = [0, 1, 2, 3, 4, 5, 6, 7]  # flat [G, N, K] indices recorded every step
+shadow_layers = ["fc1", "fc2"]  # quantized GEMMs compared with the same GEMM on BF16 operands
 checkpoint_every = 0
 )TOML";
 
@@ -262,6 +263,7 @@ std::map<std::string, Setter> setters(Config& c) {
   m["parallel.ranks"] = int_setter(c.ranks, 1, kMaxRanks);
   m["parallel.deosc_shard_edge"] = bool_setter(c.deosc_shard_edge);
   m["trace.snapshot_layers"] = layers_setter(c.snapshot_layers);
+  m["trace.shadow_layers"] = layers_setter(c.shadow_layers);
   m["trace.snapshot_steps"] = list_setter(c.snapshot_steps);
   m["trace.checkpoint_every"] = int_setter(c.checkpoint_every, 0);
   m["trace.watch_elements"] = list_setter(c.watch_elements);
@@ -417,6 +419,8 @@ std::string to_toml(const Config& c) {
   toml::array layers, steps, watch;
   for (int64_t e : c.watch_elements) watch.push_back(e);
   for (Layer l : c.snapshot_layers) layers.push_back(std::string(name_of(l)));
+  toml::array shadow;
+  for (Layer l : c.shadow_layers) shadow.push_back(std::string(name_of(l)));
   for (int64_t n : c.snapshot_steps) steps.push_back(n);
   toml::table recipe{{"mxfp4_hadamard_wgrad", c.recipe.mxfp4_hadamard_wgrad},
                      {"mxfp4_sr_grad", c.recipe.mxfp4_sr_grad},
@@ -461,7 +465,7 @@ std::string to_toml(const Config& c) {
                             {"start_step", c.deosc_start_step}}},
       {"metrics", toml::table{{"osc_ema_momentum", fl(c.osc_ema_momentum)}}},
       {"parallel", toml::table{{"ranks", int64_t(c.ranks)}, {"deosc_shard_edge", c.deosc_shard_edge}}},
-      {"trace", toml::table{{"snapshot_layers", layers}, {"snapshot_steps", steps}, {"checkpoint_every", c.checkpoint_every},
+      {"trace", toml::table{{"snapshot_layers", layers}, {"shadow_layers", shadow}, {"snapshot_steps", steps}, {"checkpoint_every", c.checkpoint_every},
                             {"watch_elements", watch}}},
   };
   // Floats are written here as the shortest decimal that reads back as the same double

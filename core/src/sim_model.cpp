@@ -237,6 +237,7 @@ Model::Model(const Config& c, Backend& be)
     // the statistics of an operand no GEMM quantizes stay NaN (the trace's "not recorded")
     for (Role r : kRoles)
       if (!w->recipe.records(r)) set_error_stats(stats_[size_t(l.layer)][size_t(r)].q, 0, 0, 0, 0);
+    for (auto& v : shadow_[size_t(l.layer)]) v.assign(size_t(c.num_microbatches), OutputError{});
     w->num_microbatches = c.num_microbatches;
     // Uniform(-b, b), b = sqrt(3) * std, std = init_std or 1/sqrt(fan_in);
     // Philox keyed by (seed, layer id, 0xFFFF) with the element index as
@@ -282,6 +283,15 @@ void Model::queue_stats(Layer l, Role r, const Tensor& x, const QTensor& q) {
   be_.quant_stats_deferred(x, q, &o.q);
   be_.scale_exp_histogram_deferred(q, &o.scale_exp_hist);
   if (r != Role::W && capturing(l)) capture_rowwise(l, r == Role::X ? Operand::X : Operand::Dy, x, q);
+}
+
+bool Model::shadows(Layer l, GemmForm g) const {
+  return !expert_parallel() && w_[size_t(l)]->recipe.quantized(g) &&
+         std::find(cfg_.shadow_layers.begin(), cfg_.shadow_layers.end(), l) != cfg_.shadow_layers.end();
+}
+
+void Model::queue_shadow(const Weight& w, GemmForm g, int mb, const Tensor& ref, const Tensor& test) {
+  be_.output_error_deferred(ref, test, &shadow_[size_t(w.layer)][size_t(g)].at(size_t(mb)));
 }
 
 bool Model::capturing(Layer l) const {
@@ -340,6 +350,11 @@ void Model::linear_forward(Weight& w, const Tensor& x, std::span<const int64_t> 
   QTensor scratch;
   const QTensor& wq = weight_for_fprop(be_, w, mb, num_mb, scratch);
   be_.grouped_fprop(xq, wq, ms, y, out);
+  if (shadows(w.layer, GemmForm::Fprop)) {
+    Tensor ref = be_.alloc(DType::f32, y.shape());
+    be_.grouped_fprop(x, w.model, ms, ref, out);
+    queue_shadow(w, GemmForm::Fprop, mb, ref, y);
+  }
   if (st) {
     queue_stats(w.layer, Role::W, w.model, wq);
     queue_stats(w.layer, Role::X, x, xq);
@@ -363,6 +378,11 @@ void Model::linear_backward(Weight& w, const Tensor& dy, std::span<const int64_t
       QTensor scratch;
       const QTensor& wq = weight_for_dgrad(be_, w, mb, num_mb, scratch);
       be_.grouped_dgrad(dyq, wq, ms, *dx, {Format::BF16, false});
+      if (shadows(w.layer, GemmForm::Dgrad)) {
+        Tensor ref = be_.alloc(DType::f32, dx->shape());
+        be_.grouped_dgrad(dy, w.model, ms, ref, {Format::BF16, false});
+        queue_shadow(w, GemmForm::Dgrad, mb, ref, *dx);
+      }
       if (st) {
         queue_stats(w.layer, Role::Dy, dy, dyq);
         if (w.recipe.weight_gemm() == GemmForm::Dgrad) queue_stats(w.layer, Role::W, w.model, wq);
@@ -390,16 +410,30 @@ void Model::linear_backward(Weight& w, const Tensor& dy, std::span<const int64_t
     if (q) be_.grouped_wgrad(dyq, xq, ms, out, o);
     else be_.grouped_wgrad(dy, ctx.x, ms, out, o);
   };
+  // The wgrad shadow: dW_mb on the BF16 operands beside the quantized GEMM's dW_mb in the form
+  // the run adds it (FP32 where fused, else BF16).
+  const bool shadow = shadows(w.layer, GemmForm::Wgrad);
+  auto wgrad_shadow = [&](const Tensor& test, const GemmOptions& o) {
+    Tensor ref = be_.alloc(DType::f32, w.shape());
+    be_.grouped_wgrad(dy, ctx.x, ms, ref, o);
+    queue_shadow(w, GemmForm::Wgrad, mb, ref, test);
+  };
   if (w.recipe.fused_wgrad_accum()) {
     // Gradient-accumulation fusion (Primus PR #995): the wgrad GEMM's FP32
     // accumulator starts at main_grad and is rounded once to FP32.
     wgrad(w.main_grad, {Format::FP32, true});
     if (record) wgrad(ensure(be_, *record, w.shape()), {Format::FP32, false});
+    if (shadow) {
+      Tensor own;  // the quantized dW_mb alone (record holds it on a snapshot step)
+      if (!record) wgrad(ensure(be_, own, w.shape()), {Format::FP32, false});
+      wgrad_shadow(record ? *record : own, {Format::FP32, false});
+    }
   } else {
     // Unfused bridge: dW_mb in BF16, then main_grad = fl32(main_grad + dW_mb).
     Tensor& tmp = record ? ensure(be_, *record, w.shape()) : ensure(be_, wgrad_tmp, w.shape());
     wgrad(tmp, {Format::BF16, false});
     be_.accumulate_groups(w.main_grad, tmp, ms);
+    if (shadow) wgrad_shadow(tmp, {Format::BF16, false});
   }
 }
 

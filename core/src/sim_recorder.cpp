@@ -23,7 +23,19 @@ const Weight* ws_by_slot(const std::vector<Weight*>& ws, size_t slot) {
 }
 }  // namespace
 
-RunPlan simulator_plan(const Config& cfg, const std::vector<Weight*>& ws) {
+void StepRecord::LayerRecord::Shadow::set(const std::vector<OutputError>& e) {
+  rel_l2.clear(), sqnr_db.clear(), max_abs_err.clear(), max_index.clear(), nonfinite.clear();
+  for (const OutputError& o : e) {
+    rel_l2.push_back(o.rel_l2);
+    sqnr_db.push_back(o.sqnr_db);
+    max_abs_err.push_back(o.max_abs_err);
+    max_index.push_back(o.max_index);
+    nonfinite.push_back(o.nonfinite);
+  }
+}
+
+RunPlan simulator_plan(const Config& cfg, const std::vector<Weight*>& ws,
+                       const std::function<bool(Layer, GemmForm)>& shadows) {
   RunPlan p;
   p.micro_batches = uint64_t(cfg.num_microbatches);
   p.experts = uint64_t(cfg.experts);
@@ -37,6 +49,8 @@ RunPlan simulator_plan(const Config& cfg, const std::vector<Weight*>& ws) {
     l.quantized = w->recipe.weight_quantized();
     l.deosc = cfg.deosc && w->recipe.deosc_eligible();
     l.shard_edge = l.deosc && cfg.deosc_shard_edge;
+    for (GemmForm g : {GemmForm::Fprop, GemmForm::Dgrad, GemmForm::Wgrad})
+      l.shadow[size_t(g)] = shadows && shadows(w->layer, g);
     const bool snap_layer =
         std::find(cfg.snapshot_layers.begin(), cfg.snapshot_layers.end(), w->layer) != cfg.snapshot_layers.end();
     l.snapshots = snap_layer;
@@ -103,6 +117,21 @@ void TraceRecorder::plan_series(const RunPlan& plan) {
     add(schema::main_grad_norm(L), DType::f64, {NMB}, [l](const StepRecord& r) { return r.layers.at(l).main_grad_norm.data(); });
     if (lp.grad_added)
       add(schema::grad_added(L), DType::u8, {NMB}, [l](const StepRecord& r) { return r.layers.at(l).grad_added.data(); });
+    for (GemmForm g : {GemmForm::Fprop, GemmForm::Dgrad, GemmForm::Wgrad}) {
+      if (!lp.shadow[size_t(g)]) continue;
+      const char* gn = kGemmNames[size_t(g)];
+      auto sh = [l, g](const StepRecord& r) -> const StepRecord::LayerRecord::Shadow& {
+        return r.layers.at(l).shadow[size_t(g)];
+      };
+      add(schema::shadow(L, gn, "rel_l2"), DType::f64, {NMB}, [sh](const StepRecord& r) { return sh(r).rel_l2.data(); });
+      add(schema::shadow(L, gn, "sqnr_db"), DType::f64, {NMB}, [sh](const StepRecord& r) { return sh(r).sqnr_db.data(); });
+      add(schema::shadow(L, gn, "max_abs_err"), DType::f64, {NMB},
+          [sh](const StepRecord& r) { return sh(r).max_abs_err.data(); });
+      add(schema::shadow(L, gn, "max_index"), DType::i64, {NMB},
+          [sh](const StepRecord& r) { return sh(r).max_index.data(); });
+      add(schema::shadow(L, gn, "nonfinite"), DType::u64, {NMB},
+          [sh](const StepRecord& r) { return sh(r).nonfinite.data(); });
+    }
     if (lp.quantized) {
       for (Role role : kRoles)
         for (const schema::SeriesName& s : schema::kQuantStats) {
@@ -146,9 +175,10 @@ void TraceRecorder::plan_series(const RunPlan& plan) {
 }
 
 TraceRecorder::TraceRecorder(const std::string& path, const std::string& config_toml, const std::string& backend,
-                             const Config& cfg, const std::vector<Weight*>& ws, Step first, Step last)
+                             const Config& cfg, const std::vector<Weight*>& ws, Step first, Step last,
+                             const std::function<bool(Layer, GemmForm)>& shadows)
     : first_(first) {
-  const RunPlan plan = simulator_plan(cfg, ws);
+  const RunPlan plan = simulator_plan(cfg, ws, shadows);
   plan_series(plan);
   set_snapshot_steps(cfg.snapshot_steps, first.n(), last.n());
   for (const LayerPlan& l : plan.layers)

@@ -165,7 +165,8 @@ class Trainer {
     }
     const Step last(opt_.stop_after > 0 ? std::min(total_, opt_.stop_after) : total_);
     if (!opt_.trace_path.empty() && lead_)
-      rec_ = std::make_unique<TraceRecorder>(opt_.trace_path, cfg_text_, be_.name(), cfg_, ws_, done.next(), last);
+      rec_ = std::make_unique<TraceRecorder>(opt_.trace_path, cfg_text_, be_.name(), cfg_, ws_, done.next(), last,
+                                             [this](Layer l, GemmForm g) { return model_.shadows(l, g); });
     TrainResult res;
     res.total_steps = total_;
     auto tl = std::chrono::steady_clock::now();
@@ -276,6 +277,9 @@ class Trainer {
       op_maps_.clear();
       rec_->write_snapshots(n, [&](size_t slot, std::string_view kind) { return snapshot(Layer(slot), kind); });
     }
+    for (Weight* w : ws_)
+      for (GemmForm g : {GemmForm::Fprop, GemmForm::Dgrad, GemmForm::Wgrad})
+        if (model_.shadows(w->layer, g)) r.layers[size_t(w->layer)].shadow[size_t(g)].set(model_.shadow(w->layer, g));
     for (Weight* w : ws_)
       if (w->recipe.weight_quantized())
         for (Role role : kRoles) r.layers[size_t(w->layer)].quant[size_t(role)] = model_.stats(w->layer, role);

@@ -22,6 +22,15 @@ struct Entry {
 
 // Per-step series, by the end of their name.
 constexpr Entry kSeries[] = {
+    {"/shadow/fprop/rel_l2", "1", "[micro-batch] ||y - y_bf16|| / ||y_bf16||: fprop's output against the same GEMM on the BF16 operands"},
+    {"/shadow/dgrad/rel_l2", "1", "[micro-batch] ||dx - dx_bf16|| / ||dx_bf16||: dgrad's output against the same GEMM on the BF16 operands"},
+    {"/shadow/wgrad/rel_l2", "1", "[micro-batch] ||dW - dW_bf16|| / ||dW_bf16||: the micro-batch's dW against the same GEMM on the BF16 operands"},
+    {"/shadow/fprop/sqnr_db", "dB", "[micro-batch] 10 log10(sum y_bf16^2 / sum (y - y_bf16)^2) of fprop's output"},
+    {"/shadow/dgrad/sqnr_db", "dB", "[micro-batch] 10 log10(sum dx_bf16^2 / sum (dx - dx_bf16)^2) of dgrad's output"},
+    {"/shadow/wgrad/sqnr_db", "dB", "[micro-batch] 10 log10(sum dW_bf16^2 / sum (dW - dW_bf16)^2) of wgrad's output"},
+    {"/max_abs_err", "value", "[micro-batch] largest |output - BF16 shadow output|"},
+    {"/max_index", "index", "[micro-batch] row-major index of the first element with that error (-1: none differs)"},
+    {"/nonfinite", "count", "[micro-batch] elements where the output or the shadow is NaN or Inf (not compared)"},
     {"/train/step", "step", "global optimizer step, 1-based (a resumed run continues the count)"},
     {"/train/loss", "nat", "mean cross-entropy over the global batch plus the mean auxiliary loss over micro-batches"},
     {"/train/aux_loss", "nat", "load-balancing loss (Switch Transformer eq. 4), mean over micro-batches"},

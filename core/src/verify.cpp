@@ -1092,6 +1092,25 @@ void verify_l2_norm(Ctx& c, Rng& r, int k) {
   }
 }
 
+// A reference and a test that differ in a few elements (a tie of the largest error among them:
+// the first index is reported), with specials in the second variant.
+void verify_output_error(Ctx& c, Rng& r, int k) {
+  for (int variant = 0; variant < 2; ++variant) {
+    const std::vector<size_t> dm = random_dims(r, 3000, variant == 0);
+    const size_t n = numel(dm);
+    const std::vector<float> ref = values(r, n, 64, spread_of(k), variant ? special_pct(k) : 0);
+    std::vector<float> test = ref;
+    for (size_t i = 0; i < n; i += 1 + r.below(7)) test[i] = ref[i] + (r.coin() ? 0.5f : -0.25f);
+    run_case(c, Op::OutputError, dims_str(dm), variant ? "with specials" : "finite", [&](Backend& be) {
+      OutputError o;
+      be.output_error_deferred(put(be, shape_of(dm), ref), put(be, shape_of(dm), test), &o);
+      be.resolve_deferred();
+      return Result{part(std::vector<uint64_t>{o.count, o.nonfinite, uint64_t(o.max_index)}),
+                    part(std::vector<double>{o.rel_l2, o.sqnr_db, o.max_abs_err})};
+    });
+  }
+}
+
 // ---- optimizer, de-oscillation, oscillation metrics
 std::vector<float> nonnegative(std::vector<float> v) {
   for (float& x : v) x = std::fabs(x);

@@ -229,6 +229,9 @@ class Backend {
   // gather_deferred(t, idx, dst): elements idx of t (flat row-major indices, any dtype) into dst:
   //   idx.size() elements of t's dtype, little-endian. Throws std::invalid_argument naming the first
   //   index outside t (before anything is queued). The default downloads t.
+  // output_error_deferred(ref, test, dst): OutputError of test against ref (f32, same shape;
+  //   quant_stats.hpp output_error, numerics.md §4.8): a GEMM's output against the same GEMM on
+  //   BF16 operands (the simulator's shadow). The default downloads both tensors.
   // quant_elements_deferred(q, idx, dst): QuantElements of elements idx of q; throws
   //   std::invalid_argument naming the first index outside q. The default downloads q.
   // resolve_deferred(): delivers every deferred value queued so far (a synchronisation point).

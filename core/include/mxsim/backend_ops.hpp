@@ -52,7 +52,8 @@
   F(L2Norm, l2_norm)                                                                                       \
   F(AdamW, adamw)                                                                                          \
   F(DeOsc, deosc)                                                                                          \
-  F(OscMetrics, osc_metrics)
+  F(OscMetrics, osc_metrics)                                                                               \
+  F(OutputError, output_error)
 
 #define MXSIM_BACKEND_OPS(X)                                                                               \
   X(Memory, alloc, alloc, "alloc", Tensor, (DType dtype, Shape shape), (dtype, shape))                     \
@@ -176,7 +177,9 @@
   X(CountCorrect, count_correct_deferred, count_correct_deferred, "count_correct (deferred)", void,        \
     (const Tensor& logits, const Tensor& labels, int64_t* dst), (logits, labels, dst))                     \
   X(L2Norm, l2_norm_deferred, l2_norm_deferred, "l2_norm (deferred)", void, (const Tensor& x, double* dst), \
-    (x, dst))
+    (x, dst))                                                                                              \
+  X(OutputError, output_error_deferred, output_error_deferred, "output_error (deferred)", void,            \
+    (const Tensor& ref, const Tensor& test, OutputError* dst), (ref, test, dst))
 
 /// In a backend's class body: the override declaration of one row's <name>_impl.
 #define MXSIM_BACKEND_DECLARE_IMPL(Family, id, name, label, Ret, params, args) Ret name##_impl params override;

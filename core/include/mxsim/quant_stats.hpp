@@ -38,6 +38,21 @@ struct QuantStats {
   double expected_up = 0;
 };
 
+/// A GEMM output against its reference, e.g. the same GEMM on BF16 operands (numerics.md §4.8):
+/// over the n elements where both are finite, FP64 tree sums in row-major order of (t - r)^2 and
+/// r^2 (+0.0 at an excluded element), the largest |t - r| and the first index holding it.
+struct OutputError {
+  size_t count = 0;          ///< elements
+  size_t nonfinite = 0;      ///< elements where either value is NaN or Inf (not compared)
+  double rel_l2 = 0;         ///< sqrt(sum (t - r)^2 / sum r^2); NaN when sum r^2 = 0 or n = 0
+  double sqnr_db = 0;        ///< 10 log10(sum r^2 / sum (t - r)^2); +inf when equal, NaN when n = 0
+  double max_abs_err = 0;    ///< max |t - r| (0 when equal; NaN when n = 0)
+  int64_t max_index = -1;    ///< row-major index of the first element with max_abs_err > 0; -1 if none
+};
+/// OutputError of test against ref (n elements each, row-major): the one definition every
+/// backend delivers (the default op downloads both and calls this).
+OutputError output_error(const float* ref, const float* test, size_t n);
+
 /// Histogram of the block scale exponents of a quantized tensor, 256 bins in
 /// E8M0 code order: bin 127 + e counts the blocks whose scale exponent e is
 /// (E8M0: the byte's exponent; FP32 / UE4M3 scales: floor(log2 scale_inv),

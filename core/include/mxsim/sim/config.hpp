@@ -91,6 +91,10 @@ struct Config {
   /// layer whose master, quantized value, block scale, flips and snaps the trace records at
   /// every step (/layers/<l>/watch/*); each must lie inside every snapshot layer's weight.
   std::vector<int64_t> watch_elements = {0, 1, 2, 3, 4, 5, 6, 7};
+  /// Layers whose quantized GEMMs each run a BF16 shadow (docs/simulator.md "BF16 shadow"): the
+  /// same GEMM on the unquantized operands, compared with the quantized output per micro-batch
+  /// (/layers/<l>/shadow/<gemm>/*). Reads the run's tensors, never writes them.
+  std::vector<Layer> shadow_layers = {Layer::Fc1, Layer::Fc2};
 
   /// Steps per epoch (floor(N / global_batch)).
   int64_t steps_per_epoch(int64_t n_train) const { return n_train / global_batch; }

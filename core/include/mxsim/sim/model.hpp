@@ -192,6 +192,12 @@ class Model {
 
   /// Quantization stats of the last recorded micro-batch.
   const OperandStats& stats(Layer l, Role r) const { return stats_[size_t(l)][size_t(r)]; }
+  /// Whether GEMM g of layer l runs a BF16 shadow (trace.shadow_layers, a quantized GEMM, one
+  /// grouped launch: not under expert parallelism).
+  bool shadows(Layer l, GemmForm g) const;
+  /// The BF16 shadow's error of GEMM g of layer l per micro-batch of the step (deferred: the
+  /// values arrive with the step's resolve_deferred; NaN where the step ran no such GEMM).
+  const std::vector<OutputError>& shadow(Layer l, GemmForm g) const { return shadow_[size_t(l)][size_t(g)]; }
 
   /// Keep host copies of the quantized activation operands (every Operand) of `layers`'
   /// quantized linears in the micro-batches that run until stop_capture(); the trainer asks
@@ -223,6 +229,10 @@ class Model {
   Backend& be_;
   std::vector<std::unique_ptr<Weight>> w_;
   std::array<std::array<OperandStats, 3>, 5> stats_{};
+  std::array<std::array<std::vector<OutputError>, 3>, 5> shadow_;  ///< [layer][GemmForm][micro-batch]
+  /// The shadow of GEMM g of w in micro-batch mb: ref (the same GEMM on the BF16 operands, just
+  /// computed into its own tensor) against the run's output `test`.
+  void queue_shadow(const Weight& w, GemmForm g, int mb, const Tensor& ref, const Tensor& test);
   /// stats_[l][r] = x's quantization statistics against q (deferred).
   void queue_stats(Layer l, Role r, const Tensor& x, const QTensor& q);
   std::vector<Layer> capture_layers_;

@@ -41,6 +41,14 @@ struct StepRecord {
     std::vector<double> main_grad_norm;    ///< [micro-batches]
     std::vector<uint8_t> grad_added;       ///< [micro-batches] (LayerPlan::grad_added)
     std::array<OperandStats, 3> quant{};   ///< by Role (quantized layers)
+    /// The BF16 shadow's error per GemmForm, one entry per micro-batch (LayerPlan::shadow).
+    struct Shadow {
+      std::vector<double> rel_l2, sqnr_db, max_abs_err;
+      std::vector<int64_t> max_index;
+      std::vector<uint64_t> nonfinite;
+      void set(const std::vector<OutputError>& e);
+    };
+    std::array<Shadow, 3> shadow;
     Backend::OscStep osc;
     int64_t snapped = 0;                   ///< de-osc snaps this step
     DeOsc::EdgeStep edge;                  ///< parallel.deosc_shard_edge: what the shard edge changed
@@ -74,6 +82,7 @@ struct LayerPlan {
   bool snapshots = false;
   bool snapshot_wgrad_mb = false;
   bool grad_added = false;        ///< the grad_added_to_main_grad series (a recorder's main_grad layers)
+  std::array<bool, 3> shadow{};   ///< per GemmForm: shadow/<gemm>/* (a BF16 shadow of that GEMM)
 };
 /// The run-wide series beside the layers'.
 struct RunPlan {
@@ -87,8 +96,10 @@ struct RunPlan {
   std::vector<int64_t> snapshot_steps;
   int64_t first_step = 1;
 };
-/// The plan of a simulator run (every layer of `weights`).
-RunPlan simulator_plan(const Config& cfg, const std::vector<Weight*>& weights);
+/// The plan of a simulator run (every layer of `weights`); `shadows` says which GEMMs of a layer
+/// run a BF16 shadow (Model::shadows).
+RunPlan simulator_plan(const Config& cfg, const std::vector<Weight*>& weights,
+                       const std::function<bool(Layer, GemmForm)>& shadows);
 
 /// The fixed trace layout of one activation operand's block maps (snapshot layers): G groups
 /// (the experts of fc1 / fc2, else 1) of at most R rows (a micro-batch's tokens; an expert's
@@ -118,7 +129,8 @@ class TraceRecorder {
   /// trace.snapshot_steps that lie in [first, last] (global steps). Throws
   /// trace::TraceError naming the path.
   TraceRecorder(const std::string& path, const std::string& config_toml, const std::string& backend,
-                const Config& cfg, const std::vector<Weight*>& weights, Step first, Step last);
+                const Config& cfg, const std::vector<Weight*>& weights, Step first, Step last,
+                const std::function<bool(Layer, GemmForm)>& shadows = {});
   /// A trace of any model's layers (no snapshots): the series of `plan`, provenance `prov`
   /// (producer, model class), config_toml as given (a recorder's settings). Rows then come
   /// through append() with StepRecord::layers sized to the largest slot + 1. Throws

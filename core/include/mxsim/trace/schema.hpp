@@ -30,7 +30,8 @@ namespace mxsim::trace::schema {
 ///    rows, the per-element de-oscillation snap counts (element_map "snaps") and the per-step
 ///    series of watched elements (watch).
 /// 5: format 4 plus the bias and rounding choices of every quantized operand (quant/<op>/mean_err,
-///    rounded, rounded_up, expected_up: the gradient-quality statistics of numerics.md §4.6).
+///    rounded, rounded_up, expected_up: the gradient-quality statistics of numerics.md §4.6) and
+///    the BF16 shadow of the quantized GEMMs (shadow/<gemm>/*, numerics.md §4.8).
 inline constexpr const char* kFormatAttr = "mxsim_trace_format";
 inline constexpr int kFormatVersion = 5;
 /// The first format that holds a dataset of the given kind (readers name it when one is missing).
@@ -71,6 +72,11 @@ inline std::string quant(std::string_view l, std::string_view op, std::string_vi
 }
 /// Oscillation metric series `what` (one of kOscSeries).
 inline std::string osc(std::string_view l, std::string_view what) { return layer(l) + "/osc/" + std::string(what); }
+/// [micro-batches] The BF16 shadow of GEMM `gemm` (fprop, dgrad, wgrad) of layer l: `what` is
+/// rel_l2, sqnr_db, max_abs_err (f64), max_index (i64) or nonfinite (u64) (quant_stats.hpp OutputError).
+inline std::string shadow(std::string_view l, std::string_view gemm, std::string_view what) {
+  return layer(l) + "/shadow/" + std::string(gemm) + "/" + std::string(what);
+}
 /// i64: elements snapped by de-oscillation this step.
 inline std::string deosc_snapped(std::string_view l) { return layer(l) + "/deosc/snapped"; }
 /// i64 (parallel.deosc_shard_edge runs): elements whose shard-edge de-osc Q differs from the
