@@ -32,6 +32,10 @@ inline std::string main_grad_norm(const std::string& l) { return schema::main_gr
 inline std::string quant(const std::string& l, const std::string& op, const std::string& stat) {
   return schema::quant(l, op, stat);
 }
+/// The BF16 shadow of GEMM gemm (fprop, dgrad, wgrad): rel_l2, sqnr_db, max_abs_err, max_index, nonfinite.
+inline std::string shadow(const std::string& l, const std::string& gemm, const std::string& stat) {
+  return schema::shadow(l, gemm, stat);
+}
 /// stat: one of trace::schema::kOscSeries (flips, flips_total, ema_mean, ema_frac_above, dist_ratio_mean).
 inline std::string osc(const std::string& l, const std::string& stat) { return schema::osc(l, stat); }
 inline std::string deosc_snapped(const std::string& l) { return schema::deosc_snapped(l); }

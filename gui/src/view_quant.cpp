@@ -5,6 +5,7 @@
 #include <QLabel>
 #include <QToolTip>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <cmath>
 
 #include "mxsim/trace/histogram.hpp"
@@ -73,6 +74,7 @@ QuantView::QuantView(InspectorState* st, QWidget* parent) : View(st, parent) {
   err_curve_ = make_plot(this, "error over steps");
   uf_curve_ = make_plot(this, "underflow and saturation over steps");
   gq_curve_ = make_plot(this, "bias and rounding over steps");
+  gs_curve_ = make_plot(this, "output error per GEMM over steps");
   table_ = new QTableView(this);
   table_->setModel(&summary_);
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
@@ -93,7 +95,7 @@ QuantView::QuantView(InspectorState* st, QWidget* parent) : View(st, parent) {
   ll->setContentsMargins(0, 0, 0, 0);
   auto* lbar = new QHBoxLayout;
   lower_pick_ = new QComboBox(lowbox);
-  lower_pick_->addItems({"underflow and saturation", "bias and rounding"});
+  lower_pick_->addItems({"underflow and saturation", "bias and rounding", "error per GEMM vs BF16"});
   connect(lower_pick_, qOverload<int>(&QComboBox::activated), this, [this](int i) {
     user_lower_ = true;
     setLower(i);
@@ -104,7 +106,9 @@ QuantView::QuantView(InspectorState* st, QWidget* parent) : View(st, parent) {
   ll->addLayout(lbar);
   ll->addWidget(uf_curve_, 1);
   ll->addWidget(gq_curve_, 1);
+  ll->addWidget(gs_curve_, 1);
   gq_curve_->setVisible(false);
+  gs_curve_->setVisible(false);
   g->addWidget(lowbox, 1, 1);
   g->addWidget(table_, 2, 0, 1, 2);
   g->setColumnStretch(0, 1);
@@ -178,9 +182,16 @@ void QuantView::refresh() {
   // 2. curves of the selected operand over all complete steps
   curves_.clear();
   const std::string l = sel_layer_.toStdString(), op = sel_op_.toStdString();
+  std::vector<std::string> series;
   for (const char* stat : {"mse", "sqnr_db", "underflow", "saturated", "count", "mean_err", "rounded", "rounded_up",
-                           "expected_up"}) {
-    const std::string n = names::quant(l, op, stat);
+                           "expected_up"})
+    series.push_back(names::quant(l, op, stat));
+  for (const char* g : {"fprop", "dgrad", "wgrad"}) series.push_back(names::shadow(l, g, "sqnr_db"));
+  for (const char* o : {"x", "dy"})  // beside the shadow (once: the operand's own may be listed)
+    if (std::find(series.begin(), series.end(), names::quant(l, o, "sqnr_db")) == series.end())
+      series.push_back(names::quant(l, o, "sqnr_db"));
+  for (const std::string& n : series) {
+    const char* stat = n.c_str();
     if (!m.dataset(n)) continue;
     load<SeriesData>(
         d, QString("series:%1#%2").arg(QString::fromStdString(n)).arg(k), QString("qcurve:") + stat,
@@ -276,14 +287,20 @@ void QuantView::present() {
     curves_key_ = key;
     drawCurves();
     drawQuality();
-    if (!user_lower_)  // bias and rounding for the gradient operand, where the trace has it
-      setLower(sel_op_ == "dy" && gq_curve_->graphCount() > 0 ? 1 : 0);
-    for (QCustomPlot* p : {err_curve_, uf_curve_, gq_curve_}) p->legend->setVisible(p->graphCount() > 0);
+    drawShadow();
+    // Until the user picks: bias and rounding for the gradient operand, the GEMMs against their
+    // BF16 shadow for x (the layer's first operand), where the trace has them; else underflow.
+    if (!user_lower_)
+      setLower(sel_op_ == "dy" && gq_curve_->graphCount() > 0   ? 1
+               : sel_op_ == "x" && gs_curve_->graphCount() > 0 ? 2
+                                                                : 0);
+    for (QCustomPlot* p : {err_curve_, uf_curve_, gq_curve_, gs_curve_}) p->legend->setVisible(p->graphCount() > 0);
     err_curve_->replot();
     uf_curve_->replot();
     gq_curve_->replot();
+    gs_curve_->replot();
   } else if (d && d->state() == TraceDocument::State::Ready) {
-    for (QCustomPlot* p : {err_curve_, uf_curve_, gq_curve_}) {
+    for (QCustomPlot* p : {err_curve_, uf_curve_, gq_curve_, gs_curve_}) {
       set_step_marker(p, double(d->meta().global(uint64_t(sel_step_))));
       replot_marker(p);
     }
@@ -609,6 +626,61 @@ void QuantView::setLower(int i) {
   lower_pick_->setCurrentIndex(i);
   uf_curve_->setVisible(i == 0);
   gq_curve_->setVisible(i == 1);
+  gs_curve_->setVisible(i == 2);
+}
+
+void QuantView::drawShadow() {
+  TraceDocument* d = st_->primary();
+  const std::string l = sel_layer_.toStdString();
+  QCustomPlot* p = gs_curve_;
+  p->clearGraphs();
+  clear_items(p);
+  set_title(p, QString("GEMM outputs of %1 vs BF16 (micro-batch 0)").arg(sel_layer_));
+  p->xAxis->setLabel("optimizer step");
+  p->yAxis->setLabel("SQNR (dB)");
+  const bool ready = d && d->state() == TraceDocument::State::Ready && d->steps() > 0;
+  const int nmb = ready ? std::max(1, d->meta().num_microbatches) : 1;
+  struct Line {
+    std::string name;
+    QString label;
+    int color;
+    Qt::PenStyle style;
+    size_t stride;  ///< elements per row: the shadow's [micro-batches], an operand's one
+  };
+  const Line lines[] = {{names::shadow(l, "fprop", "sqnr_db"), "fprop y vs BF16", 0, Qt::SolidLine, size_t(nmb)},
+                        {names::shadow(l, "dgrad", "sqnr_db"), "dgrad dx vs BF16", 1, Qt::SolidLine, size_t(nmb)},
+                        {names::shadow(l, "wgrad", "sqnr_db"), "wgrad dW vs BF16", 2, Qt::SolidLine, size_t(nmb)},
+                        {names::quant(l, "x", "sqnr_db"), "x operand", 0, Qt::DotLine, 1},
+                        {names::quant(l, "dy", "sqnr_db"), "dy operand", 1, Qt::DotLine, 1}};
+  bool any_shadow = false;
+  for (const Line& ln : lines) {
+    auto it = curves_.find(ln.name);
+    if (!ready || it == curves_.end()) continue;
+    const SeriesData& s = it->second;
+    QVector<double> x, y;
+    for (size_t i = 0; i * ln.stride < s.v.size(); ++i) {
+      x.push_back(double(d->meta().global(i)));
+      y.push_back(s.v[i * ln.stride]);  // micro-batch 0 of the row
+    }
+    auto* g = p->addGraph();
+    g->setData(x, y, true);
+    QPen pen(palette_color(ln.color), ln.style == Qt::SolidLine ? 1.4 : 1.1);
+    pen.setStyle(ln.style);
+    g->setPen(pen);
+    g->setName(ln.label);
+    any_shadow = any_shadow || ln.stride > 1;
+  }
+  if (!any_shadow) {
+    p->clearGraphs();
+    p->yAxis->setRange(0, 1);
+    if (ready) p->xAxis->setRange(double(d->meta().global(0)), double(d->meta().global(d->steps() - 1)));
+    set_plot_note(p, ready ? QString("No BF16 shadow of %1's GEMMs in this trace (trace.shadow_layers, format 5)").arg(sel_layer_)
+                           : QString());
+    return;
+  }
+  p->rescaleAxes();
+  set_step_marker(p, double(d->meta().global(uint64_t(sel_step_))));
+  set_plot_note(p, "");
 }
 
 void QuantView::drawQuality() {

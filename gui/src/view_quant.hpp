@@ -56,6 +56,7 @@ class QuantView : public View {
   const TableModel& summary() const { return summary_; }
   QCustomPlot* histogramPlot() const { return hist_; }
   QCustomPlot* qualityPlot() const { return gq_curve_; }
+  QCustomPlot* shadowPlot() const { return gs_curve_; }
   QCustomPlot* mapPlot() const { return map_; }
   /// Tooltip text of block (group g, block row br, block col bc); "" without maps.
   /// "E2M1 1x32, E8M0" of the selected operand ("" when the recipe is unknown).
@@ -74,10 +75,14 @@ class QuantView : public View {
   /// the norm ratio ||x|| / ||d - x|| with the sqrt(3) threshold of Chmiel et al. (2025), the
   /// round-up share against its stochastic-rounding expectation, and the bias over the RMS.
   void drawQuality();
+  /// The layer's quantized GEMMs against their BF16 shadow over steps (numerics.md §4.8): each
+  /// GEMM's output SQNR (micro-batch 0) beside its token operand's own SQNR.
+  void drawShadow();
   void fillSummary();
 
   QComboBox* metric_pick_ = nullptr;
-  QCustomPlot *map_ = nullptr, *hist_ = nullptr, *err_curve_ = nullptr, *uf_curve_ = nullptr, *gq_curve_ = nullptr;
+  QCustomPlot *map_ = nullptr, *hist_ = nullptr, *err_curve_ = nullptr, *uf_curve_ = nullptr, *gq_curve_ = nullptr,
+              *gs_curve_ = nullptr;
   Heatmap heat_;
   QCPItemText* hist_text_ = nullptr;
   QTableView* table_ = nullptr;

@@ -217,6 +217,26 @@ class GuiViews : public QObject {
     st_->setOperand("w");
   }
 
+  // The GEMMs against their BF16 shadow: fprop's output SQNR of micro-batch 0 per step, as the
+  // trace holds it ([micro-batches] rows: every 4th value here).
+  void shadowPlotFromTheTrace() {
+    QuantView v(st_);
+    v.resize(1000, 800);
+    v.show();
+    st_->setLayer("fc1");
+    st_->setOperand("x");
+    QVERIFY(guitest::wait_view(&v));
+    QCustomPlot* p = v.shadowPlot();
+    QTRY_VERIFY_WITH_TIMEOUT(p->graphCount() >= 3, 10000);
+    QVERIFY(p->isVisible());  // the default for x where the trace has a shadow
+    mxsim::trace::Reader r(trace_.toStdString());
+    const auto sq = r.read_series<double>("/layers/fc1/shadow/fprop/sqnr_db");
+    const auto* y = p->graph(0)->data().data();
+    QCOMPARE(y->size(), int(sq.size() / 4));
+    for (int i = 0; i < y->size(); ++i) QVERIFY(same_bits(y->at(i)->value, sq[size_t(i) * 4]));
+    st_->setOperand("w");
+  }
+
   void exportWritesPngAndCsv() {
     QuantView v(st_);
     v.resize(1000, 700);
