@@ -604,6 +604,7 @@ TEST(GpuOpsTree, QuantStatsLargeMatchesEmulator) {
       const std::vector<float> x = values(rng, n, 2.0f, true);
       const Both xb = b.f32(s, x);
       const bool sr_h = std::string(recipe) == "mxfp4_sr_h";
+      if (sr_h && s[1] % 16 != 0) continue;  // the Hadamard transform runs on 16 columns at a time
       QuantSpec spec = tensor_recipe(sr_h ? "mxfp4" : recipe);
       if (sr_h) {
         spec.round = RoundMode::Stochastic;

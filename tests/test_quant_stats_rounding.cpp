@@ -112,10 +112,16 @@ TEST(QuantStatsRounding, EveryScaleKindAgainstEnumeratedGrids) {
   for (size_t i = 0; i < 256; ++i)
     x(0, i) = std::ldexp(std::uniform_real_distribution<float>(-1.0f, 1.0f)(rng),
                          std::uniform_int_distribution<int>(-12, 4)(rng));
-  for (const char* name : {"mxfp4", "mxfp8", "mxfp6_e3m2", "nvfp4"})
+  // E5M2 (Inf and NaN codes above its largest value), E2M3, and the FNUZ formats (NaN = 0x80)
+  // beside the MX ones: the code order the upper neighbour relies on
+  for (const char* name : {"mxfp4", "mxfp8", "mxfp8_e5m2", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp8_e4m3fnuz", "mxfp8_e5m2fnuz",
+                           "nvfp4"})
     for (bool sr : {false, true})
       for (bool had : {false, true}) {
-        QuantSpec s = named_spec(name);
+        const std::string n(name);
+        QuantSpec s = named_spec(n.find("fnuz") != std::string::npos ? "mxfp8" : name);
+        if (n == "mxfp8_e4m3fnuz") s.elem = Format::E4M3FNUZ;
+        if (n == "mxfp8_e5m2fnuz") s.elem = Format::E5M2FNUZ;
         if (had && s.block_cols % 16 != 0) continue;
         s.hadamard16 = had;
         if (sr) {

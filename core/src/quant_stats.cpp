@@ -25,6 +25,13 @@ void set_error_stats(QuantStats& s, size_t pairs, double se, double sx, double m
   s.sqnr_db = se == 0 ? INFINITY : 10.0 * std::log10(sx / se);
 }
 
+QuantStats not_recorded() {
+  QuantStats s;
+  set_error_stats(s, 0, 0, 0, 0, 0);
+  s.expected_up = NAN;
+  return s;
+}
+
 OutputError output_error(const float* ref, const float* test, size_t n) {
   OutputError o;
   o.count = n;
@@ -47,13 +54,22 @@ OutputError output_error(const float* ref, const float* test, size_t n) {
     }
     ++pairs;
   }
-  if (pairs == 0) {
+  (void)pairs;
+  return output_error_of(n, o.nonfinite, se.result(), sr.result(), o.max_abs_err, o.max_index);
+}
+
+OutputError output_error_of(size_t n, size_t nonfinite, double se, double sr, double max_abs_err, int64_t max_index) {
+  OutputError o;
+  o.count = n;
+  o.nonfinite = nonfinite;
+  o.max_index = max_index;
+  if (n == nonfinite) {  // nothing compared
     o.rel_l2 = o.sqnr_db = o.max_abs_err = NAN;
     return o;
   }
-  const double e2 = se.result(), r2 = sr.result();
-  o.rel_l2 = r2 > 0 ? std::sqrt(e2 / r2) : NAN;
-  o.sqnr_db = e2 == 0 ? INFINITY : 10.0 * std::log10(r2 / e2);
+  o.max_abs_err = max_abs_err;
+  o.rel_l2 = sr > 0 ? std::sqrt(se / sr) : NAN;
+  o.sqnr_db = se == 0 ? INFINITY : 10.0 * std::log10(sr / se);
   return o;
 }
 

@@ -234,10 +234,12 @@ Model::Model(const Config& c, Backend& be)
     w->recipe = c.recipe.linear(l.layer);
     // fp8_delayed is all three GEMMs or none (make_linear_recipe), so fprop's recipe decides
     for (Role r : kRoles) w->delayed[size_t(r)] = delayed_scaling_of(w->recipe.of(GemmForm::Fprop), r);
-    // the statistics of an operand no GEMM quantizes stay NaN (the trace's "not recorded")
+    // the statistics of an operand no GEMM quantizes stay NaN (the trace's "not recorded"); the
+    // embedding has no dgrad (its input is the data), so no dy
     for (Role r : kRoles)
-      if (!w->recipe.records(r)) set_error_stats(stats_[size_t(l.layer)][size_t(r)].q, 0, 0, 0, 0);
-    for (auto& v : shadow_[size_t(l.layer)]) v.assign(size_t(c.num_microbatches), OutputError{});
+      if (!w->recipe.records(r) || (l.layer == Layer::Embed && r == Role::Dy))
+        stats_[size_t(l.layer)][size_t(r)].q = not_recorded();
+    for (auto& v : shadow_[size_t(l.layer)]) v.assign(size_t(c.num_microbatches), output_error_of(0, 0, 0, 0, 0, -1));
     w->num_microbatches = c.num_microbatches;
     // Uniform(-b, b), b = sqrt(3) * std, std = init_std or 1/sqrt(fan_in);
     // Philox keyed by (seed, layer id, 0xFFFF) with the element index as
@@ -286,7 +288,8 @@ void Model::queue_stats(Layer l, Role r, const Tensor& x, const QTensor& q) {
 }
 
 bool Model::shadows(Layer l, GemmForm g) const {
-  return !expert_parallel() && w_[size_t(l)]->recipe.quantized(g) &&
+  return shadow_on_ && !expert_parallel() && w_[size_t(l)]->recipe.quantized(g) &&
+         !(l == Layer::Embed && g == GemmForm::Dgrad) &&  // the embedding has no dgrad
          std::find(cfg_.shadow_layers.begin(), cfg_.shadow_layers.end(), l) != cfg_.shadow_layers.end();
 }
 
@@ -705,6 +708,12 @@ void Model::forward_eval(const Tensor& xin, Tensor& logits) {
   const size_t B = xin.dim(0);
   const std::vector<int64_t> one = {int64_t(B)};
   // Evaluation: no cache (one "micro-batch"), no statistics.
+  struct Restore {  // evaluation runs no shadow; the training's is back after it, thrown or not
+    bool& flag;
+    bool was;
+    ~Restore() { flag = was; }
+  } restore{shadow_on_, shadow_on_};
+  shadow_on_ = false;
   auto fwd = [&](Weight& w, const Tensor& x, std::span<const int64_t> ms, Tensor& y) {
     LinearCtx c;
     const auto saved = w.cache;

@@ -164,6 +164,7 @@ class Trainer {
                                  " steps: the run is complete, nothing to resume");
     }
     const Step last(opt_.stop_after > 0 ? std::min(total_, opt_.stop_after) : total_);
+    model_.set_shadow(!opt_.trace_path.empty() && lead_);  // computed only where a trace records it
     if (!opt_.trace_path.empty() && lead_)
       rec_ = std::make_unique<TraceRecorder>(opt_.trace_path, cfg_text_, be_.name(), cfg_, ws_, done.next(), last,
                                              [this](Layer l, GemmForm g) { return model_.shadows(l, g); });

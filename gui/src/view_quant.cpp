@@ -644,31 +644,31 @@ void QuantView::drawShadow() {
     std::string name;
     QString label;
     int color;
-    Qt::PenStyle style;
-    size_t stride;  ///< elements per row: the shadow's [micro-batches], an operand's one
+    bool shadow;    ///< a shadow series ([micro-batches] per row) rather than an operand's (one)
   };
-  const Line lines[] = {{names::shadow(l, "fprop", "sqnr_db"), "fprop y vs BF16", 0, Qt::SolidLine, size_t(nmb)},
-                        {names::shadow(l, "dgrad", "sqnr_db"), "dgrad dx vs BF16", 1, Qt::SolidLine, size_t(nmb)},
-                        {names::shadow(l, "wgrad", "sqnr_db"), "wgrad dW vs BF16", 2, Qt::SolidLine, size_t(nmb)},
-                        {names::quant(l, "x", "sqnr_db"), "x operand", 0, Qt::DotLine, 1},
-                        {names::quant(l, "dy", "sqnr_db"), "dy operand", 1, Qt::DotLine, 1}};
+  const Line lines[] = {{names::shadow(l, "fprop", "sqnr_db"), "fprop y vs BF16", 0, true},
+                        {names::shadow(l, "dgrad", "sqnr_db"), "dgrad dx vs BF16", 1, true},
+                        {names::shadow(l, "wgrad", "sqnr_db"), "wgrad dW vs BF16", 2, true},
+                        {names::quant(l, "x", "sqnr_db"), "x operand", 0, false},
+                        {names::quant(l, "dy", "sqnr_db"), "dy operand", 1, false}};
   bool any_shadow = false;
   for (const Line& ln : lines) {
     auto it = curves_.find(ln.name);
     if (!ready || it == curves_.end()) continue;
     const SeriesData& s = it->second;
+    const size_t stride = ln.shadow ? size_t(nmb) : 1;
     QVector<double> x, y;
-    for (size_t i = 0; i * ln.stride < s.v.size(); ++i) {
+    for (size_t i = 0; i * stride < s.v.size(); ++i) {
       x.push_back(double(d->meta().global(i)));
-      y.push_back(s.v[i * ln.stride]);  // micro-batch 0 of the row
+      y.push_back(s.v[i * stride]);  // micro-batch 0 of the row
     }
     auto* g = p->addGraph();
     g->setData(x, y, true);
-    QPen pen(palette_color(ln.color), ln.style == Qt::SolidLine ? 1.4 : 1.1);
-    pen.setStyle(ln.style);
+    QPen pen(palette_color(ln.color), ln.shadow ? 1.4 : 1.1);
+    pen.setStyle(ln.shadow ? Qt::SolidLine : Qt::DotLine);
     g->setPen(pen);
     g->setName(ln.label);
-    any_shadow = any_shadow || ln.stride > 1;
+    any_shadow = any_shadow || ln.shadow;
   }
   if (!any_shadow) {
     p->clearGraphs();

@@ -128,15 +128,17 @@ int overhead() {
   const hip::DeviceBuffer x = random_floats(32 * 256, 1), w = random_floats(4 * 128 * 256, 2);
   hip::DeviceQuantized qw = hip::alloc_quantized(s, 4, 128, 256, Axis::Cols, "w");
   hip::DeviceQuantized qx = hip::alloc_quantized(s, 1, 32, 256, Axis::Cols, "x");
+  hip::DeviceQuantized qe = hip::alloc_quantized(s, 1, 0, 256, Axis::Cols, "empty x");  // M = 0
   hip::DeviceQuantized q32 = hip::alloc_quantized(s, 1, 32, 32, Axis::Cols, "32 x 32");
   hip::quantize_device(w.as<float>(), qw.t);
   hip::quantize_device(x.as<float>(), qx.t);
   hip::DeviceBuffer out(32 * 128 * 4, "output");
-  const hip::GemmOperand a = hip::GemmOperand::from_quantized(qx.t), b = hip::GemmOperand::from_quantized(qw.t);
+  const hip::GemmOperand a = hip::GemmOperand::from_quantized(qx.t), b = hip::GemmOperand::from_quantized(qw.t),
+                         a0 = hip::GemmOperand::from_quantized(qe.t);
   const std::vector<int64_t> empty(4, 0), one = {32, 0, 0, 0};
   std::printf("call,us_per_call\n");
   std::printf("grouped_fprop M=0 (4 empty groups),%.1f\n",
-              host_us([&] { hip::grouped_fprop(a, b, empty, out.as<float>(), {}); }));
+              host_us([&] { hip::grouped_fprop(a0, b, empty, out.as<float>(), {}); }));
   std::printf("grouped_fprop M=32 (one group of 32 rows K 256 N 128),%.1f\n",
               host_us([&] { hip::grouped_fprop(a, b, one, out.as<float>(), {}); }));
   std::printf("quantize_device 32 x 32 mxfp8,%.1f\n", host_us([&] { hip::quantize_device(x.as<float>(), q32.t); }));

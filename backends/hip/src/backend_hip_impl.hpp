@@ -63,6 +63,7 @@ class HipBackend final : public Backend {
   void download_native_impl(const Tensor& t, void* dst, size_t bytes, void* dst_stream) override;
   QTensor upload_native_impl(const NativeQuantized& q, void* src_stream) override;
   void l2_norm_deferred_impl(const Tensor& x, double* dst) override;
+  void output_error_deferred_impl(const Tensor& ref, const Tensor& test, OutputError* dst) override;
   void quant_stats_deferred_impl(const Tensor& x, const QTensor& q, QuantStats* dst) override;
   void scale_exp_histogram_deferred_impl(const QTensor& q, ScaleExpCounts* dst) override;
   void cross_entropy_deferred_impl(const Tensor& logits, const Tensor& labels, float grad_scale, Tensor& dlogits,

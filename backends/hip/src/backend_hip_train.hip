@@ -69,6 +69,28 @@ struct SumSqFold {
   __device__ void operator()(size_t i, double* acc) const { acc[0] = acc[0] + hd::sq_f64(x[i]); }
 };
 
+// output_error (numerics.md §4.8) as one tree reduction: components 0 sum (t - r)^2, 1 sum r^2
+// (tree sums), 2 elements not compared (exact count), 3 max |t - r| (max), 4 its first index.
+struct OutputErrorFold {
+  const float* r;
+  const float* t;
+  __device__ void operator()(size_t i, double* acc) const {
+    const float rv = r[i], tv = t[i];
+    if (!isfinite(rv) || !isfinite(tv)) {
+      acc[2] = acc[2] + 1.0;
+      return;
+    }
+    const double e = double(tv) - double(rv);
+    acc[0] = acc[0] + e * e;
+    acc[1] = acc[1] + double(rv) * double(rv);
+    const double ae = fabs(e);
+    if (acc[3] < ae) {
+      acc[3] = ae;
+      acc[4] = double(i);
+    }
+  }
+};
+
 // ---------------------------------------------------------------- optimizer
 
 __global__ void adamw_kernel(float* __restrict__ pw, float* __restrict__ pm, float* __restrict__ pv,
@@ -215,6 +237,18 @@ void HipBackend::l2_norm_deferred_impl(const Tensor& x, double* dst) {
   detail::tree_reduce_later<1>(*this, SumSqFold{p}, x.numel(), {},
                                [dst](const std::array<double, 1>& r) { *dst = canonical_nan(std::sqrt(r[0])); });
 }
+void HipBackend::output_error_deferred_impl(const Tensor& ref, const Tensor& test, OutputError* dst) {
+  const float* r = f32(ref, "output_error", "ref");
+  const float* t = f32(test, "output_error", "test");
+  const size_t n = ref.numel();
+  detail::TreeOps ops;
+  ops.max_mask = 1u << 3;
+  ops.argmax_mask = 1u << 4;
+  detail::tree_reduce_later<5>(*this, OutputErrorFold{r, t}, n, ops, [dst, n](const std::array<double, 5>& v) {
+    *dst = output_error_of(n, size_t(v[2]), v[0], v[1], v[3], int64_t(v[4]));
+  });
+}
+
 double HipBackend::l2_norm_impl(const Tensor& x) {
   return now<double>([&](double* d) { l2_norm_deferred_impl(x, d); });
 }

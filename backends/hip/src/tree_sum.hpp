@@ -40,11 +40,16 @@ constexpr size_t kTreeChunk = hd::kTreeSumChunk;
 struct TreeOps {
   uint32_t max_mask = 0;  ///< bit d: component d is a max
   uint32_t min_mask = 0;  ///< bit d: component d is a min (starts at +inf)
+  /// bit d: component d is the index of the first maximum of component d - 1 (a max component
+  /// starting at 0): it starts at -1 and takes a record's index only where that record's maximum
+  /// exceeds the running one, so the earliest index of the largest value wins, as a sequential scan.
+  uint32_t argmax_mask = 0;
 };
 
 template <int D>
 __device__ inline void tree_init(double* acc, TreeOps ops) {
-  for (int d = 0; d < D; ++d) acc[d] = (ops.min_mask >> d & 1u) ? __longlong_as_double(0x7FF0000000000000LL) : 0.0;
+  for (int d = 0; d < D; ++d)
+    acc[d] = (ops.min_mask >> d & 1u) ? __longlong_as_double(0x7FF0000000000000LL) : (ops.argmax_mask >> d & 1u) ? -1.0 : 0.0;
 }
 
 // Level 0 in two passes, so that the (often costly) per-element fold runs
@@ -97,13 +102,24 @@ __global__ void tree_level_kernel(const double* __restrict__ in, size_t n, TreeO
     __syncthreads();
     if (threadIdx.x < unsigned(D)) {
       const int d = int(threadIdx.x);
-      const bool is_max = ops.max_mask >> d & 1u, is_min = ops.min_mask >> d & 1u;
-      double acc = is_min ? __longlong_as_double(0x7FF0000000000000LL) : 0.0;
+      const bool is_max = ops.max_mask >> d & 1u, is_min = ops.min_mask >> d & 1u, is_arg = ops.argmax_mask >> d & 1u;
+      double acc = is_min ? __longlong_as_double(0x7FF0000000000000LL) : is_arg ? -1.0 : 0.0;
+      double best = 0.0;  // is_arg: the running maximum of component d - 1
       for (size_t i = 0; i < cnt; ++i) {
         const double v = sh[i * D + size_t(d)];
-        if (is_max) acc = acc < v ? v : acc;
-        else if (is_min) acc = v < acc ? v : acc;
-        else acc = acc + v;
+        if (is_arg) {
+          const double m = sh[i * D + size_t(d) - 1];
+          if (best < m) {
+            best = m;
+            acc = v;
+          }
+        } else if (is_max) {
+          acc = acc < v ? v : acc;
+        } else if (is_min) {
+          acc = v < acc ? v : acc;
+        } else {
+          acc = acc + v;
+        }
       }
       out[j * D + size_t(d)] = acc;
     }
@@ -120,7 +136,8 @@ inline unsigned tree_grid(size_t m) { return unsigned(m < (size_t(1) << 20) ? (m
 template <int D, class Fold, class Done>
 void tree_reduce_later(HipBackend& be, const Fold& fold, size_t n, TreeOps ops, Done done) {
   std::array<double, D> r{};
-  for (int d = 0; d < D; ++d) r[size_t(d)] = (ops.min_mask >> d & 1u) ? __builtin_inf() : 0.0;
+  for (int d = 0; d < D; ++d)
+    r[size_t(d)] = (ops.min_mask >> d & 1u) ? __builtin_inf() : (ops.argmax_mask >> d & 1u) ? -1.0 : 0.0;
   if (n == 0) {
     done(r);
     return;

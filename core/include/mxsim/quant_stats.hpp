@@ -52,6 +52,9 @@ struct OutputError {
 /// OutputError of test against ref (n elements each, row-major): the one definition every
 /// backend delivers (the default op downloads both and calls this).
 OutputError output_error(const float* ref, const float* test, size_t n);
+/// OutputError from its reduction (every backend's last step): n elements, `nonfinite` of them
+/// excluded, the tree sums se = sum (t - r)^2 and sr = sum r^2, the largest error and its first index.
+OutputError output_error_of(size_t n, size_t nonfinite, double se, double sr, double max_abs_err, int64_t max_index);
 
 /// Histogram of the block scale exponents of a quantized tensor, 256 bins in
 /// E8M0 code order: bin 127 + e counts the blocks whose scale exponent e is
@@ -66,7 +69,9 @@ using ScaleExpCounts = std::array<uint64_t, 256>;
 /// four NaN when pairs = 0 (nothing to compare is undefined, not "exact").
 /// One definition for every backend: they differ only in how they sum.
 /// sum_err: the FP64 tree sum of d - x over the same pairs (mean_err = sum_err / pairs, NaN too).
-void set_error_stats(QuantStats& s, size_t pairs, double se, double sx, double max_abs_err, double sum_err = 0);
+void set_error_stats(QuantStats& s, size_t pairs, double se, double sx, double max_abs_err, double sum_err);
+/// The statistics of an operand nothing quantized (a BF16 GEMM's): every FP64 field NaN, counts 0.
+QuantStats not_recorded();
 
 struct QuantizedTensor;
 /// The ScaleExpCounts of q's block scales (reads only spec, scale_bytes /

@@ -192,9 +192,11 @@ class Model {
 
   /// Quantization stats of the last recorded micro-batch.
   const OperandStats& stats(Layer l, Role r) const { return stats_[size_t(l)][size_t(r)]; }
-  /// Whether GEMM g of layer l runs a BF16 shadow (trace.shadow_layers, a quantized GEMM, one
-  /// grouped launch: not under expert parallelism).
+  /// Whether GEMM g of layer l runs a BF16 shadow: set_shadow(true) (the trainer's, when a trace
+  /// records it), trace.shadow_layers, a quantized GEMM, one grouped launch (not under expert
+  /// parallelism); never in evaluation.
   bool shadows(Layer l, GemmForm g) const;
+  void set_shadow(bool on) { shadow_on_ = on; }
   /// The BF16 shadow's error of GEMM g of layer l per micro-batch of the step (deferred: the
   /// values arrive with the step's resolve_deferred; NaN where the step ran no such GEMM).
   const std::vector<OutputError>& shadow(Layer l, GemmForm g) const { return shadow_[size_t(l)][size_t(g)]; }
@@ -230,6 +232,7 @@ class Model {
   std::vector<std::unique_ptr<Weight>> w_;
   std::array<std::array<OperandStats, 3>, 5> stats_{};
   std::array<std::array<std::vector<OutputError>, 3>, 5> shadow_;  ///< [layer][GemmForm][micro-batch]
+  bool shadow_on_ = false;
   /// The shadow of GEMM g of w in micro-batch mb: ref (the same GEMM on the BF16 operands, just
   /// computed into its own tensor) against the run's output `test`.
   void queue_shadow(const Weight& w, GemmForm g, int mb, const Tensor& ref, const Tensor& test);
