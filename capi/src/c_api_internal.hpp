@@ -103,12 +103,12 @@ void check_same_device(const DLTensor& a, const DLTensor& b, const char* op, con
 // ---- quantized tensors in caller memory (c_api_tensors.cpp)
 /// The C interface's code of a scale kind (mxsim_scale_kind).
 int32_t c_scale_kind(ScaleKind k);
-/// The storage layout of a quantized [groups, rows, cols] tensor (hd::quant_layout).
-/// Negative extents are refused.
 /// core's QuantStats as the C interface's mxsim_qstats, and back.
 mxsim_qstats qstats_of(const QuantStats& s);
 QuantStats quant_stats_of(const mxsim_qstats& s);
 
+/// The storage layout of a quantized [groups, rows, cols] tensor (hd::quant_layout).
+/// Negative extents are refused.
 mxsim_qlayout c_layout(const QuantSpec& s, int64_t groups, int64_t rows, int64_t cols, Axis axis);
 /// The caller's code, scale and tensor-scale buffers hold exactly `want`'s bytes, on `device`.
 void check_qtensor_buffers(const mxsim_qtensor& q, const mxsim_qlayout& want, DLDevice device, const char* op);

@@ -405,7 +405,7 @@ void QuantStatsAccumulator::add(const Tensor3f& x_in, const QuantizedTensor& q) 
   QuantStats& s = s_;
   s.count += x.size();
   // Whole-tensor sums: hd::tree_sum in flat index order; an excluded pair's
-  // terms are +0.0 (every term is >= 0, so this is skipping it).
+  // terms are +0.0 (adding +0.0 leaves every partial sum as it was: skipping it).
   for (size_t g = 0; g < q.groups; ++g)
     for (size_t r = 0; r < q.rows; ++r)
       for (size_t c = 0; c < q.cols; ++c) {
@@ -441,7 +441,7 @@ void QuantStatsAccumulator::add(const Tensor3f& x_in, const QuantizedTensor& q) 
 
 QuantStats QuantStatsAccumulator::result() const {
   // No pair to compare (all NaN, a NaN-scaled per-tensor FP8 / NVFP4 tensor,
-  // or an empty tensor) leaves the four NaN.
+  // or an empty tensor) leaves the five NaN (mse, max_abs_err, signal_power, sqnr_db, mean_err).
   QuantStats s = s_;
   set_error_stats(s, pairs_, se_.result(), sx_.result(), s.max_abs_err, sd_.result());
   s.expected_up = sp_.result();

@@ -119,13 +119,14 @@ struct Weight {
 /// mb == 0 and cached; mb > 0 reuses the cache and throws MechanicsError if
 /// it is missing or its version differs from the weight's.
 const QTensor& weight_for_fprop(Backend& be, Weight& w, int mb, int num_mb, QTensor& scratch);
-/// dgrad's W: the fprop bytes when the recipe's W quantization serves both
-/// directions and a transposed cache is allowed; otherwise (current scaling)
-/// re-quantized from the current BF16 weight at every use.
+/// dgrad's W: the fprop bytes when fprop and dgrad quantize W by the same spec and a
+/// transposed cache is allowed; otherwise quantized from the current BF16 weight by dgrad's
+/// spec (current scaling: re-derived at every use; per-GEMM recipes whose W specs differ:
+/// once per weight version, Weight::quantized's memo).
 const QTensor& weight_for_dgrad(Backend& be, Weight& w, int mb, int num_mb, QTensor& scratch);
 
-/// The QuantSpec fprop quantizes `w`'s weight with when the BF16 weight is
-/// `wm` ([G, N, K], f32 holding BF16 values): per-tensor FP32 specs get
+/// The QuantSpec the trace's W follows (LinearRecipe::weight_spec: fprop's, or dgrad's when fprop
+/// runs in BF16) when the BF16 weight is `wm` ([G, N, K], f32 holding BF16 values): per-tensor FP32 specs get
 /// fp8_delayed's current DelayedScaling scale, or fp8_current's one scale
 /// over all G groups (E_max / amax(wm)); other specs pass through. Records no
 /// amax. Used for the trace's weight_q snapshot and the oscillation metrics so

@@ -172,8 +172,9 @@ inline constexpr std::array<const char*, 3> kGemmNames = {"fprop", "dgrad", "wgr
 
 /// The name of a linear recipe: the named recipe's for a uniform one, else fprop's followed by
 /// each other GEMM whose recipe differs, as ",<gemm>=<recipe>" ("mxfp4,wgrad=mxfp8",
-/// "bf16,dgrad=mxfp4,wgrad=mxfp4"). The trace's layer attribute `recipe` and the C interface's
-/// linear recipes spell it so; parse_linear_recipe reads it back.
+/// "bf16,dgrad=mxfp4,wgrad=mxfp4"). The trace's layer attribute `recipe` spells it so (the
+/// inspector and the C interface's recorder read it back with parse_linear_recipe); the C
+/// interface's linear recipes (mxsim.torch modules) take the named recipes only, for now.
 std::string linear_recipe_name(const LinearRecipe& r);
 
 /// A layer's recipe from its name (a recipe or alias) and per-GEMM overrides (indexed by
