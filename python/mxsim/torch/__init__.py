@@ -156,9 +156,17 @@ class Spec:
 
     def layout(self, groups, rows, cols, axis="cols"):
         """The storage layout (extents of codes and scales) of a quantized [groups, rows, cols] tensor
-        with blocks along ``axis`` ('cols' / 'rows', as quantize's)."""
-        out = _capi.QLayout()
-        _capi.call(self._lib.mxsim_quant_layout, self._handle, groups, rows, cols, _axis(axis), ctypes.byref(out))
+        with blocks along ``axis`` ('cols' / 'rows', as quantize's). Asked of the library once per
+        shape (a spec never changes; the per-call cost of quantize is mostly such calls); treat the
+        result as read-only."""
+        key = (int(groups), int(rows), int(cols), _axis(axis))
+        cache = self.__dict__.setdefault("_layouts", {})
+        out = cache.get(key)
+        if out is None:
+            out = _capi.QLayout()
+            _capi.call(self._lib.mxsim_quant_layout, self._handle, *key, ctypes.byref(out))
+            if len(cache) < 256:
+                cache[key] = out
         return out
 
     def __repr__(self):
