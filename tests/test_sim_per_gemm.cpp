@@ -167,7 +167,10 @@ TEST(SimPerGemm, DgradQuantizesWByItsOwnSpec) {
   w.model = be->upload(x);
   QTensor s0, s1;
   const QuantizedTensor f = be->download(weight_for_fprop(*be, w, 0, 2, s0));
+  const uint64_t before = w.quantizations();
   const QuantizedTensor d = be->download(weight_for_dgrad(*be, w, 0, 2, s1));
+  (void)weight_for_dgrad(*be, w, 1, 2, s1);  // micro-batch 1: the same version, no new quantization
+  EXPECT_EQ(w.quantizations(), before + 1) << "dgrad's own W: once per weight version";
   QuantSpec m8 = named_spec("mxfp8_2d");
   m8.rule = ScaleRule::Even;
   const QuantizedTensor want = emu::quantize(x, m8);
@@ -179,8 +182,11 @@ TEST(SimPerGemm, DgradQuantizesWByItsOwnSpec) {
   EXPECT_TRUE(same(d.data, want.data));
   EXPECT_TRUE(same(d.scale_bytes, want.scale_bytes));
   EXPECT_EQ(be->download(w.cache.q).spec.elem, Format::E2M1) << "the fprop cache is untouched";
-  // the same spec in both GEMMs: dgrad reads the fprop cache itself (a stale one is refused)
+  // the same spec in both GEMMs: dgrad reads the fprop cache itself (its bytes; a stale one is refused)
   w.recipe = parse_linear_recipe("mxfp4,dgrad=mxfp4", {});
+  const QuantizedTensor shared = be->download(weight_for_dgrad(*be, w, 1, 2, s1));
+  EXPECT_TRUE(same(shared.data, f.data));
+  EXPECT_TRUE(same(shared.scale_bytes, f.scale_bytes));
   w.cache.version = w.version + 1;
   EXPECT_THROW(weight_for_dgrad(*be, w, 1, 2, s1), MechanicsError);
 }
@@ -206,15 +212,28 @@ TEST(SimPerGemm, StatisticsFollowTheQuantizingGemm) {
   EXPECT_FALSE(rd.has(trace::schema::quant("fc2", "w", "sqnr_db")));
   EXPECT_EQ(rd.group_string_attribute("/layers/fc1", trace::schema::kLayerRecipeAttr).value_or(""), "bf16,dgrad=mxfp4");
   EXPECT_EQ(rd.group_string_attribute("/layers/fc2", trace::schema::kLayerRecipeAttr).value_or(""), "bf16,wgrad=mxfp4");
+  int seen = 0;
   for (const LayerSummary& l : r.layers) {
     if (l.name == "fc1") {
       EXPECT_TRUE(l.quantized);
+      ++seen;
     }
     if (l.name == "fc2") {
       EXPECT_FALSE(l.quantized);
+      ++seen;
     }
   }
+  EXPECT_EQ(seen, 2);
   std::filesystem::remove(o.trace_path);
+  // FP4 only in fprop: dgrad runs in BF16, so dy has no statistics
+  TrainOptions o2;
+  o2.evaluate = false;
+  o2.trace_path = tmp("stats2.h5");
+  train(tiny({"recipe.fc1_dgrad=\"bf16\"", "recipe.fc1_wgrad=\"bf16\""}), *be, o2);
+  trace::Reader rd2(o2.trace_path);
+  EXPECT_TRUE(std::isnan(rd2.read_series<double>(trace::schema::quant("fc1", "dy", "sqnr_db")).at(0)));
+  EXPECT_TRUE(std::isfinite(rd2.read_series<double>(trace::schema::quant("fc1", "x", "sqnr_db")).at(0)));
+  std::filesystem::remove(o2.trace_path);
   EXPECT_TRUE(parse_linear_recipe("mxfp8,fprop=mxfp4", {}).deosc_eligible());
   EXPECT_FALSE(parse_linear_recipe("mxfp4,fprop=mxfp8", {}).deosc_eligible());
   EXPECT_TRUE(parse_linear_recipe("mxfp4,wgrad=bf16", {}).deosc_eligible());

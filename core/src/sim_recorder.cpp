@@ -65,20 +65,34 @@ RunPlan simulator_plan(const Config& cfg, const std::vector<Weight*>& ws,
 }
 
 namespace {
-/// Where a quantization statistic of schema::kQuantStats lives in a layer's operand record.
-using QuantField = const void* (*)(const OperandStats&);
-QuantField quant_field(std::string_view n) {
-  if (n == "mse") return [](const OperandStats& o) -> const void* { return &o.q.mse; };
-  if (n == "sqnr_db") return [](const OperandStats& o) -> const void* { return &o.q.sqnr_db; };
-  if (n == "underflow") return [](const OperandStats& o) -> const void* { return &o.q.underflow; };
-  if (n == "saturated") return [](const OperandStats& o) -> const void* { return &o.q.saturated; };
-  if (n == "count") return [](const OperandStats& o) -> const void* { return &o.q.count; };
-  if (n == "scale_exp_hist") return [](const OperandStats& o) -> const void* { return o.scale_exp_hist.data(); };
-  if (n == "mean_err") return [](const OperandStats& o) -> const void* { return &o.q.mean_err; };
-  if (n == "rounded") return [](const OperandStats& o) -> const void* { return &o.q.rounded; };
-  if (n == "rounded_up") return [](const OperandStats& o) -> const void* { return &o.q.rounded_up; };
-  if (n == "expected_up") return [](const OperandStats& o) -> const void* { return &o.q.expected_up; };
-  throw std::logic_error("trace schema: no QuantStats field for quant series " + std::string(n));
+/// Where a quantization statistic of schema::kQuantStats lives in a layer's operand record, and
+/// the dtype of that field (checked against the table's: a mismatch would write reinterpreted bits).
+struct QuantField {
+  const void* (*get)(const OperandStats&);
+  DType dtype;
+};
+QuantField quant_field(const schema::SeriesName& s) {
+  using O = const OperandStats&;
+  const std::string_view n = s.name;
+// the field's own type gives the dtype that is compared with the table's
+#define MXSIM_QF(name, member)                                                                     \
+  n == name ? QuantField{[](O o) -> const void* { return &o.member; },                             \
+                         trace::dtype_of<std::remove_cvref_t<decltype(std::declval<O>().member)>>()}
+  const QuantField f = MXSIM_QF("mse", q.mse)
+      : MXSIM_QF("sqnr_db", q.sqnr_db)
+      : MXSIM_QF("underflow", q.underflow)
+      : MXSIM_QF("saturated", q.saturated)
+      : MXSIM_QF("count", q.count)
+      : MXSIM_QF("scale_exp_hist", scale_exp_hist[0])
+      : MXSIM_QF("mean_err", q.mean_err)
+      : MXSIM_QF("rounded", q.rounded)
+      : MXSIM_QF("rounded_up", q.rounded_up)
+      : MXSIM_QF("expected_up", q.expected_up)
+      : QuantField{nullptr, s.dtype};
+#undef MXSIM_QF
+  if (!f.get || f.dtype != s.dtype)
+    throw std::logic_error("trace schema: quant series " + std::string(n) + " has no QuantStats field of its dtype");
+  return f;
 }
 
 /// A layer or scalar name that can be one HDF5 path component of the schema.
@@ -135,12 +149,12 @@ void TraceRecorder::plan_series(const RunPlan& plan) {
     if (lp.quantized) {
       for (Role role : kRoles)
         for (const schema::SeriesName& s : schema::kQuantStats) {
-          const QuantField f = quant_field(s.name);
+          const QuantField f = quant_field(s);
           const size_t o = size_t(role);
           add(schema::quant(L, name_of(role), s.name), s.dtype,
               std::string_view(s.name) == "scale_exp_hist" ? std::vector<uint64_t>{schema::kScaleExpBins}
                                                             : std::vector<uint64_t>{},
-              [l, o, f](const StepRecord& r) { return f(r.layers.at(l).quant[o]); });
+              [l, o, f](const StepRecord& r) { return f.get(r.layers.at(l).quant[o]); });
         }
       auto osc = [l](const StepRecord& r) -> const Backend::OscStep& { return r.layers.at(l).osc; };
       add(schema::osc(L, "flips"), DType::u64, {}, [osc](const StepRecord& r) { return &osc(r).flips; });

@@ -506,7 +506,9 @@ MemoryEstimate estimate_run_memory(const Config& c) {
     const bool deosc = c.deosc && r.deosc_eligible();
     double per = 24;
     if (r.quantized()) per += 8 + 25;
-    if (r.quantized(GemmForm::Dgrad) && r.quantized(GemmForm::Fprop) && !r.uniform()) per += 8;  // dgrad's own W
+    if (r.quantized(GemmForm::Dgrad) && r.quantized(GemmForm::Fprop) &&
+        !(r.specs(GemmForm::Dgrad).w == r.specs(GemmForm::Fprop).w))
+      per += 8;  // dgrad's own quantized W
     if (deosc) per += 16;
     if (deosc && c.deosc_shard_edge) per += 8;  // the full-tensor shadow's prev_q, dist_q
     // virtual ranks: each rank's gradient buffer and gathered model copy of the flat layout (FP32)
