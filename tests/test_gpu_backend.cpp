@@ -70,10 +70,11 @@ TEST(GpuBackend, Activations) { verify_ops({"activation", "activation_grad"}); }
 TEST(GpuBackend, LossAndMetrics) { verify_ops({"cross_entropy", "argmax_rows", "count_correct", "l2_norm"}); }
 TEST(GpuBackend, AdamW) { verify_ops({"adamw"}); }
 TEST(GpuBackend, DeOscAndOscMetrics) { verify_ops({"deosc", "osc_metrics"}); }
+TEST(GpuBackend, OutputError) { verify_ops({"output_error"}); }
 
 // Every op has a test above.
 TEST(GpuBackend, EveryOpIsCovered) {
-  EXPECT_EQ(verify_op_names().size(), 29u) << "a new Backend::Op needs a TEST here";
+  EXPECT_EQ(verify_op_names().size(), 30u) << "a new Backend::Op needs a TEST here";
 }
 
 }  // namespace

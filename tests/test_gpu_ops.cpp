@@ -628,8 +628,8 @@ TEST(GpuOpsTree, QuantStatsLargeMatchesEmulator) {
       EXPECT_EQ(e.rounded, g.rounded) << what;
       EXPECT_EQ(e.rounded_up, g.rounded_up) << what;
       EXPECT_EQ(bits(e.expected_up), bits(g.expected_up)) << what;
-      if (std::string(recipe) != "fp8_block") {
-        EXPECT_GT(e.rounded, n / 4) << what << ": few rounding choices";
+      if (std::string(recipe) != "fp8_block") {  // the choices are there to compare (nvfp4: ~12 % of these)
+        EXPECT_GT(e.rounded, n / 20) << what << ": few rounding choices";
       }
     }
 }
