@@ -112,6 +112,9 @@ TEST(SimPerGemm, RefusedCombinationsNameTheKey) {
   const std::string unknown = message({"recipe.fc2_wgrad=\"mxfp5\""});
   EXPECT_NE(unknown.find("recipe.fc2_wgrad"), std::string::npos) << unknown;
   EXPECT_NE(message({"parallel.ranks=2", "recipe.fc1_dgrad=\"fp8_current\""}).find("parallel.ranks"), std::string::npos);
+  const std::string embed = message({"recipe.embed_dgrad=\"mxfp4\""});  // the embedding's input is the data
+  EXPECT_NE(embed.find("recipe.embed_dgrad"), std::string::npos) << embed;
+  EXPECT_NE(embed.find("no dgrad"), std::string::npos) << embed;
   // fp8_delayed in all three GEMMs is the named recipe, spelled by its overrides
   const Config all = tiny({"recipe.fc1_fprop=\"fp8_delayed\"", "recipe.fc1_dgrad=\"fp8_delayed\"",
                            "recipe.fc1_wgrad=\"fp8_delayed\""});

@@ -33,14 +33,14 @@ QuantStats not_recorded() {
 }
 
 OutputError output_error(const float* ref, const float* test, size_t n) {
-  OutputError o;
-  o.count = n;
   hd::TreeSum se, sr;
-  size_t pairs = 0;
+  size_t nonfinite = 0;
+  double max_abs_err = 0;
+  int64_t max_index = -1;
   for (size_t i = 0; i < n; ++i) {
     const double r = ref[i], t = test[i];
     if (!std::isfinite(r) || !std::isfinite(t)) {
-      ++o.nonfinite;
+      ++nonfinite;
       se.add(0.0);
       sr.add(0.0);
       continue;
@@ -48,14 +48,12 @@ OutputError output_error(const float* ref, const float* test, size_t n) {
     const double e = t - r;  // exact: both are floats
     se.add(e * e);
     sr.add(r * r);
-    if (std::fabs(e) > o.max_abs_err) {  // strictly: the first index of the largest error
-      o.max_abs_err = std::fabs(e);
-      o.max_index = int64_t(i);
+    if (std::fabs(e) > max_abs_err) {  // strictly: the first index of the largest error
+      max_abs_err = std::fabs(e);
+      max_index = int64_t(i);
     }
-    ++pairs;
   }
-  (void)pairs;
-  return output_error_of(n, o.nonfinite, se.result(), sr.result(), o.max_abs_err, o.max_index);
+  return output_error_of(n, nonfinite, se.result(), sr.result(), max_abs_err, max_index);
 }
 
 OutputError output_error_of(size_t n, size_t nonfinite, double se, double sr, double max_abs_err, int64_t max_index) {

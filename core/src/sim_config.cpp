@@ -313,8 +313,10 @@ void validate(const Config& c, const std::string& s) {
   if (c.experts % c.ranks != 0)
     bad(s, "parallel.ranks", "expected a divisor of model.experts (" + std::to_string(c.experts) +
                                  ": every rank owns the same number of experts), got " + std::to_string(c.ranks));
-  if (!c.recipe.per_gemm[size_t(Layer::Embed)][size_t(GemmForm::Dgrad)].empty())
-    bad(s, "recipe.embed_dgrad", "the embedding has no dgrad (its input is the data, which takes no gradient)");
+  for (Layer l : kLayers)
+    if (!has_dgrad(l) && !c.recipe.per_gemm[size_t(l)][size_t(GemmForm::Dgrad)].empty())
+      bad(s, std::string("recipe.") + name_of(l) + "_dgrad",
+          std::string("the ") + name_of(l) + " layer has no dgrad (its input is the data, which takes no gradient)");
   for (Layer l : kLayers) {  // each layer's per-GEMM recipes fit together
     try {
       (void)c.recipe.linear(l);

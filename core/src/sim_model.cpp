@@ -234,10 +234,10 @@ Model::Model(const Config& c, Backend& be)
     w->recipe = c.recipe.linear(l.layer);
     // fp8_delayed is all three GEMMs or none (make_linear_recipe), so fprop's recipe decides
     for (Role r : kRoles) w->delayed[size_t(r)] = delayed_scaling_of(w->recipe.of(GemmForm::Fprop), r);
-    // the statistics of an operand no GEMM quantizes stay NaN (the trace's "not recorded"); the
-    // embedding has no dgrad (its input is the data), so no dy
+    // the statistics of an operand no GEMM quantizes stay NaN (the trace's "not recorded"), as do
+    // dy's of a layer without dgrad
     for (Role r : kRoles)
-      if (!w->recipe.records(r) || (l.layer == Layer::Embed && r == Role::Dy))
+      if (!w->recipe.records(r) || (r == Role::Dy && !has_dgrad(l.layer)))
         stats_[size_t(l.layer)][size_t(r)].q = not_recorded();
     for (auto& v : shadow_[size_t(l.layer)]) v.assign(size_t(c.num_microbatches), output_error_of(0, 0, 0, 0, 0, -1));
     w->num_microbatches = c.num_microbatches;
@@ -289,7 +289,7 @@ void Model::queue_stats(Layer l, Role r, const Tensor& x, const QTensor& q) {
 
 bool Model::shadows(Layer l, GemmForm g) const {
   return shadow_on_ && !expert_parallel() && w_[size_t(l)]->recipe.quantized(g) &&
-         !(l == Layer::Embed && g == GemmForm::Dgrad) &&  // the embedding has no dgrad
+         (g != GemmForm::Dgrad || has_dgrad(l)) &&
          std::find(cfg_.shadow_layers.begin(), cfg_.shadow_layers.end(), l) != cfg_.shadow_layers.end();
 }
 

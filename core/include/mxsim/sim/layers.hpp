@@ -30,6 +30,9 @@ constexpr bool layer_from_name(std::string_view s, Layer& out) {
 /// streams use it, stochastic rounding of the layer's dy uses 16 * id + 1
 /// (dgrad) and 16 * id + 2 (wgrad).
 constexpr uint32_t layer_id(Layer l) { return uint32_t(l) + 1; }
+/// Whether the layer runs a dgrad GEMM: every layer but the embedding, whose input is the data
+/// (which takes no gradient).
+constexpr bool has_dgrad(Layer l) { return l != Layer::Embed; }
 
 /// The quantized operands of a linear (training-mechanics.md §1-§2).
 enum class Role : uint8_t { W, X, Dy };
