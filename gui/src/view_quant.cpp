@@ -29,6 +29,20 @@ const QuantStep::Entry* QuantStep::find(const QString& l, const QString& op) con
   return nullptr;
 }
 
+namespace {
+/// A labelled combo box in a row of its own at the top of `into` (the map's and the curves' pickers).
+QComboBox* add_picker(QVBoxLayout* into, QWidget* parent, const QString& label, const QStringList& items) {
+  auto* bar = new QHBoxLayout;
+  auto* pick = new QComboBox(parent);
+  pick->addItems(items);
+  bar->addWidget(new QLabel(label, parent));
+  bar->addWidget(pick);
+  bar->addStretch(1);
+  into->addLayout(bar);
+  return pick;
+}
+}  // namespace
+
 QuantView::QuantView(InspectorState* st, QWidget* parent) : View(st, parent) {
   auto* g = new QGridLayout(this);
   g->setContentsMargins(2, 2, 2, 2);
@@ -36,17 +50,11 @@ QuantView::QuantView(InspectorState* st, QWidget* parent) : View(st, parent) {
   auto* mapbox = new QWidget(this);
   auto* ml = new QVBoxLayout(mapbox);
   ml->setContentsMargins(0, 0, 0, 0);
-  auto* bar = new QHBoxLayout;
-  metric_pick_ = new QComboBox(mapbox);
-  metric_pick_->addItems({"per-block SQNR (dB)", "per-block MSE", "scale exponents over steps"});
+  metric_pick_ = add_picker(ml, mapbox, "Map:", {"per-block SQNR (dB)", "per-block MSE", "scale exponents over steps"});
   connect(metric_pick_, qOverload<int>(&QComboBox::activated), this, [this](int i) {
     user_metric_ = true;
     setMetric(Metric(i));
   });
-  bar->addWidget(new QLabel("Map:", mapbox));
-  bar->addWidget(metric_pick_);
-  bar->addStretch(1);
-  ml->addLayout(bar);
   map_ = make_plot(mapbox, "per-block error");
   map_->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
   heat_ = add_heatmap(map_, "SQNR (dB)");
@@ -93,17 +101,11 @@ QuantView::QuantView(InspectorState* st, QWidget* parent) : View(st, parent) {
   auto* lowbox = new QWidget(this);
   auto* ll = new QVBoxLayout(lowbox);
   ll->setContentsMargins(0, 0, 0, 0);
-  auto* lbar = new QHBoxLayout;
-  lower_pick_ = new QComboBox(lowbox);
-  lower_pick_->addItems({"underflow and saturation", "bias and rounding", "error per GEMM vs BF16"});
+  lower_pick_ = add_picker(ll, lowbox, "Curves:", {"underflow and saturation", "bias and rounding", "error per GEMM vs BF16"});
   connect(lower_pick_, qOverload<int>(&QComboBox::activated), this, [this](int i) {
     user_lower_ = true;
     setLower(i);
   });
-  lbar->addWidget(new QLabel("Curves:", lowbox));
-  lbar->addWidget(lower_pick_);
-  lbar->addStretch(1);
-  ll->addLayout(lbar);
   ll->addWidget(uf_curve_, 1);
   ll->addWidget(gq_curve_, 1);
   ll->addWidget(gs_curve_, 1);
@@ -183,18 +185,16 @@ void QuantView::refresh() {
   curves_.clear();
   const std::string l = sel_layer_.toStdString(), op = sel_op_.toStdString();
   std::vector<std::string> series;
-  for (const char* stat : {"mse", "sqnr_db", "underflow", "saturated", "count", "mean_err", "rounded", "rounded_up",
-                           "expected_up"})
-    series.push_back(names::quant(l, op, stat));
+  for (const auto& stat : trace::schema::kQuantStats)  // the scalar statistics (the histogram is read per step)
+    if (std::string_view(stat.name) != "scale_exp_hist") series.push_back(names::quant(l, op, stat.name));
   for (const char* g : {"fprop", "dgrad", "wgrad"}) series.push_back(names::shadow(l, g, "sqnr_db"));
   for (const char* o : {"x", "dy"})  // beside the shadow (once: the operand's own may be listed)
     if (std::find(series.begin(), series.end(), names::quant(l, o, "sqnr_db")) == series.end())
       series.push_back(names::quant(l, o, "sqnr_db"));
   for (const std::string& n : series) {
-    const char* stat = n.c_str();
     if (!m.dataset(n)) continue;
     load<SeriesData>(
-        d, QString("series:%1#%2").arg(QString::fromStdString(n)).arg(k), QString("qcurve:") + stat,
+        d, QString("series:%1#%2").arg(QString::fromStdString(n)).arg(k), "qcurve:" + QString::fromStdString(n),
         [n, k](const trace::Reader& r) { return read_series_double(r, n, 0, k); },
         [this, n](const SeriesData& v) { curves_[n] = v; });
   }
@@ -575,12 +575,7 @@ void QuantView::drawCurves() {
     set_step_marker(err_curve_, marker);
     set_plot_note(err_curve_, "");
   } else {
-    // no stale axes of the previous selection behind the note
-    err_curve_->yAxis2->setVisible(false);
-    err_curve_->yAxis->setRange(0, 1);
-    if (d && d->state() == TraceDocument::State::Ready && d->steps() > 0)
-      err_curve_->xAxis->setRange(double(d->meta().global(0)), double(d->meta().global(d->steps() - 1)));
-    set_plot_note(err_curve_, !d ? QString()
+    emptyCurves(err_curve_, !d ? QString()
                               : sel_op_.contains("wgrad")
                                   ? QString("Per-step statistics are recorded for W, x and dy;\n%1.%2 has block maps at the snapshot steps").arg(sel_layer_, sel_op_)
                                   : QString("No error statistics for %1.%2").arg(sel_layer_, sel_op_));
@@ -612,14 +607,24 @@ void QuantView::drawCurves() {
     set_step_marker(uf_curve_, marker);
     set_plot_note(uf_curve_, "");
   } else {
-    uf_curve_->yAxis->setRange(0, 1);
-    if (d && d->state() == TraceDocument::State::Ready && d->steps() > 0)
-      uf_curve_->xAxis->setRange(double(d->meta().global(0)), double(d->meta().global(d->steps() - 1)));
-    set_plot_note(uf_curve_, !d ? QString()
+    emptyCurves(uf_curve_, !d ? QString()
                              : sel_op_.contains("wgrad")
                                  ? QString("Per-step statistics are recorded for W, x and dy;\n%1.%2 has block maps at the snapshot steps").arg(sel_layer_, sel_op_)
                                  : QString("No underflow/saturation counts for %1.%2").arg(sel_layer_, sel_op_));
   }
+}
+
+void QuantView::emptyCurves(QCustomPlot* p, const QString& note) {
+  TraceDocument* d = st_->primary();
+  p->yAxis2->setVisible(false);
+  if (p->yAxis->scaleType() != QCPAxis::stLinear) {
+    p->yAxis->setScaleType(QCPAxis::stLinear);
+    p->yAxis->setTicker(QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
+  }
+  p->yAxis->setRange(0, 1);
+  if (d && d->state() == TraceDocument::State::Ready && d->steps() > 0)
+    p->xAxis->setRange(double(d->meta().global(0)), double(d->meta().global(d->steps() - 1)));
+  set_plot_note(p, note);
 }
 
 void QuantView::setLower(int i) {
@@ -672,10 +677,8 @@ void QuantView::drawShadow() {
   }
   if (!any_shadow) {
     p->clearGraphs();
-    p->yAxis->setRange(0, 1);
-    if (ready) p->xAxis->setRange(double(d->meta().global(0)), double(d->meta().global(d->steps() - 1)));
-    set_plot_note(p, ready ? QString("No BF16 shadow of %1's GEMMs in this trace (trace.shadow_layers, format 5)").arg(sel_layer_)
-                           : QString());
+    emptyCurves(p, ready ? QString("No BF16 shadow of %1's GEMMs in this trace (trace.shadow_layers, format 5)").arg(sel_layer_)
+                         : QString());
     return;
   }
   p->rescaleAxes();
@@ -704,14 +707,9 @@ void QuantView::drawQuality() {
                    *up = get("rounded_up"), *ex = get("expected_up");
   const bool ready = d && d->state() == TraceDocument::State::Ready && d->steps() > 0;
   if (!ready || !sq || !ms || !me || !rd || !up || !ex) {
-    p->yAxis2->setVisible(false);
-    p->yAxis->setScaleType(QCPAxis::stLinear);
-    p->yAxis->setTicker(QSharedPointer<QCPAxisTicker>(new QCPAxisTicker));
-    p->yAxis->setRange(0, 1);
-    if (ready) p->xAxis->setRange(double(d->meta().global(0)), double(d->meta().global(d->steps() - 1)));
-    set_plot_note(p, !ready || !sq ? QString()
-                                   : QString("No bias or rounding statistics for %1.%2 (trace format 5 records them)")
-                                         .arg(sel_layer_, sel_op_));
+    emptyCurves(p, !ready || !sq ? QString()
+                                 : QString("No bias or rounding statistics for %1.%2 (trace format 5 records them)")
+                                       .arg(sel_layer_, sel_op_));
     return;
   }
   const int n = int(sq->v.size());

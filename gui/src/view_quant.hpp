@@ -94,6 +94,9 @@ class QuantView : public View {
   QComboBox* lower_pick_ = nullptr;
   bool user_lower_ = false;
   void setLower(int i);
+  /// Clears curves plot p to `note`: no stale axes of the previous selection behind it (the right
+  /// axis hidden, a linear 0..1 left axis, the trace's steps along x).
+  void emptyCurves(QCustomPlot* p, const QString& note);
   SeriesData hist_steps_;
   bool hist_steps_ok_ = false;
 
