@@ -33,6 +33,14 @@ class GuiViews : public QObject {
   TraceDocument* doc_ = nullptr;
 
   static bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+  /// v shown at 1000 x 800 on fc1's operand op, its data loaded.
+  bool showFc1(QuantView& v, const char* op) {
+    v.resize(1000, 800);
+    v.show();
+    st_->setLayer("fc1");
+    st_->setOperand(op);
+    return guitest::wait_view(&v);
+  }
 
  private slots:
   void initTestCase() {
@@ -191,11 +199,7 @@ class GuiViews : public QObject {
   // and the share rounded_up / rounded of fc1's dy, read here through the trace library.
   void qualityPlotFromTheTrace() {
     QuantView v(st_);
-    v.resize(1000, 800);
-    v.show();
-    st_->setLayer("fc1");
-    st_->setOperand("dy");
-    QVERIFY(guitest::wait_view(&v));
+    QVERIFY(showFc1(v, "dy"));
     QCustomPlot* p = v.qualityPlot();
     QTRY_COMPARE_WITH_TIMEOUT(p->graphCount(), 4, 10000);
     mxsim::trace::Reader r(trace_.toStdString());
@@ -221,11 +225,7 @@ class GuiViews : public QObject {
   // trace holds it ([micro-batches] rows: every 4th value here).
   void shadowPlotFromTheTrace() {
     QuantView v(st_);
-    v.resize(1000, 800);
-    v.show();
-    st_->setLayer("fc1");
-    st_->setOperand("x");
-    QVERIFY(guitest::wait_view(&v));
+    QVERIFY(showFc1(v, "x"));
     QCustomPlot* p = v.shadowPlot();
     QTRY_VERIFY_WITH_TIMEOUT(p->graphCount() >= 3, 10000);
     QVERIFY(p->isVisible());  // the default for x where the trace has a shadow
