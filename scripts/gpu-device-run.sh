@@ -16,7 +16,8 @@
 #   example examples/torch/moe_fashion_mnist.py --config ${EXAMPLE_CONFIG:-large} for
 #           EXAMPLE_STEPS steps (default 12) without and with the recorder, beside
 #           moe_step_peer.py's BF16 _grouped_mm and MXFP4 fake-quant steps of that config
-#           (EXAMPLE_PROFILE=1: one more recorded run under cProfile, example-profile.txt;
+#           (EXAMPLE_PROFILE=1: one more recorded run under cProfile, example-profile.txt, and
+#           one under torch.profiler, example-torchprof.txt;
 #           the recorded trace comes back as example.h5 when under 60 MB)
 # Also: memcheck (compute-sanitizer over kernel suites and the Backend suite),
 # bench (mxsim_gpu_bench), gemm (grouped GEMM vs PyTorch), profile, kernels,
@@ -332,6 +333,9 @@ if has example; then
       >/dev/null 2>&1 || rc=1
     python3 -c 'import pstats, sys; p = pstats.Stats(sys.argv[1], stream=sys.stdout); p.sort_stats("cumulative").print_stats("mxsim|examples", 70); p.sort_stats("tottime").print_stats(40)' \
       "$work/example.prof" >"$OUT/example-profile.txt" 2>&1 || rc=1
+    # and where its device time goes: torch.profiler over three recorded steps (mxsim's kernels by name)
+    timeout 300 python3 bench/peers/profile_recorder.py -- "${ex[@]:2:2}" "${ex[@]:6}" --trace "$work/example-tprof.h5" \
+      >"$OUT/example-torchprof.txt" 2>&1 || rc=1
   fi
   PYTHONUNBUFFERED=1 timeout 300 python3 bench/peers/moe_step_peer.py --config "$cfg" --mode both --steps 10 >>"$summary" 2>&1 || rc=1
   echo '```' >>"$summary"

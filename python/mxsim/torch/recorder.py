@@ -55,6 +55,11 @@ _NAN = float("nan")
 _ROLES = ("w", "x", "dy")
 
 
+def _range(name):
+    """A torch.profiler range over one of the recorder's phases (bench/peers/profile_recorder.py)."""
+    return torch.autograd.profiler.record_function("mxsim.Recorder." + name)
+
+
 def _empty_stats():
     s = _capi.QStats()
     for f in ("mse", "max_abs_err", "signal_power", "sqnr_db", "mean_err", "expected_up"):  # core's not_recorded()
@@ -140,7 +145,8 @@ class _Tap:
         self.wgrad_mb.append(dw.detach().float().cpu())
 
     def _record(self, role, src, q):
-        self.stats[role] = self.rec._ctx(self.mod).quant_stats(src, q)
+        with _range("quant_stats"):
+            self.stats[role] = self.rec._ctx(self.mod).quant_stats(src, q)
 
     def fprop(self, x, qx, weights, qw):
         """micro-batch 0's fprop operands (qx / qw None: quantized here, for a plain nn.Linear)."""
@@ -166,7 +172,8 @@ class _Tap:
         self.backwards += 1
         self.added.append(int(all(getattr(w, "grad_added_to_main_grad", False) for w in self.mod.weights())))
         if self.mod.fuse_wgrad_accumulation:  # the bridge's add just happened
-            self.norms.append(self.rec._ctx(self.mod).l2_norm(_grad_buffer(self.mod, self.grad_attr())))
+            with _range("l2_norm"):
+                self.norms.append(self.rec._ctx(self.mod).l2_norm(_grad_buffer(self.mod, self.grad_attr())))
         else:
             self.pending_grad = True  # autograd adds dW into .grad after this backward returns
 
@@ -331,8 +338,9 @@ class Recorder:
 
     def _append(self, step, loss, lr, tokens, scalars):
         norms = [t.end_step() for t in self.taps]
-        for c in self._contexts.values():  # the step's deferred norms and statistics: one wait per device
-            c.resolve()
+        with _range("resolve"):
+            for c in self._contexts.values():  # the step's deferred norms and statistics: one wait per device
+                c.resolve()
         norms = [[v.value if isinstance(v, ctypes.c_double) else v for v in n] for n in norms]
         mbs = {len(n) for n in norms}
         if len(mbs) != 1:
@@ -378,13 +386,16 @@ class Recorder:
                 r.grad_added = a
             if t.mod._deosc is not None:  # WeightDeOsc.step ran before this log: its window's snaps
                 r.snapped = t.mod._deosc.snapped_of(t.mod)
-        self._write_snapshots(step)
-        for r, t in pending_osc:
-            r.osc = self._osc(t)
+        with _range("snapshots"):
+            self._write_snapshots(step)
+        with _range("osc"):
+            for r, t in pending_osc:
+                r.osc = self._osc(t)
         vals = (ctypes.c_double * max(len(names), 1))(*[_num(scalars.get(k, _NAN)) for k in names])
         tpe = (ctypes.c_int64 * max(nmb * experts, 1))(*(tok.reshape(-1).tolist() if experts else [0]))
         row = _capi.StepRow(int(step), _num(loss), _num(lr), vals, tpe, rows)
-        _capi.call(self._lib.mxsim_recorder_append, self._handle, ctypes.byref(row))
+        with _range("append"):
+            _capi.call(self._lib.mxsim_recorder_append, self._handle, ctypes.byref(row))
         self._next_step = int(step) + 1
 
     def close(self):
