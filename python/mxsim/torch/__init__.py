@@ -552,42 +552,61 @@ def grouped_gemm(a, b, m_splits, *, form="fprop", out=None, out_dtype=None, accu
     if f is None:
         raise ValueError(f"grouped_gemm: form must be 'fprop', 'dgrad' or 'wgrad', not {form!r}")
     splits = [int(m) for m in m_splits]
-    A = list(a) if f == _capi.WGRAD else [a]
-    B = list(b) if f == _capi.WGRAD else [b]
+    wgrad = f == _capi.WGRAD
+    A = list(a) if wgrad else [a]
+    B = list(b) if wgrad else [b]
     keep = []  # the ctypes structs the call points into
-
-    def operand(o, what):
-        op = _capi.GemmOperand()
-        if isinstance(o, QuantizedTensor):
-            c = o._c()
-            keep.append(c)
-            op.q = ctypes.pointer(c)
-        elif hasattr(o, "data_ptr"):
-            d = _dl(o, what)
-            keep.append((o, d))
-            op.bf16 = ctypes.pointer(d)
-        else:
-            raise TypeError(f"grouped_gemm: {what} must be a QuantizedTensor or a torch tensor, got {type(o).__name__}")
-        return op
-
-    ca = (_capi.GemmOperand * max(len(A), 1))(*[operand(o, f"a[{i}]" if f == _capi.WGRAD else "a") for i, o in enumerate(A)])
-    cb = (_capi.GemmOperand * max(len(B), 1))(*[operand(o, f"b[{i}]" if f == _capi.WGRAD else "b") for i, o in enumerate(B)])
+    if wgrad:
+        ca = (_capi.GemmOperand * max(len(A), 1))(*[_operand(o, f"a[{i}]", keep) for i, o in enumerate(A)])
+        cb = (_capi.GemmOperand * max(len(B), 1))(*[_operand(o, f"b[{i}]", keep) for i, o in enumerate(B)])
+    else:  # one operand a side: passed by reference, no array
+        ca, cb = ctypes.byref(_operand(a, "a", keep)), ctypes.byref(_operand(b, "b", keep))
     device = _device_of(A + B)
     # The GPU writes float32 (bfloat16 output: its values rounded once, then narrowed exactly here).
     narrow = out is None and out_dtype == torch.bfloat16 and device.type == "cuda"
     ms = (ctypes.c_int64 * max(len(splits), 1))(*splits)
     lib = _capi.lib()
-    if out is None:  # the shape core's plan gives (and refuses, naming the operand)
+    if out is None:
         dt = torch.float32 if narrow else (out_dtype or torch.float32)
-        shape, ndim = (ctypes.c_int64 * 3)(), ctypes.c_int32()
-        _capi.call(lib.mxsim_grouped_gemm_out_shape, f, ca, len(A), cb, len(B), ms, len(splits), shape,
-                   ctypes.byref(ndim))
-        out = torch.empty(tuple(shape[:ndim.value]), dtype=dt, device=device)
+        out = torch.empty(_out_shape(f, A, B, splits, ca, cb, ms), dtype=dt, device=device)
     elif out_dtype is not None and out.dtype != out_dtype:
         raise ValueError(f"grouped_gemm: out is {out.dtype} but out_dtype is {out_dtype}")
     _capi.call(lib.mxsim_grouped_gemm, f, ca, len(A), cb, len(B), ms, len(splits), ctypes.byref(_dl(out, "out")),
                int(narrow), int(bool(accumulate)), _stream(out))
     return out.bfloat16() if narrow else out
+
+
+def _operand(o, what, keep):
+    """grouped_gemm's mxsim_gemm_operand of o (a QuantizedTensor's is made once and kept by it)."""
+    if isinstance(o, QuantizedTensor):
+        op = o.__dict__.get("_cop")
+        if op is None:
+            op = o.__dict__["_cop"] = _capi.GemmOperand(ctypes.pointer(o._c()), None)
+        return op
+    if not hasattr(o, "data_ptr"):
+        raise TypeError(f"grouped_gemm: {what} must be a QuantizedTensor or a torch tensor, got {type(o).__name__}")
+    d = _dl(o, what)
+    keep.append((o, d))
+    return _capi.GemmOperand(None, ctypes.pointer(d))
+
+
+def _out_shape(f, A, B, splits, ca, cb, ms):
+    """grouped_gemm's output shape: fprop [M, N], dgrad [M, K], wgrad [G, N, K] from the operands'
+    logical shapes (the library checks it against its plan, which refuses bad operands first, in
+    its own words; tests/python/test_torch_ops.py checks the two agree). Where the operands give
+    no such shape (empty wgrad, an unexpected rank), the library's plan is asked."""
+    try:
+        if f == _capi.WGRAD:
+            if A and B:
+                return (len(splits), int(A[0].shape[-1]), int(B[0].shape[-1]))
+        elif len(A[0].shape) == 2 and len(B[0].shape) in (2, 3):
+            return (int(A[0].shape[0]), int(B[0].shape[-2] if f == _capi.FPROP else B[0].shape[-1]))
+    except (AttributeError, IndexError, TypeError):
+        pass
+    shape, ndim = (ctypes.c_int64 * 3)(), ctypes.c_int32()
+    _capi.call(_capi.lib().mxsim_grouped_gemm_out_shape, f, ca, len(A), cb, len(B), ms, len(splits), shape,
+               ctypes.byref(ndim))
+    return tuple(shape[:ndim.value])
 
 
 def _device_of(ops):

@@ -260,10 +260,15 @@ def _declare(h):
         f.argtypes = args
 
 
+_tls = threading.local()  # each thread's one error buffer (the library writes it only on failure)
+
+
 def call(fn, *args):
     """Calls fn(*args, &err) and raises on a failed status: ValueError for a bad argument,
     MemoryError for an allocation, RuntimeError for an unsupported device or a GPU failure."""
-    err = Error()
+    err = getattr(_tls, "err", None)
+    if err is None:
+        err = _tls.err = Error()
     status = fn(*args, ctypes.byref(err))
     if status == _OK:
         return
