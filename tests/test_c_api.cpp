@@ -328,7 +328,10 @@ TEST(CApi, OscMetricsOfAHandBuiltHistory) {
     float w[2] = {6.0f, qs[s]}, q[2] = {6.0f, qs[s]};
     DLTensor tw = view(w, shape, kF32), tq = view(q, shape, kF32);
     mxsim_osc_step r{};
+    r.flips = 99;
     ASSERT_EQ(mxsim_osc_metrics_update(m, "fc", &tw, &tq, nullptr, &r, &e), MXSIM_OK) << e.message;
+    EXPECT_EQ(r.flips, 99u) << "deferred: delivered by mxsim_context_resolve, not before";
+    ASSERT_EQ(mxsim_context_resolve(ctx, &e), MXSIM_OK) << e.message;
     EXPECT_EQ(r.flips, flips[s]) << s;
     EXPECT_EQ(r.flips_total, total[s]) << s;
     EXPECT_EQ(r.ema_mean, ema[s]) << s;

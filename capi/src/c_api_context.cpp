@@ -45,10 +45,12 @@ struct mxsim_context {
     if (device.device_type == kDLCUDA) gpu_call(device.device_id, op, f);
     else f();
   }
-  /// A backend tensor holding the caller's float32 tensor t (rank 1 to 3; with flat, any rank
-  /// as one row; with `as`, that shape of t's elements), read after the work queued on `stream`.
+  /// The caller's float32 tensor t as a backend tensor (rank 1 to 3; with flat, any rank as one
+  /// row; with `as`, that shape of t's elements), read after the work queued on `stream`: a view
+  /// of t's memory (Backend::borrow_native) that the queued ops only read, then release(stream);
+  /// with copy, the backend's own copy (an op that writes it: de-oscillation's snaps).
   Tensor import(const DLTensor& t, void* stream, const char* op, const char* what, bool flat,
-                const Shape* as = nullptr) {
+                const Shape* as = nullptr, bool copy = false) {
     if (t.device.device_type != device.device_type ||
         (device.device_type == kDLCUDA && t.device.device_id != device.device_id))
       throw std::invalid_argument(std::string(op) + ": " + what + " is on another device than the context");
@@ -69,10 +71,14 @@ struct mxsim_context {
       s.rank = t.ndim;
       for (int i = 0; i < t.ndim; ++i) s.dim[size_t(i)] = size_t(t.shape[i]);
     }
+    if (!copy) return be->borrow_native(DType::f32, s, data_of(t), stream);
     Tensor out = be->alloc(DType::f32, s);
     be->upload_native(out, data_of(t), n * sizeof(float), stream);
     return out;
   }
+  /// The caller's later work on `stream` after every op queued so far (their borrowed inputs
+  /// may then change or be freed there).
+  void release(void* stream) { be->release_native(stream); }
 };
 
 struct mxsim_deosc {
@@ -141,6 +147,7 @@ mxsim_status mxsim_l2_norm(mxsim_context* ctx, const DLTensor* x, void* stream, 
       const Tensor t = ctx->import(*x, stream, op, "x", true);
       ctx->be->l2_norm_deferred(t, out);  // delivered by mxsim_context_resolve
       ctx->pending.tensors.push_back(t);
+      ctx->release(stream);
     });
   });
 }
@@ -170,10 +177,11 @@ mxsim_status mxsim_context_quant_elements(mxsim_context* ctx, const mxsim_qtenso
     const GemmOperandDesc d = desc_of(*q, op, "q");
     ctx->run(op, [&] {
       Backend& be = *ctx->be;
-      const QTensor bq = be.upload_native(native_of(*q, d), stream);
+      const QTensor bq = be.borrow_native(native_of(*q, d), stream);
       auto e = std::make_shared<Backend::QuantElements>();
       auto ix = std::make_shared<std::vector<int64_t>>(idx, idx + n);
       be.quant_elements_deferred(bq, *ix, e.get());  // delivered by mxsim_context_resolve
+      ctx->release(stream);
       ctx->pending.quantized.push_back(bq);
       ctx->pending.values.push_back(e);
       ctx->pending.values.push_back(ix);
@@ -200,11 +208,12 @@ mxsim_status mxsim_context_quant_stats(mxsim_context* ctx, const DLTensor* x, co
       Backend& be = *ctx->be;
       const Shape want = L.groups > 1 ? Shape{L.groups, L.rows, L.cols} : Shape{L.rows, L.cols};
       const Tensor tx = ctx->import(*x, stream, op, "x", false, &want);  // q's logical shape
-      const QTensor bq = be.upload_native(native_of(*q, d), stream);
+      const QTensor bq = be.borrow_native(native_of(*q, d), stream);
       auto s = std::make_shared<QuantStats>();
       auto h = std::make_shared<ScaleExpCounts>();
       be.quant_stats_deferred(tx, bq, s.get());  // delivered by mxsim_context_resolve
       if (hist) be.scale_exp_histogram_deferred(bq, h.get());
+      ctx->release(stream);
       ctx->pending.tensors.push_back(tx);
       ctx->pending.quantized.push_back(bq);
       ctx->pending.values.push_back(s);
@@ -268,8 +277,14 @@ mxsim_status mxsim_osc_metrics_update(mxsim_osc_metrics* m, const char* name, co
       if (!(tw.shape() == tq.shape()))
         throw std::invalid_argument(std::string(op) + ": " + name + ": w " + tw.shape().str() + " and q " +
                                     tq.shape().str() + " differ");
-      const Backend::OscStep r = m->m.observe(*m->ctx->be, name, tw, tq);
-      *out = {r.flips, r.flips_total, r.ema_mean, r.ema_frac_above, r.dist_ratio_mean};
+      auto r = std::make_shared<Backend::OscStep>();
+      m->m.observe_deferred(*m->ctx->be, name, tw, tq, r.get());  // delivered by mxsim_context_resolve
+      m->ctx->release(stream);
+      auto& p = m->ctx->pending;
+      p.tensors.push_back(tw);
+      p.tensors.push_back(tq);
+      p.values.push_back(r);
+      p.deliver.push_back([r, out] { *out = {r->flips, r->flips_total, r->ema_mean, r->ema_frac_above, r->dist_ratio_mean}; });
     });
   });
 }
@@ -351,7 +366,7 @@ mxsim_status mxsim_deosc_observe(mxsim_deosc* d, const char* name, DLTensor* w, 
     const char* op = "mxsim_deosc_observe";
     if (!d || !name || !w || !q || !snapped) throw std::invalid_argument(std::string(op) + ": an argument is NULL");
     d->ctx->run(op, [&] {
-      Tensor tw = d->ctx->import(*w, stream, op, "w", false);
+      Tensor tw = d->ctx->import(*w, stream, op, "w", false, nullptr, true);  // snapped in place, then copied back
       const Tensor tq = d->ctx->import(*q, stream, op, "q", false);
       if (!(tw.shape() == tq.shape()))
         throw std::invalid_argument(std::string(op) + ": " + name + ": w " + tw.shape().str() + " and q " +
@@ -359,6 +374,7 @@ mxsim_status mxsim_deosc_observe(mxsim_deosc* d, const char* name, DLTensor* w, 
       const std::optional<int64_t> n = d->d.observe(*d->ctx->be, name, tw, tq);
       *snapped = n.value_or(-1);
       if (n && *n > 0) d->ctx->be->download_native(tw, data_of(*w), tw.bytes(), stream);  // the snapped master back
+      d->ctx->release(stream);
     });
   });
 }

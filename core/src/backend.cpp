@@ -65,6 +65,17 @@ QTensor Backend::upload_native_impl(const NativeQuantized& n, void*) {
   return upload(q);
 }
 void Backend::download_native_impl(const Tensor& t, void* dst, size_t bytes, void*) { download(t, dst, bytes); }
+Tensor Backend::borrow_native_impl(DType dtype, Shape shape, const void* src, void* src_stream) {
+  Tensor t = alloc(dtype, shape);
+  upload_native(t, src, t.bytes(), src_stream);
+  return t;
+}
+QTensor Backend::borrow_native_impl(const NativeQuantized& q, void* src_stream) { return upload_native(q, src_stream); }
+void Backend::release_native_impl(void*) {}
+void Backend::osc_update_deferred_impl(const Tensor& w, const Tensor& q, OscState& s, float momentum, bool window_end,
+                                       OscStep* dst) {
+  *dst = osc_update_impl(w, q, s, momentum, window_end);
+}
 
 void Backend::copy_range_impl(const Tensor& src, size_t so, Tensor& dst, size_t d_o, size_t count) {
   if (count == 0) return;

@@ -99,6 +99,13 @@ void Backend::check_upload_native_q(const NativeQuantized& q, void*) {
     fail("upload_native", "a quantized tensor's codes or scales are NULL");
   if (q.spec.scale_kind == ScaleKind::UE4M3 && !q.tensor_scale_inv) fail("upload_native", "NVFP4's tensor scale is NULL");
 }
+void Backend::check_borrow_native(DType dtype, Shape shape, const void* src, void*) {
+  if (shape.rank < 1 || shape.rank > 3)
+    fail("borrow_native", "shape " + shape.str() + " must have rank 1 to 3");
+  if (!src && shape.numel() != 0 && dtype_size(dtype) != 0) fail("borrow_native", "src is NULL");
+}
+void Backend::check_borrow_native_q(const NativeQuantized& q, void* stream) { check_upload_native_q(q, stream); }
+void Backend::check_release_native(void*) {}
 void Backend::check_download_native(const Tensor& t, void* dst, size_t bytes, void*) {
   need_handle(t, "download_native", "tensor");
   if (bytes != t.bytes())
@@ -441,6 +448,11 @@ void Backend::check_osc_update(const Tensor& w, const Tensor& q, OscState& s, fl
     need_dtype(*t, dt, op, what);
     if (t->numel() != w.numel()) need_shape(*t, w.shape(), op, what);
   }
+}
+void Backend::check_osc_update_deferred(const Tensor& w, const Tensor& q, OscState& s, float momentum, bool window_end,
+                                        OscStep* dst) {
+  check_osc_update(w, q, s, momentum, window_end);
+  if (!dst) throw std::invalid_argument("osc_update: dst is null");
 }
 
 }  // namespace mxsim

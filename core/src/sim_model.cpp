@@ -899,7 +899,7 @@ Backend::OscStep OscMetrics::update(Backend& be, Weight& w) {
   return observe(be, w.name, w.master, Q);
 }
 
-Backend::OscStep OscMetrics::observe(Backend& be, const std::string& name, const Tensor& w, const Tensor& q) {
+OscMetrics::State& OscMetrics::seeded(Backend& be, const std::string& name, const Tensor& w, const Tensor& q) {
   auto it = state_.find(name);
   if (it == state_.end()) it = state_.emplace(name, make_state(be, w.shape())).first;
   State& s = it->second;
@@ -911,10 +911,23 @@ Backend::OscStep OscMetrics::observe(Backend& be, const std::string& name, const
     be.copy(q, s.t.prev_q);
     s.seeded = true;
   }
+  return s;
+}
+
+Backend::OscStep OscMetrics::observe(Backend& be, const std::string& name, const Tensor& w, const Tensor& q) {
+  State& s = seeded(be, name, w, q);
   const bool window_end = s.window + 1 >= period_;
   const Backend::OscStep r = be.osc_update(w, q, s.t, m_, window_end);
   s.window = window_end ? 0 : s.window + 1;
   return r;
+}
+
+void OscMetrics::observe_deferred(Backend& be, const std::string& name, const Tensor& w, const Tensor& q,
+                                  Backend::OscStep* dst) {
+  State& s = seeded(be, name, w, q);
+  const bool window_end = s.window + 1 >= period_;
+  be.osc_update_deferred(w, q, s.t, m_, window_end, dst);
+  s.window = window_end ? 0 : s.window + 1;
 }
 
 void OscMetrics::visit(StateIO& io, Backend& be, const std::vector<Weight*>& ws) {

@@ -1180,7 +1180,7 @@ void verify_deosc(Ctx& c, Rng& r, int) {
   });
 }
 
-void verify_osc_metrics(Ctx& c, Rng& r, int) {
+void verify_osc_metrics(Ctx& c, Rng& r, int k) {
   const size_t G = 1 + r.below(3), N = 1 + r.below(16), K = 1 + r.below(40), n = G * N * K;
   const OscInputs in = osc_inputs(r, n);
   std::vector<float> ema(n);
@@ -1194,12 +1194,21 @@ void verify_osc_metrics(Ctx& c, Rng& r, int) {
   }
   const bool window_end = r.coin();
   const float momentum = r.coin() ? 0.01f : 0.1f;
+  const bool deferred = k % 2 == 1;  // odd cases: osc_update_deferred, delivered by resolve_deferred
   run_case(c, Op::OscMetrics, dims({G, N, K}), std::string(window_end ? "window end" : "step") + " momentum " +
-                                                 std::to_string(momentum), [&](Backend& be) {
+                                                 std::to_string(momentum) + (deferred ? " deferred" : ""),
+           [&](Backend& be) {
     const Shape s{G, N, K};
     Backend::OscState st{put(be, s, in.prev), put(be, s, in.prev_q), put(be, s, in.dist_w), put(be, s, in.dist_q),
                          put(be, s, ema),     put(be, s, last_dir),  put(be, s, flips)};
-    const Backend::OscStep o = be.osc_update(put(be, s, in.w), put(be, s, in.q), st, momentum, window_end);
+    Backend::OscStep o;
+    if (deferred) {
+      const DeferredScope scope(be);
+      be.osc_update_deferred(put(be, s, in.w), put(be, s, in.q), st, momentum, window_end, &o);
+      be.resolve_deferred();
+    } else {
+      o = be.osc_update(put(be, s, in.w), put(be, s, in.q), st, momentum, window_end);
+    }
     return Result{part(std::vector<uint64_t>{o.flips, o.flips_total}),
                   part(std::vector<double>{o.ema_mean, o.ema_frac_above, o.dist_ratio_mean}),
                   get(be, st.prev_w), get(be, st.prev_q), get(be, st.dist_w), get(be, st.dist_q), get(be, st.ema),

@@ -123,7 +123,7 @@ Tensor HipBackend::alloc_impl(DType dtype, Shape shape) {
 void* HipBackend::raw(const Tensor& t, const char* op, const char* what) const {
   if (t.empty()) throw std::invalid_argument(where(op, what) + " is an empty tensor handle");
   if (t.buffer()->owner() != this) throw std::invalid_argument(where(op, what) + " belongs to another backend");
-  return static_cast<HipBuffer&>(*t.buffer()).mem.get();
+  return static_cast<HipBuffer&>(*t.buffer()).get();
 }
 // The emulator's order of checks (dtype, rank, handle), so a bad operand gets its message.
 float* HipBackend::mat(const Tensor& t, const char* op, const char* what) const {
@@ -222,6 +222,40 @@ QTensor HipBackend::upload_native_impl(const NativeQuantized& n, void* src_strea
     MXSIM_HIP_CHECK(hipMemcpyAsync(d.t.tensor_scale_inv, &one, sizeof one, hipMemcpyHostToDevice, stream_));
   }
   return QTensor(std::make_shared<HipQBuffer>(this, std::move(d)), n.spec, n.groups, n.rows, n.cols, n.transposed);
+}
+
+// Borrowed memory: this stream reads it after the caller's queued writes; release_native orders
+// the caller's later work (its writes, its allocator's reuse) after our reads.
+Tensor HipBackend::borrow_native_impl(DType dtype, Shape shape, const void* src, void* src_stream) {
+  order_after(static_cast<hipStream_t>(src_stream), stream_);
+  return Tensor(std::make_shared<HipBuffer>(this, const_cast<void*>(src)), dtype, shape);
+}
+
+QTensor HipBackend::borrow_native_impl(const NativeQuantized& n, void* src_stream) {
+  if (n.divides_by_scale)  // the device kernels apply FP32 values as scale_inv only (numerics.md §2.4)
+    throw std::invalid_argument("borrow_native: FP32 scales that divide (torchao Float8TrainingTensor) are not "
+                                "supported on the GPU backend");
+  DeviceQuantized d;  // a view: no buffers of its own
+  d.t.spec = n.spec;
+  d.t.layout = hd::quant_layout(n.spec, n.groups, n.rows, n.cols, n.transposed ? Axis::Rows : Axis::Cols);
+  d.t.data = static_cast<uint8_t*>(const_cast<void*>(n.data));
+  if (n.spec.scale_kind == ScaleKind::FP32) d.t.scale_inv = static_cast<float*>(const_cast<void*>(n.scales));
+  else d.t.scale_bytes = static_cast<uint8_t*>(const_cast<void*>(n.scales));
+  d.t.tensor_scale_inv = n.tensor_scale_inv ? static_cast<float*>(const_cast<void*>(n.tensor_scale_inv)) : unit_scale();
+  order_after(static_cast<hipStream_t>(src_stream), stream_);
+  return QTensor(std::make_shared<HipQBuffer>(this, std::move(d)), n.spec, n.groups, n.rows, n.cols, n.transposed);
+}
+
+void HipBackend::release_native_impl(void* dst_stream) { order_after(stream_, static_cast<hipStream_t>(dst_stream)); }
+
+float* HipBackend::unit_scale() {
+  if (!unit_scale_.get()) {
+    static const float one = 1.0f;
+    DeviceBuffer b(sizeof one, "the unit tensor scale of borrowed quantized tensors");
+    copy_to_device(b.get(), &one, sizeof one);
+    unit_scale_ = std::move(b);
+  }
+  return unit_scale_.as<float>();
 }
 
 void HipBackend::download_native_impl(const Tensor& t, void* dst, size_t bytes, void* dst_stream) {

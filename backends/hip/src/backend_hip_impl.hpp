@@ -27,10 +27,13 @@
 
 namespace mxsim::hip {
 
-/// Storage of one dense tensor.
+/// Storage of one dense tensor: its own, or a caller's (borrow_native: not freed here).
 struct HipBuffer final : BackendBuffer {
   HipBuffer(const Backend* b, size_t bytes, std::string_view what) : BackendBuffer(b), mem(bytes, what) {}
+  HipBuffer(const Backend* b, void* borrowed) : BackendBuffer(b), borrowed(borrowed) {}
+  void* get() const { return borrowed ? borrowed : mem.get(); }
   DeviceBuffer mem;
+  void* borrowed = nullptr;
 };
 /// Storage of one quantized tensor.
 struct HipQBuffer final : BackendBuffer {
@@ -62,6 +65,11 @@ class HipBackend final : public Backend {
   void upload_native_impl(Tensor& t, const void* src, size_t bytes, void* src_stream) override;
   void download_native_impl(const Tensor& t, void* dst, size_t bytes, void* dst_stream) override;
   QTensor upload_native_impl(const NativeQuantized& q, void* src_stream) override;
+  Tensor borrow_native_impl(DType dtype, Shape shape, const void* src, void* src_stream) override;
+  QTensor borrow_native_impl(const NativeQuantized& q, void* src_stream) override;
+  void release_native_impl(void* dst_stream) override;
+  void osc_update_deferred_impl(const Tensor& w, const Tensor& q, OscState& s, float momentum, bool window_end,
+                                OscStep* dst) override;
   void l2_norm_deferred_impl(const Tensor& x, double* dst) override;
   void output_error_deferred_impl(const Tensor& ref, const Tensor& test, OutputError* dst) override;
   void quant_stats_deferred_impl(const Tensor& x, const QTensor& q, QuantStats* dst) override;
@@ -119,6 +127,10 @@ class HipBackend final : public Backend {
   Tensor device_indices(std::span<const int64_t> idx);
 
  private:
+  /// A device float 1.0: the tensor scale of borrowed quantized tensors of every kind but NVFP4
+  /// (written once, synchronously, at the first borrow).
+  float* unit_scale();
+  DeviceBuffer unit_scale_;
   hipStream_t stream_ = nullptr;
   std::string device_;
   // fetch_later and upload staging: page-locked chunks handed out in order,

@@ -286,8 +286,8 @@ int64_t HipBackend::deosc_update_impl(Tensor& w, const Tensor& q, Tensor& prev, 
   return int64_t(r[0]);
 }
 
-Backend::OscStep HipBackend::osc_update_impl(const Tensor& w, const Tensor& q, OscState& s, float momentum,
-                                        bool window_end) {
+void HipBackend::osc_update_deferred_impl(const Tensor& w, const Tensor& q, OscState& s, float momentum,
+                                          bool window_end, OscStep* dst) {
   const float* pw = f32(w, "osc_update", "w");
   const float* pq = f32(q, "osc_update", "q");
   float* prev_w = f32(s.prev_w, "osc_update", "prev_w");
@@ -298,25 +298,32 @@ Backend::OscStep HipBackend::osc_update_impl(const Tensor& w, const Tensor& q, O
   int8_t* last_dir = reinterpret_cast<int8_t*>(data<uint8_t>(s.last_dir, "osc_update", "last_dir"));
   uint32_t* flips = data<uint32_t>(s.flips, "osc_update", "flips");
   const size_t n = w.numel();
-  std::array<double, 6> sums{};
-  if (n) {
-    DeviceBuffer rec(n * sizeof(OscRecord), "osc_update element records");
-    osc_update_kernel<<<grid_for(n, kThreads), kThreads, 0, stream_>>>(pw, pq, prev_w, prev_q, last_dir, flips, ema,
-                                                                      dist_w, dist_q, momentum, window_end, n,
-                                                                      rec.as<OscRecord>());
-    MXSIM_HIP_CHECK_LAUNCH("osc_update_kernel");
-    sums = detail::tree_reduce<6>(*this, OscFold{rec.as<OscRecord>()}, n);
+  auto deliver = [dst, n](const std::array<double, 6>& sums) {
+    const uint64_t moved = uint64_t(sums[5]);
+    OscStep r;
+    r.flips = uint64_t(sums[0]);
+    r.flips_total = uint64_t(sums[1]);
+    r.ema_mean = canonical_nan(sums[2] / double(n));
+    r.ema_frac_above = double(uint64_t(sums[3])) / double(n);
+    r.dist_ratio_mean = moved ? canonical_nan(sums[4] / double(moved)) : 0.0;
+    *dst = r;
+  };
+  if (n == 0) {
+    deliver({});
+    return;
   }
-  const uint64_t fl = uint64_t(sums[0]), tot = uint64_t(sums[1]), above = uint64_t(sums[3]),
-                 moved = uint64_t(sums[5]);
-  const double ema_sum = sums[2], ratio_sum = sums[4];
-  OscStep r;
-  r.flips = fl;
-  r.flips_total = tot;
-  r.ema_mean = canonical_nan(ema_sum / double(n));
-  r.ema_frac_above = double(above) / double(n);
-  r.dist_ratio_mean = moved ? canonical_nan(ratio_sum / double(moved)) : 0.0;
-  return r;
+  // The records may return to the block cache once the reduction is queued: later work of the
+  // stream that reuses them runs after it.
+  DeviceBuffer rec(n * sizeof(OscRecord), "osc_update element records");
+  osc_update_kernel<<<grid_for(n, kThreads), kThreads, 0, stream_>>>(pw, pq, prev_w, prev_q, last_dir, flips, ema,
+                                                                    dist_w, dist_q, momentum, window_end, n,
+                                                                    rec.as<OscRecord>());
+  MXSIM_HIP_CHECK_LAUNCH("osc_update_kernel");
+  detail::tree_reduce_later<6>(*this, OscFold{rec.as<OscRecord>()}, n, {}, deliver);
+}
+Backend::OscStep HipBackend::osc_update_impl(const Tensor& w, const Tensor& q, OscState& s, float momentum,
+                                        bool window_end) {
+  return now<OscStep>([&](OscStep* d) { osc_update_deferred_impl(w, q, s, momentum, window_end, d); });
 }
 
 }  // namespace mxsim::hip

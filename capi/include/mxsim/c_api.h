@@ -47,7 +47,7 @@ extern "C" {
 #endif
 
 /** Bumped when a struct or signature of this header changes. */
-#define MXSIM_C_ABI_VERSION 2
+#define MXSIM_C_ABI_VERSION 3
 
 typedef enum mxsim_status {
   MXSIM_OK = 0,
@@ -444,17 +444,21 @@ MXSIM_C_EXPORT void mxsim_recorder_destroy(mxsim_recorder* r);
  * GPU backend on that device) that owns memory across calls, as ggml's
  * backends own their buffers: the oscillation state of recorded weights lives
  * there. Inputs are the caller's tensors on that device, read after the
- * caller's stream's work (on CUDA a device-to-device copy, never a host one);
- * results are host values: the statistics calls marked deferred deliver them
- * at mxsim_context_resolve, the others wait for theirs. A context is used by
- * one thread at a time. */
+ * caller's stream's work. On CUDA they are read in place (no copy, never a host
+ * one) by work that everything the caller queues on that stream afterwards
+ * waits for: they may change or be freed on that stream as soon as a call
+ * returns (work on another stream must first wait for that one). Results are
+ * host values: the statistics calls marked deferred deliver them at
+ * mxsim_context_resolve, the others wait for theirs. A context is used by one
+ * thread at a time. */
 typedef struct mxsim_context mxsim_context;
 MXSIM_C_EXPORT mxsim_status mxsim_context_create(DLDevice device, mxsim_context** out, mxsim_error* err);
 /** NULL is a no-op. */
 MXSIM_C_EXPORT void mxsim_context_destroy(mxsim_context* ctx);
 
 /** Delivers every deferred result of the context's statistics calls
- * (mxsim_l2_norm, mxsim_context_quant_stats) into the caller's outputs, waiting
+ * (mxsim_l2_norm, mxsim_context_quant_stats, mxsim_context_quant_elements,
+ * mxsim_osc_metrics_update) into the caller's outputs, waiting
  * once for all of them; the outputs must stay valid until then. An error of the
  * queued work is reported here. */
 MXSIM_C_EXPORT mxsim_status mxsim_context_resolve(mxsim_context* ctx, mxsim_error* err);
@@ -462,14 +466,15 @@ MXSIM_C_EXPORT mxsim_status mxsim_context_resolve(mxsim_context* ctx, mxsim_erro
 /** sqrt of the FP64 sum of squares of x's elements (float32, C-contiguous, any
  * rank) in mxsim's fixed tree order over the flat row-major index (Backend::
  * l2_norm; the simulator's main_grad_norm). Deferred: *out holds it after
- * mxsim_context_resolve (x is copied first: it may change once this returns). */
+ * mxsim_context_resolve (x is read as the context's inputs are: it may change on
+ * `stream` once this returns). */
 MXSIM_C_EXPORT mxsim_status mxsim_l2_norm(mxsim_context* ctx, const DLTensor* x, void* stream, double* out,
                                           mxsim_error* err);
 
 /** quant_stats and the scale exponent histogram of q against its source x
  * (as mxsim_quant_stats and mxsim_scale_exp_histogram) computed by the
  * context's backend on its device: x (float32, q's logical shape) and q are
- * copied there (on CUDA device to device). Deferred: *out and hist (NULL or 256
+ * read as the context's inputs are. Deferred: *out and hist (NULL or 256
  * counts) hold them after mxsim_context_resolve. */
 MXSIM_C_EXPORT mxsim_status mxsim_context_quant_stats(mxsim_context* ctx, const DLTensor* x, const mxsim_qtensor* q,
                                                       void* stream, mxsim_qstats* out, uint64_t* hist,
@@ -501,7 +506,9 @@ MXSIM_C_EXPORT mxsim_status mxsim_osc_metrics_maps(mxsim_osc_metrics* m, const c
 /** One step of weight `name`: its master w and quantized value q (float32,
  * one shape, on the context's device; q the dequantized W the next fprop
  * uses). The first step of a name seeds its state. A shape that differs from
- * the name's earlier steps is refused. */
+ * the name's earlier steps is refused. Deferred: *out holds the step's metrics
+ * after mxsim_context_resolve (the state is updated in order before any later
+ * call on it). */
 MXSIM_C_EXPORT mxsim_status mxsim_osc_metrics_update(mxsim_osc_metrics* m, const char* name, const DLTensor* w,
                                                      const DLTensor* q, void* stream, mxsim_osc_step* out,
                                                      mxsim_error* err);

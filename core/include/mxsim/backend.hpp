@@ -138,6 +138,15 @@ class Backend {
   //   kind at dst, ordered before the work the caller queues on dst_stream afterwards (a GPU
   //   backend: a device copy on its stream that dst_stream then waits for; the host never waits).
   //   The default: download.
+  // borrow_native(dtype, shape, src, src_stream) / borrow_native(q, src_stream): a tensor over the
+  //   caller's memory at src (of the backend's own kind, laid out as upload_native reads it) without
+  //   a copy, read by later ops after the work queued on src_stream; ops must only read it. The
+  //   caller keeps the memory alive and unchanged until release_native has ordered its later work
+  //   after every op that reads it. The defaults copy (upload_native): a backend without views of
+  //   foreign memory pays one copy and the same rules hold.
+  // release_native(dst_stream): the caller's work queued on dst_stream from now on runs after every
+  //   op queued so far (the borrowed memory may then be written or freed on that stream; the host
+  //   never waits). The default does nothing (the defaults' ops have run by the time they return).
   // fill_zero(t): every element = 0 (+0.0 for f32).
   // download(q) / upload(q) / download(grouped q): the host form of a quantized tensor (files, tests) and back.
   //
@@ -232,6 +241,8 @@ class Backend {
   // output_error_deferred(ref, test, dst): OutputError of test against ref (f32, same shape;
   //   quant_stats.hpp output_error, numerics.md §4.8): a GEMM's output against the same GEMM on
   //   BF16 operands (the simulator's shadow). The default downloads both tensors.
+  // osc_update_deferred(w, q, s, momentum, window_end, dst): osc_update, its OscStep delivered to dst
+  //   (the state tensors are updated in stream order as osc_update updates them).
   // quant_elements_deferred(q, idx, dst): QuantElements of elements idx of q; throws
   //   std::invalid_argument naming the first index outside q. The default downloads q.
   // resolve_deferred(): delivers every deferred value queued so far (a synchronisation point).

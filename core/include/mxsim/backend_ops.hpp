@@ -156,6 +156,12 @@
     (const NativeQuantized& q, void* src_stream), (q, src_stream))                                         \
   X(Memory, download_native, download_native, "download (native memory)", void,                            \
     (const Tensor& t, void* dst, size_t bytes, void* dst_stream), (t, dst, bytes, dst_stream))             \
+  X(Memory, borrow_native, borrow_native, "borrow (native memory)", Tensor,                                \
+    (DType dtype, Shape shape, const void* src, void* src_stream), (dtype, shape, src, src_stream))        \
+  X(Memory, borrow_native_q, borrow_native, "borrow quantized (native)", QTensor,                          \
+    (const NativeQuantized& q, void* src_stream), (q, src_stream))                                         \
+  X(Memory, release_native, release_native, "release (native memory)", void, (void* dst_stream),           \
+    (dst_stream))                                                                                          \
   X(Memory, copy_range, copy_range, "copy_range", void,                                                    \
     (const Tensor& src, size_t src_offset, Tensor& dst, size_t dst_offset, size_t count),                  \
     (src, src_offset, dst, dst_offset, count))                                                             \
@@ -179,7 +185,10 @@
   X(L2Norm, l2_norm_deferred, l2_norm_deferred, "l2_norm (deferred)", void, (const Tensor& x, double* dst), \
     (x, dst))                                                                                              \
   X(OutputError, output_error_deferred, output_error_deferred, "output_error (deferred)", void,            \
-    (const Tensor& ref, const Tensor& test, OutputError* dst), (ref, test, dst))
+    (const Tensor& ref, const Tensor& test, OutputError* dst), (ref, test, dst))                           \
+  X(OscMetrics, osc_update_deferred, osc_update_deferred, "osc_update (deferred)", void,                   \
+    (const Tensor& w, const Tensor& q, OscState& s, float momentum, bool window_end, OscStep* dst),        \
+    (w, q, s, momentum, window_end, dst))
 
 /// In a backend's class body: the override declaration of one row's <name>_impl.
 #define MXSIM_BACKEND_DECLARE_IMPL(Family, id, name, label, Ret, params, args) Ret name##_impl params override;

@@ -12,7 +12,7 @@ import ctypes.util
 import os
 import threading
 
-_ABI_VERSION = 2
+_ABI_VERSION = 3
 
 # dlpack.h
 KDL_CPU, KDL_CUDA = 1, 2

@@ -38,9 +38,9 @@ micro-batches is then known); a later step with another number of micro-batches,
 the first step did not name (pass ``scalars=`` to declare more), is a ValueError.
 
 Where the statistics run: on the layer's device, by the backend's own ops (a context of the
-C interface: the operands are copied device to device, the oscillation state is kept there;
-on CUDA no tensor reaches the host but the snapshots, only the statistics' few numbers, which
-are delivered together at ``log``).
+C interface: on CUDA the operands are read in place, ordered on torch's current stream, and the
+oscillation state is kept there; no tensor reaches the host but the snapshots, only the
+statistics' few numbers, which are delivered together at ``log`` with one wait per device).
 """
 import ctypes
 
@@ -111,6 +111,7 @@ class _Context:
         _capi.call(self.lib.mxsim_context_resolve, self.handle)
 
     def osc_update(self, name, w, q):
+        """The OscStep of weight name's step (w its master, q its quantized value); resolve() fills it."""
         from . import _dl, _stream
         w, q = w.detach().float().contiguous(), q.contiguous()
         out = _capi.OscStep()
@@ -338,10 +339,6 @@ class Recorder:
 
     def _append(self, step, loss, lr, tokens, scalars):
         norms = [t.end_step() for t in self.taps]
-        with _range("resolve"):
-            for c in self._contexts.values():  # the step's deferred norms and statistics: one wait per device
-                c.resolve()
-        norms = [[v.value if isinstance(v, ctypes.c_double) else v for v in n] for n in norms]
         mbs = {len(n) for n in norms}
         if len(mbs) != 1:
             raise ValueError(f"Recorder: step {step}: layers saw different numbers of micro-batches: "
@@ -363,8 +360,19 @@ class Recorder:
             raise ValueError(f"Recorder: scalar(s) {unknown} were not in the first step's log; declare them with "
                              "Recorder(..., scalars=[...])")
         keep = []  # the ctypes arrays the row points into, alive until append returns
-        pending_osc = []  # the oscillation metrics update after the snapshots (their maps are the state before)
         rows = (_capi.LayerRow * len(self.taps))()
+        # The oscillation state before this step's update: the snapshots' maps and the watched flips.
+        with _range("snapshots"):
+            self._write_snapshots(step)
+        for i, t in enumerate(self.taps):
+            if t.quantized and self._watches(t):
+                self._watch_row(t, rows[i], keep)
+        with _range("osc"):  # queued: delivered by the resolve below
+            osc = {i: self._osc(t) for i, t in enumerate(self.taps) if t.quantized}
+        with _range("resolve"):
+            for c in self._contexts.values():  # the step's deferred values: one wait per device
+                c.resolve()
+        norms = [[v.value if isinstance(v, ctypes.c_double) else v for v in n] for n in norms]
         for i, t in enumerate(self.taps):
             r = rows[i]
             n = (ctypes.c_double * max(micro_batches, 1))(*(norms[i] or [_NAN]))
@@ -377,20 +385,13 @@ class Recorder:
                     keep.append(h)
                     r.quant[o] = qs
                     r.scale_exp_hist[o] = h
-                pending_osc.append((r, t))
-            if t.quantized and self._watches(t):
-                self._watch_row(t, r, keep)
+                r.osc = osc[i]
             if layer_plans_grad_added(t):
                 a = (ctypes.c_uint8 * max(micro_batches, 1))(*(t.added + [0] * micro_batches)[:micro_batches])
                 keep.append(a)
                 r.grad_added = a
             if t.mod._deosc is not None:  # WeightDeOsc.step ran before this log: its window's snaps
                 r.snapped = t.mod._deosc.snapped_of(t.mod)
-        with _range("snapshots"):
-            self._write_snapshots(step)
-        with _range("osc"):
-            for r, t in pending_osc:
-                r.osc = self._osc(t)
         vals = (ctypes.c_double * max(len(names), 1))(*[_num(scalars.get(k, _NAN)) for k in names])
         tpe = (ctypes.c_int64 * max(nmb * experts, 1))(*(tok.reshape(-1).tolist() if experts else [0]))
         row = _capi.StepRow(int(step), _num(loss), _num(lr), vals, tpe, rows)

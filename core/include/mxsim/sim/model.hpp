@@ -371,6 +371,9 @@ class OscMetrics {
   /// sums. The simulator's update and the C interface's recorder (mxsim_osc_metrics_update) both
   /// come here.
   Backend::OscStep observe(Backend& be, const std::string& name, const Tensor& w, const Tensor& q);
+  /// observe, its OscStep delivered to dst by the backend's next resolve_deferred (no wait now).
+  void observe_deferred(Backend& be, const std::string& name, const Tensor& w, const Tensor& q,
+                        Backend::OscStep* dst);
   /// The checkpoint entries of this state (sim/state_io.hpp).
   void visit(StateIO& io, Backend& be, const std::vector<Weight*>& ws);
   /// The backend tensors of weight `name`'s state; nullptr before its first update.
@@ -382,6 +385,8 @@ class OscMetrics {
  private:
   /// A zeroed state for a weight of `shape` (seeding and resume).
   static State make_state(Backend& be, const Shape& shape);
+  /// name's state, made and seeded with (w, q) at its first step; refuses another shape.
+  State& seeded(Backend& be, const std::string& name, const Tensor& w, const Tensor& q);
   std::map<std::string, State> state_;
   float m_;
   int64_t period_;
