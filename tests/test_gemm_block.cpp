@@ -396,3 +396,56 @@ TEST(GemmBlock, PublishedValues) {
   EXPECT_FALSE(hd::e8m0_scale_safe(127 + 51));
   EXPECT_FALSE(hd::e8m0_scale_safe(0xFF));
 }
+
+// round_f32 (the exact arithmetic's rounding, the oracle of the tests above) against the format
+// table's one rounding routine, encode_f64, into FP32 (frac 23) and into an 8-bit-exponent,
+// 13-bit-mantissa format (e8m13, built here as a FormatSpec), RNE with IEEE overflow and RZ:
+// in every binade from below the subnormals to past the overflow, at the target's grid points
+// k * ulp and around every rounding boundary (an FP64 ulp of the input either side of the
+// grid point and of the midpoint, and the midpoint itself), for even and odd k.
+TEST(GemmBlock, RoundF32AgreesWithEncodeAtEveryBinadesBoundaries) {
+  const FormatSpec e8m13{"e8m13", 22, 8, 13, 127, true, true, NanKind::Ieee, true, 0};
+  auto ex_of = [](double d) {  // the exact value of a finite double
+    const uint64_t b = std::bit_cast<uint64_t>(d);
+    const uint64_t ef = (b >> 52) & 0x7FF, mf = b & ((uint64_t(1) << 52) - 1);
+    Ex e;
+    e.sig = ef ? (mf | (uint64_t(1) << 52)) : mf;
+    e.exp = (ef ? int(ef) : 1) - 1075;
+    if (b >> 63) e.sig = -e.sig;
+    return e;
+  };
+  size_t bad = 0, compared = 0;
+  std::mt19937_64 g(11);
+  for (int frac : {13, 23}) {
+    const FormatSpec f = frac == 23 ? spec_of(Format::FP32) : e8m13;
+    for (int binade = -126 - frac - 3; binade <= 129; ++binade) {
+      // target ulp 2^q in this binade (the subnormal quantum below 2^-126)
+      const int q = std::max(binade, -126) - frac;
+      const uint64_t top = uint64_t(1) << (frac + 1);
+      for (uint64_t k : {uint64_t(0), uint64_t(1), uint64_t(2), uint64_t(3), top / 2, top / 2 + 1, top - 2, top - 1,
+                         (g() % top) | 1, (g() % top) & ~uint64_t(1)}) {
+        const double grid = std::ldexp(double(k), q), half = std::ldexp(1.0, q - 1);
+        for (double base : {grid, grid + half}) {
+          const double eps = base == 0 ? std::ldexp(1.0, q - 40) : std::ldexp(std::abs(base), -52);
+          for (double d : {base, base + eps, base - eps})
+            for (double s : {1.0, -1.0})
+              for (bool rz : {false, true}) {
+                const double x = s * d;
+                if (!std::isfinite(x) || x == 0.0) continue;
+                const float want =
+                    decode(f, encode_f64(f, std::bit_cast<uint64_t>(x), 0, rz ? RoundMode::RZ : RoundMode::RNE,
+                                         Overflow::Ieee));
+                const float got = round_f32(ex_of(x), rz, frac);
+                ++compared;
+                if (!same_bits(want, got) && bad++ < 10)
+                  ADD_FAILURE() << "frac " << frac << (rz ? " RZ " : " RNE ") << std::hexfloat << x << ": encode "
+                                << want << ", round_f32 " << got;
+              }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0u) << "of " << compared;
+  EXPECT_GT(compared, 20000u);
+  std::printf("[round_f32] %zu values compared\n", compared);
+}

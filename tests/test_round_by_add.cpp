@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "mxsim/rounding.hpp"
+#include "../emu/src/quantize_fast_enc.hpp"
 
 using namespace mxsim;
 
@@ -108,4 +109,39 @@ TEST(FormatRoundByAdd, E2M1KnownValues) {
   EXPECT_EQ(rz(5.9f), 0x6u);
   EXPECT_EQ(rz(0.49f), 0x0u);
   EXPECT_EQ(rz(-2.99f), 0xCu);
+}
+
+// The fast MX quantizer's encoder (emu/src/quantize_fast_enc.hpp: Enc, RNE with saturation in
+// FP32 bit arithmetic, given mul = 2^-s as the quantizer forms it) against encode(): every BF16
+// value under every E8M0 scale, and the FP32 rounding neighbourhoods under chosen scales, for
+// every MX element format it takes. NaN is outside its domain (a NaN block's codes are zeros).
+namespace {
+size_t fast_mismatches(Format fm, int s, const std::vector<uint32_t>& xs) {
+  const mxsim::emu::fast::Enc enc = mxsim::emu::fast::enc_of(mxsim::emu::fast::elem_of(fm));
+  const FormatSpec f = spec_of(fm);
+  const float mul = pow2f(-s);
+  size_t bad = 0;
+  for (uint32_t x : xs) {
+    if (is_nan32(x)) continue;
+    const uint32_t want = encode(f, x, s, RoundMode::RNE, Overflow::Saturate), got = enc(x, mul);
+    if (want != got && ++bad <= 3)
+      ADD_FAILURE() << f.name << " scale_exp " << s << std::hex << " x 0x" << x << ": want 0x" << want << ", got 0x"
+                    << got;
+  }
+  return bad;
+}
+const Format kMxElements[] = {Format::E4M3, Format::E5M2, Format::E3M2, Format::E2M3, Format::E2M1};
+}  // namespace
+
+TEST(FastQuantizerEncoder, EveryBf16ValueUnderEveryScale) {
+  std::vector<uint32_t> xs;
+  for (uint32_t hi = 0; hi < 0x10000u; ++hi) xs.push_back(hi << 16);
+  for (Format fm : kMxElements)
+    for (int s = -127; s <= 127; ++s) ASSERT_EQ(fast_mismatches(fm, s, xs), 0u);
+}
+
+TEST(FastQuantizerEncoder, EveryBf16NeighbourhoodUnderChosenScales) {
+  const std::vector<uint32_t> xs = bf16_neighbourhoods();
+  for (Format fm : kMxElements)
+    for (int s : {-127, -126, -100, -20, -1, 0, 1, 2, 7, 20, 100, 126, 127}) ASSERT_EQ(fast_mismatches(fm, s, xs), 0u);
 }

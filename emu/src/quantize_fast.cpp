@@ -41,6 +41,7 @@
 #include "quantize_fast.hpp"
 
 #include "cpu_dispatch.hpp"
+#include "quantize_fast_enc.hpp"
 
 #include <algorithm>
 #include <array>
@@ -66,26 +67,6 @@ std::atomic<bool> g_enabled{true};
 
 constexpr size_t kBlock = 32;
 
-/// FP32 bit-arithmetic constants of one element format (see note 3 above).
-struct Elem {
-  FormatSpec spec;
-  uint32_t max_bits;         // FP32 bits of maxe
-  uint32_t min_normal_bits;  // FP32 bits of 2^emin
-  int shift;                 // 23 - M
-  int sign_shift;            // bits - 1
-};
-
-Elem elem_of(Format f) {
-  Elem e;
-  e.spec = spec_of(f);
-  const int M = e.spec.man_bits;
-  e.max_bits = f32_bits(decode(e.spec, e.spec.max_code()));
-  e.min_normal_bits = f32_bits(pow2f(e.spec.emin()));
-  e.shift = 23 - M;
-  e.sign_shift = e.spec.bits - 1;
-  return e;
-}
-
 /// max |x| over 32 elements, as FP32 bits (NaN/Inf compare above all finite).
 [[gnu::always_inline]] inline uint32_t block_amax(const float* x) {
   uint32_t m = 0;
@@ -100,23 +81,6 @@ Elem elem_of(Format f) {
   for (size_t i = 0; i < kBlock; ++i) m = std::max(m, uint16_t(x[i] & 0x7FFFu));
   return uint32_t(m) << 16;
 }
-
-/// Code of one element from its FP32 bits b, scaled by mul = 2^-s, RNE,
-/// saturating (notes 1-3). The constants live in a small value type so the
-/// loops keep them in registers.
-struct Enc {
-  uint32_t max_bits, min_normal_bits, magic_offset;  // magic_offset = (23 - M) << 23
-  int shift, sign_shift;                              // 23 - M, bits - 1
-  [[gnu::always_inline]] uint32_t operator()(uint32_t b, float mul) const {
-    const uint32_t a = std::min(f32_bits(f32_from_bits(b & 0x7FFFFFFFu) * mul), max_bits);
-    const uint32_t ebits = std::max(a & 0x7F800000u, min_normal_bits);  // bits of 2^E
-    const uint32_t magic = ebits + magic_offset;
-    const uint32_t k = f32_bits(f32_from_bits(a) + f32_from_bits(magic)) - magic;
-    return (((ebits - min_normal_bits) >> shift) + k) | ((b >> 31) << sign_shift);
-  }
-};
-
-Enc enc_of(const Elem& e) { return {e.max_bits, e.min_normal_bits, uint32_t(e.shift) << 23, e.shift, e.sign_shift}; }
 
 /// Bytes one block of 32 codes takes.
 template <bool Packed>
