@@ -49,7 +49,9 @@ if [ -n "${PACK_BINS:-}" ]; then
 else
   bins=(bin)
 fi
-tar -C "$stage" -cf - "${bins[@]}" lib python | xz -T"${JOBS:-2}" -9 >.gpu-build/dev.tar.xz
+# Written beside and renamed: a run that carries the bundle meanwhile takes the old one whole.
+tar -C "$stage" -cf - "${bins[@]}" lib python | xz -T"${JOBS:-2}" -9 >.gpu-build/dev.tar.xz.part
+mv -f .gpu-build/dev.tar.xz.part .gpu-build/dev.tar.xz
 data_dir="${MXSIM_DATA_DIR:-/usr/share/datasets/fashion-mnist}"
 mkdir -p .gpu-build/data
 cp -u "$data_dir"/*.gz .gpu-build/data/
