@@ -592,6 +592,87 @@ TEST(GpuOps, WatchedElementsMatchEmulator) {
 
 // quant_stats' eight-component fold on both level-0 shapes of the tree
 // (1,047,552 elements: 4092 chunks; 1,500,000: 5860, the last ragged).
+// Backend::borrow_native: a view of a caller's device memory (a torch tensor's), no copy. Its reads
+// are ordered after the caller's stream's work, and release_native orders the caller's later work
+// (here an overwrite of the same memory on the caller's stream) after them: the statistics are the
+// emulator's of the values as they were when borrowed.
+TEST(GpuOps, BorrowedMemoryIsReadInPlaceBeforeTheCallersLaterWrites) {
+  REQUIRE_GPU();
+  Backends b;
+  std::mt19937 rng(77);
+  const size_t rows = 300, cols = 256, n = rows * cols;
+  const std::vector<float> x = values(rng, n, 3.0f, true);
+  const Both xb = b.f32({rows, cols}, x);
+  const QuantSpec spec = tensor_recipe("mxfp4");
+  const QTensor qe = b.e->quantize(xb.e, spec, Axis::Cols);
+  const QuantizedTensor hq = b.e->download(qe);
+  hip::DeviceBuffer dx(n * sizeof(float), "caller's x");
+  dx.upload(x.data(), n * sizeof(float));
+  hip::DeviceQuantized dq = gputest::upload(hq, "caller's q");
+  const hip::Stream caller;  // a side stream: nothing orders it with the backend's but release_native
+  Backend::NativeQuantized nq;
+  nq.spec = spec;
+  nq.rows = rows, nq.cols = cols;
+  nq.data = dq.t.data;
+  nq.scales = dq.t.scale_bytes;  // no tensor scale: the backend's unit one
+  double norm = -1;
+  QuantStats st;
+  {
+    const Tensor bx = b.g->borrow_native(DType::f32, Shape{rows, cols}, dx.get(), caller.get());
+    const QTensor bq = b.g->borrow_native(nq, caller.get());
+    b.g->l2_norm_deferred(bx, &norm);
+    b.g->quant_stats_deferred(bx, bq, &st);
+    b.g->release_native(caller.get());
+  }
+  caller.fill_async(dx.get(), 0xFF, n * sizeof(float));  // NaNs, after our reads
+  caller.fill_async(dq.t.data, 0, hq.data.size());
+  b.g->resolve_deferred();
+  caller.synchronize();
+  EXPECT_EQ(bits(norm), bits(b.e->l2_norm(xb.e)));
+  const QuantStats e = b.e->quant_stats(xb.e, qe);
+  EXPECT_EQ(st.count, e.count);
+  EXPECT_EQ(st.nan_out, 0u);
+  EXPECT_EQ(bits(st.mse), bits(e.mse));
+  EXPECT_EQ(bits(st.sqnr_db), bits(e.sqnr_db));
+  EXPECT_EQ(st.rounded_up, e.rounded_up);
+}
+
+TEST(GpuOps, DeferredOscUpdateEqualsTheImmediateOne) {
+  REQUIRE_GPU();
+  Backends b;
+  std::mt19937 rng(78);
+  const size_t n = 70001;  // past one tree chunk level
+  const Shape s{n};
+  const std::vector<float> w0 = values(rng, n, 1.0f, false), w1 = values(rng, n, 1.0f, false);
+  std::vector<float> q0(n), q1(n);
+  for (size_t i = 0; i < n; ++i) q0[i] = std::round(w0[i] * 4) / 4, q1[i] = std::round(w1[i] * 4) / 4;
+  auto state = [&](Backend& be) {
+    Backend::OscState st{be.alloc(DType::f32, s), be.alloc(DType::f32, s), be.alloc(DType::f32, s),
+                         be.alloc(DType::f32, s), be.alloc(DType::f32, s), be.alloc(DType::u8, s),
+                         be.alloc(DType::u32, s)};
+    for (Tensor* t : {&st.prev_w, &st.prev_q, &st.dist_w, &st.dist_q, &st.ema, &st.last_dir, &st.flips})
+      be.fill_zero(*t);
+    return st;
+  };
+  Backend::OscState se = state(*b.e), sg = state(*b.g);
+  const Both W0 = b.f32(s, w0), Q0 = b.f32(s, q0), W1 = b.f32(s, w1), Q1 = b.f32(s, q1);
+  for (int step = 0; step < 2; ++step) {
+    const Both& W = step ? W1 : W0;
+    const Both& Q = step ? Q1 : Q0;
+    const Backend::OscStep e = b.e->osc_update(W.e, Q.e, se, 0.1f, step == 1);
+    Backend::OscStep g;
+    g.flips = 12345;
+    b.g->osc_update_deferred(W.g, Q.g, sg, 0.1f, step == 1, &g);
+    EXPECT_EQ(g.flips, 12345u) << "delivered at the resolve, not before";
+    b.g->resolve_deferred();
+    EXPECT_EQ(g.flips, e.flips) << step;
+    EXPECT_EQ(g.flips_total, e.flips_total) << step;
+    EXPECT_EQ(bits(g.ema_mean), bits(e.ema_mean)) << step;
+    EXPECT_EQ(bits(g.ema_frac_above), bits(e.ema_frac_above)) << step;
+    EXPECT_EQ(bits(g.dist_ratio_mean), bits(e.dist_ratio_mean)) << step;
+  }
+}
+
 TEST(GpuOpsTree, QuantStatsLargeMatchesEmulator) {
   REQUIRE_GPU();
   Backends b;

@@ -200,6 +200,17 @@ void copy_to_device(void* d_dst, const void* src, size_t bytes) {
   if (bytes) MXSIM_HIP_CHECK(hipMemcpy(d_dst, src, bytes, hipMemcpyHostToDevice));
 }
 
+Stream::Stream() {
+  hipStream_t s = nullptr;
+  MXSIM_HIP_CHECK(hipStreamCreateWithFlags(&s, hipStreamNonBlocking));
+  s_ = s;
+}
+Stream::~Stream() { (void)hipStreamDestroy(static_cast<hipStream_t>(s_)); }
+void Stream::fill_async(void* d, uint8_t byte, size_t bytes) const {
+  if (bytes) MXSIM_HIP_CHECK(hipMemsetAsync(d, byte, bytes, static_cast<hipStream_t>(s_)));
+}
+void Stream::synchronize() const { MXSIM_HIP_CHECK(hipStreamSynchronize(static_cast<hipStream_t>(s_))); }
+
 void synchronize() {
   MXSIM_HIP_CHECK(hipDeviceSynchronize());
   MXSIM_HIP_CHECK(hipGetLastError());

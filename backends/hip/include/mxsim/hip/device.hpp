@@ -108,6 +108,23 @@ void copy_to_device(void* d_dst, const void* src, size_t bytes);
 /// waiting for that stream only.
 void copy_to_host(void* dst, const void* d_src, size_t bytes, void* stream);
 
+/// A stream of the current device that does not wait for the legacy default stream, as a
+/// caller's side stream (torch.cuda.Stream): the caller's side of the C interface in tests.
+class Stream {
+ public:
+  Stream();
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  void* get() const { return s_; }
+  /// `bytes` bytes at d = byte, queued on this stream.
+  void fill_async(void* d, uint8_t byte, size_t bytes) const;
+  void synchronize() const;
+
+ private:
+  void* s_ = nullptr;
+};
+
 /// hipDeviceSynchronize, then throws Error on any pending launch error.
 void synchronize();
 
