@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "mxsim/bits.hpp"
+#include "mxsim/hd/quant_block.hpp"
 #include "mxsim/hd/reduce.hpp"
 #include "mxsim/quantized_tensor.hpp"
 #include "mxsim/rounding.hpp"
@@ -72,24 +73,15 @@ OutputError output_error_of(size_t n, size_t nonfinite, double se, double sr, do
 }
 
 ScaleExpCounts scale_exp_counts(const QuantizedTensor& q) {
-  // The scale exponent of numerics.md §4.6 (block_stats' scale_exp), binned
-  // as trace::ScaleExpHistogram does: clamped to [-127, 127] at bin e + 127,
-  // NaN scales in bin 255. Blocks in storage order (the counts do not depend on it).
+  // hd::scale_exp_bin of every block (the GPU's histogram kernel bins with it too), in storage
+  // order (the counts do not depend on it).
   ScaleExpCounts h{};
-  auto add = [&](int e) { ++h[e == INT_MIN ? 255 : size_t(std::clamp(e, -127, 127) + 127)]; };
-  auto from_scale_inv = [&](float si) {
-    add((std::isfinite(si) && si > 0) ? f32_floor_log2(f32_bits(si)) : INT_MIN);
-  };
-  switch (q.spec.scale_kind) {
-    case ScaleKind::E8M0:
-      for (uint8_t b : q.scale_bytes) add(b == kE8M0Nan ? INT_MIN : int(b) - 127);
-      break;
-    case ScaleKind::FP32:  // a divisor s (torchao Float8TrainingTensor) applies as 1 / s
-      for (float si : q.scale_inv) from_scale_inv(q.divides_by_scale() ? 1.0f / si : si);
-      break;
-    case ScaleKind::UE4M3:
-      for (uint8_t b : q.scale_bytes) from_scale_inv(decode(Format::E4M3, b) * q.tensor_scale_inv);
-      break;
+  const ScaleKind k = q.spec.scale_kind;
+  if (k == ScaleKind::FP32) {
+    for (float si : q.scale_inv)  // a divisor s (torchao Float8TrainingTensor) applies as 1 / s
+      ++h[hd::scale_exp_bin(k, 0, q.divides_by_scale() ? 1.0f / si : si, 1.0f)];
+  } else {
+    for (uint8_t b : q.scale_bytes) ++h[hd::scale_exp_bin(k, b, 0.0f, q.tensor_scale_inv)];
   }
   return h;
 }

@@ -220,24 +220,38 @@ QuantStats HipBackend::quant_stats_impl(const Tensor& x, const QTensor& q) {
   return now<QuantStats>([&](QuantStats* d) { quant_stats_deferred_impl(x, q, d); });
 }
 
+// The scale exponent histogram on the device: hd::scale_exp_bin of every block (the host's
+// scale_exp_counts bins with it), counted in shared memory, then added into 256 global counts
+// (integer atomics: the counts do not depend on the order), and only those 2 KiB reach the host.
+__global__ void scale_exp_histogram_kernel(DeviceQTensor q, size_t nblocks, unsigned long long* __restrict__ counts) {
+  __shared__ unsigned int bins[256];
+  for (unsigned i = threadIdx.x; i < 256; i += blockDim.x) bins[i] = 0;
+  __syncthreads();
+  const ScaleKind kind = q.spec.scale_kind;
+  const float ts = kind == ScaleKind::UE4M3 ? *q.tensor_scale_inv : 1.0f;
+  for (size_t b = size_t(blockIdx.x) * blockDim.x + threadIdx.x; b < nblocks; b += size_t(gridDim.x) * blockDim.x) {
+    const unsigned bin = kind == ScaleKind::FP32 ? hd::scale_exp_bin(kind, 0, q.scale_inv[b], 1.0f)
+                                                 : hd::scale_exp_bin(kind, q.scale_bytes[b], 0.0f, ts);
+    atomicAdd(&bins[bin], 1u);
+  }
+  __syncthreads();
+  for (unsigned i = threadIdx.x; i < 256; i += blockDim.x)
+    if (bins[i]) atomicAdd(&counts[i], (unsigned long long)bins[i]);
+}
+
 void HipBackend::scale_exp_histogram_deferred_impl(const QTensor& qh, ScaleExpCounts* dst) {
   const DeviceQuantized& d = dev(qh, "scale_exp_histogram", "q");
-  const QuantLayout& L = d.t.layout;
-  auto q = std::make_shared<QuantizedTensor>();  // the scales only: all scale_exp_counts reads
-  q->spec = d.t.spec;
-  if (d.t.spec.scale_kind == ScaleKind::FP32) {
-    q->scale_inv = Tensor3f::from_shape({L.groups, L.nbr, L.nbc});
-    fetch_later(d.t.scale_inv, L.scale_count() * sizeof(float),
-                [q](const std::byte* h) { std::memcpy(q->scale_inv.data(), h, q->scale_inv.size() * sizeof(float)); });
-  } else {
-    q->scale_bytes = Bytes3::from_shape({L.groups, L.nbr, L.nbc});
-    fetch_later(d.t.scale_bytes, L.scale_count(),
-                [q](const std::byte* h) { std::memcpy(q->scale_bytes.data(), h, q->scale_bytes.size()); });
-  }
-  fetch_later(d.t.tensor_scale_inv, sizeof(float), [q, dst](const std::byte* h) {
-    std::memcpy(&q->tensor_scale_inv, h, sizeof(float));
-    *dst = scale_exp_counts(*q);
-  });
+  const size_t nb = d.t.layout.scale_count();
+  *dst = ScaleExpCounts{};
+  if (nb == 0) return;
+  static_assert(sizeof(unsigned long long) == sizeof(uint64_t));
+  DeviceBuffer counts(256 * sizeof(uint64_t), "scale exponent histogram");
+  MXSIM_HIP_CHECK(hipMemsetAsync(counts.get(), 0, counts.size(), stream_));
+  const unsigned grid = unsigned(std::min<size_t>((nb + kThreads - 1) / kThreads, 1024));
+  scale_exp_histogram_kernel<<<grid, kThreads, 0, stream_>>>(d.t, nb, counts.as<unsigned long long>());
+  MXSIM_HIP_CHECK_LAUNCH("scale_exp_histogram_kernel");
+  fetch_later(counts.get(), 256 * sizeof(uint64_t),
+              [dst](const std::byte* h) { std::memcpy(dst->data(), h, 256 * sizeof(uint64_t)); });
 }
 ScaleExpCounts HipBackend::scale_exp_histogram_impl(const QTensor& q) {
   return now<ScaleExpCounts>([&](ScaleExpCounts* d) { scale_exp_histogram_deferred_impl(q, d); });

@@ -287,6 +287,21 @@ MXSIM_HD inline RoundingChoice rounding_choice(ScaleKind kind, const FormatSpec&
   return r;
 }
 
+/// The bin of one block scale in the scale exponent histogram (the trace's scale_exp_hist,
+/// numerics.md §4.6): 127 + e for the block's scale exponent e clamped to [-127, 127], 255 for a
+/// NaN scale. e is the E8M0 byte's exponent, or floor(log2) of the decode scale for FP32 scales
+/// (scale_inv as applied) and NVFP4's UE4M3 ones (the byte's value times the tensor scale_inv,
+/// one FP32 multiply); a non-finite or non-positive decode scale counts as NaN.
+MXSIM_HD inline unsigned scale_exp_bin(ScaleKind kind, uint8_t scale_byte, float scale_inv, float tensor_scale_inv) {
+  float si = scale_inv;
+  if (kind == ScaleKind::E8M0) return scale_byte == kE8M0Nan ? 255u : unsigned(scale_byte);
+  if (kind == ScaleKind::UE4M3) si = decode(spec_of(Format::E4M3), scale_byte) * tensor_scale_inv;
+  const uint32_t b = f32_bits(si);
+  if (!(b < 0x7F800000u) || b == 0u) return 255u;  // NaN, Inf, <= 0 (negative sign: b >= 2^31)
+  const int e = f32_floor_log2(b);
+  return unsigned((e < -127 ? -127 : e > 127 ? 127 : e) + 127);
+}
+
 /// Largest magnitude a block can represent (saturation in numerics.md §4.6):
 /// dequant_value of the element format's largest finite value.
 MXSIM_HD inline float block_max_value(ScaleKind kind, float elem_max_value, uint8_t scale_byte, float scale_inv,
