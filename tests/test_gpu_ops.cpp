@@ -525,9 +525,10 @@ TEST(GpuOps, DeOscAndOscSmall) {
   }
 }
 
-// From 4096 chunks (1 Mi elements) level 0 is one thread per chunk
-// (tree_sum.hpp's tree_chunks_kernel); below, records then chunk folds. The
-// sizes straddle that, with a ragged last chunk.
+// Level 0 is one warp per chunk of 256 (tree_sum.hpp's tree_warps_kernel), and
+// more than 256 chunks take an upper level: sizes below and above one level
+// and past 4096 chunks, each with a ragged last chunk and a ragged last round
+// of 32 elements.
 TEST(GpuOpsTree, DeOscAndOscLarge) {
   REQUIRE_GPU();
   for (size_t n : {size_t(258), size_t(100000), (size_t(1) << 20) + 514}) {

@@ -122,55 +122,42 @@ struct CountFold {
 
 // ---------------------------------------------------------------- oscillation metrics
 
-// One element's record of hd::osc_update's OscElem (the reduction's input).
-struct OscRecord {
-  double ratio;    ///< OscElem::ratio (0 unless moved)
-  float ema;       ///< OscElem::ema
-  uint32_t flips;  ///< OscElem::flips
-  uint8_t flip, above, moved;
-};
-
-// hd::osc_update per element (state updated once, here), its record, then
-// prev_w = w, prev_q = q and, at a window end, dist_w = dist_q = 0: the
-// emulator does these after its sums, which here read the records only, so
-// doing them in the same pass gives the same state and the same sums.
-__global__ void osc_update_kernel(const float* __restrict__ pw, const float* __restrict__ pq, float* __restrict__ prev_w,
-                                  float* __restrict__ prev_q, int8_t* __restrict__ last_dir,
-                                  uint32_t* __restrict__ flips, float* __restrict__ ema, float* __restrict__ dist_w,
-                                  float* __restrict__ dist_q, float momentum, bool window_end, size_t n,
-                                  OscRecord* __restrict__ rec) {
-  MXSIM_GRID_STRIDE(i, n) {
-    const hd::OscElem e = hd::osc_update(pw[i], pq[i], prev_w[i], prev_q[i], last_dir[i], flips[i], ema[i], dist_w[i],
-                                         dist_q[i], momentum);
-    OscRecord r;
-    r.ratio = e.moved ? e.ratio : 0.0;
-    r.ema = e.ema;
-    r.flips = e.flips;
-    r.flip = e.flip ? 1 : 0;
-    r.above = e.ema > hd::kOscEmaThreshold ? 1 : 0;
-    r.moved = e.moved ? 1 : 0;
-    rec[i] = r;
-    prev_w[i] = pw[i];
-    prev_q[i] = pq[i];
-    if (window_end) {
-      dist_w[i] = 0.0f;
-      dist_q[i] = 0.0f;
-    }
-  }
-}
+// hd::osc_update per element, its state updated once, here, in the reduction's
+// own pass (tree_sum.hpp calls a fold once per element, a warp on neighbouring
+// elements): then prev_w = w, prev_q = q and, at a window end, dist_w = dist_q
+// = 0. The emulator does these after its sums, which read the element's
+// results only, so doing them in the same pass gives the same state and sums.
 // Components: 0 flips this step, 1 flips_total, 2 ema sum, 3 count of ema >
 // 0.01, 4 ratio sum over moved elements, 5 moved count.
 struct OscFold {
-  const OscRecord* rec;
+  const float* pw;
+  const float* pq;
+  float* prev_w;
+  float* prev_q;
+  int8_t* last_dir;
+  uint32_t* flips;
+  float* ema;
+  float* dist_w;
+  float* dist_q;
+  float momentum;
+  bool window_end;
   __device__ void operator()(size_t i, double* acc) const {
-    const OscRecord r = rec[i];
-    acc[0] = acc[0] + double(r.flip);
-    acc[1] = acc[1] + double(r.flips);
-    acc[2] = acc[2] + double(r.ema);
-    acc[3] = acc[3] + double(r.above);
-    if (r.moved) {
-      acc[4] = acc[4] + r.ratio;
+    const float w = pw[i], q = pq[i];
+    const hd::OscElem e =
+        hd::osc_update(w, q, prev_w[i], prev_q[i], last_dir[i], flips[i], ema[i], dist_w[i], dist_q[i], momentum);
+    acc[0] = acc[0] + (e.flip ? 1.0 : 0.0);
+    acc[1] = acc[1] + double(e.flips);
+    acc[2] = acc[2] + double(e.ema);
+    acc[3] = acc[3] + (e.ema > hd::kOscEmaThreshold ? 1.0 : 0.0);
+    if (e.moved) {
+      acc[4] = acc[4] + e.ratio;
       acc[5] = acc[5] + 1.0;
+    }
+    prev_w[i] = w;
+    prev_q[i] = q;
+    if (window_end) {
+      dist_w[i] = 0.0f;
+      dist_q[i] = 0.0f;
     }
   }
 };
@@ -312,14 +299,8 @@ void HipBackend::osc_update_deferred_impl(const Tensor& w, const Tensor& q, OscS
     deliver({});
     return;
   }
-  // The records may return to the block cache once the reduction is queued: later work of the
-  // stream that reuses them runs after it.
-  DeviceBuffer rec(n * sizeof(OscRecord), "osc_update element records");
-  osc_update_kernel<<<grid_for(n, kThreads), kThreads, 0, stream_>>>(pw, pq, prev_w, prev_q, last_dir, flips, ema,
-                                                                    dist_w, dist_q, momentum, window_end, n,
-                                                                    rec.as<OscRecord>());
-  MXSIM_HIP_CHECK_LAUNCH("osc_update_kernel");
-  detail::tree_reduce_later<6>(*this, OscFold{rec.as<OscRecord>()}, n, {}, deliver);
+  const OscFold fold{pw, pq, prev_w, prev_q, last_dir, flips, ema, dist_w, dist_q, momentum, window_end};
+  detail::tree_reduce_later<6>(*this, fold, n, {}, deliver);
 }
 Backend::OscStep HipBackend::osc_update_impl(const Tensor& w, const Tensor& q, OscState& s, float momentum,
                                         bool window_end) {

@@ -9,20 +9,24 @@
 // records the same way, until one record is left: exactly the tree of the
 // contract. Integer counts travel as FP64 sums: exact below 2^53.
 //
-// Level 0 has two shapes with the same bits. Many chunks: one thread folds
-// one chunk straight from the source (tree_chunks_kernel; no per-element
-// records, so the traffic is the fold's own reads). Few chunks, where one
-// thread per chunk would leave the GPU idle behind 256 dependent steps: every
-// element's record in parallel, then per chunk one thread per component
-// adding the records in order (tree_terms_kernel + tree_level_kernel).
+// Level 0 is one warp per chunk (tree_warps_kernel): per round the 32
+// lanes build the records of 32 consecutive elements, each from the initial
+// values (coalesced loads; the per-element work, often the costly part, in
+// parallel), in shared memory, and lane d adds them into component d in
+// element order. Equal to folding the chunk's elements in order: 0 + t = t
+// for sums, and max / min are order-free. Many warps per SM keep many
+// chunks' dependent adds in flight. (Earlier shapes, measured on an H200:
+// one thread per chunk straight from the source ran 3 to 5 times below the
+// copy's bandwidth, a warp's 32 chunks lying 1 KiB apart; every element's
+// record in global memory, then the chunk folds, moved D x 8 bytes per
+// element twice.)
 //
 // A Fold is a trivially copyable functor with
 //   __device__ void operator()(size_t i, double* acc) const   // folds element i into acc[0..D)
-// called once per element i in [0, n). (Folds only read: a fold that also
-// wrote element i's state, osc_update's, measured 31 ms per call on an 8 x
-// 4096 x 2048 weight in the one-thread-per-chunk shape, whose stores lie
-// 1 KiB apart across a warp, against 2.9 ms for the elementwise kernel and
-// its records.)
+// called once per element i in [0, n), each component given at most one
+// term per element (a sum's one addend, a max's one candidate). A fold may
+// also write element i's own state (osc_update's): the call is made once, by
+// one lane, with the warp's neighbours on neighbouring elements.
 #pragma once
 #include "backend_hip_impl.hpp"
 
@@ -46,48 +50,69 @@ struct TreeOps {
   uint32_t argmax_mask = 0;
 };
 
+/// Component d's initial value: 0, +inf for a min, -1 for an argmax.
+__device__ inline double tree_start(int d, TreeOps ops) {
+  return (ops.min_mask >> d & 1u) ? __longlong_as_double(0x7FF0000000000000LL) : (ops.argmax_mask >> d & 1u) ? -1.0 : 0.0;
+}
 template <int D>
 __device__ inline void tree_init(double* acc, TreeOps ops) {
-  for (int d = 0; d < D; ++d)
-    acc[d] = (ops.min_mask >> d & 1u) ? __longlong_as_double(0x7FF0000000000000LL) : (ops.argmax_mask >> d & 1u) ? -1.0 : 0.0;
+  for (int d = 0; d < D; ++d) acc[d] = tree_start(d, ops);
 }
 
-// Level 0 in two passes, so that the (often costly) per-element fold runs
-// on every element in parallel: records[i] = fold of element i alone from the
-// initial values, then tree_level_kernel folds each chunk of C records in
-// order. Equal to folding the chunk's elements in order: 0 + (0 + t) = 0 + t
-// for sums, and max / min are order-free.
-template <int D, class Fold>
-__global__ void tree_terms_kernel(Fold fold, size_t n, TreeOps ops, double* __restrict__ rec) {
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    double acc[D];
-    tree_init<D>(acc, ops);
-    fold(i, acc);
-    for (int d = 0; d < D; ++d) rec[i * D + d] = acc[d];
+/// Component d of a chunk's running record `acc` (and, for an argmax component, the running
+/// maximum `best` of component d - 1) after record `rec` (D values): the contract's combine step,
+/// shared by level 0 and the upper levels.
+template <int D>
+__device__ inline void tree_combine(double& acc, double& best, const double* rec, int d, TreeOps ops) {
+  const double v = rec[d];
+  if (ops.argmax_mask >> d & 1u) {
+    const double m = rec[d - 1];
+    if (best < m) {
+      best = m;
+      acc = v;
+    }
+  } else if (ops.max_mask >> d & 1u) {
+    acc = acc < v ? v : acc;
+  } else if (ops.min_mask >> d & 1u) {
+    acc = v < acc ? v : acc;
+  } else {
+    acc = acc + v;
   }
 }
 
-// Level 0 in one pass: thread j folds chunk j's elements in ascending order
-// from the initial values, the contract's order itself. A warp's 32 chunks
-// lie C elements apart, so each load touches 32 lines; the next loads of a
-// thread hit the same lines (L1), which keeps DRAM traffic at one read.
+/// Warps per block of tree_warps_kernel, and its shared memory (each warp's 32 records).
+constexpr unsigned kTreeWarps = 8;
+template <int D>
+constexpr size_t tree_warps_smem() { return size_t(kTreeWarps) * 32 * D * sizeof(double); }
+
+// Level 0: warp w of the grid folds chunks w, w + W, ... (see the top of the file).
 template <int D, class Fold>
-__global__ void tree_chunks_kernel(Fold fold, size_t n, TreeOps ops, double* __restrict__ out) {
+__global__ void tree_warps_kernel(Fold fold, size_t n, TreeOps ops, double* __restrict__ out) {
+  static_assert(D >= 1 && D <= 32, "one lane per component");
+  extern __shared__ double tree_sh[];
+  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  double* rec = tree_sh + size_t(warp) * 32 * D;
   const size_t m = (n + kTreeChunk - 1) / kTreeChunk;
-  for (size_t j = size_t(blockIdx.x) * blockDim.x + threadIdx.x; j < m; j += size_t(gridDim.x) * blockDim.x) {
-    double acc[D];
-    tree_init<D>(acc, ops);
+  const size_t stride = size_t(gridDim.x) * kTreeWarps;
+  for (size_t j = size_t(blockIdx.x) * kTreeWarps + warp; j < m; j += stride) {
     const size_t base = j * kTreeChunk, end = n - base < kTreeChunk ? n : base + kTreeChunk;
-#pragma unroll 4
-    for (size_t i = base; i < end; ++i) fold(i, acc);
-    for (int d = 0; d < D; ++d) out[j * D + size_t(d)] = acc[d];
+    const int d = int(lane);
+    double acc = lane < unsigned(D) ? tree_start(d, ops) : 0.0, best = 0.0;
+    for (size_t r0 = base; r0 < end; r0 += 32) {
+      double a[D];
+      tree_init<D>(a, ops);
+      if (r0 + lane < end) fold(r0 + lane, a);
+      for (int c = 0; c < D; ++c) rec[size_t(lane) * D + c] = a[c];
+      MXSIM_SYNCWARP();
+      if (lane < unsigned(D)) {
+        const unsigned cnt = end - r0 < 32 ? unsigned(end - r0) : 32u;
+        for (unsigned k = 0; k < cnt; ++k) tree_combine<D>(acc, best, rec + size_t(k) * D, d, ops);
+      }
+      MXSIM_SYNCWARP();  // rec is rewritten by the next round
+    }
+    if (lane < unsigned(D)) out[j * D + size_t(d)] = acc;
   }
 }
-
-/// Chunks from which level 0 takes tree_chunks_kernel (n > 1,048,320). Below
-/// it the two passes' records stay within D x 8 MiB, and their parallel
-/// element step beats 256 dependent steps per thread on a near-idle GPU.
-constexpr size_t kTreeChunksMin = 4096;
 
 // One thread block (kTreeChunk threads) per chunk of C records: the records
 // are staged in shared memory by all threads (coalesced), then thread d folds
@@ -102,25 +127,8 @@ __global__ void tree_level_kernel(const double* __restrict__ in, size_t n, TreeO
     __syncthreads();
     if (threadIdx.x < unsigned(D)) {
       const int d = int(threadIdx.x);
-      const bool is_max = ops.max_mask >> d & 1u, is_min = ops.min_mask >> d & 1u, is_arg = ops.argmax_mask >> d & 1u;
-      double acc = is_min ? __longlong_as_double(0x7FF0000000000000LL) : is_arg ? -1.0 : 0.0;
-      double best = 0.0;  // is_arg: the running maximum of component d - 1
-      for (size_t i = 0; i < cnt; ++i) {
-        const double v = sh[i * D + size_t(d)];
-        if (is_arg) {
-          const double m = sh[i * D + size_t(d) - 1];
-          if (best < m) {
-            best = m;
-            acc = v;
-          }
-        } else if (is_max) {
-          acc = acc < v ? v : acc;
-        } else if (is_min) {
-          acc = v < acc ? v : acc;
-        } else {
-          acc = acc + v;
-        }
-      }
+      double acc = tree_start(d, ops), best = 0.0;  // best: an argmax component's running maximum
+      for (size_t i = 0; i < cnt; ++i) tree_combine<D>(acc, best, sh + i * D, d, ops);
       out[j * D + size_t(d)] = acc;
     }
     __syncthreads();  // sh is reused by the next chunk
@@ -142,20 +150,13 @@ void tree_reduce_later(HipBackend& be, const Fold& fold, size_t n, TreeOps ops, 
     done(r);
     return;
   }
-  constexpr unsigned kThreads = 256;
   size_t m = (n + kTreeChunk - 1) / kTreeChunk;
   DeviceBuffer a(m * D * sizeof(double), "tree reduction partials");
   DeviceBuffer b(((m + kTreeChunk - 1) / kTreeChunk) * D * sizeof(double), "tree reduction partials");
-  if (m >= kTreeChunksMin) {
-    tree_chunks_kernel<D><<<grid_for(m, kThreads), kThreads, 0, be.stream()>>>(fold, n, ops, a.as<double>());
-    MXSIM_HIP_CHECK_LAUNCH("tree_chunks_kernel");
-  } else {
-    DeviceBuffer rec(n * D * sizeof(double), "tree reduction element records");  // at most 1,048,320 elements here
-    tree_terms_kernel<D><<<grid_for(n, kThreads), kThreads, 0, be.stream()>>>(fold, n, ops, rec.as<double>());
-    MXSIM_HIP_CHECK_LAUNCH("tree_terms_kernel");
-    tree_level_kernel<D><<<tree_grid(m), unsigned(kTreeChunk), 0, be.stream()>>>(rec.as<double>(), n, ops, a.as<double>());
-    MXSIM_HIP_CHECK_LAUNCH("tree_level_kernel");
-  }
+  const size_t warps_grid = (m + kTreeWarps - 1) / kTreeWarps;
+  tree_warps_kernel<D><<<tree_grid(warps_grid), kTreeWarps * 32, tree_warps_smem<D>(), be.stream()>>>(fold, n, ops,
+                                                                                                       a.as<double>());
+  MXSIM_HIP_CHECK_LAUNCH("tree_warps_kernel");
   double* cur = a.as<double>();
   double* nxt = b.as<double>();
   while (m > 1) {
