@@ -567,7 +567,7 @@ class Recorder:
     def _osc(self, t):
         """The oscillation metrics of t's weight as the next fprop quantizes it."""
         with torch.no_grad():
-            W = _stack(t.mod.weights())
+            W = _stack(t.mod.weights()).float()  # widened once: the quantizer and the metrics read it
             q = quantize(W, spec=t.mod._weight_spec(W))
             return self._ctx(t.mod).osc_update(t.name, W, dequantize(q))
 
