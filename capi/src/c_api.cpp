@@ -128,7 +128,7 @@ mxsim_status mxsim_linear_recipe_create(const char* name, const char* const* key
         throw std::invalid_argument(std::string(op) + ": key or value " + std::to_string(i) + " is NULL");
       sim::set_recipe_option(rc, keys[i], values[i]);
     }
-    *out = new mxsim_linear_recipe{sim::make_recipe(name, rc)};
+    *out = new mxsim_linear_recipe{sim::parse_linear_recipe(name, rc)};
   });
 }
 
@@ -138,14 +138,20 @@ mxsim_status mxsim_linear_recipe_get_info(const mxsim_linear_recipe* recipe, mxs
                                           mxsim_error* err) {
   return guard(err, [&] {
     if (!recipe || !out) throw std::invalid_argument("mxsim_linear_recipe_get_info: recipe or out is NULL");
-    const sim::Recipe& r = recipe->recipe;
+    const sim::LinearRecipe& r = recipe->recipe;
     mxsim_linear_recipe_info i{};
-    std::strncpy(i.name, sim::recipe_name(r), sizeof i.name - 1);
-    i.quantized = sim::is_quantized(r);
-    i.fused_wgrad_accum = sim::fused_wgrad_accum(r);
-    i.transposed_cache_allowed = sim::transposed_cache_allowed(r);
-    i.deosc_eligible = sim::deosc_eligible(r);
-    i.delayed_scaling = std::holds_alternative<sim::Fp8DelayedRecipe>(r);
+    const std::string name = sim::linear_recipe_name(r);
+    if (name.size() >= sizeof i.name)
+      throw std::invalid_argument("mxsim_linear_recipe_get_info: the recipe's name '" + name + "' exceeds " +
+                                  std::to_string(sizeof i.name - 1) + " characters");
+    std::strncpy(i.name, name.c_str(), sizeof i.name - 1);
+    i.quantized = r.quantized();
+    for (GemmForm g : {GemmForm::Fprop, GemmForm::Dgrad, GemmForm::Wgrad}) i.gemm_quantized[size_t(g)] = r.quantized(g);
+    i.fused_wgrad_accum = r.fused_wgrad_accum();
+    i.transposed_cache_allowed = r.transposed_cache_allowed();
+    i.deosc_eligible = r.deosc_eligible();
+    i.dgrad_reuses_fprop_w = r.dgrad_reuses_fprop_w();
+    i.delayed_scaling = std::holds_alternative<sim::Fp8DelayedRecipe>(r.of(GemmForm::Fprop));
     *out = i;
   });
 }
@@ -156,13 +162,17 @@ mxsim_status mxsim_linear_recipe_spec(const mxsim_linear_recipe* recipe, int32_t
     const char* op = "mxsim_linear_recipe_spec";
     if (!recipe || !out) throw std::invalid_argument(std::string(op) + ": recipe or out is NULL");
     *out = nullptr;
-    if (!sim::is_quantized(recipe->recipe))
-      throw std::invalid_argument(std::string(op) + ": recipe " + sim::recipe_name(recipe->recipe) +
-                                  " quantizes nothing (BF16 operands)");
-    const sim::OperandSpecs& s = sim::operand_specs(recipe->recipe);
-    const QuantSpec* by_role[] = {&s.x_fprop, &s.w, &s.dy_dgrad, &s.dy_wgrad, &s.x_wgrad};
-    if (role < MXSIM_ROLE_X_FPROP || role > MXSIM_ROLE_X_WGRAD)
+    if (role < MXSIM_ROLE_X_FPROP || role > MXSIM_ROLE_W_DGRAD)
       throw std::invalid_argument(std::string(op) + ": role " + std::to_string(role) + " is not an mxsim_operand_role");
+    static constexpr GemmForm kGemmOf[] = {GemmForm::Fprop, GemmForm::Fprop, GemmForm::Dgrad,
+                                           GemmForm::Wgrad, GemmForm::Wgrad, GemmForm::Dgrad};
+    const GemmForm g = kGemmOf[role];
+    const sim::LinearRecipe& r = recipe->recipe;
+    if (!r.quantized(g))
+      throw std::invalid_argument(std::string(op) + ": recipe " + sim::linear_recipe_name(r) + " runs " +
+                                  sim::kGemmNames[size_t(g)] + " in BF16 (no operand specs)");
+    const sim::OperandSpecs& s = r.specs(g);
+    const QuantSpec* by_role[] = {&s.x_fprop, &s.w, &s.dy_dgrad, &s.dy_wgrad, &s.x_wgrad, &s.w};
     *out = new mxsim_spec{*by_role[role]};
   });
 }
@@ -178,9 +188,9 @@ mxsim_status mxsim_linear_recipe_delayed_scaling(const mxsim_linear_recipe* reci
     else if (role == MXSIM_ROLE_X_FPROP) r = sim::Role::X;
     else if (role == MXSIM_ROLE_DY_DGRAD) r = sim::Role::Dy;
     else throw std::invalid_argument(std::string(op) + ": role " + std::to_string(role) + " is not W, X_FPROP or DY_DGRAD");
-    std::optional<DelayedScaling> d = sim::delayed_scaling_of(recipe->recipe, r);
+    std::optional<DelayedScaling> d = sim::delayed_scaling_of(recipe->recipe.of(GemmForm::Fprop), r);
     if (!d)
-      throw std::invalid_argument(std::string(op) + ": recipe " + sim::recipe_name(recipe->recipe) +
+      throw std::invalid_argument(std::string(op) + ": recipe " + sim::linear_recipe_name(recipe->recipe) +
                                   " has no delayed scaling (only fp8_delayed)");
     *out = new mxsim_delayed_scaling{std::move(*d)};
   });

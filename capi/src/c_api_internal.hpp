@@ -172,5 +172,5 @@ struct mxsim_delayed_scaling {
 };
 /// The opaque linear recipe.
 struct mxsim_linear_recipe {
-  mxsim::sim::Recipe recipe;
+  mxsim::sim::LinearRecipe recipe;
 };

@@ -122,9 +122,7 @@ const QTensor& weight_for_fprop(Backend& be, Weight& w, int mb, int num_mb, QTen
 }
 
 const QTensor& weight_for_dgrad(Backend& be, Weight& w, int mb, int num_mb, QTensor& scratch) {
-  const bool own_spec = !w.recipe.quantized(GemmForm::Fprop) ||
-                        !(w.recipe.specs(GemmForm::Dgrad).w == w.recipe.specs(GemmForm::Fprop).w);
-  if (!w.recipe.transposed_cache_allowed() || num_mb == 1 || own_spec) {
+  if (!w.recipe.dgrad_reuses_fprop_w() || num_mb == 1) {
     // Current scaling: never a cached transposed copy; the per-tensor bytes
     // are re-derived from the current BF16 weight (same values). A dgrad
     // recipe other than fprop's quantizes W by its own spec (once per version).

@@ -145,6 +145,10 @@ bool LinearRecipe::records(Role r) const {
 bool LinearRecipe::fused_wgrad_accum() const { return sim::fused_wgrad_accum(of(GemmForm::Wgrad)); }
 bool LinearRecipe::transposed_cache_allowed() const { return sim::transposed_cache_allowed(of(GemmForm::Dgrad)); }
 bool LinearRecipe::deosc_eligible() const { return sim::deosc_eligible(of(GemmForm::Fprop)); }
+bool LinearRecipe::dgrad_reuses_fprop_w() const {
+  return quantized(GemmForm::Fprop) && quantized(GemmForm::Dgrad) && transposed_cache_allowed() &&
+         specs(GemmForm::Dgrad).w == specs(GemmForm::Fprop).w;
+}
 
 LinearRecipe RecipeConfig::linear(Layer l) const {
   return make_linear_recipe(of(l), per_gemm[size_t(l)], *this, std::string("recipe.") + name_of(l));

@@ -357,3 +357,66 @@ def test_module_errors_name_the_module_and_argument():
         m(x, [32, 0, 0])
     with pytest.raises(ValueError, match="experts.forward: inp is torch.float16"):
         m(x.half(), [64, 0, 0])
+
+
+# ------------------------------------------------------------------ per-GEMM recipes
+
+def test_per_gemm_recipes_name_and_route_their_specs():
+    r = mt.LinearRecipe("mxfp4", wgrad="mxfp8")
+    assert r.name == "mxfp4,wgrad=mxfp8" and mt.LinearRecipe("mxfp4,wgrad=mxfp8").name == r.name  # the trace's spelling
+    assert r.gemm_quantized == {"fprop": True, "dgrad": True, "wgrad": True}
+    m8, m4 = mt.LinearRecipe("mxfp8"), mt.LinearRecipe("mxfp4")
+    for role, ref in [("x_fprop", m4), ("w", m4), ("w_dgrad", m4), ("dy_dgrad", m4), ("dy_wgrad", m8),
+                      ("x_wgrad", m8)]:
+        assert r.spec(role).describe() == ref.spec(role).describe(), role
+    assert r.fused_wgrad_accum == m8.fused_wgrad_accum and r.deosc_eligible and r.dgrad_reuses_fprop_w
+    fp4_fprop = mt.LinearRecipe("mxfp4", dgrad="bf16", wgrad="bf16")  # FP4 in fprop only
+    assert fp4_fprop.name == "mxfp4,dgrad=bf16,wgrad=bf16"
+    assert fp4_fprop.gemm_quantized == {"fprop": True, "dgrad": False, "wgrad": False}
+    assert fp4_fprop.fused_wgrad_accum and not fp4_fprop.dgrad_reuses_fprop_w and fp4_fprop.weight_role == "w"
+    with pytest.raises(ValueError, match="runs dgrad in BF16"):
+        fp4_fprop.spec("dy_dgrad")
+    assert mt.LinearRecipe("mxfp4", fprop="bf16").name == "bf16,dgrad=mxfp4,wgrad=mxfp4"
+    assert mt.LinearRecipe("bf16", dgrad="mxfp4").weight_role == "w_dgrad"  # W quantized by dgrad only
+    assert not mt.LinearRecipe("mxfp4", dgrad="mxfp8").dgrad_reuses_fprop_w  # two W specs
+    with pytest.raises(ValueError, match="fp8_delayed"):
+        mt.LinearRecipe("fp8_delayed", wgrad="mxfp8")
+
+
+@pytest.mark.parametrize("recipe,kw,gemms", [
+    ("mxfp4", dict(dgrad="bf16", wgrad="bf16"), ("mxfp4", "bf16", "bf16")),  # FP4 in fprop only
+    ("mxfp4", dict(wgrad="mxfp8"), ("mxfp4", "mxfp4", "mxfp8")),
+    ("bf16", dict(dgrad="mxfp4"), ("bf16", "mxfp4", "bf16")),
+    ("mxfp4", dict(dgrad="mxfp8"), ("mxfp4", "mxfp8", "mxfp4")),  # dgrad quantizes W by mxfp8's spec
+])
+def test_each_gemm_runs_by_its_own_recipe(recipe, kw, gemms):
+    # The oracle of each GEMM is the one-recipe layer's GEMM: grouped_gemm on the operands that
+    # recipe quantizes (or BF16 ones), computed here from the named recipes' own specs.
+    m = module(mt.LinearRecipe(recipe, **kw), K=128)
+    splits = [32, 0, 96]
+    x, dy = operands(128, 128, 32, seed=5)
+    x.requires_grad_(True)
+    y = m(x, splits)
+    y.backward(dy)
+    W, xd = torch.stack([w.detach() for w in m.weights()]), x.detach()
+    f, d, w = (mt.LinearRecipe(g) for g in gemms)
+    if f.quantized:
+        want_y = mt.grouped_gemm(mt.quantize(xd, spec=f.spec("x_fprop")), mt.quantize(W, spec=f.spec("w")), splits)
+    else:
+        want_y = mt.grouped_gemm(xd.bfloat16(), W.bfloat16(), splits)
+    if d.quantized:
+        want_dx = mt.grouped_gemm(mt.quantize(dy, spec=d.spec("dy_dgrad")), mt.quantize(W, spec=d.spec("w")), splits,
+                                  form="dgrad")
+    else:
+        want_dx = mt.grouped_gemm(dy.bfloat16(), W.bfloat16(), splits, form="dgrad")
+    if w.quantized:
+        A = mt.quantize_grouped_colwise(dy, splits, spec=w.spec("dy_wgrad"))
+        B = mt.quantize_grouped_colwise(xd, splits, spec=w.spec("x_wgrad"))
+    else:
+        A = [dy[:32].bfloat16(), dy[32:32].bfloat16(), dy[32:].bfloat16()]
+        B = [xd[:32].bfloat16(), xd[32:32].bfloat16(), xd[32:].bfloat16()]
+    same_bits(y, want_y)
+    same_bits(x.grad, want_dx)
+    dw = mt.grouped_gemm(A, B, splits, form="wgrad")
+    for g, wt in enumerate(m.weights()):
+        same_bits(wt.grad, dw[g])

@@ -418,3 +418,25 @@ def test_an_unfused_modules_snapshots_read_the_gradient_it_writes(tmp):
         assert np.array_equal((c[0] + c[1]).astype(np.float32), grad) and np.any(grad != 0)
         norm = f["/layers/0/main_grad_norm"][0][1]
         assert norm > 0
+
+
+def test_a_per_gemm_recipe_records_the_operands_its_gemms_quantize(tmp):
+    """FP4 in fprop only (dgrad and wgrad in BF16): the layer's recipe attribute spells it as the
+    simulator's trace does, x and W have statistics (equal to the NumPy API's), dy has none (NaN:
+    not recorded, as the simulator's trace for an operand no GEMM quantizes), and W's oscillation
+    metrics follow fprop's W."""
+    torch.manual_seed(5)
+    m = Experts(recipe=mt.LinearRecipe("mxfp4", dgrad="bf16", wgrad="bf16"), fused=True)
+    x0 = torch.randn(16, 32)
+    with mt.Recorder(m, tmp / "g.h5") as rec:
+        for step in (1, 2):
+            m(x0 if step == 1 else torch.randn(16, 32), [8, 8]).square().sum().backward()
+            rec.log(step)
+    want_x = mxsim.quant_stats(x0.numpy(), mxsim.quantize(x0.numpy(), "mxfp4"))
+    with h5py.File(tmp / "g.h5", "r") as f:
+        fc1 = f["/layers/block.fc1"]
+        assert fc1.attrs["recipe"] in (b"mxfp4,dgrad=bf16,wgrad=bf16", "mxfp4,dgrad=bf16,wgrad=bf16")
+        assert fc1["quant/x/mse"][0] == want_x["mse"] and fc1["quant/x/count"][0] == want_x["count"]
+        assert np.isfinite(fc1["quant/w/mse"][:]).all()
+        assert np.isnan(fc1["quant/dy/mse"][:]).all() and np.isnan(fc1["quant/dy/sqnr_db"][:]).all()
+        assert fc1["osc/flips_total"].shape[0] == 2

@@ -127,35 +127,47 @@ typedef struct mxsim_linear_recipe mxsim_linear_recipe;
  * wgrad dW = dy^T . x (per group, along M). */
 typedef enum mxsim_operand_role {
   MXSIM_ROLE_X_FPROP = 0,
-  MXSIM_ROLE_W = 1,        /**< fprop and dgrad: the same bytes (2-D tiles or per tensor) */
+  MXSIM_ROLE_W = 1,        /**< W in fprop (and in dgrad, the same bytes, where dgrad's W spec is fprop's) */
   MXSIM_ROLE_DY_DGRAD = 2,
   MXSIM_ROLE_DY_WGRAD = 3,
-  MXSIM_ROLE_X_WGRAD = 4
+  MXSIM_ROLE_X_WGRAD = 4,
+  MXSIM_ROLE_W_DGRAD = 5   /**< W in dgrad (fprop's spec unless a per-GEMM recipe runs dgrad otherwise) */
 } mxsim_operand_role;
 
 typedef struct mxsim_linear_recipe_info {
-  char name[32];                    /**< bf16, mxfp4, mxfp8, fp8_current, fp8_delayed, fp8_block */
-  int32_t quantized;                /**< 0 for bf16 (BF16 operands, no specs) */
-  int32_t fused_wgrad_accum;        /**< 1: wgrad accumulates into the FP32 main_grad in the GEMM; 0:
-                                         main_grad = fl32(main_grad + bf16(dW)) (Primus PR #995) */
-  int32_t transposed_cache_allowed; /**< 0 under current scaling: dgrad's W re-derived each time (PR #891) */
-  int32_t deosc_eligible;           /**< 1 only for mxfp4 (the weight is MXFP4 in fprop; Primus PR #1081) */
-  int32_t delayed_scaling;          /**< 1 for fp8_delayed (scales from an amax history) */
+  char name[64];                    /**< bf16, mxfp4, mxfp8, fp8_current, fp8_delayed, fp8_block; per-GEMM
+                                         recipes as fprop's followed by the GEMMs that differ:
+                                         "mxfp4,wgrad=mxfp8" */
+  int32_t quantized;                /**< 0 when no GEMM quantizes (BF16 operands, no specs) */
+  int32_t gemm_quantized[3];        /**< per GEMM, indexed by mxsim_gemm_form: 0 runs it in BF16 */
+  int32_t fused_wgrad_accum;        /**< wgrad's recipe: 1 accumulates into the FP32 main_grad in the GEMM;
+                                         0: main_grad = fl32(main_grad + bf16(dW)) (Primus PR #995) */
+  int32_t transposed_cache_allowed; /**< dgrad's recipe: 0 under current scaling, dgrad's W re-derived each
+                                         time (PR #891) */
+  int32_t deosc_eligible;           /**< fprop's recipe: 1 only for mxfp4 (the weight is MXFP4 in fprop;
+                                         Primus PR #1081) */
+  int32_t dgrad_reuses_fprop_w;     /**< 1: dgrad takes fprop's quantized W bytes (one W spec, a transposed
+                                         cache allowed); 0: dgrad quantizes W by MXSIM_ROLE_W_DGRAD */
+  int32_t delayed_scaling;          /**< 1 for fp8_delayed (scales from an amax history; all GEMMs or none) */
 } mxsim_linear_recipe_info;
 
-/** A recipe by name (or alias: fp8_tensor = fp8_current) with recipe options
- * as key / value text (mxfp4_hadamard_wgrad, mxfp4_sr_grad,
- * fp8_current_amax_epsilon, fp8_current_pow2_scale, fp8_block_amax_epsilon,
- * fp8_block_pow2_scale, fp8_amax_history, fp8_margin; the simulator's
- * recipe.* defaults otherwise). */
+/** A recipe by name (or alias: fp8_tensor = fp8_current), or one recipe per
+ * GEMM spelled as the trace spells it ("mxfp4,wgrad=mxfp8": fprop's recipe,
+ * then ",<gemm>=<recipe>" for dgrad / wgrad where they differ; the simulator's
+ * recipe.<layer>_<gemm>), with recipe options as key / value text
+ * (mxfp4_hadamard_wgrad, mxfp4_sr_grad, fp8_current_amax_epsilon,
+ * fp8_current_pow2_scale, fp8_block_amax_epsilon, fp8_block_pow2_scale,
+ * fp8_amax_history, fp8_margin; the simulator's recipe.* defaults otherwise).
+ * fp8_delayed is all three GEMMs or none. */
 MXSIM_C_EXPORT mxsim_status mxsim_linear_recipe_create(const char* name, const char* const* keys,
                                                        const char* const* values, size_t n,
                                                        mxsim_linear_recipe** out, mxsim_error* err);
 MXSIM_C_EXPORT void mxsim_linear_recipe_destroy(mxsim_linear_recipe* recipe);
 MXSIM_C_EXPORT mxsim_status mxsim_linear_recipe_get_info(const mxsim_linear_recipe* recipe,
                                                          mxsim_linear_recipe_info* out, mxsim_error* err);
-/** The spec of one operand (a new spec: release it with mxsim_spec_destroy);
- * refused for a bf16 recipe. */
+/** The spec of one operand (a new spec: release it with mxsim_spec_destroy), by
+ * the recipe of the GEMM it feeds; refused, naming the GEMM, where that GEMM
+ * runs in BF16. */
 MXSIM_C_EXPORT mxsim_status mxsim_linear_recipe_spec(const mxsim_linear_recipe* recipe, int32_t role,
                                                      mxsim_spec** out, mxsim_error* err);
 

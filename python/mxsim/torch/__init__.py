@@ -178,12 +178,23 @@ class LinearRecipe:
     reaches main_grad: the simulator's recipes (docs/simulator.md "Recipes per linear": bf16,
     mxfp4, mxfp8, fp8_current (alias fp8_tensor), fp8_delayed, fp8_block), with recipe options
     (mxfp4_hadamard_wgrad, mxfp4_sr_grad, fp8_current_amax_epsilon, fp8_current_pow2_scale,
-    fp8_block_amax_epsilon, fp8_block_pow2_scale). Raises ValueError for an unknown name or option."""
+    fp8_block_amax_epsilon, fp8_block_pow2_scale). Raises ValueError for an unknown name or option.
+
+    One recipe per GEMM (the simulator's recipe.<layer>_<gemm>, docs/config.md "Per-GEMM
+    recipes"): ``fprop=``, ``dgrad=``, ``wgrad=`` name the recipe of that GEMM (default: ``name``),
+    e.g. ``LinearRecipe("mxfp4", wgrad="mxfp8")`` or FP4 in fprop only with ``dgrad="bf16",
+    wgrad="bf16"``; the trace's spelling "mxfp4,wgrad=mxfp8" is accepted as ``name`` too. Each GEMM
+    quantizes both its operands by its own recipe; dgrad reuses fprop's quantized W only where
+    the two W specs agree; wgrad's recipe decides how dW reaches main_grad; de-oscillation
+    eligibility follows fprop. fp8_delayed is all three GEMMs or none (ValueError)."""
 
     ROLES = {"x_fprop": _capi.ROLE_X_FPROP, "w": _capi.ROLE_W, "dy_dgrad": _capi.ROLE_DY_DGRAD,
-             "dy_wgrad": _capi.ROLE_DY_WGRAD, "x_wgrad": _capi.ROLE_X_WGRAD}
+             "dy_wgrad": _capi.ROLE_DY_WGRAD, "x_wgrad": _capi.ROLE_X_WGRAD, "w_dgrad": _capi.ROLE_W_DGRAD}
+    GEMMS = ("fprop", "dgrad", "wgrad")
 
-    def __init__(self, name="mxfp4", **options):
+    def __init__(self, name="mxfp4", *, fprop=None, dgrad=None, wgrad=None, **options):
+        per_gemm = {"fprop": fprop, "dgrad": dgrad, "wgrad": wgrad}
+        name = _linear_recipe_name(str(name), per_gemm)
         args = sorted((k, v) for k, v in options.items() if v is not None)
         lib = _capi.lib()
         handle = ctypes.c_void_p()
@@ -192,10 +203,12 @@ class LinearRecipe:
         info = _capi.LinearRecipeInfo()
         _capi.call(lib.mxsim_linear_recipe_get_info, handle, ctypes.byref(info))
         self.name = info.name.decode()
-        self.quantized = bool(info.quantized)
+        self.quantized = bool(info.quantized)  # any GEMM
+        self.gemm_quantized = {g: bool(info.gemm_quantized[i]) for i, g in enumerate(self.GEMMS)}
         self.fused_wgrad_accum = bool(info.fused_wgrad_accum)
         self.transposed_cache_allowed = bool(info.transposed_cache_allowed)
         self.deosc_eligible = bool(info.deosc_eligible)
+        self.dgrad_reuses_fprop_w = bool(info.dgrad_reuses_fprop_w)
         self.delayed_scaling = bool(info.delayed_scaling)
         self._specs = {}
 
@@ -204,8 +217,18 @@ class LinearRecipe:
             self._lib.mxsim_linear_recipe_destroy(self._handle)
             self._handle = None
 
+    @property
+    def weight_role(self):
+        """The role whose spec the weight's statistics and oscillation metrics follow: 'w' (fprop's)
+        when fprop quantizes, else 'w_dgrad'; None when no GEMM quantizes W."""
+        if self.gemm_quantized["fprop"]:
+            return "w"
+        return "w_dgrad" if self.gemm_quantized["dgrad"] else None
+
     def spec(self, role):
-        """The Spec of one operand: 'x_fprop', 'w', 'dy_dgrad', 'dy_wgrad' or 'x_wgrad'."""
+        """The Spec of one operand: 'x_fprop', 'w' (W in fprop), 'w_dgrad' (W in dgrad), 'dy_dgrad',
+        'dy_wgrad' or 'x_wgrad', by the recipe of the GEMM it feeds (ValueError where that GEMM
+        runs in BF16)."""
         if role not in self._specs:
             if role not in self.ROLES:
                 raise ValueError(f"LinearRecipe.spec: role must be one of {sorted(self.ROLES)}, not {role!r}")
@@ -225,6 +248,26 @@ class LinearRecipe:
 
     def __repr__(self):
         return f"LinearRecipe({self.name!r}{''.join(f', {k}={v!r}' for k, v in self.options.items())})"
+
+
+def _linear_recipe_name(name, per_gemm):
+    """The trace's spelling of a per-GEMM recipe, which core reads (parse_linear_recipe): fprop's
+    recipe, then ",<gemm>=<recipe>" for dgrad and wgrad. name may be spelled so already; a GEMM
+    given here replaces its part, and with fprop= the other GEMMs keep name's recipe."""
+    head, *rest = name.split(",")
+    parts = {}
+    for r in rest:  # malformed parts pass through: core's parser refuses them in its words
+        g, _, v = r.partition("=")
+        parts.setdefault(g, v) if g in ("dgrad", "wgrad") else parts.setdefault(r, None)
+    fprop = per_gemm.get("fprop")
+    if fprop is not None and str(fprop) != head:
+        for g in ("dgrad", "wgrad"):
+            parts.setdefault(g, head)
+        head = str(fprop)
+    for g in ("dgrad", "wgrad"):
+        if per_gemm.get(g) is not None:
+            parts[g] = str(per_gemm[g])
+    return ",".join([head] + [k if v is None else f"{k}={v}" for k, v in parts.items()])
 
 
 class DelayedScaling:

@@ -44,9 +44,10 @@ class SpecInfo(ctypes.Structure):
 
 
 class LinearRecipeInfo(ctypes.Structure):
-    _fields_ = [("name", ctypes.c_char * 32), ("quantized", ctypes.c_int32), ("fused_wgrad_accum", ctypes.c_int32),
+    _fields_ = [("name", ctypes.c_char * 64), ("quantized", ctypes.c_int32), ("gemm_quantized", ctypes.c_int32 * 3),
+                ("fused_wgrad_accum", ctypes.c_int32),
                 ("transposed_cache_allowed", ctypes.c_int32), ("deosc_eligible", ctypes.c_int32),
-                ("delayed_scaling", ctypes.c_int32)]
+                ("dgrad_reuses_fprop_w", ctypes.c_int32), ("delayed_scaling", ctypes.c_int32)]
 
 
 class QStats(ctypes.Structure):
@@ -120,7 +121,7 @@ class StepRow(ctypes.Structure):
 SCALE_E8M0, SCALE_FP32, SCALE_UE4M3 = 0, 1, 2
 AXIS_COLS, AXIS_ROWS = 0, 1
 FPROP, DGRAD, WGRAD = 0, 1, 2
-ROLE_X_FPROP, ROLE_W, ROLE_DY_DGRAD, ROLE_DY_WGRAD, ROLE_X_WGRAD = 0, 1, 2, 3, 4
+ROLE_X_FPROP, ROLE_W, ROLE_DY_DGRAD, ROLE_DY_WGRAD, ROLE_X_WGRAD, ROLE_W_DGRAD = 0, 1, 2, 3, 4, 5
 
 _OK, _INVALID, _UNSUPPORTED, _OOM, _DEVICE = 0, 1, 2, 3, 4
 

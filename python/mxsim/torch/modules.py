@@ -63,7 +63,7 @@ class _GroupedLinearFn(torch.autograd.Function):
         if not x.is_contiguous():
             x = x.contiguous()  # mxsim reads row-major storage in place
         r = mod.recipe
-        if r.quantized:
+        if r.gemm_quantized["fprop"]:
             qw = mod._weight_for_fprop(weights, is_first_microbatch)
             qx = quantize(x, spec=mod._resolved("x_fprop", x))
             y = grouped_gemm(qx, qw, splits)
@@ -90,12 +90,12 @@ class _GroupedLinearFn(torch.autograd.Function):
         # dgrad: dx = dy . W
         dx = None
         if ctx.needs_input_grad[0]:
-            if r.quantized:
-                if r.transposed_cache_allowed and ctx.qw is not None:
-                    qw = ctx.qw  # 2-D tiles: the fprop bytes serve dgrad
-                else:  # current scaling: re-derived from the weights (the same values)
+            if r.gemm_quantized["dgrad"]:
+                if r.dgrad_reuses_fprop_w and ctx.qw is not None:
+                    qw = ctx.qw  # 2-D tiles / per tensor: the fprop bytes serve dgrad
+                else:  # current scaling (re-derived from the weights: the same values) or dgrad's own W spec
                     W = _stack(ctx.weights)
-                    qw = quantize(W, spec=mod._resolved("w", W))
+                    qw = quantize(W, spec=mod._resolved("w_dgrad", W))
                 qdy = quantize(dy, spec=mod._resolved("dy_dgrad", dy, call, 1))
                 dx = grouped_gemm(qdy, qw, splits, form="dgrad", out_dtype=out_dtype)
             else:
@@ -103,12 +103,12 @@ class _GroupedLinearFn(torch.autograd.Function):
                                   out_dtype=out_dtype)
             dx = dx.to(ctx.in_dtype).reshape(ctx.in_shape)
         if mod._tap is not None:  # a Recorder: dgrad's operand (quantized here when dgrad did not run)
-            mod._tap.dgrad(dy, qdy if r.quantized and dx is not None else None,
+            mod._tap.dgrad(dy, qdy if r.gemm_quantized["dgrad"] and dx is not None else None,
                            lambda: quantize(dy, spec=mod._resolved("dy_dgrad", dy, call, 1)))
         # wgrad: dW[g] = dy_g^T . x_g
         if not any(ctx.needs_input_grad[4:]):
             return (dx, None, None, None) + (None,) * len(ctx.weights)
-        if r.quantized:
+        if r.gemm_quantized["wgrad"]:
             A = quantize_grouped_colwise(dy, splits, spec=mod._resolved("dy_wgrad", dy, call, 2))
             B = quantize_grouped_colwise(x, splits, spec=mod._resolved("x_wgrad", x))
         else:
@@ -281,7 +281,7 @@ class GroupedLinear(torch.nn.Module):
         """The spec the next fprop's W takes, without recording an amax (the recorder's oscillation
         metrics quantize W as the next fprop will): current scaling from W's amax, fp8_delayed the
         step's scale."""
-        s = self.recipe.spec("w")
+        s = self.recipe.spec(self.recipe.weight_role)  # fprop's W, or dgrad's where fprop runs in BF16
         if s.current_scaling:
             d = self._delayed.get("w")
             if d is not None:

@@ -125,7 +125,11 @@ class _Tap:
 
     def __init__(self, rec, name, mod):
         self.rec, self.name, self.mod = rec, name, mod
-        self.quantized = mod.recipe.quantized
+        r = mod.recipe
+        # the simulator's rule (sim::LinearRecipe::records): a layer whose W some GEMM quantizes has
+        # quant/* and osc/* series; x's statistics where fprop quantizes, dy's where dgrad does
+        self.quantized = r.weight_role is not None
+        self.records = {"w": self.quantized, "x": r.gemm_quantized["fprop"], "dy": r.gemm_quantized["dgrad"]}
         self.reset()
 
     def reset(self):
@@ -158,7 +162,8 @@ class _Tap:
             if self.quantized:
                 qw = qw if qw is not None else quantize(W, spec=self.mod._weight_spec(W))
                 self._record("w", W, qw)
-                self._record("x", x, qx if qx is not None else quantize(x, spec=self.mod._stat_spec("x_fprop", x)))
+                if self.records["x"]:
+                    self._record("x", x, qx if qx is not None else quantize(x, spec=self.mod._stat_spec("x_fprop", x)))
             if snapshot:  # before the optimizer step, as the simulator's snapshots
                 self.snap = (W.detach().float().cpu(), qw.cpu() if qw is not None else None)
             if self.quantized and self.rec._watches(self):
@@ -166,7 +171,7 @@ class _Tap:
         self.forwards += 1
 
     def dgrad(self, dy, qdy, quantize_dy):
-        if self.backwards == 0 and self.quantized:
+        if self.backwards == 0 and self.records["dy"]:
             self._record("dy", dy, qdy if qdy is not None else quantize_dy())
 
     def wgrad_done(self):
@@ -242,7 +247,7 @@ class _PlainLinear:
         return s
 
     def _weight_spec(self, W):
-        return self._stat_spec("w", W)
+        return self._stat_spec(self.recipe.weight_role, W)
 
     def detach(self):
         for h in self._hooks:

@@ -160,6 +160,9 @@ struct LinearRecipe {
   bool fused_wgrad_accum() const;
   bool transposed_cache_allowed() const;
   bool deosc_eligible() const;
+  /// Whether dgrad may take fprop's quantized W bytes (its cached copy): both GEMMs quantize W by
+  /// one spec and dgrad's recipe allows a transposed cache (not under current scaling).
+  bool dgrad_reuses_fprop_w() const;
 };
 
 /// The GEMM an activation operand feeds: x to fprop, dy to dgrad, the wgrad operands to wgrad.
@@ -173,8 +176,8 @@ inline constexpr std::array<const char*, 3> kGemmNames = {"fprop", "dgrad", "wgr
 /// The name of a linear recipe: the named recipe's for a uniform one, else fprop's followed by
 /// each other GEMM whose recipe differs, as ",<gemm>=<recipe>" ("mxfp4,wgrad=mxfp8",
 /// "bf16,dgrad=mxfp4,wgrad=mxfp4"). The trace's layer attribute `recipe` spells it so (the
-/// inspector and the C interface's recorder read it back with parse_linear_recipe); the C
-/// interface's linear recipes (mxsim.torch modules) take the named recipes only, for now.
+/// inspector, the C interface's recorder and its linear recipes (mxsim.torch modules) read it back
+/// with parse_linear_recipe).
 std::string linear_recipe_name(const LinearRecipe& r);
 
 /// A layer's recipe from its name (a recipe or alias) and per-GEMM overrides (indexed by
