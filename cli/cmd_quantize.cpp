@@ -711,8 +711,19 @@ void check_memory(const std::vector<std::pair<const InputFile*, TensorRef>>& ref
   }
 }
 
-int run(const Args& args) {
-  po::options_description opts("options");
+/// What the command line asks for: the spec and its label, the axis, the tensors, the outputs.
+struct Request {
+  OutputFormat outfmt;
+  QuantSpec spec;
+  std::string label;  ///< the recipe and every override, as the reports name it
+  Axis axis = Axis::Cols;
+  bool all_tensors = false;
+  std::vector<std::string> tensor_args;
+  OutPlan plan;
+  std::optional<fs::path> per_block;
+};
+
+void add_options(po::options_description& opts) {
   opts.add_options()                                                                                 //
       ("help,h", "show this help")                                                                   //
       ("recipe,r", po::value<std::string>(), "recipe name (see the list below); required")           //
@@ -737,11 +748,10 @@ int run(const Args& args) {
       ("all-tensors", po::bool_switch(), "quantize every F32/F16/BF16/F64 tensor of the inputs")        //
       ("per-block", po::value<std::string>(), "write per-block statistics to FILE.csv or FILE.npy");
   add_format_options(opts, true, "the statistics");
-  const Parsed p = parse(args, opts, "IN");
-  if (p.has("help")) {
-    print_help(stdout, help(), opts);
-    return kExitOk;
-  }
+}
+
+/// The request of parsed options (UsageError for a combination the command refuses).
+Request parse_request(const Parsed& p) {
   const OutputFormat outfmt = output_format(p, true);
   if (!p.has("recipe")) throw UsageError("--recipe is required");
   if (p.positional.empty()) throw UsageError("an input file is required");
@@ -831,9 +841,15 @@ int run(const Args& args) {
     if (ext != ".csv" && ext != ".npy") throw UsageError("--per-block " + per_block->string() + ": name a .csv or .npy file");
   }
 
+  return Request{outfmt, spec, label, axis, all_tensors, tensor_args, plan, per_block};
+}
+
+/// The inputs' tensors as the request chooses them, from the headers only (no data read):
+/// `wanted` is the named tensors (empty: every floating one, or the one there is).
+std::set<std::string> select_tensors(const Request& rq, const std::vector<InputFile>& inputs) {
+  const std::vector<std::string>& tensor_args = rq.tensor_args;
+  const bool all_tensors = rq.all_tensors;
   // List the inputs (headers only) and choose the tensors before reading any data.
-  Notes notes{"quantize", {}};
-  const std::vector<InputFile> inputs = expand_inputs(p.positional);
   std::vector<std::pair<std::string, io::DType>> listed;  // every tensor of every input, in order
   std::set<std::string> wanted(tensor_args.begin(), tensor_args.end());
   std::set<std::string> indexed_only;  // names an index places in shards not read (none wanted there)
@@ -878,13 +894,23 @@ int run(const Args& args) {
     }
   }
 
+  return wanted;
+}
+
+/// Every chosen tensor quantized (streamed when large) after the memory they need is checked,
+/// before anything is written; `skipped` names the non-floating tensors left out.
+std::vector<Result> quantize_all(const Request& rq, const std::vector<InputFile>& inputs,
+                                 const std::set<std::string>& wanted, std::vector<std::string>& skipped, Notes& notes) {
+  const QuantSpec& spec = rq.spec;
+  const Axis axis = rq.axis;
+  const std::string& label = rq.label;
+  const std::optional<fs::path>& per_block = rq.per_block;
   // Every tensor from the headers (no data read yet), the memory they need
   // checked, then each quantized (streamed when large) before anything is written.
   std::vector<std::pair<const InputFile*, TensorRef>> refs;
   for_each_tensor_ref(inputs, wanted, notes, [&](const InputFile& in, const TensorRef& r) { refs.emplace_back(&in, r); });
   check_memory(refs, spec, axis, per_block.has_value());
   std::vector<Result> results;
-  std::vector<std::string> skipped;
   for (const auto& [in, ref] : refs) {
     const io::RawTensor& t = ref.header;
     const bool floating = io::is_quantizable(t.dtype) || io::is_quantizable_after_rounding(t.dtype);
@@ -913,7 +939,14 @@ int run(const Args& args) {
     throw UsageError("--per-block " + per_block->string() + ": a .npy holds the blocks of one tensor; " +
                      std::to_string(results.size()) + " were quantized (use a .csv file)");
 
-  // Write: every output registered with one AtomicOutputs, committed together.
+  return results;
+}
+
+/// Every output registered with one AtomicOutputs and committed together; the files written.
+std::vector<fs::path> write_outputs(const Request& rq, const std::vector<InputFile>& inputs, std::vector<Result>& results,
+                                    Notes& notes) {
+  const OutPlan& plan = rq.plan;
+  const std::optional<fs::path>& per_block = rq.per_block;
   io::AtomicOutputs outputs;
   std::vector<fs::path> written;
   auto add = [&](const fs::path& f) { return add_output(outputs, f, inputs); };
@@ -963,8 +996,15 @@ int run(const Args& args) {
   written = outputs.finals();
   if (plan.kind == OutPlan::Discard) notes.add("-o " + plan.path.string() + ": nothing written (statistics only)");
 
-  // Report.
-  if (outfmt == OutputFormat::Json) {
+  return written;
+}
+
+/// The report: JSON, CSV or text.
+void report(const Request& rq, const std::vector<InputFile>& inputs, const std::vector<Result>& results,
+            const std::vector<std::string>& skipped, const std::vector<fs::path>& written, const Notes& notes) {
+  const QuantSpec& spec = rq.spec;
+  const std::string& label = rq.label;
+  if (rq.outfmt == OutputFormat::Json) {
     json j;
     j["command"] = "quantize";
     j["recipe"] = label;
@@ -978,9 +1018,9 @@ int run(const Args& args) {
     j["tensors"] = json::array();
     for (const auto& r : results) j["tensors"].push_back(stats_json(r));
     print_json(j);
-    return kExitOk;
+    return;
   }
-  if (outfmt == OutputFormat::Csv) {
+  if (rq.outfmt == OutputFormat::Csv) {
     std::printf("%s", csv_row({"tensor", "file", "shape", "dtype", "elements", "mse", "sqnr_db", "max_abs_err",
                                "underflow", "saturated", "nan_out", "nonfinite_in"})
                           .c_str());
@@ -992,7 +1032,7 @@ int run(const Args& args) {
                                  std::to_string(s.nonfinite_in)})
                             .c_str());
     }
-    return kExitOk;
+    return;
   }
   std::printf("input:  ");
   for (size_t i = 0; i < inputs.size(); ++i)
@@ -1007,7 +1047,7 @@ int run(const Args& args) {
     for (const auto& s : skipped) std::printf(" %s", s.c_str());
     std::printf("\n");
   }
-  if (results.size() == 1 && !all_tensors) {
+  if (results.size() == 1 && !rq.all_tensors) {
     const auto& r = results[0];
     const auto& s = r.stats;
     std::printf("tensor %s %s %s: %zu elements\n", r.name.c_str(), io::shape_str(r.src_shape).c_str(),
@@ -1028,6 +1068,24 @@ int run(const Args& args) {
                   fmt_sqnr(s.sqnr_db).c_str(), num(s.max_abs_err, "%.4e").c_str(), s.underflow, s.saturated, s.nan_out);
     }
   }
+}
+
+int run(const Args& args) {
+  po::options_description opts("options");
+  add_options(opts);
+  const Parsed p = parse(args, opts, "IN");
+  if (p.has("help")) {
+    print_help(stdout, help(), opts);
+    return kExitOk;
+  }
+  const Request rq = parse_request(p);
+  Notes notes{"quantize", {}};
+  const std::vector<InputFile> inputs = expand_inputs(p.positional);
+  const std::set<std::string> wanted = select_tensors(rq, inputs);
+  std::vector<std::string> skipped;
+  std::vector<Result> results = quantize_all(rq, inputs, wanted, skipped, notes);
+  const std::vector<fs::path> written = write_outputs(rq, inputs, results, notes);
+  report(rq, inputs, results, skipped, written, notes);
   return kExitOk;
 }
 
