@@ -31,26 +31,31 @@ using json = nlohmann::ordered_json;
 namespace mxsim::cli {
 namespace {
 
-int run(const Args& args) {
-  po::options_description opts("options");
-  opts.add_options()("help,h", "this help")
-      ("output,o", po::value<std::string>(), "OUT: .safetensors, .npy (one tensor) or a folder; none: statistics only")
-      ("layout", po::value<std::string>()->default_value("auto"),
-       "auto | mxsim | torchao | te (by tensor-name suffixes), or one layout: torchao-nvfp4, torchao-float8, "
-       "torchao-float8-training, te-rowwise, te-columnwise, te-nvfp4-rowwise, te-nvfp4-columnwise, "
-       "te-blockwise-rowwise, te-blockwise-columnwise, te-tensor")
-      ("elem-dtype", po::value<std::string>(), "element format of U8 codes (torchao names: float8_e4m3fn, float8_e5m2, "
-       "fp6_e2m3, fp6_e3m2, float4_e2m1fn_x2; or e4m3, ...)")
-      ("block-size", po::value<std::string>(), "torchao block size along the last axis, 1 to 65536 (default 32)")
-      ("scale-layout", po::value<std::string>()->default_value("plain"),
-       "torchao scales: plain [.., ceil(K/block)] | blocked (the swizzled 128 x 4 tiles of cuBLAS / CUTLASS "
-       "block-scaled GEMMs, torchao to_blocked; padding never read); also torchao and TE NVFP4 scales")
-      ("block-scaling-dim", po::value<std::string>(),
-       "TE Float8BlockwiseQTensor: 1 (1 x 128 blocks) | 2 (128 x 128 tiles); default: from the scale_inv shape")
-      ("dtype", po::value<std::string>()->default_value("fp32"), "output dtype: fp32 | bf16 (one RNE rounding)")
-      ("tensor", po::value<std::vector<std::string>>(), "only this output tensor (repeatable)");
-  add_format_options(opts, true, "the summary");
-  const CommandHelp help{
+/// What the command line asks for.
+struct Request {
+  OutputFormat outfmt;
+  std::string layout;
+  std::optional<Format> elem;
+  int block = 32;
+  bool blocked = false;
+  int block_dim = 0;
+  std::string dt;       ///< fp32 | bf16
+  std::string out_arg;  ///< -o as given ("" = none)
+  bool to_npy = false;
+  OutPlan plan;
+};
+
+/// One decoded tensor and its summary.
+struct Out {
+  QuantJob job;
+  io::RawTensor t;
+  size_t nan = 0, inf = 0;
+  double amax = 0;
+  Format elem;
+};
+
+const CommandHelp& help() {
+  static const CommandHelp h{
       "dequantize", "IN... [-o OUT] [--layout L] [--elem-dtype F] [--block-size N] [--dtype fp32|bf16]",
       "Decodes codes + scales back to FP32 (or BF16) with the one dequantizer (emu::dequantize3):\n"
       "code * 2^(byte-127) for E8M0 scales, fl32(code * scale_inv) for FP32 scales, fl32(code / scale)\n"
@@ -71,11 +76,30 @@ int run(const Args& args) {
       "Element formats come from the dtype (F8_E4M3, F8_E5M2, F4) or --elem-dtype. Scale dtypes are checked\n"
       "against the layout; input tensors no pair reads are listed in a note.",
       ""};
-  const Parsed p = parse(args, opts, "IN");
-  if (p.has("help")) {
-    print_help(stdout, help, opts);
-    return kExitOk;
-  }
+  return h;
+}
+
+void add_options(po::options_description& opts) {
+  opts.add_options()("help,h", "this help")
+      ("output,o", po::value<std::string>(), "OUT: .safetensors, .npy (one tensor) or a folder; none: statistics only")
+      ("layout", po::value<std::string>()->default_value("auto"),
+       "auto | mxsim | torchao | te (by tensor-name suffixes), or one layout: torchao-nvfp4, torchao-float8, "
+       "torchao-float8-training, te-rowwise, te-columnwise, te-nvfp4-rowwise, te-nvfp4-columnwise, "
+       "te-blockwise-rowwise, te-blockwise-columnwise, te-tensor")
+      ("elem-dtype", po::value<std::string>(), "element format of U8 codes (torchao names: float8_e4m3fn, float8_e5m2, "
+       "fp6_e2m3, fp6_e3m2, float4_e2m1fn_x2; or e4m3, ...)")
+      ("block-size", po::value<std::string>(), "torchao block size along the last axis, 1 to 65536 (default 32)")
+      ("scale-layout", po::value<std::string>()->default_value("plain"),
+       "torchao scales: plain [.., ceil(K/block)] | blocked (the swizzled 128 x 4 tiles of cuBLAS / CUTLASS "
+       "block-scaled GEMMs, torchao to_blocked; padding never read); also torchao and TE NVFP4 scales")
+      ("block-scaling-dim", po::value<std::string>(),
+       "TE Float8BlockwiseQTensor: 1 (1 x 128 blocks) | 2 (128 x 128 tiles); default: from the scale_inv shape")
+      ("dtype", po::value<std::string>()->default_value("fp32"), "output dtype: fp32 | bf16 (one RNE rounding)")
+      ("tensor", po::value<std::vector<std::string>>(), "only this output tensor (repeatable)");
+  add_format_options(opts, true, "the summary");
+}
+
+Request parse_request(const Parsed& p) {
   const OutputFormat outfmt = output_format(p, true);
   if (p.positional.empty()) throw UsageError("an input file is required");
   const std::string layout = layout_option(p);
@@ -92,9 +116,14 @@ int run(const Args& args) {
   OutPlan plan;
   if (!to_npy) plan = OutPlan::resolve(out_arg, "a .safetensors file, a .npy file (one tensor) or a folder");
 
-  Notes notes{"dequantize", {}};
-  std::vector<InputFile> files;
-  const std::map<std::string, QuantSource> all = read_quant_inputs(p.positional, notes, files);
+  return Request{outfmt, layout, elem, block, blocked, block_dim, dt, out_arg, to_npy, plan};
+}
+
+/// The pairs to decode: found by the layout, narrowed to --tensor, checked against --scale-layout
+/// and the output.
+std::vector<QuantJob> select_jobs(const Request& rq, const Parsed& p, const std::map<std::string, QuantSource>& all,
+                                  Notes& notes) {
+  const std::string& layout = rq.layout;
   std::vector<QuantJob> jobs = find_quant_jobs(all, layout);
   note_unused_tensors(all, jobs, notes);
   if (p.has("tensor")) {
@@ -116,25 +145,24 @@ int run(const Args& args) {
   {
     std::vector<std::string> lays;
     for (const auto& j : jobs) lays.push_back(j.layout);
-    check_scale_layout_used(blocked, lays);
+    check_scale_layout_used(rq.blocked, lays);
   }
-  if (to_npy && jobs.size() > 1)
-    throw UsageError("-o " + out_arg + ": a .npy holds one tensor; the inputs hold " + std::to_string(jobs.size()) +
+  if (rq.to_npy && jobs.size() > 1)
+    throw UsageError("-o " + rq.out_arg + ": a .npy holds one tensor; the inputs hold " + std::to_string(jobs.size()) +
                      " (name a .safetensors file or a folder)");
 
-  struct Out {
-    QuantJob job;
-    io::RawTensor t;
-    size_t nan = 0, inf = 0;
-    double amax = 0;
-    Format elem;
-  };
+  return jobs;
+}
+
+/// Every pair decoded by the one dequantizer, in the output dtype, with its NaN / Inf / amax.
+std::vector<Out> decode_all(const Request& rq, const std::vector<QuantJob>& jobs,
+                            const std::map<std::string, QuantSource>& all, Notes& notes) {
   std::vector<Out> outs;
   for (const auto& j : jobs) {
     std::vector<size_t> shape;
     QuantizedTensor q;
     try {
-      q = load_quantized(j, all, elem, block, shape, notes, blocked, block_dim);
+      q = load_quantized(j, all, rq.elem, rq.block, shape, notes, rq.blocked, rq.block_dim);
     } catch (const std::invalid_argument& e) {
       throw std::runtime_error("tensor '" + j.name + "' (" + j.layout + " layout): " + e.what());
     }
@@ -148,7 +176,7 @@ int run(const Args& args) {
       else if (std::isinf(x)) ++o.inf;
       else o.amax = std::max(o.amax, double(std::fabs(x)));
     }
-    if (dt == "fp32") {
+    if (rq.dt == "fp32") {
       o.t = io::from_f32(j.name, shape, v.data());
     } else {
       o.t = io::RawTensor{j.name, io::DType::BF16, shape, {}};
@@ -162,10 +190,17 @@ int run(const Args& args) {
     outs.push_back(std::move(o));
   }
 
+  return outs;
+}
+
+/// Every output committed together; the files written.
+std::vector<fs::path> write_outputs(const Request& rq, const std::vector<Out>& outs, const std::vector<InputFile>& files,
+                                    Notes& notes) {
+  const OutPlan& plan = rq.plan;
   io::AtomicOutputs outputs;
   auto add = [&](const fs::path& f) { return add_output(outputs, f, files); };
-  if (to_npy) {
-    io::write_npy(add(out_arg), outs[0].t);
+  if (rq.to_npy) {
+    io::write_npy(add(rq.out_arg), outs[0].t);
   } else if (plan.kind == OutPlan::Safetensors) {
     std::vector<io::RawTensor> ts;
     for (const auto& o : outs) ts.push_back(o.t);
@@ -176,21 +211,27 @@ int run(const Args& args) {
     for (const auto& o : outs) io::write_npy(add(plan.path / (io::file_stem(o.job.name) + ".npy")), o.t);
   }
   outputs.commit();
-  if (plan.kind == OutPlan::Discard) notes.add("-o " + out_arg + ": nothing written (statistics only)");
+  if (plan.kind == OutPlan::Discard) notes.add("-o " + rq.out_arg + ": nothing written (statistics only)");
 
+  return outputs.finals();
+}
+
+void report(const Request& rq, const std::vector<Out>& outs, const std::vector<fs::path>& written, const Notes& notes) {
+  const OutputFormat outfmt = rq.outfmt;
+  const std::string& dt = rq.dt;
   if (outfmt == OutputFormat::Json) {
     json j;
     j["command"] = "dequantize";
     j["dtype"] = dt;
     j["outputs"] = json::array();
-    for (const auto& f : outputs.finals()) j["outputs"].push_back(f.string());
+    for (const auto& f : written) j["outputs"].push_back(f.string());
     j["notes"] = notes.items;
     j["tensors"] = json::array();
     for (const auto& o : outs)
       j["tensors"].push_back({{"name", o.job.name}, {"layout", o.job.layout}, {"elem", short_name(o.elem)},
                               {"shape", o.t.shape}, {"amax", json_number(o.amax)}, {"nan", o.nan}, {"inf", o.inf}});
     print_json(j);
-    return kExitOk;
+    return;
   }
   if (outfmt == OutputFormat::Csv) std::printf("%s", csv_row({"tensor", "layout", "elem", "shape", "amax", "nan", "inf"}).c_str());
   for (const auto& o : outs) {
@@ -209,10 +250,28 @@ int run(const Args& args) {
   }
   if (outfmt == OutputFormat::Text) {
     std::printf("output:");
-    if (outputs.finals().empty()) std::printf(" none (statistics only)");
-    for (const auto& f : outputs.finals()) std::printf(" %s", f.string().c_str());
+    if (written.empty()) std::printf(" none (statistics only)");
+    for (const auto& f : written) std::printf(" %s", f.string().c_str());
     std::printf("\n");
   }
+}
+
+int run(const Args& args) {
+  po::options_description opts("options");
+  add_options(opts);
+  const Parsed p = parse(args, opts, "IN");
+  if (p.has("help")) {
+    print_help(stdout, help(), opts);
+    return kExitOk;
+  }
+  const Request rq = parse_request(p);
+  Notes notes{"dequantize", {}};
+  std::vector<InputFile> files;
+  const std::map<std::string, QuantSource> all = read_quant_inputs(p.positional, notes, files);
+  const std::vector<QuantJob> jobs = select_jobs(rq, p, all, notes);
+  const std::vector<Out> outs = decode_all(rq, jobs, all, notes);
+  const std::vector<fs::path> written = write_outputs(rq, outs, files, notes);
+  report(rq, outs, written, notes);
   return kExitOk;
 }
 
