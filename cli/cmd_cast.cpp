@@ -91,8 +91,34 @@ std::string widening_note(const CastOptions& o) {
 
 namespace {
 
-int run(const Args& args) {
-  po::options_description opts("options");
+/// One VALUE's conversion.
+struct Row {
+  std::string input;
+  double x;
+  uint64_t xbits;
+  float x32;  ///< x rounded to FP32 (RNE)
+  uint32_t code;
+  float dec;
+  const char* cls;
+};
+
+const CommandHelp& help() {
+  static const CommandHelp h{"cast", "--to FORMAT [--round M] [--overflow P] [--scale-exp S] VALUE...\n"
+                                 "       mxsim cast --to e8m0 --scale-rule R --elem F AMAX...\n"
+                                 "       mxsim cast --to FORMAT [options] --input X.npy -o CODES.npy [--decoded Y.npy]",
+                         "Converts each VALUE (a decimal or hex float, read as FP64 by correct rounding; or a code)\n"
+                         "to FORMAT with the project's one rounding routine, rounding once, and prints the code and\n"
+                         "what it decodes to. With --scale-rule, each VALUE is a block amax and the result its E8M0\n"
+                         "scale byte. With --input, every value of a .npy tensor is converted and written as codes.",
+                         "Columns: input, fp32 (the value rounded to FP32, %.9g: the amax used in scale mode),\n"
+                         "fp32_bits, code (hex), code_bits (sign.exponent.mantissa), decoded, exact (decoded x 2^S\n"
+                         "== the input; scale mode: scale_exp instead), class (zero, subnormal, normal, max: the\n"
+                         "largest finite magnitude, inf, nan), f64 (the value as read, %.17g), f64_bits.",
+                         ""};
+  return h;
+}
+
+void add_options(po::options_description& opts) {
   opts.add_options()("help,h", "this help")
       ("to", po::value<std::string>(), "target format: fp32 bf16 fp16 e4m3 e5m2 e4m3fnuz e5m2fnuz e3m2 e2m3 e2m1 e8m0 (required)")
       ("round", po::value<std::string>()->default_value("rne"), "rne | rz | sr | ru (round up: toward +Inf; ceil for e8m0)")
@@ -112,26 +138,11 @@ int run(const Args& args) {
       ("nan", po::value<std::string>()->default_value("encode"),
        "tensor mode: encode (NaN -> the format's NaN, +max where it has none) | error (refuse NaN input)");
   add_format_options(opts, true, "the conversions");
-  const CommandHelp help{"cast", "--to FORMAT [--round M] [--overflow P] [--scale-exp S] VALUE...\n"
-                                 "       mxsim cast --to e8m0 --scale-rule R --elem F AMAX...\n"
-                                 "       mxsim cast --to FORMAT [options] --input X.npy -o CODES.npy [--decoded Y.npy]",
-                         "Converts each VALUE (a decimal or hex float, read as FP64 by correct rounding; or a code)\n"
-                         "to FORMAT with the project's one rounding routine, rounding once, and prints the code and\n"
-                         "what it decodes to. With --scale-rule, each VALUE is a block amax and the result its E8M0\n"
-                         "scale byte. With --input, every value of a .npy tensor is converted and written as codes.",
-                         "Columns: input, fp32 (the value rounded to FP32, %.9g: the amax used in scale mode),\n"
-                         "fp32_bits, code (hex), code_bits (sign.exponent.mantissa), decoded, exact (decoded x 2^S\n"
-                         "== the input; scale mode: scale_exp instead), class (zero, subnormal, normal, max: the\n"
-                         "largest finite magnitude, inf, nan), f64 (the value as read, %.17g), f64_bits.",
-                         ""};
-  const Parsed p = parse(args, opts, "VALUE");
-  if (p.has("help")) {
-    print_help(stdout, help, opts);
-    return kExitOk;
-  }
-  const OutputFormat outfmt = output_format(p, true);
+}
+
+/// The conversion of parsed options (UsageError for a combination the command refuses).
+CastOptions parse_cast(const Parsed& p, bool tensor) {
   if (!p.has("to")) throw UsageError("--to FORMAT is required");
-  const bool tensor = p.has("input");
   if (tensor && !p.positional.empty()) throw UsageError("--input converts a file: VALUEs are not taken with it");
   if (!tensor && p.positional.empty()) throw UsageError("at least one VALUE (or --input FILE) is required");
   for (const char* o : {"output", "decoded", "rand-file"})
@@ -172,7 +183,11 @@ int run(const Args& args) {
         throw UsageError(std::string("--") + opt + " does not apply to --scale-rule (the rule alone gives the byte)");
     if (p.has("scale-exp")) throw UsageError("--scale-exp does not apply to --scale-rule");
   }
-  if (tensor) return cast_tensor(p, o, outfmt);
+  return o;
+}
+
+/// Each VALUE read (a float, FP32 bits or a code of --from) and converted.
+std::vector<Row> convert_values(const Parsed& p, CastOptions& o) {
   std::optional<FormatSpec> from;
   if (p.has("from")) {
     o.source = format_arg("--from", p.str("from"));
@@ -181,16 +196,6 @@ int run(const Args& args) {
     o.source = Format::FP32;
   }
   const FormatSpec& f = o.f;
-
-  struct Row {
-    std::string input;
-    double x;
-    uint64_t xbits;
-    float x32;  ///< x rounded to FP32 (RNE)
-    uint32_t code;
-    float dec;
-    const char* cls;
-  };
   std::vector<Row> rows;
   for (const auto& v : p.positional) {
     Row r;
@@ -203,41 +208,49 @@ int run(const Args& args) {
     r.cls = code_class(f, r.code);
     rows.push_back(r);
   }
-  // Exact: the decoded code times 2^S is the input (NaN counts as exact when both are NaN).
-  auto exact = [&](const Row& r) {
-    if (std::isnan(r.x) || std::isnan(r.dec)) return std::isnan(r.x) && std::isnan(r.dec);
-    return std::ldexp(double(r.dec), o.scale_exp) == r.x;
-  };
-  auto is_f32 = [](const Row& r) { return std::isnan(r.x) || double(r.x32) == r.x; };
-  auto scale_exp_of = [](const Row& r) { return r.code == kE8M0Nan ? std::string("nan") : std::to_string(int(r.code) - 127); };
-  if (outfmt == OutputFormat::Json) {
-    nlohmann::ordered_json j;
-    j["command"] = "cast";
-    conversion_json(j, o);
-    if (!o.rule && sr) j["rand"] = o.rand;
-    j["values"] = nlohmann::ordered_json::array();
-    for (const auto& r : rows) {
-      nlohmann::ordered_json e{{"input", r.input},
-                               {"f64", json_number(r.x)},
-                               {"f64_bits", hex_code(r.xbits, 64)},
-                               {"fp32", json_number(r.x32)},
-                               {"fp32_bits", hex_code(f32_bits(r.x32), 32)},
-                               {"code", r.code},
-                               {"code_hex", hex_code(r.code, f.bits)},
-                               {"code_bits", bin_code(f, r.code)},
-                               {"decoded", json_number(r.dec)}};
-      if (o.rule) {
-        if (r.code == kE8M0Nan) e["scale_exp"] = nullptr;
-        else e["scale_exp"] = int(r.code) - 127;
-      } else {
-        e["exact"] = exact(r);
-      }
-      e["class"] = r.cls;
-      j["values"].push_back(e);
+  return rows;
+}
+
+// Exact: the decoded code times 2^S is the input (NaN counts as exact when both are NaN).
+bool exact(const Row& r, int scale_exp) {
+  if (std::isnan(r.x) || std::isnan(r.dec)) return std::isnan(r.x) && std::isnan(r.dec);
+  return std::ldexp(double(r.dec), scale_exp) == r.x;
+}
+bool is_f32(const Row& r) { return std::isnan(r.x) || double(r.x32) == r.x; }
+std::string scale_exp_of(const Row& r) { return r.code == kE8M0Nan ? std::string("nan") : std::to_string(int(r.code) - 127); }
+
+void report_json(const CastOptions& o, const std::vector<Row>& rows) {
+  const FormatSpec& f = o.f;
+  const bool sr = o.mode == RoundMode::Stochastic;
+  nlohmann::ordered_json j;
+  j["command"] = "cast";
+  conversion_json(j, o);
+  if (!o.rule && sr) j["rand"] = o.rand;
+  j["values"] = nlohmann::ordered_json::array();
+  for (const auto& r : rows) {
+    nlohmann::ordered_json e{{"input", r.input},
+                             {"f64", json_number(r.x)},
+                             {"f64_bits", hex_code(r.xbits, 64)},
+                             {"fp32", json_number(r.x32)},
+                             {"fp32_bits", hex_code(f32_bits(r.x32), 32)},
+                             {"code", r.code},
+                             {"code_hex", hex_code(r.code, f.bits)},
+                             {"code_bits", bin_code(f, r.code)},
+                             {"decoded", json_number(r.dec)}};
+    if (o.rule) {
+      if (r.code == kE8M0Nan) e["scale_exp"] = nullptr;
+      else e["scale_exp"] = int(r.code) - 127;
+    } else {
+      e["exact"] = exact(r, o.scale_exp);
     }
-    print_json(j);
-    return kExitOk;
+    e["class"] = r.cls;
+    j["values"].push_back(e);
   }
+  print_json(j);
+}
+
+void report_rows(const CastOptions& o, const std::vector<Row>& rows, OutputFormat outfmt) {
+  const FormatSpec& f = o.f;
   if (outfmt == OutputFormat::Csv)
     std::printf("%s", csv_row({"input", "fp32", "fp32_bits", "code", "code_bits", "decoded", o.rule ? "scale_exp" : "exact",
                                "class", "f64", "f64_bits"})
@@ -251,7 +264,7 @@ int run(const Args& args) {
   for (const auto& r : rows) {
     if (outfmt == OutputFormat::Csv) {
       std::printf("%s", csv_row({r.input, num(r.x32), hex_code(f32_bits(r.x32), 32), hex_code(r.code, f.bits),
-                                 bin_code(f, r.code), num(r.dec), o.rule ? scale_exp_of(r) : (exact(r) ? "true" : "false"),
+                                 bin_code(f, r.code), num(r.dec), o.rule ? scale_exp_of(r) : (exact(r, o.scale_exp) ? "true" : "false"),
                                  r.cls, f64_text(r.x), hex_code(r.xbits, 64)})
                             .c_str());
     } else if (o.rule) {
@@ -263,9 +276,26 @@ int run(const Args& args) {
       const std::string shown = is_f32(r) ? "fp32 " + num(r.x32) + " (" + hex_code(f32_bits(r.x32), 32) + ")"
                                           : "fp64 " + f64_text(r.x) + " (" + hex_code(r.xbits, 64) + ")";
       std::printf("  %s -> %s -> %s %s = %s%s  [%s]\n", r.input.c_str(), shown.c_str(), hex_code(r.code, f.bits).c_str(),
-                  bin_code(f, r.code).c_str(), num(r.dec).c_str(), exact(r) ? " exact" : "", r.cls);
+                  bin_code(f, r.code).c_str(), num(r.dec).c_str(), exact(r, o.scale_exp) ? " exact" : "", r.cls);
     }
   }
+}
+
+int run(const Args& args) {
+  po::options_description opts("options");
+  add_options(opts);
+  const Parsed p = parse(args, opts, "VALUE");
+  if (p.has("help")) {
+    print_help(stdout, help(), opts);
+    return kExitOk;
+  }
+  const OutputFormat outfmt = output_format(p, true);
+  const bool tensor = p.has("input");
+  CastOptions o = parse_cast(p, tensor);
+  if (tensor) return cast_tensor(p, o, outfmt);
+  const std::vector<Row> rows = convert_values(p, o);
+  if (outfmt == OutputFormat::Json) report_json(o, rows);
+  else report_rows(o, rows, outfmt);
   return kExitOk;
 }
 
