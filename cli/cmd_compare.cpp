@@ -74,11 +74,24 @@ struct Table {
   }
 };
 
-int run(const Args& args) {
-  po::options_description opts("options");
-  opts.add_options()("help,h", "this help");
-  add_format_options(opts, true, "the comparison");
-  const CommandHelp help{
+/// The two traces compared, with what every report shows of them.
+struct Compared {
+  std::string fa, fb;
+  trace::CompareResult r;
+  trace::Provenance pa, pb;
+  bool have_range = false;  ///< rows paired by global step and some step compared
+  int64_t lo = -1, hi = -1;  ///< the global steps compared (have_range)
+};
+
+Compared compare_traces(const std::string& fa, const std::string& fb) {
+  Compared c{fa, fb, trace::compare(fa, fb), trace::Reader(fa).provenance(), trace::Reader(fb).provenance()};
+  c.have_range = c.r.alignment.by_global_step && c.r.steps_compared > 0;
+  if (c.have_range) c.lo = c.r.step_of(0), c.hi = c.r.step_of(c.r.steps_compared - 1);
+  return c;
+}
+
+const CommandHelp& help() {
+  static const CommandHelp h{
       "compare", "A.h5 B.h5 [--json|--csv]",
       "Compares two mxsim traces (live files too: opened with SWMR read): final value of every scalar\n"
       "series, config differences, the first step and dataset whose bits differ, and for every common\n"
@@ -90,103 +103,101 @@ int run(const Args& args) {
       "compared_first_step, compared_last_step; first_step -1 = bit-identical; the compared range is\n"
       "empty where rows are paired by index or no step is common).",
       "0 identical, 1 different (or a runtime / data error: a missing or unreadable trace), 2 usage error"};
-  const Parsed p = parse(args, opts, "A.h5 B.h5");
-  if (p.has("help")) {
-    print_help(stdout, help, opts);
-    return kExitOk;
-  }
-  const OutputFormat out = output_format(p, true);
-  if (p.positional.size() != 2)
-    throw UsageError("expected two traces A.h5 B.h5, got " + std::to_string(p.positional.size()) + " argument(s)");
-  const std::string fa = p.positional[0], fb = p.positional[1];
-  const auto r = trace::compare(fa, fb);
-  const auto pa = trace::Reader(fa).provenance();
-  const auto pb = trace::Reader(fb).provenance();
-  const int rc = r.identical() ? kExitOk : kExitError;
+  return h;
+}
+
+void report_json(const Compared& c) {
+  const trace::CompareResult& r = c.r;
+  const std::string &fa = c.fa, &fb = c.fb;
+  const trace::Provenance &pa = c.pa, &pb = c.pb;
   const auto& al = r.alignment;
-  const bool have_range = al.by_global_step && r.steps_compared > 0;
-  const int64_t lo = have_range ? r.step_of(0) : -1, hi = have_range ? r.step_of(r.steps_compared - 1) : -1;
-
-  if (out == OutputFormat::Json) {
-    nlohmann::ordered_json j;
-    j["command"] = "compare";
-    j["identical"] = r.identical();
-    auto side = [](const std::string& f, uint64_t steps, int64_t first, const trace::Provenance& pr) {
-      const bool known = first >= 0 && steps > 0;
-      return nlohmann::ordered_json{{"file", f},
-                                    {"complete_steps", steps},
-                                    {"first_step", known ? nlohmann::ordered_json(first) : nlohmann::ordered_json()},
-                                    {"last_step", known ? nlohmann::ordered_json(first + int64_t(steps) - 1)
-                                                        : nlohmann::ordered_json()},
-                                    {"backend", pr.backend},
-                                    {"seed", pr.seed},
-                                    {"version", pr.version},
-                                    {"commit", pr.git_describe},
-                                    {"date", pr.date},
-                                    {"host", pr.host}};
+  const bool have_range = c.have_range;
+  const int64_t lo = c.lo, hi = c.hi;
+  nlohmann::ordered_json j;
+  j["command"] = "compare";
+  j["identical"] = r.identical();
+  auto side = [](const std::string& f, uint64_t steps, int64_t first, const trace::Provenance& pr) {
+    const bool known = first >= 0 && steps > 0;
+    return nlohmann::ordered_json{{"file", f},
+                                  {"complete_steps", steps},
+                                  {"first_step", known ? nlohmann::ordered_json(first) : nlohmann::ordered_json()},
+                                  {"last_step", known ? nlohmann::ordered_json(first + int64_t(steps) - 1)
+                                                      : nlohmann::ordered_json()},
+                                  {"backend", pr.backend},
+                                  {"seed", pr.seed},
+                                  {"version", pr.version},
+                                  {"commit", pr.git_describe},
+                                  {"date", pr.date},
+                                  {"host", pr.host}};
+  };
+  j["a"] = side(fa, r.steps_a, al.first_step_a, pa);
+  j["b"] = side(fb, r.steps_b, al.first_step_b, pb);
+  j["steps_compared"] = r.steps_compared;
+  {
+    auto rows = [&](uint64_t first) {
+      return r.steps_compared == 0 ? nlohmann::ordered_json()
+                                   : nlohmann::ordered_json::array({first, first + r.steps_compared - 1});
     };
-    j["a"] = side(fa, r.steps_a, al.first_step_a, pa);
-    j["b"] = side(fb, r.steps_b, al.first_step_b, pb);
-    j["steps_compared"] = r.steps_compared;
-    {
-      auto rows = [&](uint64_t first) {
-        return r.steps_compared == 0 ? nlohmann::ordered_json()
-                                     : nlohmann::ordered_json::array({first, first + r.steps_compared - 1});
-      };
-      j["compared"] = {{"pairing", al.by_global_step ? "global_step" : "index"},
-                       {"first_step", have_range ? nlohmann::ordered_json(lo) : nlohmann::ordered_json()},
-                       {"last_step", have_range ? nlohmann::ordered_json(hi) : nlohmann::ordered_json()},
-                       {"a_rows", rows(al.row_a)},
-                       {"b_rows", rows(al.row_b)},
-                       {"note", al.note.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(al.note)}};
-    }
-    j["config_differences"] = nlohmann::ordered_json::array();
-    for (const auto& d : r.config_diffs)
-      j["config_differences"].push_back({{"key", d.key},
-                                         {"a", d.a.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(d.a)},
-                                         {"b", d.b.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(d.b)}});
-    j["finals"] = nlohmann::ordered_json::array();
-    for (const auto& f : r.finals) j["finals"].push_back({{"name", f.name}, {"a", opt_json(f.a)}, {"b", opt_json(f.b)}});
-    j["only_a"] = r.only_a;
-    j["only_b"] = r.only_b;
-    j["mismatched"] = r.mismatched;
-    j["only_a_outside"] = r.only_a_outside;
-    j["only_b_outside"] = r.only_b_outside;
-    if (r.first_difference)
-      j["first_difference"] = {{"step", r.first_difference->step},
-                               {"dataset", r.first_difference->dataset},
-                               {"element", r.first_difference->element},
-                               {"a_row", r.first_difference->row_a},
-                               {"b_row", r.first_difference->row_b}};
-    else
-      j["first_difference"] = nullptr;
-    j["datasets"] = nlohmann::ordered_json::array();
-    for (const auto& d : r.per_dataset) {
-      nlohmann::ordered_json e{{"dataset", d.dataset}, {"identical", d.first_step < 0}};
-      e["first_step"] = d.first_step < 0 ? nlohmann::ordered_json() : nlohmann::ordered_json(d.first_step);
-      e["element"] = d.first_step < 0 ? nlohmann::ordered_json() : nlohmann::ordered_json(d.element);
-      e["steps_differing"] = d.steps_differing;
-      e["max_abs_diff"] = json_number(d.max_abs_diff);
-      j["datasets"].push_back(e);
-    }
-    j["steps"] = nlohmann::ordered_json::array();
-    for (const auto& s : r.per_step)
-      j["steps"].push_back({{"step", s.step}, {"max_abs_diff", json_number(s.max_abs_diff)}, {"dataset", s.dataset}});
-    print_json(j);
-    return rc;
+    j["compared"] = {{"pairing", al.by_global_step ? "global_step" : "index"},
+                     {"first_step", have_range ? nlohmann::ordered_json(lo) : nlohmann::ordered_json()},
+                     {"last_step", have_range ? nlohmann::ordered_json(hi) : nlohmann::ordered_json()},
+                     {"a_rows", rows(al.row_a)},
+                     {"b_rows", rows(al.row_b)},
+                     {"note", al.note.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(al.note)}};
   }
-  if (out == OutputFormat::Csv) {
-    std::printf("%s", csv_row({"dataset", "first_step", "element", "steps_differing", "max_abs_diff",
-                               "compared_first_step", "compared_last_step"})
-                          .c_str());
-    const std::string cf = have_range ? std::to_string(lo) : "", cl = have_range ? std::to_string(hi) : "";
-    for (const auto& d : r.per_dataset)
-      std::printf("%s", csv_row({d.dataset, std::to_string(d.first_step), std::to_string(d.first_step < 0 ? 0 : d.element),
-                                 std::to_string(d.steps_differing), num(d.max_abs_diff), cf, cl})
-                            .c_str());
-    return rc;
+  j["config_differences"] = nlohmann::ordered_json::array();
+  for (const auto& d : r.config_diffs)
+    j["config_differences"].push_back({{"key", d.key},
+                                       {"a", d.a.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(d.a)},
+                                       {"b", d.b.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(d.b)}});
+  j["finals"] = nlohmann::ordered_json::array();
+  for (const auto& f : r.finals) j["finals"].push_back({{"name", f.name}, {"a", opt_json(f.a)}, {"b", opt_json(f.b)}});
+  j["only_a"] = r.only_a;
+  j["only_b"] = r.only_b;
+  j["mismatched"] = r.mismatched;
+  j["only_a_outside"] = r.only_a_outside;
+  j["only_b_outside"] = r.only_b_outside;
+  if (r.first_difference)
+    j["first_difference"] = {{"step", r.first_difference->step},
+                             {"dataset", r.first_difference->dataset},
+                             {"element", r.first_difference->element},
+                             {"a_row", r.first_difference->row_a},
+                             {"b_row", r.first_difference->row_b}};
+  else
+    j["first_difference"] = nullptr;
+  j["datasets"] = nlohmann::ordered_json::array();
+  for (const auto& d : r.per_dataset) {
+    nlohmann::ordered_json e{{"dataset", d.dataset}, {"identical", d.first_step < 0}};
+    e["first_step"] = d.first_step < 0 ? nlohmann::ordered_json() : nlohmann::ordered_json(d.first_step);
+    e["element"] = d.first_step < 0 ? nlohmann::ordered_json() : nlohmann::ordered_json(d.element);
+    e["steps_differing"] = d.steps_differing;
+    e["max_abs_diff"] = json_number(d.max_abs_diff);
+    j["datasets"].push_back(e);
   }
+  j["steps"] = nlohmann::ordered_json::array();
+  for (const auto& s : r.per_step)
+    j["steps"].push_back({{"step", s.step}, {"max_abs_diff", json_number(s.max_abs_diff)}, {"dataset", s.dataset}});
+  print_json(j);
+}
 
+void report_csv(const Compared& c) {
+  const trace::CompareResult& r = c.r;
+  std::printf("%s", csv_row({"dataset", "first_step", "element", "steps_differing", "max_abs_diff",
+                             "compared_first_step", "compared_last_step"})
+                        .c_str());
+  const std::string cf = c.have_range ? std::to_string(c.lo) : "", cl = c.have_range ? std::to_string(c.hi) : "";
+  for (const auto& d : r.per_dataset)
+    std::printf("%s", csv_row({d.dataset, std::to_string(d.first_step), std::to_string(d.first_step < 0 ? 0 : d.element),
+                               std::to_string(d.steps_differing), num(d.max_abs_diff), cf, cl})
+                          .c_str());
+}
+
+/// The text report's tables: provenance, config differences, final values, datasets of one side.
+void report_text_tables(const Compared& c) {
+  const trace::CompareResult& r = c.r;
+  const std::string &fa = c.fa, &fb = c.fb;
+  const trace::Provenance &pa = c.pa, &pb = c.pb;
+  const auto& al = r.alignment;
   Table head;
   head.rows = {{"", "A", "B"},
                {"file", fa, fb},
@@ -216,6 +227,10 @@ int run(const Args& args) {
   for (const auto& n : r.mismatched) std::printf("dtype/shape differ: %s\n", n.c_str());
   for (const auto& n : r.only_a_outside) std::printf("only in A, no snapshot in the compared steps: %s\n", n.c_str());
   for (const auto& n : r.only_b_outside) std::printf("only in B, no snapshot in the compared steps: %s\n", n.c_str());
+}
+
+/// The text report's differing datasets and steps.
+void report_text_differences(const trace::CompareResult& r) {
   size_t differing = 0;
   for (const auto& d : r.per_dataset) differing += d.first_step >= 0;
   if (differing) {
@@ -236,6 +251,13 @@ int run(const Args& args) {
     s.print();
     if (r.per_step.size() > kShown) std::printf("  ... %zu more steps (--json lists all)\n", r.per_step.size() - kShown);
   }
+}
+
+/// The text report's last lines: what was compared and the first difference.
+void report_text_summary(const Compared& c) {
+  const trace::CompareResult& r = c.r;
+  const auto& al = r.alignment;
+  const int64_t lo = c.lo, hi = c.hi;
   // Rows paired with an offset (a resumed run): name the global steps and the rows of each file.
   const bool offset = al.by_global_step && al.first_step_a != al.first_step_b;
   if (!al.note.empty()) std::printf("\nnote: %s\n", al.note.c_str());
@@ -262,7 +284,31 @@ int run(const Args& args) {
     }
   }
   std::printf("result: %s\n", r.identical() ? "identical" : "different");
-  return rc;
+}
+
+int run(const Args& args) {
+  po::options_description opts("options");
+  opts.add_options()("help,h", "this help");
+  add_format_options(opts, true, "the comparison");
+  const Parsed p = parse(args, opts, "A.h5 B.h5");
+  if (p.has("help")) {
+    print_help(stdout, help(), opts);
+    return kExitOk;
+  }
+  const OutputFormat out = output_format(p, true);
+  if (p.positional.size() != 2)
+    throw UsageError("expected two traces A.h5 B.h5, got " + std::to_string(p.positional.size()) + " argument(s)");
+  const Compared c = compare_traces(p.positional[0], p.positional[1]);
+  if (out == OutputFormat::Json) {
+    report_json(c);
+  } else if (out == OutputFormat::Csv) {
+    report_csv(c);
+  } else {
+    report_text_tables(c);
+    report_text_differences(c.r);
+    report_text_summary(c);
+  }
+  return c.r.identical() ? kExitOk : kExitError;
 }
 
 }  // namespace
