@@ -69,18 +69,8 @@ struct Child {
   bool done = false;
 };
 
-}  // namespace
-
-int cmd_launch(const Args& args) {
-  po::options_description d("options");
-  d.add_options()("help,h", "this help")
-      ("procs,n", po::value<std::string>(), "P, the number of processes: rank r runs on GPU r (1 to 1024)")
-      ("timeout", po::value<std::string>(),
-       "seconds the ranks wait for rank 0's NCCL unique id (MXSIM_RENDEZVOUS_TIMEOUT; default 120)")
-      ("grace", po::value<std::string>(), "seconds between SIGTERM and SIGKILL when stopping the ranks (default 10)")
-      ("program", po::value<std::string>(),
-       "run this program instead of this mxsim binary (e.g. a wrapper); it gets the same arguments and environment");
-  const CommandHelp help{
+const CommandHelp& help() {
+  static const CommandHelp h{
       "launch", "-n P [--timeout S] [--grace S] [--program PATH] -- COMMAND [ARGS]...",
       "Starts P processes of `mxsim COMMAND ARGS...` (e.g. train --backend hip ...), one per GPU, for a run of one\n"
       "process per rank: rank r gets MXSIM_RANK=r, MXSIM_WORLD_SIZE=P, MXSIM_RENDEZVOUS (a private folder,\n"
@@ -91,6 +81,138 @@ int cmd_launch(const Args& args) {
       "prints from rank 0 only (docs/simulator.md \"Parallel simulation\", docs/cli.md \"launch\").",
       "0 every rank succeeded, 1 a rank failed or the launcher was stopped (stderr names the rank), 2 usage "
       "error"};
+  return h;
+}
+
+void add_options(po::options_description& d) {
+  d.add_options()("help,h", "this help")
+      ("procs,n", po::value<std::string>(), "P, the number of processes: rank r runs on GPU r (1 to 1024)")
+      ("timeout", po::value<std::string>(),
+       "seconds the ranks wait for rank 0's NCCL unique id (MXSIM_RENDEZVOUS_TIMEOUT; default 120)")
+      ("grace", po::value<std::string>(), "seconds between SIGTERM and SIGKILL when stopping the ranks (default 10)")
+      ("program", po::value<std::string>(),
+       "run this program instead of this mxsim binary (e.g. a wrapper); it gets the same arguments and environment");
+}
+
+/// The rendezvous folder of a run (mode 0700: only this user reads the unique id), removed when
+/// the launcher ends.
+struct Rendezvous {
+  std::string dir;
+  Rendezvous() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "mxsim-launch-XXXXXX").string();
+    if (!mkdtemp(tmpl.data()))
+      throw std::runtime_error("cannot create a rendezvous folder from " + tmpl + ": " + std::strerror(errno));
+    dir = tmpl;
+  }
+  ~Rendezvous() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+  Rendezvous(const Rendezvous&) = delete;
+  Rendezvous& operator=(const Rendezvous&) = delete;
+};
+
+/// The environment every child inherits (set here, before fork).
+void set_child_environment(int P, int64_t timeout, const Rendezvous& rv) {
+  if (const char* v = std::getenv("NCCL_NVLS_ENABLE"); !v) setenv("NCCL_NVLS_ENABLE", "0", 1);
+  else if (std::string(v) != "0")
+    std::fprintf(stderr,
+                 "mxsim launch: warning: NCCL_NVLS_ENABLE=%s kept as set; the project's GPU machines need 0 "
+                 "(docs/gpu.md)\n",
+                 v);
+  setenv("MXSIM_WORLD_SIZE", std::to_string(P).c_str(), 1);
+  setenv("MXSIM_RENDEZVOUS", rv.dir.c_str(), 1);
+  setenv("MXSIM_RENDEZVOUS_TIMEOUT", std::to_string(timeout).c_str(), 1);
+}
+
+/// The P ranks, started and waited for: the first failure (a rank's, a fork's or the
+/// launcher's signal) stops the others, SIGTERM then SIGKILL after `grace` seconds.
+class Ranks {
+ public:
+  Ranks(int P, int64_t grace) : kids_(size_t(P)), grace_(grace) {}
+
+  /// Forks every rank (a failed fork stops those already started).
+  void start(const std::vector<std::string>& argv) {
+    const pid_t self = getpid();
+    std::fflush(nullptr);  // nothing buffered is written twice by the children
+    for (size_t r = 0; r < kids_.size(); ++r) {
+      const pid_t pid = fork();
+      if (pid == 0) run_child(int(r), self, argv);
+      if (pid < 0) {
+        failure_ = "cannot start rank " + std::to_string(r) + ": fork: " + std::strerror(errno);
+        break;
+      }
+      kids_[r].pid = pid;
+      ++alive_;
+    }
+    if (!failure_.empty()) begin_stop();
+  }
+
+  /// Waits until every started rank has ended; returns the first failure ("" when all succeeded).
+  std::string wait() {
+    while (alive_ > 0) {
+      int st = 0;
+      const pid_t pid = waitpid(-1, &st, stopping_ ? WNOHANG : 0);
+      if (pid > 0) {
+        reap(pid, st);
+        continue;
+      }
+      if (pid < 0 && errno == ECHILD) break;
+      if (g_signal && !stopping_) {
+        failure_ = std::string("the launcher received signal ") + std::to_string(g_signal) + " (" +
+                   strsignal(g_signal) + ")";
+        std::fprintf(stderr, "mxsim launch: %s; stopping every rank\n", failure_.c_str());
+        begin_stop();
+      }
+      if (stopping_) {
+        if (!killed_ && clock::now() >= kill_at_) {
+          signal_all(SIGKILL);
+          killed_ = true;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+    return failure_;
+  }
+
+ private:
+  using clock = std::chrono::steady_clock;
+  void signal_all(int sig) {
+    for (const Child& c : kids_)
+      if (c.pid > 0 && !c.done) kill(c.pid, sig);
+  }
+  void begin_stop() {
+    if (stopping_) return;
+    stopping_ = true;
+    signal_all(SIGTERM);
+    kill_at_ = clock::now() + std::chrono::seconds(grace_);
+  }
+  void reap(pid_t pid, int st) {
+    for (size_t r = 0; r < kids_.size(); ++r) {
+      if (kids_[r].pid != pid) continue;
+      kids_[r].done = true;
+      --alive_;
+      const bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+      if (!ok && failure_.empty()) {
+        failure_ = "rank " + std::to_string(r) + " (pid " + std::to_string(pid) + ") " + status_text(st);
+        std::fprintf(stderr, "mxsim launch: %s; stopping the other ranks\n", failure_.c_str());
+        begin_stop();
+      }
+    }
+  }
+  std::vector<Child> kids_;
+  int64_t grace_;
+  int alive_ = 0;
+  std::string failure_;  // the first rank's failure (or the launcher's signal)
+  bool stopping_ = false, killed_ = false;
+  clock::time_point kill_at_{};
+};
+
+}  // namespace
+
+int cmd_launch(const Args& args) {
+  po::options_description d("options");
+  add_options(d);
   Args own, child;
   bool rest = false;
   for (const std::string& a : args) {
@@ -102,7 +224,7 @@ int cmd_launch(const Args& args) {
   }
   const Parsed p = parse(own, d);
   if (p.has("help")) {
-    print_help(stdout, help, d);
+    print_help(stdout, help(), d);
     return kExitOk;
   }
   if (!p.has("procs")) throw UsageError("-n P is required (the number of processes)");
@@ -112,27 +234,8 @@ int cmd_launch(const Args& args) {
   const int64_t grace = p.has("grace") ? parse_int("--grace", p.str("grace"), 0, 3600) : 10;
   const std::string program = p.has("program") ? p.str("program") : self_exe();
 
-  // The environment every child inherits (set here, before fork).
-  if (const char* v = std::getenv("NCCL_NVLS_ENABLE"); !v) setenv("NCCL_NVLS_ENABLE", "0", 1);
-  else if (std::string(v) != "0")
-    std::fprintf(stderr,
-                 "mxsim launch: warning: NCCL_NVLS_ENABLE=%s kept as set; the project's GPU machines need 0 "
-                 "(docs/gpu.md)\n",
-                 v);
-  std::string tmpl = (std::filesystem::temp_directory_path() / "mxsim-launch-XXXXXX").string();
-  if (!mkdtemp(tmpl.data()))  // mode 0700: only this user reads the unique id
-    throw std::runtime_error("cannot create a rendezvous folder from " + tmpl + ": " + std::strerror(errno));
-  const std::string dir = tmpl;
-  struct RemoveDir {
-    std::string d;
-    ~RemoveDir() {
-      std::error_code ec;
-      std::filesystem::remove_all(d, ec);
-    }
-  } remove_dir{dir};
-  setenv("MXSIM_WORLD_SIZE", std::to_string(P).c_str(), 1);
-  setenv("MXSIM_RENDEZVOUS", dir.c_str(), 1);
-  setenv("MXSIM_RENDEZVOUS_TIMEOUT", std::to_string(timeout).c_str(), 1);
+  const Rendezvous rv;
+  set_child_environment(P, timeout, rv);
   std::vector<std::string> argv = {program};
   argv.insert(argv.end(), child.begin(), child.end());
 
@@ -142,66 +245,9 @@ int cmd_launch(const Args& args) {
   sigemptyset(&sa.sa_mask);
   for (int s : {SIGINT, SIGTERM, SIGHUP}) sigaction(s, &sa, nullptr);
 
-  const pid_t self = getpid();
-  std::vector<Child> kids(static_cast<size_t>(P));
-  int alive = 0;
-  std::string failure;  // the first rank's failure (or the launcher's signal)
-  auto stop_all = [&](int sig) {
-    for (const Child& c : kids)
-      if (c.pid > 0 && !c.done) kill(c.pid, sig);
-  };
-  std::fflush(nullptr);  // nothing buffered is written twice by the children
-  for (int r = 0; r < P; ++r) {
-    const pid_t pid = fork();
-    if (pid == 0) run_child(r, self, argv);
-    if (pid < 0) {
-      failure = "cannot start rank " + std::to_string(r) + ": fork: " + std::strerror(errno);
-      break;
-    }
-    kids[size_t(r)].pid = pid;
-    ++alive;
-  }
-  using clock = std::chrono::steady_clock;
-  bool stopping = false, killed = false;
-  clock::time_point kill_at{};
-  auto begin_stop = [&] {
-    if (stopping) return;
-    stopping = true;
-    stop_all(SIGTERM);
-    kill_at = clock::now() + std::chrono::seconds(grace);
-  };
-  if (!failure.empty()) begin_stop();
-  while (alive > 0) {
-    int st = 0;
-    const pid_t pid = waitpid(-1, &st, stopping ? WNOHANG : 0);
-    if (pid > 0) {
-      for (size_t r = 0; r < kids.size(); ++r) {
-        if (kids[r].pid != pid) continue;
-        kids[r].done = true;
-        --alive;
-        const bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
-        if (!ok && failure.empty()) {
-          failure = "rank " + std::to_string(r) + " (pid " + std::to_string(pid) + ") " + status_text(st);
-          std::fprintf(stderr, "mxsim launch: %s; stopping the other ranks\n", failure.c_str());
-          begin_stop();
-        }
-      }
-      continue;
-    }
-    if (pid < 0 && errno == ECHILD) break;
-    if (g_signal && !stopping) {
-      failure = std::string("the launcher received signal ") + std::to_string(g_signal) + " (" + strsignal(g_signal) + ")";
-      std::fprintf(stderr, "mxsim launch: %s; stopping every rank\n", failure.c_str());
-      begin_stop();
-    }
-    if (stopping) {
-      if (!killed && clock::now() >= kill_at) {
-        stop_all(SIGKILL);
-        killed = true;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  }
+  Ranks ranks(P, grace);
+  ranks.start(argv);
+  const std::string failure = ranks.wait();
   if (!failure.empty()) {
     std::fprintf(stderr, "mxsim launch: failed: %s\n", failure.c_str());
     return kExitError;
