@@ -226,6 +226,30 @@ mxsim_status mxsim_context_quant_stats(mxsim_context* ctx, const DLTensor* x, co
   });
 }
 
+mxsim_status mxsim_context_output_error(mxsim_context* ctx, const DLTensor* ref, const DLTensor* test, void* stream,
+                                        mxsim_output_error* out, mxsim_error* err) {
+  return guard(err, [&] {
+    const char* op = "mxsim_context_output_error";
+    if (!ctx || !ref || !test || !out) throw std::invalid_argument(std::string(op) + ": ctx, ref, test or out is NULL");
+    ctx->run(op, [&] {
+      const Tensor r = ctx->import(*ref, stream, op, "ref", true);
+      const Tensor t = ctx->import(*test, stream, op, "test", true);
+      if (r.numel() != t.numel())
+        throw std::invalid_argument(std::string(op) + ": ref holds " + std::to_string(r.numel()) + " elements, test " +
+                                    std::to_string(t.numel()));
+      auto e = std::make_shared<OutputError>();
+      ctx->be->output_error_deferred(r, t, e.get());  // delivered by mxsim_context_resolve
+      ctx->release(stream);
+      ctx->pending.tensors.push_back(r);
+      ctx->pending.tensors.push_back(t);
+      ctx->pending.values.push_back(e);
+      ctx->pending.deliver.push_back([e, out] {
+        *out = {e->count, e->nonfinite, e->rel_l2, e->sqnr_db, e->max_abs_err, e->max_index};
+      });
+    });
+  });
+}
+
 mxsim_status mxsim_osc_metrics_create(mxsim_context* ctx, float momentum, int64_t period, mxsim_osc_metrics** out,
                                       mxsim_error* err) {
   return guard(err, [&] {

@@ -62,6 +62,7 @@ sim::RunPlan run_plan(const mxsim_run_plan& p) {
     lp.snapshots = l.snapshots != 0;
     lp.snapshot_wgrad_mb = lp.snapshots && l.snapshot_wgrad_mb != 0;
     lp.grad_added = l.grad_added != 0;
+    for (size_t g = 0; g < 3; ++g) lp.shadow[g] = l.shadow[g] != 0;
     if (l.watch < 0) throw std::invalid_argument(std::string(op) + ": layer " + l.name + ": watch is negative");
     if (l.watch > 0) {
       if (!lp.quantized)
@@ -115,6 +116,19 @@ sim::StepRecord step_record(const sim::RunPlan& plan, const mxsim_step_row& row)
     if (lp.grad_added) {
       if (!c.grad_added) throw std::invalid_argument(std::string(op) + ": layer " + lp.name + ": grad_added is NULL");
       l.grad_added.assign(c.grad_added, c.grad_added + plan.micro_batches);
+    }
+    for (size_t g = 0; g < 3; ++g) {
+      if (!lp.shadow[g]) continue;
+      if (!c.shadow[g])
+        throw std::invalid_argument(std::string(op) + ": layer " + lp.name + ": shadow[" + std::to_string(g) + "] is NULL");
+      std::vector<OutputError> e(plan.micro_batches);
+      for (size_t m = 0; m < e.size(); ++m) {
+        const mxsim_output_error& s = c.shadow[g][m];
+        e[m].count = size_t(s.count), e[m].nonfinite = size_t(s.nonfinite);
+        e[m].rel_l2 = s.rel_l2, e[m].sqnr_db = s.sqnr_db, e[m].max_abs_err = s.max_abs_err;
+        e[m].max_index = s.max_index;
+      }
+      l.shadow[g].set(e);
     }
     if (lp.watch > 0) {
       const size_t W = lp.watch;

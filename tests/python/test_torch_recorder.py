@@ -440,3 +440,52 @@ def test_a_per_gemm_recipe_records_the_operands_its_gemms_quantize(tmp):
         assert np.isfinite(fc1["quant/w/mse"][:]).all()
         assert np.isnan(fc1["quant/dy/mse"][:]).all() and np.isnan(fc1["quant/dy/sqnr_db"][:]).all()
         assert fc1["osc/flips_total"].shape[0] == 2
+
+
+def test_the_bf16_shadow_of_each_quantized_gemm_by_hand(tmp):
+    """Recorder(shadow=[...]): per micro-batch, each quantized GEMM's output against the same GEMM on
+    BF16 operands. x = 1.25 e_0 and W = e_00 (MXFP4 in fprop and dgrad, wgrad in BF16): fprop's x
+    rounds to 1.0 (the block scale 2^-2 puts 1.25 at the E2M1 tie 5, even: 4), so y = 1.0 against
+    1.25: rel_l2 = sqrt(0.0625 / 1.5625), max |err| 0.25 at element 0; dgrad of dy = e_0 is exact
+    (no error: max_index -1, SQNR +inf); wgrad runs in BF16 and has no shadow."""
+    m = mt.GroupedLinear(1, 32, 32, bias=False, recipe=mt.LinearRecipe("mxfp4", wgrad="bf16"))
+    with torch.no_grad():
+        m.weight0.zero_()
+        m.weight0[0, 0] = 1.0
+    x = torch.zeros(1, 32)
+    x[0, 0] = 1.25
+    dy = torch.zeros(1, 32)
+    dy[0, 0] = 1.0
+    with pytest.raises(ValueError, match="not recorded mxsim.torch layers"):
+        mt.Recorder(m, tmp / "bad.h5", shadow=["fc9"])
+    with mt.Recorder(m, tmp / "h.h5", shadow=True) as rec:
+        for _ in range(2):  # two micro-batches
+            xi = x.clone().requires_grad_(True)
+            m(xi, [1]).backward(dy)
+        rec.log(1)
+    with h5py.File(tmp / "h.h5", "r") as f:
+        L = f["/layers/GroupedLinear/shadow"]
+        assert sorted(L.keys()) == ["dgrad", "fprop"]
+        assert list(L["fprop/rel_l2"][0]) == [math.sqrt(0.0625 / 1.5625)] * 2
+        assert list(L["fprop/max_abs_err"][0]) == [0.25] * 2 and list(L["fprop/max_index"][0]) == [0, 0]
+        assert list(L["fprop/nonfinite"][0]) == [0, 0]
+        assert list(L["dgrad/max_abs_err"][0]) == [0.0, 0.0] and list(L["dgrad/max_index"][0]) == [-1, -1]
+        assert np.isinf(L["dgrad/sqnr_db"][0]).all() and list(L["dgrad/rel_l2"][0]) == [0.0, 0.0]
+
+
+def test_the_shadow_covers_exactly_the_quantized_gemms_of_the_named_layers(tmp):
+    torch.manual_seed(6)
+    m = Experts(recipe="mxfp8", fused=True)
+    m.block.fc2.recipe = mt.LinearRecipe("bf16")  # a layer without quantized GEMMs: nothing to shadow
+    m.block.fc2.deosc_eligible = False
+    with mt.Recorder(m, tmp / "c.h5", shadow=["block.fc1", "block.fc2"]) as rec:
+        for step in (1, 2):
+            m(torch.randn(32, 32, requires_grad=True), [16, 16]).square().sum().backward()  # fc1's dgrad runs
+            rec.log(step)
+    with h5py.File(tmp / "c.h5", "r") as f:
+        fc1 = f["/layers/block.fc1/shadow"]
+        assert sorted(fc1.keys()) == ["dgrad", "fprop", "wgrad"]
+        for g in ("fprop", "dgrad", "wgrad"):
+            e = fc1[f"{g}/rel_l2"][:]
+            assert e.shape == (2, 1) and (e > 0).all() and (e < 0.2).all(), (g, e)  # MXFP8: small, not zero
+        assert "shadow" not in f["/layers/block.fc2"]

@@ -367,6 +367,8 @@ typedef struct mxsim_layer_plan {
   int32_t snapshot_wgrad_mb; /**< with them each micro-batch's wgrad contribution (wgrad_mb) */
   int64_t watch;      /**< watched elements W of a quantized layer (the watch series; 0: none) */
   int32_t grad_added; /**< the grad_added_to_main_grad series (layers whose weights carry main_grad) */
+  int32_t shadow[3];  /**< per mxsim_gemm_form: the shadow/<gemm>/* series (that GEMM's output against the
+                           same GEMM on BF16 operands, one entry per micro-batch) */
 } mxsim_layer_plan;
 
 typedef struct mxsim_run_plan {
@@ -384,6 +386,16 @@ typedef struct mxsim_run_plan {
   size_t n_snapshot_steps;
   int64_t first_step;            /**< the global step of the trace's first row */
 } mxsim_run_plan;
+
+/** A GEMM's output against the same GEMM on BF16 operands (quant_stats.hpp
+ * OutputError, numerics.md §4.8): elements, those NaN / Inf in either (not
+ * compared), relative L2 error, SQNR in dB, the largest |difference| and the
+ * first flat index where it occurs (-1: none). */
+typedef struct mxsim_output_error {
+  uint64_t count, nonfinite;
+  double rel_l2, sqnr_db, max_abs_err;
+  int64_t max_index;
+} mxsim_output_error;
 
 /** One step's oscillation metrics of a quantized weight (Backend::OscStep). */
 typedef struct mxsim_osc_step {
@@ -413,6 +425,7 @@ typedef struct mxsim_layer_row {
   const uint32_t* watch_flips;
   const uint32_t* watch_snaps;
   const uint8_t* grad_added; /**< [micro_batches] (plans with grad_added) */
+  const mxsim_output_error* shadow[3]; /**< per mxsim_gemm_form with the plan's shadow: [micro_batches] */
 } mxsim_layer_row;
 
 typedef struct mxsim_step_row {
@@ -491,6 +504,13 @@ MXSIM_C_EXPORT mxsim_status mxsim_l2_norm(mxsim_context* ctx, const DLTensor* x,
 MXSIM_C_EXPORT mxsim_status mxsim_context_quant_stats(mxsim_context* ctx, const DLTensor* x, const mxsim_qtensor* q,
                                                       void* stream, mxsim_qstats* out, uint64_t* hist,
                                                       mxsim_error* err);
+
+/** The OutputError of test against ref (float32, one element count, on the
+ * context's device; read as the context's inputs are): a GEMM's output
+ * against the same GEMM on BF16 operands (the recorder's shadow). Deferred:
+ * *out holds it after mxsim_context_resolve. */
+MXSIM_C_EXPORT mxsim_status mxsim_context_output_error(mxsim_context* ctx, const DLTensor* ref, const DLTensor* test,
+                                                       void* stream, mxsim_output_error* out, mxsim_error* err);
 
 /** Deferred (mxsim_context_resolve): elements idx (n flat indices into q's
  * logical [groups, rows, cols]) of q, copied to the context's device: their

@@ -84,7 +84,8 @@ class LayerPlan(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char_p), ("recipe", ctypes.c_char_p), ("module", ctypes.c_char_p),
                 ("groups", ctypes.c_int64), ("out_features", ctypes.c_int64), ("in_features", ctypes.c_int64),
                 ("quantized", ctypes.c_int32), ("deosc", ctypes.c_int32), ("snapshots", ctypes.c_int32),
-                ("snapshot_wgrad_mb", ctypes.c_int32), ("watch", ctypes.c_int64), ("grad_added", ctypes.c_int32)]
+                ("snapshot_wgrad_mb", ctypes.c_int32), ("watch", ctypes.c_int64), ("grad_added", ctypes.c_int32),
+                ("shadow", ctypes.c_int32 * 3)]
 
 
 class RunPlan(ctypes.Structure):
@@ -94,6 +95,11 @@ class RunPlan(ctypes.Structure):
                 ("layers", ctypes.POINTER(LayerPlan)), ("n_layers", ctypes.c_size_t),
                 ("snapshot_steps", ctypes.POINTER(ctypes.c_int64)), ("n_snapshot_steps", ctypes.c_size_t),
                 ("first_step", ctypes.c_int64)]
+
+
+class OutputError(ctypes.Structure):
+    _fields_ = [("count", ctypes.c_uint64), ("nonfinite", ctypes.c_uint64), ("rel_l2", ctypes.c_double),
+                ("sqnr_db", ctypes.c_double), ("max_abs_err", ctypes.c_double), ("max_index", ctypes.c_int64)]
 
 
 class OscStep(ctypes.Structure):
@@ -109,7 +115,7 @@ class LayerRow(ctypes.Structure):
                 ("watch_scale_bytes", ctypes.POINTER(ctypes.c_uint8)),
                 ("watch_scale_inv", ctypes.POINTER(ctypes.c_float)), ("watch_value", ctypes.POINTER(ctypes.c_float)),
                 ("watch_flips", ctypes.POINTER(ctypes.c_uint32)), ("watch_snaps", ctypes.POINTER(ctypes.c_uint32)),
-                ("grad_added", ctypes.POINTER(ctypes.c_uint8))]
+                ("grad_added", ctypes.POINTER(ctypes.c_uint8)), ("shadow", ctypes.POINTER(OutputError) * 3)]
 
 
 class StepRow(ctypes.Structure):
@@ -249,6 +255,8 @@ def _declare(h):
                                                ctypes.c_void_p, P(ctypes.c_int64), P(Error)]),
         "mxsim_osc_metrics_update": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_char_p, P(DLTensor), P(DLTensor),
                                                     ctypes.c_void_p, P(OscStep), P(Error)]),
+        "mxsim_context_output_error": (ctypes.c_int, [ctypes.c_void_p, P(DLTensor), P(DLTensor), ctypes.c_void_p,
+                                                      P(OutputError), P(Error)]),
     }
     missing = [name for name in sig if not hasattr(h, name)]
     if missing:  # a library older than this package (same ABI version, fewer entry points)

@@ -67,6 +67,8 @@ class _GroupedLinearFn(torch.autograd.Function):
             qw = mod._weight_for_fprop(weights, is_first_microbatch)
             qx = quantize(x, spec=mod._resolved("x_fprop", x))
             y = grouped_gemm(qx, qw, splits)
+            if mod._tap is not None and mod._tap.shadowing("fprop"):  # a Recorder's BF16 shadow
+                mod._tap.shadow("fprop", grouped_gemm(x.bfloat16(), _stack(weights).bfloat16(), splits), y)
         else:
             qw = qx = None
             y = grouped_gemm(x.bfloat16(), _stack(weights).bfloat16(), splits)
@@ -98,6 +100,10 @@ class _GroupedLinearFn(torch.autograd.Function):
                     qw = quantize(W, spec=mod._resolved("w_dgrad", W))
                 qdy = quantize(dy, spec=mod._resolved("dy_dgrad", dy, call, 1))
                 dx = grouped_gemm(qdy, qw, splits, form="dgrad", out_dtype=out_dtype)
+                if mod._tap is not None and mod._tap.shadowing("dgrad"):  # a Recorder's BF16 shadow
+                    ref = grouped_gemm(dy.bfloat16(), _stack(ctx.weights).bfloat16(), splits, form="dgrad",
+                                       out_dtype=out_dtype)
+                    mod._tap.shadow("dgrad", ref, dx)
             else:
                 dx = grouped_gemm(dy.bfloat16(), _stack(ctx.weights).bfloat16(), splits, form="dgrad",
                                   out_dtype=out_dtype)
@@ -113,10 +119,24 @@ class _GroupedLinearFn(torch.autograd.Function):
             B = quantize_grouped_colwise(x, splits, spec=mod._resolved("x_wgrad", x))
         else:
             A, B = _split_rows(dy.bfloat16(), splits), _split_rows(x.bfloat16(), splits)
+        if mod._tap is not None and mod._tap.shadowing("wgrad"):  # a Recorder's BF16 shadow
+            _wgrad_shadow(mod, A, B, dy, x, splits)
         grads = mod._wgrad(A, B, splits, ctx.weights)
         if mod._tap is not None:  # a Recorder: main_grad after this micro-batch's add
             mod._tap.wgrad_done()
         return (dx, None, None, None) + tuple(grads)
+
+
+def _wgrad_shadow(mod, A, B, dy, x, splits):
+    """The Recorder's wgrad shadow: this micro-batch's dW in the form the layer adds it (FP32
+    where the GEMM accumulates into main_grad or the gradient is plain, BF16 for the bridge)
+    against the same GEMM on BF16 operands, as the simulator's."""
+    bridged = mod.fuse_wgrad_accumulation and not mod.recipe.fused_wgrad_accum
+    dt = torch.bfloat16 if bridged else torch.float32
+    test = grouped_gemm(A, B, splits, form="wgrad", out_dtype=dt)
+    ref = grouped_gemm(_split_rows(dy.bfloat16(), splits), _split_rows(x.bfloat16(), splits), splits, form="wgrad",
+                       out_dtype=dt)
+    mod._tap.shadow("wgrad", ref, test)
 
 
 def _stack(weights):

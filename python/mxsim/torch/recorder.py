@@ -53,6 +53,7 @@ __all__ = ["Recorder"]
 
 _NAN = float("nan")
 _ROLES = ("w", "x", "dy")
+_GEMMS = ("fprop", "dgrad", "wgrad")  # mxsim_gemm_form order
 
 
 def _range(name):
@@ -106,6 +107,15 @@ class _Context:
                    _stream(x), ctypes.byref(out), hist)
         return out, hist
 
+    def output_error(self, ref, test):
+        """The OutputError of test against ref (any shape, one element count); resolve() fills it."""
+        from . import _dl, _stream
+        ref, test = ref.detach().float().contiguous(), test.detach().float().contiguous()
+        out = _capi.OutputError()
+        _capi.call(self.lib.mxsim_context_output_error, self.handle, ctypes.byref(_dl(ref, "ref")),
+                   ctypes.byref(_dl(test, "test")), _stream(test), ctypes.byref(out))
+        return out
+
     def resolve(self):
         """Every deferred norm and statistic of this context, with one wait."""
         _capi.call(self.lib.mxsim_context_resolve, self.handle)
@@ -130,6 +140,9 @@ class _Tap:
         # quant/* and osc/* series; x's statistics where fprop quantizes, dy's where dgrad does
         self.quantized = r.weight_role is not None
         self.records = {"w": self.quantized, "x": r.gemm_quantized["fprop"], "dy": r.gemm_quantized["dgrad"]}
+        # the BF16 shadow of each quantized GEMM of an mxsim.torch module the recorder shadows
+        wanted = isinstance(mod, GroupedLinear) and rec._shadows(name)
+        self.shadow_gemms = {g: bool(wanted and r.gemm_quantized[g]) for g in _GEMMS}
         self.reset()
 
     def reset(self):
@@ -141,10 +154,19 @@ class _Tap:
         self.wgrad_mb = []            # a snapshot step's per-micro-batch wgrad contributions (host, FP32)
         self.watch = None             # micro-batch 0's watched elements: (master, code, byte, scale_inv, value)
         self.added = []               # per micro-batch: every weight carried grad_added_to_main_grad after it
+        self.shadows = {g: [] for g in _GEMMS}  # per GEMM, per micro-batch: the OutputError against BF16
 
     def wants_wgrad_mb(self):
         """Whether this backward's wgrad contribution is kept (a snapshot step of this layer)."""
         return self.rec._snapshot_next(self)
+
+    def shadowing(self, gemm):
+        """Whether this layer's `gemm` ('fprop', 'dgrad', 'wgrad') runs a BF16 shadow (modules.py asks)."""
+        return self.shadow_gemms[gemm]
+
+    def shadow(self, gemm, ref, test):
+        """One micro-batch's `gemm` output `test` against `ref`, the same GEMM on BF16 operands."""
+        self.shadows[gemm].append(self.rec._ctx(self.mod).output_error(ref, test))
 
     def keep_wgrad_mb(self, dw):
         self.wgrad_mb.append(dw.detach().float().cpu())
@@ -274,15 +296,20 @@ class Recorder:
     first ``log``; snapshot steps count from it), watch_elements (flat [G, N, K] indices of weight
     elements whose master, code, block scale, value, flips and snaps every step records, in
     every quantized layer of snapshot_layers: the inspector's element timelines; the
-    simulator's trace.watch_elements).
+    simulator's trace.watch_elements), shadow (None: off; True: every recorded mxsim.torch
+    layer; or a list of their names: each quantized GEMM of those layers also runs on BF16
+    operands every micro-batch and shadow/<gemm>/{rel_l2, sqnr_db, max_abs_err, max_index,
+    nonfinite} record its output against that, as the simulator's trace.shadow_layers do; it
+    costs one more GEMM per quantized GEMM, two for a fused wgrad).
 
     Raises ValueError when the model holds no mxsim.torch linear (``convert`` swaps them in).
     A recorder is a context manager; ``close`` detaches it from the modules and closes the file.
     """
 
     def __init__(self, model, path, *, include=None, scalars=(), osc_momentum=0.01, osc_period=100, seed=0,
-                 linears=None, snapshot_steps=(), snapshot_layers=None, start_step=1, watch_elements=()):
+                 linears=None, snapshot_steps=(), snapshot_layers=None, start_step=1, watch_elements=(), shadow=None):
         self._closed = True  # until constructed: a refused recorder has nothing to close
+        self.shadow = shadow
         self._lib = _capi.lib()
         self.path = str(path)
         self.model_class = type(model).__name__
@@ -307,6 +334,14 @@ class Recorder:
             raise ValueError(f"Recorder: {self.model_class} holds no mxsim.torch linear to record "
                              "(mxsim.torch.convert swaps nn.Linear and TE's grouped linears for them; "
                              "linears='mxfp4' records plain nn.Linear layers through mxsim's QDQ)")
+        if self.shadow not in (None, False, True):
+            names = {t.name for t in self.taps if isinstance(t.mod, GroupedLinear)}
+            unknown = [n for n in self.shadow if n not in names]
+            if unknown:
+                for v in self._plain:  # nothing stays attached to a recorder that was refused
+                    v.detach()
+                raise ValueError(f"Recorder: shadow names {unknown}, not recorded mxsim.torch layers "
+                                 f"({', '.join(sorted(names)) or 'none'})")
         self.snapshot_layers = None if snapshot_layers is None else set(snapshot_layers)
         self.watch_elements = [int(v) for v in watch_elements]
         for t in self.taps:
@@ -397,6 +432,13 @@ class Recorder:
                 r.grad_added = a
             if t.mod._deosc is not None:  # WeightDeOsc.step ran before this log: its window's snaps
                 r.snapped = t.mod._deosc.snapped_of(t.mod)
+            for gi, g in enumerate(_GEMMS):
+                if t.shadow_gemms[g]:
+                    got = t.shadows[g][:micro_batches]  # a micro-batch whose GEMM did not run: not recorded (NaN)
+                    arr = (_capi.OutputError * micro_batches)(*(got + [_capi.OutputError(0, 0, _NAN, _NAN, _NAN, -1)]
+                                                               * (micro_batches - len(got))))
+                    keep.append(arr)
+                    r.shadow[gi] = ctypes.cast(arr, ctypes.POINTER(_capi.OutputError))
         vals = (ctypes.c_double * max(len(names), 1))(*[_num(scalars.get(k, _NAN)) for k in names])
         tpe = (ctypes.c_int64 * max(nmb * experts, 1))(*(tok.reshape(-1).tolist() if experts else [0]))
         row = _capi.StepRow(int(step), _num(loss), _num(lr), vals, tpe, rows)
@@ -444,6 +486,12 @@ class Recorder:
         return [t.name for t in self.taps]
 
     # ---------------------------------------------------------------- internals
+
+    def _shadows(self, name):
+        """Whether the layer `name` runs the BF16 shadow (Recorder(shadow=...))."""
+        if self.shadow is None or self.shadow is False:
+            return False
+        return self.shadow is True or name in set(self.shadow)
 
     def _watches(self, tap):
         """Whether tap's layer records the watched elements."""
@@ -589,7 +637,8 @@ class Recorder:
                                              int(self.snapshot_layers is None or t.name in self.snapshot_layers),
                                              int(isinstance(m, GroupedLinear)),  # a plain linear: no wgrad_mb
                                              len(self.watch_elements) if self._watches(t) else 0,
-                                             int(layer_plans_grad_added(t)))
+                                             int(layer_plans_grad_added(t)),
+                                             (ctypes.c_int32 * 3)(*[int(t.shadow_gemms[g]) for g in _GEMMS]))
         enc_names = [n.encode() for n in names]
         arr = (ctypes.c_char_p * max(len(names), 1))(*enc_names)
         cfg = _config_toml(self, micro_batches, names).encode()
