@@ -112,14 +112,18 @@ struct Rendezvous {
   Rendezvous& operator=(const Rendezvous&) = delete;
 };
 
-/// The environment every child inherits (set here, before fork).
-void set_child_environment(int P, int64_t timeout, const Rendezvous& rv) {
+/// NCCL_NVLS_ENABLE=0 for every child unless the environment sets it (then a warning).
+void default_nccl_nvls() {
   if (const char* v = std::getenv("NCCL_NVLS_ENABLE"); !v) setenv("NCCL_NVLS_ENABLE", "0", 1);
   else if (std::string(v) != "0")
     std::fprintf(stderr,
                  "mxsim launch: warning: NCCL_NVLS_ENABLE=%s kept as set; the project's GPU machines need 0 "
                  "(docs/gpu.md)\n",
                  v);
+}
+
+/// The ranks' common environment (set here, before fork; each child adds MXSIM_RANK).
+void set_child_environment(int P, int64_t timeout, const Rendezvous& rv) {
   setenv("MXSIM_WORLD_SIZE", std::to_string(P).c_str(), 1);
   setenv("MXSIM_RENDEZVOUS", rv.dir.c_str(), 1);
   setenv("MXSIM_RENDEZVOUS_TIMEOUT", std::to_string(timeout).c_str(), 1);
@@ -234,6 +238,7 @@ int cmd_launch(const Args& args) {
   const int64_t grace = p.has("grace") ? parse_int("--grace", p.str("grace"), 0, 3600) : 10;
   const std::string program = p.has("program") ? p.str("program") : self_exe();
 
+  default_nccl_nvls();
   const Rendezvous rv;
   set_child_environment(P, timeout, rv);
   std::vector<std::string> argv = {program};

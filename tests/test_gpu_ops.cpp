@@ -531,7 +531,7 @@ TEST(GpuOps, DeOscAndOscSmall) {
 // of 32 elements.
 TEST(GpuOpsTree, DeOscAndOscLarge) {
   REQUIRE_GPU();
-  for (size_t n : {size_t(258), size_t(100000), (size_t(1) << 20) + 514}) {
+  for (size_t n : {size_t(258), size_t(100001), (size_t(1) << 20) + 514}) {
     deosc_case(n, 22 + uint32_t(n));
     osc_case(n, 23 + uint32_t(n));
   }
@@ -591,12 +591,10 @@ TEST(GpuOps, WatchedElementsMatchEmulator) {
   EXPECT_NE(mq.find("index 8400"), std::string::npos) << mq;
 }
 
-// quant_stats' eight-component fold on both level-0 shapes of the tree
-// (1,047,552 elements: 4092 chunks; 1,500,000: 5860, the last ragged).
 // Backend::borrow_native: a view of a caller's device memory (a torch tensor's), no copy. Its reads
-// are ordered after the caller's stream's work, and release_native orders the caller's later work
-// (here an overwrite of the same memory on the caller's stream) after them: the statistics are the
-// emulator's of the values as they were when borrowed.
+// are ordered after the caller's stream's work (here the copy that writes the values), and
+// release_native orders the caller's later work (an overwrite of the same memory) after them: the
+// statistics are the emulator's of the values the caller's stream had written when borrowing.
 TEST(GpuOps, BorrowedMemoryIsReadInPlaceBeforeTheCallersLaterWrites) {
   REQUIRE_GPU();
   Backends b;
@@ -607,10 +605,14 @@ TEST(GpuOps, BorrowedMemoryIsReadInPlaceBeforeTheCallersLaterWrites) {
   const QuantSpec spec = tensor_recipe("mxfp4");
   const QTensor qe = b.e->quantize(xb.e, spec, Axis::Cols);
   const QuantizedTensor hq = b.e->download(qe);
-  hip::DeviceBuffer dx(n * sizeof(float), "caller's x");
-  dx.upload(x.data(), n * sizeof(float));
+  // The caller's x holds NaNs until a copy queued on its side stream writes the values: the
+  // borrow must order our reads after that copy, and release_native the overwrite below after them.
+  hip::DeviceBuffer staged(n * sizeof(float), "staged x"), dx(n * sizeof(float), "caller's x");
+  staged.upload(x.data(), n * sizeof(float));
+  dx.fill(0xFF);
   hip::DeviceQuantized dq = gputest::upload(hq, "caller's q");
-  const hip::Stream caller;  // a side stream: nothing orders it with the backend's but release_native
+  const hip::Stream caller;  // a side stream: nothing orders it with the backend's but borrow / release
+  caller.copy_async(dx.get(), staged.get(), n * sizeof(float));
   Backend::NativeQuantized nq;
   nq.spec = spec;
   nq.rows = rows, nq.cols = cols;
@@ -672,8 +674,19 @@ TEST(GpuOps, DeferredOscUpdateEqualsTheImmediateOne) {
     EXPECT_EQ(bits(g.ema_frac_above), bits(e.ema_frac_above)) << step;
     EXPECT_EQ(bits(g.dist_ratio_mean), bits(e.dist_ratio_mean)) << step;
   }
+  // the state the fused fold wrote, element for element
+  for (auto [te, tg] : {std::pair{&se.prev_w, &sg.prev_w}, {&se.prev_q, &sg.prev_q}, {&se.dist_w, &sg.dist_w},
+                        {&se.dist_q, &sg.dist_q}, {&se.ema, &sg.ema}, {&se.last_dir, &sg.last_dir},
+                        {&se.flips, &sg.flips}}) {
+    std::vector<uint8_t> a(te->bytes()), c(tg->bytes());
+    b.e->download(*te, a.data(), a.size());
+    b.g->download(*tg, c.data(), c.size());
+    EXPECT_EQ(a, c);
+  }
 }
 
+// quant_stats' twelve-component fold over thousands of chunks (1,047,552 elements: 4092 chunks;
+// 1,500,000: 5860, the last ragged), with an upper level of the tree.
 TEST(GpuOpsTree, QuantStatsLargeMatchesEmulator) {
   REQUIRE_GPU();
   Backends b;

@@ -1,7 +1,8 @@
 // Contexts of the C interface (c_api.h "Statistics that keep state on a
 // device"): one Backend on one device, fed the caller's tensors through the
-// backend's front door (upload_native: a device-to-device copy on CUDA), so
-// that the recorder's norms and oscillation metrics are the backends' own ops,
+// backend's front door (borrow_native: read in place on CUDA, ordered on the
+// caller's stream; upload_native where an op writes its copy), so that the
+// recorder's norms and oscillation metrics are the backends' own ops,
 // the simulator's bits, with their state kept on the device.
 #include <algorithm>
 #include <cmath>

@@ -49,20 +49,20 @@ OscMetrics::State& OscMetrics::seeded(Backend& be, const std::string& name, cons
 
 Backend::OscStep OscMetrics::observe(Backend& be, const std::string& name, const Tensor& w, const Tensor& q) {
   State& s = seeded(be, name, w, q);
-  const bool window_end = s.window + 1 >= period_;
-  const Backend::OscStep r = be.osc_update(w, q, s.t, m_, window_end);
-  s.window = window_end ? 0 : s.window + 1;
-  return r;
+  return be.osc_update(w, q, s.t, m_, next_window(s));
 }
 
 void OscMetrics::observe_deferred(Backend& be, const std::string& name, const Tensor& w, const Tensor& q,
                                   Backend::OscStep* dst) {
   State& s = seeded(be, name, w, q);
-  const bool window_end = s.window + 1 >= period_;
-  be.osc_update_deferred(w, q, s.t, m_, window_end, dst);
-  s.window = window_end ? 0 : s.window + 1;
+  be.osc_update_deferred(w, q, s.t, m_, next_window(s), dst);
 }
 
+bool OscMetrics::next_window(State& s) const {
+  const bool window_end = s.window + 1 >= period_;
+  s.window = window_end ? 0 : s.window + 1;
+  return window_end;
+}
 
 void OscMetrics::visit(StateIO& io, Backend& be, const std::vector<Weight*>& ws) {
   namespace ck = trace::schema::ckpt;

@@ -200,10 +200,17 @@ void HipBackend::upload_native_impl(Tensor& t, const void* src, size_t bytes, vo
   MXSIM_HIP_CHECK(hipMemcpyAsync(dst, src, bytes, hipMemcpyDeviceToDevice, stream_));
 }
 
-QTensor HipBackend::upload_native_impl(const NativeQuantized& n, void* src_stream) {
-  if (n.divides_by_scale)  // the device kernels apply FP32 values as scale_inv only (numerics.md §2.4)
-    throw std::invalid_argument("upload_native: FP32 scales that divide (torchao Float8TrainingTensor) are not "
+namespace {
+/// The device kernels apply FP32 block values as scale_inv only (numerics.md §2.4).
+void refuse_dividing_scales(const Backend::NativeQuantized& n, const char* op) {
+  if (n.divides_by_scale)
+    throw std::invalid_argument(std::string(op) + ": FP32 scales that divide (torchao Float8TrainingTensor) are not "
                                 "supported on the GPU backend");
+}
+}  // namespace
+
+QTensor HipBackend::upload_native_impl(const NativeQuantized& n, void* src_stream) {
+  refuse_dividing_scales(n, "upload_native");
   DeviceQuantized d = alloc_quantized(n.spec, n.groups, n.rows, n.cols, n.transposed ? Axis::Rows : Axis::Cols,
                                       "a caller's quantized tensor");
   const hd::QuantLayout& L = d.t.layout;
@@ -217,10 +224,8 @@ QTensor HipBackend::upload_native_impl(const NativeQuantized& n, void* src_strea
   if (n.tensor_scale_inv)
     MXSIM_HIP_CHECK(hipMemcpyAsync(d.t.tensor_scale_inv, n.tensor_scale_inv, sizeof(float), hipMemcpyDeviceToDevice,
                                    stream_));
-  else {  // 1 for every kind but NVFP4 (a static source: the copy may outlive this call)
-    static const float one = 1.0f;
-    MXSIM_HIP_CHECK(hipMemcpyAsync(d.t.tensor_scale_inv, &one, sizeof one, hipMemcpyHostToDevice, stream_));
-  }
+  else  // 1 for every kind but NVFP4
+    MXSIM_HIP_CHECK(hipMemcpyAsync(d.t.tensor_scale_inv, unit_scale(), sizeof(float), hipMemcpyDeviceToDevice, stream_));
   return QTensor(std::make_shared<HipQBuffer>(this, std::move(d)), n.spec, n.groups, n.rows, n.cols, n.transposed);
 }
 
@@ -232,9 +237,7 @@ Tensor HipBackend::borrow_native_impl(DType dtype, Shape shape, const void* src,
 }
 
 QTensor HipBackend::borrow_native_impl(const NativeQuantized& n, void* src_stream) {
-  if (n.divides_by_scale)  // the device kernels apply FP32 values as scale_inv only (numerics.md §2.4)
-    throw std::invalid_argument("borrow_native: FP32 scales that divide (torchao Float8TrainingTensor) are not "
-                                "supported on the GPU backend");
+  refuse_dividing_scales(n, "borrow_native");
   DeviceQuantized d;  // a view: no buffers of its own
   d.t.spec = n.spec;
   d.t.layout = hd::quant_layout(n.spec, n.groups, n.rows, n.cols, n.transposed ? Axis::Rows : Axis::Cols);

@@ -127,8 +127,8 @@ class HipBackend final : public Backend {
   Tensor device_indices(std::span<const int64_t> idx);
 
  private:
-  /// A device float 1.0: the tensor scale of borrowed quantized tensors of every kind but NVFP4
-  /// (written once, synchronously, at the first borrow).
+  /// A device float 1.0: the tensor scale of a caller's quantized tensor of every kind but NVFP4
+  /// (borrowed: pointed at; uploaded: copied from here), written once, synchronously, at first use.
   float* unit_scale();
   DeviceBuffer unit_scale_;
   hipStream_t stream_ = nullptr;

@@ -209,6 +209,9 @@ Stream::~Stream() { (void)hipStreamDestroy(static_cast<hipStream_t>(s_)); }
 void Stream::fill_async(void* d, uint8_t byte, size_t bytes) const {
   if (bytes) MXSIM_HIP_CHECK(hipMemsetAsync(d, byte, bytes, static_cast<hipStream_t>(s_)));
 }
+void Stream::copy_async(void* dst, const void* src, size_t bytes) const {
+  if (bytes) MXSIM_HIP_CHECK(hipMemcpyAsync(dst, src, bytes, hipMemcpyDeviceToDevice, static_cast<hipStream_t>(s_)));
+}
 void Stream::synchronize() const { MXSIM_HIP_CHECK(hipStreamSynchronize(static_cast<hipStream_t>(s_))); }
 
 void synchronize() {

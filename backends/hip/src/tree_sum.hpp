@@ -62,7 +62,6 @@ __device__ inline void tree_init(double* acc, TreeOps ops) {
 /// Component d of a chunk's running record `acc` (and, for an argmax component, the running
 /// maximum `best` of component d - 1) after record `rec` (D values): the contract's combine step,
 /// shared by level 0 and the upper levels.
-template <int D>
 __device__ inline void tree_combine(double& acc, double& best, const double* rec, int d, TreeOps ops) {
   const double v = rec[d];
   if (ops.argmax_mask >> d & 1u) {
@@ -106,7 +105,7 @@ __global__ void tree_warps_kernel(Fold fold, size_t n, TreeOps ops, double* __re
       MXSIM_SYNCWARP();
       if (lane < unsigned(D)) {
         const unsigned cnt = end - r0 < 32 ? unsigned(end - r0) : 32u;
-        for (unsigned k = 0; k < cnt; ++k) tree_combine<D>(acc, best, rec + size_t(k) * D, d, ops);
+        for (unsigned k = 0; k < cnt; ++k) tree_combine(acc, best, rec + size_t(k) * D, d, ops);
       }
       MXSIM_SYNCWARP();  // rec is rewritten by the next round
     }
@@ -128,7 +127,7 @@ __global__ void tree_level_kernel(const double* __restrict__ in, size_t n, TreeO
     if (threadIdx.x < unsigned(D)) {
       const int d = int(threadIdx.x);
       double acc = tree_start(d, ops), best = 0.0;  // best: an argmax component's running maximum
-      for (size_t i = 0; i < cnt; ++i) tree_combine<D>(acc, best, sh + i * D, d, ops);
+      for (size_t i = 0; i < cnt; ++i) tree_combine(acc, best, sh + i * D, d, ops);
       out[j * D + size_t(d)] = acc;
     }
     __syncthreads();  // sh is reused by the next chunk

@@ -148,6 +148,10 @@ typedef struct mxsim_linear_recipe_info {
                                          Primus PR #1081) */
   int32_t dgrad_reuses_fprop_w;     /**< 1: dgrad takes fprop's quantized W bytes (one W spec, a transposed
                                          cache allowed); 0: dgrad quantizes W by MXSIM_ROLE_W_DGRAD */
+  int32_t weight_gemm;              /**< the GEMM whose quantization of W the statistics and oscillation
+                                         metrics follow (mxsim_gemm_form: fprop's, else dgrad's); -1: none */
+  int32_t records[3];               /**< W, x, dy: whether the operand has quantization statistics (W where
+                                         weight_gemm >= 0, x where fprop quantizes, dy where dgrad does) */
   int32_t delayed_scaling;          /**< 1 for fp8_delayed (scales from an amax history; all GEMMs or none) */
 } mxsim_linear_recipe_info;
 
@@ -513,7 +517,7 @@ MXSIM_C_EXPORT mxsim_status mxsim_context_output_error(mxsim_context* ctx, const
                                                        void* stream, mxsim_output_error* out, mxsim_error* err);
 
 /** Deferred (mxsim_context_resolve): elements idx (n flat indices into q's
- * logical [groups, rows, cols]) of q, copied to the context's device: their
+ * logical [groups, rows, cols]) of q, read as the context's inputs are: their
  * codes, their blocks' scales (E8M0 / UE4M3 byte into scale_bytes, or FP32
  * scale_inv into scale_inv; the other 0) and exact values (Backend::
  * quant_elements_deferred). An index outside q is refused. */
@@ -522,7 +526,7 @@ MXSIM_C_EXPORT mxsim_status mxsim_context_quant_elements(mxsim_context* ctx, con
                                                          float* scale_inv, float* value, mxsim_error* err);
 
 /** The oscillation metrics of Nagel et al. 2022 (arXiv:2203.11086) of named
- * weights, as the simulator keeps them (sim/model.hpp OscMetrics): EMA
+ * weights, as the simulator keeps them (sim/osc_metrics.hpp OscMetrics): EMA
  * momentum, and DistRatio's window of `period` steps. */
 typedef struct mxsim_osc_metrics mxsim_osc_metrics;
 MXSIM_C_EXPORT mxsim_status mxsim_osc_metrics_create(mxsim_context* ctx, float momentum, int64_t period,

@@ -209,6 +209,10 @@ class LinearRecipe:
         self.transposed_cache_allowed = bool(info.transposed_cache_allowed)
         self.deosc_eligible = bool(info.deosc_eligible)
         self.dgrad_reuses_fprop_w = bool(info.dgrad_reuses_fprop_w)
+        # core's rules (sim::LinearRecipe::weight_gemm / records): whose W the statistics follow, and
+        # which operands (w, x, dy) have statistics
+        self.weight_role = {-1: None, 0: "w", 1: "w_dgrad"}[info.weight_gemm]
+        self.records = {r: bool(info.records[i]) for i, r in enumerate(("w", "x", "dy"))}
         self.delayed_scaling = bool(info.delayed_scaling)
         self._specs = {}
 
@@ -216,14 +220,6 @@ class LinearRecipe:
         if getattr(self, "_handle", None):
             self._lib.mxsim_linear_recipe_destroy(self._handle)
             self._handle = None
-
-    @property
-    def weight_role(self):
-        """The role whose spec the weight's statistics and oscillation metrics follow: 'w' (fprop's)
-        when fprop quantizes, else 'w_dgrad'; None when no GEMM quantizes W."""
-        if self.gemm_quantized["fprop"]:
-            return "w"
-        return "w_dgrad" if self.gemm_quantized["dgrad"] else None
 
     def spec(self, role):
         """The Spec of one operand: 'x_fprop', 'w' (W in fprop), 'w_dgrad' (W in dgrad), 'dy_dgrad',

@@ -47,7 +47,8 @@ class LinearRecipeInfo(ctypes.Structure):
     _fields_ = [("name", ctypes.c_char * 64), ("quantized", ctypes.c_int32), ("gemm_quantized", ctypes.c_int32 * 3),
                 ("fused_wgrad_accum", ctypes.c_int32),
                 ("transposed_cache_allowed", ctypes.c_int32), ("deosc_eligible", ctypes.c_int32),
-                ("dgrad_reuses_fprop_w", ctypes.c_int32), ("delayed_scaling", ctypes.c_int32)]
+                ("dgrad_reuses_fprop_w", ctypes.c_int32), ("weight_gemm", ctypes.c_int32),
+                ("records", ctypes.c_int32 * 3), ("delayed_scaling", ctypes.c_int32)]
 
 
 class QStats(ctypes.Structure):

@@ -80,6 +80,13 @@ class _Context:
         self.osc = ctypes.c_void_p()
         _capi.call(self.lib.mxsim_osc_metrics_create, self.handle, ctypes.c_float(momentum), int(period),
                    ctypes.byref(self.osc))
+        # Every object a deferred call will write into, alive until resolve() has written it (a refused
+        # step's taps forget theirs; the library still holds their addresses).
+        self.outputs = []
+
+    def _deferred(self, *objs):
+        self.outputs.extend(objs)
+        return objs[0] if len(objs) == 1 else objs
 
     def close(self):
         if self.osc:
@@ -95,7 +102,7 @@ class _Context:
         t = t.detach().float().contiguous()
         out = ctypes.c_double()
         _capi.call(self.lib.mxsim_l2_norm, self.handle, ctypes.byref(_dl(t, "x")), _stream(t), ctypes.byref(out))
-        return out
+        return self._deferred(out)
 
     def quant_stats(self, x, q):
         """(QStats, c_uint64[256]) of q against x, computed on this context's device; resolve() fills them."""
@@ -105,7 +112,7 @@ class _Context:
         cq = q._c()
         _capi.call(self.lib.mxsim_context_quant_stats, self.handle, ctypes.byref(_dl(x, "x")), ctypes.byref(cq),
                    _stream(x), ctypes.byref(out), hist)
-        return out, hist
+        return self._deferred(out, hist)
 
     def output_error(self, ref, test):
         """The OutputError of test against ref (any shape, one element count); resolve() fills it."""
@@ -114,11 +121,14 @@ class _Context:
         out = _capi.OutputError()
         _capi.call(self.lib.mxsim_context_output_error, self.handle, ctypes.byref(_dl(ref, "ref")),
                    ctypes.byref(_dl(test, "test")), _stream(test), ctypes.byref(out))
-        return out
+        return self._deferred(out)
 
     def resolve(self):
         """Every deferred norm and statistic of this context, with one wait."""
-        _capi.call(self.lib.mxsim_context_resolve, self.handle)
+        try:
+            _capi.call(self.lib.mxsim_context_resolve, self.handle)
+        finally:
+            self.outputs = []
 
     def osc_update(self, name, w, q):
         """The OscStep of weight name's step (w its master, q its quantized value); resolve() fills it."""
@@ -127,7 +137,7 @@ class _Context:
         out = _capi.OscStep()
         _capi.call(self.lib.mxsim_osc_metrics_update, self.osc, name.encode(), ctypes.byref(_dl(w, "w")),
                    ctypes.byref(_dl(q, "q")), _stream(w), ctypes.byref(out))
-        return out
+        return self._deferred(out)
 
 
 class _Tap:
@@ -139,7 +149,7 @@ class _Tap:
         # the simulator's rule (sim::LinearRecipe::records): a layer whose W some GEMM quantizes has
         # quant/* and osc/* series; x's statistics where fprop quantizes, dy's where dgrad does
         self.quantized = r.weight_role is not None
-        self.records = {"w": self.quantized, "x": r.gemm_quantized["fprop"], "dy": r.gemm_quantized["dgrad"]}
+        self.records = r.records
         # the BF16 shadow of each quantized GEMM of an mxsim.torch module the recorder shadows
         wanted = isinstance(mod, GroupedLinear) and rec._shadows(name)
         self.shadow_gemms = {g: bool(wanted and r.gemm_quantized[g]) for g in _GEMMS}
@@ -309,7 +319,7 @@ class Recorder:
     def __init__(self, model, path, *, include=None, scalars=(), osc_momentum=0.01, osc_period=100, seed=0,
                  linears=None, snapshot_steps=(), snapshot_layers=None, start_step=1, watch_elements=(), shadow=None):
         self._closed = True  # until constructed: a refused recorder has nothing to close
-        self.shadow = shadow
+        self.shadow = [shadow] if isinstance(shadow, str) else shadow  # one name, or a list of them
         self._lib = _capi.lib()
         self.path = str(path)
         self.model_class = type(model).__name__
@@ -401,6 +411,9 @@ class Recorder:
                              "Recorder(..., scalars=[...])")
         keep = []  # the ctypes arrays the row points into, alive until append returns
         rows = (_capi.LayerRow * len(self.taps))()
+        for t in self.taps:  # refused before anything of the step is written
+            if self._watches(t) and t.watch is None:
+                raise ValueError(f"Recorder: {t.name} ran no forward this step (its watched elements need micro-batch 0)")
         # The oscillation state before this step's update: the snapshots' maps and the watched flips.
         with _range("snapshots"):
             self._write_snapshots(step)
@@ -508,16 +521,16 @@ class Recorder:
         ix = (ctypes.c_int64 * n)(*self.watch_elements)
         from . import _stream
         cq = qw._c()
-        _capi.call(self._lib.mxsim_context_quant_elements, self._ctx(t.mod).handle, ctypes.byref(cq), ix, n,
+        ctx = self._ctx(t.mod)
+        _capi.call(self._lib.mxsim_context_quant_elements, ctx.handle, ctypes.byref(cq), ix, n,
                    _stream(W), code, byte, scale_inv, value)
+        ctx._deferred(code, byte, scale_inv, value)
         return master, code, byte, scale_inv, value
 
     def _watch_row(self, t, r, keep):
         """Fills layer row r's watch arrays from t's micro-batch 0 and the state before this step's update."""
         n = len(self.watch_elements)
-        if t.watch is None:
-            raise ValueError(f"Recorder: {t.name} ran no forward this step (its watched elements need micro-batch 0)")
-        master, code, byte, scale_inv, value = t.watch
+        master, code, byte, scale_inv, value = t.watch  # present: _append checked it first
         ix = (ctypes.c_int64 * n)(*self.watch_elements)
         m = (ctypes.c_float * n)(*master.cpu().tolist())
         flips, snaps = (ctypes.c_uint32 * n)(), (ctypes.c_uint32 * n)()

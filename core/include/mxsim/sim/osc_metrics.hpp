@@ -50,6 +50,8 @@ class OscMetrics {
   static State make_state(Backend& be, const Shape& shape);
   /// name's state, made and seeded with (w, q) at its first step; refuses another shape.
   State& seeded(Backend& be, const std::string& name, const Tensor& w, const Tensor& q);
+  /// Whether this step ends s's DistRatio window (every `period` steps), counting the step.
+  bool next_window(State& s) const;
   std::map<std::string, State> state_;
   float m_;
   int64_t period_;

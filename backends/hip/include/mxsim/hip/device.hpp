@@ -119,6 +119,8 @@ class Stream {
   void* get() const { return s_; }
   /// `bytes` bytes at d = byte, queued on this stream.
   void fill_async(void* d, uint8_t byte, size_t bytes) const;
+  /// `bytes` device bytes from src to dst, queued on this stream.
+  void copy_async(void* dst, const void* src, size_t bytes) const;
   void synchronize() const;
 
  private:
