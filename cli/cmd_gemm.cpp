@@ -59,7 +59,7 @@ int run(const Args& args) {
       "Operand mode: B [G, N, K] needs --m-splits with G sizes summing to M (wgrad: --m-splits gives G and the\n"
       "output [G, N, K]; whole-tensor operands are cut at group starts on block boundaries, or give one\n"
       "tensor per non-empty group with repeated --a-tensor / --b-tensor); the operand pair picks the class\n"
-      "(mx-exact, mx-f13, fp8-chunk128, bf16-f25), pairs the contract does not define are errors.",
+      "(mx-exact, mx-f13, fp8-chunk128, bf16-f25, nvfp4-exact), pairs the contract does not define are errors.",
       ""};
   const Parsed p = parse(args, opts);
   if (p.has("help")) {

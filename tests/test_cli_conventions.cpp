@@ -106,7 +106,7 @@ TEST(CliConventions, RuntimeAndDataErrorsExitOne) {
       {"quantize --recipe mxfp4 missing.npy", "missing.npy: cannot open"},
       {"dequantize x.npy", "no codes + scales pair found"},
       {"compare missing_a.h5 missing_b.h5", "missing_a.h5"},
-      {"gemm --recipe-a nvfp4 --recipe-b nvfp4 --m 2 --n 2 --k 32", "mxsim gemm: error:"},
+      {"gemm --recipe-a nvfp4 --recipe-b mxfp4 --m 2 --n 2 --k 32", "mxsim gemm: error:"},
   };
   for (const auto& [args, want] : cases) {
     const auto r = s.mxsim(args);

@@ -73,7 +73,7 @@ struct Pair {
 const Pair kPairs[] = {{"mxfp4", "mxfp4_2d"}, {"mxfp4", "mxfp4"},       {"mxfp6_e2m3", "mxfp4"},
                        {"mxfp8", "mxfp8"},    {"mxfp8", "mxfp4_2d"},    {"mxfp6_e3m2", "mxfp8_e5m2"},
                        {"fp8_tensor", "fp8_tensor"}, {"fp8_row", "fp8_row"}, {"fp8_block", "fp8_block2d"},
-                       {"bf16", "bf16"}};
+                       {"bf16", "bf16"},      {"nvfp4", "nvfp4"},       {"nvfp4", "nvfp4_2d"}};
 
 QuantSpec spec(const char* n) { return std::string(n) == "bf16" ? bf16_spec() : tensor_recipe(n); }
 
@@ -102,7 +102,7 @@ struct PathGuard {
 KernelSlot slot_of(const QuantSpec& a, const QuantSpec& b) {
   const std::string c = gemm_class_name(a, b);
   return c == "mx-exact" ? KernelSlot::MxExact : c == "mx-f13" ? KernelSlot::MxF13
-       : c == "fp8-chunk128" ? KernelSlot::Fp8Chunk : KernelSlot::Bf16;
+       : c == "fp8-chunk128" ? KernelSlot::Fp8Chunk : c == "nvfp4-exact" ? KernelSlot::Nvfp4 : KernelSlot::Bf16;
 }
 
 /// Runs `call` (one fast GEMM) and checks that it ran the kernel path p names
@@ -144,6 +144,12 @@ void poke(QuantizedTensor& q, std::mt19937& g) {
     if (f.has_inf) q.data.data()[pd(g)] = uint8_t(f.inf_code());
     if (f.has_inf) q.data.data()[pd(g)] = uint8_t(f.inf_code() | f.sign_bit());
   }
+  if (q.spec.scale_kind == ScaleKind::UE4M3 && q.scale_bytes.size()) {
+    // zero, the smallest subnormal, 448 and NaN block scales; a subnormal tensor scale
+    std::uniform_int_distribution<size_t> sd(0, q.scale_bytes.size() - 1);
+    for (uint8_t b : {0x00, 0x01, 0x7E, 0x7E, 0x7F}) q.scale_bytes.data()[sd(g)] = b;
+    if (g() % 2) q.tensor_scale_inv = std::ldexp(1.5f, -140);
+  }
   if (q.spec.scale_kind == ScaleKind::E8M0 && q.scale_bytes.size()) {
     std::uniform_int_distribution<size_t> sd(0, q.scale_bytes.size() - 1);
     q.scale_bytes.data()[sd(g)] = 0x00;
@@ -179,7 +185,8 @@ TEST_P(GemmPaths, FastEqualsReferenceRandom) {
           for (Format of : {Format::FP32, Format::BF16}) {
             SCOPED_TRACE(std::string(p.a) + " x " + p.w + " form " + std::to_string(form) + " acc " + std::to_string(acc) +
                          " M " + std::to_string(M) + " N " + std::to_string(N) + " K " + std::to_string(K));
-            if (form == 2 && (std::string(p.w) == "mxfp4_2d" || fp8blk)) continue;  // wgrad takes 1-D along M
+            const bool tiles = std::string(p.w).ends_with("_2d");
+            if (form == 2 && (tiles || fp8blk)) continue;  // wgrad takes 1-D along M
             auto go = [&](GemmImpl impl, int threads, auto& outv) {
               omp_set_num_threads(threads);
               if (form == 0) grouped_fprop(x, sa, w, sw, ms, outv, opt(impl, acc, of));
@@ -668,7 +675,7 @@ TEST_P(GemmPaths, MxExactAllFormsEqualReference) {
 // output cast still applies) in every class and path.
 TEST_P(GemmPaths, EmptyContractionEveryClass) {
   std::mt19937 g(8);
-  const Pair pairs[] = {{"mxfp4", "mxfp4"}, {"mxfp8", "mxfp8"}, {"fp8_row", "fp8_row"}, {"bf16", "bf16"}};
+  const Pair pairs[] = {{"mxfp4", "mxfp4"}, {"mxfp8", "mxfp8"}, {"fp8_row", "fp8_row"}, {"bf16", "bf16"}, {"nvfp4", "nvfp4"}};
   for (const Pair& p : pairs)
     for (int acc = 0; acc < 2; ++acc)
       for (Format of : {Format::FP32, Format::BF16}) {

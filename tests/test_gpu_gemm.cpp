@@ -59,7 +59,9 @@ const Pair kPairs[] = {
     {"fp8_tensor", "fp8_tensor"}, {"fp8_row", "fp8_row"}, {"fp8_block", "fp8_block2d"},
     {"fp8_tensor_e5m2", "fp8_tensor"}, {"fp8_block", "fp8_block"},
     // bf16-f25
-    {"bf16", "bf16"}};
+    {"bf16", "bf16"},
+    // nvfp4-exact
+    {"nvfp4", "nvfp4"}, {"nvfp4", "nvfp4_2d"}};
 
 QuantSpec spec(const char* n) { return std::string(n) == "bf16" ? bf16_spec() : tensor_recipe(n); }
 bool is_2d(const QuantSpec& s) { return s.is_2d_tile(); }
@@ -112,6 +114,12 @@ void poke(QuantizedTensor& q, std::mt19937& g) {
   if (q.spec.scale_kind == ScaleKind::E8M0 && q.scale_bytes.size()) {
     std::uniform_int_distribution<size_t> sd(0, q.scale_bytes.size() - 1);
     for (uint8_t b : {0x00, 0xFE, 0xFE, 0xFF, 0x01, 0xFD}) q.scale_bytes.data()[sd(g)] = b;
+  }
+  if (q.spec.scale_kind == ScaleKind::UE4M3 && q.scale_bytes.size()) {
+    // zero, the smallest subnormal, 448, NaN; a subnormal tensor scale half the time
+    std::uniform_int_distribution<size_t> sd(0, q.scale_bytes.size() - 1);
+    for (uint8_t b : {0x00, 0x01, 0x7E, 0x7F, 0x07}) q.scale_bytes.data()[sd(g)] = b;
+    if (g() % 2) q.tensor_scale_inv = 0x1.8p-140f;
   }
   if (q.spec.scale_kind == ScaleKind::FP32 && q.scale_inv.size()) {
     std::uniform_int_distribution<size_t> sd(0, q.scale_inv.size() - 1);

@@ -75,7 +75,12 @@ void check_operand(GemmForm f, const GemmOperandDesc& o, bool contract_rows, con
   const char* axis_need =
       contract_rows ? "along its rows (Axis::Rows or 2-D tiles)" : "along its cols (Axis::Cols or 2-D tiles)";
   switch (o.spec.scale_kind) {
-    case ScaleKind::UE4M3: fail(f, w + ": NVFP4 (UE4M3 scales) is not defined by the GEMM contract yet");
+    case ScaleKind::UE4M3:
+      if (o.spec.elem != Format::E2M1) fail(f, w + ": UE4M3-scaled (NVFP4) elements must be E2M1, got " + short_name(o.spec.elem));
+      if (bk != 16)
+        fail(f, w + " (" + o.spec.describe() + ") must have blocks of 16 along the contraction, i.e. quantized " +
+                    axis_need + "; its blocks along the contraction are " + std::to_string(bk) + " long");
+      return;  // its tensor_scale_inv is the operand's S_dec
     case ScaleKind::E8M0:
       if (!has_role(o.spec.elem, kRoleOcpMx))
         fail(f, w + ": element format " + short_name(o.spec.elem) +

@@ -696,6 +696,8 @@ std::vector<GemmPair> gemm_pairs() {
       {"fp8_block x fp8_block2d", "fp8-chunk128", with_eps(named_spec("fp8_block"), 1e-4f, false),
        with_eps(named_spec("fp8_block2d"), 1e-4f, false)},
       {"fp8_row x fp8_row", "fp8-chunk128", named_spec("fp8_row"), named_spec("fp8_row")},
+      {"nvfp4 x nvfp4_2d", "nvfp4-exact", named_spec("nvfp4"), named_spec("nvfp4_2d")},
+      {"nvfp4 x nvfp4", "nvfp4-exact", named_spec("nvfp4"), named_spec("nvfp4")},
   };
 }
 /// The 1-D spec of a wgrad operand quantized from a 2-D weight recipe's elements.

@@ -104,6 +104,7 @@ const char* kernel_slot_name(KernelSlot s) {
     case KernelSlot::MxF13: return "mx-f13";
     case KernelSlot::Fp8Chunk: return "fp8-chunk128";
     case KernelSlot::Bf16: return "bf16-f25";
+    case KernelSlot::Nvfp4: return "nvfp4-exact";
     case KernelSlot::Quantize: return "quantize";
   }
   return "?";
@@ -132,6 +133,8 @@ const char* kernel_name(KernelSlot s, CpuPath p) {
     case KernelSlot::Fp8Chunk:
     case KernelSlot::Bf16:
       return p == CpuPath::Avx512 ? kFusedAvx512 : p == CpuPath::Avx2 ? kFusedAvx2 : kFusedScalar;
+    case KernelSlot::Nvfp4:
+      return p == CpuPath::Avx512 ? kNvfp4Avx512 : p == CpuPath::Avx2 ? kNvfp4Avx2 : kNvfp4Scalar;
     case KernelSlot::Quantize:
       return p == CpuPath::Avx512 ? kQuantAvx512 : p == CpuPath::Avx2 ? kQuantAvx2 : kQuantScalar;
   }

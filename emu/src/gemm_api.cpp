@@ -95,8 +95,8 @@ Panel make_panel(const Src& s, const GemmPanel& gp) {
             for (size_t r = t * 64; r < std::min(R, t * 64 + 64); ++r) p.code[r * K + k] = at(k, r0 + r);
     }
   }
-  // One scale per (row, K-block): K-blocks of 32 for E8M0, chunks of 128 for
-  // FP32 scale_inv (numerics.md §5.2).
+  // One scale per (row, K-block): K-blocks of 32 for E8M0, 16 for UE4M3,
+  // chunks of 128 for FP32 scale_inv (numerics.md §5.2).
   auto gather = [&](auto& dst, size_t nk, size_t step, const auto& scales) {
     dst.resize(R * nk);
     for (size_t r = 0; r < R; ++r)
@@ -108,6 +108,10 @@ Panel make_panel(const Src& s, const GemmPanel& gp) {
   };
   if (q.spec.scale_kind == ScaleKind::E8M0) {
     gather(p.sbyte, p.kb(), 32, q.scale_bytes);
+  } else if (q.spec.scale_kind == ScaleKind::UE4M3) {
+    p.bk = 16;
+    p.tsi = q.tensor_scale_inv;
+    gather(p.sbyte, p.kb(), 16, q.scale_bytes);
   } else {
     gather(p.sinv, p.kc(), 128, q.scale_inv);
     // Divisors s (torchao Float8TrainingTensor) enter as scale_inv = fl32(1 / s), as

@@ -166,7 +166,8 @@ void scalar_element(GemmClass kind, const Panel& A, const Panel& B, const Decode
     case GemmClass::Bf16F25:
       for (size_t q = 0; q < K; q += 16) acc = group(q, std::min(K, q + 16), acc, 25, false);
       break;
-    case GemmClass::MxExact: break;
+    case GemmClass::MxExact:
+    case GemmClass::Nvfp4Exact: break;  // (not F classes)
   }
   finish(o, acc, out_fmt);
 }
@@ -180,6 +181,7 @@ KernelSlot slot_of(GemmClass k) {
     case GemmClass::MxF13: return KernelSlot::MxF13;
     case GemmClass::Fp8Chunk128: return KernelSlot::Fp8Chunk;
     case GemmClass::Bf16F25: return KernelSlot::Bf16;
+    case GemmClass::Nvfp4Exact: return KernelSlot::Nvfp4;
   }
   return KernelSlot::MxExact;
 }
@@ -188,6 +190,7 @@ KernelSlot slot_of(GemmClass k) {
 void run_fast(GemmClass kind, const Panel& A, const Panel& B, Out out, bool accumulate, Format out_fmt) {
   const CpuPath path = cpu_path();
   const KernelSlot slot = slot_of(kind);
+  if (kind == GemmClass::Nvfp4Exact) return run_nvfp4(A, B, out, accumulate, out_fmt);
   if (kind == GemmClass::MxExact) {
     // Panels reach here when the direct path is not taken (AVX-512 VNNI
     // without VBMI, or the scalar path).

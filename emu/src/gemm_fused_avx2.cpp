@@ -233,7 +233,8 @@ void run_fused_avx2(GemmClass kind, const Panel& A, const Panel& B, Out out, boo
             case GemmClass::Bf16F25: run1(std::integral_constant<GemmClass, GemmClass::Bf16F25>{}); break;
             case GemmClass::MxF13: run1(std::integral_constant<GemmClass, GemmClass::MxF13>{}); break;
             case GemmClass::Fp8Chunk128: run1(std::integral_constant<GemmClass, GemmClass::Fp8Chunk128>{}); break;
-            case GemmClass::MxExact: break;
+            case GemmClass::MxExact:
+            case GemmClass::Nvfp4Exact: break;  // (not F classes)
           }
         }
       }

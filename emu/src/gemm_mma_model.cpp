@@ -43,7 +43,12 @@ Tensor2f mma_model_gemm(const QuantizedTensor& a, const QuantizedTensor& b, MmaM
   const Panel& B = panels.second;
   const bool mx = a.spec.scale_kind == ScaleKind::E8M0 && b.spec.scale_kind == ScaleKind::E8M0;
   const bool fp32 = a.spec.scale_kind == ScaleKind::FP32 && b.spec.scale_kind == ScaleKind::FP32;
-  if (!mx && !fp32) throw std::invalid_argument("model gemm: operands must be both E8M0-scaled or both FP32-scaled");
+  if (!mx && !fp32)
+    throw std::invalid_argument(std::string("model gemm: the ") + name_of(model) +
+                                " model takes operands both E8M0-scaled or both FP32-scaled" +
+                                (a.spec.scale_kind == ScaleKind::UE4M3 || b.spec.scale_kind == ScaleKind::UE4M3
+                                     ? " (NVFP4 has no matrix-unit model yet: use --model contract)"
+                                     : ""));
   if (fp32)
     for (const Panel* p : {&A, &B})
       for (size_t r = 0; r < p->R; ++r)

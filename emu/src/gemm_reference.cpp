@@ -17,6 +17,7 @@ struct PanelRow {
   size_t r;
   uint32_t code(size_t k) const { return p->c(r, k); }
   uint8_t e8m0(size_t b) const { return p->sbyte[r * p->kb() + b]; }
+  uint8_t ue4m3(size_t b) const { return p->sbyte[r * p->kb() + b]; }
   float sinv(size_t c) const { return p->sinv[r * p->kc() + c]; }
 };
 }  // namespace
@@ -37,6 +38,7 @@ void run_reference(GemmClass kind, const Panel& A, const Panel& B, Out out, bool
         case GemmClass::MxF13: acc = hd::mx_f13_dot(acc0, K, fa, fb, a, b); break;
         case GemmClass::Fp8Chunk128: acc = hd::fp8_chunk128_dot(acc0, K, fa, fb, a, b); break;
         case GemmClass::Bf16F25: acc = hd::bf16_f25_dot(acc0, K, a, b); break;
+        case GemmClass::Nvfp4Exact: acc = hd::nvfp4_exact_dot(acc0, K, A.tsi, B.tsi, a, b); break;
       }
       o = hd::gemm_output(acc, out_fmt == Format::BF16);
     }

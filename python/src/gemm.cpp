@@ -141,7 +141,7 @@ accumulator once (RNE) and returns those values as float32.)");
         "(float32 [G, N, K]) the FP32 accumulator starts there (accumulate into main_grad).");
   m.def("gemm_class", [](const pyb::object& a, const pyb::object& b) {
     return std::string(emu::gemm_class_name(spec_arg(a), spec_arg(b)));
-  }, pyb::arg("a"), pyb::arg("b"), "The contract's block-dot class of two operand specs (mx-exact, mx-f13, fp8-chunk128, bf16-f25).");
+  }, pyb::arg("a"), pyb::arg("b"), "The contract's block-dot class of two operand specs (mx-exact, mx-f13, fp8-chunk128, bf16-f25, nvfp4-exact).");
 }
 
 }  // namespace mxsim::py

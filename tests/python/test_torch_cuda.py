@@ -18,7 +18,7 @@ if not mt.has_gpu():
 RECIPES = ["mxfp4", "mxfp4_2d", "mxfp6_e2m3", "mxfp8", "mxfp8_2d", "mxfp8_e5m2", "nvfp4", "fp8_tensor", "fp8_row",
            "fp8_block", "fp8_block2d"]
 PAIRS = [("mxfp4", "mxfp4"), ("mxfp4", "mxfp4_2d"), ("mxfp8", "mxfp8"), ("mxfp8", "mxfp8_2d"), ("fp8_tensor", "fp8_tensor"),
-         ("fp8_row", "fp8_row"), ("fp8_block", "fp8_block2d")]
+         ("fp8_row", "fp8_row"), ("fp8_block", "fp8_block2d"), ("nvfp4", "nvfp4"), ("nvfp4", "nvfp4_2d")]
 
 
 def sample(shape, seed):

@@ -181,7 +181,7 @@ def library_out_shape(form, A, B, splits):
     return tuple(shape[:ndim.value])
 
 
-@pytest.mark.parametrize("sb", ["mxfp4", "mxfp8_2d", "bf16", "bf16_2d"])
+@pytest.mark.parametrize("sb", ["mxfp4", "mxfp8_2d", "bf16", "bf16_2d", "nvfp4"])
 def test_the_output_shape_grouped_gemm_allocates_is_the_plans(sb):
     # grouped_gemm sizes its output from the operands' shapes without asking the library (one C
     # call less per call); the library checks it. Here the two agree for every form.
@@ -244,6 +244,42 @@ def test_mx_exact_fprop_on_hand_made_codes_equals_rational_oracle():
                 dot = sum(val(int(ca[i, k])) * val(int(cb[0, j, k])) for k in range(32 * b, 32 * b + 32))
                 acc = round_fp32(Fraction(acc) + dot * Fraction(2) ** (int(sa[i, b]) + int(sb[0, j, b]) - 254))
             assert y[i, j].item() == acc and np.float32(acc).tobytes() == y[i, j].numpy().tobytes(), (i, j)
+
+
+def e4m3(b):
+    """An E4M3 byte's value from its fields (bias 7; 0x7F is NaN, not drawn here)."""
+    e, m = (b >> 3) & 15, b & 7
+    v = Fraction(m, 8) * Fraction(2) ** -6 if e == 0 else (1 + Fraction(m, 8)) * Fraction(2) ** (e - 7)
+    return -v if b & 0x80 else v
+
+
+def test_nvfp4_exact_on_hand_made_codes_equals_rational_oracle():
+    # Codes, UE4M3 block scales and tensor scales written here (torchao's NVFP4Tensor layout: qdata
+    # [.., K/2], one scale byte per 16): each 16-block's dot times both block scales is exact, one RNE
+    # add per block into an FP32 sum from 0, then one RNE of sum * fl32(S_a * S_b) + C (docs/numerics.md
+    # §5.2.5, class nvfp4-exact), here with C the existing output (accumulate).
+    g = torch.Generator().manual_seed(12)
+    M, N, K = 3, 4, 80
+    ca, cb = torch.randint(0, 16, (M, K), generator=g), torch.randint(0, 16, (1, N, K), generator=g)
+    sa, sb = torch.randint(1, 0x7F, (M, K // 16), generator=g), torch.randint(1, 0x7F, (1, N, K // 16), generator=g)
+    pack = lambda c: (c[..., 0::2] | (c[..., 1::2] << 4)).to(torch.uint8)
+    qa = mt.quantize(torch.zeros(M, K), "nvfp4")
+    qb = mt.quantize(torch.zeros(1, N, K), "nvfp4")
+    qa._data.copy_(pack(ca)), qa._scale.copy_(sa.to(torch.uint8)), qa.tensor_scale.fill_(0.3)
+    qb._data.copy_(pack(cb)), qb._scale.copy_(sb.to(torch.uint8)), qb.tensor_scale.fill_(7e-5)
+    c = torch.randn(M, N, generator=g)
+    y = c.clone()
+    mt.grouped_gemm(qa, qb, [M], out=y, accumulate=True)
+    alpha = np.float32(0.3) * np.float32(7e-5)  # fl32 of the two float32 tensor scales' product
+    val = lambda c: (-1 if c & 8 else 1) * Fraction(E2M1[c & 7])
+    for i in range(M):
+        for j in range(N):
+            acc = 0.0
+            for b in range(K // 16):
+                dot = sum(val(int(ca[i, k])) * val(int(cb[0, j, k])) for k in range(16 * b, 16 * b + 16))
+                acc = round_fp32(Fraction(acc) + dot * e4m3(int(sa[i, b])) * e4m3(int(sb[0, j, b])))
+            want = round_fp32(Fraction(acc) * Fraction(float(alpha)) + Fraction(float(c[i, j])))
+            assert np.float32(want).tobytes() == y[i, j].numpy().tobytes(), (i, j, want, y[i, j].item())
 
 
 def test_wgrad_with_stochastic_rounding_draws_the_whole_tensors_words():

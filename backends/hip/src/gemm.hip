@@ -39,6 +39,7 @@ GemmOperand GemmOperand::from_quantized(const DeviceQTensor& q) {
   o.data = q.data;
   o.scale_bytes = q.scale_bytes;
   o.scale_inv = q.scale_inv;
+  o.tensor_scale_inv = q.tensor_scale_inv;
   return o;
 }
 
@@ -81,6 +82,10 @@ PanelView make_panel(const GemmOperand& o, const GemmPanel& gp, GemmForm form, c
   p.data = o.data + g * L.srows * L.rbytes;
   if (o.scale_bytes) p.sbytes = o.scale_bytes + g * L.nbr * L.nbc;
   if (o.scale_inv) p.sinv = o.scale_inv + g * L.nbr * L.nbc;
+  if (o.spec.scale_kind == ScaleKind::UE4M3) {
+    if (!o.tensor_scale_inv) fail(form, std::string(what) + ": an NVFP4 operand without its tensor scale");
+    p.tsi = o.tensor_scale_inv;
+  }
   p.rbytes = L.rbytes;
   p.br = L.br;
   p.bc = L.bc;
@@ -97,6 +102,7 @@ void run(hd::GemmClass c, const Launch* L, size_t n, hipStream_t s) {
     case hd::GemmClass::MxF13: gemm::launch_mx_f13(L, n, s); break;
     case hd::GemmClass::Fp8Chunk128: gemm::launch_fp8_chunk128(L, n, s); break;
     case hd::GemmClass::Bf16F25: gemm::launch_bf16_f25(L, n, s); break;
+    case hd::GemmClass::Nvfp4Exact: gemm::launch_nvfp4_exact(L, n, s); break;
   }
 }
 /// Consecutive launches with the same class and element pair go out together.

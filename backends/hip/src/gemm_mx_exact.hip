@@ -11,16 +11,6 @@
 namespace mxsim::hip::gemm {
 namespace {
 
-/// sum of the four int8 products of words a and b, plus c (exact).
-__device__ inline int32_t dot4_i8(int32_t a, int32_t b, int32_t c) {
-#if defined(__CUDA_ARCH__)
-  return __dp4a(a, b, c);
-#else
-  for (int i = 0; i < 4; ++i) c += int32_t(int8_t(a >> (8 * i))) * int32_t(int8_t(b >> (8 * i)));
-  return c;
-#endif
-}
-
 struct MxExactTile {
   struct Slab {
     int32_t w[kSlab / 4][kSlabStride];  // element (r, k): byte k % 4 of w[k / 4][r]

@@ -27,11 +27,12 @@ struct PanelView {
   bool along_scols = true;
   size_t roff = 0;
   const uint8_t* data = nullptr;     // this group's codes
-  const uint8_t* sbytes = nullptr;   // this group's E8M0 scales
+  const uint8_t* sbytes = nullptr;   // this group's E8M0 / UE4M3 scales
   const float* sinv = nullptr;       // this group's FP32 scale_inv
   const uint16_t* codes16 = nullptr; // this group's BF16 codes
   size_t rbytes = 0;                 // bytes per storage row (BF16: elements per row)
   size_t br = 1, bc = 1, nbc = 1;    // scale grid
+  const float* tsi = nullptr;        // NVFP4's tensor_scale_inv (one float on the device)
 };
 
 /// Row r of a panel, as the hd walks read it.
@@ -58,6 +59,7 @@ struct Row {
     return (sr / p.br) * p.nbc + sc / p.bc;
   }
   MXSIM_HD uint8_t e8m0(size_t b) const { return p.sbytes[scale_at(b * 32)]; }
+  MXSIM_HD uint8_t ue4m3(size_t b) const { return p.sbytes[scale_at(b * 16)]; }
   MXSIM_HD float sinv(size_t c) const { return p.sinv[scale_at(c * 128)]; }
 };
 
@@ -128,8 +130,16 @@ __device__ inline void stage_elements(const PanelView& p, size_t r0, size_t R, u
 ///   __device__ float walk(float acc, const Slab& a, unsigned ia, const Slab& b, unsigned jb, unsigned ks) const;
 /// walk runs the class's hd steps over the slab's ks contraction indices for
 /// the output of A row ia and B row jb (tile-local) and returns the accumulator.
+/// A class with a tensor-level step (nvfp4-exact) also has
+///   __device__ float tensor_step(float acc, const Launch&, float c) const;
+/// its walks then sum from +0, and the output is tensor_step(acc, L, c) with c
+/// the existing output (accumulate) or +0; every other class starts its walk
+/// at c.
 /// TA: rows of A per block (kTile: four outputs per thread; 8: one, for
 /// launches too small to fill the GPU with the larger tile).
+template <class Cls>
+constexpr bool has_tensor_step = requires(const Cls& c, const Launch& L) { c.tensor_step(0.0f, L, 0.0f); };
+
 template <class Cls, unsigned TA>
 __global__ void __launch_bounds__(kTileThreads) gemm_tile_kernel(LaunchBatch batch, Cls cls) {
   constexpr unsigned kPerThread = TA * kTile / kTileThreads, kRowStep = kTileThreads / kTile;
@@ -145,7 +155,7 @@ __global__ void __launch_bounds__(kTileThreads) gemm_tile_kernel(LaunchBatch bat
 #pragma unroll
     for (unsigned q = 0; q < kPerThread; ++q) {
       const size_t i = ia0 + il0 + q * kRowStep;
-      acc[q] = L.accumulate && i < L.RA && j < L.RB ? L.out[i * L.ld + j] : 0.0f;
+      acc[q] = !has_tensor_step<Cls> && L.accumulate && i < L.RA && j < L.RB ? L.out[i * L.ld + j] : 0.0f;
     }
     for (size_t k0 = 0; k0 < L.K; k0 += kSlab) {
       const unsigned ks = unsigned(L.K - k0 < kSlab ? L.K - k0 : kSlab);
@@ -159,7 +169,11 @@ __global__ void __launch_bounds__(kTileThreads) gemm_tile_kernel(LaunchBatch bat
 #pragma unroll
     for (unsigned q = 0; q < kPerThread; ++q) {
       const size_t i = ia0 + il0 + q * kRowStep;
-      if (i < L.RA && j < L.RB) L.out[i * L.ld + j] = hd::gemm_output(acc[q], L.out_bf16);
+      if (i < L.RA && j < L.RB) {
+        float v = acc[q];
+        if constexpr (has_tensor_step<Cls>) v = cls.tensor_step(v, L, L.accumulate ? L.out[i * L.ld + j] : 0.0f);
+        L.out[i * L.ld + j] = hd::gemm_output(v, L.out_bf16);
+      }
     }
   }
 }
@@ -326,6 +340,17 @@ void launch(const Launch* ls, size_t n, Cls cls, hipStream_t s, const char* name
   for (TileKind kind : {TileKind::Large, TileKind::Small, TileKind::Lanes}) flush(kind);
 }
 
+/// The sum of the four int8 products of words a and b, plus c (exact): the
+/// integer block dots of mx-exact and nvfp4-exact.
+__device__ inline int32_t dot4_i8(int32_t a, int32_t b, int32_t c) {
+#if defined(__CUDA_ARCH__)
+  return __dp4a(a, b, c);
+#else
+  for (int i = 0; i < 4; ++i) c += int32_t(int8_t(a >> (8 * i))) * int32_t(int8_t(b >> (8 * i)));
+  return c;
+#endif
+}
+
 /// The E8M0 scales of a slab's 32-blocks (ceil(ks / 32) of them) for rows
 /// r0 .. r0 + rows - 1 of panel p; rows past R get the neutral 127 (their
 /// outputs are never written). The MX classes' slabs share this.
@@ -369,6 +394,7 @@ void launch_mx_exact(const Launch* L, size_t n, hipStream_t s);
 void launch_mx_f13(const Launch* L, size_t n, hipStream_t s);
 void launch_fp8_chunk128(const Launch* L, size_t n, hipStream_t s);
 void launch_bf16_f25(const Launch* L, size_t n, hipStream_t s);
+void launch_nvfp4_exact(const Launch* L, size_t n, hipStream_t s);
 
 /// The tensor-core kernels (gemm_sm90.hip, NVIDIA sm_90 only): runs the n
 /// launches and returns true when the device, the class's element pair and

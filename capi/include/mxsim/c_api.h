@@ -371,7 +371,7 @@ typedef struct mxsim_layer_plan {
   int32_t snapshot_wgrad_mb; /**< with them each micro-batch's wgrad contribution (wgrad_mb) */
   int64_t watch;      /**< watched elements W of a quantized layer (the watch series; 0: none) */
   int32_t grad_added; /**< the grad_added_to_main_grad series (layers whose weights carry main_grad) */
-  int32_t shadow[3];  /**< per mxsim_gemm_form: the shadow/<gemm>/* series (that GEMM's output against the
+  int32_t shadow[3];  /**< per mxsim_gemm_form: the shadow/<gemm>/... series (that GEMM's output against the
                            same GEMM on BF16 operands, one entry per micro-batch) */
 } mxsim_layer_plan;
 

@@ -57,7 +57,7 @@ MXSIM_HD inline int32_t mx_int_value(const FormatSpec& f, int shift, uint32_t co
 MXSIM_HD constexpr bool e8m0_scale_safe(uint8_t s) { return s != 0xFF && s >= 127 - 50 && s <= 127 + 50; }
 
 /// The block-dot class of an operand pair (numerics.md §5.2).
-enum class GemmClass : uint8_t { MxExact, MxF13, Fp8Chunk128, Bf16F25 };
+enum class GemmClass : uint8_t { MxExact, MxF13, Fp8Chunk128, Bf16F25, Nvfp4Exact };
 
 MXSIM_HD constexpr const char* gemm_class_name(GemmClass c) {
   switch (c) {
@@ -65,14 +65,16 @@ MXSIM_HD constexpr const char* gemm_class_name(GemmClass c) {
     case GemmClass::MxF13: return "mx-f13";
     case GemmClass::Fp8Chunk128: return "fp8-chunk128";
     case GemmClass::Bf16F25: return "bf16-f25";
+    case GemmClass::Nvfp4Exact: return "nvfp4-exact";
   }
   return "?";
 }
 
 /// Host: the class of a pair of operand specs (elem == BF16 means an unscaled
 /// BF16 operand). Returns false and sets *why for pairs the contract does not
-/// define (BF16 with a quantized operand, NVFP4, E8M0 with FP32 scales, FP32
-/// scales on other than E4M3/E5M2, MX elements that are not OCP MX formats).
+/// define (BF16 with a quantized operand, NVFP4 with anything but NVFP4, E8M0
+/// with FP32 scales, FP32 scales on other than E4M3/E5M2, MX elements that
+/// are not OCP MX formats).
 inline bool gemm_class_of(const QuantSpec& a, const QuantSpec& b, GemmClass& out, std::string* why = nullptr) {
   auto no = [&](const std::string& m) {
     if (why) *why = m;
@@ -84,8 +86,12 @@ inline bool gemm_class_of(const QuantSpec& a, const QuantSpec& b, GemmClass& out
     out = GemmClass::Bf16F25;
     return true;
   }
-  if (a.scale_kind == ScaleKind::UE4M3 || b.scale_kind == ScaleKind::UE4M3)
-    return no("NVFP4 (UE4M3 scales) is not defined by the GEMM contract yet");
+  if (a.scale_kind == ScaleKind::UE4M3 || b.scale_kind == ScaleKind::UE4M3) {
+    if (a.scale_kind != b.scale_kind) return no("NVFP4 operands (UE4M3 scales) pair only with NVFP4 operands");
+    if (a.elem != Format::E2M1 || b.elem != Format::E2M1) return no("UE4M3-scaled (NVFP4) elements must be E2M1");
+    out = GemmClass::Nvfp4Exact;
+    return true;
+  }
   if (a.scale_kind == ScaleKind::E8M0 && b.scale_kind == ScaleKind::E8M0) {
     if (!has_role(a.elem, kRoleOcpMx) || !has_role(b.elem, kRoleOcpMx))
       return no("E8M0-scaled elements must be E2M1, E2M3, E3M2, E4M3 or E5M2");
@@ -333,6 +339,45 @@ MXSIM_HD inline float mx_f13_block(float acc, float d, uint8_t sa, uint8_t sb) {
   return add_scaled_rne(acc, v.sig, v.exp + int(sa) + int(sb) - 254);
 }
 
+/// A UE4M3 block scale as nvfp4-exact multiplies it: m * 2^e with a 4-bit
+/// significand m (0 for a zero scale), or NaN. The byte decodes as E4M3 (a
+/// UE4M3 byte never has its sign bit set by mxsim; a foreign one decodes as
+/// E4M3 does). Every E4M3 value is an FP32 normal with 3 fraction bits, so
+/// its FP32 significand has 20 trailing zeros.
+struct Nvfp4Scale {  // (no member initializers: GPU kernels keep these in shared memory)
+  int32_t m;
+  int e;
+  bool nan;
+};
+MXSIM_HD inline Nvfp4Scale nvfp4_scale_of(uint8_t byte) {
+  const ExactVal v = exact_elem(spec_of(Format::E4M3), byte);
+  Nvfp4Scale s{};
+  s.nan = v.kind == ExKind::NaN;
+  s.m = int32_t(v.sig >> 20);
+  s.e = v.exp + 20;
+  return s;
+}
+
+/// nvfp4-exact block (numerics.md §5.2.5): acc + dot / 4 * sa * sb, one RNE;
+/// dot is the block's integer sum of 2a x 2b over 16 E2M1 pairs
+/// (|dot| <= 2304), so dot * m_a * m_b < 2304 * 15 * 15 < 2^24 and the block
+/// value is exact. A NaN scale gives NaN.
+MXSIM_HD inline float nvfp4_block(float acc, int32_t dot, const Nvfp4Scale& sa, const Nvfp4Scale& sb) {
+  if (sa.nan || sb.nan) return f32_from_bits(kCanonicalNan32);
+  return add_scaled_rne(acc, int64_t(dot) * sa.m * sb.m, sa.e + sb.e - 2);
+}
+
+/// nvfp4-exact's tensor-level step (numerics.md §5.2.5): the block sum acc
+/// times alpha = fl32(ta * tb), the two operands' tensor_scale_inv (S_dec),
+/// added to c (the existing output when accumulating, else +0) with one
+/// rounding: fmaf(acc, alpha, c), as a GEMM epilogue D = alpha * acc + C.
+/// K = 0 leaves c as it is (no block: nothing is added, as in every class).
+MXSIM_HD inline float nvfp4_tensor_step(float acc, size_t K, float ta, float tb, float c) {
+  if (K == 0) return c;
+  const float alpha = ta * tb;
+  return fmaf(acc, alpha, c);
+}
+
 /// fp8-chunk128 promotion (numerics.md §5.2.3, DeepGEMM / DeepSeek-V3 §3.3):
 /// acc = fmaf(chunk, fl32(sa * sb), acc).
 MXSIM_HD inline float fp8_chunk_promote(float acc, float chunk, float sa, float sb) {
@@ -354,6 +399,7 @@ MXSIM_HD inline float gemm_output(float acc, bool bf16) {
 //   uint32_t code(size_t k)     element code (BF16: the 16-bit pattern)
 //   uint8_t  e8m0(size_t b)     E8M0 byte of K-block b = k / 32 (MX classes)
 //   float    sinv(size_t c)     FP32 scale_inv of chunk c = k / 128 (fp8-chunk128)
+//   uint8_t  ue4m3(size_t b)    UE4M3 byte of K-block b = k / 16 (nvfp4-exact)
 // Each walk starts from acc (+0, or the existing output when accumulating) and
 // returns the accumulator before gemm_output.
 
@@ -409,6 +455,22 @@ MXSIM_HD inline float bf16_f25_dot(float acc, size_t K, const RowA& a, const Row
     acc = fused_group(n, term, acc, 25, false, x);
   }
   return acc;
+}
+
+/// nvfp4-exact (numerics.md §5.2.5): the blocks of 16 summed from +0, then
+/// the tensor-level step with c0 (the existing output, or +0); ta, tb the
+/// operands' tensor_scale_inv.
+template <class RowA, class RowB>
+MXSIM_HD inline float nvfp4_exact_dot(float c0, size_t K, float ta, float tb, const RowA& a, const RowB& b) {
+  const FormatSpec f = spec_of(Format::E2M1);
+  float acc = 0.0f;
+  for (size_t k0 = 0; k0 < K; k0 += 16) {
+    const size_t k1 = K < k0 + 16 ? K : k0 + 16;
+    int32_t d = 0;
+    for (size_t k = k0; k < k1; ++k) d += mx_int_value(f, 1, a.code(k)) * mx_int_value(f, 1, b.code(k));
+    acc = nvfp4_block(acc, d, nvfp4_scale_of(a.ue4m3(k0 / 16)), nvfp4_scale_of(b.ue4m3(k0 / 16)));
+  }
+  return nvfp4_tensor_step(acc, K, ta, tb, c0);
 }
 
 }  // namespace mxsim::hd

@@ -39,9 +39,9 @@ CpuPath cpu_path();
 void set_cpu_path(CpuPath p);
 
 /// The kernel families the dispatch chooses between.
-enum class KernelSlot : uint8_t { MxExact, MxF13, Fp8Chunk, Bf16, Quantize };
-inline constexpr int kNumKernelSlots = 5;
-/// "mx-exact", "mx-f13", "fp8-chunk128", "bf16-f25" (the GEMM classes of
+enum class KernelSlot : uint8_t { MxExact, MxF13, Fp8Chunk, Bf16, Nvfp4, Quantize };
+inline constexpr int kNumKernelSlots = 6;
+/// "mx-exact", "mx-f13", "fp8-chunk128", "bf16-f25", "nvfp4-exact" (the GEMM classes of
 /// docs/numerics.md §5.2) or "quantize" (MX quantization, §3).
 const char* kernel_slot_name(KernelSlot s);
 

@@ -22,7 +22,11 @@
 //     chained k32 fused sums, promoted as acc = fmaf(chunk, fl32(sa*sb), acc).
 //   BF16: unscaled; fused groups of 16 along K with the accumulator as C,
 //     F = 25, RZ to FP32 (Hopper wgmma bf16).
-//   NVFP4 (UE4M3 scales) and AMD FNUZ formats are rejected (not in the contract yet).
+//   NVFP4 (E2M1, UE4M3 scales per 16 along the contraction: 1x16 or 16x16 tiles,
+//     and an FP32 tensor scale each): exact 16-element block dots times both
+//     block scales, one RNE per block into an FP32 sum from +0, then
+//     fmaf(sum, fl32(S_dec_a * S_dec_b), C) with C the existing output or +0.
+//   AMD FNUZ formats are rejected (not in the contract yet).
 //
 // Errors: std::invalid_argument naming the GEMM, operand and problem (m_splits
 // not summing to M, a negative size, shapes, recipes or block axes that
@@ -101,7 +105,7 @@ std::vector<QuantizedTensor> quantize_grouped_colwise(const Tensor2f& x, std::sp
                                                       const QuantSpec& spec);
 
 /// Name of the block-dot class the contract uses for a pair of operand specs
-/// ("mx-exact", "mx-f13", "fp8-chunk128", "bf16-f25"); throws
+/// ("mx-exact", "mx-f13", "fp8-chunk128", "bf16-f25", "nvfp4-exact"); throws
 /// std::invalid_argument for pairs the contract does not define.
 const char* gemm_class_name(const QuantSpec& a, const QuantSpec& b);
 

@@ -17,6 +17,7 @@
 //   E8M0 x E8M0, any E4M3/E5M2/E3M2      mx-f13        (gemm_mx_f13.hip)
 //   FP32 x FP32 scale_inv, E4M3/E5M2     fp8-chunk128  (gemm_fp8_chunk128.hip)
 //   BF16 x BF16 (unscaled)               bf16-f25      (gemm_bf16_f25.hip)
+//   NVFP4 x NVFP4 (UE4M3 + tensor scale)  nvfp4-exact   (gemm_nvfp4_exact.hip)
 // Every output element walks K ascending in the contract's blocks (no
 // split-K, no atomics), with the steps of core/include/mxsim/hd/gemm_block.hpp:
 // tiled kernels stage each 128-slab of A and B in shared memory, decoded once
@@ -60,6 +61,7 @@ struct GemmOperand {
   const uint8_t* scale_bytes = nullptr;  ///< E8M0
   const float* scale_inv = nullptr;      ///< FP32 scale kinds
   const uint16_t* bf16 = nullptr;        ///< BF16 codes [groups, rows, cols], row-major
+  const float* tensor_scale_inv = nullptr;  ///< NVFP4: S_dec, one float in device memory (read there)
 
   static GemmOperand from_quantized(const DeviceQTensor& q);
   /// BF16 operand: codes are the upper halves of FP32 values rounded RNE
