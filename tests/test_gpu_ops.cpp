@@ -491,7 +491,7 @@ void osc_case(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
   Walk wk{values(rng, n, 0.1f, false), std::vector<float>(n)};
   wk.step(rng, 1.0f / 32);
-  const Shape s{1, 2, n / 2};  // n even
+  const Shape s = n % 2 ? Shape{1, 1, n} : Shape{1, 2, n / 2};
   const std::vector<float> zero(n, 0.0f);
   Both prev_w = b.f32(s, wk.w), prev_q = b.f32(s, wk.q), dist_w = b.f32(s, zero), dist_q = b.f32(s, zero),
        ema = b.f32(s, zero);

@@ -432,6 +432,44 @@ TEST(QuantStats, HandComputed) {
   EXPECT_TRUE(std::isinf(emu::quant_stats(y, emu::quantize(y, s)).sqnr_db));
 }
 
+// The random signs (numerics.md §2.6): y = H (D x), D = diag(+-1) from the mask. A unit vector
+// e_j gives column j of H/4 times D's entry j; TE's NVFP4 wgrad vector as a mask.
+TEST(Hadamard16, RandomSignsNegateInputsBeforeTheTransform) {
+  const int te[16] = {1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1};  // TE get_wgrad_sign_vector
+  uint16_t mask = 0;
+  for (int k = 0; k < 16; ++k) mask |= uint16_t(te[k] < 0) << k;
+  EXPECT_EQ(mask, kTeNvfp4WgradSigns);
+  for (int j = 0; j < 16; ++j) {
+    float v[16] = {};
+    v[j] = 1.0f;
+    emu::hadamard16_inplace(v, kTeNvfp4WgradSigns);
+    for (int i = 0; i < 16; ++i)
+      EXPECT_EQ(v[i], float(te[j]) * ((__builtin_popcount(i & j) & 1) ? -0.25f : 0.25f)) << i << "," << j;
+  }
+  // not the signs applied after the transform, (D H) x: differs for x = e_0 (all of H's column 0 is +1/4)
+  float v[16] = {1.0f};
+  emu::hadamard16_inplace(v, kTeNvfp4WgradSigns);
+  EXPECT_EQ(v[3], 0.25f);  // D H e_0 would have -1/4 here
+}
+
+// NVFP4 with the transform: S_enc comes from the transformed tensor's amax (TE's post-RHT amax).
+// x = ones(16): H x = [4, 0, ..., 0], so the amax is 4, not 1: S_enc = 2688 / 4 = 672, the block
+// scale 4 * 672 / 6 = 448 exactly, the element 4 / (448 / 672) = 6: dequantized 4, exactly. With
+// the source's amax (1) the block scale would saturate at 448 and the element read 1.
+TEST(QuantizeNvfp4, HadamardTakesTheTransformedTensorsAmax) {
+  QuantSpec s = tensor_recipe("nvfp4");
+  s.hadamard16 = true;
+  for (Axis axis : {Axis::Cols, Axis::Rows}) {
+    const Tensor2f x = axis == Axis::Cols ? Tensor2f(xt::ones<float>({size_t(1), size_t(16)}))
+                                          : Tensor2f(xt::ones<float>({size_t(16), size_t(1)}));
+    const QuantizedTensor q = emu::quantize(x, s, axis);
+    EXPECT_EQ(q.tensor_scale_inv, 1.0f / 672.0f);
+    EXPECT_EQ(q.scale_bytes(0, 0, 0), 0x7Eu);
+    const Tensor2f d = emu::dequantize(q);
+    for (size_t i = 0; i < 16; ++i) EXPECT_EQ(d.data()[i], i == 0 ? 4.0f : 0.0f) << i;
+  }
+}
+
 TEST(QuantStats, HadamardRecipeMeasuredInTransformedDomain) {
   // A recipe with hadamard16 quantizes H x; dequantize does not undo H, so the
   // statistics compare against H x. Data: one run of 16 with H x exact.

@@ -745,6 +745,25 @@ TEST(SimDelayed, RestoreRoundTripAndRefusals) {
 //       had the sums not been reset at g4 the ratio would be (1/4)/(1/8) = 2 -> a snap.
 // The model copy is never touched (one-step lag: the snap reaches it at the next
 // optimizer step's master-to-model copy).
+// DeOsc::observe (the C interface's de-oscillation, whose q is the caller's memory on the GPU)
+// keeps no handle to its inputs: the caller overwriting q after the seeding call changes nothing.
+// The state used to alias the first q (prev_q = q), so on CUDA torch's reuse of that memory
+// corrupted every later decision (test_torch_cuda's recorder run; found on an H100).
+TEST(SimDeOsc, ObserveKeepsNoHandleToTheCallersTensors) {
+  auto be = emu::make_emu_backend();
+  const Tensor3f w0 = xt::full_like(Tensor3f::from_shape({1, 4, 8}), 0.3125f);
+  const Tensor3f q0 = xt::full_like(w0, 0.25f);
+  auto run = [&](bool overwrite) {
+    DeOsc d(1, 2.0f, 0);
+    Tensor w = be->upload(w0), q = be->upload(q0);
+    EXPECT_FALSE(d.observe(*be, "fc1", w, q).has_value());  // seeds
+    if (overwrite) be->upload(q, std::span<const float>(std::vector<float>(32, 99.0f)));
+    return be->download3(d.state_of("fc1")->prev_q);
+  };
+  EXPECT_EQ(run(true), run(false));
+  EXPECT_EQ(run(true), q0);
+}
+
 TEST(SimDeOsc, HandComputedSequence) {
   auto be = emu::make_emu_backend();
   Weight w;

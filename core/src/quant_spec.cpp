@@ -1,4 +1,5 @@
 #include <cmath>
+#include <cstdio>
 #include <iomanip>
 #include <limits>
 #include <sstream>
@@ -268,6 +269,11 @@ std::string QuantSpec::describe() const {
   if (hp_dtype != Format::FP32) o << " hp_dtype=" << short_name(hp_dtype);
   o << " round=" << name_of(round);
   if (hadamard16) o << " hadamard16";
+  if (hadamard16 && hadamard16_signs) {
+    char b[16];
+    std::snprintf(b, sizeof b, "%04x", unsigned(hadamard16_signs));
+    o << "/signs=0x" << b;
+  }
   return o.str();
 }
 

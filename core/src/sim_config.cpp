@@ -249,6 +249,8 @@ std::map<std::string, Setter> setters(Config& c) {
   }
   m["recipe.mxfp4_hadamard_wgrad"] = bool_setter(c.recipe.mxfp4_hadamard_wgrad);
   m["recipe.mxfp4_sr_grad"] = bool_setter(c.recipe.mxfp4_sr_grad);
+  m["recipe.nvfp4_hadamard_wgrad"] = bool_setter(c.recipe.nvfp4_hadamard_wgrad);
+  m["recipe.nvfp4_sr_grad"] = bool_setter(c.recipe.nvfp4_sr_grad);
   m["recipe.fp8_amax_history"] = int_setter(c.recipe.fp8_amax_history, 1, kMaxAmaxHistory);
   m["recipe.fp8_margin"] = int_setter(c.recipe.fp8_margin, 0);
   m["recipe.fp8_current_amax_epsilon"] = float_setter(c.recipe.fp8_current_amax_epsilon, 0, false);
@@ -329,7 +331,8 @@ void validate(const Config& c, const std::string& s) {
     for (Layer l : {Layer::Fc1, Layer::Fc2}) {
       const LinearRecipe r = c.recipe.linear(l);
       for (const Recipe& g : r.gemm)
-        if (std::holds_alternative<Fp8CurrentRecipe>(g) || std::holds_alternative<Fp8DelayedRecipe>(g))
+        if (std::holds_alternative<Fp8CurrentRecipe>(g) || std::holds_alternative<Fp8DelayedRecipe>(g) ||
+            std::holds_alternative<Nvfp4Recipe>(g))
           bad(s, "parallel.ranks",
               "expert parallelism with per-tensor scaling of the expert GEMMs (recipe." + std::string(name_of(l)) +
                   " = " + linear_recipe_name(r) + ") needs an amax across ranks, which is not simulated; use ranks = 1 "
@@ -434,6 +437,17 @@ std::string to_toml(const Config& c) {
                      {"fp8_current_pow2_scale", c.recipe.fp8_current_pow2_scale},
                      {"fp8_block_amax_epsilon", fl(c.recipe.fp8_block_amax_epsilon)},
                      {"fp8_block_pow2_scale", c.recipe.fp8_block_pow2_scale}};
+  // The nvfp4 options only where they matter (a layer runs nvfp4, or one is not its default): a
+  // config without them reads, and is written, as before they existed.
+  const RecipeConfig defaults;
+  bool nvfp4 = c.recipe.nvfp4_hadamard_wgrad != defaults.nvfp4_hadamard_wgrad ||
+               c.recipe.nvfp4_sr_grad != defaults.nvfp4_sr_grad;
+  for (Layer l : kLayers)
+    for (const Recipe& g : c.recipe.linear(l).gemm) nvfp4 = nvfp4 || std::holds_alternative<Nvfp4Recipe>(g);
+  if (nvfp4) {
+    recipe.insert("nvfp4_hadamard_wgrad", c.recipe.nvfp4_hadamard_wgrad);
+    recipe.insert("nvfp4_sr_grad", c.recipe.nvfp4_sr_grad);
+  }
   for (Layer l : kLayers) {
     recipe.insert(name_of(l), c.recipe.of(l));
     for (size_t g = 0; g < 3; ++g)  // only those set: a config without them reads as before

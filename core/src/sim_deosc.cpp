@@ -70,7 +70,8 @@ std::optional<int64_t> DeOsc::observe(Backend& be, const std::string& name, Tens
   if (!s.seeded) {  // the first observation only seeds
     s.prev = be.alloc(DType::f32, w.shape());
     be.copy(w, s.prev);
-    s.prev_q = q;
+    s.prev_q = be.alloc(DType::f32, q.shape());  // its own copy: q may be the caller's memory (a borrowed
+    be.copy(q, s.prev_q);                        // tensor of the C interface), reused once the call returns
     s.dist_w = be.alloc(DType::f32, w.shape());
     s.dist_q = be.alloc(DType::f32, w.shape());
     be.fill_zero(s.dist_w);

@@ -33,7 +33,7 @@ std::vector<float> reference(const float* x, const QuantizedTensor& q) {
           return q.transposed ? h[(g * R + c0 + k) * C + sr] : h[(g * R + sr) * C + c0 + k];
         };
         for (size_t k = 0; k < 16; ++k) run[k] = at(k);
-        hd::hadamard16(run);
+        hd::hadamard16(run, q.spec.hadamard16_signs);
         for (size_t k = 0; k < 16; ++k) at(k) = run[k];
       }
   return h;

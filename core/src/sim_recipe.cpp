@@ -89,6 +89,21 @@ Recipe make_recipe(const std::string& given, const RecipeConfig& rc) {
     r.specs = {a, w, a, a, a};
     return r;
   }
+  if (name == "nvfp4") {  // NVIDIA's NVFP4 recipe: 1x16 / 16x16, RHT on the wgrad operands, SR on dy
+    Nvfp4Recipe r;
+    const QuantSpec a = named_spec("nvfp4");
+    r.specs.x_fprop = a;
+    r.specs.w = named_spec("nvfp4_2d");
+    r.specs.dy_dgrad = a;
+    if (rc.nvfp4_sr_grad) r.specs.dy_dgrad.round = RoundMode::Stochastic;
+    r.specs.dy_wgrad = r.specs.dy_dgrad;
+    r.specs.x_wgrad = a;
+    for (QuantSpec* s : {&r.specs.dy_wgrad, &r.specs.x_wgrad}) {
+      s->hadamard16 = rc.nvfp4_hadamard_wgrad;
+      s->hadamard16_signs = rc.nvfp4_hadamard_wgrad ? kTeNvfp4WgradSigns : 0;
+    }
+    return r;
+  }
   throw std::invalid_argument("unknown recipe: " + unknown_recipe_message(given));
 }
 
@@ -108,6 +123,8 @@ void set_recipe_option(RecipeConfig& rc, std::string_view key, std::string_view 
   };
   if (key == "mxfp4_hadamard_wgrad") rc.mxfp4_hadamard_wgrad = bool_arg(key, v);
   else if (key == "mxfp4_sr_grad") rc.mxfp4_sr_grad = bool_arg(key, v);
+  else if (key == "nvfp4_hadamard_wgrad") rc.nvfp4_hadamard_wgrad = bool_arg(key, v);
+  else if (key == "nvfp4_sr_grad") rc.nvfp4_sr_grad = bool_arg(key, v);
   else if (key == "fp8_amax_history") rc.fp8_amax_history = integer(1, kMaxAmaxHistory);
   else if (key == "fp8_margin") rc.fp8_margin = integer(0, 1 << 20);
   else if (key == "fp8_current_amax_epsilon") rc.fp8_current_amax_epsilon = epsilon();
@@ -116,7 +133,7 @@ void set_recipe_option(RecipeConfig& rc, std::string_view key, std::string_view 
   else if (key == "fp8_block_pow2_scale") rc.fp8_block_pow2_scale = bool_arg(key, v);
   else
     throw std::invalid_argument("unknown recipe option '" + std::string(key) +
-                                "' (mxfp4_hadamard_wgrad, mxfp4_sr_grad, fp8_amax_history, fp8_margin, "
+                                "' (mxfp4_hadamard_wgrad, mxfp4_sr_grad, nvfp4_hadamard_wgrad, nvfp4_sr_grad, fp8_amax_history, fp8_margin, "
                                 "fp8_current_amax_epsilon, fp8_current_pow2_scale, fp8_block_amax_epsilon, "
                                 "fp8_block_pow2_scale)");
 }

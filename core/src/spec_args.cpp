@@ -75,6 +75,11 @@ QuantSpec make_spec(const SpecArgs& a, const QuantSpec* base) {
     if (a.sr_index_base) s.sr_index_base = *a.sr_index_base;
   }
   if (a.hadamard) s.hadamard16 = *a.hadamard;
+  if (a.hadamard_signs) {
+    if (!s.hadamard16) throw std::invalid_argument("hadamard_signs applies to hadamard=True only");
+    if (*a.hadamard_signs > 0xFFFF) throw std::invalid_argument("hadamard_signs is a 16-bit mask (0 to 65535)");
+    s.hadamard16_signs = uint16_t(*a.hadamard_signs);
+  }
   if (a.scale_convention) set_scale_convention(s, scale_convention_from_name(*a.scale_convention), "scale_convention");
   if (a.amax_epsilon) set_amax_epsilon(s, *a.amax_epsilon, "amax_epsilon");
   if (a.pow2_scale) set_pow2_scale(s, *a.pow2_scale, "pow2_scale");
@@ -120,6 +125,7 @@ void set_spec_arg(SpecArgs& a, std::string_view key, std::string_view v) {
   else if (key == "sr_stream") a.sr_stream = parse_number<uint64_t>(key, v, "an unsigned 64-bit integer");
   else if (key == "sr_index_base") a.sr_index_base = parse_number<uint64_t>(key, v, "an unsigned 64-bit integer");
   else if (key == "hadamard") a.hadamard = bool_arg(key, v);
+  else if (key == "hadamard_signs") a.hadamard_signs = parse_number<uint64_t>(key, v, "a 16-bit mask");
   else if (key == "pow2_scale") a.pow2_scale = bool_arg(key, v);
   else if (key == "amax_epsilon") a.amax_epsilon = double_arg(key, v);
   else if (key == "block_size") {
@@ -137,7 +143,7 @@ void set_spec_arg(SpecArgs& a, std::string_view key, std::string_view v) {
     a.block_size = b;
   } else {
     throw std::invalid_argument("unknown spec argument '" + std::string(key) +
-                                "' (recipe, elem_dtype, block_size, scaling_mode, rounding, seed, sr_stream, sr_index_base, hadamard, "
+                                "' (recipe, elem_dtype, block_size, scaling_mode, rounding, seed, sr_stream, sr_index_base, hadamard, hadamard_signs, "
                                 "amax_epsilon, pow2_scale, scale_convention, hp_dtype)");
   }
 }

@@ -388,7 +388,7 @@ QuantSpec with_rule(QuantSpec s, ScaleRule r) {
 /// stochastic rounding with a Philox stream and sr_index_base, Hadamard16,
 /// FP8 current (amax_epsilon 1e-12), delayed (fixed_scale), 1x128 and
 /// 128x128 (amax_epsilon 1e-4, general and power-of-two scales), per row,
-/// NVFP4 1x16 and 16x16.
+/// NVFP4 1x16 and 16x16, NVFP4 with the random Hadamard transform (RNE and SR).
 std::vector<NamedSpec> quantize_specs(Rng& r) {
   std::vector<NamedSpec> v;
   const std::pair<const char*, const char*> mx[] = {{"mxfp4", "mxfp4"}, {"mxfp8", "mxfp8"}, {"mxfp8_e5m2", "mxfp8_e5m2"}};
@@ -440,6 +440,16 @@ std::vector<NamedSpec> quantize_specs(Rng& r) {
   nsr.round = RoundMode::Stochastic;
   nsr.sr = PhiloxStream{r.next(), make_stream(7, uint32_t(r.below(100)))};
   v.push_back({"nvfp4 1x16 sr", nsr});
+  // The nvfp4 training recipe's wgrad operands: the random Hadamard transform (TE's signs; the
+  // tensor amax of the transformed tensor), x under RNE, dy under SR.
+  QuantSpec nh = named_spec("nvfp4");
+  nh.hadamard16 = true;
+  nh.hadamard16_signs = kTeNvfp4WgradSigns;
+  v.push_back({"nvfp4 1x16+rht", nh});
+  QuantSpec nhsr = nsr;
+  nhsr.hadamard16 = true;
+  nhsr.hadamard16_signs = kTeNvfp4WgradSigns;
+  v.push_back({"nvfp4 1x16+rht sr", nhsr});
   return v;
 }
 /// 1-D specs block along the axis; 2-D tiles and per-tensor scaling ignore it.
@@ -552,7 +562,7 @@ void verify_quantize_grouped(Ctx& c, Rng& r, int k) {
   std::vector<NamedSpec> all = quantize_specs(r), specs;
   for (const char* n : {"mxfp4/even", "mxfp4/even sr", "mxfp4/even+h16", "mxfp4/even+h16 sr", "mxfp8/even",
                         "mxfp8_e5m2/rceil", "fp8_current e4m3", "fp8_current e5m2", "fp8_delayed e5m2",
-                        "fp8_block 1x128 eps", "nvfp4 1x16"})
+                        "fp8_block 1x128 eps", "nvfp4 1x16", "nvfp4 1x16+rht", "nvfp4 1x16+rht sr"})
     for (const NamedSpec& s : all)
       if (s.name == n) specs.push_back(s);
   for (const NamedSpec& ns : specs) {

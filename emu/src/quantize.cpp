@@ -27,9 +27,25 @@ size_t ceil_div(size_t a, size_t b) { return b == 0 ? 0 : (a + b - 1) / b; }
 
 }  // namespace
 
-void hadamard16_inplace(float* v) { hd::hadamard16(v); }
+void hadamard16_inplace(float* v, uint16_t signs) { hd::hadamard16(v, signs); }
 
 namespace {
+/// The amax of x's storage rows (the transpose when `transposed`) with each run of 16 transformed
+/// by hadamard16 (the quantizer has checked that the rows split into runs of 16).
+uint32_t storage_amax_transformed(const Tensor3f& x, const QuantSpec& spec, bool transposed) {
+  const size_t G = x.shape(0), SR = transposed ? x.shape(2) : x.shape(1), SC = transposed ? x.shape(1) : x.shape(2);
+  uint32_t a = 0;
+  float run[16];
+  for (size_t g = 0; g < G; ++g)
+    for (size_t r = 0; r < SR; ++r)
+      for (size_t c0 = 0; c0 + 16 <= SC; c0 += 16) {
+        for (size_t k = 0; k < 16; ++k) run[k] = transposed ? x(g, c0 + k, r) : x(g, r, c0 + k);
+        hd::hadamard16(run, spec.hadamard16_signs);
+        for (size_t k = 0; k < 16; ++k) a = hd::amax_step(a, f32_bits(run[k]));
+      }
+  return a;
+}
+
 /// quantize() with the whole-tensor amaxes optionally given (quantize_slice).
 QuantizedTensor quantize_impl(const Tensor3f& x, const QuantSpec& spec, Axis axis, const SliceAmax& given) {
   QuantizedTensor q;
@@ -59,11 +75,13 @@ QuantizedTensor quantize_impl(const Tensor3f& x, const QuantSpec& spec, Axis axi
   // Hadamard transform applied along storage rows.
   std::vector<float> buf(SR * SC);
 
-  // NVFP4 tensor scale: S_enc = (448 * 6) / global_amax over the whole tensor.
+  // NVFP4 tensor scale: S_enc = (448 * 6) / global_amax over the whole tensor,
+  // transformed as its blocks are under hadamard16 (TE's post-RHT amax).
   hd::Nvfp4TensorScale ts;
   if (spec.scale_kind == ScaleKind::UE4M3) {
     uint32_t gamax = 0;
     if (given.tensor_amax_bits) gamax = *given.tensor_amax_bits;
+    else if (spec.hadamard16) gamax = storage_amax_transformed(x, spec, q.transposed);
     else for (float v : x) gamax = hd::amax_step(gamax, f32_bits(v));
     ts = hd::nvfp4_tensor_scale(gamax);
     q.tensor_scale_inv = ts.s_dec;
@@ -75,7 +93,7 @@ QuantizedTensor quantize_impl(const Tensor3f& x, const QuantSpec& spec, Axis axi
       for (size_t c = 0; c < SC; ++c) buf[r * SC + c] = q.transposed ? x(g, c, r) : x(g, r, c);
     if (spec.hadamard16)
       for (size_t r = 0; r < SR; ++r)
-        for (size_t c = 0; c < SC; c += 16) hd::hadamard16(&buf[r * SC + c]);
+        for (size_t c = 0; c < SC; c += 16) hd::hadamard16(&buf[r * SC + c], spec.hadamard16_signs);
 
     for (size_t bi = 0; bi < nbr; ++bi) {
       for (size_t bj = 0; bj < nbc; ++bj) {
@@ -168,7 +186,7 @@ uint32_t amax_bits(const Tensor3f& x, const QuantSpec& spec, bool coded_domain, 
     for (size_t r = 0; r < R; ++r)
       for (size_t c0 = 0; c0 < C; c0 += 16) {
         for (size_t k = 0; k < 16; ++k) run[k] = x(g, r, c0 + k);
-        hd::hadamard16(run);
+        hd::hadamard16(run, spec.hadamard16_signs);
         for (size_t k = 0; k < 16; ++k) running = hd::amax_step(running, f32_bits(run[k]));
       }
   return running;
@@ -187,7 +205,7 @@ void fold_column_amax(const Tensor3f& x, const QuantSpec& spec, std::vector<uint
   for (size_t c = 0; c < C; ++c)
     for (size_t r0 = 0; r0 < R; r0 += 16) {
       for (size_t k = 0; k < 16; ++k) run[k] = x(0, r0 + k, c);
-      hd::hadamard16(run);
+      hd::hadamard16(run, spec.hadamard16_signs);
       for (size_t k = 0; k < 16; ++k) running[c] = hd::amax_step(running[c], f32_bits(run[k]));
     }
 }
@@ -322,7 +340,7 @@ Tensor3f stats_source(const Tensor3f& x, const QuantizedTensor& q, const char* w
     for (size_t r = 0; r < q.srows(); ++r)
       for (size_t c0 = 0; c0 + 16 <= q.scols(); c0 += 16) {
         for (size_t k = 0; k < 16; ++k) run[k] = q.transposed ? x(g, c0 + k, r) : x(g, r, c0 + k);
-        hadamard16_inplace(run);
+        hadamard16_inplace(run, q.spec.hadamard16_signs);
         for (size_t k = 0; k < 16; ++k) (q.transposed ? h(g, c0 + k, r) : h(g, r, c0 + k)) = run[k];
       }
   return h;

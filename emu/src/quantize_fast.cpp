@@ -324,7 +324,7 @@ std::optional<QuantizedTensor> try_quantize(const Tensor3f& x, const QuantSpec& 
     }
     if (spec.hadamard16)
       for (size_t r = 0; r < SR; ++r)
-        for (size_t c = 0; c < SC; c += 16) hadamard16_inplace(dst + r * SC + c);
+        for (size_t c = 0; c < SC; c += 16) hadamard16_inplace(dst + r * SC + c, spec.hadamard16_signs);
   }
   QuantizedTensor q;
   q.spec = spec;

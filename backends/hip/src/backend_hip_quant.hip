@@ -75,7 +75,7 @@ __global__ void dequantize_kernel(DeviceQTensor q, float* __restrict__ out) {
 
 // H x along the storage rows in runs of 16 (the reference of a hadamard16
 // spec's statistics, numerics.md §2.6): one thread per run.
-__global__ void hadamard_source_kernel(const float* __restrict__ x, QuantLayout L, float* __restrict__ h) {
+__global__ void hadamard_source_kernel(const float* __restrict__ x, QuantLayout L, uint16_t signs, float* __restrict__ h) {
   const size_t runs = L.groups * L.srows * (L.scols / 16);
   for (size_t u = size_t(blockIdx.x) * blockDim.x + threadIdx.x; u < runs; u += size_t(gridDim.x) * blockDim.x) {
     const size_t per_row = L.scols / 16, g = u / (L.srows * per_row), r = (u / per_row) % L.srows,
@@ -85,7 +85,7 @@ __global__ void hadamard_source_kernel(const float* __restrict__ x, QuantLayout 
     const size_t step = L.transposed ? L.cols : 1;
     float v[16];
     for (int k = 0; k < 16; ++k) v[k] = x[base + size_t(k) * step];
-    hd::hadamard16(v);
+    hd::hadamard16(v, signs);
     for (int k = 0; k < 16; ++k) h[base + size_t(k) * step] = v[k];
   }
 }
@@ -196,7 +196,7 @@ void HipBackend::quant_stats_deferred_impl(const Tensor& x, const QTensor& qh, Q
     MXSIM_HIP_CHECK(hipMemcpyAsync(h.get(), px, n * sizeof(float), hipMemcpyDeviceToDevice, stream_));
     const size_t runs = L.groups * L.srows * (L.scols / 16);
     if (runs) {
-      hadamard_source_kernel<<<grid_for(runs, kThreads), kThreads, 0, stream_>>>(px, L, h.as<float>());
+      hadamard_source_kernel<<<grid_for(runs, kThreads), kThreads, 0, stream_>>>(px, L, q.t.spec.hadamard16_signs, h.as<float>());
       MXSIM_HIP_CHECK_LAUNCH("hadamard_source_kernel");
     }
     px = h.as<float>();

@@ -48,11 +48,11 @@ __device__ inline uint32_t block_max(uint32_t v, uint32_t* red) {
 // byte), 2 (an E2M1 byte) or 16 (a Hadamard run). Elements at or past c1
 // (the block's end) are zeros that never reach amax or storage.
 template <int U>
-__device__ inline void load_unit(const float* __restrict__ x, const QuantLayout& L, bool hadamard, size_t g, size_t r,
-                                 size_t c, size_t c1, float* v) {
+__device__ inline void load_unit(const float* __restrict__ x, const QuantLayout& L, const QuantSpec& sp, size_t g,
+                                 size_t r, size_t c, size_t c1, float* v) {
   for (int k = 0; k < U; ++k) v[k] = c + k < c1 ? load_storage(x, L, g, r, c + k) : 0.0f;
   if constexpr (U == 16) {
-    if (hadamard) hd::hadamard16(v);
+    if (sp.hadamard16) hd::hadamard16(v, sp.hadamard16_signs);
   }
 }
 
@@ -101,7 +101,7 @@ __device__ inline void quantize_blocks(const float* __restrict__ x, const Device
     for (size_t u = sl; u < units; u += lanes) {
       const size_t r = r0 + u / nu, c = c0 + (u % nu) * U;
       float v[U];
-      load_unit<U>(x, L, q.spec.hadamard16, g, r, c, c1, v);
+      load_unit<U>(x, L, q.spec, g, r, c, c1, v);
       for (int k = 0; k < U; ++k)
         if (c + k < c1) amax = hd::amax_step(amax, f32_bits(v[k]));
     }
@@ -112,7 +112,7 @@ __device__ inline void quantize_blocks(const float* __restrict__ x, const Device
     for (size_t u = sl; u < units; u += lanes) {
       const size_t r = r0 + u / nu, c = c0 + (u % nu) * U;
       float v[U];
-      load_unit<U>(x, L, q.spec.hadamard16, g, r, c, c1, v);
+      load_unit<U>(x, L, q.spec, g, r, c, c1, v);
       uint32_t code[U];
       for (int k = 0; k < U; ++k) {
         code[k] = 0;
@@ -244,7 +244,7 @@ __device__ inline void quantize_colwise_lanes(const float* __restrict__ x, const
     for (int k = 0; k < L; ++k) v[k] = k < nr ? src[size_t(k) * cols] : 0.0f;
     if (sp.hadamard16) {
 #pragma unroll
-      for (int h = 0; h < L; h += 16) hd::hadamard16(v + h);
+      for (int h = 0; h < L; h += 16) hd::hadamard16(v + h, sp.hadamard16_signs);
     }
     uint32_t amax = 0;
 #pragma unroll
@@ -432,6 +432,23 @@ __global__ void amax_partial_kernel(const float* __restrict__ x, size_t n, uint3
   uint32_t a = 0;
   for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
     a = hd::amax_step(a, f32_bits(x[i]));
+  a = block_max(a, red);
+  if (threadIdx.x == 0) partial[blockIdx.x] = a;
+}
+/// With hadamard16 the tensor amax is the transformed tensor's (numerics.md §3.3; TE's post-RHT
+/// amax): each run of 16 along the storage rows transformed as the quantizer transforms it.
+/// (The validated spec has scols a multiple of 16.)
+__global__ void amax_hadamard_partial_kernel(const float* __restrict__ x, QuantLayout L, QuantSpec sp,
+                                             uint32_t* partial) {
+  __shared__ uint32_t red[kMaxThreads / 32];
+  uint32_t a = 0;
+  const size_t per_row = L.scols / 16, runs = L.groups * L.srows * per_row;
+  for (size_t u = size_t(blockIdx.x) * blockDim.x + threadIdx.x; u < runs; u += size_t(gridDim.x) * blockDim.x) {
+    const size_t g = u / (L.srows * per_row), r = (u / per_row) % L.srows, c = (u % per_row) * 16;
+    float v[16];
+    load_unit<16>(x, L, sp, g, r, c, L.scols, v);
+    for (int k = 0; k < 16; ++k) a = hd::amax_step(a, f32_bits(v[k]));
+  }
   a = block_max(a, red);
   if (threadIdx.x == 0) partial[blockIdx.x] = a;
 }
@@ -645,7 +662,8 @@ void quantize_device(const float* d_x, const DeviceQTensor& q, void* stream) {
     const unsigned np = std::max(1u, std::min(1024u, detail::grid_for(n, kMaxThreads)));
     scratch = DeviceBuffer((np + 1) * sizeof(uint32_t), "NVFP4 amax scratch");
     uint32_t* part = scratch.as<uint32_t>();
-    amax_partial_kernel<<<np, kMaxThreads, 0, s>>>(d_x, n, part);
+    if (q.spec.hadamard16) amax_hadamard_partial_kernel<<<np, kMaxThreads, 0, s>>>(d_x, L, q.spec, part);
+    else amax_partial_kernel<<<np, kMaxThreads, 0, s>>>(d_x, n, part);
     MXSIM_HIP_CHECK_LAUNCH("amax_partial_kernel");
     amax_final_kernel<<<1, kMaxThreads, 0, s>>>(part, np, part + np);
     MXSIM_HIP_CHECK_LAUNCH("amax_final_kernel");

@@ -57,6 +57,12 @@ enum class Axis : uint8_t { Cols, Rows };
 /// E5M2 0x7F, FNUZ 0x80) and take no zero_codes shortcut for NaN/Inf blocks.
 enum class ScaleConvention : uint8_t { TE, Torchao, TorchaoCuda, TorchaoTraining };
 
+/// TransformerEngine's fixed random sign vector of the NVFP4 recipe's wgrad
+/// Hadamard transform, [1, 1, 1, -1, 1, -1, -1, -1, -1, -1, -1, 1, -1, 1, -1, -1]
+/// (transformer_engine/pytorch/tensor/nvfp4_tensor.py get_wgrad_sign_vector;
+/// the same list in TE's JAX hadamard.py), as a mask: bit k set where entry k is -1.
+inline constexpr uint16_t kTeNvfp4WgradSigns = 0xD7E8;
+
 struct QuantSpec {
   Format elem = Format::E2M1;
   /// Block shape in storage coordinates; 0 means the whole extent
@@ -84,6 +90,11 @@ struct QuantSpec {
   /// Apply the 16-point Hadamard transform (scaled 1/4) to runs of 16 along
   /// the block axis before amax (Primus-Turbo MXFP4 wgrad operands).
   bool hadamard16 = false;
+  /// With hadamard16: bit k set negates element k of each run of 16 before the
+  /// transform, the random sign diagonal D of a randomized Hadamard transform
+  /// y = H (D x) (numerics.md §2.6; kTeNvfp4WgradSigns is TransformerEngine's
+  /// NVFP4 wgrad vector). 0: no signs (Primus-Turbo's MXFP4 transform).
+  uint16_t hadamard16_signs = 0;
   /// Random bits for RoundMode::Stochastic.
   PhiloxStream sr{};
   /// Stochastic rounding only: element i of the tensor being quantized (its
@@ -103,7 +114,7 @@ struct QuantSpec {
            a.scale_kind == b.scale_kind && a.rule == b.rule && a.round == b.round && a.pow2_scale == b.pow2_scale &&
            f32_bits(a.amax_epsilon) == f32_bits(b.amax_epsilon) && f32_bits(a.fixed_scale) == f32_bits(b.fixed_scale) &&
            a.scale_convention == b.scale_convention && a.hp_dtype == b.hp_dtype &&
-           a.hadamard16 == b.hadamard16 && a.sr.seed == b.sr.seed && a.sr.stream == b.sr.stream &&
+           a.hadamard16 == b.hadamard16 && a.hadamard16_signs == b.hadamard16_signs && a.sr.seed == b.sr.seed && a.sr.stream == b.sr.stream &&
            a.sr_index_base == b.sr_index_base;
   }
 };

@@ -28,6 +28,8 @@ struct SpecArgs {
   /// rows [m0, ...) of an [M, C] tensor: m0 * C), so the slice draws the whole tensor's words.
   std::optional<uint64_t> sr_index_base;
   std::optional<bool> hadamard;             ///< 16-point Hadamard along the blocks
+  /// With hadamard: the random signs, a 16-bit mask (bit k negates element k of each run; 0 none)
+  std::optional<uint64_t> hadamard_signs;
   std::optional<double> amax_epsilon;       ///< FP32-scaled specs
   std::optional<bool> pow2_scale;           ///< FP32-scaled specs
   std::optional<std::string> scale_convention;  ///< te, torchao, torchao_cuda, torchao_training

@@ -88,7 +88,7 @@ class Spec:
     nvfp4, ...) and/or torchao-style keywords, read by the library (core/include/mxsim/spec_args.hpp):
     elem_dtype, block_size (int or (rows, cols); 0: per tensor), scaling_mode (floor, ceil, even,
     rceil), rounding (rne, rz, sr), seed and sr_stream (the Philox key of rounding='sr', as the
-    command line's --seed), sr_index_base, hadamard, amax_epsilon, pow2_scale, scale_convention,
+    command line's --seed), sr_index_base, hadamard, hadamard_signs, amax_epsilon, pow2_scale, scale_convention,
     hp_dtype. Without a recipe: OCP MX with torchao to_mx's defaults (E8M0, 32, floor).
     Raises ValueError naming a bad argument. Immutable; use ``spec()`` for a cached one."""
 

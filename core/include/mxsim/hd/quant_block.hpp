@@ -310,9 +310,12 @@ MXSIM_HD inline float block_max_value(ScaleKind kind, float elem_max_value, uint
 }
 
 /// The 16-point Walsh-Hadamard transform scaled by 1/4, in place
-/// (numerics.md §2.6): butterfly stages h = 1, 2, 4, 8, each pair
-/// (a + b, a - b) in FP32, then every value times 0.25 (exact).
-MXSIM_HD inline void hadamard16(float* v) {
+/// (numerics.md §2.6): element k negated first where bit k of `signs` is set
+/// (exact), butterfly stages h = 1, 2, 4, 8, each pair (a + b, a - b) in
+/// FP32, then every value times 0.25 (exact).
+MXSIM_HD inline void hadamard16(float* v, uint16_t signs = 0) {
+  for (int k = 0; k < 16; ++k)
+    if ((signs >> k) & 1u) v[k] = -v[k];
   for (int h = 1; h < 16; h <<= 1)
     for (int i = 0; i < 16; i += 2 * h)
       for (int j = i; j < i + h; ++j) {

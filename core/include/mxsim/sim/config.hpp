@@ -21,6 +21,8 @@ struct RecipeConfig {
   std::string embed = "bf16", router = "bf16", fc1 = "mxfp4", fc2 = "mxfp4", head = "bf16";
   bool mxfp4_hadamard_wgrad = true;    ///< 16-point Hadamard on both wgrad operands
   bool mxfp4_sr_grad = false;          ///< stochastic rounding on dy (dgrad + wgrad)
+  bool nvfp4_hadamard_wgrad = true;    ///< nvfp4: the random Hadamard transform on both wgrad operands
+  bool nvfp4_sr_grad = true;           ///< nvfp4: stochastic rounding on dy (dgrad + wgrad)
   int fp8_amax_history = 16;           ///< fp8_delayed: amax history length
   int fp8_margin = 0;                  ///< fp8_delayed: scale = max / amax / 2^margin (integer >= 0, TE)
   /// Current scaling's FP32-scale parameters (docs/numerics.md §3.3) of every

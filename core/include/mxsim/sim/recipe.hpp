@@ -68,7 +68,19 @@ struct Fp8BlockRecipe {
   OperandSpecs specs;
 };
 
-using Recipe = std::variant<Bf16Recipe, Mxfp4Recipe, Mxfp8Recipe, Fp8CurrentRecipe, Fp8DelayedRecipe, Fp8BlockRecipe>;
+/// NVIDIA's NVFP4 training recipe (TransformerEngine `NVFP4BlockScaling`; arXiv 2509.25149 §4):
+/// E2M1 with a UE4M3 scale per 16 and an FP32 tensor scale; 16x16 tiles for W, 1x16 for x and dy;
+/// the wgrad operands through the random Hadamard transform (TE's fixed sign vector); stochastic
+/// rounding on the gradient dy. TE's GEMM accumulates dW into main_grad in its epilogue
+/// (fuse_wgrad_accumulation: beta = 1), hence fused.
+struct Nvfp4Recipe {
+  static constexpr const char* name = "nvfp4";
+  static constexpr bool quantized = true, fused_wgrad_accum = true, transposed_cache_allowed = true;
+  OperandSpecs specs;
+};
+
+using Recipe =
+    std::variant<Bf16Recipe, Mxfp4Recipe, Mxfp8Recipe, Fp8CurrentRecipe, Fp8DelayedRecipe, Fp8BlockRecipe, Nvfp4Recipe>;
 
 /// The config names of the recipes (recipe.<layer> in the config), in
 /// variant order: the `name` of each alternative.
@@ -121,7 +133,8 @@ const OperandSpecs& operand_specs(const Recipe& r);
 Recipe make_recipe(const std::string& name, const RecipeConfig& rc);
 
 /// Sets one recipe option of the config (the recipe.* keys of docs/simulator.md other than the
-/// per-layer names: mxfp4_hadamard_wgrad, mxfp4_sr_grad, fp8_amax_history, fp8_margin,
+/// per-layer names: mxfp4_hadamard_wgrad, mxfp4_sr_grad, nvfp4_hadamard_wgrad, nvfp4_sr_grad,
+/// fp8_amax_history, fp8_margin,
 /// fp8_current_amax_epsilon, fp8_current_pow2_scale, fp8_block_amax_epsilon,
 /// fp8_block_pow2_scale) from text, for callers outside the TOML config (the C interface's
 /// linear recipes). Throws std::invalid_argument naming an unknown key or a bad value.

@@ -148,7 +148,7 @@ Tensor2f qdq(const Tensor2f& x, const QuantSpec& spec, Axis axis = Axis::Cols);
 /// The 16-point Walsh-Hadamard transform scaled by 1/4, in place on runs of 16
 /// consecutive floats: four butterfly stages (a + b, a - b, FP32 RNE) in the
 /// order of docs/numerics.md §2.6, then an exact multiply by 0.25.
-void hadamard16_inplace(float* v);
+void hadamard16_inplace(float* v, uint16_t signs = 0);
 
 /// Error statistics of a quantized tensor against its source (docs/numerics.md
 /// §4.6; the type is core's mxsim::QuantStats, quant_stats.hpp). Sums are

@@ -1,0 +1,100 @@
+// The nvfp4 training recipe (sim/recipe.hpp Nvfp4Recipe; docs/simulator.md): each of its
+// rules is a test that fails when the rule is broken: 1x16 activations and gradients, 16x16
+// weights (one set of bytes for fprop and dgrad), the random Hadamard transform with TE's
+// signs on the two wgrad operands only, stochastic rounding on the gradient dy only, dW
+// accumulated into main_grad by the GEMM; the options turn the transform and SR off; the
+// config writes its options only where they matter; expert parallelism refuses it (its
+// tensor amax would cross ranks); and a short run trains with it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include <string>
+#include <vector>
+
+#include "mxsim/emu/backend_emu.hpp"
+#include "mxsim/sim/config.hpp"
+#include "mxsim/sim/recipe.hpp"
+#include "mxsim/sim/trainer.hpp"
+
+namespace {
+using namespace mxsim;
+using namespace mxsim::sim;
+
+Config tiny(std::vector<std::string> extra) {
+  std::vector<std::string> s = {"run.epochs=1",           "run.max_steps=3",         "run.train_limit=512",
+                                "run.test_limit=100",     "model.d_model=32",        "model.d_ff=64",
+                                "model.experts=4",        "model.top_k=2",           "batch.global_batch=64",
+                                "batch.num_microbatches=2", "trace.snapshot_steps=[]", "deosc.enable=false",
+                                "recipe.fc1=\"nvfp4\"",   "recipe.fc2=\"nvfp4\""};
+  s.insert(s.end(), extra.begin(), extra.end());
+  return parse_config(default_config_text(), s, "tiny");
+}
+
+QuantSpec plain(const char* name) { return named_spec(name); }
+
+}  // namespace
+
+TEST(SimNvfp4, OperandSpecsFollowNvidiasRecipe) {
+  const OperandSpecs& s = operand_specs(make_recipe("nvfp4", RecipeConfig{}));
+  // fprop: x 1x16 under RNE, W in 16x16 tiles; neither transformed
+  EXPECT_EQ(s.x_fprop, plain("nvfp4"));
+  EXPECT_EQ(s.w, plain("nvfp4_2d"));
+  EXPECT_EQ(s.w.block_rows, 16);
+  EXPECT_EQ(s.w.block_cols, 16);
+  // dgrad: dy 1x16 with stochastic rounding, not transformed
+  EXPECT_EQ(s.dy_dgrad.round, RoundMode::Stochastic);
+  EXPECT_FALSE(s.dy_dgrad.hadamard16);
+  // wgrad: both operands through the random Hadamard transform with TE's signs; SR on dy only
+  for (const QuantSpec* w : {&s.dy_wgrad, &s.x_wgrad}) {
+    EXPECT_TRUE(w->hadamard16);
+    EXPECT_EQ(w->hadamard16_signs, kTeNvfp4WgradSigns);
+    EXPECT_EQ(w->scale_kind, ScaleKind::UE4M3);
+    EXPECT_EQ(w->block_rows, 1);
+    EXPECT_EQ(w->block_cols, 16);
+  }
+  EXPECT_EQ(s.dy_wgrad.round, RoundMode::Stochastic);
+  EXPECT_EQ(s.x_wgrad.round, RoundMode::RNE);
+  const Recipe r = make_recipe("nvfp4", RecipeConfig{});
+  EXPECT_TRUE(fused_wgrad_accum(r));       // TE's epilogue adds dW into main_grad (beta = 1)
+  EXPECT_FALSE(deosc_eligible(r));         // de-oscillation snaps to the MXFP4 grid: mxfp4 only
+  EXPECT_TRUE(LinearRecipe(r).dgrad_reuses_fprop_w());  // 2-D tiles: fprop's bytes serve dgrad
+}
+
+TEST(SimNvfp4, OptionsTurnTheTransformAndStochasticRoundingOff) {
+  RecipeConfig rc;
+  set_recipe_option(rc, "nvfp4_hadamard_wgrad", "false");
+  set_recipe_option(rc, "nvfp4_sr_grad", "false");
+  const OperandSpecs& s = operand_specs(make_recipe("nvfp4", rc));
+  for (const QuantSpec* q : {&s.x_fprop, &s.dy_dgrad, &s.dy_wgrad, &s.x_wgrad}) {
+    EXPECT_EQ(*q, plain("nvfp4"));  // RNE, no transform, no signs
+  }
+  EXPECT_THROW(set_recipe_option(rc, "nvfp4_hadamard", "true"), std::invalid_argument);
+}
+
+TEST(SimNvfp4, ConfigWritesItsOptionsOnlyWhereTheyMatter) {
+  const std::string plain_cfg = to_toml(parse_config(default_config_text(), {}, "default"));
+  EXPECT_EQ(plain_cfg.find("nvfp4"), std::string::npos) << plain_cfg;  // the default config reads as before
+  const std::string t = to_toml(tiny({"recipe.nvfp4_sr_grad=false"}));
+  EXPECT_NE(t.find("nvfp4_sr_grad = false"), std::string::npos) << t;
+  EXPECT_NE(t.find("nvfp4_hadamard_wgrad = true"), std::string::npos) << t;
+  EXPECT_EQ(to_toml(parse_config(t, {}, "again")), t);
+  EXPECT_FALSE(parse_config(t, {}, "again").recipe.nvfp4_sr_grad);
+}
+
+TEST(SimNvfp4, ExpertParallelismIsRefusedNamingTheReason) {
+  try {
+    (void)tiny({"parallel.ranks=2"});
+    FAIL() << "no refusal";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("nvfp4"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("amax across ranks"), std::string::npos) << e.what();
+  }
+}
+
+TEST(SimNvfp4, ShortRunTrainsAndRecordsTheExperts) {
+  auto be = emu::make_emu_backend();
+  const TrainResult r = train(tiny({}), *be, {});
+  ASSERT_EQ(r.steps, 3);
+  EXPECT_TRUE(std::isfinite(r.final_loss));
+}
