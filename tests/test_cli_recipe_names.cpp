@@ -50,7 +50,8 @@ TEST(Names, AliasesStandForTheOtherVocabularysName) {
   EXPECT_EQ(mxsim::named_spec("fp8_current"), mxsim::named_spec("fp8_tensor"));
   EXPECT_EQ(mxsim::sim::canonical_recipe_name("fp8_tensor"), "fp8_current");
   EXPECT_EQ(mxsim::sim::canonical_recipe_name("mxfp4"), "mxfp4");
-  EXPECT_EQ(mxsim::sim::canonical_recipe_name("nvfp4"), "");
+  EXPECT_EQ(mxsim::sim::canonical_recipe_name("nvfp4"), "nvfp4");  // a spec and a recipe of one name
+  EXPECT_EQ(mxsim::sim::canonical_recipe_name("nvfp4_2d"), "");
   EXPECT_EQ(std::string(mxsim::sim::recipe_name(mxsim::sim::make_recipe("fp8_tensor", {}))), "fp8_current");
 }
 
@@ -99,11 +100,12 @@ TEST(CliRecipeNames, TrainTakesTheSpecWordAndHintsNearMisses) {
   };
   const Case cases[] = {
       {"train --set recipe.fc1=mxfp44 --print-config",
-       {"key 'recipe.fc1': expected one of bf16, mxfp4, mxfp8, fp8_current, fp8_delayed, fp8_block; alias fp8_tensor = "
+       {"key 'recipe.fc1': expected one of bf16, mxfp4, mxfp8, fp8_current, fp8_delayed, fp8_block, nvfp4; alias "
+        "fp8_tensor = "
         "fp8_current, got 'mxfp44' (did you mean 'mxfp4'?)"}},
       {"train --set recipe.head=fp8_delay --print-config", {"(did you mean 'fp8_delayed'?)"}},
-      {"train --set recipe.fc2=nvfp4 --print-config",
-       {"got 'nvfp4': that is a spec of one tensor (mxsim quantize --recipe), not a per-linear training recipe"}},
+      {"train --set recipe.fc2=nvfp4_2d --print-config",
+       {"got 'nvfp4_2d': that is a spec of one tensor (mxsim quantize --recipe), not a per-linear training recipe"}},
   };
   for (const Case& c : cases) {
     const auto r = s.mxsim(c.args);
@@ -121,7 +123,8 @@ TEST(CliRecipeNames, InfoJsonListsBothKinds) {
   const auto j = nlohmann::json::parse(r.out);
   std::vector<std::string> names;
   for (const auto& t : j["training_recipes"]) names.push_back(t["name"]);
-  EXPECT_EQ(names, (std::vector<std::string>{"bf16", "mxfp4", "mxfp8", "fp8_current", "fp8_delayed", "fp8_block"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"bf16", "mxfp4", "mxfp8", "fp8_current", "fp8_delayed", "fp8_block", "nvfp4"}));
   const auto& tr = j["training_recipes"];
   EXPECT_TRUE(tr[0]["specs"].is_null());
   EXPECT_FALSE(tr[0]["quantized"].get<bool>());
@@ -138,5 +141,9 @@ TEST(CliRecipeNames, InfoJsonListsBothKinds) {
   // the text lists the aliases too
   const auto t = s.mxsim("info");
   EXPECT_TRUE(has(t.out, "(also: fp8_current)")) << t.out;
-  EXPECT_TRUE(has(t.out, "fp8_block (fp8_tensor = fp8_current)")) << t.out;
+  EXPECT_TRUE(has(t.out, "fp8_block nvfp4 (fp8_tensor = fp8_current)")) << t.out;
+  // nvfp4's operands as docs/simulator.md lists them (the wgrad ones transformed with TE's signs)
+  EXPECT_EQ(tr[6]["specs"]["w"], "e2m1 16x16 scale=ue4m3 round=rne");
+  EXPECT_EQ(tr[6]["specs"]["x_wgrad"], "e2m1 1x16 scale=ue4m3 round=rne hadamard16/signs=0xd7e8");
+  EXPECT_EQ(tr[6]["specs"]["dy_dgrad"], "e2m1 1x16 scale=ue4m3 round=sr");
 }

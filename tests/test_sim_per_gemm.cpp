@@ -84,7 +84,7 @@ TEST(SimPerGemm, NamesParseAndRoundTrip) {
   EXPECT_EQ(linear_recipe_name(parse_linear_recipe("mxfp4,fprop=bf16", {})), "bf16,dgrad=mxfp4,wgrad=mxfp4");
   EXPECT_EQ(linear_recipe_name(parse_linear_recipe("bf16,wgrad=fp8_tensor", {})), "bf16,wgrad=fp8_current");
   for (const char* bad : {"mxfp4,wgrad", "mxfp4,bogus=bf16", "mxfp4,wgrad=bf16,wgrad=mxfp8", "mxfp4,wgrad=nvfp5",
-                          "mxfp4,", "nvfp4"})
+                          "mxfp4,", "nvfp4_2d"})
     EXPECT_THROW(parse_linear_recipe(bad, {}), std::invalid_argument) << bad;
   // the canonical text carries only the keys that are set, and reads back the same
   const std::string t = to_toml(c);

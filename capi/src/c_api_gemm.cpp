@@ -113,8 +113,13 @@ std::vector<size_t> gemm_out_extents(int32_t form, const mxsim_gemm_operand* a, 
   return plan_of(operands_of(form, a, na, b, nb, m_splits, groups)).out_extents();
 }
 
+bool nothing_to_do(const GemmPlan& plan) {
+  return plan.runs.empty() && (plan.out_elems() == 0 || plan.opt.accumulate);
+}
+
 void cpu_grouped_gemm(const GemmCall& c) {
   const GemmPlan& plan = c.plan;
+  if (nothing_to_do(plan)) return;
   const bool quantized = !c.a.empty() && c.a[0].q;
   const size_t n = plan.out_elems();
   if (c.form == GemmForm::Wgrad) {

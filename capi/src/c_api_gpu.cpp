@@ -162,6 +162,7 @@ void gpu_dequantize(const mxsim_qtensor& q, DLTensor& out, void* stream) {
 void gpu_grouped_gemm(const GemmCall& c, void* stream) {
   const char* op = "mxsim_grouped_gemm";
   if (!is_f32(*c.out)) throw std::invalid_argument(std::string(op) + ": out on CUDA must be float32 (out_bf16 rounds it)");
+  if (nothing_to_do(c.plan)) return;  // checked: no device work, no device call
   auto operand = [&](const mxsim_gemm_operand& o, const char* what) {
     if (o.q) return hip::GemmOperand::from_quantized(device_view(*o.q, desc_of(*o.q, op, what)));
     if (!is_bf16(*o.bf16))

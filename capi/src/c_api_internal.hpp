@@ -143,6 +143,9 @@ struct GemmCall {
 GemmCall gemm_call(int32_t form, const mxsim_gemm_operand* a, size_t na, const mxsim_gemm_operand* b, size_t nb,
                    const int64_t* m_splits, size_t groups, DLTensor* out, int32_t out_bf16, int32_t accumulate);
 void cpu_grouped_gemm(const GemmCall& c);
+/// A checked call with nothing to compute or write: every group empty, and no output element
+/// (fprop / dgrad with M = 0) or dW left as it is (wgrad accumulating). Its backends return at once.
+bool nothing_to_do(const GemmPlan& plan);
 /// The output extents core's plan gives the call ({M, J} or {G, N, K}), the call checked as gemm_call does
 /// but for its output.
 std::vector<size_t> gemm_out_extents(int32_t form, const mxsim_gemm_operand* a, size_t na, const mxsim_gemm_operand* b,

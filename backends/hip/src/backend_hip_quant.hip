@@ -275,7 +275,6 @@ __global__ void quant_elements_kernel(DeviceQTensor q, const int64_t* __restrict
 
 void HipBackend::quant_elements_deferred_impl(const QTensor& qh, std::span<const int64_t> idx, QuantElements* dst) {
   const DeviceQTensor& q = dev(qh, "quant_elements", "q").t;
-  const QuantLayout& L = q.layout;
   const size_t n = idx.size();
   *dst = QuantElements{};
   if (n == 0) return;
