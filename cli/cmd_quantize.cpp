@@ -214,6 +214,7 @@ void finish(Result& r, const QuantizedTensor& q, size_t rank, Outputs&& o, const
       m["hp_dtype"] = spec_of(spec.hp_dtype).name;
   }
   m["hadamard"] = spec.hadamard16;
+  if (spec.hadamard16_signs) m["hadamard_signs"] = spec.hadamard16_signs;
   m["shape"] = r.src_shape;
   m["logical_shape"] = {G, R, C};
   m["grouped"] = grouped;
@@ -744,6 +745,9 @@ void add_options(po::options_description& opts) {
        "on the CPU / on CUDA), torchao_training (Float8TrainingTensor); torchao layouts written")  //
       ("seed", po::value<std::string>(), "Philox seed for --round sr, 0 to 2^64-1 (default 0)")        //
       ("hadamard", po::bool_switch(), "apply the 16-point Hadamard transform along the blocks first")  //
+      ("hadamard-signs", po::value<std::string>(),
+       "with --hadamard: random signs, a 16-bit mask, 0 to 65535 (bit k negates element k of each run; "
+       "TE's NVFP4 wgrad vector is 55272 = 0xD7E8)")  //
       ("tensor", po::value<std::vector<std::string>>(), "safetensors input: a tensor to quantize (repeatable)")  //
       ("all-tensors", po::bool_switch(), "quantize every F32/F16/BF16/F64 tensor of the inputs")        //
       ("per-block", po::value<std::string>(), "write per-block statistics to FILE.csv or FILE.npy");
@@ -824,6 +828,11 @@ Request parse_request(const Parsed& p) {
   if (p.flag("hadamard")) {
     spec.hadamard16 = true;
     label += " hadamard";
+  }
+  if (p.has("hadamard-signs")) {
+    if (!spec.hadamard16) throw UsageError("--hadamard-signs needs --hadamard");
+    spec.hadamard16_signs = uint16_t(uint_option(p, "hadamard-signs", 0, 0xFFFF, 0));
+    label += " signs=" + std::to_string(spec.hadamard16_signs);
   }
   if (axis == Axis::Rows) label += " axis=rows";
   if (is_torchao(spec.scale_convention)) {  // a combination torchao has no counterpart for is a usage error

@@ -89,6 +89,8 @@ TEST(CliConventions, InvalidValuesNameTheOptionAndTheRange) {
       {"dequantize --block-size 0 x.npy", "--block-size: 0 is out of range (allowed: 1 to 65536)"},
       {"dequantize --dtype fp8 x.npy", "--dtype must be fp32 or bf16"},
       {"quantize --recipe mxfp4 --seed 18446744073709551616 --round sr x.npy", "--seed: 18446744073709551616 is out of range"},
+      {"quantize --recipe nvfp4 --hadamard-signs 5 x.npy", "--hadamard-signs needs --hadamard"},
+      {"quantize --recipe nvfp4 --hadamard --hadamard-signs 65536 x.npy", "--hadamard-signs: 65536 is out of range"},
   };
   for (const auto& [args, want] : cases) {
     const auto r = s.mxsim(args);

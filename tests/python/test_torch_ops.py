@@ -282,6 +282,23 @@ def test_nvfp4_exact_on_hand_made_codes_equals_rational_oracle():
             assert np.float32(want).tobytes() == y[i, j].numpy().tobytes(), (i, j, want, y[i, j].item())
 
 
+def test_hadamard_signs_negate_the_inputs_before_the_transform():
+    # H (D x) = H (x'), x' = D x: negating the inputs by hand and quantizing without signs gives the
+    # same bytes (the negation is exact), for NVFP4 (whose tensor amax is then the transformed
+    # tensor's) along both axes; and the signs do change the result.
+    x = torch.randn(48, 64, generator=torch.Generator().manual_seed(21))
+    mask = 0xD7E8  # TE's NVFP4 wgrad sign vector
+    d = torch.tensor([-1.0 if (mask >> k) & 1 else 1.0 for k in range(16)])
+    for axis, xd in [("cols", x * d.repeat(4)), ("rows", x * d.repeat(3)[:, None])]:
+        q = mt.quantize(x, "nvfp4", axis=axis, hadamard=True, hadamard_signs=mask)
+        r = mt.quantize(xd, "nvfp4", axis=axis, hadamard=True)
+        assert torch.equal(q._data, r._data) and torch.equal(q._scale, r._scale), axis
+        assert torch.equal(q.tensor_scale, r.tensor_scale), axis
+        assert not torch.equal(q._data, mt.quantize(x, "nvfp4", axis=axis, hadamard=True)._data), axis
+    with pytest.raises(ValueError, match="hadamard_signs applies to hadamard=True only"):
+        mt.quantize(x, "nvfp4", hadamard_signs=mask)
+
+
 def test_wgrad_with_stochastic_rounding_draws_the_whole_tensors_words():
     # Each group's slice draws the Philox words of its elements' indices in [M, C] (§2.5), as the
     # NumPy API (and so the simulator) quantizes wgrad operands.
