@@ -314,8 +314,9 @@ MXSIM_HD inline float block_max_value(ScaleKind kind, float elem_max_value, uint
 /// (exact), butterfly stages h = 1, 2, 4, 8, each pair (a + b, a - b) in
 /// FP32, then every value times 0.25 (exact).
 MXSIM_HD inline void hadamard16(float* v, uint16_t signs = 0) {
-  for (int k = 0; k < 16; ++k)
-    if ((signs >> k) & 1u) v[k] = -v[k];
+  // The sign bit flipped without a branch: negation, bit for bit. (A branch per element let
+  // clang 15 for gfx90a unswitch the loop into 2^16 copies: a compile that did not end.)
+  for (int k = 0; k < 16; ++k) v[k] = f32_from_bits(f32_bits(v[k]) ^ (uint32_t((signs >> k) & 1u) << 31));
   for (int h = 1; h < 16; h <<= 1)
     for (int i = 0; i < 16; i += 2 * h)
       for (int j = i; j < i + h; ++j) {
