@@ -13,6 +13,7 @@
 #include <functional>
 #include <random>
 
+#include "mxsim/hd/quant_block.hpp"
 #include "mxsim/emu/quantize.hpp"
 #include "mxsim/rounding.hpp"
 #include "test_formats_oracle.hpp"
@@ -468,6 +469,22 @@ TEST(QuantizeNvfp4, HadamardTakesTheTransformedTensorsAmax) {
     const Tensor2f d = emu::dequantize(q);
     for (size_t i = 0; i < 16; ++i) EXPECT_EQ(d.data()[i], i == 0 ? 4.0f : 0.0f) << i;
   }
+}
+
+// The scale-exponent histogram's bin of an NVFP4 block scale (hd::scale_exp_bin): floor(log2) of
+// the E4M3 value times the tensor scale; a zero scale (an all-zero block) in bin 0 as MX's 0x00,
+// not among the NaN scales (the inspector showed every all-zero dy block as a "NaN scale").
+TEST(QuantizeNvfp4, ScaleExponentBinsOfBothLevels) {
+  EXPECT_EQ(hd::scale_exp_bin(ScaleKind::UE4M3, 0x38, 0.0f, 0.25f), 127u - 2u);  // 1.0 x 1/4
+  EXPECT_EQ(hd::scale_exp_bin(ScaleKind::UE4M3, 0x7E, 0.0f, 1.0f), 127u + 8u);   // 448
+  EXPECT_EQ(hd::scale_exp_bin(ScaleKind::UE4M3, 0x01, 0.0f, 1.0f), 127u - 9u);   // 2^-9, E4M3's smallest
+  EXPECT_EQ(hd::scale_exp_bin(ScaleKind::UE4M3, 0x00, 0.0f, 1.0f), 0u);          // zero block
+  EXPECT_EQ(hd::scale_exp_bin(ScaleKind::UE4M3, 0x7F, 0.0f, 1.0f), 255u);        // NaN
+  EXPECT_EQ(hd::scale_exp_bin(ScaleKind::UE4M3, 0x38, 0.0f, NAN), 255u);         // a NaN tensor
+  EXPECT_EQ(hd::scale_exp_bin(ScaleKind::E8M0, 0x00, 0.0f, 1.0f), 0u);           // MX's zero block
+  // a quantized all-zero block lands there too
+  const QuantizedTensor q = emu::quantize(Tensor2f(xt::zeros<float>({size_t(2), size_t(16)})), tensor_recipe("nvfp4"));
+  EXPECT_EQ(hd::scale_exp_bin(ScaleKind::UE4M3, q.scale_bytes(0, 0, 0), 0.0f, q.tensor_scale_inv), 0u);
 }
 
 TEST(QuantStats, HadamardRecipeMeasuredInTransformedDomain) {

@@ -21,6 +21,15 @@ QString op_label(const QString& op) {
     if (op == o.key) return QString(o.label).simplified();
   return op;
 }
+
+/// What the scale-exponent histogram bins for an operand's scale kind (hd::scale_exp_bin): the
+/// E8M0 exponent, floor(log2) of an FP32 scale_inv, or for NVFP4 of both levels' product.
+QString scale_exp_label(const LayerMeta* lm, int operand) {
+  const QString s = lm && operand >= 0 ? lm->blocks[size_t(operand)].scale : QString();
+  if (s.startsWith("FP32")) return "floor(log2 scale_inv)";
+  if (s.startsWith("UE4M3")) return "floor(log2(E4M3 block scale x FP32 tensor scale))";
+  return "scale exponent (E8M0 byte - 127)";
+}
 }  // namespace
 
 const QuantStep::Entry* QuantStep::find(const QString& l, const QString& op) const {
@@ -341,7 +350,8 @@ void QuantView::drawMap() {
     map_->xAxis->setRange(double(d->meta().global(0)) - 0.5, double(d->meta().global(uint64_t(nx - 1))) + 0.5);
     map_->yAxis->setRange(lo - 127 - 0.5, hi - 127 + 0.5);
     map_->xAxis->setLabel("optimizer step");
-    map_->yAxis->setLabel("scale exponent (E8M0 byte - 127)");
+    const LayerMeta* lm = d->meta().layer(sel_layer_);
+    map_->yAxis->setLabel(scale_exp_label(lm, operand_index(sel_op_)));
     {
       QSharedPointer<QCPAxisTickerFixed> t(new QCPAxisTickerFixed);
       t->setTickStep(1);
@@ -462,9 +472,8 @@ void QuantView::drawHist() {
   TraceDocument* d = st_->primary();
   const LayerMeta* lm = d && d->state() == TraceDocument::State::Ready ? d->meta().layer(sel_layer_) : nullptr;
   const int oi = operand_index(sel_op_);
-  const bool fp32 = lm && lm->blocks[size_t(oi)].scale.startsWith("FP32");
   set_title(hist_, QString("Block scale exponents of %1.%2 at step %3").arg(sel_layer_, sel_op_).arg(step_of(d, sel_step_)));
-  hist_->xAxis->setLabel(fp32 ? "floor(log2 scale_inv)" : "scale exponent (E8M0 byte - 127)");
+  hist_->xAxis->setLabel(scale_exp_label(lm, oi));
   hist_->yAxis->setLabel("blocks");
   QuantStep::Entry from_map;  // an operand without per-step series: its block map's scales at a snapshot step
   if ((!e || e->hist.size() != 256) && maps_ok_ && !maps_.rows.empty() && !maps_.scale.empty()) {

@@ -291,13 +291,15 @@ MXSIM_HD inline RoundingChoice rounding_choice(ScaleKind kind, const FormatSpec&
 /// numerics.md §4.6): 127 + e for the block's scale exponent e clamped to [-127, 127], 255 for a
 /// NaN scale. e is the E8M0 byte's exponent, or floor(log2) of the decode scale for FP32 scales
 /// (scale_inv as applied) and NVFP4's UE4M3 ones (the byte's value times the tensor scale_inv,
-/// one FP32 multiply); a non-finite or non-positive decode scale counts as NaN.
+/// one FP32 multiply). A zero decode scale (NVFP4's all-zero block, byte 0) is bin 0, as an
+/// all-zero MX block's E8M0 0x00 is; a NaN, infinite or negative one counts as NaN (bin 255).
 MXSIM_HD inline unsigned scale_exp_bin(ScaleKind kind, uint8_t scale_byte, float scale_inv, float tensor_scale_inv) {
   float si = scale_inv;
   if (kind == ScaleKind::E8M0) return scale_byte == kE8M0Nan ? 255u : unsigned(scale_byte);
   if (kind == ScaleKind::UE4M3) si = decode(spec_of(Format::E4M3), scale_byte) * tensor_scale_inv;
   const uint32_t b = f32_bits(si);
-  if (!(b < 0x7F800000u) || b == 0u) return 255u;  // NaN, Inf, <= 0 (negative sign: b >= 2^31)
+  if (b == 0u) return 0u;                 // +0: the exponent clamped to -127
+  if (!(b < 0x7F800000u)) return 255u;    // NaN, Inf, negative (sign: b >= 2^31)
   const int e = f32_floor_log2(b);
   return unsigned((e < -127 ? -127 : e > 127 ? 127 : e) + 127);
 }
