@@ -1191,7 +1191,7 @@ TEST(SimOps, ScaleExpHistogramBins) {
   ScaleExpCounts want{};
   want[127] = want[255] = want[130] = 1;
   EXPECT_EQ(be->scale_exp_histogram(be->upload(e)), want);
-  QuantizedTensor f;  // FP32 scale_inv: floor(log2) clamped to [-127, 127]; NaN and 0 in the NaN bin
+  QuantizedTensor f;  // FP32 scale_inv: floor(log2) clamped to [-127, 127]; 0 at the bottom (as a zero block's), NaN apart
   f.spec = named_spec("fp8_block");
   f.rows = 1;
   f.cols = 640;
@@ -1201,8 +1201,8 @@ TEST(SimOps, ScaleExpHistogramBins) {
   std::copy(si, si + 5, f.scale_inv.begin());
   want = {};
   want[127 - 1] = 1;      // 0.75: 2^-1
-  want[0] = 1;            // 2^-140: clamped to -127
-  want[255] = 2;          // NaN, 0
+  want[0] = 2;            // 2^-140: clamped to -127; and 0
+  want[255] = 1;          // NaN
   want[127 + 127] = 1;    // 1.5 * 2^127
   EXPECT_EQ(be->scale_exp_histogram(be->upload(f)), want);
 }
