@@ -4,6 +4,7 @@
 // it decodes to: a check of one conversion. With --scale-rule, a value is an
 // amax and the result its E8M0 scale byte (§3.1); with --input, a whole .npy
 // tensor is converted (cmd_cast_tensor.cpp).
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -315,8 +316,9 @@ void conversion_json(nlohmann::ordered_json& j, const CastOptions& o) {
 }
 
 std::string hex_code(uint64_t code, int bits) {
-  char b[24];
-  std::snprintf(b, sizeof b, "0x%0*llX", (bits + 3) / 4, static_cast<unsigned long long>(code));
+  char b[24];  // 0x and at most 16 hex digits of a 64-bit code (bits <= 64): no truncation
+  const int digits = std::clamp((bits + 3) / 4, 1, 16);
+  std::snprintf(b, sizeof b, "0x%0*llX", digits, static_cast<unsigned long long>(code));
   return b;
 }
 

@@ -157,9 +157,14 @@ TEST(CApi, QuantizeWritesTheEmulatorsBytesIntoCallerMemory) {
 
     ASSERT_EQ(mxsim_quantize(&dx, s.p, MXSIM_AXIS_COLS, &q, nullptr, &e), MXSIM_OK) << e.message;
     EXPECT_EQ(0, std::memcmp(codes.data(), want.data.data(), codes.size()));
-    if (fp32) EXPECT_EQ(0, std::memcmp(scales.data(), want.scale_inv.data(), scales.size()));
-    else EXPECT_EQ(0, std::memcmp(scales.data(), want.scale_bytes.data(), scales.size()));
-    if (q.tensor_scale) EXPECT_EQ(0, std::memcmp(&ts, &want.tensor_scale_inv, 4));
+    if (fp32) {
+      EXPECT_EQ(0, std::memcmp(scales.data(), want.scale_inv.data(), scales.size()));
+    } else {
+      EXPECT_EQ(0, std::memcmp(scales.data(), want.scale_bytes.data(), scales.size()));
+    }
+    if (q.tensor_scale) {
+      EXPECT_EQ(0, std::memcmp(&ts, &want.tensor_scale_inv, 4));
+    }
 
     // dequantize: the emulator's values
     std::vector<float> d(8 * 64, 0);
@@ -373,8 +378,8 @@ TEST(CApi, RecorderWritesTheTraceOfItsPlan) {
   const std::string path = ::testing::TempDir() + "capi_recorder.h5";
   std::remove(path.c_str());
   const char* scalars[] = {"grad_norm"};
-  mxsim_layer_plan layers[] = {{"blocks.0.experts", "mxfp4", "GroupedLinear", 2, 8, 4, 1, 0, 0, 0, 0, 0},
-                               {"head", "bf16", "Linear", 1, 3, 8, 0, 0, 0, 0, 0, 0}};
+  mxsim_layer_plan layers[] = {{"blocks.0.experts", "mxfp4", "GroupedLinear", 2, 8, 4, 1, 0, 0, 0, 0, 0, {0, 0, 0}},
+                               {"head", "bf16", "Linear", 1, 3, 8, 0, 0, 0, 0, 0, 0, {0, 0, 0}}};
   mxsim_run_plan plan{"[recorder]\n", "Toy", "emu", 7, 2, 3, scalars, 1, layers, 2, nullptr, 0, 1};
   mxsim_recorder* r = nullptr;
   mxsim_error e;
@@ -416,7 +421,7 @@ TEST(CApi, RecorderWritesTheTraceOfItsPlan) {
 
   // A name the schema cannot hold: refused, nothing left behind.
   const std::string bad = ::testing::TempDir() + "capi_recorder_bad.h5";
-  mxsim_layer_plan slash[] = {{"a/b", nullptr, nullptr, 1, 1, 1, 0, 0, 0, 0, 0, 0}};
+  mxsim_layer_plan slash[] = {{"a/b", nullptr, nullptr, 1, 1, 1, 0, 0, 0, 0, 0, 0, {0, 0, 0}}};
   mxsim_run_plan p2{nullptr, nullptr, nullptr, 0, 1, 0, nullptr, 0, slash, 1, nullptr, 0, 1};
   EXPECT_EQ(mxsim_recorder_create(bad.c_str(), &p2, &r, &e), MXSIM_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(e.message).find("'a/b'"), std::string::npos) << e.message;

@@ -180,8 +180,11 @@ TEST(SimParallelTrain, ShardEdgeWithOneRankChangesNothing) {
   EXPECT_FALSE(c.first_difference.has_value());
   EXPECT_TRUE(c.only_a.empty());
   EXPECT_EQ(c.only_b.size(), 4u);  // fc1, fc2: shard_edge_qdiff, shard_edge_changed
-  for (const auto& f : c.finals)
-    if (f.name.find("shard_edge") != std::string::npos) EXPECT_EQ(f.b.value_or(-1), 0.0) << f.name;
+  for (const auto& f : c.finals) {
+    if (f.name.find("shard_edge") != std::string::npos) {
+      EXPECT_EQ(f.b.value_or(-1), 0.0) << f.name;
+    }
+  }
 }
 
 // ---------------------------------------------------------------- shard-edge QDQ by hand
