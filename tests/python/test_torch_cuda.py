@@ -246,3 +246,19 @@ def test_kernel_checker_on_cuda_tensors(tmp_path):
         return mt.grouped_gemm(mt.quantize(a, spec=rec.spec("x_fprop")), mt.quantize(b, spec=rec.spec("w")), ms)
 
     assert mt.check_grouped_gemm(mxsim_kernel, a, b, [64, 64], "mxfp4").ok
+
+
+def test_empty_calls_on_cuda_write_what_the_cpu_writes():
+    # The C layer returns before any device call when every group is empty and there is nothing
+    # to write; a wgrad that overwrites still writes +0 on the device.
+    splits = [0, 0, 0]
+    x, dy = torch.zeros(0, 64, device="cuda"), torch.zeros(0, 32, device="cuda")
+    w = sample((3, 32, 64), 12).cuda()
+    y = mt.grouped_gemm(mt.quantize(x, "mxfp4"), mt.quantize(w, "mxfp4"), splits)
+    assert tuple(y.shape) == (0, 32) and y.device.type == "cuda"
+    gdy, gx = mt.quantize_grouped_colwise(dy, splits, "mxfp4"), mt.quantize_grouped_colwise(x, splits, "mxfp4")
+    mg = torch.full((3, 32, 64), 7.0, device="cuda")
+    mt.grouped_gemm(gdy, gx, splits, form="wgrad", out=mg, accumulate=True)
+    assert torch.equal(mg.cpu(), torch.full((3, 32, 64), 7.0))
+    mt.grouped_gemm(gdy, gx, splits, form="wgrad", out=mg)
+    assert torch.equal(mg.cpu(), torch.zeros(3, 32, 64)) and not mg.signbit().any()

@@ -205,6 +205,25 @@ def test_the_output_shape_grouped_gemm_allocates_is_the_plans(sb):
         assert tuple(out.shape) == library_out_shape(form, A, B, splits), form
 
 
+def test_empty_calls_are_checked_then_write_what_the_contract_says():
+    # Every group empty: the call is checked in full and then returns at once (nothing to compute),
+    # except a wgrad that overwrites, which still writes +0 to every group (the sum over no tokens).
+    splits = [0, 0, 0]
+    x, w, dy = torch.zeros(0, 64), sample((3, 32, 64)), torch.zeros(0, 32)
+    qx, qw = mt.quantize(x, "mxfp4"), mt.quantize(w, "mxfp4")
+    assert tuple(mt.grouped_gemm(qx, qw, splits).shape) == (0, 32)
+    with pytest.raises(ValueError, match="out has shape"):
+        mt.grouped_gemm(qx, qw, splits, out=torch.zeros(1, 32))
+    with pytest.raises(ValueError, match="W has 2 groups but m_splits has 3"):
+        mt.grouped_gemm(qx, mt.quantize(sample((2, 32, 64)), "mxfp4"), splits)
+    gdy, gx = mt.quantize_grouped_colwise(dy, splits, "mxfp4"), mt.quantize_grouped_colwise(x, splits, "mxfp4")
+    main_grad = torch.full((3, 32, 64), 7.0)
+    mt.grouped_gemm(gdy, gx, splits, form="wgrad", out=main_grad, accumulate=True)
+    assert torch.equal(main_grad, torch.full((3, 32, 64), 7.0))  # accumulating nothing: unchanged
+    mt.grouped_gemm(gdy, gx, splits, form="wgrad", out=main_grad)
+    assert torch.equal(main_grad, torch.zeros(3, 32, 64)) and not main_grad.signbit().any()  # overwritten: +0
+
+
 def round_fp32(q: Fraction) -> float:
     """The FP32 value nearest q, ties to even (exact rational rounding)."""
     if q == 0:
