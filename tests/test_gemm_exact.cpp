@@ -25,6 +25,7 @@
 #include "../emu/src/gemm_fused_avx512.hpp"
 #include "../emu/src/gemm_internal.hpp"
 #include "test_asan.hpp"
+#include "gemm_test_util.hpp"
 
 using namespace mxsim;
 using namespace mxsim::emu;
@@ -77,13 +78,7 @@ const Pair kPairs[] = {{"mxfp4", "mxfp4_2d"}, {"mxfp4", "mxfp4"},       {"mxfp6_
 
 QuantSpec spec(const char* n) { return std::string(n) == "bf16" ? bf16_spec() : tensor_recipe(n); }
 
-GemmOptions opt(GemmImpl impl, bool acc, Format out) {
-  GemmOptions o;
-  o.impl = impl;
-  o.accumulate = acc;
-  o.out = out;
-  return o;
-}
+using gemmtest::opt;
 
 }  // namespace
 namespace mxsim::emu {

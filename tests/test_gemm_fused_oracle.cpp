@@ -19,6 +19,7 @@
 #include "mxsim/emu/grouped_gemm.hpp"
 #include "mxsim/emu/quantize.hpp"
 #include "mxsim/rounding.hpp"
+#include "gemm_test_util.hpp"
 
 using namespace mxsim;
 using namespace mxsim::emu;
@@ -225,13 +226,7 @@ Tensor3f rand3(std::mt19937& rng, size_t G, size_t r, size_t c, int spread) {
   return t;
 }
 
-GemmOptions opt(GemmImpl impl, bool acc, Format out) {
-  GemmOptions o;
-  o.impl = impl;
-  o.accumulate = acc;
-  o.out = out;
-  return o;
-}
+using gemmtest::opt;
 
 const char* impl_name(GemmImpl i) { return i == GemmImpl::Fast ? "fast" : "reference"; }
 

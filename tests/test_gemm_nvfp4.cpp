@@ -23,6 +23,7 @@
 #include "mxsim/emu/cpu_path.hpp"
 #include "mxsim/emu/grouped_gemm.hpp"
 #include "mxsim/emu/quantize.hpp"
+#include "gemm_test_util.hpp"
 
 using namespace mxsim;
 using namespace mxsim::emu;
@@ -174,13 +175,7 @@ struct PathGuard {
   ~PathGuard() { set_cpu_path(prev); }
 };
 
-GemmOptions opt(GemmImpl impl, bool acc, Format out) {
-  GemmOptions o;
-  o.impl = impl;
-  o.accumulate = acc;
-  o.out = out;
-  return o;
-}
+using gemmtest::opt;
 
 }  // namespace
 
