@@ -246,6 +246,10 @@ TEST_F(Sliced, Fp8TensorTwoPassesEqualUnsliced) {
 TEST_F(Sliced, Nvfp4TensorScaleTwoPassesEqualsUnsliced) {
   expect_sliced_equals_unsliced(s, "--recipe nvfp4 a.npy", "1000");
   expect_sliced_equals_unsliced(s, "--recipe nvfp4 b.npy", "1000");
+  // under the (random) Hadamard transform the tensor amax is the transformed tensor's, in both
+  // passes alike (the first pass used to fold the source's: a 4x error where H x > x)
+  expect_sliced_equals_unsliced(s, "--recipe nvfp4 --hadamard a.npy", "1000");
+  expect_sliced_equals_unsliced(s, "--recipe nvfp4 --hadamard --hadamard-signs 55272 b.npy", "1000");
 }
 TEST_F(Sliced, StochasticRoundingKeyedByGlobalIndexEqualsUnsliced) {
   expect_sliced_equals_unsliced(s, "--recipe mxfp4 --round sr --seed 12345 a.npy", "1000");
@@ -269,6 +273,10 @@ TEST_F(Sliced, ColumnwiseBandsEqualUnsliced) {
   expect_sliced_equals_unsliced(s, "--recipe mxfp4 --axis rows --round sr --seed 5 a.npy", "1000");
   s.put("d.npy", f32_npy("(160, 48)", values(160 * 48, 6, true)));
   expect_sliced_equals_unsliced(s, "--recipe mxfp4 --axis rows --hadamard d.npy", "1000");  // runs of 16 down the band
+  // NVFP4's tensor amax of the transform down the columns, folded band by band (finite values:
+  // a NaN would make the whole tensor NaN either way)
+  s.put("g.npy", f32_npy("(160, 48)", values(160 * 48, 7, false)));
+  expect_sliced_equals_unsliced(s, "--recipe nvfp4 --axis rows --hadamard --hadamard-signs 55272 g.npy", "1000");
   // 300 rows are no multiple of the Hadamard run: the same error, naming the whole extent, sliced or not
   const auto u = s.mxsim("quantize --recipe mxfp4 --axis rows --hadamard c.npy");
   const EnvVar c("MXSIM_QUANTIZE_CHUNK_BYTES", "1000");

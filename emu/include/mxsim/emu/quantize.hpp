@@ -81,7 +81,8 @@ std::vector<RowSlice> row_slices(uint64_t G, uint64_t R, uint64_t C, const Quant
 /// The amax fold of quantize() over x (groups folded together): amax_step
 /// over the FP32 bits of every element, after the 16-point Hadamard transform
 /// along the rows when spec.hadamard16 and `coded_domain` (the per-tensor
-/// amax of the codes), of the source as read otherwise (NVFP4's global amax).
+/// amax of the codes; NVFP4's global amax of a rowwise quantization, TE's
+/// post-RHT amax), of the source as read otherwise.
 /// `running` is the fold so far, so slices chain.
 uint32_t amax_bits(const Tensor3f& x, const QuantSpec& spec, bool coded_domain, uint32_t running = 0);
 
