@@ -721,7 +721,7 @@ void check_grouped(const char* who, size_t M, size_t C, std::span<const int64_t>
       if (got.elem != want.elem || got.block_rows != want.block_rows || got.block_cols != want.block_cols ||
           got.scale_kind != want.scale_kind || got.rule != want.rule || got.round != want.round ||
           got.pow2_scale != want.pow2_scale || got.amax_epsilon != want.amax_epsilon ||
-          got.hadamard16 != want.hadamard16 || got.sr.seed != want.sr.seed || got.sr.stream != want.sr.stream ||
+          got.hadamard16 != want.hadamard16 || got.hadamard16_signs != want.hadamard16_signs || got.sr.seed != want.sr.seed || got.sr.stream != want.sr.stream ||
           got.sr_index_base != want.sr_index_base)
         bad(who, gs + ": spec differs from the rowwise spec (with sr_index_base + m0 * C, as alloc_grouped_colwise sets it)");
     }
