@@ -69,7 +69,7 @@ QuantSpec make_spec(const std::optional<std::string>& recipe, const std::optiona
                     const std::optional<std::string>& rounding, const std::optional<uint64_t>& seed,
                     const std::optional<bool>& hadamard, const std::optional<double>& amax_epsilon,
                     const std::optional<bool>& pow2_scale, const std::optional<std::string>& scale_convention,
-                    const std::optional<pyb::object>& hp_dtype) {
+                    const std::optional<pyb::object>& hp_dtype, const std::optional<uint64_t>& hadamard_signs) {
   SpecArgs a;  // core's one reading of the arguments (spec_args.hpp); Python only converts objects
   a.recipe = recipe;
   if (elem_dtype) a.elem_dtype = name_of_object(*elem_dtype);
@@ -83,6 +83,7 @@ QuantSpec make_spec(const std::optional<std::string>& recipe, const std::optiona
   a.rounding = rounding;
   a.seed = seed;
   a.hadamard = hadamard;
+  a.hadamard_signs = hadamard_signs;
   a.amax_epsilon = amax_epsilon;
   a.pow2_scale = pow2_scale;
   a.scale_convention = scale_convention;

@@ -57,7 +57,8 @@ QuantSpec make_spec(const std::optional<std::string>& recipe, const std::optiona
                     const std::optional<bool>& hadamard, const std::optional<double>& amax_epsilon = std::nullopt,
                     const std::optional<bool>& pow2_scale = std::nullopt,
                     const std::optional<std::string>& scale_convention = std::nullopt,
-                    const std::optional<pyb::object>& hp_dtype = std::nullopt);
+                    const std::optional<pyb::object>& hp_dtype = std::nullopt,
+                    const std::optional<uint64_t>& hadamard_signs = std::nullopt);
 /// The FP32-scale settings on a spec, in make_spec's order (a given spec's overrides).
 void apply_fp32_settings(QuantSpec& s, const std::optional<double>& amax_epsilon, const std::optional<bool>& pow2_scale,
                          const std::optional<std::string>& scale_convention, const std::optional<pyb::object>& hp_dtype);

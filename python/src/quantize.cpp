@@ -218,6 +218,7 @@ void init_quantize(pyb::module_& m) {
       .def_property_readonly("rounding", [](const QuantSpec& s) { return std::string(name_of(s.round)); })
       .def_property_readonly("seed", [](const QuantSpec& s) { return s.sr.seed; })
       .def_property_readonly("hadamard", [](const QuantSpec& s) { return s.hadamard16; })
+      .def_property_readonly("hadamard_signs", [](const QuantSpec& s) { return s.hadamard16_signs; })
       .def_property_readonly("pow2_scale", [](const QuantSpec& s) { return s.pow2_scale; })
       .def_property_readonly("amax_epsilon", [](const QuantSpec& s) { return s.amax_epsilon; })
       .def_property_readonly("scale_convention", [](const QuantSpec& s) { return std::string(name_of(s.scale_convention)); })
@@ -228,7 +229,7 @@ void init_quantize(pyb::module_& m) {
         pyb::arg("block_size") = pyb::none(), pyb::arg("scaling_mode") = pyb::none(), pyb::arg("rounding") = pyb::none(),
         pyb::arg("seed") = pyb::none(), pyb::arg("hadamard") = pyb::none(), pyb::arg("amax_epsilon") = pyb::none(),
         pyb::arg("pow2_scale") = pyb::none(), pyb::arg("scale_convention") = pyb::none(),
-        pyb::arg("hp_dtype") = pyb::none(),
+        pyb::arg("hp_dtype") = pyb::none(), pyb::arg("hadamard_signs") = pyb::none(),
         R"(A QuantSpec from a recipe name (mxsim.recipes()) and/or torchao-style arguments:
 elem_dtype (e2m1 / float4_e2m1fn_x2, e4m3 / float8_e4m3fn, e5m2, e2m3 / fp6_e2m3, e3m2 / fp6_e3m2,
 or a torch dtype), block_size (int: 1 x n blocks along the last axis; (rows, cols): tiles; 0:

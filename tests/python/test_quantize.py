@@ -237,3 +237,18 @@ def test_torchao_hp_dtype_and_pow2_by_hand():
             mxsim.spec(**bad)
     with pytest.raises(ValueError, match="float64"):
         mxsim.quantize(x.astype(np.float64), "fp8_tensor", scale_convention="torchao")
+
+
+def test_hadamard_signs_in_a_spec_negate_the_inputs_first():
+    # mxsim.spec(..., hadamard=True, hadamard_signs=mask): H (D x) equals H of x negated by hand
+    # (the negation is exact), here for NVFP4, whose tensor amax is then the transformed one's.
+    x = np.random.default_rng(3).standard_normal((8, 32)).astype(np.float32)
+    mask = 0xD7E8  # TransformerEngine's NVFP4 wgrad sign vector
+    d = np.array([-1.0 if (mask >> k) & 1 else 1.0 for k in range(16)], np.float32)
+    s = mxsim.spec("nvfp4", hadamard=True, hadamard_signs=mask)
+    assert s.hadamard_signs == mask and s.hadamard
+    q = mxsim.quantize(x, spec=s)
+    r = mxsim.quantize(x * np.tile(d, 2), "nvfp4", hadamard=True)
+    assert np.array_equal(q.qdata, r.qdata) and np.array_equal(q.scale, r.scale)
+    with pytest.raises(ValueError, match="hadamard_signs applies to hadamard=True only"):
+        mxsim.spec("nvfp4", hadamard_signs=mask)
