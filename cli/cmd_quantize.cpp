@@ -385,18 +385,6 @@ void place(const QuantizedTensor& q, const emu::RowSlice& sl, const QuantizedTen
   }
 }
 
-/// NVFP4's tensor amax folded over a slice in the domain its blocks see (numerics.md §3.3): the
-/// source, or under hadamard16 its runs of 16 transformed along the block axis (the rows of a
-/// slice; for a columnwise quantization down its columns, the slice a band of one group with a
-/// multiple of 16 rows, as row_slices cuts it for hadamard16).
-uint32_t nvfp4_tensor_amax(const Tensor3f& x, const QuantSpec& spec, bool transposed, uint32_t running) {
-  if (!(spec.hadamard16 && transposed)) return emu::amax_bits(x, spec, true, running);
-  std::vector<uint32_t> cols;
-  emu::fold_column_amax(x, spec, cols);
-  for (uint32_t a : cols) running = hd::amax_step(running, a);
-  return running;
-}
-
 /// quantize_one of a tensor streamed from its file in slices of whole block
 /// rows (emu::row_slices; columnwise: bands of whole blocks down the columns),
 /// read at its offset with pread: a first pass folds the whole-tensor amaxes
@@ -447,7 +435,7 @@ Result quantize_streamed(const InputFile& in, const TensorRef& ref, const QuantS
       for (const auto& sl : slices) {
         read(sl, false);
         if (spec.per_tensor()) group_amax[sl.group] = emu::amax_bits(x, spec, true, group_amax[sl.group]);
-        if (ue4m3) tensor_amax = nvfp4_tensor_amax(x, spec, shape_q.transposed, tensor_amax);
+        if (ue4m3) tensor_amax = emu::tensor_amax_bits(x, spec, shape_q.transposed, tensor_amax);
         if (by_column) emu::fold_column_amax(x, spec, column_amax[sl.group]);
       }
     Outputs o;

@@ -162,18 +162,16 @@ void gpu_dequantize(const mxsim_qtensor& q, DLTensor& out, void* stream) {
 void gpu_grouped_gemm(const GemmCall& c, void* stream) {
   const char* op = "mxsim_grouped_gemm";
   if (!is_f32(*c.out)) throw std::invalid_argument(std::string(op) + ": out on CUDA must be float32 (out_bf16 rounds it)");
-  // An empty call is refused as a full one would be: BF16 operands on CUDA must be bfloat16 codes.
-  for (const auto* side : {&c.a, &c.b})
+  // BF16 operands on CUDA are read in place as bfloat16 codes: checked before anything else, so
+  // that an empty call is refused as a full one is.
+  for (const auto& [side, what] : {std::pair{&c.a, "a"}, std::pair{&c.b, "b"}})
     for (const mxsim_gemm_operand& o : *side)
       if (!o.q && !is_bf16(*o.bf16))
-        throw std::invalid_argument(std::string(op) + ": a BF16 operand on CUDA must be bfloat16 (its codes are read in "
-                                    "place); pass t.bfloat16()");
+        throw std::invalid_argument(std::string(op) + ": " + what + ": a BF16 operand on CUDA must be bfloat16 "
+                                    "(its codes are read in place); pass t.bfloat16()");
   if (nothing_to_do(c.plan)) return;  // checked: no device work, no device call
   auto operand = [&](const mxsim_gemm_operand& o, const char* what) {
     if (o.q) return hip::GemmOperand::from_quantized(device_view(*o.q, desc_of(*o.q, op, what)));
-    if (!is_bf16(*o.bf16))
-      throw std::invalid_argument(std::string(op) + ": " + what + ": a BF16 operand on CUDA must be bfloat16 "
-                                  "(its codes are read in place); pass t.bfloat16()");
     const Extents3 e = extents3(*o.bf16, op, what);
     return hip::GemmOperand::from_bf16(static_cast<const uint16_t*>(data_of(*o.bf16)), e.groups, e.rows, e.cols);
   };

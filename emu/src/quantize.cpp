@@ -30,22 +30,6 @@ size_t ceil_div(size_t a, size_t b) { return b == 0 ? 0 : (a + b - 1) / b; }
 void hadamard16_inplace(float* v, uint16_t signs) { hd::hadamard16(v, signs); }
 
 namespace {
-/// The amax of x's storage rows (the transpose when `transposed`) with each run of 16 transformed
-/// by hadamard16 (the quantizer has checked that the rows split into runs of 16).
-uint32_t storage_amax_transformed(const Tensor3f& x, const QuantSpec& spec, bool transposed) {
-  const size_t G = x.shape(0), SR = transposed ? x.shape(2) : x.shape(1), SC = transposed ? x.shape(1) : x.shape(2);
-  uint32_t a = 0;
-  float run[16];
-  for (size_t g = 0; g < G; ++g)
-    for (size_t r = 0; r < SR; ++r)
-      for (size_t c0 = 0; c0 + 16 <= SC; c0 += 16) {
-        for (size_t k = 0; k < 16; ++k) run[k] = transposed ? x(g, c0 + k, r) : x(g, r, c0 + k);
-        hd::hadamard16(run, spec.hadamard16_signs);
-        for (size_t k = 0; k < 16; ++k) a = hd::amax_step(a, f32_bits(run[k]));
-      }
-  return a;
-}
-
 /// quantize() with the whole-tensor amaxes optionally given (quantize_slice).
 QuantizedTensor quantize_impl(const Tensor3f& x, const QuantSpec& spec, Axis axis, const SliceAmax& given) {
   QuantizedTensor q;
@@ -81,8 +65,7 @@ QuantizedTensor quantize_impl(const Tensor3f& x, const QuantSpec& spec, Axis axi
   if (spec.scale_kind == ScaleKind::UE4M3) {
     uint32_t gamax = 0;
     if (given.tensor_amax_bits) gamax = *given.tensor_amax_bits;
-    else if (spec.hadamard16) gamax = storage_amax_transformed(x, spec, q.transposed);
-    else for (float v : x) gamax = hd::amax_step(gamax, f32_bits(v));
+    else gamax = tensor_amax_bits(x, spec, q.transposed);
     ts = hd::nvfp4_tensor_scale(gamax);
     q.tensor_scale_inv = ts.s_dec;
   }
@@ -172,6 +155,23 @@ std::vector<RowSlice> row_slices(uint64_t G, uint64_t R, uint64_t C, const Quant
       v.push_back({row0, n, row0 / R, row0 * C});
     }
   return v;
+}
+
+uint32_t tensor_amax_bits(const Tensor3f& x, const QuantSpec& spec, bool transposed, uint32_t running) {
+  if (!spec.hadamard16) {
+    for (float v : x) running = hd::amax_step(running, f32_bits(v));
+    return running;
+  }
+  const size_t G = x.shape(0), SR = transposed ? x.shape(2) : x.shape(1), SC = transposed ? x.shape(1) : x.shape(2);
+  float run[16];
+  for (size_t g = 0; g < G; ++g)
+    for (size_t r = 0; r < SR; ++r)
+      for (size_t c0 = 0; c0 + 16 <= SC; c0 += 16) {
+        for (size_t k = 0; k < 16; ++k) run[k] = transposed ? x(g, c0 + k, r) : x(g, r, c0 + k);
+        hd::hadamard16(run, spec.hadamard16_signs);
+        for (size_t k = 0; k < 16; ++k) running = hd::amax_step(running, f32_bits(run[k]));
+      }
+  return running;
 }
 
 uint32_t amax_bits(const Tensor3f& x, const QuantSpec& spec, bool coded_domain, uint32_t running) {

@@ -86,6 +86,13 @@ std::vector<RowSlice> row_slices(uint64_t G, uint64_t R, uint64_t C, const Quant
 /// `running` is the fold so far, so slices chain.
 uint32_t amax_bits(const Tensor3f& x, const QuantSpec& spec, bool coded_domain, uint32_t running = 0);
 
+/// NVFP4's tensor amax (docs/numerics.md §3.3) folded over x [G, R, C] in the domain its blocks
+/// see: the source, or under spec.hadamard16 each run of 16 along the storage rows (down the
+/// columns when `transposed`, a columnwise quantization) transformed as the quantizer does it
+/// (TE's post-RHT amax). quantize() and the CLI's streamed quantizer (slices chained through
+/// `running`) take it from here.
+uint32_t tensor_amax_bits(const Tensor3f& x, const QuantSpec& spec, bool transposed, uint32_t running = 0);
+
 /// Each column's amax fold of x ([1, n, C], a band of one group), in the
 /// domain of columnwise codes (after the Hadamard transform down the columns,
 /// runs of 16 rows, when spec.hadamard16), into running[c] (resized to C
