@@ -36,7 +36,7 @@ QuantSpec plain(const char* name) { return named_spec(name); }
 }  // namespace
 
 TEST(SimNvfp4, OperandSpecsFollowNvidiasRecipe) {
-  const OperandSpecs& s = operand_specs(make_recipe("nvfp4", RecipeConfig{}));
+  const OperandSpecs s = operand_specs(make_recipe("nvfp4", RecipeConfig{}));
   // fprop: x 1x16 under RNE, W in 16x16 tiles; neither transformed
   EXPECT_EQ(s.x_fprop, plain("nvfp4"));
   EXPECT_EQ(s.w, plain("nvfp4_2d"));
@@ -65,7 +65,7 @@ TEST(SimNvfp4, OptionsTurnTheTransformAndStochasticRoundingOff) {
   RecipeConfig rc;
   set_recipe_option(rc, "nvfp4_hadamard_wgrad", "false");
   set_recipe_option(rc, "nvfp4_sr_grad", "false");
-  const OperandSpecs& s = operand_specs(make_recipe("nvfp4", rc));
+  const OperandSpecs s = operand_specs(make_recipe("nvfp4", rc));
   for (const QuantSpec* q : {&s.x_fprop, &s.dy_dgrad, &s.dy_wgrad, &s.x_wgrad}) {
     EXPECT_EQ(*q, plain("nvfp4"));  // RNE, no transform, no signs
   }

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <unistd.h>
 #include <vector>
 
@@ -67,6 +68,22 @@ std::string profile(std::vector<std::string> extra) {
 }
 
 }  // namespace
+
+// A recipe's accessors hand out references into the recipe, so of a temporary recipe they return
+// copies: `const OperandSpecs& s = operand_specs(make_recipe(...))` once held a reference into a
+// destroyed recipe (ASan: stack-use-after-scope). The overloads for temporaries are the fix of
+// that class; this checks their types.
+TEST(SimPerGemm, SpecsOfATemporaryRecipeComeByValue) {
+  static_assert(std::is_same_v<decltype(operand_specs(std::declval<Recipe>())), OperandSpecs>);
+  static_assert(std::is_same_v<decltype(operand_specs(std::declval<const Recipe&>())), const OperandSpecs&>);
+  static_assert(std::is_same_v<decltype(std::declval<LinearRecipe>().specs(GemmForm::Fprop)), OperandSpecs>);
+  static_assert(std::is_same_v<decltype(std::declval<LinearRecipe>().weight_spec()), QuantSpec>);
+  static_assert(std::is_same_v<decltype(std::declval<LinearRecipe>().of(GemmForm::Fprop)), Recipe>);
+  static_assert(std::is_same_v<decltype(std::declval<const LinearRecipe&>().specs(GemmForm::Fprop)), const OperandSpecs&>);
+  const OperandSpecs& s = operand_specs(make_recipe("mxfp4", {}));  // bound to the returned copy
+  EXPECT_EQ(s.w.block_rows, 32);  // MXFP4 weights in 32 x 32 tiles
+  EXPECT_EQ(s.w.elem, Format::E2M1);
+}
 
 TEST(SimPerGemm, NamesParseAndRoundTrip) {
   const Config c = tiny({"recipe.fc1_wgrad=\"mxfp8\"", "recipe.fc2=\"bf16\"", "recipe.fc2_dgrad=\"mxfp4\""});

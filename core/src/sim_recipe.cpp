@@ -145,13 +145,13 @@ bool LinearRecipe::quantized() const {
 bool LinearRecipe::uniform() const {
   return gemm[1].index() == gemm[0].index() && gemm[2].index() == gemm[0].index();
 }
-const OperandSpecs& LinearRecipe::specs(GemmForm g) const { return operand_specs(of(g)); }
+const OperandSpecs& LinearRecipe::specs(GemmForm g) const& { return operand_specs(of(g)); }
 std::optional<GemmForm> LinearRecipe::weight_gemm() const {
   for (GemmForm g : {GemmForm::Fprop, GemmForm::Dgrad})
     if (quantized(g)) return g;
   return std::nullopt;
 }
-const QuantSpec& LinearRecipe::weight_spec() const {
+const QuantSpec& LinearRecipe::weight_spec() const& {
   const std::optional<GemmForm> g = weight_gemm();
   if (!g) throw std::logic_error("LinearRecipe::weight_spec: neither fprop nor dgrad quantizes W");
   return specs(*g).w;

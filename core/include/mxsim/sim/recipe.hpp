@@ -125,8 +125,12 @@ inline bool transposed_cache_allowed(const Recipe& r) {
 inline const char* recipe_name(const Recipe& r) {
   return std::visit([](const auto& x) { return std::decay_t<decltype(x)>::name; }, r);
 }
-/// Operand specs (throws std::logic_error for Bf16Recipe).
+/// Operand specs (throws std::logic_error for Bf16Recipe). The reference lives
+/// in `r`; of a temporary recipe the specs come by value, so a reference bound
+/// to the result stays valid (one into the temporary dangled: ASan caught a test
+/// holding one). LinearRecipe's accessors below follow the same rule.
 const OperandSpecs& operand_specs(const Recipe& r);
+inline OperandSpecs operand_specs(const Recipe&& r) { return operand_specs(r); }
 
 /// Build a recipe by config name (kRecipeNames, or an alias of kRecipeAliases); throws
 /// std::invalid_argument with unknown_recipe_message for any other name.
@@ -154,19 +158,22 @@ struct LinearRecipe {
 
   LinearRecipe() = default;
   explicit LinearRecipe(const Recipe& r) : gemm{r, r, r} {}
-  const Recipe& of(GemmForm g) const { return gemm[size_t(g)]; }
+  const Recipe& of(GemmForm g) const& { return gemm[size_t(g)]; }
+  Recipe of(GemmForm g) const&& { return gemm[size_t(g)]; }
   bool quantized(GemmForm g) const;
   /// Whether any GEMM quantizes.
   bool quantized() const;
   bool uniform() const;
   /// Operand specs of GEMM g (throws std::logic_error when g runs in BF16).
-  const OperandSpecs& specs(GemmForm g) const;
+  const OperandSpecs& specs(GemmForm g) const&;
+  OperandSpecs specs(GemmForm g) const&& { return specs(g); }
   /// The GEMM whose quantization of W the trace's weight statistics, oscillation metrics, maps and
   /// watched elements follow: fprop when it quantizes, else dgrad; none when W is never quantized.
   std::optional<GemmForm> weight_gemm() const;
   bool weight_quantized() const { return weight_gemm().has_value(); }
   /// W's spec in weight_gemm() (throws std::logic_error when W is never quantized).
-  const QuantSpec& weight_spec() const;
+  const QuantSpec& weight_spec() const&;
+  QuantSpec weight_spec() const&& { return weight_spec(); }
   /// Whether role r's operand has quantization statistics (the trace's quant/{w,x,dy}): W when
   /// weight_quantized(), X when fprop quantizes, Dy when dgrad does.
   bool records(Role r) const;
