@@ -120,6 +120,11 @@ TEST(CApi, LayoutsByHand) {
   EXPECT_STREQ(i.elem, "e2m1");
   EXPECT_EQ(i.block_cols, 16);
   EXPECT_EQ(i.stochastic, 0);
+  EXPECT_EQ(i.hadamard_signs, 0u);
+  Spec signed_h{"recipe", "nvfp4", "hadamard", "true", "hadamard_signs", "55272"};  // 0xD7E8: TE's NVFP4 wgrad vector
+  ASSERT_EQ(mxsim_spec_get_info(signed_h.p, &i, &e), MXSIM_OK) << e.message;
+  EXPECT_EQ(i.hadamard, 1);
+  EXPECT_EQ(i.hadamard_signs, 0xD7E8u);
 }
 
 TEST(CApi, QuantizeWritesTheEmulatorsBytesIntoCallerMemory) {

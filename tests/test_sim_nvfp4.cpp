@@ -4,15 +4,19 @@
 // signs on the two wgrad operands only, stochastic rounding on the gradient dy only, dW
 // accumulated into main_grad by the GEMM; the options turn the transform and SR off; the
 // config writes its options only where they matter; expert parallelism refuses it (its
-// tensor amax would cross ranks); and a short run trains with it.
+// tensor amax would cross ranks); a short run trains with it; and the tensor scale is a trace
+// series of its own.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
-
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "mxsim/emu/backend_emu.hpp"
+#include "mxsim/trace/reader.hpp"
+#include "mxsim/trace/schema.hpp"
 #include "mxsim/sim/config.hpp"
 #include "mxsim/sim/recipe.hpp"
 #include "mxsim/sim/trainer.hpp"
@@ -97,4 +101,33 @@ TEST(SimNvfp4, ShortRunTrainsAndRecordsTheExperts) {
   const TrainResult r = train(tiny({}), *be, {});
   ASSERT_EQ(r.steps, 3);
   EXPECT_TRUE(std::isfinite(r.final_loss));
+}
+
+// The tensor level of NVFP4's two-level scale is a series of its own (quant/<op>/tensor_scale_inv)
+// for every operand the recipe quantizes to NVFP4, and for no other. Its value at a snapshot step
+// is checked against the same step's block maps, which record each block's source amax: S_dec =
+// fl32(1 / fl32(2688 / amax)) of the largest (numerics.md §3.3, TE's per-tensor scale).
+TEST(SimNvfp4, TensorScaleIsASeriesThatTheBlockMapsConfirm) {
+  const std::string path = (std::filesystem::temp_directory_path() / "mxsim_nvfp4_tensor_scale.h5").string();
+  auto be = emu::make_emu_backend();
+  TrainOptions o;
+  o.trace_path = path;
+  o.threads = 1;
+  const int64_t snap = 2, row = snap - 1;  // global step 2 is trace row 1
+  (void)train(tiny({"recipe.fc2=\"mxfp4\"", "trace.snapshot_steps=[2]", "trace.snapshot_layers=[\"fc1\"]"}), *be, o);
+  trace::Reader rd(path);
+  for (const char* op : {"w", "x", "dy"}) {
+    EXPECT_FALSE(rd.has(trace::schema::quant("fc2", op, trace::schema::kTensorScaleInv))) << op;  // mxfp4: one level
+    const auto ts = rd.read_series<float>(trace::schema::quant("fc1", op, trace::schema::kTensorScaleInv));
+    ASSERT_EQ(ts.size(), 3u) << op;
+    const auto amax = rd.read_snapshot<float>(trace::schema::block_map("fc1", op, "block_amax"), row);
+    float m = 0;  // the activation maps pad each group's rows with NaN
+    for (float a : amax)
+      if (!std::isnan(a)) m = std::max(m, a);
+    ASSERT_GT(m, 0.0f) << op;
+    const float expect = 1.0f / ((448.0f * 6.0f) / m);
+    EXPECT_EQ(ts[size_t(row)], expect) << op << ": amax " << m;
+    EXPECT_NE(ts[size_t(row)], 1.0f) << op;  // a real second level, not the one-level default
+  }
+  std::filesystem::remove(path);
 }

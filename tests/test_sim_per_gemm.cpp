@@ -78,6 +78,7 @@ TEST(SimPerGemm, SpecsOfATemporaryRecipeComeByValue) {
   static_assert(std::is_same_v<decltype(operand_specs(std::declval<const Recipe&>())), const OperandSpecs&>);
   static_assert(std::is_same_v<decltype(std::declval<LinearRecipe>().specs(GemmForm::Fprop)), OperandSpecs>);
   static_assert(std::is_same_v<decltype(std::declval<LinearRecipe>().weight_spec()), QuantSpec>);
+  static_assert(std::is_same_v<decltype(std::declval<LinearRecipe>().role_spec(Role::W)), QuantSpec>);
   static_assert(std::is_same_v<decltype(std::declval<LinearRecipe>().of(GemmForm::Fprop)), Recipe>);
   static_assert(std::is_same_v<decltype(std::declval<const LinearRecipe&>().specs(GemmForm::Fprop)), const OperandSpecs&>);
   const OperandSpecs& s = operand_specs(make_recipe("mxfp4", {}));  // bound to the returned copy

@@ -246,6 +246,7 @@ mxsim_status mxsim_spec_get_info(const mxsim_spec* spec, mxsim_spec_info* out, m
     i.stochastic = s.round == RoundMode::Stochastic;
     i.hadamard = s.hadamard16;
     i.current_scaling = s.per_tensor() && s.scale_kind == ScaleKind::FP32;
+    i.hadamard_signs = s.hadamard16_signs;
     *out = i;
   });
 }

@@ -231,13 +231,14 @@ QuantStats quant_stats_of(const mxsim_qstats& s) {
   q.underflow = s.underflow, q.saturated = s.saturated;
   q.mse = s.mse, q.max_abs_err = s.max_abs_err, q.signal_power = s.signal_power, q.sqnr_db = s.sqnr_db;
   q.mean_err = s.mean_err, q.rounded = s.rounded, q.rounded_up = s.rounded_up, q.expected_up = s.expected_up;
+  q.tensor_scale_inv = s.tensor_scale_inv;
   return q;
 }
 
 mxsim_qstats qstats_of(const QuantStats& s) {
   return mxsim_qstats{s.count,   s.nonfinite_in, s.nan_out,      s.underflow, s.saturated, s.mse,
                       s.max_abs_err, s.signal_power, s.sqnr_db, s.mean_err, s.rounded,   s.rounded_up,
-                      s.expected_up};
+                      s.expected_up, s.tensor_scale_inv};
 }
 
 }  // namespace mxsim::capi

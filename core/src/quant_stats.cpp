@@ -30,6 +30,7 @@ QuantStats not_recorded() {
   QuantStats s;
   set_error_stats(s, 0, 0, 0, 0, 0);
   s.expected_up = NAN;
+  s.tensor_scale_inv = NAN;
   return s;
 }
 

@@ -47,6 +47,7 @@ RunPlan simulator_plan(const Config& cfg, const std::vector<Weight*>& ws,
     l.recipe = linear_recipe_name(w->recipe);
     l.G = w->G, l.N = w->N, l.K = w->K;
     l.quantized = w->recipe.weight_quantized();
+    for (Role r : kRoles) l.tensor_scale[size_t(r)] = l.quantized && w->recipe.two_level_scale(r);
     l.deosc = cfg.deosc && w->recipe.deosc_eligible();
     l.shard_edge = l.deosc && cfg.deosc_shard_edge;
     for (GemmForm g : {GemmForm::Fprop, GemmForm::Dgrad, GemmForm::Wgrad})
@@ -156,6 +157,10 @@ void TraceRecorder::plan_series(const RunPlan& plan) {
                                                             : std::vector<uint64_t>{},
               [l, o, f](const StepRecord& r) { return f.get(r.layers.at(l).quant[o]); });
         }
+      for (Role role : kRoles)
+        if (lp.tensor_scale[size_t(role)])
+          add(schema::quant(L, name_of(role), schema::kTensorScaleInv), DType::f32, {},
+              [l, o = size_t(role)](const StepRecord& r) { return &r.layers.at(l).quant[o].q.tensor_scale_inv; });
       auto osc = [l](const StepRecord& r) -> const Backend::OscStep& { return r.layers.at(l).osc; };
       add(schema::osc(L, "flips"), DType::u64, {}, [osc](const StepRecord& r) { return &osc(r).flips; });
       add(schema::osc(L, "flips_total"), DType::u64, {}, [osc](const StepRecord& r) { return &osc(r).flips_total; });

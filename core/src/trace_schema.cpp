@@ -57,6 +57,9 @@ constexpr Entry kSeries[] = {
     {"/expected_up", "count",
      "sum over those of the stochastic-rounding probability of the upper magnitude, (|v| - lo) / (hi - lo): "
      "rounded_up's expectation under stochastic rounding"},
+    {"/tensor_scale_inv", "1",
+     "FP32 per-tensor decode scale S_dec of an operand with a two-level scale (NVFP4: fl32(1 / fl32(2688 / "
+     "amax)), micro-batch 0 of the step): the factor of every E4M3 block scale (docs/numerics.md §3.3)"},
     {"/scale_exp_hist", "count", "[256] block scales per E8M0 byte (FP32 scales: floor(log2 scale_inv) + 127, clamped)"},
     {"/osc/flips", "count", "oscillations of the quantized weight at this step (Nagel et al. 2022)"},
     {"/osc/flips_total", "count", "cumulative oscillations over all elements"},

@@ -422,6 +422,7 @@ void QuantStatsAccumulator::add(const Tensor3f& x_in, const QuantizedTensor& q) 
   const float elem_max = decode(ef, ef.max_code());
   QuantStats& s = s_;
   s.count += x.size();
+  s.tensor_scale_inv = q.tensor_scale_inv;  // every slice of a streamed tensor carries the whole one's
   // Whole-tensor sums: hd::tree_sum in flat index order; an excluded pair's
   // terms are +0.0 (adding +0.0 leaves every partial sum as it was: skipping it).
   for (size_t g = 0; g < q.groups; ++g)

@@ -200,6 +200,7 @@ void QuantView::refresh() {
   for (const char* o : {"x", "dy"})  // beside the shadow (once: the operand's own may be listed)
     if (std::find(series.begin(), series.end(), names::quant(l, o, "sqnr_db")) == series.end())
       series.push_back(names::quant(l, o, "sqnr_db"));
+  series.push_back(names::quant(l, op, trace::schema::kTensorScaleInv));  // two-level scales only
   for (const std::string& n : series) {
     if (!m.dataset(n)) continue;
     load<SeriesData>(
@@ -320,6 +321,8 @@ void QuantView::drawMap() {
   const QString metric = metric_ == Metric::Sqnr ? "SQNR (dB)" : "MSE";
   TraceDocument* d = st_->primary();
   clear_items(map_);
+  map_->clearGraphs();
+  map_->legend->setVisible(false);
   map_->yAxis->setRangeReversed(metric_ != Metric::ExpOverSteps);
   if (metric_ == Metric::ExpOverSteps) {
     set_title(map_, QString("Block scale exponents of %1.%2 over steps (micro-batch 0)").arg(sel_layer_, sel_op_));
@@ -330,14 +333,22 @@ void QuantView::drawMap() {
       set_plot_note(map_, maps_note_.isEmpty() ? "loading..." : maps_note_);
       return;
     }
+    // The rows span the exponents in use. Bin 0 (a zero scale: an all-zero block, which NVFP4's
+    // dy and padded x hold many of) would stretch the axis down to -127 and squash the rest into
+    // a few rows, so it is left out when other bins are used; the histogram's text counts it.
     int lo = 255, hi = -1;
+    bool zero_bin = false;
     for (uint64_t r = 0; r < hist_steps_.rows; ++r)
       for (int b = 0; b < 255; ++b)
         if (hist_steps_.v[r * 256 + uint64_t(b)] > 0) {
+          if (b == 0) {
+            zero_bin = true;
+            continue;
+          }
           lo = std::min(lo, b);
           hi = std::max(hi, b);
         }
-    if (hi < 0) lo = hi = 127;
+    if (hi < 0) lo = hi = zero_bin ? 0 : 127;
     const int nx = int(hist_steps_.rows), ny = hi - lo + 1;
     std::vector<double> z(size_t(nx) * size_t(ny));
     for (int x = 0; x < nx; ++x)
@@ -349,6 +360,7 @@ void QuantView::drawMap() {
                                 QCPRange(lo - 127, hi - 127));
     map_->xAxis->setRange(double(d->meta().global(0)) - 0.5, double(d->meta().global(uint64_t(nx - 1))) + 0.5);
     map_->yAxis->setRange(lo - 127 - 0.5, hi - 127 + 0.5);
+    drawTensorScale(*d, nx);
     map_->xAxis->setLabel("optimizer step");
     const LayerMeta* lm = d->meta().layer(sel_layer_);
     map_->yAxis->setLabel(scale_exp_label(lm, operand_index(sel_op_)));
@@ -360,12 +372,11 @@ void QuantView::drawMap() {
     }
     set_step_marker(map_, double(d->meta().global(uint64_t(sel_step_))));
     set_plot_note(map_, "");
+    QString title = QString("Block scale exponents of %1.%2 over steps").arg(sel_layer_, sel_op_);
     if (d && !d->meta().dataset(names::block_map(sel_layer_.toStdString(), sel_op_.toStdString(), "block_sqnr_db")))
-      set_title(map_, QString("Block scale exponents of %1.%2 over steps\n(%3)")
-                          .arg(sel_layer_, sel_op_)
-                          .arg(missing_dataset_reason(d->meta(),
-                                                      sel_op_ == "w" ? names::kFormatWeightMaps : names::kFormatOperandMaps,
-                                                      "per-block maps")));
+      title += QString("\n(%1)").arg(missing_dataset_reason(
+          d->meta(), sel_op_ == "w" ? names::kFormatWeightMaps : names::kFormatOperandMaps, "per-block maps"));
+    set_title(map_, title);
     return;
   }
   const QString grid = block_grid_text();
@@ -465,6 +476,32 @@ QString QuantView::blockInfo(int g, int br, int bc) const {
   return t;
 }
 
+// A two-level scale (NVFP4): log2 of the FP32 tensor scale per step over the blocks' exponents,
+// which bin the product of both levels: the gap between the line and a block's row is that
+// block's E4M3 scale, so a shift of the whole tensor and a spread of its blocks read apart.
+void QuantView::drawTensorScale(const TraceDocument& d, int nx) {
+  const auto it = curves_.find(names::quant(sel_layer_.toStdString(), sel_op_.toStdString(), trace::schema::kTensorScaleInv));
+  if (it == curves_.end() || it->second.v.empty()) return;
+  const SeriesData& s = it->second;
+  QVector<double> x, y;
+  for (size_t i = 0; i < s.v.size() && i < size_t(nx); ++i) {
+    x.push_back(double(d.meta().global(uint64_t(i))));
+    y.push_back(s.v[i] > 0 ? std::log2(s.v[i]) : NAN);  // a NaN scale (a NaN amax) leaves a gap
+  }
+  auto* g = map_->addGraph();
+  g->setData(x, y, true);
+  g->setPen(QPen(QColor(230, 60, 0), 2.0));  // orange-red: apart from the colour map and the red step marker
+  g->setName("log2 FP32 tensor scale S_dec");
+  bool found = false;
+  const QCPRange r = g->getValueRange(found);
+  if (found) {  // the line sits below the blocks by log2 of their E4M3 scales (up to 448: about 9)
+    const QCPRange cur = map_->yAxis->range();
+    map_->yAxis->setRange(std::min(cur.lower, std::floor(r.lower) - 0.5), std::max(cur.upper, std::ceil(r.upper) + 0.5));
+  }
+  map_->legend->setVisible(true);
+  map_->legend->setBrush(QColor(255, 255, 255, 200));
+}
+
 void QuantView::drawHist() {
   hist_->clearPlottables();
   hist_text_->setVisible(false);
@@ -508,8 +545,12 @@ void QuantView::drawHist() {
   auto* bars = new QCPBars(hist_->xAxis, hist_->yAxis);
   QVector<double> x, y;
   int lo = 999, hi = -999;
-  double total = 0;
-  for (int b = 0; b < 255; ++b) {
+  // Bin 0 (zero scales: all-zero blocks) is counted in the text, not drawn, when other bins are
+  // used: a bar at -127 would squash the exponents in use into a sliver (as in the map).
+  const double zero = e->hist[0];
+  const bool zero_drawn = std::all_of(e->hist.begin() + 1, e->hist.begin() + kNanBin, [](double c) { return c == 0; });
+  double total = zero_drawn ? 0 : zero;
+  for (int b = zero_drawn ? 0 : 1; b < 255; ++b) {
     if (e->hist[size_t(b)] == 0) continue;
     x << (b - 127);
     y << e->hist[size_t(b)];
@@ -534,16 +575,21 @@ void QuantView::drawHist() {
   hist_text_->setVisible(true);
   auto* txt = hist_text_;
   if (std::isnan(e->underflow))
-    txt->setText(QString("blocks: %1   NaN scales: %2\nelements: %3").arg(total + nan, 0, 'f', 0).arg(nan, 0, 'f', 0).arg(e->count, 0, 'f', 0));
+    txt->setText(QString("blocks: %1   NaN scales: %2   zero scales: %3\nelements: %4")
+                     .arg(total + nan, 0, 'f', 0)
+                     .arg(nan, 0, 'f', 0)
+                     .arg(zero, 0, 'f', 0)
+                     .arg(e->count, 0, 'f', 0));
   else
-  txt->setText(QString("blocks: %1   NaN scales: %2\nelements: %3\nunderflow (nonzero -> 0): %4 (%5 %)\nsaturated (clamped to max): %6 (%7 %)")
+  txt->setText(QString("blocks: %1   NaN scales: %2   zero scales: %8\nelements: %3\nunderflow (nonzero -> 0): %4 (%5 %)\nsaturated (clamped to max): %6 (%7 %)")
                    .arg(total + nan, 0, 'f', 0)
                    .arg(nan, 0, 'f', 0)
                    .arg(e->count, 0, 'f', 0)
                    .arg(e->underflow, 0, 'f', 0)
                    .arg(100.0 * e->underflow / cnt, 0, 'g', 3)
                    .arg(e->saturated, 0, 'f', 0)
-                   .arg(100.0 * e->saturated / cnt, 0, 'g', 3));
+                   .arg(100.0 * e->saturated / cnt, 0, 'g', 3)
+                   .arg(zero, 0, 'f', 0));
 }
 
 void QuantView::drawCurves() {
@@ -834,6 +880,11 @@ void QuantView::writeCsv(QTextStream& out) const {
         if (const double c = hist_steps_.v[r * 256 + uint64_t(b)]; c != 0)
           out << "scale_exp_hist_over_steps," << sel_layer_ << ',' << sel_op_ << ',' << r << ',' << step_of(d, int64_t(r)) << ','
               << (b == kNanBin ? QString("nan") : QString::number(b - 127)) << ',' << csv_num(c) << '\n';
+  if (const auto it = curves_.find(names::quant(sel_layer_.toStdString(), sel_op_.toStdString(), trace::schema::kTensorScaleInv));
+      it != curves_.end())
+    for (size_t r = 0; r < it->second.v.size(); ++r)
+      out << "tensor_scale_inv," << sel_layer_ << ',' << sel_op_ << ',' << r << ',' << step_of(d, int64_t(r)) << ",S_dec,"
+          << csv_num(it->second.v[r]) << '\n';
   if (maps_ok_)
     for (int g = 0; g < maps_.G; ++g)
       for (int br = 0; br < maps_.BR; ++br)

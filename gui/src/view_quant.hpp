@@ -69,6 +69,7 @@ class QuantView : public View {
 
  private:
   void drawMap();
+  void drawTensorScale(const TraceDocument& d, int nx);
   void drawHist();
   void drawCurves();
   /// Bias and rounding of the selected operand over steps (numerics.md §4.6 "Gradient quality"):

@@ -107,6 +107,7 @@ pyb::dict stats_py(const pyb::array& x, const PyQuantized& p) {
   d["rounded"] = s.rounded;
   d["rounded_up"] = s.rounded_up;
   d["expected_up"] = s.expected_up;
+  d["tensor_scale_inv"] = s.tensor_scale_inv;
   return d;
 }
 

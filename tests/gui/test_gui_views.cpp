@@ -237,6 +237,62 @@ class GuiViews : public QObject {
     st_->setOperand("w");
   }
 
+  // NVFP4's two scale levels on the map of scale exponents over steps: a line at log2 of the
+  // trace's tensor_scale_inv per step over the blocks' exponents (which bin the product), and no
+  // line for a one-level layer. The histogram leaves the zero-scale bin (all-zero blocks, at
+  // -127) out of its bars, which would squash the exponents in use, and counts it in its text.
+  void tensorScaleLineOverTheExponents() {
+    const QString path = dir_.filePath("nvfp4.h5");
+    QCOMPARE(guitest::write_trace(guitest::tiny({"recipe.fc2=\"nvfp4\""}), path).steps, 6);
+    InspectorState st(this);
+    TraceDocument* d = st.traces()->add(path);
+    QTRY_VERIFY_WITH_TIMEOUT(d->state() != TraceDocument::State::Opening, 20000);
+    QCOMPARE(d->state(), TraceDocument::State::Ready);
+    st.setPrimary(d);
+    QuantView v(&st);
+    v.resize(1100, 750);
+    v.show();
+    st.setLayer("fc2");  // no snapshot maps: the map shows the exponents over steps
+    st.setOperand("dy");
+    st.setStep(3);
+    QVERIFY(guitest::wait_view(&v));
+    QCustomPlot* m = v.mapPlot();
+    QCOMPARE(m->graphCount(), 1);
+    QCOMPARE(m->graph(0)->name(), QString("log2 FP32 tensor scale S_dec"));
+    mxsim::trace::Reader r(path.toStdString());
+    const auto ts = r.read_series<float>("/layers/fc2/quant/dy/tensor_scale_inv");
+    const auto* line = m->graph(0)->data().data();
+    QCOMPARE(line->size(), int(ts.size()));
+    for (int i = 0; i < line->size(); ++i) {
+      QVERIFY(ts[size_t(i)] > 0 && ts[size_t(i)] != 1.0f);
+      QCOMPARE(line->at(i)->value, std::log2(double(ts[size_t(i)])));
+      QVERIFY(m->yAxis->range().contains(line->at(i)->value));  // the axis reaches the line
+    }
+    const auto hist = r.read_series<uint64_t>("/layers/fc2/quant/dy/scale_exp_hist", 3, 1);
+    QVERIFY2(hist[0] > 0, "the tiny run's NVFP4 dy holds all-zero blocks (its padded rows)");
+    QCustomPlot* h = v.histogramPlot();
+    QCPBars* bars = nullptr;
+    for (int i = 0; i < h->plottableCount(); ++i)
+      if (auto* b = qobject_cast<QCPBars*>(h->plottable(i))) bars = b;
+    QVERIFY(bars && !bars->data()->isEmpty());
+    for (auto it = bars->data()->constBegin(); it != bars->data()->constEnd(); ++it) QVERIFY(it->key > -127);
+    bool counted = false;
+    for (int i = 0; i < h->itemCount(); ++i)
+      if (auto* t = qobject_cast<QCPItemText*>(h->item(i)))
+        counted = counted || t->text().contains(QString("zero scales: %1").arg(hist[0]));
+    QVERIFY(counted);
+    // a one-level layer (fc2 of the MXFP4 trace) has no tensor scale and no line
+    QuantView mx(st_);
+    mx.resize(1100, 750);
+    mx.show();
+    st_->setLayer("fc2");
+    st_->setOperand("dy");
+    QVERIFY(guitest::wait_view(&mx));
+    QCOMPARE(mx.mapPlot()->graphCount(), 0);
+    st_->setLayer("fc1");
+    st_->setOperand("w");
+  }
+
   void exportWritesPngAndCsv() {
     QuantView v(st_);
     v.resize(1000, 700);

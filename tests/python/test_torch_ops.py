@@ -436,6 +436,17 @@ def test_quant_stats_by_hand_and_equal_to_the_cli(tmp):
     b = mt.block_stats(x, mt.quantize(x, "mxfp8"))
     for k in ref:
         np.testing.assert_array_equal(b[k].numpy(), np.asarray(ref[k]), err_msg=k)
+    assert s["tensor_scale_inv"] == 1.0  # one-level scales
+
+
+def test_quant_stats_carry_nvfp4s_tensor_scale():
+    # amax 2688 = 6 x 448 gives S_enc = 1; amax 5376 gives S_enc = 0.5, S_dec = 2 (both exact):
+    # the second scale level rides with the statistics (numerics.md §3.3, §4.6)
+    for amax, s_dec in ((2688.0, 1.0), (5376.0, 2.0), (1344.0, 0.5)):
+        x = sample((4, 32), seed=9).clamp(-1, 1)
+        x[1, 3] = -amax
+        s = mt.quant_stats(x, mt.quantize(x, "nvfp4"))
+        assert s["tensor_scale_inv"] == s_dec, amax
 
 
 # ------------------------------------------------------------------ the peers' tensors, by attribute

@@ -142,6 +142,31 @@ def test_quant_stats_equal_the_numpy_api(tmp):
         assert np.array_equal(f["/layers/block.fc1/quant/x/scale_exp_hist"][0], hist)
 
 
+def test_nvfp4_tensor_scale_is_recorded_for_its_operands_only(tmp):
+    """NVFP4's second scale level is a series of its own, quant/<op>/tensor_scale_inv, equal to the
+    NumPy API's S_dec of the same W and x; an MXFP8 trace has none (one-level scales)."""
+    torch.manual_seed(5)
+    for recipe in ("nvfp4", "mxfp8"):
+        m = Experts(recipe=recipe, fused=False)
+        fc1 = m.block.fc1
+        x0 = torch.randn(32, 32) * 3  # 16 rows an expert: NVFP4's wgrad transform runs along M in 16s
+        W = torch.stack([w.detach() for w in fc1.weights()]).numpy()
+        with mt.Recorder(m, tmp / f"{recipe}.h5") as rec:
+            m(x0, [16, 16]).square().sum().backward()
+            rec.log(1)
+        with h5py.File(tmp / f"{recipe}.h5", "r") as f:
+            names = [f"/layers/block.{l}/quant/{op}/tensor_scale_inv" for l in ("fc1", "fc2") for op in ("w", "x", "dy")]
+            if recipe == "mxfp8":
+                assert not any(n in f for n in names)
+                continue
+            assert all(n in f and f[n].dtype == np.float32 for n in names)
+            want_x = mxsim.quantize(x0.numpy(), spec=mxsim.spec("nvfp4")).tensor_scale_inv
+            want_w = mxsim.quantize(W, spec=mxsim.spec("nvfp4_2d")).tensor_scale_inv  # 16 x 16 tiles, one amax
+            assert f["/layers/block.fc1/quant/x/tensor_scale_inv"][0] == np.float32(want_x)
+            assert f["/layers/block.fc1/quant/w/tensor_scale_inv"][0] == np.float32(want_w)
+            assert want_x != 1.0 and want_w != 1.0
+
+
 def test_oscillation_metrics_of_a_hand_built_weight_history(tmp):
     """One MXFP4 block [1, 32]: element 0 fixes the E8M0 scale at 1 (amax 6); element 1 moves
     1.0 -> 1.5 -> 1.0 -> 1.5 on the E2M1 grid. Steps (Nagel et al. 2022): seed, an up move (no

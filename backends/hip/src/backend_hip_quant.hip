@@ -215,6 +215,9 @@ void HipBackend::quant_stats_deferred_impl(const Tensor& x, const QTensor& qh, Q
     s.expected_up = r[11];
     *dst = s;
   });
+  // The second level of the scale rides along, copied (its callback runs after the sums'):
+  fetch_later(q.t.tensor_scale_inv, sizeof(float),
+              [dst](const std::byte* h) { std::memcpy(&dst->tensor_scale_inv, h, sizeof(float)); });
 }
 QuantStats HipBackend::quant_stats_impl(const Tensor& x, const QTensor& q) {
   return now<QuantStats>([&](QuantStats* d) { quant_stats_deferred_impl(x, q, d); });

@@ -47,7 +47,7 @@ extern "C" {
 #endif
 
 /** Bumped when a struct or signature of this header changes. */
-#define MXSIM_C_ABI_VERSION 3
+#define MXSIM_C_ABI_VERSION 4
 
 typedef enum mxsim_status {
   MXSIM_OK = 0,
@@ -96,6 +96,8 @@ typedef struct mxsim_spec_info {
   int32_t stochastic;     /**< 1: rounding = sr (Philox words by element index, docs/numerics.md §2.5) */
   int32_t hadamard;       /**< 1: the 16-point Hadamard transform is applied first */
   int32_t current_scaling;/**< 1: one FP32 scale per tensor, from its amax (mxsim_spec_with_amax) */
+  uint32_t hadamard_signs; /**< the transform's sign mask D of y = H (D x): bit i negates element i of
+                                each 16 first (0: none; 0xD7E8 is TransformerEngine's NVFP4 wgrad vector) */
 } mxsim_spec_info;
 
 MXSIM_C_EXPORT mxsim_status mxsim_spec_get_info(const mxsim_spec* spec, mxsim_spec_info* out, mxsim_error* err);
@@ -276,6 +278,8 @@ typedef struct mxsim_qstats {
   double mean_err;                /**< mean of d - x over the compared elements (the bias; NaN as mse) */
   uint64_t rounded, rounded_up;   /**< rounding choices (E8M0 / UE4M3 scales): between two grid values; took the upper */
   double expected_up;             /**< sum of their stochastic-rounding probabilities of the upper one */
+  float tensor_scale_inv;         /**< q's FP32 per-tensor decode scale (NVFP4's S_dec), copied; 1 for
+                                       one-level scales, NaN where nothing was recorded */
 } mxsim_qstats;
 
 /** One block's statistics (storage order: group, block row, block column). */

@@ -36,6 +36,10 @@ struct QuantStats {
   size_t rounded = 0;
   size_t rounded_up = 0;
   double expected_up = 0;
+  /// The second level of a two-level scale: q's FP32 per-tensor decode scale (NVFP4's S_dec,
+  /// numerics.md §3.3), copied, not summed; 1 for every one-level scale. The block-scale histogram
+  /// bins the product of both levels, so this is what tells a tensor-scale shift from the blocks'.
+  float tensor_scale_inv = 1.0f;
 };
 
 /// A GEMM output against its reference, e.g. the same GEMM on BF16 operands (numerics.md §4.8):

@@ -138,7 +138,8 @@ class Spec:
 
     @functools.cached_property
     def info(self):
-        """elem (short format name), elem_bits, block_rows, block_cols, scale_kind, stochastic, hadamard."""
+        """elem (short format name), elem_bits, block_rows, block_cols, scale_kind, stochastic, hadamard,
+        current_scaling, hadamard_signs (the transform's sign mask; 0: none)."""
         i = _capi.SpecInfo()
         _capi.call(self._lib.mxsim_spec_get_info, self._handle, ctypes.byref(i))
         return i
@@ -531,7 +532,9 @@ def quant_stats(x, q):
     nonfinite_in, nan_out, underflow, saturated, mse, max_abs_err, signal_power, sqnr_db, mean_err
     (mean of d - x: the bias), rounded, rounded_up, expected_up (the rounding choices: elements
     between two grid values, how many took the upper one, the sum of their stochastic-rounding
-    probabilities of it; E8M0 / UE4M3 scales) (the NumPy API's numbers). CUDA tensors are copied to the host."""
+    probabilities of it; E8M0 / UE4M3 scales) and tensor_scale_inv (the FP32 per-tensor decode scale
+    of a two-level scale, NVFP4's S_dec, copied; 1 for one-level scales) (the NumPy API's numbers).
+    CUDA tensors are copied to the host."""
     x, q = _stats_operands(x, q)
     out = _capi.QStats()
     cq = q._c()

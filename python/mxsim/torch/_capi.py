@@ -12,7 +12,7 @@ import ctypes.util
 import os
 import threading
 
-_ABI_VERSION = 3
+_ABI_VERSION = 4
 
 # dlpack.h
 KDL_CPU, KDL_CUDA = 1, 2
@@ -40,7 +40,7 @@ class Error(ctypes.Structure):
 class SpecInfo(ctypes.Structure):
     _fields_ = [("elem", ctypes.c_char * 16), ("elem_bits", ctypes.c_int32), ("block_rows", ctypes.c_int32),
                 ("block_cols", ctypes.c_int32), ("scale_kind", ctypes.c_int32), ("stochastic", ctypes.c_int32),
-                ("hadamard", ctypes.c_int32), ("current_scaling", ctypes.c_int32)]
+                ("hadamard", ctypes.c_int32), ("current_scaling", ctypes.c_int32), ("hadamard_signs", ctypes.c_uint32)]
 
 
 class LinearRecipeInfo(ctypes.Structure):
@@ -56,7 +56,7 @@ class QStats(ctypes.Structure):
                 ("underflow", ctypes.c_uint64), ("saturated", ctypes.c_uint64), ("mse", ctypes.c_double),
                 ("max_abs_err", ctypes.c_double), ("signal_power", ctypes.c_double), ("sqnr_db", ctypes.c_double),
                 ("mean_err", ctypes.c_double), ("rounded", ctypes.c_uint64), ("rounded_up", ctypes.c_uint64),
-                ("expected_up", ctypes.c_double)]
+                ("expected_up", ctypes.c_double), ("tensor_scale_inv", ctypes.c_float)]
 
 
 class BlockStat(ctypes.Structure):

@@ -63,7 +63,8 @@ def _range(name):
 
 def _empty_stats():
     s = _capi.QStats()
-    for f in ("mse", "max_abs_err", "signal_power", "sqnr_db", "mean_err", "expected_up"):  # core's not_recorded()
+    for f in ("mse", "max_abs_err", "signal_power", "sqnr_db", "mean_err", "expected_up",
+              "tensor_scale_inv"):  # core's not_recorded()
         setattr(s, f, _NAN)
     return s
 

@@ -177,6 +177,13 @@ struct LinearRecipe {
   /// Whether role r's operand has quantization statistics (the trace's quant/{w,x,dy}): W when
   /// weight_quantized(), X when fprop quantizes, Dy when dgrad does.
   bool records(Role r) const;
+  /// Role r's spec where records(r): weight_spec(), fprop's x_fprop, dgrad's dy_dgrad (throws
+  /// std::logic_error where r is not recorded).
+  const QuantSpec& role_spec(Role r) const&;
+  QuantSpec role_spec(Role r) const&& { return role_spec(r); }
+  /// Whether role r is recorded with a two-level scale (NVFP4: UE4M3 block scales under an FP32
+  /// tensor scale), so the trace has its quant/<r>/tensor_scale_inv.
+  bool two_level_scale(Role r) const;
   bool fused_wgrad_accum() const;
   bool transposed_cache_allowed() const;
   bool deosc_eligible() const;

@@ -83,6 +83,9 @@ struct LayerPlan {
   bool snapshot_wgrad_mb = false;
   bool grad_added = false;        ///< the grad_added_to_main_grad series (a recorder's main_grad layers)
   std::array<bool, 3> shadow{};   ///< per GemmForm: shadow/<gemm>/* (a BF16 shadow of that GEMM)
+  /// per Role: quant/<role>/tensor_scale_inv (a quantized layer's operand with a two-level scale,
+  /// LinearRecipe::two_level_scale)
+  std::array<bool, 3> tensor_scale{};
 };
 /// The run-wide series beside the layers'.
 struct RunPlan {

@@ -74,7 +74,8 @@ class Reader {
   std::vector<unsigned char> read_raw(const std::string& name, DType dtype, uint64_t first = 0,
                                       uint64_t count = UINT64_MAX) const;
 
-  /// Snapshot at `step`. Throws if `step` is not a declared step or not yet complete.
+  /// Snapshot at trace row `step` (0-based: global step first_step + step, not the global
+  /// step itself). Throws if that row took no snapshot or is not yet complete.
   template <class T>
   std::vector<T> read_snapshot(const std::string& name, int64_t step) const {
     auto raw = read_snapshot_raw(name, dtype_of<T>(), step);

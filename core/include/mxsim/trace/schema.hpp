@@ -105,6 +105,9 @@ inline constexpr std::array<SeriesName, 10> kQuantStats{{{"mse", DType::f64},
                                                          {"rounded_up", DType::u64},
                                                          {"expected_up", DType::f64}}};
 inline constexpr std::size_t kScaleExpBins = 256;
+/// The per-step f32 series of an operand with a two-level scale (NVFP4) beside kQuantStats:
+/// QuantStats::tensor_scale_inv, the FP32 tensor scale the block scales multiply.
+inline constexpr const char* kTensorScaleInv = "tensor_scale_inv";
 /// The oscillation metrics of one quantized weight, in declaration order.
 /// ema_frac_above: the share of elements whose EMA flip frequency exceeds
 /// hd::kOscEmaThreshold = 0.01 (Backend::osc_update).
