@@ -723,6 +723,8 @@ TEST(GpuOpsTree, QuantStatsLargeMatchesEmulator) {
       EXPECT_EQ(e.rounded, g.rounded) << what;
       EXPECT_EQ(e.rounded_up, g.rounded_up) << what;
       EXPECT_EQ(bits(e.expected_up), bits(g.expected_up)) << what;
+      EXPECT_EQ(f32_bits(e.tensor_scale_inv), f32_bits(g.tensor_scale_inv)) << what;  // copied after the sums
+      EXPECT_EQ(e.tensor_scale_inv != 1.0f, std::string(recipe) == "nvfp4") << what;
       if (std::string(recipe) != "fp8_block") {  // the choices are there to compare (nvfp4: ~12 % of these)
         EXPECT_GT(e.rounded, n / 20) << what << ": few rounding choices";
       }
