@@ -81,16 +81,22 @@ __device__ inline void tree_combine(double& acc, double& best, const double* rec
 
 /// Warps per block of tree_warps_kernel, and its shared memory (each warp's 32 records).
 constexpr unsigned kTreeWarps = 8;
+/// Doubles between two lanes' records in shared memory: D rounded up to odd, so the 32 lanes'
+/// stores of one component fall in distinct bank pairs (an even stride such as 12 made them
+/// 8-way conflicts). The padding is never read.
 template <int D>
-constexpr size_t tree_warps_smem() { return size_t(kTreeWarps) * 32 * D * sizeof(double); }
+constexpr int tree_record_stride() { return D | 1; }
+template <int D>
+constexpr size_t tree_warps_smem() { return size_t(kTreeWarps) * 32 * size_t(tree_record_stride<D>()) * sizeof(double); }
 
 // Level 0: warp w of the grid folds chunks w, w + W, ... (see the top of the file).
 template <int D, class Fold>
 __global__ void tree_warps_kernel(Fold fold, size_t n, TreeOps ops, double* __restrict__ out) {
   static_assert(D >= 1 && D <= 32, "one lane per component");
   extern __shared__ double tree_sh[];
+  constexpr int S = tree_record_stride<D>();
   const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  double* rec = tree_sh + size_t(warp) * 32 * D;
+  double* rec = tree_sh + size_t(warp) * 32 * S;
   const size_t m = (n + kTreeChunk - 1) / kTreeChunk;
   const size_t stride = size_t(gridDim.x) * kTreeWarps;
   for (size_t j = size_t(blockIdx.x) * kTreeWarps + warp; j < m; j += stride) {
@@ -101,11 +107,16 @@ __global__ void tree_warps_kernel(Fold fold, size_t n, TreeOps ops, double* __re
       double a[D];
       tree_init<D>(a, ops);
       if (r0 + lane < end) fold(r0 + lane, a);
-      for (int c = 0; c < D; ++c) rec[size_t(lane) * D + c] = a[c];
+      for (int c = 0; c < D; ++c) rec[size_t(lane) * S + c] = a[c];
       MXSIM_SYNCWARP();
       if (lane < unsigned(D)) {
         const unsigned cnt = end - r0 < 32 ? unsigned(end - r0) : 32u;
-        for (unsigned k = 0; k < cnt; ++k) tree_combine(acc, best, rec + size_t(k) * D, d, ops);
+        if (cnt == 32) {  // a whole round, unrolled: the shared loads issue ahead of the dependent adds
+#pragma unroll 8
+          for (unsigned k = 0; k < 32; ++k) tree_combine(acc, best, rec + size_t(k) * S, d, ops);
+        } else {
+          for (unsigned k = 0; k < cnt; ++k) tree_combine(acc, best, rec + size_t(k) * S, d, ops);
+        }
       }
       MXSIM_SYNCWARP();  // rec is rewritten by the next round
     }
