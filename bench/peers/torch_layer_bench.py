@@ -4,20 +4,29 @@
   overhead  host time of one mxsim.torch call whose GEMM is empty (m_splits all 0: the
             Python, ctypes and C layers only) and of a quantize of a 32 x 32 tensor;
   gemm      mt.grouped_gemm from Python on pre-quantized operands of (8 x 2048, 4096, 7168),
-            CUDA-event median, beside the same C++ call timed by mxsim_gpu_gemm_bench
-            (--cpp-csv: its CSV, run in the same device call);
+            CUDA-event median, beside the same C++ call timed by mxsim_gpu_gemm_bench: with
+            --cpp-bench BINARY that bench runs right before and right after each Python case
+            (--shapes large --cases <case>), so a drift of the card's clocks (a BF16 GEMM at
+            this size runs at its power limit) shows as a before / after gap instead of
+            biasing the ratio; the Python operands are drawn as the bench draws its own
+            (random sign and mantissa, exponents 2^-4 .. 2^4), not from randn, since the
+            bits toggled move the power and so the clocks. --cpp-csv FILE: one earlier run's
+            CSV instead;
   layer     forward + backward of the large expert layer (examples/large.toml: 8 experts,
             d_model 2048, d_ff 4096, 8192 expert rows per micro-batch; fc1 shapes) as
             mt.GroupedLinear(recipe=mxfp4 / mxfp8 / bf16) beside bench/peers/moe_step_peer.py's
             torch._grouped_mm BF16 layer and its MXFP4 fake quantization (torch ops).
 
-Prints a Markdown table per part. Usage: torch_layer_bench.py [--cpp-csv FILE] [--reps N]
+Prints a Markdown table per part.
+Usage: torch_layer_bench.py [--cpp-bench BINARY | --cpp-csv FILE] [--reps N]
 Needs CUDA and MXSIM_C_LIBRARY (or the package's libmxsim_c.so) built with the GPU backend.
 """
 import argparse
 import csv
 import os
+import subprocess
 import sys
+import tempfile
 import time
 
 import torch
@@ -113,7 +122,30 @@ def overhead():
 CASES = {"mxfp4-fprop": ("mxfp4", "mxfp4_2d"), "mxfp8-fprop": ("mxfp8", "mxfp8"), "bf16-fprop": ("bf16", "bf16")}
 
 
-def gemm(cpp_csv, reps):
+def bench_floats(*shape):
+    """FP32 values drawn as mxsim_gpu_gemm_bench's fill_random draws them: random sign and
+    mantissa, exponent uniform in 2^-4 .. 2^4 (not the same words: the same distribution)."""
+    n = 1
+    for d in shape:
+        n *= d
+    bits = torch.randint(0, 1 << 23, (n,), device="cuda", dtype=torch.int32)
+    bits |= torch.randint(123, 132, (n,), device="cuda", dtype=torch.int32) << 23
+    bits |= torch.randint(0, 2, (n,), device="cuda", dtype=torch.int32) << 31
+    return bits.view(torch.float32).reshape(shape)
+
+
+def cpp_ms(cpp_bench, case, shape, reps):
+    """The C++ call's median ms (mxsim_gpu_gemm_bench, kernel auto) on the large shape, now."""
+    with tempfile.NamedTemporaryFile(suffix=".csv") as f:
+        subprocess.run([cpp_bench, "--shapes", "large", "--cases", case, "--no-check", "--reps", str(reps),
+                        "--csv", f.name], check=True, stdout=subprocess.DEVNULL, timeout=120)
+        for row in csv.DictReader(open(f.name)):
+            if row["shape"] == shape and row["kernel"].startswith("auto"):
+                return float(row["ms"])
+    raise RuntimeError(f"{cpp_bench} printed no auto row for {case} {shape}")
+
+
+def gemm(cpp_bench, cpp_csv, reps):
     G, R, N, K = 8, 2048, 4096, 7168
     shape = f"{G}x{R}:{N}:{K}"
     cpp = {}
@@ -122,11 +154,14 @@ def gemm(cpp_csv, reps):
             for row in csv.DictReader(f):
                 if row["shape"] == shape and row["kernel"].startswith("auto"):
                     cpp[row["case"]] = float(row["ms"])
-    x = torch.randn(G * R, K, device="cuda")
-    w = torch.randn(G, N, K, device="cuda")
+    x = bench_floats(G * R, K)
+    w = bench_floats(G, N, K)
     splits = [R] * G
     print(f"\n## grouped_gemm from Python vs the same C++ call ({shape}, CUDA-event median of {reps})\n")
-    print("| case | Python ms (one call) | Python ms (10 back to back, per call) | C++ ms | Python / C++ | TFLOP/s |")
+    if cpp_bench:
+        print("C++: mxsim_gpu_gemm_bench run right before and right after each Python case.\n")
+    print("| case | Python ms (one call) | Python ms (10 back to back, per call) | C++ ms (before / after) "
+          "| Python / C++ (their mean) | TFLOP/s |")
     print("|---|---|---|---|---|---|")
     for case, (sa, sb) in CASES.items():
         if sa == "bf16":
@@ -134,11 +169,16 @@ def gemm(cpp_csv, reps):
         else:
             a, b = mt.quantize(x, sa), mt.quantize(w, sb)
         out = torch.empty(G * R, N, device="cuda")
+        torch.cuda.synchronize()
+        before = cpp_ms(cpp_bench, case, shape, reps) if cpp_bench else cpp.get(case)
         ms = median_ms(lambda: mt.grouped_gemm(a, b, splits, out=out), reps)
         mb = batched_ms(lambda: mt.grouped_gemm(a, b, splits, out=out), max(3, reps // 4)) if ms < 100 else ms
-        c = cpp.get(case)
+        torch.cuda.synchronize()
+        after = cpp_ms(cpp_bench, case, shape, reps) if cpp_bench else None
+        c = (before + after) / 2 if before and after else before
+        shown = f"{before:.3f} / {after:.3f}" if after else (f"{before:.3f}" if before else "-")
         ratio = f"{ms / c:.3f}" if c else "-"
-        print(f"| {case} | {ms:.3f} | {mb:.3f} | {c if c else '-'} | {ratio} | {2 * G * R * N * K / ms / 1e9:.0f} |")
+        print(f"| {case} | {ms:.3f} | {mb:.3f} | {shown} | {ratio} | {2 * G * R * N * K / ms / 1e9:.0f} |")
 
 
 def layer(reps):
@@ -172,12 +212,13 @@ def layer(reps):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--cpp-csv")
+    ap.add_argument("--cpp-bench", help="mxsim_gpu_gemm_bench, run before and after each Python GEMM case")
+    ap.add_argument("--cpp-csv", help="an earlier mxsim_gpu_gemm_bench CSV (without --cpp-bench)")
     ap.add_argument("--reps", type=int, default=20)
     a = ap.parse_args()
     print(f"# mxsim.torch on {torch.cuda.get_device_name()}, torch {torch.__version__}, mxsim {mt.version()}")
     overhead()
-    gemm(a.cpp_csv, a.reps)
+    gemm(a.cpp_bench, a.cpp_csv, a.reps)
     layer(a.reps)
 
 

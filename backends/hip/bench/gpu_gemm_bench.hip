@@ -9,6 +9,7 @@
 // 32 x 32 quantize (the C++ floor beneath bench/peers/torch_layer_bench.py's overhead table).
 // Shapes (groups x rows per group, N, K), the peers' (bench/peers/gemm_peers.py):
 //   8 x 2048, 4096, 7168;  32 x 512, 4096, 2048;  16 x 1024, 2048, 7168
+// (--shapes large: the first only; --shapes small: 4 x 512, 1024, 2048)
 // Cases (comma list; default all): mxfp4-fprop, mxfp4-dgrad, mxfp4-wgrad,
 // mxfp8-fprop, fp8block-fprop, bf16-fprop. FLOPs = 2 M N K for every form
 // (dgrad contracts over N, wgrad over the tokens, accumulating into FP32
@@ -152,18 +153,26 @@ int overhead() {
 int main(int argc, char** argv) {
   int reps = 10;
   const char* csv_path = nullptr;
-  bool check = true, small = false, overhead_only = false;
+  bool check = true, small = false, large_only = false, overhead_only = false;
   std::string cases_arg;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--reps" && i + 1 < argc) reps = std::atoi(argv[++i]);
     else if (a == "--csv" && i + 1 < argc) csv_path = argv[++i];
-    else if (a == "--shapes" && i + 1 < argc) small = std::string(argv[++i]) == "small";
+    else if (a == "--shapes" && i + 1 < argc) {
+      const std::string v = argv[++i];
+      small = v == "small";
+      large_only = v == "large";  // the first MoE shape only (bench/peers/torch_layer_bench.py's)
+      if (!small && !large_only && v != "all") {
+        std::fprintf(stderr, "--shapes takes all, small or large, not '%s'\n", v.c_str());
+        return 2;
+      }
+    }
     else if (a == "--cases" && i + 1 < argc) cases_arg = argv[++i];
     else if (a == "--no-check") check = false;
     else if (a == "--overhead") overhead_only = true;
     else {
-      std::fprintf(stderr, "usage: mxsim_gpu_gemm_bench [--reps N] [--csv FILE] [--shapes all|small] [--cases LIST] [--no-check] [--overhead]\n");
+      std::fprintf(stderr, "usage: mxsim_gpu_gemm_bench [--reps N] [--csv FILE] [--shapes all|small|large] [--cases LIST] [--no-check] [--overhead]\n");
       return 2;
     }
   }
@@ -175,6 +184,7 @@ int main(int argc, char** argv) {
   if (overhead_only) return overhead();
   std::vector<Shape> shapes = {{8, 2048, 4096, 7168}, {32, 512, 4096, 2048}, {16, 1024, 2048, 7168}};
   if (small) shapes = {{4, 512, 1024, 2048}};
+  if (large_only) shapes.resize(1);
   const std::vector<Case> all = {
       {"mxfp4-fprop", "mxfp4", "mxfp4_2d", 0}, {"mxfp4-dgrad", "mxfp4", "mxfp4_2d", 1},
       {"mxfp4-wgrad", "mxfp4", "mxfp4", 2},    {"mxfp8-fprop", "mxfp8", "mxfp8", 0},
