@@ -1,4 +1,5 @@
-// MoE classifier: explicit forward and backward against mxsim::Backend.
+// MoE classifier (sim/model.hpp Model): explicit forward and backward against mxsim::Backend.
+// The weights it trains are sim_weight.cpp's.
 #include "mxsim/sim/model.hpp"
 
 #include <algorithm>
@@ -14,127 +15,9 @@
 #include "mxsim/sim/state_io.hpp"
 #include "mxsim/trace/schema.hpp"
 #include "sim_ensure.hpp"
+#include "sim_weight.hpp"
 
 namespace mxsim::sim {
-
-namespace {
-
-/// Resolve a per-tensor FP32 spec's scale for operand `role` of `w`:
-/// fp8_delayed takes the scale of the role's DelayedScaling (computed at the
-/// end of the previous step); current scaling takes the amax of the whole
-/// tensor now (so per-group wgrad slices share one scale, as Turbo does).
-/// Other specs pass through. Records no amax (a peek).
-QuantSpec resolved_spec(Backend& be, const Weight& w, Role role, QuantSpec s, const Tensor& x) {
-  if (!s.per_tensor() || s.scale_kind != ScaleKind::FP32) return s;
-  if (const auto& d = w.delayed[size_t(role)]) return d->spec(s);
-  const float a = be.amax(x);
-  if (const std::optional<QuantSpec> c = with_current_scale(s, a)) return *c;
-  throw std::runtime_error(w.name + ": operand " + name_of(role) + " has a non-finite amax (" + std::to_string(a) +
-                           "); FP8 current scaling has no finite scale");
-}
-/// The same, recording this use's amax into fp8_delayed's history first.
-QuantSpec resolve(Backend& be, Weight& w, Role role, QuantSpec s, const Tensor& x) {
-  if (s.per_tensor() && s.scale_kind == ScaleKind::FP32)
-    if (auto& d = w.delayed[size_t(role)]) d->record(be.amax(x));
-  return resolved_spec(be, w, role, s, x);
-}
-
-}  // namespace
-
-// ---------------------------------------------------------------- Weight
-
-void Weight::zero_grad(Backend& be) {
-  ensure(be, main_grad, shape());
-  be.fill_zero(main_grad);
-  added.assign(size_t(num_microbatches) * G, 0);
-}
-void Weight::mark_added(int mb, size_t g) {
-  if (mb < 0 || mb >= num_microbatches || g >= G) throw MechanicsError(name + ": main_grad guard index out of range");
-  uint8_t& f = added[size_t(mb) * G + g];
-  if (f)
-    throw MechanicsError(name + ": main_grad of group " + std::to_string(g) + " already received micro-batch " +
-                         std::to_string(mb) + "'s wgrad (grad_added_to_main_grad set; a second add is an error)");
-  f = 1;
-}
-void Weight::invalidate() {
-  ++version;
-  cache.valid = false;
-  memo_.clear();
-  master_matches_model = true;
-}
-const QTensor& Weight::quantized(Backend& be, const QuantSpec& spec) {
-  for (const auto& [s, q] : memo_)
-    if (s == spec) return q;
-  ++quantizations_;
-  memo_.emplace_back(spec, be.quantize(model, spec, Axis::Cols));
-  return memo_.back().second;
-}
-Tensor Weight::bf16_master(Backend& be) const {
-  if (master_matches_model) return model;
-  Tensor b = be.alloc(DType::f32, shape());
-  be.round_bf16(master, b);
-  return b;
-}
-void Weight::qdq_master(Backend& be, const QuantSpec& spec, Tensor& q) {
-  ensure(be, q, shape());
-  if (master_matches_model) {
-    be.dequantize(quantized(be, spec), q);
-    return;
-  }
-  ++quantizations_;
-  be.dequantize(be.quantize(bf16_master(be), spec, Axis::Cols), q);
-}
-void Weight::update_scaling() {
-  for (auto& d : delayed)
-    if (d) d->update();
-}
-
-QuantSpec weight_fprop_spec(Backend& be, const Weight& w, const Tensor& wm) {
-  return resolved_spec(be, w, Role::W, w.recipe.weight_spec(), wm);
-}
-
-/// W for GEMM g of this step: resolve g's spec (recording fp8_delayed's amax
-/// for this use), then the one quantization of this version by that spec.
-static QTensor quantize_weight(Backend& be, Weight& w, GemmForm g) {
-  const QuantSpec s = resolve(be, w, Role::W, w.recipe.specs(g).w, w.model);
-  return w.quantized(be, s);
-}
-
-const QTensor& weight_for_fprop(Backend& be, Weight& w, int mb, int num_mb, QTensor& scratch) {
-  if (num_mb == 1) {  // Primus PR #891: no cache, quantize inside the op
-    scratch = quantize_weight(be, w, GemmForm::Fprop);
-    return scratch;
-  }
-  if (mb == 0) {
-    w.cache.q = quantize_weight(be, w, GemmForm::Fprop);
-    w.cache.version = w.version;
-    w.cache.valid = true;
-    return w.cache.q;
-  }
-  if (!w.cache.valid)
-    throw MechanicsError(w.name + ": micro-batch " + std::to_string(mb) +
-                         " found no quantized weight cache (invalidated by the optimizer step; micro-batch 0 must "
-                         "rebuild it)");
-  if (w.cache.version != w.version)
-    throw MechanicsError(w.name + ": stale quantized weight cache (made from version " +
-                         std::to_string(w.cache.version) + ", weight is at version " + std::to_string(w.version) + ")");
-  return w.cache.q;
-}
-
-const QTensor& weight_for_dgrad(Backend& be, Weight& w, int mb, int num_mb, QTensor& scratch) {
-  if (!w.recipe.dgrad_reuses_fprop_w() || num_mb == 1) {
-    // Current scaling: never a cached transposed copy; the per-tensor bytes
-    // are re-derived from the current BF16 weight (same values). A dgrad
-    // recipe other than fprop's quantizes W by its own spec (once per version).
-    scratch = quantize_weight(be, w, GemmForm::Dgrad);
-    return scratch;
-  }
-  // 2-D tiles / per-tensor: the columnwise copy is the fprop bytes (§1).
-  if (!w.cache.valid || w.cache.version != w.version)
-    throw MechanicsError(w.name + ": stale or missing quantized weight cache in dgrad of micro-batch " +
-                         std::to_string(mb));
-  return w.cache.q;
-}
 
 // ---------------------------------------------------------------- Model
 
