@@ -657,6 +657,42 @@ TEST(GpuGemm, WgmmaMxExactZeroBlocksKeepTheFmafKernel) {
   run_wgmma_large(ScaleCase::ZeroBlocks);
 }
 
+// A caller's workspace (GemmParams::workspace; a HipBackend's own) takes the tensor-core
+// kernels' operand images of its calls: empty before, grown by the first call, reused (not
+// grown) by a smaller one; the bits are the emulator's either way.
+TEST(GpuGemm, WgmmaImagesGoToTheCallersWorkspace) {
+  REQUIRE_GPU();
+  if (!sm90()) GTEST_SKIP() << "the tensor-core kernels need an H100/H200 (sm_90)";
+  std::mt19937 g(9100);
+  hip::GemmWorkspace ws;
+  EXPECT_EQ(ws.bytes(), 0u);
+  size_t grown = 0;
+  for (const std::vector<int64_t>& ms : {std::vector<int64_t>{200, 56}, std::vector<int64_t>{64}}) {
+    const size_t M = total(ms), N = 160, K = 256, G = ms.size();
+    const Tensor2f x = rand2(g, M, K, 3);
+    const Tensor3f w = rand3(g, G, N, K, 3);
+    const QuantizedTensor qa = quantize(x, tensor_recipe("mxfp4"), Axis::Cols);
+    const QuantizedTensor qw = quantize(w, tensor_recipe("mxfp4_2d"), Axis::Cols);
+    Tensor2f ref = Tensor2f::from_shape({M, N});
+    grouped_fprop(qa, qw, ms, ref, fast_opt(false));
+    const hip::DeviceQuantized da = gputest::upload(qa, "A"), dw = gputest::upload(qw, "W");
+    hip::GemmParams gp;
+    gp.kernel = hip::GemmKernel::Wgmma;
+    gp.workspace = &ws;
+    const hip::GemmLaunchCounts before = hip::gemm_launch_counts();
+    check_gpu("mx-exact", nullptr, ref.data(), M * N, false, "caller's workspace", [&](float* out) {
+      hip::grouped_fprop(hip::GemmOperand::from_quantized(da.t), hip::GemmOperand::from_quantized(dw.t), ms, out, gp);
+    });
+    EXPECT_GT(hip::gemm_launch_counts().wgmma, before.wgmma) << "the call ran on the tensor cores";
+    if (grown == 0) {
+      EXPECT_GT(ws.bytes(), 0u) << "the first call grew the caller's workspace";
+      grown = ws.bytes();
+    } else {
+      EXPECT_EQ(ws.bytes(), grown) << "a smaller call reuses it";
+    }
+  }
+}
+
 // bf16-f25 on the tensor cores (GemmKernel::Wgmma: the k16 wgmma chain is
 // the class, hd::hopper_bf16_edges) on shapes of many tiles and K stages,
 // ragged edges, every form, both accumulate modes, against the emulator.

@@ -12,10 +12,11 @@ namespace {
 
 constexpr unsigned kThreads = 256;
 
-GemmParams params_of(const GemmOptions& o) {
+GemmParams params_of(HipBackend& be, const GemmOptions& o) {
   GemmParams p;
   p.accumulate = o.accumulate;
   p.out_bf16 = o.out == Format::BF16;
+  p.workspace = &be.gemm_workspace();
   return p;
 }
 
@@ -48,30 +49,30 @@ void HipBackend::grouped_fprop_impl(const QTensor& x, const QTensor& w, std::spa
                                const GemmOptions& o) {
   ::mxsim::hip::grouped_fprop(GemmOperand::from_quantized(dev(x, "grouped_fprop", "x").t),
                               GemmOperand::from_quantized(dev(w, "grouped_fprop", "w").t), ms,
-                              mat(y, "grouped_fprop", "y"), params_of(o), stream_ptr());
+                              mat(y, "grouped_fprop", "y"), params_of(*this, o), stream_ptr());
 }
 void HipBackend::grouped_fprop_impl(const Tensor& x, const Tensor& w, std::span<const int64_t> ms, Tensor& y,
                                const GemmOptions& o) {
   const Bf16Operand a(*this, x, "grouped_fprop", "x"), b(*this, w, "grouped_fprop", "w");
-  ::mxsim::hip::grouped_fprop(a.op, b.op, ms, mat(y, "grouped_fprop", "y"), params_of(o), stream_ptr());
+  ::mxsim::hip::grouped_fprop(a.op, b.op, ms, mat(y, "grouped_fprop", "y"), params_of(*this, o), stream_ptr());
 }
 void HipBackend::grouped_dgrad_impl(const QTensor& dy, const QTensor& w, std::span<const int64_t> ms, Tensor& dx,
                                const GemmOptions& o) {
   ::mxsim::hip::grouped_dgrad(GemmOperand::from_quantized(dev(dy, "grouped_dgrad", "dy").t),
                               GemmOperand::from_quantized(dev(w, "grouped_dgrad", "w").t), ms,
-                              mat(dx, "grouped_dgrad", "dx"), params_of(o), stream_ptr());
+                              mat(dx, "grouped_dgrad", "dx"), params_of(*this, o), stream_ptr());
 }
 void HipBackend::grouped_dgrad_impl(const Tensor& dy, const Tensor& w, std::span<const int64_t> ms, Tensor& dx,
                                const GemmOptions& o) {
   const Bf16Operand a(*this, dy, "grouped_dgrad", "dy"), b(*this, w, "grouped_dgrad", "w");
-  ::mxsim::hip::grouped_dgrad(a.op, b.op, ms, mat(dx, "grouped_dgrad", "dx"), params_of(o), stream_ptr());
+  ::mxsim::hip::grouped_dgrad(a.op, b.op, ms, mat(dx, "grouped_dgrad", "dx"), params_of(*this, o), stream_ptr());
 }
 void HipBackend::grouped_wgrad_impl(const GroupedQTensor& dy, const GroupedQTensor& x, std::span<const int64_t> ms,
                                Tensor& dw, const GemmOptions& o) {
   std::vector<GemmOperand> a, b;
   for (const DeviceQuantized& q : dev(dy, "grouped_wgrad", "dy")) a.push_back(GemmOperand::from_quantized(q.t));
   for (const DeviceQuantized& q : dev(x, "grouped_wgrad", "x")) b.push_back(GemmOperand::from_quantized(q.t));
-  ::mxsim::hip::grouped_wgrad(a, b, ms, f32(dw, "grouped_wgrad", "dw"), params_of(o), stream_ptr());
+  ::mxsim::hip::grouped_wgrad(a, b, ms, f32(dw, "grouped_wgrad", "dw"), params_of(*this, o), stream_ptr());
 }
 void HipBackend::grouped_wgrad_impl(const Tensor& dy, const Tensor& x, std::span<const int64_t> ms, Tensor& dw,
                                const GemmOptions& o) {
@@ -87,7 +88,7 @@ void HipBackend::grouped_wgrad_impl(const Tensor& dy, const Tensor& x, std::span
     db.push_back(GemmOperand::from_bf16(b.op.bf16 + m0 * K, 1, mg, K));
     m0 += mg;
   }
-  ::mxsim::hip::grouped_wgrad(da, db, ms, f32(dw, "grouped_wgrad", "dw"), params_of(o), stream_ptr());
+  ::mxsim::hip::grouped_wgrad(da, db, ms, f32(dw, "grouped_wgrad", "dw"), params_of(*this, o), stream_ptr());
 }
 
 void HipBackend::accumulate_groups_impl(Tensor& acc, const Tensor& x, std::span<const int64_t> ms) {

@@ -32,6 +32,15 @@ using gemm::Launch;
 using gemm::PanelView;
 using detail::stream_of;
 
+uint8_t* GemmWorkspace::get(size_t bytes, void* stream) {
+  if (bytes > buf_.size()) {
+    MXSIM_HIP_CHECK(hipStreamSynchronize(stream_of(stream)));  // its launches may still read the old images
+    buf_ = DeviceBuffer();  // freed before the larger one is taken: both need not fit at once
+    buf_ = DeviceBuffer(bytes + bytes / 4, "grouped GEMM operand images (tensor-core kernels)");
+  }
+  return buf_.as<uint8_t>();
+}
+
 GemmOperand GemmOperand::from_quantized(const DeviceQTensor& q) {
   GemmOperand o;
   o.spec = q.spec;
@@ -95,8 +104,8 @@ PanelView make_panel(const GemmOperand& o, const GemmPanel& gp, GemmForm form, c
 
 /// Launches of one class whose groups share the element pair (every group of
 /// a grouped GEMM does: its specs are one tensor's, or the same per group).
-void run(hd::GemmClass c, const Launch* L, size_t n, hipStream_t s) {
-  if (gemm::launch_sm90(c, L, n, s)) return;
+void run(hd::GemmClass c, const Launch* L, size_t n, hipStream_t s, GemmWorkspace* ws) {
+  if (gemm::launch_sm90(c, L, n, s, ws)) return;
   switch (c) {
     case hd::GemmClass::MxExact: gemm::launch_mx_exact(L, n, s); break;
     case hd::GemmClass::MxF13: gemm::launch_mx_f13(L, n, s); break;
@@ -106,11 +115,11 @@ void run(hd::GemmClass c, const Launch* L, size_t n, hipStream_t s) {
   }
 }
 /// Consecutive launches with the same class and element pair go out together.
-void run_all(const std::vector<hd::GemmClass>& cls, const std::vector<Launch>& ls, hipStream_t s) {
+void run_all(const std::vector<hd::GemmClass>& cls, const std::vector<Launch>& ls, hipStream_t s, GemmWorkspace* ws) {
   for (size_t a = 0; a < ls.size();) {
     size_t b = a + 1;
     while (b < ls.size() && cls[b] == cls[a] && ls[b].A.elem == ls[a].A.elem && ls[b].B.elem == ls[a].B.elem) ++b;
-    run(cls[a], ls.data() + a, b - a, s);
+    run(cls[a], ls.data() + a, b - a, s, ws);
     a = b;
   }
 }
@@ -145,7 +154,7 @@ void run_plan(const GemmPlan& plan, std::span<const GemmOperand> A, std::span<co
   if (!p.accumulate)  // wgrad's groups without tokens: the sum over no tokens is +0
     for (size_t g : plan.empty)
       MXSIM_HIP_CHECK(hipMemsetAsync(d_out + g * plan.rows * plan.cols, 0, plan.rows * plan.cols * sizeof(float), s));
-  run_all(cls, launches, s);
+  run_all(cls, launches, s, p.workspace);
 }
 
 GemmOptions options_of(const GemmParams& p) {

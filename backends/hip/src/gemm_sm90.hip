@@ -121,25 +121,14 @@ CUtensorMap tensor_map(const void* base, CUtensorMapDataType dt, size_t elem_byt
   return m;
 }
 
-/// The images' device memory, one per (device, stream), grown as needed and
-/// kept: calls on one stream reuse it in stream order, and growing waits for
-/// that stream only (its earlier launches may still read the old images).
-struct Workspace {
-  DeviceBuffer buf;
-  uint8_t* get(size_t bytes, hipStream_t s) {
-    if (bytes > buf.size()) {
-      MXSIM_HIP_CHECK(hipStreamSynchronize(s));
-      buf = DeviceBuffer();
-      buf = DeviceBuffer(bytes + bytes / 4, "grouped GEMM operand images (tensor-core kernels)");
-    }
-    return buf.as<uint8_t>();
-  }
-};
-std::mutex g_workspace_mu;
-Workspace& workspace(hipStream_t s) {
-  static std::map<std::pair<int, hipStream_t>, Workspace> all;  // guarded by g_workspace_mu
+/// The process's workspace of (current device, stream), for calls that bring none
+/// (GemmParams::workspace); a node of the map never moves, so the reference stays valid.
+GemmWorkspace& default_workspace(hipStream_t s) {
+  static std::mutex mu;
+  static std::map<std::pair<int, hipStream_t>, GemmWorkspace> all;  // guarded by mu
   int dev = 0;
   MXSIM_HIP_CHECK(hipGetDevice(&dev));
+  const std::lock_guard<std::mutex> lock(mu);
   return all[{dev, s}];
 }
 
@@ -404,7 +393,7 @@ void run_batch(Mode mode, Img ia, Img ib, bool mx_exact, const Launch* L, int n,
 /// padded from 10 to 128 output columns is faster on the tensor cores.
 constexpr double kSm90MinMacs = double(1u << 30), kSm90MinMacsBf16 = double(1u << 20);
 
-bool launch_sm90(hd::GemmClass cls, const Launch* L, size_t n, hipStream_t s) {
+bool launch_sm90(hd::GemmClass cls, const Launch* L, size_t n, hipStream_t s, GemmWorkspace* ws) {
   using namespace sm90;
   if (n == 0 || !tensor_cores_usable()) return false;
   const GemmKernel want = L[0].kernel;
@@ -449,11 +438,12 @@ bool launch_sm90(hd::GemmClass cls, const Launch* L, size_t n, hipStream_t s) {
   if (want == GemmKernel::Auto && macs < (mode == Mode::Bf16 ? kSm90MinMacsBf16 : kSm90MinMacs)) return false;
   // The workspace is sized for the largest batch before anything is
   // launched: an allocation failure leaves every output untouched.
-  std::lock_guard<std::mutex> lock(g_workspace_mu);
+  GemmWorkspace& w = ws ? *ws : default_workspace(s);
+  const std::lock_guard<std::mutex> lock(w.mutex());
   size_t need = 0;
   for (size_t i = 0; i < n; i += kMaxBatch)
     need = std::max(need, image_layout(mode, L + i, int(std::min<size_t>(kMaxBatch, n - i)), same_k).total());
-  uint8_t* base = workspace(s).get(need, s);
+  uint8_t* base = w.get(need, s);
   for (size_t i = 0; i < n; i += kMaxBatch)
     run_batch(mode, ia, ib, cls == hd::GemmClass::MxExact, L + i, int(std::min<size_t>(kMaxBatch, n - i)), same_k,
               base, s);
@@ -471,7 +461,7 @@ size_t sm90_exact_steps_runs() {
 
 #else  // AMD: no sm_90 kernels
 
-bool launch_sm90(hd::GemmClass, const Launch*, size_t, hipStream_t) { return false; }
+bool launch_sm90(hd::GemmClass, const Launch*, size_t, hipStream_t, GemmWorkspace*) { return false; }
 size_t sm90_exact_steps_runs() { return 0; }
 void set_max_ctas(unsigned) {}
 
