@@ -640,6 +640,35 @@ TEST(GpuOps, BorrowedMemoryIsReadInPlaceBeforeTheCallersLaterWrites) {
   EXPECT_EQ(st.rounded_up, e.rounded_up);
 }
 
+// amax_deferred (fp8_delayed's history, queued without a synchronisation) gives amax's bits,
+// the first NaN as it is, and reads its input on the device before the call returns: the input
+// may be freed, and its memory taken by another tensor, before the value resolves.
+TEST(GpuOps, DeferredAmaxIsAmaxAndOutlivesItsInput) {
+  REQUIRE_GPU();
+  Backends b;
+  const size_t n = 70000;  // several chunks of the tree and a second level
+  for (int variant = 0; variant < 3; ++variant) {
+    std::vector<float> x(n);
+    for (size_t i = 0; i < n; ++i) x[i] = float(int(i * 7919 % 2001) - 1000) / 64.0f;
+    if (variant >= 1) x[n / 3] = f32_from_bits(0x7F800000u);  // +Inf: not a NaN, the largest magnitude
+    if (variant == 2) x[n / 2] = f32_from_bits(0xFFC01234u), x[n - 5] = f32_from_bits(0x7FC00001u);  // first NaN wins
+    const Both t = b.f32({n}, x);
+    const float want = b.e->amax(t.e);
+    float got = 0;
+    {
+      Tensor g = b.g->alloc(DType::f32, {n});
+      b.g->upload(g, x.data(), n * sizeof(float));
+      b.g->amax_deferred(g, &got);
+    }  // freed: the next allocation of this size takes its block
+    Tensor other = b.g->alloc(DType::f32, {n});
+    const std::vector<float> zeros(n, 0.0f);
+    b.g->upload(other, zeros.data(), n * sizeof(float));
+    b.g->resolve_deferred();
+    EXPECT_EQ(f32_bits(got), f32_bits(want)) << "variant " << variant;
+    EXPECT_EQ(f32_bits(b.g->amax(t.g)), f32_bits(want)) << "variant " << variant;  // the immediate op too
+  }
+}
+
 TEST(GpuOps, DeferredOscUpdateEqualsTheImmediateOne) {
   REQUIRE_GPU();
   Backends b;

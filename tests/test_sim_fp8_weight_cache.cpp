@@ -95,8 +95,10 @@ TEST(SimFp8WeightCache, DelayedScaleInvKeptAtEveryMicroBatch) {
   // The model copy was doubled after micro-batch 2; the amax the cast recorded is that of
   // the cast-time weight, half today's.
   const float amax = host_amax(*be, w.model) / 2.0f;
-  EXPECT_EQ(w.delayed[0]->history()[0], amax);
-  w.update_scaling();
+  ASSERT_EQ(w.pending_amax[0].size(), 1u);  // one cast of W in the step, its amax queued
+  EXPECT_EQ(w.pending_amax[0][0], amax);
+  w.update_scaling(*be);
+  EXPECT_EQ(w.delayed[0]->history().back(), amax);  // recorded, then rolled to the last slot
   w.invalidate();  // as the optimizer step does
   const float scale = 448.0f / amax;
   EXPECT_EQ(w.delayed[0]->scale(), scale);

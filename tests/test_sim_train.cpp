@@ -598,7 +598,8 @@ TEST(SimMechanics, ModelLevelGuardAndFp8NotDeoscd) {
 }
 
 // fp8_delayed goes through mxsim::DelayedScaling (TransformerEngine semantics): scale 1.0
-// before the first update, one amax record per quantization, the new scale
+// before the first update, one amax record per quantization (queued without a
+// synchronisation, Backend::amax_deferred, and recorded at the step's end), the new scale
 // fp8_max / amax / 2^margin only after update_scaling() at the end of the step, and
 // evaluation records nothing.
 TEST(SimDelayed, WeightScaleFollowsTeDelayedScaling) {
@@ -620,12 +621,19 @@ TEST(SimDelayed, WeightScaleFollowsTeDelayedScaling) {
   EXPECT_EQ(be->download(w.cache.q).scale_inv.data()[0], 1.0f);
   float amax = 0;
   for (float v : be->download3(w.model)) amax = std::max(amax, std::fabs(v));
-  EXPECT_EQ(w.delayed[0]->history()[0], amax);  // the cached W was quantized (and recorded) once
+  ASSERT_EQ(w.pending_amax[0].size(), 1u);  // the cached W was quantized (and its amax queued) once
+  EXPECT_EQ(w.pending_amax[0][0], amax);
+  EXPECT_EQ(w.pending_amax[1].size(), 8u);  // x: fprop and wgrad of each of the 4 micro-batches
+  EXPECT_EQ(w.delayed[0]->history()[0], 0.0f);  // recorded at the step's end
   EXPECT_EQ(w.delayed[0]->scale(), 1.0f);       // nothing changes before the step ends
-  const auto h_before = w.delayed[1]->history();
+  const auto pending_x = w.pending_amax[1].size();
   m.predict(bt.x);
-  EXPECT_EQ(w.delayed[1]->history(), h_before);  // evaluation records no amax
-  w.update_scaling();
+  EXPECT_EQ(w.pending_amax[1].size(), pending_x);  // evaluation records no amax
+  float amax_x = 0;
+  for (float a : w.pending_amax[1]) amax_x = std::max(amax_x, a);
+  w.update_scaling(*be);
+  EXPECT_TRUE(w.pending_amax[0].empty() && w.pending_amax[1].empty() && w.pending_amax[2].empty());
+  EXPECT_EQ(w.delayed[1]->history()[2], amax_x);  // the largest of the step's x amaxes, rolled
   const float want = (448.0f / amax) / 2.0f;  // E4M3 max 448, margin 1 (exact halving)
   EXPECT_EQ(w.delayed[0]->scale(), want);
   EXPECT_EQ(w.delayed[0]->history()[0], 0.0f);  // rolled: slot 0 cleared

@@ -103,6 +103,7 @@ void Backend::output_error_deferred_impl(const Tensor& ref, const Tensor& test, 
   *dst = output_error(r.data(), t.data(), r.size());
 }
 void Backend::l2_norm_deferred_impl(const Tensor& x, double* dst) { *dst = l2_norm_impl(x); }
+void Backend::amax_deferred_impl(const Tensor& x, float* dst) { *dst = amax_impl(x); }
 void Backend::quant_stats_deferred_impl(const Tensor& x, const QTensor& q, QuantStats* dst) {
   *dst = quant_stats_impl(x, q);
 }

@@ -408,6 +408,7 @@ void Backend::check_count_correct_deferred(const Tensor& logits, const Tensor& l
 }
 void Backend::check_l2_norm(const Tensor& x) { need_f32(x, "l2_norm", "x"); }
 void Backend::check_l2_norm_deferred(const Tensor& x, double*) { check_l2_norm(x); }
+void Backend::check_amax_deferred(const Tensor& x, float*) { check_amax(x); }
 void Backend::check_output_error_deferred(const Tensor& ref, const Tensor& test, OutputError* dst) {
   need_f32(ref, "output_error", "ref");
   need_f32(test, "output_error", "test");

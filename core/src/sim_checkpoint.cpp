@@ -63,6 +63,9 @@ void visit_state(StateIO& io, const std::string& config_toml, int64_t total_step
     if (io.loading()) w->master_matches_model = false;  // the file's master may hold de-osc snaps
     for (Role r : kRoles)
       if (auto& d = w->delayed[size_t(r)]) {
+        // a checkpoint is taken between steps: this step's amaxes were recorded by update_scaling
+        if (!w->pending_amax[size_t(r)].empty())
+          throw std::logic_error(w->name + ": checkpoint with fp8_delayed amaxes not yet recorded (mid-step)");
         std::vector<float> hist = d->history();
         float scale = d->scale();
         io.f32s(ck::delayed(w->name, name_of(r), "history"), hist);

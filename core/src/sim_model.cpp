@@ -583,10 +583,13 @@ void Model::forward_eval(const Tensor& xin, Tensor& logits) {
   auto fwd = [&](Weight& w, const Tensor& x, std::span<const int64_t> ms, Tensor& y) {
     LinearCtx c;
     const auto saved = w.cache;
-    const auto saved_scaling = w.delayed;  // evaluation records no amax
+    struct NoAmax {  // evaluation queues no amax for fp8_delayed's history, thrown or not
+      bool& flag;
+      ~NoAmax() { flag = true; }
+    } no_amax{w.records_amax};
+    w.records_amax = false;
     linear_forward(w, x, ms, y, 0, 1, false, c);
     w.cache = saved;
-    w.delayed = saved_scaling;
   };
   be_.round_bf16(xin, ensure(be_, ws.x, xin.shape()));
   fwd(weight(Layer::Embed), ws.x, one, ws.h0);

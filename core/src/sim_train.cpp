@@ -292,7 +292,7 @@ class Trainer {
       for (Weight* w : ws_) be_.adamw(w->master, w->m, w->v, w->main_grad, h, w->model);
     for (Weight* w : ws_) {
       w->invalidate();
-      w->update_scaling();  // fp8_delayed: next step's scales from this step's amax history
+      w->update_scaling(be_);  // fp8_delayed: next step's scales from this step's amax history
     }
     if (cfg_.deosc) {
       for (auto& [nm, c] : deosc_.step(be_, ws_, n)) {

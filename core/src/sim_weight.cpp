@@ -1,6 +1,7 @@
 // The simulator's weights (sim/model.hpp Weight): main_grad and its per-micro-batch guard, the
 // quantized copies of a weight version, the fprop cache and what dgrad takes, and the scale of a
 // per-tensor FP32 operand at its use (sim_weight.hpp).
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -21,8 +22,8 @@ QuantSpec resolved_spec(Backend& be, const Weight& w, Role role, QuantSpec s, co
                            "); FP8 current scaling has no finite scale");
 }
 QuantSpec resolve(Backend& be, Weight& w, Role role, QuantSpec s, const Tensor& x) {
-  if (s.per_tensor() && s.scale_kind == ScaleKind::FP32)
-    if (auto& d = w.delayed[size_t(role)]) d->record(be.amax(x));
+  if (s.per_tensor() && s.scale_kind == ScaleKind::FP32 && w.delayed[size_t(role)] && w.records_amax)
+    be.amax_deferred(x, &w.pending_amax[size_t(role)].emplace_back(0.0f));  // recorded at update_scaling
   return resolved_spec(be, w, role, s, x);
 }
 
@@ -69,9 +70,16 @@ void Weight::qdq_master(Backend& be, const QuantSpec& spec, Tensor& q) {
   ++quantizations_;
   be.dequantize(be.quantize(bf16_master(be), spec, Axis::Cols), q);
 }
-void Weight::update_scaling() {
-  for (auto& d : delayed)
-    if (d) d->update();
+void Weight::update_scaling(Backend& be) {
+  if (std::any_of(pending_amax.begin(), pending_amax.end(), [](const auto& p) { return !p.empty(); }))
+    be.resolve_deferred();
+  for (size_t r = 0; r < delayed.size(); ++r) {
+    if (auto& d = delayed[r]) {
+      for (float a : pending_amax[r]) d->record(a);
+      d->update();
+    }
+    pending_amax[r].clear();
+  }
 }
 
 QuantSpec weight_fprop_spec(Backend& be, const Weight& w, const Tensor& wm) {

@@ -14,7 +14,7 @@ namespace mxsim::sim {
 /// Other specs pass through. Records no amax (a peek). Throws std::runtime_error
 /// naming the layer and operand for a non-finite amax under current scaling.
 QuantSpec resolved_spec(Backend& be, const Weight& w, Role role, QuantSpec s, const Tensor& x);
-/// The same, recording this use's amax into fp8_delayed's history first.
+/// The same, queueing this use's amax for fp8_delayed's history (Weight::pending_amax).
 QuantSpec resolve(Backend& be, Weight& w, Role role, QuantSpec s, const Tensor& x);
 
 }  // namespace mxsim::sim

@@ -651,6 +651,12 @@ void verify_amax(Ctx& c, Rng& r, int k) {
     run_case(c, Op::Amax, dims_str(dm), variant == 2 ? "finite" : "with specials", [&](Backend& be) {
       return Result{scalar(be.amax(put(be, shape_of(dm), x)))};
     });
+    run_case(c, Op::Amax, dims_str(dm), variant == 2 ? "deferred, finite" : "deferred, with specials", [&](Backend& be) {
+      float a = 0;
+      be.amax_deferred(put(be, shape_of(dm), x), &a);
+      be.resolve_deferred();
+      return Result{scalar(a)};
+    });
   }
 }
 

@@ -81,6 +81,7 @@ class HipBackend final : public Backend {
   void aux_loss_deferred_impl(const Tensor& p, const Tensor& counts, size_t k, float coeff, Tensor& f,
                               double* dst) override;
   void gather_deferred_impl(const Tensor& t, std::span<const int64_t> idx, void* dst) override;
+  void amax_deferred_impl(const Tensor& x, float* dst) override;
   void quant_elements_deferred_impl(const QTensor& q, std::span<const int64_t> idx, QuantElements* dst) override;
   void resolve_deferred_impl() override { sync(); }
 

@@ -306,13 +306,29 @@ void HipBackend::quant_elements_deferred_impl(const QTensor& qh, std::span<const
               });
 }
 
-float HipBackend::amax_impl(const Tensor& x) {
+// amax's result from the reduction's record, on the device while x is still there (in stream
+// order): the first NaN as it is (rec[1], its index; +inf when none), else the largest magnitude
+// (rec[0], an FP32 value, exact in FP64).
+__global__ void amax_from_record_kernel(const double* __restrict__ rec, const float* __restrict__ x,
+                                        float* __restrict__ out) {
+  *out = isinf(rec[1]) ? float(rec[0]) : x[size_t(rec[1])];
+}
+
+void HipBackend::amax_deferred_impl(const Tensor& x, float* dst) {
   const float* px = f32(x, "amax", "x");
-  const auto r = detail::tree_reduce<2>(*this, AmaxFold{px}, x.numel(), detail::TreeOps{1u << 0, 1u << 1});
-  if (std::isinf(r[1])) return float(r[0]);  // exact: r[0] is an FP32 magnitude
-  float v;  // the first NaN, its bits kept
-  fetch(&v, px + size_t(r[1]), sizeof v);
-  return v;
+  const size_t n = x.numel();
+  if (n == 0) {  // the fold's start, as the emulator's
+    *dst = 0.0f;
+    return;
+  }
+  const DeviceBuffer rec = detail::tree_reduce_device<2>(*this, AmaxFold{px}, n, detail::TreeOps{1u << 0, 1u << 1});
+  DeviceBuffer out(sizeof(float), "amax");
+  amax_from_record_kernel<<<1, 1, 0, stream_>>>(rec.as<double>(), px, out.as<float>());
+  MXSIM_HIP_CHECK_LAUNCH("amax_from_record_kernel");
+  fetch_later(out.get(), sizeof(float), [dst](const std::byte* h) { std::memcpy(dst, h, sizeof(float)); });
+}
+float HipBackend::amax_impl(const Tensor& x) {
+  return now<float>([&](float* d) { amax_deferred_impl(x, d); });
 }
 
 void HipBackend::round_bf16_impl(Tensor& x) { round_bf16(x, x); }

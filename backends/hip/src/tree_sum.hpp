@@ -148,6 +148,31 @@ __global__ void tree_level_kernel(const double* __restrict__ in, size_t n, TreeO
 /// Grid of a level over m chunks (the kernels loop over the rest).
 inline unsigned tree_grid(size_t m) { return unsigned(m < (size_t(1) << 20) ? (m ? m : 1) : (size_t(1) << 20)); }
 
+/// The D components over elements 0..n-1 (n >= 1) left in device memory, in
+/// stream order: the buffer holds the final record (D doubles), for a kernel
+/// that reads it on the device or a copy to the host.
+template <int D, class Fold>
+DeviceBuffer tree_reduce_device(HipBackend& be, const Fold& fold, size_t n, TreeOps ops) {
+  size_t m = (n + kTreeChunk - 1) / kTreeChunk;
+  DeviceBuffer a(m * D * sizeof(double), "tree reduction partials");
+  DeviceBuffer b(((m + kTreeChunk - 1) / kTreeChunk) * D * sizeof(double), "tree reduction partials");
+  const size_t warps_grid = (m + kTreeWarps - 1) / kTreeWarps;
+  tree_warps_kernel<D><<<tree_grid(warps_grid), kTreeWarps * 32, tree_warps_smem<D>(), be.stream()>>>(fold, n, ops,
+                                                                                                       a.as<double>());
+  MXSIM_HIP_CHECK_LAUNCH("tree_warps_kernel");
+  bool in_a = true;  // which buffer holds the current level
+  while (m > 1) {
+    const size_t next = (m + kTreeChunk - 1) / kTreeChunk;
+    double* cur = (in_a ? a : b).template as<double>();
+    double* nxt = (in_a ? b : a).template as<double>();
+    tree_level_kernel<D><<<tree_grid(next), unsigned(kTreeChunk), 0, be.stream()>>>(cur, m, ops, nxt);
+    MXSIM_HIP_CHECK_LAUNCH("tree_level_kernel");
+    in_a = !in_a;
+    m = next;
+  }
+  return std::move(in_a ? a : b);  // the other is freed: its kernels are queued before any later user's
+}
+
 /// The D components over elements 0..n-1, delivered to done(result) at the
 /// backend's next synchronisation (HipBackend::fetch_later). n = 0 gives the
 /// initial values (0, or +inf for min components) at once.
@@ -160,23 +185,8 @@ void tree_reduce_later(HipBackend& be, const Fold& fold, size_t n, TreeOps ops, 
     done(r);
     return;
   }
-  size_t m = (n + kTreeChunk - 1) / kTreeChunk;
-  DeviceBuffer a(m * D * sizeof(double), "tree reduction partials");
-  DeviceBuffer b(((m + kTreeChunk - 1) / kTreeChunk) * D * sizeof(double), "tree reduction partials");
-  const size_t warps_grid = (m + kTreeWarps - 1) / kTreeWarps;
-  tree_warps_kernel<D><<<tree_grid(warps_grid), kTreeWarps * 32, tree_warps_smem<D>(), be.stream()>>>(fold, n, ops,
-                                                                                                       a.as<double>());
-  MXSIM_HIP_CHECK_LAUNCH("tree_warps_kernel");
-  double* cur = a.as<double>();
-  double* nxt = b.as<double>();
-  while (m > 1) {
-    const size_t next = (m + kTreeChunk - 1) / kTreeChunk;
-    tree_level_kernel<D><<<tree_grid(next), unsigned(kTreeChunk), 0, be.stream()>>>(cur, m, ops, nxt);
-    MXSIM_HIP_CHECK_LAUNCH("tree_level_kernel");
-    std::swap(cur, nxt);
-    m = next;
-  }
-  be.fetch_later(cur, D * sizeof(double), [done = std::move(done)](const std::byte* h) {
+  const DeviceBuffer rec = tree_reduce_device<D>(be, fold, n, ops);
+  be.fetch_later(rec.get(), D * sizeof(double), [done = std::move(done)](const std::byte* h) {
     std::array<double, D> v;
     std::memcpy(v.data(), h, D * sizeof(double));
     done(v);

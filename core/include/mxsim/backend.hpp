@@ -228,7 +228,7 @@ class Backend {
   //
   // ------------------------------------------------------------ deferred host values
   // The ops that return a host value, with the value delivered later (l2_norm_deferred,
-  // quant_stats_deferred, scale_exp_histogram_deferred, cross_entropy_deferred,
+  // amax_deferred (fp8_delayed's amax history), quant_stats_deferred, scale_exp_histogram_deferred, cross_entropy_deferred,
   // count_correct_deferred, aux_loss_deferred): *dst holds it once resolve_deferred() (or any call
   // that synchronises the backend, such as download) has returned, and must stay valid until then.
   // A GPU backend queues the device work and a copy of the few result bytes, so a training step

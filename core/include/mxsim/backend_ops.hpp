@@ -184,6 +184,7 @@
     (const Tensor& logits, const Tensor& labels, int64_t* dst), (logits, labels, dst))                     \
   X(L2Norm, l2_norm_deferred, l2_norm_deferred, "l2_norm (deferred)", void, (const Tensor& x, double* dst), \
     (x, dst))                                                                                              \
+  X(Amax, amax_deferred, amax_deferred, "amax (deferred)", void, (const Tensor& x, float* dst), (x, dst))   \
   X(OutputError, output_error_deferred, output_error_deferred, "output_error (deferred)", void,            \
     (const Tensor& ref, const Tensor& test, OutputError* dst), (ref, test, dst))                           \
   X(OscMetrics, osc_update_deferred, osc_update_deferred, "osc_update (deferred)", void,                   \

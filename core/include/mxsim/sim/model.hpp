@@ -21,6 +21,7 @@
 // and scalar results for the trace.
 #pragma once
 #include <array>
+#include <deque>
 #include <functional>
 #include <cstdint>
 #include <map>
@@ -76,6 +77,15 @@ struct Weight {
   /// after the optimizer step turns the history into the next step's scale
   /// (1.0 before the first update, as TE). Empty for every other recipe.
   std::array<std::optional<DelayedScaling>, 3> delayed;
+  /// fp8_delayed: this step's amaxes per role in the order of use, delivered by
+  /// Backend::amax_deferred (no synchronisation per operand, as TE keeps amax on
+  /// the device) and recorded into `delayed` by update_scaling(). The same history
+  /// as recording each at once: record is a max with a sticky first NaN. A deque:
+  /// the backend holds the address of each value until it resolves.
+  std::array<std::deque<float>, 3> pending_amax;
+  /// Whether a quantization queues its amax into pending_amax (false while the Model evaluates:
+  /// evaluation records no amax, and a queued value cannot be taken back before it resolves).
+  bool records_amax = true;
 
   /// Whether bf16(master) is the model copy: set by whoever writes both (the
   /// Model's initialisation, every optimizer step), cleared once de-oscillation
@@ -92,9 +102,11 @@ struct Weight {
   /// The optimizer step happened: bump the version, invalidate the cache and
   /// quantized(), master_matches_model = true.
   void invalidate();
-  /// End of step for fp8_delayed: DelayedScaling::update() of every role
-  /// (no-op for other recipes).
-  void update_scaling();
+  /// End of step for fp8_delayed: resolves the backend's deferred values (the
+  /// step has synchronised already, so this waits for nothing), records the
+  /// step's pending amaxes, then DelayedScaling::update() of every role (no-op
+  /// for other recipes).
+  void update_scaling(Backend& be);
   /// The model copy of this version quantized by `spec` (Axis::Cols): one
   /// quantization per (version, spec), shared by fprop, dgrad, the weight_q
   /// snapshot, de-oscillation and the oscillation metrics wherever their spec
