@@ -434,6 +434,51 @@ TEST(CApi, RecorderWritesTheTraceOfItsPlan) {
   EXPECT_FALSE(std::ifstream(bad + ".partial").good());
 }
 
+// NVFP4's tensor scale in a recorder's trace: the plan says which operands have one (as the
+// recipe's info reports them); the series holds each row's value, and the layer's recipe name is
+// not parsed for it (NULL or a name of the user's own is fine, as before ABI 4).
+TEST(CApi, RecorderWritesTheTensorScaleOfThePlansOperands) {
+  mxsim_error e;
+  for (const char* name : {"nvfp4", "mxfp4"}) {
+    mxsim_linear_recipe* lr = nullptr;
+    ASSERT_EQ(mxsim_linear_recipe_create(name, nullptr, nullptr, 0, &lr, &e), MXSIM_OK) << e.message;
+    mxsim_linear_recipe_info info;
+    ASSERT_EQ(mxsim_linear_recipe_get_info(lr, &info, &e), MXSIM_OK) << e.message;
+    const int32_t want = std::string(name) == "nvfp4";
+    for (int o = 0; o < 3; ++o) EXPECT_EQ(info.two_level_scale[o], want) << name << " operand " << o;
+    mxsim_linear_recipe_destroy(lr);
+  }
+  const std::string path = ::testing::TempDir() + "capi_recorder_ts.h5";
+  std::remove(path.c_str());
+  mxsim_layer_plan layers[] = {{"a", nullptr, nullptr, 1, 4, 4, 1, 0, 0, 0, 0, 0, {0, 0, 0}, {0, 1, 0}},
+                               {"b", "my_own_nvfp4", nullptr, 1, 4, 4, 1, 0, 0, 0, 0, 0, {0, 0, 0}, {0, 0, 0}}};
+  mxsim_run_plan plan{nullptr, "Toy", "emu", 0, 1, 0, nullptr, 0, layers, 2, nullptr, 0, 1};
+  mxsim_recorder* r = nullptr;
+  ASSERT_EQ(mxsim_recorder_create(path.c_str(), &plan, &r, &e), MXSIM_OK) << e.message;
+  std::vector<uint64_t> hist(256, 0);
+  for (int64_t step = 1; step <= 2; ++step) {
+    double n[] = {1.0};
+    mxsim_layer_row rows[2]{};
+    for (mxsim_layer_row& l : rows) {
+      l.main_grad_norm = n;
+      for (int o = 0; o < 3; ++o) {
+        l.scale_exp_hist[o] = hist.data();
+        l.quant[o].tensor_scale_inv = float(o + 1) / float(step * 1024);
+      }
+    }
+    mxsim_step_row row{step, 1.0, 0.5f, nullptr, nullptr, rows};
+    ASSERT_EQ(mxsim_recorder_append(r, &row, &e), MXSIM_OK) << e.message;
+  }
+  ASSERT_EQ(mxsim_recorder_close(r, &e), MXSIM_OK) << e.message;
+  mxsim_recorder_destroy(r);
+  mxsim::trace::Reader rd(path);
+  EXPECT_EQ(rd.read_series<float>("/layers/a/quant/x/tensor_scale_inv"), (std::vector<float>{2.0f / 1024, 2.0f / 2048}));
+  for (const char* n : {"/layers/a/quant/w/tensor_scale_inv", "/layers/a/quant/dy/tensor_scale_inv",
+                        "/layers/b/quant/x/tensor_scale_inv"})
+    EXPECT_FALSE(rd.has(n)) << n;
+  std::remove(path.c_str());
+}
+
 TEST(CApi, DeOscOfAHandBuiltHistory) {
   // Three elements, windows of 2 observations after the seeding one, ratio 1/2 (Primus's rule:
   // at a window end snap w = q where dist_w > 0 and dist_q / dist_w >= ratio):

@@ -153,7 +153,10 @@ mxsim_status mxsim_linear_recipe_get_info(const mxsim_linear_recipe* recipe, mxs
     i.dgrad_reuses_fprop_w = r.dgrad_reuses_fprop_w();
     const std::optional<GemmForm> wg = r.weight_gemm();
     i.weight_gemm = wg ? int32_t(*wg) : -1;
-    for (sim::Role role : {sim::Role::W, sim::Role::X, sim::Role::Dy}) i.records[size_t(role)] = r.records(role);
+    for (sim::Role role : sim::kRoles) {
+      i.records[size_t(role)] = r.records(role);
+      i.two_level_scale[size_t(role)] = r.two_level_scale(role);
+    }
     i.delayed_scaling = std::holds_alternative<sim::Fp8DelayedRecipe>(r.of(GemmForm::Fprop));
     *out = i;
   });

@@ -5,7 +5,6 @@
 #include <cstring>
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,17 +62,14 @@ sim::RunPlan run_plan(const mxsim_run_plan& p) {
     lp.snapshot_wgrad_mb = lp.snapshots && l.snapshot_wgrad_mb != 0;
     lp.grad_added = l.grad_added != 0;
     for (size_t g = 0; g < 3; ++g) lp.shadow[g] = l.shadow[g] != 0;
-    // a quantized layer's recipe says which operands have a two-level scale (and watch/scale's dtype)
-    const std::optional<sim::LinearRecipe> rec =
-        lp.quantized ? std::optional(sim::parse_linear_recipe(lp.recipe, sim::RecipeConfig{})) : std::nullopt;
-    if (rec)
-      for (sim::Role role : sim::kRoles) lp.tensor_scale[size_t(role)] = rec->two_level_scale(role);
+    for (size_t r = 0; r < 3; ++r) lp.tensor_scale[r] = lp.quantized && l.tensor_scale[r] != 0;
     if (l.watch < 0) throw std::invalid_argument(std::string(op) + ": layer " + l.name + ": watch is negative");
     if (l.watch > 0) {
       if (!lp.quantized)
         throw std::invalid_argument(std::string(op) + ": layer " + l.name + ": watched elements need a quantized layer");
       lp.watch = uint64_t(l.watch);
-      lp.watch_fp32_scale = rec->weight_spec().scale_kind == ScaleKind::FP32;
+      lp.watch_fp32_scale =
+          sim::parse_linear_recipe(lp.recipe, sim::RecipeConfig{}).weight_spec().scale_kind == ScaleKind::FP32;
     }
     r.layers.push_back(lp);
   }

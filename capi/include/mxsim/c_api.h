@@ -155,6 +155,8 @@ typedef struct mxsim_linear_recipe_info {
   int32_t records[3];               /**< W, x, dy: whether the operand has quantization statistics (W where
                                          weight_gemm >= 0, x where fprop quantizes, dy where dgrad does) */
   int32_t delayed_scaling;          /**< 1 for fp8_delayed (scales from an amax history; all GEMMs or none) */
+  int32_t two_level_scale[3];       /**< W, x, dy: recorded with a two-level scale (NVFP4: UE4M3 blocks under
+                                         an FP32 tensor scale), so a trace has its quant/<op>/tensor_scale_inv */
 } mxsim_linear_recipe_info;
 
 /** A recipe by name (or alias: fp8_tensor = fp8_current), or one recipe per
@@ -377,6 +379,8 @@ typedef struct mxsim_layer_plan {
   int32_t grad_added; /**< the grad_added_to_main_grad series (layers whose weights carry main_grad) */
   int32_t shadow[3];  /**< per mxsim_gemm_form: the shadow/<gemm>/... series (that GEMM's output against the
                            same GEMM on BF16 operands, one entry per micro-batch) */
+  int32_t tensor_scale[3]; /**< w, x, dy of a quantized layer: the quant/<op>/tensor_scale_inv series (an
+                                operand with a two-level scale: mxsim_linear_recipe_info.two_level_scale) */
 } mxsim_layer_plan;
 
 typedef struct mxsim_run_plan {

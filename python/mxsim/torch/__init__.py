@@ -214,6 +214,8 @@ class LinearRecipe:
         # which operands (w, x, dy) have statistics
         self.weight_role = {-1: None, 0: "w", 1: "w_dgrad"}[info.weight_gemm]
         self.records = {r: bool(info.records[i]) for i, r in enumerate(("w", "x", "dy"))}
+        # and which of them have a two-level scale (NVFP4), so the trace has their tensor_scale_inv
+        self.two_level_scale = {r: bool(info.two_level_scale[i]) for i, r in enumerate(("w", "x", "dy"))}
         self.delayed_scaling = bool(info.delayed_scaling)
         self._specs = {}
 

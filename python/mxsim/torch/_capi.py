@@ -48,7 +48,8 @@ class LinearRecipeInfo(ctypes.Structure):
                 ("fused_wgrad_accum", ctypes.c_int32),
                 ("transposed_cache_allowed", ctypes.c_int32), ("deosc_eligible", ctypes.c_int32),
                 ("dgrad_reuses_fprop_w", ctypes.c_int32), ("weight_gemm", ctypes.c_int32),
-                ("records", ctypes.c_int32 * 3), ("delayed_scaling", ctypes.c_int32)]
+                ("records", ctypes.c_int32 * 3), ("delayed_scaling", ctypes.c_int32),
+                ("two_level_scale", ctypes.c_int32 * 3)]
 
 
 class QStats(ctypes.Structure):
@@ -86,7 +87,7 @@ class LayerPlan(ctypes.Structure):
                 ("groups", ctypes.c_int64), ("out_features", ctypes.c_int64), ("in_features", ctypes.c_int64),
                 ("quantized", ctypes.c_int32), ("deosc", ctypes.c_int32), ("snapshots", ctypes.c_int32),
                 ("snapshot_wgrad_mb", ctypes.c_int32), ("watch", ctypes.c_int64), ("grad_added", ctypes.c_int32),
-                ("shadow", ctypes.c_int32 * 3)]
+                ("shadow", ctypes.c_int32 * 3), ("tensor_scale", ctypes.c_int32 * 3)]
 
 
 class RunPlan(ctypes.Structure):

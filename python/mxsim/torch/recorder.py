@@ -652,7 +652,9 @@ class Recorder:
                                              int(isinstance(m, GroupedLinear)),  # a plain linear: no wgrad_mb
                                              len(self.watch_elements) if self._watches(t) else 0,
                                              int(layer_plans_grad_added(t)),
-                                             (ctypes.c_int32 * 3)(*[int(t.shadow_gemms[g]) for g in _GEMMS]))
+                                             (ctypes.c_int32 * 3)(*[int(t.shadow_gemms[g]) for g in _GEMMS]),
+                                             (ctypes.c_int32 * 3)(*[int(t.quantized and m.recipe.two_level_scale[r])
+                                                                    for r in _ROLES]))
         enc_names = [n.encode() for n in names]
         arr = (ctypes.c_char_p * max(len(names), 1))(*enc_names)
         cfg = _config_toml(self, micro_batches, names).encode()
