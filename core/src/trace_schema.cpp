@@ -70,7 +70,8 @@ constexpr Entry kSeries[] = {
     {"/watch/master", "1", "[W] FP32 master of each watched element before this step's optimizer update"},
     {"/watch/weight_q", "1", "[W] dequantized weight the step's fprop used, decode(code) x scale"},
     {"/watch/code", "code", "[W] element code of each watched element in the fprop quantization"},
-    {"/watch/scale", "1", "[W] block scale of each watched element: E8M0 byte (2^(byte - 127)) or FP32 scale_inv"},
+    {"/watch/scale", "1", "[W] block scale of each watched element: E8M0 byte (2^(byte - 127)), UE4M3 byte (NVFP4: its E4M3 "
+     "value times quant/w/tensor_scale_inv) or FP32 scale_inv"},
     {"/watch/flips", "count", "[W] cumulative oscillations of each watched element as of this row"},
     {"/watch/snaps", "count", "[W] cumulative de-oscillation snaps of each watched element as of this row"},
     {"/deosc/snapped", "count", "elements snapped by de-oscillation at this step (0 unless a window ended)"},
@@ -91,14 +92,16 @@ constexpr Entry kSnapshots[] = {
     {"/quant/w/block_mse", "1", "[G, BR, BC] mean squared quantization error per block of W"},
     {"/quant/w/block_sqnr_db", "dB", "[G, BR, BC] signal-to-quantization-noise ratio per block of W (+inf when exact)"},
     {"/quant/w/block_amax", "1", "[G, BR, BC] max |input| per block of W (the BF16 model copy)"},
-    {"/quant/w/scale", "1", "[G, BR, BC] block scale: E8M0 byte (value 2^(byte - 127)) or FP32 scale_inv"},
+    {"/quant/w/scale", "1", "[G, BR, BC] block scale: E8M0 byte (value 2^(byte - 127)), UE4M3 byte (NVFP4: its E4M3 value "
+     "times quant/w/tensor_scale_inv) or FP32 scale_inv"},
     {"/quant/w/codes", "code", "[G, N, K] element codes of W, one per byte (E2M1 unpacked)"},
     // the activation operands (format 4): per group a fixed capacity of rows, the group's first
     {"/rows", "count", "[G] rows of each group at this step (expert m_splits, padded to 16; else the micro-batch)"},
     {"/block_mse", "1", "[G, BR, BC] mean squared quantization error per block (micro-batch 0; NaN past the rows)"},
     {"/block_sqnr_db", "dB", "[G, BR, BC] signal-to-quantization-noise ratio per block (micro-batch 0; NaN past the rows)"},
     {"/block_amax", "1", "[G, BR, BC] max |input| per block (after the Hadamard transform where used; NaN past the rows)"},
-    {"/scale", "1", "[G, BR, BC] block scale: E8M0 byte (value 2^(byte - 127)) or FP32 scale_inv (past the rows 0 / NaN)"},
+    {"/scale", "1", "[G, BR, BC] block scale: E8M0 byte (value 2^(byte - 127)), UE4M3 byte (NVFP4: its E4M3 value times "
+     "the operand's tensor scale, recorded for x and dy only) or FP32 scale_inv (past the rows 0 / NaN)"},
     {"/codes", "code", "[G, R, C] element codes, one per byte (E2M1 unpacked; 0 past the rows)"},
     {"/osc/flips", "count", "[G, N, K] cumulative oscillations of each element"},
     {"/osc/ema", "1", "[G, N, K] EMA oscillation frequency of each element"},

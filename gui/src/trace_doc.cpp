@@ -46,6 +46,7 @@ BlockShape block_of(const QuantSpec& s, bool transposed) {
   b.cols = transposed ? s.block_rows : s.block_cols;
   b.format = short_name(s.elem);
   b.scale = s.scale_kind == ScaleKind::E8M0 ? "E8M0" : s.scale_kind == ScaleKind::FP32 ? "FP32 scale_inv" : "UE4M3";
+  b.kind = s.scale_kind;
   return b;
 }
 

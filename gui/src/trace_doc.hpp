@@ -26,6 +26,7 @@
 #include <optional>
 #include <vector>
 
+#include "mxsim/quant_spec.hpp"
 #include "mxsim/trace/common.hpp"
 #include "mxsim/trace/reader.hpp"
 
@@ -37,6 +38,7 @@ struct BlockShape {
   int rows = 0, cols = 0;
   QString format;  ///< element format, e.g. "E2M1"; "" unknown
   QString scale;   ///< "E8M0", "FP32 scale_inv", ...
+  ScaleKind kind = ScaleKind::E8M0;  ///< how a stored scale reads (a byte: E8M0 or UE4M3); E8M0 when unknown
   QString text() const;  ///< "32x32", "1x32", "per tensor"
 };
 

@@ -22,6 +22,17 @@ const char* const kMetricLabel[] = {"oscillations (cumulative count)", "EMA osci
                                     "de-oscillation snaps (cumulative count)"};
 }  // namespace
 
+double ElementTimeline::scale_value(size_t i) const {
+  const double v = scale[i];
+  switch (kind) {
+    case ScaleKind::E8M0: return decode(Format::E8M0, uint32_t(v));  // the one decode: 0xFF is NaN
+    case ScaleKind::UE4M3:  // both levels, as hd::dequant_value applies them
+      return i < tensor_scale.size() ? double(decode(spec_of(Format::E4M3), uint32_t(v))) * tensor_scale[i] : NAN;
+    case ScaleKind::FP32: return v;
+  }
+  return NAN;
+}
+
 OscView::OscView(InspectorState* st, QWidget* parent) : View(st, parent) {
   auto* g = new QGridLayout(this);
   g->setContentsMargins(2, 2, 2, 2);
@@ -180,8 +191,12 @@ void OscView::refresh() {
   const uint64_t bflat = (uint64_t(e) * uint64_t(BR) + uint64_t(sel_n_ / bh)) * uint64_t(BC) + uint64_t(sel_k_ / bw);
   load<ElementTimeline>(
       d, QString("tl:%1/%2@%3#%4").arg(sel_layer_).arg(flat).arg(bflat).arg(k), "timeline",
-      [l, flat, bflat, k](const trace::Reader& r) {
+      [l, flat, bflat, k, byte_kind = bs.kind == ScaleKind::UE4M3 ? ScaleKind::UE4M3 : ScaleKind::E8M0](
+          const trace::Reader& r) {
         ElementTimeline t;
+        const std::string tn = names::quant(l, "w", trace::schema::kTensorScaleInv);
+        const SeriesData ts = r.has(tn) ? read_series_double(r, tn, 0, k) : SeriesData{};
+        auto tensor_scale_at = [&](double row) { return row < double(ts.v.size()) ? ts.v[size_t(row)] : NAN; };
         if (r.has(names::watch(l, "element"))) {  // watched elements: every step (trace format 4)
           const auto idx = r.read_series<int64_t>(names::watch(l, "element"), 0, 1);
           const auto it = std::find(idx.begin(), idx.end(), int64_t(flat));
@@ -198,8 +213,11 @@ void OscView::refresh() {
             const std::string sn = names::watch(l, "scale");
             if (r.has(sn)) {
               const SeriesData sc = read_series_double(r, sn, 0, k);
-              t.e8m0 = r.info(sn).dtype == trace::DType::u8;
-              for (uint64_t i = 0; i < sc.rows; ++i) t.scale.push_back(sc.v[i * sc.elems + j]);
+              t.kind = r.info(sn).dtype == trace::DType::u8 ? byte_kind : ScaleKind::FP32;
+              for (uint64_t i = 0; i < sc.rows; ++i) {
+                t.scale.push_back(sc.v[i * sc.elems + j]);
+                t.tensor_scale.push_back(tensor_scale_at(double(i)));
+              }
             }
             const std::string pn = names::watch(l, "snaps");
             if (r.has(pn))
@@ -221,12 +239,16 @@ void OscView::refresh() {
           std::vector<int64_t> ss;
           std::vector<double> v;
           if (r.info(sn).dtype == trace::DType::u8) {
+            t.kind = byte_kind;
             for (uint8_t b : r.read_snapshot_element<uint8_t>(sn, bflat, &ss)) v.push_back(b);
           } else {
-            t.e8m0 = false;
+            t.kind = ScaleKind::FP32;
             for (float f : r.read_snapshot_element<float>(sn, bflat, &ss)) v.push_back(f);
           }
-          if (ss == st) t.scale = v;
+          if (ss == st) {
+            t.scale = v;
+            for (double row : t.steps) t.tensor_scale.push_back(tensor_scale_at(row));
+          }
         }
         const std::string pn = names::element_map(l, "snaps");
         if (r.has(pn)) {
@@ -344,7 +366,7 @@ void OscView::drawTimeline() {
   double span = std::max(hi - lo, 1e-6);
   if (have_fmt && !tl_.scale.empty()) {
     std::vector<double> f(tl_.scale.size());
-    for (size_t i = 0; i < f.size(); ++i) f[i] = tl_.e8m0 ? decode(Format::E8M0, uint32_t(tl_.scale[i])) : tl_.scale[i];  // the one decode: 0xFF is NaN
+    for (size_t i = 0; i < f.size(); ++i) f[i] = tl_.scale_value(i);
     // widen the y range by one grid step on each side
     double step_max = 0;
     const FormatSpec sp = spec_of(fmt);

@@ -23,8 +23,12 @@ struct ElementMap {
 struct ElementTimeline {
   std::vector<double> steps;       ///< trace rows
   std::vector<double> master, wq;  ///< FP32 master, dequantized W fprop used
-  std::vector<double> scale;       ///< block scale per step (E8M0 byte or FP32 scale_inv); empty = unknown
-  bool e8m0 = true;
+  std::vector<double> scale;       ///< block scale per step (its byte, or FP32 scale_inv); empty = unknown
+  ScaleKind kind = ScaleKind::E8M0;  ///< how `scale` reads (a byte: E8M0 or UE4M3, by the layer's recipe)
+  std::vector<double> tensor_scale;  ///< UE4M3: W's FP32 tensor scale at each point (quant/w/tensor_scale_inv)
+  /// The block's decode factor at point i: 2^(byte - 127), scale_inv, or E4M3(byte) x the tensor scale
+  /// (NaN where that is unknown).
+  double scale_value(size_t i) const;
   std::vector<double> snaps;       ///< cumulative snaps of the element; empty = unknown
   bool every_step = false;         ///< from the watched-element series (trace format 4), else the snapshots
   size_t bytes() const { return (steps.size() * 5) * 8 + 64; }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "mxsim/hd/quant_block.hpp"
 #include "mxsim/trace/histogram.hpp"
 #include "names.hpp"
 
@@ -249,9 +250,13 @@ void QuantView::refresh() {
     maps_note_ = QString("No per-block map at step %1.\nMaps exist at steps %2.").arg(step_of(d, s)).arg(steps_list(d, mi->snapshot_steps));
     return;
   }
+  const LayerMeta* lmeta = m.layer(sel_layer_);
+  const int oidx = operand_index(sel_op_);
+  const ScaleKind byte_kind = lmeta && oidx >= 0 && lmeta->blocks[size_t(oidx)].kind == ScaleKind::UE4M3 ? ScaleKind::UE4M3
+                                                                                                       : ScaleKind::E8M0;
   load<BlockMaps>(
       d, QString("bmap:%1/%2@%3").arg(sel_layer_, sel_op_).arg(s), "bmap",
-      [l, op, s](const trace::Reader& r) {
+      [l, op, s, byte_kind](const trace::Reader& r) {
         BlockMaps b;
         const auto& in = r.info(names::block_map(l, op, "block_sqnr_db"));
         b.G = int(in.row_shape.at(0));
@@ -263,8 +268,10 @@ void QuantView::refresh() {
           b.amax = r.read_snapshot<float>(names::block_map(l, op, "block_amax"), s);
         const std::string sn = names::block_map(l, op, "scale");
         if (r.has(sn)) {
-          b.e8m0 = r.info(sn).dtype == trace::DType::u8;
+          b.kind = r.info(sn).dtype == trace::DType::u8 ? byte_kind : ScaleKind::FP32;
           b.scale = read_snapshot_double(r, sn, s).v;
+          const std::string tn = names::quant(l, op, trace::schema::kTensorScaleInv);
+          if (b.kind == ScaleKind::UE4M3 && r.has(tn)) b.tensor_scale = float(read_series_double(r, tn, uint64_t(s), 1).v.at(0));
         }
         const std::string rn = names::block_map(l, op, trace::schema::kOperandRows);
         if (r.has(rn)) b.rows = r.read_snapshot<int64_t>(rn, s);
@@ -441,15 +448,26 @@ QString QuantView::block_grid_text() const {
   return QString("%1 %2, %3").arg(lm->blocks[oi].format.toUpper(), lm->blocks[oi].text(), lm->blocks[oi].scale);
 }
 
+unsigned BlockMaps::bin(size_t i) const {
+  const double v = scale[i];
+  if (kind == ScaleKind::FP32) return hd::scale_exp_bin(kind, 0, float(v), 1.0f);
+  return hd::scale_exp_bin(kind, uint8_t(v), 0.0f, std::isnan(tensor_scale) ? 1.0f : tensor_scale);
+}
+
 QString QuantView::blockInfo(int g, int br, int bc) const {
   if (!maps_ok_ || g < 0 || g >= maps_.G || br < 0 || br >= maps_.BR || bc < 0 || bc >= maps_.BC) return {};
   const size_t i = (size_t(g) * size_t(maps_.BR) + size_t(br)) * size_t(maps_.BC) + size_t(bc);
   QString t = QString("%1.%2, expert %3, block (%4, %5)\n").arg(sel_layer_, sel_op_).arg(g).arg(br).arg(bc);
   if (i < maps_.scale.size()) {
-    if (maps_.e8m0) {
+    if (maps_.kind == ScaleKind::E8M0) {
       const int b = int(maps_.scale[i]);
       t += b == 255 ? QString("scale byte 0xFF (NaN)\n")
                     : QString("scale byte 0x%1 = 2^%2\n").arg(b, 2, 16, QChar('0')).arg(b - 127);
+    } else if (maps_.kind == ScaleKind::UE4M3) {
+      const int b = int(maps_.scale[i]);
+      t += QString("scale byte 0x%1 = %2 (E4M3)").arg(b, 2, 16, QChar('0')).arg(fmt_num(decode(spec_of(Format::E4M3), uint32_t(b)), 6));
+      t += std::isnan(maps_.tensor_scale) ? QString(" x the tensor scale (not recorded for this operand)\n")
+                                          : QString(" x tensor scale %1\n").arg(fmt_num(maps_.tensor_scale, 6));
     } else {
       t += QString("scale_inv %1\n").arg(fmt_num(maps_.scale[i], 9));
     }
@@ -523,15 +541,18 @@ void QuantView::drawHist() {
       const size_t g = per ? i / per : 0;
       const int64_t br = maps_.BC > 0 ? int64_t((i % per) / size_t(maps_.BC)) : 0;
       if (g >= maps_.rows.size() || br * bh >= maps_.rows[g]) continue;  // past the group's rows
-      const double v = maps_.scale[i];
-      int bin;
-      if (maps_.e8m0) bin = int(v);
-      else bin = std::isnan(v) ? kNanBin : v > 0 ? std::clamp(int(std::floor(std::log2(v))), -127, 127) + 127 : 0;
-      from_map.hist[size_t(std::clamp(bin, 0, 255))] += 1;
+      from_map.hist[maps_.bin(i)] += 1;
     }
     for (int64_t r : maps_.rows) from_map.count += double(r) * double(maps_.C);
     e = &from_map;
-    set_title(hist_, QString("Block scale exponents of %1.%2 at step %3 (block map)").arg(sel_layer_, sel_op_).arg(step_of(d, sel_step_)));
+    set_title(hist_, QString("Block scale exponents of %1.%2 at step %3 (block map%4)")
+                         .arg(sel_layer_, sel_op_)
+                         .arg(step_of(d, sel_step_))
+                         .arg(maps_.kind == ScaleKind::UE4M3 && std::isnan(maps_.tensor_scale)
+                                  ? QString(": E4M3 scales alone, no tensor scale recorded")
+                                  : QString()));
+    if (maps_.kind == ScaleKind::UE4M3 && std::isnan(maps_.tensor_scale))
+      hist_->xAxis->setLabel("floor(log2 E4M3 block scale)");
   }
   if (!e || e->hist.size() != 256) {
     hist_->xAxis->setRange(-1, 1);  // not the previous selection's exponents

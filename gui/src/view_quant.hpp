@@ -6,6 +6,7 @@
 // quantized operand at the step.
 #pragma once
 #include <QComboBox>
+#include <cmath>
 #include <QTableView>
 
 #include "models.hpp"
@@ -32,8 +33,14 @@ struct BlockMaps {
   int G = 0, BR = 0, BC = 0;  ///< block grid per group
   int R = 0, C = 0;           ///< logical rows, cols per group
   std::vector<float> mse, sqnr_db, amax;
-  std::vector<double> scale;  ///< E8M0 byte (0..255) or FP32 scale_inv
-  bool e8m0 = true;
+  std::vector<double> scale;  ///< the stored block scale: its byte (E8M0, UE4M3) or FP32 scale_inv
+  ScaleKind kind = ScaleKind::E8M0;  ///< which (a byte's kind from the layer's recipe)
+  /// UE4M3: the operand's FP32 tensor scale at the step (quant/<op>/tensor_scale_inv), NaN where the
+  /// trace holds none (the wgrad operands: one per expert, not recorded)
+  float tensor_scale = NAN;
+  /// hd::scale_exp_bin of block i: the one binning of the per-step histograms (the product of both
+  /// levels for UE4M3; the E4M3 scale alone where the tensor scale is unknown)
+  unsigned bin(size_t i) const;
   std::vector<uint8_t> codes;  ///< [G, R, C], empty when absent
   std::vector<int64_t> rows;   ///< activation operands: rows of each group at the step (R is the capacity)
   int block_h = 1;             ///< logical rows per block (activation operands' used block rows)

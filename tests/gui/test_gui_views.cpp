@@ -293,6 +293,57 @@ class GuiViews : public QObject {
     st_->setOperand("w");
   }
 
+  // NVFP4 block scales are E4M3 bytes under the FP32 tensor scale, not E8M0 bytes: the weight
+  // timeline's grid factor is E4M3(byte) x S_dec of the step (byte from the snapshot's block map,
+  // S_dec from quant/w/tensor_scale_inv, decoded here by hand), and a wgrad operand's block-map
+  // histogram bins floor(log2 E4M3 scale) (its tensor scales are not recorded): -9 .. 8, where
+  // reading the bytes as E8M0 gave -127 .. -1.
+  void nvfp4ScalesReadAsE4M3TimesTheTensorScale() {
+    const QString path = dir_.filePath("nvfp4_fc1.h5");
+    QCOMPARE(guitest::write_trace(guitest::tiny({"recipe.fc1=\"nvfp4\""}), path).steps, 6);
+    InspectorState st(this);
+    TraceDocument* d = st.traces()->add(path);
+    QTRY_VERIFY_WITH_TIMEOUT(d->state() != TraceDocument::State::Opening, 20000);
+    QCOMPARE(d->state(), TraceDocument::State::Ready);
+    st.setPrimary(d);
+    st.setLayer("fc1");
+    st.setStep(3);
+    st.setExpert(2);
+    st.setElement(10, 20);
+    auto e4m3 = [](uint8_t b) {  // UE4M3 (OCP FP8 E4M3, sign 0): bias 7, subnormals below exponent 1
+      const int e = b >> 3 & 15, m = b & 7;
+      return e == 0 ? std::ldexp(double(m), -9) : std::ldexp(1.0 + m / 8.0, e - 7);
+    };
+    OscView o(&st);
+    o.resize(1100, 750);
+    o.show();
+    QVERIFY(guitest::wait_view(&o));
+    const ElementTimeline* t = o.timeline();
+    QVERIFY(t && !t->scale.empty());
+    QVERIFY(t->kind == mxsim::ScaleKind::UE4M3);
+    mxsim::trace::Reader r(path.toStdString());
+    const auto ts = r.read_series<float>("/layers/fc1/quant/w/tensor_scale_inv");
+    const size_t block = (2 * 4 + 10 / 16) * 2 + 20 / 16;  // fc1 W [4, 64, 32] in 16 x 16 tiles: [4, 4, 2]
+    for (size_t i = 0; i < t->steps.size(); ++i) {
+      const auto bytes = r.read_snapshot<uint8_t>("/snap/fc1/quant/w/scale", int64_t(t->steps[i]));
+      const double want = e4m3(bytes.at(block)) * double(ts.at(size_t(t->steps[i])));
+      QCOMPARE(t->scale_value(i), want);
+    }
+    QuantView q(&st);
+    q.resize(1100, 750);
+    q.show();
+    st.setOperand("x_wgrad");
+    QVERIFY(guitest::wait_view(&q));
+    QCustomPlot* h = q.histogramPlot();
+    QCPBars* bars = nullptr;
+    for (int i = 0; i < h->plottableCount(); ++i)
+      if (auto* b = qobject_cast<QCPBars*>(h->plottable(i))) bars = b;
+    QVERIFY(bars && !bars->data()->isEmpty());
+    for (auto it = bars->data()->constBegin(); it != bars->data()->constEnd(); ++it)
+      QVERIFY2(it->key >= -9 && it->key <= 8, qPrintable(QString("exponent %1").arg(it->key)));
+    QVERIFY(plot_title(h).contains("E4M3 scales alone"));
+  }
+
   void exportWritesPngAndCsv() {
     QuantView v(st_);
     v.resize(1000, 700);
