@@ -536,7 +536,8 @@ json stats_json(const Result& r) {
          {"mean_err", json_number(s.mean_err)},
          {"rounded", s.rounded},
          {"rounded_up", s.rounded_up},
-         {"expected_up", json_number(s.expected_up)}};
+         {"expected_up", json_number(s.expected_up)},
+         {"tensor_scale_inv", json_number(s.tensor_scale_inv)}};
   if (r.src_dtype == io::DType::F64) j["rounded_from_f64"] = r.rounded_from_f64;
   return j;
 }

@@ -232,8 +232,11 @@ void refuse_path_conflicts(const TrainArgs& a, const sim::Config& cfg) {
   const std::pair<const char*, std::string> paths[] = {{"--trace", a.trace}, {"--resume", a.resume}, {"--checkpoint", a.ckpt}};
   auto norm = [](const std::string& p) {
     std::error_code e;
-    fs::path c = fs::weakly_canonical(p, e);  // resolves symlinks of existing parts
-    return e ? fs::absolute(p).lexically_normal() : c;
+    // absolute first: weakly_canonical leaves a relative path to a missing file relative, so
+    // "a.h5" and "./a.h5" (neither there yet) compared unequal and one run wrote both roles
+    const fs::path a = fs::absolute(p, e);
+    fs::path c = fs::weakly_canonical(a, e);  // resolves symlinks of existing parts
+    return e ? a.lexically_normal() : c;
   };
   for (size_t i = 0; i < 3; ++i)
     for (size_t j = i + 1; j < 3; ++j) {

@@ -258,6 +258,16 @@ TEST(CliTrain, SamePathForTwoRolesRefused) {
                                std::filesystem::path(nf).filename().string() + "'");
   EXPECT_EQ(r.rc, 2) << r.out;
   EXPECT_FALSE(std::filesystem::exists(nf));
+  // relative spellings of one path that does not exist yet, "rel.h5" and "./rel.h5": the check once
+  // compared them unequal (weakly_canonical keeps a missing relative path relative), and the run
+  // wrote its checkpoint over its own trace
+  const std::filesystem::path cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir);
+  const CliRun rel = mxsim_train(std::string(kSmall) + "--trace rel.h5 --checkpoint ./rel.h5");
+  std::filesystem::current_path(cwd);
+  EXPECT_EQ(rel.rc, 2) << rel.out;
+  EXPECT_TRUE(has(rel.out, "same file")) << rel.out;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/rel.h5"));
   std::filesystem::remove(link);
   std::filesystem::remove(f);
   std::filesystem::remove_all(dir);

@@ -631,7 +631,8 @@ void verify_quant_stats(Ctx& c, Rng& r, int k) {
       return Result{part(std::vector<uint64_t>{s.count, s.nonfinite_in, s.nan_out, s.underflow, s.saturated,
                                                s.rounded, s.rounded_up}),
                     part(std::vector<double>{s.mse, s.max_abs_err, s.signal_power, s.sqnr_db, s.mean_err,
-                                             s.expected_up})};
+                                             s.expected_up}),
+                    scalar(s.tensor_scale_inv)};  // copied after the sums on the GPU: its own fetch
     });
 }
 

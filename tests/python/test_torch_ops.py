@@ -439,14 +439,18 @@ def test_quant_stats_by_hand_and_equal_to_the_cli(tmp):
     assert s["tensor_scale_inv"] == 1.0  # one-level scales
 
 
-def test_quant_stats_carry_nvfp4s_tensor_scale():
-    # amax 2688 = 6 x 448 gives S_enc = 1; amax 5376 gives S_enc = 0.5, S_dec = 2 (both exact):
-    # the second scale level rides with the statistics (numerics.md §3.3, §4.6)
-    for amax, s_dec in ((2688.0, 1.0), (5376.0, 2.0), (1344.0, 0.5)):
+def test_quant_stats_carry_nvfp4s_tensor_scale(tmp):
+    # S_enc = fl32(2688 / amax) (2688 = 6 x 448), S_dec = fl32(1 / S_enc): exact for these amaxes,
+    # none of them 2688 itself (S_dec = 1 is the one-level default the field starts at). The second
+    # scale level rides with the statistics (numerics.md §3.3, §4.6), in mxsim quantize --json too.
+    for amax, s_dec in ((10752.0, 4.0), (5376.0, 2.0), (1344.0, 0.5)):
         x = sample((4, 32), seed=9).clamp(-1, 1)
         x[1, 3] = -amax
         s = mt.quant_stats(x, mt.quantize(x, "nvfp4"))
         assert s["tensor_scale_inv"] == s_dec, amax
+        np.save(tmp / "x.npy", x.numpy())
+        cli = __import__("json").loads(run_mxsim("quantize", "--recipe", "nvfp4", tmp / "x.npy", "--json")[1])
+        assert cli["tensors"][0]["tensor_scale_inv"] == s_dec, amax
 
 
 # ------------------------------------------------------------------ the peers' tensors, by attribute

@@ -3,7 +3,7 @@
 // against the tiled CUDA-core kernels (which tests/test_gpu_gemm.cpp checks
 // against the emulator) on the same operands.
 //
-// Usage: mxsim_gpu_gemm_bench [--reps N] [--csv FILE] [--shapes all|small]
+// Usage: mxsim_gpu_gemm_bench [--reps N] [--csv FILE] [--shapes all|small|large]
 //                             [--cases LIST] [--no-check] [--overhead]
 // --overhead: host microseconds per call of a grouped GEMM with empty groups, one of 32 rows and a
 // 32 x 32 quantize (the C++ floor beneath bench/peers/torch_layer_bench.py's overhead table).
