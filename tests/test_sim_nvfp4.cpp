@@ -104,7 +104,8 @@ TEST(SimNvfp4, ShortRunTrainsAndRecordsTheExperts) {
 }
 
 // The tensor level of NVFP4's two-level scale is a series of its own (quant/<op>/tensor_scale_inv)
-// for every operand the recipe quantizes to NVFP4, and for no other. Its value at a snapshot step
+// for the operands with per-step statistics (w, x, dy) of an NVFP4 layer, and for none of a
+// one-level layer. (The wgrad operands, one tensor scale per expert, have none yet.) Its value at a snapshot step
 // is checked against the same step's block maps, which record each block's source amax: S_dec =
 // fl32(1 / fl32(2688 / amax)) of the largest (numerics.md §3.3, TE's per-tensor scale).
 TEST(SimNvfp4, TensorScaleIsASeriesThatTheBlockMapsConfirm) {
@@ -117,8 +118,8 @@ TEST(SimNvfp4, TensorScaleIsASeriesThatTheBlockMapsConfirm) {
   (void)train(tiny({"recipe.fc2=\"mxfp4\"", "trace.snapshot_steps=[2]", "trace.snapshot_layers=[\"fc1\"]"}), *be, o);
   trace::Reader rd(path);
   for (const char* op : {"w", "x", "dy"}) {
-    EXPECT_FALSE(rd.has(trace::schema::quant("fc2", op, trace::schema::kTensorScaleInv))) << op;  // mxfp4: one level
-    const auto ts = rd.read_series<float>(trace::schema::quant("fc1", op, trace::schema::kTensorScaleInv));
+    EXPECT_FALSE(rd.has(trace::schema::quant("fc2", op, trace::schema::kTensorScaleInv.name))) << op;  // mxfp4: one level
+    const auto ts = rd.read_series<float>(trace::schema::quant("fc1", op, trace::schema::kTensorScaleInv.name));
     ASSERT_EQ(ts.size(), 3u) << op;
     const auto amax = rd.read_snapshot<float>(trace::schema::block_map("fc1", op, "block_amax"), row);
     float m = 0;  // the activation maps pad each group's rows with NaN

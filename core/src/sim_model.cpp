@@ -19,6 +19,9 @@
 
 namespace mxsim::sim {
 
+using detail::resolve;
+using detail::resolved_spec;
+
 // ---------------------------------------------------------------- Model
 
 struct Model::LinearCtx {

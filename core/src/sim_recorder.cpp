@@ -89,6 +89,7 @@ QuantField quant_field(const schema::SeriesName& s) {
       : MXSIM_QF("rounded", q.rounded)
       : MXSIM_QF("rounded_up", q.rounded_up)
       : MXSIM_QF("expected_up", q.expected_up)
+      : MXSIM_QF("tensor_scale_inv", q.tensor_scale_inv)
       : QuantField{nullptr, s.dtype};
 #undef MXSIM_QF
   if (!f.get || f.dtype != s.dtype)
@@ -157,10 +158,11 @@ void TraceRecorder::plan_series(const RunPlan& plan) {
                                                             : std::vector<uint64_t>{},
               [l, o, f](const StepRecord& r) { return f.get(r.layers.at(l).quant[o]); });
         }
+      const QuantField ts = quant_field(schema::kTensorScaleInv);  // two-level scales only
       for (Role role : kRoles)
         if (lp.tensor_scale[size_t(role)])
-          add(schema::quant(L, name_of(role), schema::kTensorScaleInv), DType::f32, {},
-              [l, o = size_t(role)](const StepRecord& r) { return &r.layers.at(l).quant[o].q.tensor_scale_inv; });
+          add(schema::quant(L, name_of(role), schema::kTensorScaleInv.name), schema::kTensorScaleInv.dtype, {},
+              [l, o = size_t(role), ts](const StepRecord& r) { return ts.get(r.layers.at(l).quant[o]); });
       auto osc = [l](const StepRecord& r) -> const Backend::OscStep& { return r.layers.at(l).osc; };
       add(schema::osc(L, "flips"), DType::u64, {}, [osc](const StepRecord& r) { return &osc(r).flips; });
       add(schema::osc(L, "flips_total"), DType::u64, {}, [osc](const StepRecord& r) { return &osc(r).flips_total; });

@@ -13,6 +13,8 @@ namespace mxsim::sim {
 
 // ---------------------------------------------------------------- scales at use
 
+namespace detail {
+
 QuantSpec resolved_spec(Backend& be, const Weight& w, Role role, QuantSpec s, const Tensor& x) {
   if (!s.per_tensor() || s.scale_kind != ScaleKind::FP32) return s;
   if (const auto& d = w.delayed[size_t(role)]) return d->spec(s);
@@ -26,6 +28,11 @@ QuantSpec resolve(Backend& be, Weight& w, Role role, QuantSpec s, const Tensor& 
     be.amax_deferred(x, &w.pending_amax[size_t(role)].emplace_back(0.0f));  // recorded at update_scaling
   return resolved_spec(be, w, role, s, x);
 }
+
+}  // namespace detail
+
+using detail::resolve;
+using detail::resolved_spec;
 
 // ---------------------------------------------------------------- Weight
 

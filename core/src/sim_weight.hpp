@@ -5,7 +5,7 @@
 #include "mxsim/backend.hpp"
 #include "mxsim/sim/model.hpp"
 
-namespace mxsim::sim {
+namespace mxsim::sim::detail {
 
 /// Resolve a per-tensor FP32 spec's scale for operand `role` of `w`:
 /// fp8_delayed takes the scale of the role's DelayedScaling (computed at the
@@ -17,4 +17,4 @@ QuantSpec resolved_spec(Backend& be, const Weight& w, Role role, QuantSpec s, co
 /// The same, queueing this use's amax for fp8_delayed's history (Weight::pending_amax).
 QuantSpec resolve(Backend& be, Weight& w, Role role, QuantSpec s, const Tensor& x);
 
-}  // namespace mxsim::sim
+}  // namespace mxsim::sim::detail

@@ -194,7 +194,7 @@ void OscView::refresh() {
       [l, flat, bflat, k, byte_kind = bs.kind == ScaleKind::UE4M3 ? ScaleKind::UE4M3 : ScaleKind::E8M0](
           const trace::Reader& r) {
         ElementTimeline t;
-        const std::string tn = names::quant(l, "w", trace::schema::kTensorScaleInv);
+        const std::string tn = names::quant(l, "w", trace::schema::kTensorScaleInv.name);
         const SeriesData ts = r.has(tn) ? read_series_double(r, tn, 0, k) : SeriesData{};
         auto tensor_scale_at = [&](double row) { return row < double(ts.v.size()) ? ts.v[size_t(row)] : NAN; };
         if (r.has(names::watch(l, "element"))) {  // watched elements: every step (trace format 4)

@@ -31,6 +31,28 @@ QString scale_exp_label(const LayerMeta* lm, int operand) {
   if (s.startsWith("UE4M3")) return "floor(log2(E4M3 block scale x FP32 tensor scale))";
   return "scale exponent (E8M0 byte - 127)";
 }
+
+/// The bins of scale-exponent histograms (256, E8M0 order) that the views show: from `first` to
+/// `last` inclusive, bin 0 (a zero scale: the all-zero blocks NVFP4's dy and padded x hold many of)
+/// left out when any other bin is used, since a bar or a row at -127 would squash the exponents in
+/// use into a sliver (the histogram's text counts them); NaN's bin 255 never. Fed one histogram at
+/// a time (the map over steps feeds every row); empty when no bin is used.
+struct ShownBins {
+  int first = 255, last = -1;
+  bool zero = false;  ///< bin 0 is used
+  void add(const double* hist) {
+    for (int b = 0; b < 255; ++b) {
+      if (hist[b] == 0) continue;
+      if (b == 0) zero = true;
+      else first = std::min(first, b), last = std::max(last, b);
+    }
+  }
+  /// Bin 0 is shown only where no other bin is used.
+  bool shows_zero() const { return zero && last < 0; }
+  int lo() const { return shows_zero() ? 0 : first; }
+  int hi() const { return shows_zero() ? 0 : last; }
+  bool empty() const { return !zero && last < 0; }
+};
 }  // namespace
 
 const QuantStep::Entry* QuantStep::find(const QString& l, const QString& op) const {
@@ -201,7 +223,7 @@ void QuantView::refresh() {
   for (const char* o : {"x", "dy"})  // beside the shadow (once: the operand's own may be listed)
     if (std::find(series.begin(), series.end(), names::quant(l, o, "sqnr_db")) == series.end())
       series.push_back(names::quant(l, o, "sqnr_db"));
-  series.push_back(names::quant(l, op, trace::schema::kTensorScaleInv));  // two-level scales only
+  series.push_back(names::quant(l, op, trace::schema::kTensorScaleInv.name));  // two-level scales only
   for (const std::string& n : series) {
     if (!m.dataset(n)) continue;
     load<SeriesData>(
@@ -270,7 +292,7 @@ void QuantView::refresh() {
         if (r.has(sn)) {
           b.kind = r.info(sn).dtype == trace::DType::u8 ? byte_kind : ScaleKind::FP32;
           b.scale = read_snapshot_double(r, sn, s).v;
-          const std::string tn = names::quant(l, op, trace::schema::kTensorScaleInv);
+          const std::string tn = names::quant(l, op, trace::schema::kTensorScaleInv.name);
           if (b.kind == ScaleKind::UE4M3 && r.has(tn)) b.tensor_scale = float(read_series_double(r, tn, uint64_t(s), 1).v.at(0));
         }
         const std::string rn = names::block_map(l, op, trace::schema::kOperandRows);
@@ -340,22 +362,9 @@ void QuantView::drawMap() {
       set_plot_note(map_, maps_note_.isEmpty() ? "loading..." : maps_note_);
       return;
     }
-    // The rows span the exponents in use. Bin 0 (a zero scale: an all-zero block, which NVFP4's
-    // dy and padded x hold many of) would stretch the axis down to -127 and squash the rest into
-    // a few rows, so it is left out when other bins are used; the histogram's text counts it.
-    int lo = 255, hi = -1;
-    bool zero_bin = false;
-    for (uint64_t r = 0; r < hist_steps_.rows; ++r)
-      for (int b = 0; b < 255; ++b)
-        if (hist_steps_.v[r * 256 + uint64_t(b)] > 0) {
-          if (b == 0) {
-            zero_bin = true;
-            continue;
-          }
-          lo = std::min(lo, b);
-          hi = std::max(hi, b);
-        }
-    if (hi < 0) lo = hi = zero_bin ? 0 : 127;
+    ShownBins shown;  // the rows span the exponents in use
+    for (uint64_t r = 0; r < hist_steps_.rows; ++r) shown.add(hist_steps_.v.data() + r * 256);
+    const int lo = shown.empty() ? 127 : shown.lo(), hi = shown.empty() ? 127 : shown.hi();
     const int nx = int(hist_steps_.rows), ny = hi - lo + 1;
     std::vector<double> z(size_t(nx) * size_t(ny));
     for (int x = 0; x < nx; ++x)
@@ -498,7 +507,7 @@ QString QuantView::blockInfo(int g, int br, int bc) const {
 // which bin the product of both levels: the gap between the line and a block's row is that
 // block's E4M3 scale, so a shift of the whole tensor and a spread of its blocks read apart.
 void QuantView::drawTensorScale(const TraceDocument& d, int nx) {
-  const auto it = curves_.find(names::quant(sel_layer_.toStdString(), sel_op_.toStdString(), trace::schema::kTensorScaleInv));
+  const auto it = curves_.find(names::quant(sel_layer_.toStdString(), sel_op_.toStdString(), trace::schema::kTensorScaleInv.name));
   if (it == curves_.end() || it->second.v.empty()) return;
   const SeriesData& s = it->second;
   QVector<double> x, y;
@@ -569,9 +578,10 @@ void QuantView::drawHist() {
   // Bin 0 (zero scales: all-zero blocks) is counted in the text, not drawn, when other bins are
   // used: a bar at -127 would squash the exponents in use into a sliver (as in the map).
   const double zero = e->hist[0];
-  const bool zero_drawn = std::all_of(e->hist.begin() + 1, e->hist.begin() + kNanBin, [](double c) { return c == 0; });
-  double total = zero_drawn ? 0 : zero;
-  for (int b = zero_drawn ? 0 : 1; b < 255; ++b) {
+  ShownBins shown;
+  shown.add(e->hist.data());
+  double total = shown.shows_zero() ? 0 : zero;
+  for (int b = shown.shows_zero() ? 0 : 1; b < 255; ++b) {
     if (e->hist[size_t(b)] == 0) continue;
     x << (b - 127);
     y << e->hist[size_t(b)];
@@ -850,17 +860,10 @@ void QuantView::fillSummary() {
       const QString fmt = lm && !lm->blocks[size_t(oi)].format.isEmpty()
                               ? lm->blocks[size_t(oi)].format.toUpper() + " " + lm->blocks[size_t(oi)].text()
                               : lm ? lm->recipe : QString();
-      int lo = 999, hi = -999;
-      double nan = 0;
-      for (size_t b = 0; b < e.hist.size(); ++b) {
-        if (e.hist[b] == 0) continue;
-        if (int(b) == kNanBin) {
-          nan = e.hist[b];
-          continue;
-        }
-        lo = std::min(lo, int(b) - 127);
-        hi = std::max(hi, int(b) - 127);
-      }
+      ShownBins shown;  // the exponents in use, as the histogram shows them
+      if (e.hist.size() == 256) shown.add(e.hist.data());
+      const double nan = e.hist.size() == 256 ? e.hist[kNanBin] : 0;
+      const int lo = shown.empty() ? 999 : shown.lo() - 127, hi = shown.empty() ? -999 : shown.hi() - 127;
       const double c = e.count > 0 ? e.count : 1;
       auto count = [](double v) { return std::isfinite(v) ? QVariant(qint64(v)) : QVariant("-"); };
       auto pct = [&](double v) { return std::isfinite(v) && e.count > 0 ? QVariant(100 * v / c) : QVariant("-"); };
@@ -901,7 +904,7 @@ void QuantView::writeCsv(QTextStream& out) const {
         if (const double c = hist_steps_.v[r * 256 + uint64_t(b)]; c != 0)
           out << "scale_exp_hist_over_steps," << sel_layer_ << ',' << sel_op_ << ',' << r << ',' << step_of(d, int64_t(r)) << ','
               << (b == kNanBin ? QString("nan") : QString::number(b - 127)) << ',' << csv_num(c) << '\n';
-  if (const auto it = curves_.find(names::quant(sel_layer_.toStdString(), sel_op_.toStdString(), trace::schema::kTensorScaleInv));
+  if (const auto it = curves_.find(names::quant(sel_layer_.toStdString(), sel_op_.toStdString(), trace::schema::kTensorScaleInv.name));
       it != curves_.end())
     for (size_t r = 0; r < it->second.v.size(); ++r)
       out << "tensor_scale_inv," << sel_layer_ << ',' << sel_op_ << ',' << r << ',' << step_of(d, int64_t(r)) << ",S_dec,"

@@ -107,7 +107,7 @@ inline constexpr std::array<SeriesName, 10> kQuantStats{{{"mse", DType::f64},
 inline constexpr std::size_t kScaleExpBins = 256;
 /// The per-step f32 series of an operand with a two-level scale (NVFP4) beside kQuantStats:
 /// QuantStats::tensor_scale_inv, the FP32 tensor scale the block scales multiply.
-inline constexpr const char* kTensorScaleInv = "tensor_scale_inv";
+inline constexpr SeriesName kTensorScaleInv{"tensor_scale_inv", DType::f32};
 /// The oscillation metrics of one quantized weight, in declaration order.
 /// ema_frac_above: the share of elements whose EMA flip frequency exceeds
 /// hd::kOscEmaThreshold = 0.01 (Backend::osc_update).
