@@ -105,7 +105,8 @@ TEST(SimNvfp4, ShortRunTrainsAndRecordsTheExperts) {
 
 // The tensor level of NVFP4's two-level scale is a series of its own (quant/<op>/tensor_scale_inv)
 // for the operands with per-step statistics (w, x, dy) of an NVFP4 layer, and for none of a
-// one-level layer. (The wgrad operands, one tensor scale per expert, have none yet.) Its value at a snapshot step
+// one-level layer; the wgrad operands, one tensor scale per expert, have theirs beside their
+// block maps at the snapshot steps. Its value at a snapshot step
 // is checked against the same step's block maps, which record each block's source amax: S_dec =
 // fl32(1 / fl32(2688 / amax)) of the largest (numerics.md §3.3, TE's per-tensor scale).
 TEST(SimNvfp4, TensorScaleIsASeriesThatTheBlockMapsConfirm) {
@@ -115,7 +116,7 @@ TEST(SimNvfp4, TensorScaleIsASeriesThatTheBlockMapsConfirm) {
   o.trace_path = path;
   o.threads = 1;
   const int64_t snap = 2, row = snap - 1;  // global step 2 is trace row 1
-  (void)train(tiny({"recipe.fc2=\"mxfp4\"", "trace.snapshot_steps=[2]", "trace.snapshot_layers=[\"fc1\"]"}), *be, o);
+  (void)train(tiny({"recipe.fc2=\"mxfp4\"", "trace.snapshot_steps=[2]", "trace.snapshot_layers=[\"fc1\", \"fc2\"]"}), *be, o);
   trace::Reader rd(path);
   for (const char* op : {"w", "x", "dy"}) {
     EXPECT_FALSE(rd.has(trace::schema::quant("fc2", op, trace::schema::kTensorScaleInv.name))) << op;  // mxfp4: one level
@@ -129,6 +130,31 @@ TEST(SimNvfp4, TensorScaleIsASeriesThatTheBlockMapsConfirm) {
     const float expect = 1.0f / ((448.0f * 6.0f) / m);
     EXPECT_EQ(ts[size_t(row)], expect) << op << ": amax " << m;
     EXPECT_NE(ts[size_t(row)], 1.0f) << op;  // a real second level, not the one-level default
+  }
+  // The wgrad operands are quantized per expert, each with its own S_dec: a snapshot [G] beside
+  // their block maps, equal to that expert's largest block amax (of H x: the amax the recipe
+  // takes after the random Hadamard transform), NaN for an expert without rows.
+  for (const char* op : {"x_wgrad", "dy_wgrad"}) {
+    const auto ts = rd.read_snapshot<float>(trace::schema::block_map("fc1", op, "tensor_scale_inv"), row);
+    const auto amax = rd.read_snapshot<float>(trace::schema::block_map("fc1", op, "block_amax"), row);
+    const auto rows = rd.read_snapshot<int64_t>(trace::schema::block_map("fc1", op, "rows"), row);
+    ASSERT_EQ(ts.size(), rows.size()) << op;
+    const size_t per = amax.size() / ts.size();
+    int checked = 0;
+    for (size_t g = 0; g < ts.size(); ++g) {
+      if (rows[g] == 0) {
+        EXPECT_TRUE(std::isnan(ts[g])) << op << " expert " << g;
+        continue;
+      }
+      float m = 0;
+      for (size_t i = g * per; i < (g + 1) * per; ++i)
+        if (!std::isnan(amax[i])) m = std::max(m, amax[i]);
+      EXPECT_EQ(ts[g], 1.0f / ((448.0f * 6.0f) / m)) << op << " expert " << g << ": amax " << m;
+      ++checked;
+    }
+    EXPECT_GT(checked, 1) << op << ": at least two experts with rows, each its own scale";
+    ASSERT_TRUE(rd.has(trace::schema::block_map("fc2", op, "block_amax")));  // fc2's maps are there ...
+    EXPECT_FALSE(rd.has(trace::schema::block_map("fc2", op, "tensor_scale_inv")));  // ... mxfp4: one level
   }
   std::filesystem::remove(path);
 }

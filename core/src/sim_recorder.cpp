@@ -303,6 +303,7 @@ OperandGrid operand_grid(const Config& cfg, const Weight& w, Operand o) {
   g.BR = blocks_along(g.R, e.rows);
   g.BC = blocks_along(g.C, e.cols);
   g.fp32_scales = s.scale_kind == ScaleKind::FP32;
+  g.two_level = s.scale_kind == ScaleKind::UE4M3;
   return g;
 }
 
@@ -352,6 +353,9 @@ void TraceRecorder::declare_operand_maps(const Config& cfg, const Weight& w) {
       snaps_.push_back({schema::block_map(L, op, m), size_t(w.layer), pre + m, DType::f32, bs});
     snaps_.push_back({schema::block_map(L, op, "scale"), size_t(w.layer), pre + "scale", g.fp32_scales ? DType::f32 : DType::u8, bs});
     snaps_.push_back({schema::block_map(L, op, "codes"), size_t(w.layer), pre + "codes", DType::u8, {g.G, g.R, g.C}});
+    if (g.two_level)  // each group's own S_dec: the wgrad operands are quantized per expert
+      snaps_.push_back({schema::block_map(L, op, schema::kTensorScaleInv.name), size_t(w.layer),
+                        pre + schema::kTensorScaleInv.name, schema::kTensorScaleInv.dtype, {g.G}});
   }
 }
 

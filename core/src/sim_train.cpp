@@ -382,6 +382,7 @@ class Trainer {
       if (what == "block_amax") return bytes(m.maps.amax);
       if (what == "scale") return m.maps.scale_inv.empty() ? bytes(m.maps.scale_bytes) : bytes(m.maps.scale_inv);
       if (what == "codes") return bytes(m.maps.codes);
+      if (what == trace::schema::kTensorScaleInv.name) return bytes(m.tensor_scale_inv);
     }
     if (kind.substr(0, 8) == "quant/w/") {
       const BlockMaps& m = weight_maps(w);
@@ -424,6 +425,7 @@ class Trainer {
   struct OperandMaps {
     std::vector<int64_t> rows;
     BlockMaps maps;
+    std::vector<float> tensor_scale_inv;  ///< [G] each group's quantization's (NaN: a group without rows)
   };
   const OperandMaps& operand_maps(Weight& w, std::string_view op_name) {
     Operand o = Operand::X;
@@ -435,9 +437,12 @@ class Trainer {
     if (!c) throw std::logic_error(w.name + "." + name_of(o) + ": operand not captured at a snapshot step");
     const OperandGrid g = operand_grid(cfg_, w, o);
     std::vector<BlockMaps> per;
-    for (size_t i = 0; i < c->q.size(); ++i)
+    std::vector<float> ts;
+    for (size_t i = 0; i < c->q.size(); ++i) {
       per.push_back(c->rows[i] > 0 ? block_maps(c->x[i].data(), c->q[i]) : BlockMaps{});
-    OperandMaps m{c->rows, padded_group_maps(per, g.BR, g.BC, g.R, g.C, g.fp32_scales)};
+      ts.push_back(c->rows[i] > 0 ? c->q[i].tensor_scale_inv : NAN);
+    }
+    OperandMaps m{c->rows, padded_group_maps(per, g.BR, g.BC, g.R, g.C, g.fp32_scales), std::move(ts)};
     return op_maps_.emplace(std::pair{w.layer, o}, std::move(m)).first->second;
   }
 

@@ -89,6 +89,9 @@ constexpr Entry kSnapshots[] = {
     {"/weight_q", "1", "[G, N, K] dequantized fprop weight (the BF16 copy for bf16 layers)"},
     {"/main_grad", "1", "[G, N, K] FP32 main_grad after all micro-batches"},
     {"/wgrad_mb", "1", "[micro-batch, G, N, K] each micro-batch's contribution to main_grad"},
+    {"/tensor_scale_inv", "1",
+     "[G] FP32 tensor scale S_dec of each group's quantization (NVFP4 operands; the wgrad operands are quantized "
+     "per expert, x and dy once: every group the same); NaN for a group without rows"},
     {"/quant/w/block_mse", "1", "[G, BR, BC] mean squared quantization error per block of W"},
     {"/quant/w/block_sqnr_db", "dB", "[G, BR, BC] signal-to-quantization-noise ratio per block of W (+inf when exact)"},
     {"/quant/w/block_amax", "1", "[G, BR, BC] max |input| per block of W (the BF16 model copy)"},
@@ -101,7 +104,7 @@ constexpr Entry kSnapshots[] = {
     {"/block_sqnr_db", "dB", "[G, BR, BC] signal-to-quantization-noise ratio per block (micro-batch 0; NaN past the rows)"},
     {"/block_amax", "1", "[G, BR, BC] max |input| per block (after the Hadamard transform where used; NaN past the rows)"},
     {"/scale", "1", "[G, BR, BC] block scale: E8M0 byte (value 2^(byte - 127)), UE4M3 byte (NVFP4: its E4M3 value times "
-     "the operand's tensor scale, recorded for x and dy only) or FP32 scale_inv (past the rows 0 / NaN)"},
+     "its group's tensor_scale_inv) or FP32 scale_inv (past the rows 0 / NaN)"},
     {"/codes", "code", "[G, R, C] element codes, one per byte (E2M1 unpacked; 0 past the rows)"},
     {"/osc/flips", "count", "[G, N, K] cumulative oscillations of each element"},
     {"/osc/ema", "1", "[G, N, K] EMA oscillation frequency of each element"},

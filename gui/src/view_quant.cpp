@@ -292,8 +292,12 @@ void QuantView::refresh() {
         if (r.has(sn)) {
           b.kind = r.info(sn).dtype == trace::DType::u8 ? byte_kind : ScaleKind::FP32;
           b.scale = read_snapshot_double(r, sn, s).v;
+          const std::string mn = names::block_map(l, op, trace::schema::kTensorScaleInv.name);
           const std::string tn = names::quant(l, op, trace::schema::kTensorScaleInv.name);
-          if (b.kind == ScaleKind::UE4M3 && r.has(tn)) b.tensor_scale = float(read_series_double(r, tn, uint64_t(s), 1).v.at(0));
+          if (b.kind == ScaleKind::UE4M3 && r.has(mn))
+            b.tensor_scales = r.read_snapshot<float>(mn, s);
+          else if (b.kind == ScaleKind::UE4M3 && r.has(tn))
+            b.tensor_scales.assign(size_t(b.G), float(read_series_double(r, tn, uint64_t(s), 1).v.at(0)));
         }
         const std::string rn = names::block_map(l, op, trace::schema::kOperandRows);
         if (r.has(rn)) b.rows = r.read_snapshot<int64_t>(rn, s);
@@ -460,7 +464,9 @@ QString QuantView::block_grid_text() const {
 unsigned BlockMaps::bin(size_t i) const {
   const double v = scale[i];
   if (kind == ScaleKind::FP32) return hd::scale_exp_bin(kind, 0, float(v), 1.0f);
-  return hd::scale_exp_bin(kind, uint8_t(v), 0.0f, std::isnan(tensor_scale) ? 1.0f : tensor_scale);
+  const size_t per = size_t(BR) * size_t(BC);
+  const float ts = tensor_scale(per ? i / per : 0);
+  return hd::scale_exp_bin(kind, uint8_t(v), 0.0f, std::isnan(ts) ? 1.0f : ts);
 }
 
 QString QuantView::blockInfo(int g, int br, int bc) const {
@@ -475,8 +481,9 @@ QString QuantView::blockInfo(int g, int br, int bc) const {
     } else if (maps_.kind == ScaleKind::UE4M3) {
       const int b = int(maps_.scale[i]);
       t += QString("scale byte 0x%1 = %2 (E4M3)").arg(b, 2, 16, QChar('0')).arg(fmt_num(decode(spec_of(Format::E4M3), uint32_t(b)), 6));
-      t += std::isnan(maps_.tensor_scale) ? QString(" x the tensor scale (not recorded for this operand)\n")
-                                          : QString(" x tensor scale %1\n").arg(fmt_num(maps_.tensor_scale, 6));
+      const float ts = maps_.tensor_scale(size_t(g));
+      t += std::isnan(ts) ? QString(" x the tensor scale (not in this trace)\n")
+                          : QString(" x tensor scale %1\n").arg(fmt_num(ts, 6));
     } else {
       t += QString("scale_inv %1\n").arg(fmt_num(maps_.scale[i], 9));
     }
@@ -557,10 +564,10 @@ void QuantView::drawHist() {
     set_title(hist_, QString("Block scale exponents of %1.%2 at step %3 (block map%4)")
                          .arg(sel_layer_, sel_op_)
                          .arg(step_of(d, sel_step_))
-                         .arg(maps_.kind == ScaleKind::UE4M3 && std::isnan(maps_.tensor_scale)
-                                  ? QString(": E4M3 scales alone, no tensor scale recorded")
+                         .arg(maps_.kind == ScaleKind::UE4M3 && maps_.tensor_scales.empty()
+                                  ? QString(": E4M3 scales alone, no tensor scale in this trace")
                                   : QString()));
-    if (maps_.kind == ScaleKind::UE4M3 && std::isnan(maps_.tensor_scale))
+    if (maps_.kind == ScaleKind::UE4M3 && maps_.tensor_scales.empty())
       hist_->xAxis->setLabel("floor(log2 E4M3 block scale)");
   }
   if (!e || e->hist.size() != 256) {

@@ -35,11 +35,13 @@ struct BlockMaps {
   std::vector<float> mse, sqnr_db, amax;
   std::vector<double> scale;  ///< the stored block scale: its byte (E8M0, UE4M3) or FP32 scale_inv
   ScaleKind kind = ScaleKind::E8M0;  ///< which (a byte's kind from the layer's recipe)
-  /// UE4M3: the operand's FP32 tensor scale at the step (quant/<op>/tensor_scale_inv), NaN where the
-  /// trace holds none (the wgrad operands: one per expert, not recorded)
-  float tensor_scale = NAN;
+  /// UE4M3: each group's FP32 tensor scale at the step ([G]: the block maps' own tensor_scale_inv,
+  /// or the operand's series value for every group); empty where the trace holds neither
+  std::vector<float> tensor_scales;
+  /// Group g's tensor scale (NaN when unknown).
+  float tensor_scale(size_t g) const { return g < tensor_scales.size() ? tensor_scales[g] : NAN; }
   /// hd::scale_exp_bin of block i: the one binning of the per-step histograms (the product of both
-  /// levels for UE4M3; the E4M3 scale alone where the tensor scale is unknown)
+  /// levels for UE4M3; the E4M3 scale alone where the tensor scale is unknown, an older trace's)
   unsigned bin(size_t i) const;
   std::vector<uint8_t> codes;  ///< [G, R, C], empty when absent
   std::vector<int64_t> rows;   ///< activation operands: rows of each group at the step (R is the capacity)

@@ -110,6 +110,7 @@ RunPlan simulator_plan(const Config& cfg, const std::vector<Weight*>& weights,
 struct OperandGrid {
   uint64_t G = 1, R = 0, C = 0, BR = 0, BC = 0;
   bool fp32_scales = false;
+  bool two_level = false;  ///< NVFP4: a tensor scale per group beside the block maps
 };
 OperandGrid operand_grid(const Config& cfg, const Weight& w, Operand o);
 
