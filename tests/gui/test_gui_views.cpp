@@ -3,6 +3,7 @@
 // accumulation check, element timelines, raw rows, comparison (ULP) and
 // PNG/CSV export. Expected values come from the trainer's own result, the
 // model configuration, or the trace library's reader (another read path).
+#include <QElapsedTimer>
 #include <QFile>
 #include <QImage>
 #include <QTest>
@@ -34,6 +35,17 @@ class GuiViews : public QObject {
   TraceDocument* doc_ = nullptr;
 
   static bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+  /// A tiny run with `overrides` written at `path` and opened as st's primary trace.
+  static bool openTrainedTrace(InspectorState& st, const QString& path, std::vector<std::string> overrides) {
+    if (guitest::write_trace(guitest::tiny(std::move(overrides)), path).steps != 6) return false;
+    TraceDocument* d = st.traces()->add(path);
+    QElapsedTimer t;
+    t.start();
+    while (d->state() == TraceDocument::State::Opening && t.elapsed() < 20000) QTest::qWait(20);
+    if (d->state() != TraceDocument::State::Ready) return false;
+    st.setPrimary(d);
+    return true;
+  }
   /// v shown at 1000 x 800 on fc1's operand op, its data loaded.
   bool showFc1(QuantView& v, const char* op) {
     v.resize(1000, 800);
@@ -244,12 +256,8 @@ class GuiViews : public QObject {
   // -127) out of its bars, which would squash the exponents in use, and counts it in its text.
   void tensorScaleLineOverTheExponents() {
     const QString path = dir_.filePath("nvfp4.h5");
-    QCOMPARE(guitest::write_trace(guitest::tiny({"recipe.fc2=\"nvfp4\""}), path).steps, 6);
     InspectorState st(this);
-    TraceDocument* d = st.traces()->add(path);
-    QTRY_VERIFY_WITH_TIMEOUT(d->state() != TraceDocument::State::Opening, 20000);
-    QCOMPARE(d->state(), TraceDocument::State::Ready);
-    st.setPrimary(d);
+    QVERIFY(openTrainedTrace(st, path, {"recipe.fc2=\"nvfp4\""}));
     QuantView v(&st);
     v.resize(1100, 750);
     v.show();
@@ -304,12 +312,8 @@ class GuiViews : public QObject {
   // S_dec from the snapshot (reading the bytes as E8M0 gave exponents -127 .. -1).
   void nvfp4ScalesReadAsE4M3TimesTheTensorScale() {
     const QString path = dir_.filePath("nvfp4_fc1.h5");
-    QCOMPARE(guitest::write_trace(guitest::tiny({"recipe.fc1=\"nvfp4\""}), path).steps, 6);
     InspectorState st(this);
-    TraceDocument* d = st.traces()->add(path);
-    QTRY_VERIFY_WITH_TIMEOUT(d->state() != TraceDocument::State::Opening, 20000);
-    QCOMPARE(d->state(), TraceDocument::State::Ready);
-    st.setPrimary(d);
+    QVERIFY(openTrainedTrace(st, path, {"recipe.fc1=\"nvfp4\""}));
     st.setLayer("fc1");
     st.setStep(3);
     st.setExpert(2);
