@@ -192,7 +192,7 @@ void finish(Result& r, const QuantizedTensor& q, size_t rank, Outputs&& o, const
       r.st_dtypes.push_back(spec.scale_kind == ScaleKind::E8M0 ? io::DType::F8_E8M0 : io::DType::F8_E4M3);
       r.st_shapes.push_back(sdims);
     }
-    if (spec.scale_kind == ScaleKind::UE4M3) {
+    if (has_tensor_scale(spec.scale_kind)) {
       r.outs.push_back(io::from_f32(".tensor_scale_inv", {1}, &o.tensor_scale_inv));
       r.st_dtypes.push_back(io::DType::F32);
       r.st_shapes.push_back({1});
@@ -427,15 +427,15 @@ Result quantize_streamed(const InputFile& in, const TensorRef& ref, const QuantS
   std::vector<uint32_t> group_amax(G, 0);
   std::vector<std::vector<uint32_t>> column_amax(by_column ? G : 0);
   uint32_t tensor_amax = 0;
-  const bool ue4m3 = spec.scale_kind == ScaleKind::UE4M3;
+  const bool tensor_scaled = has_tensor_scale(spec.scale_kind);  // its tensor amax first
   try {
     // The whole tensor's extent, so that a spec it cannot take fails as unsliced.
     hd::validate_quant_spec(spec, shape_q.scols());
-    if (spec.per_tensor() || ue4m3 || by_column)  // pass 1: the whole-tensor amaxes
+    if (spec.per_tensor() || tensor_scaled || by_column)  // pass 1: the whole-tensor amaxes
       for (const auto& sl : slices) {
         read(sl, false);
         if (spec.per_tensor()) group_amax[sl.group] = emu::amax_bits(x, spec, true, group_amax[sl.group]);
-        if (ue4m3) tensor_amax = emu::tensor_amax_bits(x, spec, shape_q.transposed, tensor_amax);
+        if (tensor_scaled) tensor_amax = emu::tensor_amax_bits(x, spec, shape_q.transposed, tensor_amax);
         if (by_column) emu::fold_column_amax(x, spec, column_amax[sl.group]);
       }
     Outputs o;
@@ -452,7 +452,7 @@ Result quantize_streamed(const InputFile& in, const TensorRef& ref, const QuantS
       s.sr_index_base = spec.sr_index_base + sl.index_base;
       emu::SliceAmax a;
       if (spec.per_tensor()) a.group_amax_bits = group_amax[sl.group];
-      if (ue4m3) a.tensor_amax_bits = tensor_amax;
+      if (tensor_scaled) a.tensor_amax_bits = tensor_amax;
       if (by_column) a.column_amax_bits = column_amax[sl.group];
       const QuantizedTensor q =
           f64 ? emu::quantize_slice_f64(reinterpret_cast<const double*>(chunk.bytes.data()), size_t(sl.rows), C, s,
@@ -496,7 +496,7 @@ Result quantize_tensor(const InputFile& in, const TensorRef& ref, const QuantSpe
               (g.transposed ? " slices of whole blocks down the columns (bands of " +
                                   std::to_string(emu::slice_unit(R, spec, axis)) + "-row multiples)"
                             : std::string(" slices of whole block rows")) +
-              (spec.per_tensor() || spec.scale_kind == ScaleKind::UE4M3 || whole_columns(g)
+              (spec.per_tensor() || has_tensor_scale(spec.scale_kind) || whole_columns(g)
                    ? " (two passes: amax, then quantize)"
                    : ""));
     return r;

@@ -241,7 +241,7 @@ QuantizedTensor load_quantized(const QuantJob& j, const QuantSources& all, std::
       need_scale_bytes(sc.t, s.scale_kind, std::string("mxsim (scale_kind ") + name_of(s.scale_kind) + ")");
       sb = sc.t.bytes;
     }
-    if (s.scale_kind == ScaleKind::UE4M3) tsi = one_f32(all, b + ".tensor_scale_inv", "NVFP4's tensor scale");
+    if (has_tensor_scale(s.scale_kind)) tsi = one_f32(all, b + ".tensor_scale_inv", "NVFP4's tensor scale");
     return layout::from_mxsim(s, m.groups, m.rows, m.cols, m.transposed, d.t.bytes, sb, si, tsi);
   }
   const QuantSource& d = need(all, j.data, "the codes");

@@ -398,7 +398,7 @@ mxsim_status mxsim_scale_exp_histogram(const mxsim_qtensor* q, void* stream, uin
       h.scale_bytes = Bytes3::from_shape({L.groups, L.nbr, L.nbc});
       copy_to_host(q->scale, h.scale_bytes.data(), h.scale_bytes.size(), stream);
     }
-    if (d.spec.scale_kind == ScaleKind::UE4M3) copy_to_host(*q->tensor_scale, &h.tensor_scale_inv, 4, stream);
+    if (has_tensor_scale(d.spec.scale_kind)) copy_to_host(*q->tensor_scale, &h.tensor_scale_inv, 4, stream);
     const ScaleExpCounts c = scale_exp_counts(h);
     std::copy(c.begin(), c.end(), out);
   });

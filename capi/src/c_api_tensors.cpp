@@ -126,7 +126,7 @@ mxsim_qlayout c_layout(const QuantSpec& s, int64_t groups, int64_t rows, int64_t
   c.scale_rows = int64_t(L.nbr);
   c.scale_cols = int64_t(L.nbc);
   c.elem_bits = spec_of(s.elem).bits;
-  c.has_tensor_scale = s.scale_kind == ScaleKind::UE4M3;
+  c.has_tensor_scale = has_tensor_scale(s.scale_kind);
   return c;
 }
 
@@ -174,7 +174,7 @@ QuantizedTensor read_quantized(const mxsim_qtensor& q, const char* op, const cha
   } else if (h.scale_bytes.size()) {
     std::memcpy(h.scale_bytes.data(), data_of(q.scale), h.scale_bytes.size());
   }
-  if (d.spec.scale_kind == ScaleKind::UE4M3) std::memcpy(&h.tensor_scale_inv, data_of(*q.tensor_scale), 4);
+  if (has_tensor_scale(d.spec.scale_kind)) std::memcpy(&h.tensor_scale_inv, data_of(*q.tensor_scale), 4);
   return h;
 }
 
@@ -185,7 +185,7 @@ void write_quantized(const QuantizedTensor& q, mxsim_qtensor& out) {
   } else if (q.scale_bytes.size()) {
     std::memcpy(data_of(out.scale), q.scale_bytes.data(), q.scale_bytes.size());
   }
-  if (q.spec.scale_kind == ScaleKind::UE4M3) std::memcpy(data_of(*out.tensor_scale), &q.tensor_scale_inv, 4);
+  if (has_tensor_scale(q.spec.scale_kind)) std::memcpy(data_of(*out.tensor_scale), &q.tensor_scale_inv, 4);
 }
 
 Tensor3f host_f32(const DLTensor& t, const Extents3& e, const char* op, const char* what) {

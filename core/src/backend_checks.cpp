@@ -97,7 +97,7 @@ void Backend::check_upload_native_q(const NativeQuantized& q, void*) {
   const hd::QuantLayout L = hd::quant_layout(q.spec, q.groups, q.rows, q.cols, q.transposed ? Axis::Rows : Axis::Cols);
   if ((L.data_bytes() && !q.data) || (L.scale_count() && !q.scales))
     fail("upload_native", "a quantized tensor's codes or scales are NULL");
-  if (q.spec.scale_kind == ScaleKind::UE4M3 && !q.tensor_scale_inv) fail("upload_native", "NVFP4's tensor scale is NULL");
+  if (has_tensor_scale(q.spec.scale_kind) && !q.tensor_scale_inv) fail("upload_native", "NVFP4's tensor scale is NULL");
 }
 void Backend::check_borrow_native(DType dtype, Shape shape, const void* src, void*) {
   if (shape.rank < 1 || shape.rank > 3)

@@ -163,7 +163,7 @@ const QuantSpec& LinearRecipe::role_spec(Role r) const& {
   if (!records(r)) throw std::logic_error(std::string("LinearRecipe::role_spec: ") + name_of(r) + " is not quantized");
   return r == Role::W ? weight_spec() : r == Role::X ? specs(GemmForm::Fprop).x_fprop : specs(GemmForm::Dgrad).dy_dgrad;
 }
-bool LinearRecipe::two_level_scale(Role r) const { return records(r) && role_spec(r).scale_kind == ScaleKind::UE4M3; }
+bool LinearRecipe::two_level_scale(Role r) const { return records(r) && has_tensor_scale(role_spec(r).scale_kind); }
 bool LinearRecipe::fused_wgrad_accum() const { return sim::fused_wgrad_accum(of(GemmForm::Wgrad)); }
 bool LinearRecipe::transposed_cache_allowed() const { return sim::transposed_cache_allowed(of(GemmForm::Dgrad)); }
 bool LinearRecipe::deosc_eligible() const { return sim::deosc_eligible(of(GemmForm::Fprop)); }

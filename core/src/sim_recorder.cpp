@@ -303,7 +303,7 @@ OperandGrid operand_grid(const Config& cfg, const Weight& w, Operand o) {
   g.BR = blocks_along(g.R, e.rows);
   g.BC = blocks_along(g.C, e.cols);
   g.fp32_scales = s.scale_kind == ScaleKind::FP32;
-  g.two_level = s.scale_kind == ScaleKind::UE4M3;
+  g.two_level = has_tensor_scale(s.scale_kind);
   return g;
 }
 

@@ -62,7 +62,7 @@ QuantizedTensor quantize_impl(const Tensor3f& x, const QuantSpec& spec, Axis axi
   // NVFP4 tensor scale: S_enc = (448 * 6) / global_amax over the whole tensor,
   // transformed as its blocks are under hadamard16 (TE's post-RHT amax).
   hd::Nvfp4TensorScale ts;
-  if (spec.scale_kind == ScaleKind::UE4M3) {
+  if (has_tensor_scale(spec.scale_kind)) {
     uint32_t gamax = 0;
     if (given.tensor_amax_bits) gamax = *given.tensor_amax_bits;
     else gamax = tensor_amax_bits(x, spec, q.transposed);
@@ -123,13 +123,13 @@ QuantizedTensor quantize_slice(const Tensor3f& x, const QuantSpec& spec, Axis ax
   if (x.shape(0) != 1) throw std::invalid_argument("quantize_slice: a slice is rows of one group ([1, n, C])");
   if (spec.per_tensor() && !amax.group_amax_bits)
     throw std::invalid_argument("quantize_slice: a per-tensor spec needs the group's amax");
-  if (spec.scale_kind == ScaleKind::UE4M3 && !amax.tensor_amax_bits)
+  if (has_tensor_scale(spec.scale_kind) && !amax.tensor_amax_bits)
     throw std::invalid_argument("quantize_slice: NVFP4 needs the tensor's global amax");
   if (whole_columns && amax.column_amax_bits.size() != x.shape(2))
     throw std::invalid_argument("quantize_slice: columnwise blocks of whole columns need each column's amax");
   // Specs without a whole-tensor amax are block-local: quantize() of the
   // slice is the whole tensor's bits (the fast path included).
-  if (!spec.per_tensor() && spec.scale_kind != ScaleKind::UE4M3 && !whole_columns) return quantize(x, spec, axis);
+  if (!spec.per_tensor() && !has_tensor_scale(spec.scale_kind) && !whole_columns) return quantize(x, spec, axis);
   return quantize_impl(x, spec, axis, amax);
 }
 

@@ -231,7 +231,7 @@ __global__ void scale_exp_histogram_kernel(DeviceQTensor q, size_t nblocks, unsi
   for (unsigned i = threadIdx.x; i < 256; i += blockDim.x) bins[i] = 0;
   __syncthreads();
   const ScaleKind kind = q.spec.scale_kind;
-  const float ts = kind == ScaleKind::UE4M3 ? *q.tensor_scale_inv : 1.0f;
+  const float ts = has_tensor_scale(kind) ? *q.tensor_scale_inv : 1.0f;
   for (size_t b = size_t(blockIdx.x) * blockDim.x + threadIdx.x; b < nblocks; b += size_t(gridDim.x) * blockDim.x) {
     const unsigned bin = kind == ScaleKind::FP32 ? hd::scale_exp_bin(kind, 0, q.scale_inv[b], 1.0f)
                                                  : hd::scale_exp_bin(kind, q.scale_bytes[b], 0.0f, ts);

@@ -91,7 +91,7 @@ PanelView make_panel(const GemmOperand& o, const GemmPanel& gp, GemmForm form, c
   p.data = o.data + g * L.srows * L.rbytes;
   if (o.scale_bytes) p.sbytes = o.scale_bytes + g * L.nbr * L.nbc;
   if (o.scale_inv) p.sinv = o.scale_inv + g * L.nbr * L.nbc;
-  if (o.spec.scale_kind == ScaleKind::UE4M3) {
+  if (has_tensor_scale(o.spec.scale_kind)) {
     if (!o.tensor_scale_inv) fail(form, std::string(what) + ": an NVFP4 operand without its tensor scale");
     p.tsi = o.tensor_scale_inv;
   }

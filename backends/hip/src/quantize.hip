@@ -86,7 +86,7 @@ __device__ inline void quantize_blocks(const float* __restrict__ x, const Device
   const FormatSpec ef = spec_of(q.spec.elem);
   const bool e2m1 = q.spec.elem == Format::E2M1;
   hd::Nvfp4TensorScale ts;
-  if (q.spec.scale_kind == ScaleKind::UE4M3) ts = hd::nvfp4_tensor_scale(*gamax);
+  if (has_tensor_scale(q.spec.scale_kind)) ts = hd::nvfp4_tensor_scale(*gamax);
   if (blockIdx.x == 0 && threadIdx.x == 0 && q.tensor_scale_inv) *q.tensor_scale_inv = ts.s_dec;
   const size_t per_group = L.nbr * L.nbc, nblk = L.groups * per_group;
   const unsigned per = blockDim.x / lanes, sub = threadIdx.x / lanes, sl = threadIdx.x % lanes;
@@ -658,7 +658,7 @@ void quantize_device(const float* d_x, const DeviceQTensor& q, void* stream) {
   const size_t n = L.groups * L.rows * L.cols;
   DeviceBuffer scratch;
   const uint32_t* gamax = nullptr;
-  if (q.spec.scale_kind == ScaleKind::UE4M3) {
+  if (has_tensor_scale(q.spec.scale_kind)) {
     const unsigned np = std::max(1u, std::min(1024u, detail::grid_for(n, kMaxThreads)));
     scratch = DeviceBuffer((np + 1) * sizeof(uint32_t), "NVFP4 amax scratch");
     uint32_t* part = scratch.as<uint32_t>();
@@ -766,7 +766,7 @@ void quantize_grouped_colwise_device(const float* d_x, size_t M, size_t C, std::
     if (mg == 0 || q.layout.scale_count() == 0) {
       if (mg > 0) quantize_device(d_x + m0 * C, q, stream);  // no blocks: the tensor scale only
       else set_unit_scale(q, s);
-    } else if (q.spec.scale_kind == ScaleKind::UE4M3) {
+    } else if (has_tensor_scale(q.spec.scale_kind)) {
       quantize_device(d_x + m0 * C, q, stream);  // NVFP4: its own amax pass first
     } else {
       check_target(q, "quantize_grouped_colwise_device");
@@ -799,7 +799,7 @@ void quantize_both_device(const float* d_x, size_t M, size_t C, std::span<const 
   if (sp.block_rows != 1 || !(Lb == 16 || Lb == 32 || Lb == 64 || Lb == 128))
     bad(who, "needs 1 x L blocks with L in {16, 32, 64, 128}, got " + std::to_string(sp.block_rows) + "x" +
                  std::to_string(sp.block_cols));
-  if (sp.scale_kind == ScaleKind::UE4M3) bad(who, "NVFP4 needs its tensor amax first: quantize each orientation apart");
+  if (has_tensor_scale(sp.scale_kind)) bad(who, "NVFP4 needs its tensor amax first: quantize each orientation apart");
   if (sp.hadamard16) bad(who, "hadamard16 transforms one orientation: quantize each orientation apart");
   const QuantLayout& RL = rowwise.layout;
   if (RL.groups != 1 || RL.rows != M || RL.cols != C || RL.transposed)

@@ -20,6 +20,10 @@ enum class ScaleKind : uint8_t {
   FP32,   ///< FP8 recipes: FP32 scale_inv per block (x ~= code * scale_inv)
   UE4M3,  ///< NVFP4: E4M3 byte per block (sign ignored) plus one FP32 tensor scale
 };
+/// Whether a scale kind has a second level: one FP32 tensor scale (tensor_scale_inv, S_dec) that
+/// every block scale multiplies. The one place that says so; code that needs, stores or records
+/// a tensor scale asks this rather than naming the kind.
+MXSIM_HD constexpr bool has_tensor_scale(ScaleKind k) { return k == ScaleKind::UE4M3; }
 
 /// Which axis of a logical [rows, cols] tensor the 1-D blocks run along.
 ///  Cols ("rowwise"): blocks of consecutive elements of a row, i.e. along the
