@@ -4,6 +4,7 @@
 // the step's partial main_grad): the same weights and checkpoint as stop_after.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "mxsim/emu/backend_emu.hpp"
@@ -53,9 +54,16 @@ TEST(SimControl, CalledAfterEveryMicroBatchAndStepInOrder) {
   }
 }
 
-TEST(SimControl, StopAfterAMicroBatchEqualsStopAfterTheStepBefore) {
+// Also under fp8_delayed: the abandoned step's queued amaxes are dropped with it, so the
+// checkpoint's amax history is the step before's (a stop once left them queued, and the
+// checkpoint refused them).
+class SimControlRecipes : public ::testing::TestWithParam<const char*> {};
+INSTANTIATE_TEST_SUITE_P(Recipes, SimControlRecipes, ::testing::Values("mxfp4", "fp8_delayed"));
+
+TEST_P(SimControlRecipes, StopAfterAMicroBatchEqualsStopAfterTheStepBefore) {
   test::TempDir d("sim_control");
-  const sim::Config c = tiny();
+  sim::Config c = tiny();
+  c = sim::parse_config(sim::to_toml(c), {std::string("recipe.fc2=\"") + GetParam() + "\""}, "tiny");
   auto be = emu::make_emu_backend();
   // reference: stop_after = 2 steps
   sim::TrainOptions a;
@@ -80,6 +88,13 @@ TEST(SimControl, StopAfterAMicroBatchEqualsStopAfterTheStepBefore) {
   for (size_t l = 0; l < ra.final_masters.size(); ++l)
     EXPECT_TRUE(ra.final_masters[l] == rb.final_masters[l]) << "layer " << l;  // bit for bit (floats, no NaN)
   EXPECT_EQ(trace::Checkpoint(b.checkpoint_path).get_u64(trace::schema::ckpt::kStep), 2u);
+  if (std::string(GetParam()) == "fp8_delayed")
+    for (const char* op : {"w", "x", "dy"}) {
+      const std::string h = trace::schema::ckpt::delayed("fc2", op, "history");
+      const auto ha = trace::Checkpoint(a.checkpoint_path).get_f32(h), hb = trace::Checkpoint(b.checkpoint_path).get_f32(h);
+      EXPECT_EQ(ha.data, hb.data) << op;  // bits: amaxes are finite here
+      EXPECT_GT(*std::max_element(hb.data.begin(), hb.data.end()), 0.0f) << op << ": the two steps' amaxes are there";
+    }
   const trace::Reader r(b.trace_path);
   EXPECT_EQ(r.steps_completed(), 2u);
   const auto loss = r.read_series<double>(trace::schema::kTrainLoss);

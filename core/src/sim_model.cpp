@@ -588,8 +588,9 @@ void Model::forward_eval(const Tensor& xin, Tensor& logits) {
     const auto saved = w.cache;
     struct NoAmax {  // evaluation queues no amax for fp8_delayed's history, thrown or not
       bool& flag;
-      ~NoAmax() { flag = true; }
-    } no_amax{w.records_amax};
+      bool was;
+      ~NoAmax() { flag = was; }
+    } no_amax{w.records_amax, w.records_amax};
     w.records_amax = false;
     linear_forward(w, x, ms, y, 0, 1, false, c);
     w.cache = saved;

@@ -252,6 +252,7 @@ class Trainer {
         for (size_t i = 0; i <= mb; ++i) running += mbs[i].loss_sum;
         if (!opt_.control({n.n(), total_, int(mb), int(NMB), running / double((mb + 1) * (B / NMB))})) {
           halted_ = true;
+          for (Weight* w : ws_) w->drop_step_amaxes();  // the step is abandoned: its amaxes with it
           return r;
         }
       }

@@ -77,6 +77,9 @@ void Weight::qdq_master(Backend& be, const QuantSpec& spec, Tensor& q) {
   ++quantizations_;
   be.dequantize(be.quantize(bf16_master(be), spec, Axis::Cols), q);
 }
+void Weight::drop_step_amaxes() {
+  for (auto& p : pending_amax) p.clear();
+}
 void Weight::update_scaling(Backend& be) {
   if (std::any_of(pending_amax.begin(), pending_amax.end(), [](const auto& p) { return !p.empty(); }))
     be.resolve_deferred();

@@ -108,7 +108,7 @@ Panel make_panel(const Src& s, const GemmPanel& gp) {
   };
   if (q.spec.scale_kind == ScaleKind::E8M0) {
     gather(p.sbyte, p.kb(), 32, q.scale_bytes);
-  } else if (has_tensor_scale(q.spec.scale_kind)) {
+  } else if (q.spec.scale_kind == ScaleKind::UE4M3) {  // NVFP4: E4M3 bytes per 16, and the tensor scale
     p.bk = 16;
     p.tsi = q.tensor_scale_inv;
     gather(p.sbyte, p.kb(), 16, q.scale_bytes);

@@ -31,7 +31,7 @@ struct ElementTimeline {
   double scale_value(size_t i) const;
   std::vector<double> snaps;       ///< cumulative snaps of the element; empty = unknown
   bool every_step = false;         ///< from the watched-element series (trace format 4), else the snapshots
-  size_t bytes() const { return (steps.size() * 5) * 8 + 64; }
+  size_t bytes() const { return (steps.size() * 5 + tensor_scale.size()) * 8 + 64; }
 };
 
 class OscView : public View {

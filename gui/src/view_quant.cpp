@@ -294,9 +294,9 @@ void QuantView::refresh() {
           b.scale = read_snapshot_double(r, sn, s).v;
           const std::string mn = names::block_map(l, op, trace::schema::kTensorScaleInv.name);
           const std::string tn = names::quant(l, op, trace::schema::kTensorScaleInv.name);
-          if (b.kind == ScaleKind::UE4M3 && r.has(mn))
+          if (has_tensor_scale(b.kind) && r.has(mn))
             b.tensor_scales = r.read_snapshot<float>(mn, s);
-          else if (b.kind == ScaleKind::UE4M3 && r.has(tn))
+          else if (has_tensor_scale(b.kind) && r.has(tn))
             b.tensor_scales.assign(size_t(b.G), float(read_series_double(r, tn, uint64_t(s), 1).v.at(0)));
         }
         const std::string rn = names::block_map(l, op, trace::schema::kOperandRows);

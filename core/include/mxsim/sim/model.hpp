@@ -102,11 +102,17 @@ struct Weight {
   /// The optimizer step happened: bump the version, invalidate the cache and
   /// quantized(), master_matches_model = true.
   void invalidate();
-  /// End of step for fp8_delayed: resolves the backend's deferred values (the
-  /// step has synchronised already, so this waits for nothing), records the
+  /// End of step for fp8_delayed: resolves the backend's deferred values where
+  /// amaxes are pending (the trainer's step has resolved them at its last
+  /// micro-batch already; on the GPU this can still wait for the optimizer's
+  /// kernels: one synchronisation per step, not one per operand), records the
   /// step's pending amaxes, then DelayedScaling::update() of every role (no-op
   /// for other recipes).
   void update_scaling(Backend& be);
+  /// A step abandoned before its end (TrainOptions::control stopped it after a micro-batch): the
+  /// amaxes it queued are dropped, as its gradients are, so the state (and a checkpoint of it) is
+  /// that of the step before. Only once the backend has resolved them (it holds their addresses).
+  void drop_step_amaxes();
   /// The model copy of this version quantized by `spec` (Axis::Cols): one
   /// quantization per (version, spec), shared by fprop, dgrad, the weight_q
   /// snapshot, de-oscillation and the oscillation metrics wherever their spec
