@@ -857,7 +857,7 @@ void QuantView::drawQuality() {
 
 void QuantView::fillSummary() {
   summary_.setHeaders({"layer", "tensor", "format, block", "elements", "MSE", "SQNR (dB)", "underflow", "underflow %",
-                       "saturated", "saturated %", "NaN scales", "scale exp min", "scale exp max"});
+                       "saturated", "saturated %", "NaN scales", "scale exp min", "scale exp max", "zero scales"});
   std::vector<std::vector<QVariant>> rows;
   TraceDocument* d = st_->primary();
   if (step_ok_ && d) {
@@ -876,7 +876,9 @@ void QuantView::fillSummary() {
       auto pct = [&](double v) { return std::isfinite(v) && e.count > 0 ? QVariant(100 * v / c) : QVariant("-"); };
       rows.push_back({e.layer, e.op, fmt, count(e.count), e.mse, e.sqnr_db, count(e.underflow), pct(e.underflow),
                       count(e.saturated), pct(e.saturated), e.hist.empty() ? QVariant("-") : QVariant(qint64(nan)),
-                      lo <= hi ? QVariant(lo) : QVariant("-"), lo <= hi ? QVariant(hi) : QVariant("-")});
+                      lo <= hi ? QVariant(lo) : QVariant("-"), lo <= hi ? QVariant(hi) : QVariant("-"),
+                      // all-zero blocks: outside the exponent range above (ShownBins)
+                      e.hist.size() == 256 ? QVariant(qint64(e.hist[0])) : QVariant("-")});
     }
   }
   summary_.setRows(std::move(rows));

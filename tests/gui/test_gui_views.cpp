@@ -280,8 +280,14 @@ class GuiViews : public QObject {
     const auto hist = r.read_series<uint64_t>("/layers/fc2/quant/dy/scale_exp_hist", 3, 1);
     QVERIFY2(hist[0] > 0, "the tiny run's NVFP4 dy holds all-zero blocks (its padded rows)");
     QVERIFY2(m->yAxis->range().lower > -120, "the map leaves the zero-scale row (-127) out");
-    for (const auto& row : v.summary().rows())  // and the summary's exponent range too
-      if (row[0].toString() == "fc2" && row[1].toString() == "dy") QVERIFY(row[11].toInt() > -127);
+    bool row_seen = false;
+    for (const auto& row : v.summary().rows())  // and the summary's exponent range too, the zeros counted apart
+      if (row[0].toString() == "fc2" && row[1].toString() == "dy") {
+        QVERIFY(row[11].toInt() > -127);
+        QCOMPARE(row[13].toLongLong(), qint64(hist[0]));
+        row_seen = true;
+      }
+    QVERIFY(row_seen);
     QCustomPlot* h = v.histogramPlot();
     QCPBars* bars = nullptr;
     for (int i = 0; i < h->plottableCount(); ++i)
