@@ -39,6 +39,9 @@ struct BlockShape {
   QString format;  ///< element format, e.g. "E2M1"; "" unknown
   QString scale;   ///< "E8M0", "FP32 scale_inv", ...
   ScaleKind kind = ScaleKind::E8M0;  ///< how a stored scale reads (a byte: E8M0 or UE4M3); E8M0 when unknown
+  /// How a stored scale byte of this operand reads: UE4M3 for NVFP4, else E8M0 (a byte where the
+  /// recipe says FP32 is an older trace's MX byte).
+  ScaleKind byte_kind() const { return kind == ScaleKind::UE4M3 ? ScaleKind::UE4M3 : ScaleKind::E8M0; }
   QString text() const;  ///< "32x32", "1x32", "per tensor"
 };
 

@@ -191,7 +191,7 @@ void OscView::refresh() {
   const uint64_t bflat = (uint64_t(e) * uint64_t(BR) + uint64_t(sel_n_ / bh)) * uint64_t(BC) + uint64_t(sel_k_ / bw);
   load<ElementTimeline>(
       d, QString("tl:%1/%2@%3#%4").arg(sel_layer_).arg(flat).arg(bflat).arg(k), "timeline",
-      [l, flat, bflat, k, byte_kind = bs.kind == ScaleKind::UE4M3 ? ScaleKind::UE4M3 : ScaleKind::E8M0](
+      [l, flat, bflat, k, byte_kind = bs.byte_kind()](
           const trace::Reader& r) {
         ElementTimeline t;
         const std::string tn = names::quant(l, "w", trace::schema::kTensorScaleInv.name);

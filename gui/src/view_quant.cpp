@@ -274,8 +274,7 @@ void QuantView::refresh() {
   }
   const LayerMeta* lmeta = m.layer(sel_layer_);
   const int oidx = operand_index(sel_op_);
-  const ScaleKind byte_kind = lmeta && oidx >= 0 && lmeta->blocks[size_t(oidx)].kind == ScaleKind::UE4M3 ? ScaleKind::UE4M3
-                                                                                                       : ScaleKind::E8M0;
+  const ScaleKind byte_kind = lmeta && oidx >= 0 ? lmeta->blocks[size_t(oidx)].byte_kind() : ScaleKind::E8M0;
   load<BlockMaps>(
       d, QString("bmap:%1/%2@%3").arg(sel_layer_, sel_op_).arg(s), "bmap",
       [l, op, s, byte_kind](const trace::Reader& r) {

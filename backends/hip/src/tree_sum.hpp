@@ -83,7 +83,7 @@ __device__ inline void tree_combine(double& acc, double& best, const double* rec
 constexpr unsigned kTreeWarps = 8;
 /// Doubles between two lanes' records in shared memory: D rounded up to odd, so the 32 lanes'
 /// stores of one component fall in distinct bank pairs (an even stride such as 12 made them
-/// 8-way conflicts). The padding is never read.
+/// 4-way conflicts in each half-warp, which 8-byte stores go in). The padding is never read.
 template <int D>
 constexpr int tree_record_stride() { return D | 1; }
 template <int D>
