@@ -8,7 +8,7 @@
 #                           and python/mxsim/libmxsim_c.so (the C interface that
 #                           mxsim.torch loads; the package's .py files travel
 #                           with the working tree)
-#   .gpu-build/data/        Fashion-MNIST from run.data_dir: a 12k-image training subset, the test set
+#   .gpu-build/data/        Fashion-MNIST from run.data_dir: 20000 training and 2000 test images
 # Carry both (run tool: carry [".gpu-build/dev.tar.xz", ".gpu-build/data"]) and
 # run scripts/gpu-device-run.sh there. Fails if a GPU test links toml++, HDF5
 # or Boost (the kernel tests must stay free of them; mxsim itself needs them),
@@ -52,18 +52,20 @@ fi
 # Written beside and renamed: a run that carries the bundle meanwhile takes the old one whole.
 tar -C "$stage" -cf - "${bins[@]}" lib python | xz -T"${JOBS:-2}" -9 >.gpu-build/dev.tar.xz.part
 mv -f .gpu-build/dev.tar.xz.part .gpu-build/dev.tar.xz
-# The data: Fashion-MNIST's first DATA_IMAGES (default 12000) training images and its whole
-# test set. The full training set (26 MiB) does not fit the carry limit beside the bundle and
-# the working tree; the device runs compare backends, which need no more.
+# The data: Fashion-MNIST's first DATA_IMAGES (default 20000: one step of examples/large.toml
+# takes 16384) training images and first TEST_IMAGES (default 2000) test images. The full set
+# (30 MiB) does not fit the carry limit beside the bundle and the working tree; the device runs
+# compare backends and time steps, which need no more.
 data_dir="${MXSIM_DATA_DIR:-/usr/share/datasets/fashion-mnist}"
 rm -rf .gpu-build/data && mkdir -p .gpu-build/data
-cp "$data_dir"/t10k-*.gz .gpu-build/data/
-python3 - "$data_dir" .gpu-build/data "${DATA_IMAGES:-12000}" <<'PY'
+python3 - "$data_dir" .gpu-build/data "${DATA_IMAGES:-20000}" "${TEST_IMAGES:-2000}" <<'PY'
 import gzip, sys
-src, dst, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-for name, head, item in (("train-images-idx3-ubyte.gz", 16, 784), ("train-labels-idx1-ubyte.gz", 8, 1)):
-    raw = gzip.open(f"{src}/{name}").read()
-    n = min(n, int.from_bytes(raw[4:8], "big"))  # IDX: magic, count (big-endian), then dims
-    gzip.open(f"{dst}/{name}", "wb").write(raw[:4] + n.to_bytes(4, "big") + raw[8:head] + raw[head:head + n * item])
+src, dst, n_train, n_test = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+for split, want in (("train", n_train), ("t10k", n_test)):
+    for kind, head, item in (("images-idx3-ubyte", 16, 784), ("labels-idx1-ubyte", 8, 1)):
+        name = f"{split}-{kind}.gz"
+        raw = gzip.open(f"{src}/{name}").read()
+        n = min(want, int.from_bytes(raw[4:8], "big"))  # IDX: magic, count (big-endian), then dims
+        gzip.open(f"{dst}/{name}", "wb").write(raw[:4] + n.to_bytes(4, "big") + raw[8:head] + raw[head:head + n * item])
 PY
 du -sh .gpu-build/dev.tar.xz .gpu-build/data
