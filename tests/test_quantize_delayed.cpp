@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "mxsim/delayed_scaling.hpp"
+#include "mxsim/emu/grouped_gemm.hpp"
 #include "mxsim/emu/quantize.hpp"
 
 using namespace mxsim;
@@ -88,4 +89,58 @@ TEST(DelayedScaling, DrivesTheQuantizer) {
   EXPECT_EQ(q.code(0, 0, 2), 0x7Eu);  // 896 saturates to 448
   EXPECT_EQ(emu::quant_stats(x, q).saturated, 1u);
   EXPECT_THROW(ds.spec(tensor_recipe("mxfp8")), std::invalid_argument);
+}
+
+// Current scaling with one scale for a whole grouped tensor (QuantSpec::whole_tensor_scale, the
+// simulator's fp8_current): groups of amax 3.5 and 7 share 448 / 7 = 64 (scale_inv 2^-6), where
+// a per-tensor spec alone gives group 0 its own 448 / 3.5 = 128. Codes by hand (E4M3, bias 7):
+// 3.5 * 64 = 224 = 1.75 * 2^7 is 0x76; 7 * 64 = 448 (the max) 0x7E; -64 = -2^6 0xE8.
+TEST(CurrentScaling, WholeTensorScaleSpansGroupsAndSlices) {
+  QuantSpec s = tensor_recipe("fp8_tensor");
+  Tensor3f x = Tensor3f::from_shape({2, 1, 2});
+  x(0, 0, 0) = 3.5f, x(0, 0, 1) = -1.0f, x(1, 0, 0) = 7.0f, x(1, 0, 1) = 0.0f;
+  const auto own = emu::quantize(x, s);
+  EXPECT_EQ(own.scale_inv(0, 0, 0), 1.0f / 128.0f);
+  EXPECT_EQ(own.code(0, 0, 0), 0x7Eu);
+  s.whole_tensor_scale = true;
+  const auto q = emu::quantize(x, s);
+  for (size_t g = 0; g < 2; ++g) EXPECT_EQ(q.scale_inv(g, 0, 0), 0x1p-6f) << g;
+  EXPECT_EQ(q.code(0, 0, 0), 0x76u);
+  EXPECT_EQ(q.code(0, 0, 1), 0xE8u);
+  EXPECT_EQ(q.code(1, 0, 0), 0x7Eu);
+  EXPECT_EQ(q.code(1, 0, 1), 0x00u);
+  // The wgrad operand's row slices: rows {3.5, -1} | {7, 0}, {1, 1} (m_splits 1, 2) share 64 too.
+  const Tensor2f m = {{3.5f, -1.0f}, {7.0f, 0.0f}, {1.0f, 1.0f}};
+  const std::vector<int64_t> ms = {1, 2};
+  const auto sl = emu::quantize_grouped_colwise(m, ms, s);
+  ASSERT_EQ(sl.size(), 2u);
+  for (const auto& t : sl) EXPECT_EQ(t.scale_inv(0, 0, 0), 0x1p-6f);
+  EXPECT_EQ(sl[0].code(0, 0, 0), 0x76u);
+  EXPECT_EQ(sl[1].code(0, 1, 0), 0x68u);  // 1 * 64 = 2^6
+  s.whole_tensor_scale = false;
+  EXPECT_EQ(emu::quantize_grouped_colwise(m, ms, s)[0].scale_inv(0, 0, 0), 1.0f / 128.0f);
+  // A non-finite amax anywhere: every group's scale_inv is NaN and its codes 0 (the caller refuses it).
+  s.whole_tensor_scale = true;
+  x(1, 0, 1) = INFINITY;
+  const auto bad = emu::quantize(x, s);
+  for (size_t g = 0; g < 2; ++g) {
+    EXPECT_TRUE(std::isnan(bad.scale_inv(g, 0, 0))) << g;
+    EXPECT_EQ(bad.code(g, 0, 0), 0x00u) << g;
+  }
+}
+
+TEST(CurrentScaling, WholeTensorScaleNeedsPerTensorCurrentScaling) {
+  QuantSpec s = tensor_recipe("fp8_tensor");
+  s.whole_tensor_scale = true;
+  const Tensor2f x = {{1.0f, 2.0f}};
+  QuantSpec fixed = s;
+  fixed.fixed_scale = 2.0f;
+  EXPECT_THROW(emu::quantize(x, fixed), std::invalid_argument);
+  QuantSpec blocks = tensor_recipe("mxfp8");
+  blocks.whole_tensor_scale = true;
+  EXPECT_THROW(emu::quantize(x, blocks), std::invalid_argument);
+  QuantSpec torchao = s;
+  torchao.scale_convention = ScaleConvention::Torchao;
+  EXPECT_THROW(emu::quantize(x, torchao), std::invalid_argument);
+  EXPECT_NO_THROW(emu::quantize(x, s));
 }

@@ -265,6 +265,7 @@ std::string QuantSpec::describe() const {
   if (pow2_scale) o << "/pow2";
   if (amax_epsilon != 0.0f) o << " amax_epsilon=" << std::setprecision(9) << amax_epsilon << std::setprecision(6);
   if (fixed_scale != 0) o << " delayed(" << fixed_scale << ")";
+  if (whole_tensor_scale) o << " whole-tensor";
   if (scale_convention != ScaleConvention::TE) o << " convention=" << name_of(scale_convention);
   if (hp_dtype != Format::FP32) o << " hp_dtype=" << short_name(hp_dtype);
   o << " round=" << name_of(round);

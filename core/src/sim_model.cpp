@@ -110,6 +110,7 @@ Model::Model(const Config& c, Backend& be)
         stats_[size_t(l.layer)][size_t(r)].q = not_recorded();
     for (auto& v : shadow_[size_t(l.layer)]) v.assign(size_t(c.num_microbatches), output_error_of(0, 0, 0, 0, 0, -1));
     w->num_microbatches = c.num_microbatches;
+    w->current_checks = &current_checks_;
     // Uniform(-b, b), b = sqrt(3) * std, std = init_std or 1/sqrt(fan_in);
     // Philox keyed by (seed, layer id, 0xFFFF) with the element index as
     // counter: generated on the host, uploaded once.
@@ -518,6 +519,7 @@ Model::MbResult Model::train_microbatch(const Tensor& xin, const Tensor& labels,
     train_microbatch(xin, labels, mb, num_mb, step, grad_scale, st, rec_w, rec, res);
   }
   be_.resolve_deferred();
+  if (std::optional<std::string> e = take_current_amax_error()) throw std::runtime_error(*e);
   return res;
 }
 
@@ -526,6 +528,7 @@ void Model::train_microbatch(const Tensor& xin, const Tensor& labels, int mb, in
   Workspace& ws = *ws_;
   const size_t B = xin.dim(0), E = size_t(cfg_.experts), k = size_t(cfg_.top_k);
   res = MbResult{};
+  current_checks_.microbatch = mb;  // names the micro-batch of the amaxes queued below
   auto record = [&](Layer l) -> Tensor* {
     if (!rec_w || !rec ||
         std::find(cfg_.snapshot_layers.begin(), cfg_.snapshot_layers.end(), l) == cfg_.snapshot_layers.end())

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <cmath>
 #include <limits>
 #include <span>
@@ -228,6 +229,10 @@ class Trainer {
       } catch (const std::runtime_error& e) {
         throw std::runtime_error("step " + std::to_string(n.n()) + ": " + e.what());
       }
+      // FP8 current scaling refuses a non-finite amax here, before the step's loss or gradients
+      // are kept: the same error as when each amax was read at once, found without a wait per operand.
+      if (std::optional<std::string> e = model_.take_current_amax_error())
+        throw std::runtime_error("step " + std::to_string(n.n()) + ", " + *e);
     };
     double loss_sum = 0, aux_sum = 0;
     int64_t correct = 0;

@@ -2,6 +2,7 @@
 // quantized copies of a weight version, the fprop cache and what dgrad takes, and the scale of a
 // per-tensor FP32 operand at its use (sim_weight.hpp).
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -15,24 +16,47 @@ namespace mxsim::sim {
 
 namespace detail {
 
-QuantSpec resolved_spec(Backend& be, const Weight& w, Role role, QuantSpec s, const Tensor& x) {
+QuantSpec resolved_spec(Backend&, const Weight& w, Role role, QuantSpec s, const Tensor&) {
   if (!s.per_tensor() || s.scale_kind != ScaleKind::FP32) return s;
   if (const auto& d = w.delayed[size_t(role)]) return d->spec(s);
-  const float a = be.amax(x);
-  if (const std::optional<QuantSpec> c = with_current_scale(s, a)) return *c;
-  throw std::runtime_error(w.name + ": operand " + name_of(role) + " has a non-finite amax (" + std::to_string(a) +
-                           "); FP8 current scaling has no finite scale");
+  s.whole_tensor_scale = true;  // current scaling: the quantizer takes the whole tensor's amax where it lives
+  return s;
 }
 QuantSpec resolve(Backend& be, Weight& w, Role role, QuantSpec s, const Tensor& x) {
-  if (s.per_tensor() && s.scale_kind == ScaleKind::FP32 && w.delayed[size_t(role)] && w.records_amax)
+  const bool fp32_tensor = s.per_tensor() && s.scale_kind == ScaleKind::FP32;
+  if (fp32_tensor && w.delayed[size_t(role)] && w.records_amax)
     be.amax_deferred(x, &w.pending_amax[size_t(role)].emplace_back(0.0f));  // recorded at update_scaling
+  if (fp32_tensor && !w.delayed[size_t(role)]) {
+    if (w.current_checks && w.records_amax) {  // checked once the step's deferred values resolve
+      CurrentAmaxChecks& c = *w.current_checks;
+      be.amax_deferred(x, &c.pending.emplace_back(CurrentAmaxChecks::Entry{&w.name, role, c.microbatch}).amax);
+    } else if (const float a = be.amax(x); !std::isfinite(a)) {
+      throw std::runtime_error(current_amax_error(w.name, role, a));
+    }
+  }
   return resolved_spec(be, w, role, s, x);
+}
+
+std::string current_amax_error(const std::string& weight, Role role, float amax) {
+  return weight + ": operand " + name_of(role) + " has a non-finite amax (" + std::to_string(amax) +
+         "); FP8 current scaling has no finite scale";
 }
 
 }  // namespace detail
 
 using detail::resolve;
 using detail::resolved_spec;
+
+std::optional<std::string> CurrentAmaxChecks::take_error() {
+  std::optional<std::string> e;
+  for (const Entry& p : pending)
+    if (!std::isfinite(p.amax)) {
+      e = "micro-batch " + std::to_string(p.microbatch) + ": " + detail::current_amax_error(*p.weight, p.role, p.amax);
+      break;
+    }
+  pending.clear();
+  return e;
+}
 
 // ---------------------------------------------------------------- Weight
 

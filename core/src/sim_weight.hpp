@@ -7,14 +7,19 @@
 
 namespace mxsim::sim::detail {
 
-/// Resolve a per-tensor FP32 spec's scale for operand `role` of `w`:
-/// fp8_delayed takes the scale of the role's DelayedScaling (computed at the
-/// end of the previous step); current scaling takes the amax of the whole
-/// tensor now (so per-group wgrad slices share one scale, as Turbo does).
-/// Other specs pass through. Records no amax (a peek). Throws std::runtime_error
-/// naming the layer and operand for a non-finite amax under current scaling.
+/// The spec of operand `role` of `w` at its use, for a per-tensor FP32 spec: fp8_delayed takes
+/// the scale of the role's DelayedScaling (computed at the end of the previous step); current
+/// scaling takes QuantSpec::whole_tensor_scale, the scale of the whole tensor's amax found by the
+/// quantizer where the tensor lives (per-group wgrad slices and the groups of W share one scale,
+/// as Turbo does; the bits of with_current_scale on that amax). Other specs pass through.
+/// Records and checks nothing (a peek at a tensor whose amax another use checks).
 QuantSpec resolved_spec(Backend& be, const Weight& w, Role role, QuantSpec s, const Tensor& x);
-/// The same, queueing this use's amax for fp8_delayed's history (Weight::pending_amax).
+/// The same for a use in training or evaluation: queues this use's amax for fp8_delayed's
+/// history (Weight::pending_amax) and, under current scaling, for the deferred non-finite
+/// check (Weight::current_checks), or reads it at once where the weight has none or evaluates,
+/// throwing std::runtime_error (current_amax_error) for a non-finite one.
 QuantSpec resolve(Backend& be, Weight& w, Role role, QuantSpec s, const Tensor& x);
+/// "<weight>: operand <role> has a non-finite amax (<amax>); FP8 current scaling has no finite scale".
+std::string current_amax_error(const std::string& weight, Role role, float amax);
 
 }  // namespace mxsim::sim::detail

@@ -386,7 +386,7 @@ QuantSpec with_rule(QuantSpec s, ScaleRule r) {
 /// The simulator's operand specs (core/src/sim_recipe.cpp) and the contract's
 /// variants: every E8M0 rule for E2M1 / E4M3 / E5M2 1x32, 32x32 tiles, RZ,
 /// stochastic rounding with a Philox stream and sr_index_base, Hadamard16,
-/// FP8 current (amax_epsilon 1e-12), delayed (fixed_scale), 1x128 and
+/// FP8 current (amax_epsilon 1e-12; per group and over the whole tensor), delayed (fixed_scale), 1x128 and
 /// 128x128 (amax_epsilon 1e-4, general and power-of-two scales), per row,
 /// NVFP4 1x16 and 16x16, NVFP4 with the random Hadamard transform (RNE and SR).
 std::vector<NamedSpec> quantize_specs(Rng& r) {
@@ -415,6 +415,9 @@ std::vector<NamedSpec> quantize_specs(Rng& r) {
   QuantSpec f = named_spec("fp8_tensor");
   f.amax_epsilon = 1e-12f;
   v.push_back({"fp8_current e4m3", f});
+  QuantSpec fw = f;
+  fw.whole_tensor_scale = true;  // the simulator's fp8_current: one scale over every group and row slice
+  v.push_back({"fp8_current e4m3 whole tensor", fw});
   QuantSpec b = named_spec("fp8_tensor_e5m2");
   b.amax_epsilon = 1e-12f;
   v.push_back({"fp8_current e5m2", b});

@@ -1,5 +1,6 @@
 // Grouped GEMM API: validation, operand panels, dispatch (docs/numerics.md §5).
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -10,6 +11,7 @@
 #include "mxsim/emu/grouped_gemm.hpp"
 #include "mxsim/emu/quantize.hpp"
 #include "mxsim/gemm_plan.hpp"
+#include "mxsim/hd/quant_block.hpp"
 #include "mxsim/m_splits.hpp"
 #include "mxsim/rounding.hpp"
 
@@ -276,6 +278,14 @@ std::vector<QuantizedTensor> quantize_grouped_colwise(const Tensor2f& x, std::sp
   std::vector<QuantizedTensor> out;
   size_t m0 = 0;
   const size_t C = x.shape(1);
+  // A whole-tensor scale: every slice's one block takes the amax of all of x (quantize_slice).
+  std::optional<SliceAmax> whole;
+  if (spec.whole_tensor_scale) {
+    whole.emplace();
+    uint32_t a = 0;
+    for (float v : x) a = hd::amax_step(a, f32_bits(v));
+    whole->group_amax_bits = a;
+  }
   for (int64_t mg : m_splits) {
     if (mg == 0) {
       QuantizedTensor q;
@@ -287,7 +297,13 @@ std::vector<QuantizedTensor> quantize_grouped_colwise(const Tensor2f& x, std::sp
       continue;
     }
     Tensor2f slice = xt::view(x, xt::range(m0, m0 + size_t(mg)), xt::all());
-    out.push_back(quantize(slice, row_slice_spec(spec, m0, uint64_t(mg), C), Axis::Rows));
+    const QuantSpec s = row_slice_spec(spec, m0, uint64_t(mg), C);
+    if (whole) {
+      const Tensor3f s3 = xt::view(slice, xt::newaxis(), xt::all(), xt::all());
+      out.push_back(quantize_slice(s3, s, Axis::Rows, *whole));
+    } else {
+      out.push_back(quantize(slice, s, Axis::Rows));
+    }
     m0 += size_t(mg);
   }
   return out;

@@ -114,8 +114,10 @@ QuantizedTensor quantize_impl(const Tensor3f& x, const QuantSpec& spec, Axis axi
 }  // namespace
 
 QuantizedTensor quantize(const Tensor3f& x, const QuantSpec& spec, Axis axis) {
-  if (auto fq = fast::try_quantize(x, spec, axis)) return std::move(*fq);  // bit-identical fast path
-  return quantize_impl(x, spec, axis, SliceAmax{});
+  SliceAmax given;
+  if (spec.whole_tensor_scale) given.group_amax_bits = amax_bits(x, spec, false);  // every group's block: one amax
+  else if (auto fq = fast::try_quantize(x, spec, axis)) return std::move(*fq);     // bit-identical fast path
+  return quantize_impl(x, spec, axis, given);  // validates the spec (a whole-tensor scale included)
 }
 
 QuantizedTensor quantize_slice(const Tensor3f& x, const QuantSpec& spec, Axis axis, const SliceAmax& amax) {

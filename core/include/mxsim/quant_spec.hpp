@@ -84,6 +84,16 @@ struct QuantSpec {
   float amax_epsilon = 0.0f;
   /// FP32 per-tensor only: a given scale (delayed scaling); 0 = current scaling.
   float fixed_scale = 0.0f;
+  /// FP32 per-tensor current scaling only (fixed_scale = 0, TE convention, no Hadamard): one
+  /// scale for the whole tensor, from the amax of all its groups together (and in
+  /// quantize_grouped_colwise of all the row slices together, the whole [M, C] operand), where a
+  /// per-tensor spec otherwise gives each group of [G, R, C] its own. The scale is the one
+  /// with_current_scale computes from that amax on the host (same bits); the quantizer finds it
+  /// where the tensor lives, so a GPU run needs no synchronisation to learn the amax
+  /// (TransformerEngine's current scaling keeps amax and scale on the device the same way).
+  /// A non-finite amax gives every block a NaN scale_inv and zero codes; callers that must
+  /// refuse it check the amax themselves (Backend::amax_deferred).
+  bool whole_tensor_scale = false;
   /// FP32 scales only: whose scale arithmetic (ScaleConvention; TE default).
   ScaleConvention scale_convention = ScaleConvention::TE;
   /// ScaleConvention::Torchao / TorchaoCuda only: the dtype of the tensor
@@ -117,6 +127,7 @@ struct QuantSpec {
     return a.elem == b.elem && a.block_rows == b.block_rows && a.block_cols == b.block_cols &&
            a.scale_kind == b.scale_kind && a.rule == b.rule && a.round == b.round && a.pow2_scale == b.pow2_scale &&
            f32_bits(a.amax_epsilon) == f32_bits(b.amax_epsilon) && f32_bits(a.fixed_scale) == f32_bits(b.fixed_scale) &&
+           a.whole_tensor_scale == b.whole_tensor_scale &&
            a.scale_convention == b.scale_convention && a.hp_dtype == b.hp_dtype &&
            a.hadamard16 == b.hadamard16 && a.hadamard16_signs == b.hadamard16_signs && a.sr.seed == b.sr.seed && a.sr.stream == b.sr.stream &&
            a.sr_index_base == b.sr_index_base;

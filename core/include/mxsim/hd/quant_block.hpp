@@ -343,6 +343,10 @@ inline void validate_quant_spec(const QuantSpec& s, size_t scols, const char* wh
     throw std::invalid_argument(w + ": UE4M3 (NVFP4) scales need E2M1 elements");
   if (s.fixed_scale != 0 && !(s.scale_kind == ScaleKind::FP32 && s.per_tensor()))
     throw std::invalid_argument(w + ": a fixed (delayed) scale needs FP32 per-tensor scaling");
+  if (s.whole_tensor_scale && !(s.scale_kind == ScaleKind::FP32 && s.per_tensor() && s.fixed_scale == 0 &&
+                                 s.scale_convention == ScaleConvention::TE && !s.hadamard16))
+    throw std::invalid_argument(w + ": a whole-tensor scale needs FP32 per-tensor current scaling (TE convention, no "
+                                "fixed scale, no Hadamard transform)");
   if (s.fixed_scale != 0 && !(std::isfinite(s.fixed_scale) && s.fixed_scale > 0))
     throw std::invalid_argument(w + ": fixed scale must be finite and > 0, got " + std::to_string(s.fixed_scale));
   // scale_inv = fl32(1 / scale) must be finite, or every element dequantizes

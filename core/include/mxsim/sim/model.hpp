@@ -58,6 +58,26 @@ struct WeightCache {
   bool valid = false;
 };
 
+/// FP8 current scaling's refusal of a non-finite amax, deferred: the amax of every
+/// current-scaled operand of a step in the order of use, delivered by Backend::amax_deferred
+/// while the quantizer finds the same amax where the tensor lives (QuantSpec::whole_tensor_scale),
+/// so a GPU step needs no synchronisation per operand. The Model owns one; its weights point to it.
+struct CurrentAmaxChecks {
+  struct Entry {
+    const std::string* weight;  ///< Weight::name
+    Role role;
+    int microbatch;
+    float amax = 0.0f;  ///< written when the backend resolves its deferred values
+  };
+  /// A deque: the backend holds the address of each amax until it resolves.
+  std::deque<Entry> pending;
+  int microbatch = 0;  ///< the micro-batch running now (Model::train_microbatch sets it)
+  /// After the backend resolved them: "micro-batch M: <layer>: operand <role> has a non-finite amax
+  /// (v); FP8 current scaling has no finite scale" for the first non-finite one in the order of use
+  /// (the error the operand's quantization would have raised at once), else nullopt. Empties the queue.
+  std::optional<std::string> take_error();
+};
+
 /// One weight [G, N, K] (G = 1 for plain linears) with its FP32 master, AdamW
 /// moments, BF16 model copy, FP32 main_grad (all f32 tensors in backend
 /// memory) and the per-(micro-batch, group) grad_added_to_main_grad guard.
@@ -86,6 +106,10 @@ struct Weight {
   /// Whether a quantization queues its amax into pending_amax (false while the Model evaluates:
   /// evaluation records no amax, and a queued value cannot be taken back before it resolves).
   bool records_amax = true;
+  /// Where a training quantization under current scaling queues its amax for the deferred
+  /// non-finite check (the Model's); null (a Weight assembled by hand) or while evaluating
+  /// (records_amax false): the amax is read and checked at once.
+  CurrentAmaxChecks* current_checks = nullptr;
 
   /// Whether bf16(master) is the model copy: set by whoever writes both (the
   /// Model's initialisation, every optimizer step), cleared once de-oscillation
@@ -205,6 +229,12 @@ class Model {
   /// must live until then (Backend, "deferred host values").
   void train_microbatch(const Tensor& x, const Tensor& labels, int mb, int num_mb, Step step, float grad_scale,
                         bool record_stats, bool record_wgrad, MicroRecord* rec, MbResult& out);
+  /// FP8 current scaling's non-finite check of the operands the deferred form above quantized
+  /// since the last call ("micro-batch M: <layer>: operand <role> has a non-finite amax ...", the
+  /// first in the order of use; CurrentAmaxChecks): call it once the backend has resolved its
+  /// deferred values, before anything of the step is kept. The first form checks by itself and
+  /// throws std::runtime_error with that message.
+  std::optional<std::string> take_current_amax_error() { return current_checks_.take_error(); }
   /// Forward only (evaluation), BF16 weights quantized per recipe on the fly;
   /// writes logits [B, 10] f32.
   void forward_eval(const Tensor& x, Tensor& logits);
@@ -252,6 +282,7 @@ class Model {
   Backend& be_;
   std::vector<std::unique_ptr<Weight>> w_;
   std::array<std::array<OperandStats, 3>, 5> stats_{};
+  CurrentAmaxChecks current_checks_;  ///< every Weight's current_checks
   std::array<std::array<std::vector<OutputError>, 3>, 5> shadow_;  ///< [layer][GemmForm][micro-batch]
   bool shadow_on_ = false;
   /// The shadow of GEMM g of w in micro-batch mb: ref (the same GEMM on the BF16 operands, just
