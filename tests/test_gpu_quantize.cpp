@@ -110,6 +110,14 @@ std::vector<Variant> variants() {
   f32b.block_cols = 32;
   f32b.pow2_scale = false;
   v.push_back({"fp8/1x32 fp32 scales", f32b});
+  QuantSpec w = tensor_recipe("fp8_tensor");  // one scale over every group (the simulator's fp8_current)
+  w.whole_tensor_scale = true;
+  v.push_back({"fp8_tensor/whole", w});
+  QuantSpec p4 = tensor_recipe("fp8_tensor");  // packed E2M1 codes under one FP32 scale per group
+  p4.elem = Format::E2M1;
+  p4.pow2_scale = true;
+  p4.amax_epsilon = 1e-3f;
+  v.push_back({"e2m1 per-tensor fp32/pow2/eps", p4});
   QuantSpec f = tensor_recipe("mxfp4");
   f.elem = Format::E4M3FNUZ;
   f.rule = ScaleRule::Rceil;
@@ -159,13 +167,15 @@ TEST(GpuQuantize, GroupedColwiseMatchesEmulator) {
   REQUIRE_GPU();
   std::mt19937 gen(77);
   Tally t;
-  const char* recipes[] = {"mxfp4", "mxfp8", "mxfp6_e3m2", "fp8_block", "fp8_row", "fp8_tensor", "nvfp4", "mxfp4+h16"};
+  const char* recipes[] = {"mxfp4",      "mxfp8", "mxfp6_e3m2", "fp8_block",       "fp8_row",
+                           "fp8_tensor", "nvfp4", "mxfp4+h16",  "fp8_tensor/whole"};
   for (const char* rn : recipes)
     for (RoundMode m : {RoundMode::RNE, RoundMode::Stochastic})
       for (int trial = 0; trial < 3; ++trial) {
-        const bool h16 = std::string(rn) == "mxfp4+h16";
-        QuantSpec s = tensor_recipe(h16 ? "mxfp4" : rn);
+        const bool h16 = std::string(rn) == "mxfp4+h16", whole = std::string(rn) == "fp8_tensor/whole";
+        QuantSpec s = tensor_recipe(h16 ? "mxfp4" : whole ? "fp8_tensor" : rn);
         s.hadamard16 = h16;
+        s.whole_tensor_scale = whole;  // one scale from the amax of all of x, every slice
         s.round = m;
         s.sr = PhiloxStream{0xC0FFEEull + uint64_t(trial), make_stream(9, 2)};
         s.sr_index_base = 40;
@@ -196,6 +206,46 @@ TEST(GpuQuantize, GroupedColwiseMatchesEmulator) {
       }
   std::printf("[gpu] grouped colwise quantize: %zu group tensors, %zu bytes compared, %zu mismatches\n", t.cases,
               t.bytes, t.mismatches);
+  EXPECT_EQ(t.mismatches, 0u);
+}
+
+// Per-tensor FP32 scales over the whole GPU (amax_groups_kernel's atomic fold, then one element per
+// thread), at sizes where many thread blocks share a group; NVFP4's tensor amax the same way. Also
+// through a view without the quantizer's amax words (the C interface's): its scratch path.
+TEST(GpuQuantize, TensorAmaxOverManyBlocksMatchesEmulator) {
+  REQUIRE_GPU();
+  std::mt19937 gen(1207);
+  Tally t;
+  struct Case { const char* name; bool whole; size_t g, r, c; int pct; };
+  const Case cases[] = {{"fp8_tensor", false, 8, 512, 1024, 0}, {"fp8_tensor", true, 8, 512, 1024, 0},
+                        {"fp8_tensor", true, 1, 4096, 2048, 0}, {"fp8_tensor", false, 4, 300, 777, 1},
+                        {"nvfp4", false, 1, 2048, 2048, 0},     {"nvfp4", false, 2, 1000, 512, 1}};
+  for (const Case& c : cases)
+    for (RoundMode m : {RoundMode::RNE, RoundMode::Stochastic})
+      for (bool own_words : {true, false}) {
+        QuantSpec s = tensor_recipe(c.name);
+        s.whole_tensor_scale = c.whole;
+        s.round = m;
+        s.sr = PhiloxStream{0x5EEDull + gen(), make_stream(4, 1)};
+        const std::string what = std::string(c.name) + (c.whole ? "/whole " : " ") + std::to_string(c.g) + "x" +
+                                 std::to_string(c.r) + "x" + std::to_string(c.c) + " " + name_of(m) +
+                                 (own_words ? "" : " (view without amax words)");
+        SCOPED_TRACE(what);
+        const Tensor3f x = gputest::adversarial(gen, c.g, c.r, c.c, c.pct);
+        const QuantizedTensor e = emu::quantize(x, s, Axis::Cols);
+        hip::DeviceBuffer dx = gputest::upload_floats(x.data(), x.size(), "source");
+        hip::DeviceQuantized d = hip::alloc_quantized(s, c.g, c.r, c.c, Axis::Cols, "q");
+        d.data.fill(0xAB);
+        d.scales.fill(0xAB);
+        ASSERT_NE(d.t.amax, nullptr);
+        hip::DeviceQTensor view = d.t;
+        if (!own_words) view.amax = nullptr;
+        hip::quantize_device(dx.as<float>(), view);
+        hip::synchronize();
+        expect_same(e, d.t, what, t);
+      }
+  std::printf("[gpu] tensor-amax quantize: %zu cases, %zu bytes compared, %zu mismatches\n", t.cases, t.bytes,
+              t.mismatches);
   EXPECT_EQ(t.mismatches, 0u);
 }
 

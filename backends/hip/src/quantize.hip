@@ -427,19 +427,11 @@ __global__ void quantize_colwise_lanes_kernel(const float* __restrict__ x, Group
 }
 
 // ---- tensor amax (NVFP4's S_enc) -------------------------------------------
-__global__ void amax_partial_kernel(const float* __restrict__ x, size_t n, uint32_t* partial) {
-  __shared__ uint32_t red[kMaxThreads / 32];
-  uint32_t a = 0;
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
-    a = hd::amax_step(a, f32_bits(x[i]));
-  a = block_max(a, red);
-  if (threadIdx.x == 0) partial[blockIdx.x] = a;
-}
 /// With hadamard16 the tensor amax is the transformed tensor's (numerics.md §3.3; TE's post-RHT
-/// amax): each run of 16 along the storage rows transformed as the quantizer transforms it.
+/// amax): each run of 16 along the storage rows transformed as the quantizer transforms it,
+/// folded into *amax (zeroed first) by atomicMax as amax_groups_kernel folds.
 /// (The validated spec has scols a multiple of 16.)
-__global__ void amax_hadamard_partial_kernel(const float* __restrict__ x, QuantLayout L, QuantSpec sp,
-                                             uint32_t* partial) {
+__global__ void amax_hadamard_kernel(const float* __restrict__ x, QuantLayout L, QuantSpec sp, uint32_t* amax) {
   __shared__ uint32_t red[kMaxThreads / 32];
   uint32_t a = 0;
   const size_t per_row = L.scols / 16, runs = L.groups * L.srows * per_row;
@@ -450,14 +442,54 @@ __global__ void amax_hadamard_partial_kernel(const float* __restrict__ x, QuantL
     for (int k = 0; k < 16; ++k) a = hd::amax_step(a, f32_bits(v[k]));
   }
   a = block_max(a, red);
-  if (threadIdx.x == 0) partial[blockIdx.x] = a;
+  if (threadIdx.x == 0 && a) atomicMax(amax, a);
 }
-__global__ void amax_final_kernel(const uint32_t* partial, unsigned np, uint32_t* out) {
+
+// ---- per-tensor FP32 scales (fp8_current, fp8_delayed) ------------------------
+// A per-tensor block is a whole group ([R, C] of [G, R, C]), or under whole_tensor_scale the
+// whole tensor: one thread block walking it twice would leave the GPU idle. Here the amax is
+// folded by every thread block at once (hd::amax_step is a max on the bits of |x|, so atomicMax
+// folds the partial results to the same word in any order), then each element is coded on its
+// own. Storage is untransposed: per-tensor blocks have no orientation.
+
+/// amax[whole ? 0 : g] = fold of group g (blockIdx.y strides over the groups); amax zeroed first.
+__global__ void amax_groups_kernel(const float* __restrict__ x, size_t per_group, size_t groups, bool whole,
+                                   uint32_t* amax) {
   __shared__ uint32_t red[kMaxThreads / 32];
-  uint32_t a = 0;
-  for (unsigned i = threadIdx.x; i < np; i += blockDim.x) a = hd::amax_step(a, partial[i]);
-  a = block_max(a, red);
-  if (threadIdx.x == 0) *out = a;
+  for (size_t g = blockIdx.y; g < groups; g += gridDim.y) {
+    const float* xg = x + g * per_group;
+    uint32_t a = 0;
+    for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < per_group; i += size_t(gridDim.x) * blockDim.x)
+      a = hd::amax_step(a, f32_bits(xg[i]));
+    a = block_max(a, red);
+    if (threadIdx.x == 0 && a) atomicMax(amax + (whole ? 0 : g), a);
+  }
+}
+
+/// Codes of every element (E2M1: of every byte, two elements) and each group's scale_inv, from
+/// amax_groups_kernel's words: hd::block_quant of the group's amax, as quantize_blocks would.
+template <bool kE2M1>
+__global__ void quantize_per_tensor_kernel(const float* __restrict__ x, DeviceQTensor q) {
+  const QuantLayout& L = q.layout;
+  const FormatSpec ef = spec_of(q.spec.elem);
+  const size_t C = L.cols, per_row = L.rbytes, per_group = L.rows * per_row, n = L.groups * per_group;
+  size_t have = ~size_t(0);
+  hd::BlockQuant bq;
+  for (size_t u = size_t(blockIdx.x) * blockDim.x + threadIdx.x; u < n; u += size_t(gridDim.x) * blockDim.x) {
+    const size_t g = u / per_group, r = (u % per_group) / per_row, j = u % per_row;
+    if (g != have) {  // a thread crosses a group boundary rarely: one block step per group it meets
+      bq = hd::block_quant(q.spec, ef, q.amax[q.spec.whole_tensor_scale ? 0 : g]);
+      have = g;
+    }
+    if (u % per_group == 0) q.scale_inv[g] = bq.scale_inv;  // the group's one block
+    const float* row = x + (g * L.rows + r) * C;
+    auto code = [&](size_t c) {
+      const uint32_t rnd = hd::sr_word(q.spec, hd::logical_index(g, r, c, L.rows, C));
+      return bq.encode(ef, f32_bits(row[c]), q.spec.round, rnd);
+    };
+    if constexpr (kE2M1) q.data[u] = hd::pack_e2m1(code(2 * j), 2 * j + 1 < C ? code(2 * j + 1) : 0u);
+    else q.data[u] = uint8_t(code(j));
+  }
 }
 
 // ---- both orientations from one tile ----------------------------------------
@@ -583,6 +615,42 @@ void set_unit_scale(const DeviceQTensor& q, hipStream_t s) {
   if (q.tensor_scale_inv) MXSIM_HIP_CHECK(hipMemcpyAsync(q.tensor_scale_inv, &one, sizeof one, hipMemcpyHostToDevice, s));
 }
 
+/// Specs whose blocks are whole groups with FP32 scales: the per-tensor kernels code them
+/// (the Hadamard transform's runs take quantize_blocks).
+bool per_tensor_fp32(const QuantSpec& sp) {
+  return sp.per_tensor() && sp.scale_kind == ScaleKind::FP32 && !sp.hadamard16;
+}
+/// Words of DeviceQTensor::amax that `sp` needs for `groups` groups.
+size_t amax_words(const QuantSpec& sp, size_t groups) {
+  if (has_tensor_scale(sp.scale_kind)) return 1;
+  return per_tensor_fp32(sp) ? groups : 0;
+}
+
+/// The amax pass of a per-tensor spec: words[g] (words[0] when `whole`) = the fold of group g
+/// of [groups, per_group] at x.
+void launch_amax_groups(const float* x, size_t per_group, size_t groups, bool whole, uint32_t* words, hipStream_t s) {
+  MXSIM_HIP_CHECK(hipMemsetAsync(words, 0, (whole ? 1 : groups) * sizeof(uint32_t), s));
+  if (per_group == 0 || groups == 0) return;
+  const unsigned gy = unsigned(std::min<size_t>(groups, 65535));
+  const unsigned gx = std::max(1u, std::min(detail::grid_for(per_group, kMaxThreads), std::max(1u, 2048u / gy)));
+  amax_groups_kernel<<<dim3(gx, gy), kMaxThreads, 0, s>>>(x, per_group, groups, whole, words);
+  MXSIM_HIP_CHECK_LAUNCH("amax_groups_kernel");
+}
+
+/// Codes and scales of a per-tensor FP32 spec from q.amax, which the amax pass has filled
+/// (amax_ready) or fills here.
+void quantize_per_tensor(const float* x, const DeviceQTensor& q, hipStream_t s, bool amax_ready) {
+  const QuantLayout& L = q.layout;
+  if (!amax_ready) launch_amax_groups(x, L.rows * L.cols, L.groups, q.spec.whole_tensor_scale, q.amax, s);
+  set_unit_scale(q, s);
+  const size_t units = L.data_bytes();
+  if (units == 0) return;
+  const unsigned grid = std::min(detail::grid_for(units, kMaxThreads), 1u << 16);
+  if (q.spec.elem == Format::E2M1) quantize_per_tensor_kernel<true><<<grid, kMaxThreads, 0, s>>>(x, q);
+  else quantize_per_tensor_kernel<false><<<grid, kMaxThreads, 0, s>>>(x, q);
+  MXSIM_HIP_CHECK_LAUNCH("quantize_per_tensor_kernel");
+}
+
 }  // namespace
 
 DeviceQuantized alloc_quantized(const QuantSpec& spec, size_t groups, size_t rows, size_t cols, Axis axis,
@@ -598,6 +666,8 @@ DeviceQuantized alloc_quantized(const QuantSpec& spec, size_t groups, size_t row
   const bool fp32 = spec.scale_kind == ScaleKind::FP32;
   d.scales = DeviceBuffer(d.t.layout.scale_count() * (fp32 ? sizeof(float) : 1), n + " scales");
   d.tensor_scale = DeviceBuffer(sizeof(float), n + " tensor_scale_inv");
+  d.amax = DeviceBuffer(amax_words(spec, groups) * sizeof(uint32_t), n + " amax");
+  d.t.amax = d.amax.as<uint32_t>();
   d.t.data = d.data.as<uint8_t>();
   if (fp32) d.t.scale_inv = d.scales.as<float>();
   else d.t.scale_bytes = d.scales.as<uint8_t>();
@@ -649,25 +719,32 @@ size_t colwise_units(const DeviceQTensor& q) {
 }
 }  // namespace
 
-void quantize_device(const float* d_x, const DeviceQTensor& q, void* stream) {
+void quantize_device(const float* d_x, const DeviceQTensor& out, void* stream) {
   const char* who = "quantize_device";
-  check_target(q, who);
-  const QuantLayout& L = q.layout;
+  check_target(out, who);
+  const QuantLayout& L = out.layout;
   const hipStream_t s = stream_of(stream);
   const size_t nblk = L.scale_count();
   const size_t n = L.groups * L.rows * L.cols;
+  // A view without the quantizer's amax words (the C interface's, over a caller's memory) gets
+  // a scratch for them, and the call waits for the device before freeing it.
+  DeviceQTensor q = out;
   DeviceBuffer scratch;
+  if (const size_t words = amax_words(q.spec, L.groups); words && !q.amax) {
+    scratch = DeviceBuffer(words * sizeof(uint32_t), "amax scratch");
+    q.amax = scratch.as<uint32_t>();
+  }
   const uint32_t* gamax = nullptr;
-  if (has_tensor_scale(q.spec.scale_kind)) {
-    const unsigned np = std::max(1u, std::min(1024u, detail::grid_for(n, kMaxThreads)));
-    scratch = DeviceBuffer((np + 1) * sizeof(uint32_t), "NVFP4 amax scratch");
-    uint32_t* part = scratch.as<uint32_t>();
-    if (q.spec.hadamard16) amax_hadamard_partial_kernel<<<np, kMaxThreads, 0, s>>>(d_x, L, q.spec, part);
-    else amax_partial_kernel<<<np, kMaxThreads, 0, s>>>(d_x, n, part);
-    MXSIM_HIP_CHECK_LAUNCH("amax_partial_kernel");
-    amax_final_kernel<<<1, kMaxThreads, 0, s>>>(part, np, part + np);
-    MXSIM_HIP_CHECK_LAUNCH("amax_final_kernel");
-    gamax = part + np;
+  if (has_tensor_scale(q.spec.scale_kind) && n) {
+    if (q.spec.hadamard16) {
+      MXSIM_HIP_CHECK(hipMemsetAsync(q.amax, 0, sizeof(uint32_t), s));
+      const unsigned np = std::max(1u, std::min(1024u, detail::grid_for(n / 16, kMaxThreads)));
+      amax_hadamard_kernel<<<np, kMaxThreads, 0, s>>>(d_x, L, q.spec, q.amax);
+      MXSIM_HIP_CHECK_LAUNCH("amax_hadamard_kernel");
+    } else {
+      launch_amax_groups(d_x, n, 1, true, q.amax, s);
+    }
+    gamax = q.amax;
   }
   const QuantSpec& sp = q.spec;
   const bool mx_rowwise = sp.block_rows == 1 && sp.block_cols == 32 && sp.scale_kind == ScaleKind::E8M0 &&
@@ -675,6 +752,8 @@ void quantize_device(const float* d_x, const DeviceQTensor& q, void* stream) {
   if (nblk == 0 || n == 0) {
     // No blocks: only the tensor scale (NVFP4 of an empty tensor: S_dec = 1).
     set_unit_scale(q, s);
+  } else if (per_tensor_fp32(sp)) {
+    quantize_per_tensor(d_x, q, s, false);
   } else if (colwise_by_lanes(q)) {
     GroupBatch one{};
     one.q[0] = q;
@@ -698,7 +777,7 @@ void quantize_device(const float* d_x, const DeviceQTensor& q, void* stream) {
     }
     MXSIM_HIP_CHECK_LAUNCH("quantize_blocks_kernel");
   }
-  if (gamax) MXSIM_HIP_CHECK(hipStreamSynchronize(s));  // the scratch buffer is freed on return
+  if (scratch.get()) MXSIM_HIP_CHECK(hipStreamSynchronize(s));  // the scratch is freed on return
 }
 
 namespace {
@@ -717,12 +796,7 @@ void check_grouped(const char* who, size_t M, size_t C, std::span<const int64_t>
                    "] tensor quantized along Axis::Rows");
     if (spec) {
       const QuantSpec want = row_slice_spec(*spec, m0, uint64_t(m_splits[g]), C);
-      const QuantSpec& got = out[g].spec;
-      if (got.elem != want.elem || got.block_rows != want.block_rows || got.block_cols != want.block_cols ||
-          got.scale_kind != want.scale_kind || got.rule != want.rule || got.round != want.round ||
-          got.pow2_scale != want.pow2_scale || got.amax_epsilon != want.amax_epsilon ||
-          got.hadamard16 != want.hadamard16 || got.hadamard16_signs != want.hadamard16_signs || got.sr.seed != want.sr.seed || got.sr.stream != want.sr.stream ||
-          got.sr_index_base != want.sr_index_base)
+      if (!(out[g].spec == want))
         bad(who, gs + ": spec differs from the rowwise spec (with sr_index_base + m0 * C, as alloc_grouped_colwise sets it)");
     }
     m0 += uint64_t(m_splits[g]);
@@ -735,6 +809,19 @@ void quantize_grouped_colwise_device(const float* d_x, size_t M, size_t C, std::
                                      std::span<const DeviceQTensor> out, void* stream) {
   check_grouped("quantize_grouped_colwise_device", M, C, m_splits, out, nullptr);
   const hipStream_t s = stream_of(stream);
+  // A whole-tensor scale (QuantSpec::whole_tensor_scale): one amax over all of x [M, C] for every
+  // row slice, in the first slice's amax word (views without words: a scratch, waited for).
+  uint32_t* whole = nullptr;
+  DeviceBuffer whole_scratch;
+  if (!out.empty() && out[0].spec.whole_tensor_scale) {
+    for (const DeviceQTensor& q : out)
+      if (q.amax && !whole) whole = q.amax;
+    if (!whole) {
+      whole_scratch = DeviceBuffer(sizeof(uint32_t), "whole-tensor amax scratch");
+      whole = whole_scratch.as<uint32_t>();
+    }
+    launch_amax_groups(d_x, M * C, 1, true, whole, s);
+  }
   size_t m0 = 0;
   GroupBatch batch{};
   int nb = 0;
@@ -768,6 +855,17 @@ void quantize_grouped_colwise_device(const float* d_x, size_t M, size_t C, std::
       else set_unit_scale(q, s);
     } else if (has_tensor_scale(q.spec.scale_kind)) {
       quantize_device(d_x + m0 * C, q, stream);  // NVFP4: its own amax pass first
+    } else if (per_tensor_fp32(q.spec)) {  // the whole GPU on each slice, as quantize_device codes it
+      if (q.spec.whole_tensor_scale != (whole != nullptr))
+        bad("quantize_grouped_colwise_device", "group " + std::to_string(g) + ": whole_tensor_scale differs from group 0's");
+      if (whole) {
+        check_target(q, "quantize_grouped_colwise_device");
+        DeviceQTensor v = q;
+        v.amax = whole;
+        quantize_per_tensor(d_x + m0 * C, v, s, true);
+      } else {
+        quantize_device(d_x + m0 * C, q, stream);
+      }
     } else {
       check_target(q, "quantize_grouped_colwise_device");
       const QuantLayout& L = q.layout;
@@ -789,6 +887,7 @@ void quantize_grouped_colwise_device(const float* d_x, size_t M, size_t C, std::
     m0 += mg;
   }
   flush();
+  if (whole_scratch.get()) MXSIM_HIP_CHECK(hipStreamSynchronize(s));  // the scratch is freed on return
 }
 
 void quantize_both_device(const float* d_x, size_t M, size_t C, std::span<const int64_t> m_splits,

@@ -43,12 +43,17 @@ struct DeviceQTensor {
   uint8_t* scale_bytes = nullptr;     ///< E8M0 / UE4M3 scales, else null
   float* scale_inv = nullptr;         ///< FP32 scales, else null
   float* tensor_scale_inv = nullptr;  ///< one FP32
+  /// The quantizer's own words for the amax of a block that spans a whole group or tensor (the
+  /// hd::amax_step fold of FP32 bits): one per group for a per-tensor FP32 spec, the first of
+  /// them the whole tensor's under whole_tensor_scale; one for NVFP4's tensor scale. Written
+  /// by its first pass and read by its second in stream order; null for other specs.
+  uint32_t* amax = nullptr;
 };
 
 /// Owning storage of one DeviceQTensor (buffers named after the tensor).
 struct DeviceQuantized {
   DeviceQTensor t;
-  DeviceBuffer data, scales, tensor_scale;
+  DeviceBuffer data, scales, tensor_scale, amax;
 };
 
 /// Allocates the storage of `spec` applied to a [groups, rows, cols] tensor
@@ -72,7 +77,8 @@ std::vector<DeviceQuantized> alloc_grouped_colwise(const QuantSpec& spec, size_t
 /// UE4M3 + tensor scale; S_enc over the whole tensor), RNE / RZ / stochastic
 /// rounding (element words sr(sr_index_base + logical index)), hadamard16.
 /// One thread block per quantization block, two passes over it (amax, then
-/// codes). NVFP4 first reduces the tensor's amax and synchronizes `stream`.
+/// codes). Per-tensor FP32 specs and NVFP4 first reduce their group or tensor
+/// amax over the whole GPU into out.amax; nothing waits for the device.
 /// Throws std::invalid_argument for a spec the shape cannot take (as
 /// emu::quantize), and for E2M1 blocks of odd width that do not span the
 /// storage row (their codes would share bytes across blocks).
