@@ -969,6 +969,49 @@ TEST(SimOps, SoftmaxAndCrossEntropy) {
   EXPECT_EQ(loss, double(0x1.62e43p+0f));
 }
 
+// BF16 as a Backend dtype: round_bf16 writes the bit patterns (IEEE RNE: the ties of
+// FormatRoundBf16.KnownValues), and the BF16 GEMMs take bf16 tensors as operands, giving the
+// hand-computed products of small dyadic values (exact in FP32).
+TEST(SimOps, Bf16TensorsAreBf16GemmOperands) {
+  auto be = emu::make_emu_backend();
+  const std::vector<uint32_t> in = {0x3F808000u, 0x3F818000u, 0x7F7FFFFFu, 0xFFFFFFFFu, 0x80000001u, 0x40490FDBu};
+  std::vector<float> f(in.size());
+  for (size_t i = 0; i < in.size(); ++i) f[i] = f32_from_bits(in[i]);
+  Tensor bits = be->alloc(DType::bf16, {in.size()});
+  be->round_bf16(up(*be, DType::f32, {in.size()}, f), bits);
+  std::vector<uint16_t> got(in.size());
+  be->download(bits, got.data(), got.size() * 2);
+  // ties to even, FLT_MAX -> +Inf, NaN -> 0xFFC0 (sign kept), -tiny -> -0, pi -> 0x4049 (3.140625)
+  EXPECT_EQ(got, (std::vector<uint16_t>{0x3F80, 0x3F82, 0x7F80, 0xFFC0, 0x8000, 0x4049}));
+
+  auto b16 = [&](Shape s, std::vector<float> v) {
+    Tensor t = be->alloc(DType::bf16, s);
+    be->round_bf16(up(*be, DType::f32, s, v), t);
+    return t;
+  };
+  const std::vector<int64_t> ms = {2};
+  const GemmOptions fp32{Format::FP32, false};
+  const Tensor x = b16({2, 2}, {1, 2, 3, 4}), w = b16({1, 2, 2}, {1, 0, 0.5f, 0.25f}), dy = b16({2, 2}, {1, 2, 0, 1});
+  Tensor y = f32(*be, {2, 2}), dx = f32(*be, {2, 2}), dw = f32(*be, {1, 2, 2});
+  be->grouped_fprop(x, w, ms, y, fp32);  // y = x w^T
+  EXPECT_EQ(vec(*be, y), std::vector<float>({1, 1, 3, 2.5f}));
+  be->grouped_dgrad(dy, w, ms, dx, fp32);  // dx = dy w
+  EXPECT_EQ(vec(*be, dx), std::vector<float>({2, 0.5f, 0.5f, 0.25f}));
+  be->grouped_wgrad(dy, t2(*be, 2, 2, {1, 2, 3, 4}), ms, dw, fp32);  // dw = dy^T x, one operand f32
+  EXPECT_EQ(vec(*be, dw), std::vector<float>({1, 2, 5, 8}));
+  // Other dtypes are refused by name; ops that read f32 values refuse bf16.
+  const Tensor u8 = be->alloc(DType::u8, {2, 2});
+  try {
+    be->grouped_fprop(u8, w, ms, y, fp32);
+    ADD_FAILURE() << "u8 operand accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "grouped_fprop: x is u8, expected f32 or bf16");
+  }
+  Tensor i32 = be->alloc(DType::i32, {in.size()});
+  EXPECT_THROW(be->round_bf16(up(*be, DType::f32, {in.size()}, f), i32), std::invalid_argument);
+  EXPECT_THROW(be->quantize(x, tensor_recipe("mxfp8"), Axis::Cols), std::invalid_argument);
+}
+
 TEST(SimOps, ActivationAndGradient) {
   auto be = emu::make_emu_backend();
   Tensor a = f32(*be, {1, 3}), du = f32(*be, {1, 3});

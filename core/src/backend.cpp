@@ -19,6 +19,7 @@ const char* name_of(DType t) {
     case DType::i32: return "i32";
     case DType::u32: return "u32";
     case DType::i64: return "i64";
+    case DType::bf16: return "bf16";
   }
   return "?";
 }

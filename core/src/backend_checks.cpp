@@ -41,6 +41,14 @@ void need_f32(const Tensor& t, const char* op, const char* what, int rank = 0) {
   if (rank && t.rank() != rank)
     fail(op, std::string(what) + " must have rank " + std::to_string(rank) + ", has shape " + t.shape().str());
 }
+/// An operand of a BF16 GEMM: bf16, or f32 holding BF16 values, of rank `rank`.
+void need_bf16_operand(const Tensor& t, const char* op, const char* what, int rank) {
+  need_handle(t, op, what);
+  if (t.dtype() != DType::f32 && t.dtype() != DType::bf16)
+    fail(op, std::string(what) + " is " + name_of(t.dtype()) + ", expected f32 or bf16");
+  if (t.rank() != rank)
+    fail(op, std::string(what) + " must have rank " + std::to_string(rank) + ", has shape " + t.shape().str());
+}
 void need_shape(const Tensor& t, const Shape& shape, const char* op, const char* what) {
   need_handle(t, op, what);
   if (!(t.shape() == shape)) fail(op, std::string(what) + " has shape " + t.shape().str() + ", expected " + shape.str());
@@ -205,7 +213,9 @@ void Backend::check_amax(const Tensor& x) { need_f32(x, "amax", "x"); }
 void Backend::check_round_bf16(Tensor& x) { need_f32(x, "round_bf16", "x"); }
 void Backend::check_round_bf16_to(const Tensor& src, Tensor& dst) {
   need_f32(src, "round_bf16", "src");
-  need_f32(dst, "round_bf16", "dst");
+  need_handle(dst, "round_bf16", "dst");
+  if (dst.dtype() != DType::f32 && dst.dtype() != DType::bf16)
+    fail("round_bf16", std::string("dst is ") + name_of(dst.dtype()) + ", expected f32 or bf16");
   if (src.numel() != dst.numel()) need_shape(dst, src.shape(), "round_bf16", "dst");
 }
 
@@ -228,8 +238,8 @@ void Backend::check_fprop_q(const QTensor& x, const QTensor& w, std::span<const 
 }
 void Backend::check_fprop_bf16(const Tensor& x, const Tensor& w, std::span<const int64_t> ms, Tensor& y,
                                const GemmOptions&) {
-  need_f32(x, "grouped_fprop", "x", 2);
-  need_f32(w, "grouped_fprop", "w", 3);
+  need_bf16_operand(x, "grouped_fprop", "x", 2);
+  need_bf16_operand(w, "grouped_fprop", "w", 3);
   need_token_out("grouped_fprop", y, "y", x.dim(0), w.dim(1), ms);
 }
 void Backend::check_dgrad_q(const QTensor& dy, const QTensor& w, std::span<const int64_t> ms, Tensor& dx,
@@ -240,8 +250,8 @@ void Backend::check_dgrad_q(const QTensor& dy, const QTensor& w, std::span<const
 }
 void Backend::check_dgrad_bf16(const Tensor& dy, const Tensor& w, std::span<const int64_t> ms, Tensor& dx,
                                const GemmOptions&) {
-  need_f32(dy, "grouped_dgrad", "dy", 2);
-  need_f32(w, "grouped_dgrad", "w", 3);
+  need_bf16_operand(dy, "grouped_dgrad", "dy", 2);
+  need_bf16_operand(w, "grouped_dgrad", "w", 3);
   need_token_out("grouped_dgrad", dx, "dx", dy.dim(0), w.dim(2), ms);
 }
 void Backend::check_wgrad_q(const GroupedQTensor& dy, const GroupedQTensor& x, std::span<const int64_t> ms, Tensor& dw,
@@ -253,8 +263,8 @@ void Backend::check_wgrad_q(const GroupedQTensor& dy, const GroupedQTensor& x, s
 }
 void Backend::check_wgrad_bf16(const Tensor& dy, const Tensor& x, std::span<const int64_t> ms, Tensor& dw,
                                const GemmOptions&) {
-  need_f32(dy, "grouped_wgrad", "dy", 2);
-  need_f32(x, "grouped_wgrad", "x", 2);
+  need_bf16_operand(dy, "grouped_wgrad", "dy", 2);
+  need_bf16_operand(x, "grouped_wgrad", "x", 2);
   need_f32(dw, "grouped_wgrad", "dw", 3);
   need_shape(dw, {ms.size(), dy.dim(1), x.dim(1)}, "grouped_wgrad", "dw");
   need_splits(ms, dy.dim(0), "grouped_wgrad");

@@ -59,6 +59,7 @@ void visit_state(StateIO& io, const std::string& config_toml, int64_t total_step
     io.tensor(ck::model(w->name, "m"), w->m);
     io.tensor(ck::model(w->name, "v"), w->v);
     io.tensor(ck::model(w->name, "model"), w->model);
+    if (io.loading()) w->invalidate();  // the copies made of the old model (its cache, quantizations, bf16 copy) go
     io.u64(ck::model(w->name, "version"), w->version);
     if (io.loading()) w->master_matches_model = false;  // the file's master may hold de-osc snaps
     for (Role r : kRoles)

@@ -215,7 +215,7 @@ void Model::linear_forward(Weight& w, const Tensor& x, std::span<const int64_t> 
   ensure(be_, y, {x.dim(0), w.N});
   const GemmOptions out{w.layer == Layer::Router || w.layer == Layer::Head ? Format::FP32 : Format::BF16, false};
   if (!w.recipe.quantized(GemmForm::Fprop)) {
-    be_.grouped_fprop(x, w.model, ms, y, out);
+    be_.grouped_fprop(x, w.bf16_model(be_), ms, y, out);
     return;
   }
   const QuantSpec xs = resolve(be_, w, Role::X, w.recipe.specs(GemmForm::Fprop).x_fprop, x);
@@ -225,7 +225,7 @@ void Model::linear_forward(Weight& w, const Tensor& x, std::span<const int64_t> 
   be_.grouped_fprop(xq, wq, ms, y, out);
   if (shadows(w.layer, GemmForm::Fprop)) {
     Tensor ref = be_.alloc(DType::f32, y.shape());
-    be_.grouped_fprop(x, w.model, ms, ref, out);
+    be_.grouped_fprop(x, w.bf16_model(be_), ms, ref, out);
     queue_shadow(w, GemmForm::Fprop, mb, ref, y);
   }
   if (st) {
@@ -243,7 +243,7 @@ void Model::linear_backward(Weight& w, const Tensor& dy, std::span<const int64_t
   if (dx) {
     ensure(be_, *dx, {dy.dim(0), w.K});
     if (!qd) {
-      be_.grouped_dgrad(dy, w.model, ms, *dx, {Format::BF16, false});
+      be_.grouped_dgrad(dy, w.bf16_model(be_), ms, *dx, {Format::BF16, false});
     } else {
       QuantSpec ds = resolve(be_, w, Role::Dy, w.recipe.specs(GemmForm::Dgrad).dy_dgrad, dy);
       ds.sr = PhiloxStream{cfg_.seed, make_stream(lid * 16 + 1, uint32_t(sr_ctr))};
@@ -253,7 +253,7 @@ void Model::linear_backward(Weight& w, const Tensor& dy, std::span<const int64_t
       be_.grouped_dgrad(dyq, wq, ms, *dx, {Format::BF16, false});
       if (shadows(w.layer, GemmForm::Dgrad)) {
         Tensor ref = be_.alloc(DType::f32, dx->shape());
-        be_.grouped_dgrad(dy, w.model, ms, ref, {Format::BF16, false});
+        be_.grouped_dgrad(dy, w.bf16_model(be_), ms, ref, {Format::BF16, false});
         queue_shadow(w, GemmForm::Dgrad, mb, ref, *dx);
       }
       if (st) {

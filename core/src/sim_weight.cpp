@@ -77,6 +77,7 @@ void Weight::invalidate() {
   ++version;
   cache.valid = false;
   memo_.clear();
+  model_bf16_ = Tensor();
   master_matches_model = true;
 }
 const QTensor& Weight::quantized(Backend& be, const QuantSpec& spec) {
@@ -85,6 +86,13 @@ const QTensor& Weight::quantized(Backend& be, const QuantSpec& spec) {
   ++quantizations_;
   memo_.emplace_back(spec, be.quantize(model, spec, Axis::Cols));
   return memo_.back().second;
+}
+const Tensor& Weight::bf16_model(Backend& be) {
+  if (model_bf16_.empty()) {
+    model_bf16_ = be.alloc(DType::bf16, shape());
+    be.round_bf16(model, model_bf16_);  // exact: the model copy holds BF16 values
+  }
+  return model_bf16_;
 }
 Tensor Weight::bf16_master(Backend& be) const {
   if (master_matches_model) return model;

@@ -97,10 +97,11 @@ std::vector<float> to_bf16(std::vector<float> v) {
 }
 
 // ------------------------------------------------------------ results
-enum class Kind : uint8_t { F32, F64, U8, I32, U32, I64, U64 };
+enum class Kind : uint8_t { F32, F64, U8, I32, U32, I64, U64, BF16 };
 size_t kind_size(Kind k) {
   switch (k) {
     case Kind::U8: return 1;
+    case Kind::BF16: return 2;
     case Kind::F32: case Kind::I32: case Kind::U32: return 4;
     default: return 8;
   }
@@ -141,6 +142,7 @@ Kind kind_of(DType t) {
     case DType::i32: return Kind::I32;
     case DType::u32: return Kind::U32;
     case DType::i64: return Kind::I64;
+    case DType::bf16: return Kind::BF16;
   }
   return Kind::U8;
 }
@@ -152,6 +154,11 @@ uint64_t ordered_key(const Part& p, size_t i) {
   const uint8_t* b = p.bytes.data() + i * kind_size(p.kind);
   switch (p.kind) {
     case Kind::U8: return b[0];
+    case Kind::BF16: {  // the top half of an FP32: the same order
+      uint16_t u;
+      std::memcpy(&u, b, 2);
+      return (u & 0x8000u) ? uint64_t(uint16_t(~u)) : uint64_t(u | 0x8000u);
+    }
     case Kind::F32: {
       uint32_t u;
       std::memcpy(&u, b, 4);
@@ -680,13 +687,15 @@ void verify_round_bf16(Ctx& c, Rng& r, int k) {
       default: break;
     }
   }
-  run_case(c, Op::RoundBf16, dims_str(dm), "in place, src -> dst", [&](Backend& be) {
+  run_case(c, Op::RoundBf16, dims_str(dm), "in place, src -> dst (f32 and bf16)", [&](Backend& be) {
     Tensor a = put(be, shape_of(dm), x);
     be.round_bf16(a);
     const Tensor src = put(be, shape_of(dm), x);
     Tensor dst = poisoned(be, DType::f32, {n});
     be.round_bf16(src, dst);
-    return Result{get(be, a), get(be, dst)};
+    Tensor bits = poisoned(be, DType::bf16, {n});  // the bit patterns (a BF16 GEMM operand)
+    be.round_bf16(src, bits);
+    return Result{get(be, a), get(be, dst), get(be, bits)};
   });
 }
 
@@ -837,20 +846,30 @@ void verify_gemm_bf16(Ctx& c, Rng& r, int k) {
     const std::vector<float> init = values(r, n_out, form == 2 ? sh.K : J, 2, specials ? 3 : 0);
     for (int acc = 0; acc < 2; ++acc)
       for (int ob = 0; ob < 2; ++ob)
-        run_case(c, Op::GemmBf16, sh.str(), std::string("bf16 x bf16 (bf16-f25) ") + form_name(form) + gemm_mode(acc, ob),
-                 [&](Backend& be) {
-                   const GemmOptions o = gemm_options(acc, ob);
-                   if (form == 2) {
-                     Tensor out = gemm_output(be, {sh.G, sh.N, sh.K}, acc, init);
-                     be.grouped_wgrad(put(be, {sh.M, sh.N}, dy), put(be, {sh.M, sh.K}, x), sh.ms, out, o);
-                     return Result{get(be, out)};
-                   }
-                   Tensor out = gemm_output(be, {sh.M, J}, acc, init);
-                   const Tensor wt = put(be, {sh.G, sh.N, sh.K}, w);
-                   if (form == 0) be.grouped_fprop(put(be, {sh.M, sh.K}, x), wt, sh.ms, out, o);
-                   else be.grouped_dgrad(put(be, {sh.M, sh.N}, dy), wt, sh.ms, out, o);
-                   return Result{get(be, out)};
-                 });
+        for (bool b16 : {false, true}) {  // operands as f32 tensors of BF16 values, or bf16 tensors
+          const std::string what = std::string("bf16 x bf16 (bf16-f25) ") + form_name(form) + gemm_mode(acc, ob) +
+                                   (b16 ? " bf16 tensors" : "");
+          run_case(c, Op::GemmBf16, sh.str(), what, [&](Backend& be) {
+            auto in = [&](Shape s, const std::vector<float>& v) {
+              Tensor t = put(be, s, v);
+              if (!b16) return t;
+              Tensor b = be.alloc(DType::bf16, s);
+              be.round_bf16(t, b);  // exact: v holds BF16 values
+              return b;
+            };
+            const GemmOptions o = gemm_options(acc, ob);
+            if (form == 2) {
+              Tensor out = gemm_output(be, {sh.G, sh.N, sh.K}, acc, init);
+              be.grouped_wgrad(in({sh.M, sh.N}, dy), in({sh.M, sh.K}, x), sh.ms, out, o);
+              return Result{get(be, out)};
+            }
+            Tensor out = gemm_output(be, {sh.M, J}, acc, init);
+            const Tensor wt = in({sh.G, sh.N, sh.K}, w);
+            if (form == 0) be.grouped_fprop(in({sh.M, sh.K}, x), wt, sh.ms, out, o);
+            else be.grouped_dgrad(in({sh.M, sh.N}, dy), wt, sh.ms, out, o);
+            return Result{get(be, out)};
+          });
+        }
   }
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "backend_emu_impl.hpp"
+#include "mxsim/bits.hpp"
 #include "mxsim/emu/cpu_path.hpp"
 
 namespace mxsim::emu {
@@ -65,6 +66,27 @@ Tensor3f& EmuBackend::ten3(const Tensor& t, const char* op, const char* what) co
   if (t.dtype() != DType::f32) dtype_error(t, DType::f32, op, what);
   if (t.rank() != 3) throw std::invalid_argument(where(op, what) + " must have rank 3, has shape " + t.shape().str());
   return buf(t, op, what).f3;
+}
+uint16_t* EmuBackend::bf16(const Tensor& t, const char* op, const char* what) const {
+  if (t.dtype() != DType::bf16) dtype_error(t, DType::bf16, op, what);
+  return reinterpret_cast<uint16_t*>(buf(t, op, what).raw.get());
+}
+namespace {
+void widen_bf16(const uint16_t* b, float* out, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = f32_from_bits(uint32_t(b[i]) << 16);
+}
+}  // namespace
+const Tensor2f& EmuBackend::operand2(const Tensor& t, Tensor2f& widened, const char* op, const char* what) const {
+  if (t.dtype() != DType::bf16) return mat(t, op, what);
+  widened = Tensor2f::from_shape({t.dim(0), t.dim(1)});
+  widen_bf16(bf16(t, op, what), widened.data(), t.numel());
+  return widened;
+}
+const Tensor3f& EmuBackend::operand3(const Tensor& t, Tensor3f& widened, const char* op, const char* what) const {
+  if (t.dtype() != DType::bf16) return ten3(t, op, what);
+  widened = Tensor3f::from_shape({t.dim(0), t.dim(1), t.dim(2)});
+  widen_bf16(bf16(t, op, what), widened.data(), t.numel());
+  return widened;
 }
 void EmuBackend::dtype_error(const Tensor& t, DType want, const char* op, const char* what) {
   throw std::invalid_argument(where(op, what) + " is " + name_of(t.dtype()) + ", expected " + name_of(want));

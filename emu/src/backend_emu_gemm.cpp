@@ -17,8 +17,10 @@ void EmuBackend::grouped_fprop_impl(const QTensor& x, const QTensor& w, std::spa
 }
 void EmuBackend::grouped_fprop_impl(const Tensor& x, const Tensor& w, std::span<const int64_t> ms, Tensor& y,
                                const GemmOptions& o) {
-  ::mxsim::emu::grouped_fprop(mat(x, "grouped_fprop", "x"), bf16_spec(), ten3(w, "grouped_fprop", "w"), bf16_spec(),
-                              ms, mat(y, "grouped_fprop", "y"), o);
+  Tensor2f xw;
+  Tensor3f ww;
+  ::mxsim::emu::grouped_fprop(operand2(x, xw, "grouped_fprop", "x"), bf16_spec(), operand3(w, ww, "grouped_fprop", "w"),
+                              bf16_spec(), ms, mat(y, "grouped_fprop", "y"), o);
 }
 void EmuBackend::grouped_dgrad_impl(const QTensor& dy, const QTensor& w, std::span<const int64_t> ms, Tensor& dx,
                                const GemmOptions& o) {
@@ -27,8 +29,10 @@ void EmuBackend::grouped_dgrad_impl(const QTensor& dy, const QTensor& w, std::sp
 }
 void EmuBackend::grouped_dgrad_impl(const Tensor& dy, const Tensor& w, std::span<const int64_t> ms, Tensor& dx,
                                const GemmOptions& o) {
-  ::mxsim::emu::grouped_dgrad(mat(dy, "grouped_dgrad", "dy"), bf16_spec(), ten3(w, "grouped_dgrad", "w"), bf16_spec(),
-                              ms, mat(dx, "grouped_dgrad", "dx"), o);
+  Tensor2f dyw;
+  Tensor3f ww;
+  ::mxsim::emu::grouped_dgrad(operand2(dy, dyw, "grouped_dgrad", "dy"), bf16_spec(),
+                              operand3(w, ww, "grouped_dgrad", "w"), bf16_spec(), ms, mat(dx, "grouped_dgrad", "dx"), o);
 }
 void EmuBackend::grouped_wgrad_impl(const GroupedQTensor& dy, const GroupedQTensor& x, std::span<const int64_t> ms,
                                Tensor& dw, const GemmOptions& o) {
@@ -37,8 +41,9 @@ void EmuBackend::grouped_wgrad_impl(const GroupedQTensor& dy, const GroupedQTens
 }
 void EmuBackend::grouped_wgrad_impl(const Tensor& dy, const Tensor& x, std::span<const int64_t> ms, Tensor& dw,
                                const GemmOptions& o) {
-  ::mxsim::emu::grouped_wgrad(mat(dy, "grouped_wgrad", "dy"), bf16_spec(), mat(x, "grouped_wgrad", "x"), bf16_spec(),
-                              ms, ten3(dw, "grouped_wgrad", "dw"), o);
+  Tensor2f dyw, xw;
+  ::mxsim::emu::grouped_wgrad(operand2(dy, dyw, "grouped_wgrad", "dy"), bf16_spec(),
+                              operand2(x, xw, "grouped_wgrad", "x"), bf16_spec(), ms, ten3(dw, "grouped_wgrad", "dw"), o);
 }
 
 void EmuBackend::accumulate_groups_impl(Tensor& acc, const Tensor& x, std::span<const int64_t> ms) {

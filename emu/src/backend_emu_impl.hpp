@@ -58,6 +58,12 @@ class EmuBackend final : public Backend {
   Tensor2f& mat(const Tensor& t, const char* op, const char* what) const;
   /// f32 tensor of rank 3 as its container.
   Tensor3f& ten3(const Tensor& t, const char* op, const char* what) const;
+  /// The bit patterns of a bf16 tensor.
+  uint16_t* bf16(const Tensor& t, const char* op, const char* what) const;
+  /// A BF16 GEMM operand of rank 2 / 3 as f32 values: an f32 tensor's own container, or for a
+  /// bf16 tensor `widened` filled with the values of its bit patterns (exact).
+  const Tensor2f& operand2(const Tensor& t, Tensor2f& widened, const char* op, const char* what) const;
+  const Tensor3f& operand3(const Tensor& t, Tensor3f& widened, const char* op, const char* what) const;
   template <class T>
   T* data(const Tensor& t, const char* op, const char* what) const {
     if (t.dtype() != dtype_of<T>()) dtype_error(t, dtype_of<T>(), op, what);

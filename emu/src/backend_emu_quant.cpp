@@ -62,8 +62,14 @@ void EmuBackend::round_bf16_impl(Tensor& x) {
 }
 void EmuBackend::round_bf16_impl(const Tensor& src, Tensor& dst) {
   const float* s = f32(src, "round_bf16", "src");
+  const size_t n = src.numel();
+  if (dst.dtype() == DType::bf16) {  // the bit patterns
+    auto* d = bf16(dst, "round_bf16", "dst");
+    for (size_t i = 0; i < n; ++i) d[i] = uint16_t(round_bf16_code(f32_bits(s[i])));
+    return;
+  }
   float* d = f32(dst, "round_bf16", "dst");
-  for (size_t i = 0, n = src.numel(); i < n; ++i) d[i] = ::mxsim::round_bf16(s[i]);
+  for (size_t i = 0; i < n; ++i) d[i] = ::mxsim::round_bf16(s[i]);
 }
 
 }  // namespace mxsim::emu

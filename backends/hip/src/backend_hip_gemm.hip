@@ -20,17 +20,21 @@ GemmParams params_of(HipBackend& be, const GemmOptions& o) {
   return p;
 }
 
-/// A BF16 operand from an f32 tensor of BF16 values (rank 2 as one group):
-/// its codes in a temporary (round_bf16_code of a BF16 value is exact).
+/// A BF16 operand (rank 2 as one group): a bf16 tensor's own bit patterns, or for an f32 tensor
+/// of BF16 values its codes in a temporary (round_bf16_code of a BF16 value is exact).
 struct Bf16Operand {
   DeviceBuffer codes;
   GemmOperand op;
   Bf16Operand(HipBackend& be, const Tensor& t, const char* gemm, const char* what) {
-    const float* p = be.f32(t, gemm, what);
     size_t g = 1, r, c;
     if (t.rank() == 3) g = t.dim(0), r = t.dim(1), c = t.dim(2);
     else if (t.rank() == 2) r = t.dim(0), c = t.dim(1);
     else throw std::invalid_argument(std::string(gemm) + ": " + what + " must have rank 2 or 3");
+    if (t.dtype() == DType::bf16) {  // read as it is: no re-encode
+      op = GemmOperand::from_bf16(static_cast<const uint16_t*>(be.raw(t, gemm, what)), g, r, c);
+      return;
+    }
+    const float* p = be.f32(t, gemm, what);
     codes = DeviceBuffer(t.numel() * sizeof(uint16_t), std::string(what) + " BF16 codes");
     if (t.numel()) round_bf16_device(p, codes.as<uint16_t>(), t.numel(), be.stream_ptr());
     op = GemmOperand::from_bf16(codes.as<uint16_t>(), g, r, c);

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "mxsim/hd/elementwise.hpp"
+#include "mxsim/hip/gemm.hpp"
 #include "mxsim/hd/quant_block.hpp"
 #include "mxsim/quantized_tensor.hpp"
 #include "mxsim/rounding.hpp"
@@ -334,8 +335,12 @@ float HipBackend::amax_impl(const Tensor& x) {
 void HipBackend::round_bf16_impl(Tensor& x) { round_bf16(x, x); }
 void HipBackend::round_bf16_impl(const Tensor& src, Tensor& dst) {
   const float* s = f32(src, "round_bf16", "src");
-  float* d = f32(dst, "round_bf16", "dst");
   const size_t n = src.numel();
+  if (dst.dtype() == DType::bf16) {  // the bit patterns (the codec's BF16 encoder: the same RNE)
+    if (n) round_bf16_device(s, static_cast<uint16_t*>(raw(dst, "round_bf16", "dst")), n, stream_ptr());
+    return;
+  }
+  float* d = f32(dst, "round_bf16", "dst");
   if (n == 0) return;
   round_bf16_kernel<<<grid_for(n, kThreads), kThreads, 0, stream_>>>(s, d, n);
   MXSIM_HIP_CHECK_LAUNCH("round_bf16_kernel");

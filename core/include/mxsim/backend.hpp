@@ -12,7 +12,8 @@
 // thread count.
 //
 // Value conventions: "BF16" tensors are f32 tensors holding values exactly
-// representable in BF16 (rounded RNE through mxsim::round_bf16). Outputs are
+// representable in BF16 (rounded RNE through mxsim::round_bf16), or, as BF16
+// GEMM operands, bf16 tensors of their bit patterns (DType::bf16). Outputs are
 // allocated by the caller with the shape given and overwritten unless stated.
 // Ops that return a host value (amax, sums, counts, statistics) are
 // synchronisation points: a GPU backend reduces on the device and copies the
@@ -160,12 +161,14 @@ class Backend {
   // quant_stats(x, q): error statistics of q against its source x (numerics §4.6).
   // scale_exp_histogram(q): histogram of q's block scale exponents (quant_stats.hpp ScaleExpCounts).
   // amax(x): max |x| over an f32 tensor (hd::amax_step fold: the first NaN is the result).
-  // round_bf16(x) / round_bf16(src, dst): every element to BF16 (RNE, IEEE overflow), in place or src -> dst.
+  // round_bf16(x) / round_bf16(src, dst): every element to BF16 (RNE, IEEE overflow), in place or src -> dst;
+  //   dst f32 (the values) or bf16 (their bit patterns: a BF16 GEMM operand read without a re-encode).
   //
   // ------------------------------------------------------------ grouped GEMM (numerics §5)
   // m_splits[g] consecutive rows per group (host metadata of the launch), empty groups legal;
   // G = m_splits.size(); a plain GEMM is G = 1. Quantized operands pair with quantized ones, BF16
-  // (f32 tensors of BF16 values) with BF16.
+  // with BF16: a BF16 operand is a bf16 tensor (its bit patterns, read as they are) or an f32 tensor
+  // of BF16 values (a GPU re-encodes it for each GEMM; the same result).
   // grouped_fprop(x, w, m_splits, y, o): y[M, N] = x[M, K] . w[g][N, K]^T (xq along K, wq rowwise/2-D).
   // grouped_dgrad(dy, w, m_splits, dx, o): dx[M, K] = dy[M, N] . w[g][N, K] (dyq along N, wq columnwise/2-D).
   // grouped_wgrad(dy, x, m_splits, dw, o): dw[g][N, K] (+)= dy_g[M_g, N]^T . x_g[M_g, K]. With

@@ -40,6 +40,9 @@ enum class DType : uint8_t {
   i32,  ///< top-k expert indices
   u32,  ///< counters (oscillation flips)
   i64,  ///< routing metadata (token counts, permuted rows)
+  /// BF16 bit patterns (uint16: the top half of an FP32), the operands of the BF16 GEMMs as the
+  /// GPU reads them (round_bf16 writes them from f32; an f32 tensor of BF16 values reads the same)
+  bf16,
 };
 /// Bytes of one element.
 constexpr size_t dtype_size(DType t) {
@@ -49,6 +52,7 @@ constexpr size_t dtype_size(DType t) {
     case DType::i32: return 4;
     case DType::u32: return 4;
     case DType::i64: return 8;
+    case DType::bf16: return 2;
   }
   return 0;
 }

@@ -123,8 +123,8 @@ struct Weight {
   void zero_grad(Backend& be);
   /// Mark (mb, g) as added; throws MechanicsError on a second add.
   void mark_added(int mb, size_t g);
-  /// The optimizer step happened: bump the version, invalidate the cache and
-  /// quantized(), master_matches_model = true.
+  /// The optimizer step happened: bump the version, invalidate the cache,
+  /// quantized() and bf16_model(), master_matches_model = true.
   void invalidate();
   /// End of step for fp8_delayed: resolves the backend's deferred values where
   /// amaxes are pending (the trainer's step has resolved them at its last
@@ -142,6 +142,10 @@ struct Weight {
   /// snapshot, de-oscillation and the oscillation metrics wherever their spec
   /// is the same (a quantization is a pure function of tensor and spec).
   const QTensor& quantized(Backend& be, const QuantSpec& spec);
+  /// The model copy of this version as a bf16 tensor (its bit patterns): what the BF16 GEMMs
+  /// read, made once per version like quantized(), so that a GPU reads W as it is instead of
+  /// re-encoding the f32 copy for every GEMM of every micro-batch.
+  const Tensor& bf16_model(Backend& be);
   /// bf16(master) as a tensor: the model copy itself while
   /// master_matches_model, else a new tensor.
   Tensor bf16_master(Backend& be) const;
@@ -154,6 +158,7 @@ struct Weight {
 
  private:
   std::vector<std::pair<QuantSpec, QTensor>> memo_;  ///< this version's quantizations
+  Tensor model_bf16_;                                 ///< bf16_model(), empty until made
   uint64_t quantizations_ = 0;
 };
 
