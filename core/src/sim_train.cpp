@@ -505,7 +505,8 @@ MemoryEstimate estimate_run_memory(const Config& c) {
   // Per weight element: master, Adam m and v, the BF16 model copy, main_grad and the unfused
   // recipes' per-micro-batch dW (FP32 each, 24 B); quantized recipes add the fprop QDQ and the
   // quantized cache (8 B) and the oscillation metrics' state (5 FP32, a u8, a u32: 25 B);
-  // MXFP4 weights with de-oscillation on its prev, prev_q, dist_w, dist_q (16 B).
+  // MXFP4 weights with de-oscillation on its prev, prev_q, dist_w, dist_q (16 B); the bf16 model
+  // copy the BF16 GEMMs read (2 B; counted for every weight: a quantized one's shadow GEMMs read it).
   const struct {
     Layer l;
     double elems;
@@ -515,7 +516,7 @@ MemoryEstimate estimate_run_memory(const Config& c) {
   for (const auto& l : ls) {
     const LinearRecipe r = c.recipe.linear(l.l);
     const bool deosc = c.deosc && r.deosc_eligible();
-    double per = 24;
+    double per = 24 + 2;
     if (r.quantized()) per += 8 + 25;
     if (r.quantized(GemmForm::Dgrad) && r.quantized(GemmForm::Fprop) &&
         !(r.specs(GemmForm::Dgrad).w == r.specs(GemmForm::Fprop).w))
