@@ -6,7 +6,8 @@
 #   verify  mxsim verify --backend hip (every op on seeded adversarial inputs)
 #   runs    whole training runs on both backends, compared by mxsim compare:
 #           the default config (all its steps, unless DEFAULT_STEPS is set), each
-#           recipe for RECIPE_STEPS steps, and checkpoints crossing backends
+#           recipe for RECIPE_STEPS steps (RUNS: only these names of scripts/run-table.sh),
+#           and checkpoints crossing backends
 #   peers   bench/peers/moe_step_peer.py (PyTorch eager, BF16 _grouped_mm)
 #   nccl    the NCCL communicator: test_nccl_comm, then the default config through
 #           `mxsim launch -n 1 -- train --backend hip` (one process, NCCL, parallel.ranks=1)
@@ -128,6 +129,7 @@ compare() {  # compare NAME: emu vs hip traces of one run
 
 if has runs; then
   source scripts/run-table.sh
+  [ -n "${RUNS:-}" ] && read -r -a run_names <<<"$RUNS"  # RUNS: a subset of the table's names
   # Emulator runs in the background, two threads each, while the GPU runs one after another.
   for n in "${run_names[@]}"; do train "$n" emu --threads 2 ${run_args[$n]} & done
   for n in "${run_names[@]}"; do train "$n" hip ${run_args[$n]}; done
