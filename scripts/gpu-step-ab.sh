@@ -8,8 +8,10 @@
 #
 # Configs: the default (mxfp4 experts), the default with fp8_current and with fp8_delayed
 # experts, examples/large.toml (mxfp4) and large with fp8_current experts. Data: run.data_dir
-# .gpu-build/data (scripts/gpu-pack.sh). Writes $OUT/step-ab.csv (run, binary, rep, steps, exit,
-# wall_s) and prints a Markdown table of the median ms/step of each binary and B / A.
+# .gpu-build/data (scripts/gpu-pack.sh). The evaluations at epoch ends fall inside the difference
+# (small: run.test_limit 500 / 64 images), alike for both binaries. Writes $OUT/step-ab.csv (run,
+# binary, rep, steps, exit, wall_s), each run's log under $OUT/step-ab-logs/, and prints a
+# Markdown table of the median ms/step of each binary and B / A.
 set -uo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 A_MXSIM B_MXSIM [REPS]" >&2; exit 2; }
 a=$1 b=$2 reps=${3:-3}
@@ -19,6 +21,7 @@ mkdir -p "$OUT"
 csv="$OUT/step-ab.csv"
 data="--set 'run.data_dir=\"$PWD/.gpu-build/data\"'"
 echo "run,bin,rep,steps,exit,wall_s" >"$csv"
+mkdir -p "$OUT/step-ab-logs"
 fp8c="--set recipe.fc1=fp8_current --set recipe.fc2=fp8_current"
 fp8d="--set recipe.fc1=fp8_delayed --set recipe.fc2=fp8_delayed"
 large="--config examples/large.toml --set run.test_limit=64"
@@ -33,7 +36,7 @@ configs=(
 one() {  # one NAME BIN_LABEL BIN REP STEPS ARGS...
   local name=$1 label=$2 mx=$3 rep=$4 n=$5; shift 5
   local t0=$(date +%s.%N)
-  eval "timeout 300 \"$mx\" train --backend hip $data --set run.max_steps=$n $*" >/tmp/step-ab-$name-$label.log 2>&1
+  eval "timeout 300 \"$mx\" train --backend hip $data --set run.max_steps=$n $*" >"$OUT/step-ab-logs/$name-$label-$rep-$n.log" 2>&1
   local r=$?
   echo "$name,$label,$rep,$n,$r,$(awk "BEGIN {printf \"%.3f\", $(date +%s.%N) - $t0}")" >>"$csv"
 }

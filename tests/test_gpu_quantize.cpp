@@ -194,14 +194,19 @@ TEST(GpuQuantize, GroupedColwiseMatchesEmulator) {
         SCOPED_TRACE(what);
         const std::vector<QuantizedTensor> e = emu::quantize_grouped_colwise(x, ms, s);
         hip::DeviceBuffer dx = gputest::upload_floats(x.data(), x.size(), "source");
-        std::vector<hip::DeviceQuantized> d = hip::alloc_grouped_colwise(s, C, ms, "wgrad operand");
-        std::vector<hip::DeviceQTensor> views;
-        for (auto& q : d) views.push_back(q.t);
-        hip::quantize_grouped_colwise_device(dx.as<float>(), M, C, ms, views);
-        hip::synchronize();
-        for (size_t g = 0; g < ms.size(); ++g) {
-          EXPECT_EQ(d[g].t.spec.sr_index_base, e[g].spec.sr_index_base) << "group " << g;
-          expect_same(e[g], d[g].t, what + " group " + std::to_string(g), t);
+        // Also as views without the quantizer's amax words (the C interface's: its scratch path).
+        for (bool own_words : {true, false}) {
+          std::vector<hip::DeviceQuantized> d = hip::alloc_grouped_colwise(s, C, ms, "wgrad operand");
+          std::vector<hip::DeviceQTensor> views;
+          for (auto& q : d) views.push_back(q.t);
+          if (!own_words)
+            for (auto& v : views) v.amax = nullptr;
+          hip::quantize_grouped_colwise_device(dx.as<float>(), M, C, ms, views);
+          hip::synchronize();
+          for (size_t g = 0; g < ms.size(); ++g) {
+            EXPECT_EQ(d[g].t.spec.sr_index_base, e[g].spec.sr_index_base) << "group " << g;
+            expect_same(e[g], d[g].t, what + (own_words ? "" : " (views without words)") + " group " + std::to_string(g), t);
+          }
         }
       }
   std::printf("[gpu] grouped colwise quantize: %zu group tensors, %zu bytes compared, %zu mismatches\n", t.cases,

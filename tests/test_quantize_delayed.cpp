@@ -2,8 +2,10 @@
 // formats-and-scaling.md §9) on hand-computed sequences.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <random>
 
 #include "mxsim/delayed_scaling.hpp"
 #include "mxsim/emu/grouped_gemm.hpp"
@@ -143,4 +145,32 @@ TEST(CurrentScaling, WholeTensorScaleNeedsPerTensorCurrentScaling) {
   torchao.scale_convention = ScaleConvention::Torchao;
   EXPECT_THROW(emu::quantize(x, torchao), std::invalid_argument);
   EXPECT_NO_THROW(emu::quantize(x, s));
+}
+
+// The contract of whole_tensor_scale (docs/numerics.md §3.3): the bits of with_current_scale on the
+// amax of the whole tensor, for random tensors of several groups, amax_epsilon above and below
+// the amax, pow2_scale, E4M3 and E5M2, and amaxes small enough to reach the FLT_MAX cap.
+TEST(CurrentScaling, WholeTensorScaleIsWithCurrentScaleOfTheTensorAmax) {
+  std::mt19937 gen(20261207);
+  for (int trial = 0; trial < 60; ++trial) {
+    QuantSpec s = tensor_recipe(trial % 2 ? "fp8_tensor" : "fp8_tensor_e5m2");
+    s.pow2_scale = trial % 3 == 0;
+    s.amax_epsilon = trial % 5 == 0 ? 1e-3f : trial % 5 == 1 ? 1e-12f : 0.0f;
+    const size_t G = 1 + gen() % 4, R = 1 + gen() % 9, C = 1 + gen() % 40;
+    const int e = trial % 7 == 0 ? -140 : int(gen() % 40) - 20;  // -140: subnormal amax, the scale caps
+    Tensor3f x = Tensor3f::from_shape({G, R, C});
+    float amax = 0;
+    for (float& v : x) {
+      v = std::ldexp(float(int(gen() % 2001) - 1000) / 1000.0f, e - int(gen() % 12));
+      amax = std::max(amax, std::fabs(v));
+    }
+    QuantSpec w = s;
+    w.whole_tensor_scale = true;
+    const auto got = emu::quantize(x, w);
+    const auto want = emu::quantize(x, *with_current_scale(s, amax));
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    ASSERT_EQ(got.data.size(), want.data.size());
+    EXPECT_TRUE(std::equal(got.data.begin(), got.data.end(), want.data.begin()));
+    for (size_t g = 0; g < G; ++g) EXPECT_EQ(f32_bits(got.scale_inv(g, 0, 0)), f32_bits(want.scale_inv(g, 0, 0)));
+  }
 }

@@ -1012,6 +1012,32 @@ TEST(SimOps, Bf16TensorsAreBf16GemmOperands) {
   EXPECT_THROW(be->quantize(x, tensor_recipe("mxfp8"), Axis::Cols), std::invalid_argument);
 }
 
+// Weight::bf16_model: the bit patterns of the model copy of this version, made again after the
+// optimizer's invalidate() (a new version), never the old version's.
+TEST(SimOps, Bf16ModelFollowsTheVersion) {
+  auto be = emu::make_emu_backend();
+  const Config c = tiny({});
+  Model m(c, *be);
+  Weight& w = m.weight(Layer::Head);
+  auto bits_of = [&](const Tensor& t) {
+    std::vector<uint16_t> b(t.numel());
+    be->download(t, b.data(), b.size() * 2);
+    return b;
+  };
+  auto codes_of_model = [&] {
+    std::vector<uint16_t> b;
+    for (float v : be->download<float>(w.model)) b.push_back(uint16_t(f32_bits(v) >> 16));  // BF16 values: exact
+    return b;
+  };
+  EXPECT_EQ(bits_of(w.bf16_model(*be)), codes_of_model());
+  std::vector<float> next = be->download<float>(w.model);
+  for (float& v : next) v = round_bf16(v * 2.0f + 0.5f);
+  be->upload(w.model, next.data(), next.size() * 4);
+  w.invalidate();
+  EXPECT_EQ(bits_of(w.bf16_model(*be)), codes_of_model());
+  EXPECT_EQ(w.bf16_model(*be).dtype(), DType::bf16);
+}
+
 TEST(SimOps, ActivationAndGradient) {
   auto be = emu::make_emu_backend();
   Tensor a = f32(*be, {1, 3}), du = f32(*be, {1, 3});

@@ -514,6 +514,7 @@ void Model::experts_backward(Workspace& ws, const Routing& rt, int mb, int num_m
 Model::MbResult Model::train_microbatch(const Tensor& xin, const Tensor& labels, int mb, int num_mb, Step step,
                                         float grad_scale, bool st, bool rec_w, MicroRecord* rec) {
   MbResult res;
+  current_checks_.pending.clear();  // what an earlier call left by an exception (its values never resolved)
   {
     const DeferredScope guard(be_);
     train_microbatch(xin, labels, mb, num_mb, step, grad_scale, st, rec_w, rec, res);
@@ -529,6 +530,7 @@ void Model::train_microbatch(const Tensor& xin, const Tensor& labels, int mb, in
   const size_t B = xin.dim(0), E = size_t(cfg_.experts), k = size_t(cfg_.top_k);
   res = MbResult{};
   current_checks_.microbatch = mb;  // names the micro-batch of the amaxes queued below
+  if (mb == 0) current_checks_.pending.clear();  // a step begins: an earlier one's left by an exception go
   auto record = [&](Layer l) -> Tensor* {
     if (!rec_w || !rec ||
         std::find(cfg_.snapshot_layers.begin(), cfg_.snapshot_layers.end(), l) == cfg_.snapshot_layers.end())

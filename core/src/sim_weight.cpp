@@ -17,13 +17,13 @@ namespace mxsim::sim {
 namespace detail {
 
 QuantSpec resolved_spec(Backend&, const Weight& w, Role role, QuantSpec s, const Tensor&) {
-  if (!s.per_tensor() || s.scale_kind != ScaleKind::FP32) return s;
+  if (!s.fp32_per_tensor()) return s;
   if (const auto& d = w.delayed[size_t(role)]) return d->spec(s);
   s.whole_tensor_scale = true;  // current scaling: the quantizer takes the whole tensor's amax where it lives
   return s;
 }
 QuantSpec resolve(Backend& be, Weight& w, Role role, QuantSpec s, const Tensor& x) {
-  const bool fp32_tensor = s.per_tensor() && s.scale_kind == ScaleKind::FP32;
+  const bool fp32_tensor = s.fp32_per_tensor();
   if (fp32_tensor && w.delayed[size_t(role)] && w.records_amax)
     be.amax_deferred(x, &w.pending_amax[size_t(role)].emplace_back(0.0f));  // recorded at update_scaling
   if (fp32_tensor && !w.delayed[size_t(role)]) {
@@ -159,8 +159,9 @@ const QTensor& weight_for_fprop(Backend& be, Weight& w, int mb, int num_mb, QTen
 const QTensor& weight_for_dgrad(Backend& be, Weight& w, int mb, int num_mb, QTensor& scratch) {
   if (!w.recipe.dgrad_reuses_fprop_w() || num_mb == 1) {
     // Current scaling: never a cached transposed copy; the per-tensor bytes
-    // are re-derived from the current BF16 weight (same values). A dgrad
-    // recipe other than fprop's quantizes W by its own spec (once per version).
+    // come from quantized() of this version (the same spec as fprop's: the
+    // same bytes). A dgrad recipe other than fprop's quantizes W by its own
+    // spec (once per version).
     scratch = quantize_weight(be, w, GemmForm::Dgrad);
     return scratch;
   }

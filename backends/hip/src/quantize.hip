@@ -4,8 +4,12 @@
 //    recipe and layout (rowwise, columnwise = transposed reads, 2-D tiles,
 //    per row, per tensor), Hadamard runs of 16, NVFP4's tensor scale;
 //  * quantize_both_kernel: one L x L tile in shared memory gives L rowwise
-//    and L columnwise 1-D blocks (one read for both orientations).
-// amax is a max of bit patterns (exact in any order); there are no atomics.
+//    and L columnwise 1-D blocks (one read for both orientations);
+//  * amax_groups_kernel + quantize_per_tensor_kernel: blocks of a whole group
+//    (per-tensor FP32 scales), the amax folded by every thread block, then one
+//    element per thread; amax_hadamard_kernel: NVFP4's post-RHT tensor amax.
+// amax is a max of bit patterns (exact in any order): the passes over a whole
+// group or tensor fold their thread blocks' results with atomicMax.
 #include "check.hpp"
 
 #include <string>
@@ -617,9 +621,7 @@ void set_unit_scale(const DeviceQTensor& q, hipStream_t s) {
 
 /// Specs whose blocks are whole groups with FP32 scales: the per-tensor kernels code them
 /// (the Hadamard transform's runs take quantize_blocks).
-bool per_tensor_fp32(const QuantSpec& sp) {
-  return sp.per_tensor() && sp.scale_kind == ScaleKind::FP32 && !sp.hadamard16;
-}
+bool per_tensor_fp32(const QuantSpec& sp) { return sp.fp32_per_tensor() && !sp.hadamard16; }
 /// Words of DeviceQTensor::amax that `sp` needs for `groups` groups.
 size_t amax_words(const QuantSpec& sp, size_t groups) {
   if (has_tensor_scale(sp.scale_kind)) return 1;
@@ -812,7 +814,7 @@ void quantize_grouped_colwise_device(const float* d_x, size_t M, size_t C, std::
   // A whole-tensor scale (QuantSpec::whole_tensor_scale): one amax over all of x [M, C] for every
   // row slice, in the first slice's amax word (views without words: a scratch, waited for).
   uint32_t* whole = nullptr;
-  DeviceBuffer whole_scratch;
+  DeviceBuffer whole_scratch, words_scratch;
   if (!out.empty() && out[0].spec.whole_tensor_scale) {
     for (const DeviceQTensor& q : out)
       if (q.amax && !whole) whole = q.amax;
@@ -858,14 +860,15 @@ void quantize_grouped_colwise_device(const float* d_x, size_t M, size_t C, std::
     } else if (per_tensor_fp32(q.spec)) {  // the whole GPU on each slice, as quantize_device codes it
       if (q.spec.whole_tensor_scale != (whole != nullptr))
         bad("quantize_grouped_colwise_device", "group " + std::to_string(g) + ": whole_tensor_scale differs from group 0's");
+      check_target(q, "quantize_grouped_colwise_device");
+      DeviceQTensor v = q;
       if (whole) {
-        check_target(q, "quantize_grouped_colwise_device");
-        DeviceQTensor v = q;
         v.amax = whole;
-        quantize_per_tensor(d_x + m0 * C, v, s, true);
-      } else {
-        quantize_device(d_x + m0 * C, q, stream);
+      } else if (!v.amax) {  // a view without words: one scratch word per group for the whole call
+        if (!words_scratch.get()) words_scratch = DeviceBuffer(m_splits.size() * sizeof(uint32_t), "amax scratch");
+        v.amax = words_scratch.as<uint32_t>() + g;
       }
+      quantize_per_tensor(d_x + m0 * C, v, s, whole != nullptr);
     } else {
       check_target(q, "quantize_grouped_colwise_device");
       const QuantLayout& L = q.layout;
@@ -887,7 +890,7 @@ void quantize_grouped_colwise_device(const float* d_x, size_t M, size_t C, std::
     m0 += mg;
   }
   flush();
-  if (whole_scratch.get()) MXSIM_HIP_CHECK(hipStreamSynchronize(s));  // the scratch is freed on return
+  if (whole_scratch.get() || words_scratch.get()) MXSIM_HIP_CHECK(hipStreamSynchronize(s));  // scratch freed on return
 }
 
 void quantize_both_device(const float* d_x, size_t M, size_t C, std::span<const int64_t> m_splits,

@@ -120,6 +120,9 @@ struct QuantSpec {
 
   bool is_2d_tile() const { return block_rows != 1 && block_cols != 1 && !(block_rows == 0 && block_cols == 0); }
   bool per_tensor() const { return block_rows == 0 && block_cols == 0; }
+  /// Per-tensor FP32 scales (fp8_current, fp8_delayed): the scale of a whole group from its amax,
+  /// or fixed_scale.
+  bool fp32_per_tensor() const { return per_tensor() && scale_kind == ScaleKind::FP32; }
   std::string describe() const;
   /// Field-wise equality (random stream included): two equal specs quantize
   /// a tensor to the same bytes.

@@ -213,6 +213,8 @@ class Model {
  public:
   Model(const Config& cfg, Backend& be);
   ~Model();
+  Model(const Model&) = delete;  // its weights point into it (Weight::current_checks)
+  Model& operator=(const Model&) = delete;
   /// Layers in order: embed, router, fc1, fc2, head.
   std::vector<Weight*> weights();
   Weight& weight(Layer l);

@@ -78,7 +78,9 @@ std::vector<DeviceQuantized> alloc_grouped_colwise(const QuantSpec& spec, size_t
 /// rounding (element words sr(sr_index_base + logical index)), hadamard16.
 /// One thread block per quantization block, two passes over it (amax, then
 /// codes). Per-tensor FP32 specs and NVFP4 first reduce their group or tensor
-/// amax over the whole GPU into out.amax; nothing waits for the device.
+/// amax over the whole GPU into out.amax, and nothing waits for the device;
+/// a view without amax words (out.amax null: the C interface's) gets a
+/// scratch, and the call synchronises `stream` before freeing it.
 /// Throws std::invalid_argument for a spec the shape cannot take (as
 /// emu::quantize), and for E2M1 blocks of odd width that do not span the
 /// storage row (their codes would share bytes across blocks).
