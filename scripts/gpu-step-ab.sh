@@ -74,5 +74,6 @@ for name in dict.fromkeys(r["run"] for r in rows):
         continue
     ma, mb = statistics.median(a), statistics.median(b)
     f = lambda v: ", ".join(f"{x:.2f}" for x in v)
-    print(f"| {name} | {f(a)}; {ma:.2f} | {f(b)}; {mb:.2f} | {mb / ma:.3f} |")
+    ratio = f"{mb / ma:.3f}" if ma > 0 else "n/a"
+    print(f"| {name} | {f(a)}; {ma:.2f} | {f(b)}; {mb:.2f} | {ratio} |")
 PY
