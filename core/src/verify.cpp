@@ -497,7 +497,7 @@ QuantizedTensor reference_quantized(Backend& ref, const std::vector<float>& x, s
 
 // ------------------------------------------------------------ op families
 void verify_memory(Ctx& c, Rng& r, int k) {
-  for (DType d : {DType::f32, DType::u8, DType::i32, DType::u32, DType::i64}) {
+  for (DType d : {DType::f32, DType::u8, DType::i32, DType::u32, DType::i64, DType::bf16}) {
     const std::vector<size_t> dm = random_dims(r, 600, true);
     const size_t n = numel(dm), es = dtype_size(d);
     std::vector<uint8_t> host(n * es), fill((n + 9) * es);
