@@ -257,21 +257,12 @@ for line in open(sys.argv[2]):
     f = line.strip().split(",")
     if len(f) == 5 and f[0] != "config":
         peers.setdefault((f[0], f[1]), []).append(float(f[3]))
-def per_step(name):
-    by = {}
-    for r in runs:
-        if r["run"] == name and r["exit"] == "0":
-            by.setdefault(r["rep"], {})[int(r["steps"])] = float(r["wall_s"])
-    out = []
-    for d in by.values():
-        if len(d) == 2:
-            (n0, t0), (n1, t1) = sorted(d.items())
-            out.append((t1 - t0) / (n1 - n0) * 1000)
-    return out
+sys.path.insert(0, "scripts")
+from step_times import per_step
 print("| config | mxsim ms/step (samples; median) | PyTorch eager BF16 ms/step | ratio | fake-quant ms/step | ratio |")
 print("|---|---|---|---|---|---|")
 for name, cfg in (("default", "default"), ("default_trace", "default"), ("large", "large")):
-    m = per_step(name)
+    m = per_step(runs, run=name)
     if not m:
         print(f"| {name} | failed | | | | |")
         continue

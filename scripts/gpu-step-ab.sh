@@ -53,21 +53,12 @@ done
 python3 - "$csv" <<'PY'
 import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
-def per_step(name, label):
-    by = {}
-    for r in rows:
-        if r["run"] == name and r["bin"] == label and r["exit"] == "0":
-            by.setdefault(r["rep"], {})[int(r["steps"])] = float(r["wall_s"])
-    out = []
-    for d in by.values():
-        if len(d) == 2:
-            (n0, t0), (n1, t1) = sorted(d.items())
-            out.append((t1 - t0) / (n1 - n0) * 1000)
-    return out
+sys.path.insert(0, "scripts")
+from step_times import per_step
 print("| config | A ms/step (samples; median) | B ms/step (samples; median) | B / A |")
 print("|---|---|---|---|")
 for name in dict.fromkeys(r["run"] for r in rows):
-    a, b = per_step(name, "A"), per_step(name, "B")
+    a, b = per_step(rows, run=name, bin="A"), per_step(rows, run=name, bin="B")
     if not a or not b:
         bad = [r for r in rows if r["run"] == name and r["exit"] != "0"]
         print(f"| {name} | {'failed' if not a else ''} | {'failed' if not b else ''} | exits {[r['exit'] for r in bad]} |")
