@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "backend_emu_impl.hpp"
-#include "mxsim/bits.hpp"
+#include "mxsim/rounding.hpp"
 #include "mxsim/emu/cpu_path.hpp"
 
 namespace mxsim::emu {
@@ -73,7 +73,7 @@ uint16_t* EmuBackend::bf16(const Tensor& t, const char* op, const char* what) co
 }
 namespace {
 void widen_bf16(const uint16_t* b, float* out, size_t n) {
-  for (size_t i = 0; i < n; ++i) out[i] = f32_from_bits(uint32_t(b[i]) << 16);
+  for (size_t i = 0; i < n; ++i) out[i] = bf16_value(b[i]);
 }
 }  // namespace
 const Tensor2f& EmuBackend::operand2(const Tensor& t, Tensor2f& widened, const char* op, const char* what) const {

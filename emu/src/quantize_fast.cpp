@@ -370,7 +370,7 @@ QuantizedTensor quantize_bf16(const uint16_t* data, size_t groups, size_t rows, 
   // Reference path: BF16 widens to FP32 exactly.
   Tensor3f x = Tensor3f::from_shape({groups, rows, cols});
   float* p = x.data();
-  for (size_t i = 0; i < n; ++i) p[i] = f32_from_bits(uint32_t(data[i]) << 16);
+  for (size_t i = 0; i < n; ++i) p[i] = bf16_value(data[i]);
   return quantize(x, spec, axis);
 }
 

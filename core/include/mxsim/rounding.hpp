@@ -302,12 +302,16 @@ MXSIM_HD constexpr uint32_t round_bf16_code(uint32_t x_bits) {
   return (x_bits + 0x7FFFu + ((x_bits >> 16) & 1u)) >> 16;
 }
 
+/// The value of a BF16 bit pattern (code < 2^16: a bf16 tensor's element, round_bf16_code's result): the
+/// upper half of an FP32, exact.
+MXSIM_HD inline float bf16_value(uint32_t code) { return f32_from_bits(code << 16); }
+
 /// FP32 value rounded to BF16 (RNE, IEEE overflow): decode(BF16,
 /// round_bf16_code(x)), i.e. the BF16 bits in the upper half of an FP32.
 /// NaN keeps its sign and loses its payload (see round_bf16_code); callers
 /// that need one canonical NaN (the GEMM output, docs/numerics.md §5) make
 /// NaN canonical themselves.
-MXSIM_HD inline float round_bf16(float x) { return f32_from_bits(round_bf16_code(f32_bits(x)) << 16); }
+MXSIM_HD inline float round_bf16(float x) { return bf16_value(round_bf16_code(f32_bits(x))); }
 
 /// True if the code is NaN in format f.
 MXSIM_HD constexpr bool is_nan_code(const FormatSpec& f, uint32_t code) {
