@@ -664,7 +664,7 @@ TEST(GpuGemm, WgmmaImagesGoToTheCallersWorkspace) {
   REQUIRE_GPU();
   if (!sm90()) GTEST_SKIP() << "the tensor-core kernels need an H100/H200 (sm_90)";
   std::mt19937 g(9100);
-  hip::GemmWorkspace ws;
+  hip::StreamWorkspace ws;
   EXPECT_EQ(ws.bytes(), 0u);
   size_t grown = 0;
   for (const std::vector<int64_t>& ms : {std::vector<int64_t>{200, 56}, std::vector<int64_t>{64}}) {

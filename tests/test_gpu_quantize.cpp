@@ -254,6 +254,54 @@ TEST(GpuQuantize, TensorAmaxOverManyBlocksMatchesEmulator) {
   EXPECT_EQ(t.mismatches, 0u);
 }
 
+// Views without amax words take them from the stream's workspace, reused in stream order with no
+// wait: calls queued back to back on one side stream (each source with its own amax, per-tensor
+// and NVFP4, a grouped call growing the words between) each give the emulator's bytes.
+TEST(GpuQuantize, ViewsWithoutWordsQueueOnAStreamWithoutWaiting) {
+  REQUIRE_GPU();
+  std::mt19937 gen(4242);
+  Tally t;
+  hip::Stream st;
+  struct One { QuantizedTensor e; hip::DeviceBuffer dx; hip::DeviceQuantized d; std::string what; };
+  std::vector<One> ones;
+  const char* names[] = {"fp8_tensor", "nvfp4", "fp8_tensor/whole", "fp8_tensor", "nvfp4", "fp8_tensor/whole"};
+  for (size_t i = 0; i < 6; ++i) {
+    const bool whole = std::string(names[i]) == "fp8_tensor/whole";
+    QuantSpec s = tensor_recipe(whole ? "fp8_tensor" : names[i]);
+    s.whole_tensor_scale = whole;
+    const size_t g = 1 + i % 3, r = 64 + 32 * i, c = 256;
+    Tensor3f x = gputest::adversarial(gen, g, r, c, 0);
+    x *= float(1u << (3 * i));  // a different amax, and so scale, per call
+    One o{emu::quantize(x, s, Axis::Cols), gputest::upload_floats(x.data(), x.size(), "source"),
+          hip::alloc_quantized(s, g, r, c, Axis::Cols, "q"), std::string(names[i]) + " call " + std::to_string(i)};
+    ones.push_back(std::move(o));
+  }
+  // a grouped call in the middle: more words than any single call (the workspace grows)
+  const std::vector<int64_t> ms = {40, 0, 70, 33, 90, 12, 64, 5};
+  const size_t M = 314, C = 96;
+  const Tensor3f xg3 = gputest::adversarial(gen, 1, M, C, 0);
+  const Tensor2f xg = xt::view(xg3, 0, xt::all(), xt::all());
+  const QuantSpec sg = tensor_recipe("fp8_tensor");
+  const std::vector<QuantizedTensor> eg = emu::quantize_grouped_colwise(xg, ms, sg);
+  hip::DeviceBuffer dxg = gputest::upload_floats(xg.data(), xg.size(), "grouped source");
+  std::vector<hip::DeviceQuantized> dg = hip::alloc_grouped_colwise(sg, C, ms, "wgrad operand");
+  for (size_t i = 0; i < ones.size(); ++i) {
+    hip::DeviceQTensor view = ones[i].d.t;
+    view.amax = nullptr;
+    hip::quantize_device(ones[i].dx.as<float>(), view, st.get());
+    if (i == 2) {
+      std::vector<hip::DeviceQTensor> views;
+      for (auto& q : dg) views.push_back(q.t);
+      for (auto& v : views) v.amax = nullptr;
+      hip::quantize_grouped_colwise_device(dxg.as<float>(), M, C, ms, views, st.get());
+    }
+  }
+  st.synchronize();
+  for (const One& o : ones) expect_same(o.e, o.d.t, o.what, t);
+  for (size_t g = 0; g < ms.size(); ++g) expect_same(eg[g], dg[g].t, "grouped group " + std::to_string(g), t);
+  EXPECT_EQ(t.mismatches, 0u);
+}
+
 // Both orientations from one read (1 x 32 E8M0: quantize_both_lanes_kernel;
 // otherwise quantize_both_kernel, tiles of L x L):
 // the rowwise [M, C] copy and the per-group columnwise copies, against the

@@ -84,6 +84,12 @@ QuantSpec make_spec(const SpecArgs& a, const QuantSpec* base) {
   if (a.amax_epsilon) set_amax_epsilon(s, *a.amax_epsilon, "amax_epsilon");
   if (a.pow2_scale) set_pow2_scale(s, *a.pow2_scale, "pow2_scale");
   if (a.hp_dtype) set_hp_dtype(s, format_arg(*a.hp_dtype), "hp_dtype");
+  if (a.whole_tensor_scale) {
+    if (*a.whole_tensor_scale && !s.takes_whole_tensor_scale())
+      throw std::invalid_argument("whole_tensor_scale applies to per-tensor FP32 current scaling (fp8_tensor, "
+                                  "scale_convention te, no fixed scale, no hadamard), not to " + s.describe());
+    s.whole_tensor_scale = *a.whole_tensor_scale;
+  }
   return s;
 }
 
@@ -128,6 +134,7 @@ void set_spec_arg(SpecArgs& a, std::string_view key, std::string_view v) {
   else if (key == "hadamard_signs") a.hadamard_signs = parse_number<uint64_t>(key, v, "a 16-bit mask");
   else if (key == "pow2_scale") a.pow2_scale = bool_arg(key, v);
   else if (key == "amax_epsilon") a.amax_epsilon = double_arg(key, v);
+  else if (key == "whole_tensor_scale") a.whole_tensor_scale = bool_arg(key, v);
   else if (key == "block_size") {
     std::vector<int> b;
     for (size_t start = 0;;) {
@@ -144,7 +151,7 @@ void set_spec_arg(SpecArgs& a, std::string_view key, std::string_view v) {
   } else {
     throw std::invalid_argument("unknown spec argument '" + std::string(key) +
                                 "' (recipe, elem_dtype, block_size, scaling_mode, rounding, seed, sr_stream, sr_index_base, hadamard, hadamard_signs, "
-                                "amax_epsilon, pow2_scale, scale_convention, hp_dtype)");
+                                "amax_epsilon, pow2_scale, scale_convention, hp_dtype, whole_tensor_scale)");
   }
 }
 

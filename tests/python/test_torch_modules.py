@@ -140,6 +140,76 @@ def test_fp8_current_scales_all_experts_with_one_scale():
     np.testing.assert_array_equal(qw.qdata.reshape(-1).numpy(), np.asarray(whole.qdata).reshape(-1))
 
 
+def test_whole_tensor_spec_is_with_amax_of_the_whole_tensor():
+    # Spec.whole_tensor: the quantizer folds the amax of every group (and of every row slice of
+    # the wgrad operand) itself; the bytes equal with_amax of the host's max |x| over all of it.
+    g = torch.Generator().manual_seed(5)
+    s = mt.LinearRecipe("fp8_current").spec("w")
+    W = torch.randn(3, 32, 64, generator=g)
+    W[1] *= 40  # one group's amax sets the scale of all
+    q, want = mt.quantize(W, spec=s.whole_tensor()), mt.quantize(W, spec=s.with_amax(W.abs().max().item()))
+    same_bits(q.scale, want.scale)
+    assert torch.equal(q.qdata.view(torch.uint8), want.qdata.view(torch.uint8))
+    x = torch.randn(48, 64, generator=g)
+    x[40:] *= 100  # the largest values in the last slice only
+    sx = mt.LinearRecipe("fp8_current").spec("x_wgrad")
+    got = mt.quantize_grouped_colwise(x, [16, 0, 32], spec=sx.whole_tensor())
+    ref = mt.quantize_grouped_colwise(x, [16, 0, 32], spec=sx.with_amax(x.abs().max().item()))
+    for a, b in zip(got, ref):
+        same_bits(a.scale, b.scale)
+        assert torch.equal(a.qdata.view(torch.uint8), b.qdata.view(torch.uint8))
+    assert s.whole_tensor() is s.whole_tensor()  # cached on the spec
+    with pytest.raises(ValueError, match="whole_tensor_scale applies to per-tensor FP32 current scaling"):
+        mt.LinearRecipe("mxfp4").spec("w").whole_tensor()
+
+
+def test_whole_tensor_scale_of_a_nan_tensor_is_nan():
+    # docs/numerics.md §3.3: a non-finite amax has no scale; the quantizer marks the result
+    # (scale_inv NaN, codes 0) instead of refusing, so that no host read of the amax is needed.
+    x = torch.ones(4, 32)
+    x[2, 7] = float("nan")
+    q = mt.quantize(x, spec=mt.spec("fp8_tensor").whole_tensor())
+    assert torch.isnan(q.scale).all()
+    assert not q.qdata.view(torch.uint8).any()
+
+
+def test_current_and_delayed_scaling_read_no_amax_on_the_host_per_operand(monkeypatch):
+    # TransformerEngine's current scaling keeps amax and scale on the device; so do the modules:
+    # no Tensor.item() and no host amax (Spec.with_amax) in forward or backward. fp8_delayed keeps
+    # each use's amax as a tensor until the next step's first forward reads them all at once.
+    x, dy = operands(48, 64, 32, seed=11)
+    for recipe in ("fp8_current", "fp8_delayed"):
+        m = module(recipe, fuse_wgrad_accumulation=True)
+        for w in m.weights():
+            w.main_grad = torch.zeros_like(w)
+        with monkeypatch.context() as p:
+            p.setattr(torch.Tensor, "item", lambda self: pytest.fail(f"{recipe}: Tensor.item() per operand"))
+            p.setattr(mt.Spec, "with_amax", lambda self, a: pytest.fail(f"{recipe}: a host amax"))
+            for first in (True, False):  # two micro-batches
+                xi = x.clone().requires_grad_(True)
+                m(xi, [16, 0, 32], is_first_microbatch=first).backward(dy)
+    d = m._delayed["x"]
+    assert len(d._pending) == 4  # fprop x and wgrad x of each micro-batch, kept as tensors
+    m(x, [16, 0, 32], is_first_microbatch=True)  # the next step: recorded, then the scale updated
+    assert "_pending" not in d.__dict__ or len(d._pending) == 1  # this forward's own x only
+    f32 = np.float32
+    assert d.scale == f32(448) / f32(x.abs().max().item())
+
+
+def test_delayed_scaling_records_a_tensor_as_its_value():
+    # record(tensor) at the step's end is record(float) now: the same history and scales.
+    r = mt.LinearRecipe("fp8_delayed", fp8_amax_history=2)
+    a, b = r.delayed_state("x"), r.delayed_state("x")
+    for step in ([3.0, 0.5], [1.0], [7.0, 2.0]):
+        for v in step:
+            a.record(v)
+            b.record(torch.tensor(v))
+        a.update()
+        b.update()
+        assert a.scale == b.scale
+    assert a.scale == np.float32(448) / np.float32(7.0)
+
+
 # ------------------------------------------------------------------ main_grad through the bridge
 
 # The NumPy module's specs of the recipes' wgrad operands (docs/simulator.md's table, which

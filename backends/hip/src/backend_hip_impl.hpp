@@ -128,14 +128,14 @@ class HipBackend final : public Backend {
   /// alive by the caller while its kernels are queued).
   Tensor device_indices(std::span<const int64_t> idx);
   /// The tensor-core GEMMs' operand images of this backend's stream (freed with the backend).
-  GemmWorkspace& gemm_workspace() { return gemm_ws_; }
+  StreamWorkspace& gemm_workspace() { return gemm_ws_; }
 
  private:
   /// A device float 1.0: the tensor scale of a caller's quantized tensor of every kind but NVFP4
   /// (borrowed: pointed at; uploaded: copied from here), written once, synchronously, at first use.
   float* unit_scale();
   DeviceBuffer unit_scale_;
-  GemmWorkspace gemm_ws_;
+  StreamWorkspace gemm_ws_;
   hipStream_t stream_ = nullptr;
   std::string device_;
   // fetch_later and upload staging: page-locked chunks handed out in order,

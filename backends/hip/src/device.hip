@@ -200,6 +200,24 @@ void copy_to_device(void* d_dst, const void* src, size_t bytes) {
   if (bytes) MXSIM_HIP_CHECK(hipMemcpy(d_dst, src, bytes, hipMemcpyHostToDevice));
 }
 
+uint8_t* StreamWorkspace::get(size_t bytes, void* stream, std::string_view what) {
+  if (bytes > buf_.size()) {
+    MXSIM_HIP_CHECK(hipStreamSynchronize(detail::stream_of(stream)));  // its launches may still read the old contents
+    buf_ = DeviceBuffer();  // freed before the larger one is taken: both need not fit at once
+    buf_ = DeviceBuffer(bytes + bytes / 4, what);
+  }
+  return buf_.as<uint8_t>();
+}
+
+StreamWorkspace& stream_workspace(void* stream) {
+  static std::mutex mu;
+  static std::map<std::pair<int, void*>, StreamWorkspace> all;  // guarded by mu
+  int dev = 0;
+  MXSIM_HIP_CHECK(hipGetDevice(&dev));
+  const std::lock_guard<std::mutex> lock(mu);
+  return all[{dev, stream}];
+}
+
 Stream::Stream() {
   hipStream_t s = nullptr;
   MXSIM_HIP_CHECK(hipStreamCreateWithFlags(&s, hipStreamNonBlocking));

@@ -32,15 +32,6 @@ using gemm::Launch;
 using gemm::PanelView;
 using detail::stream_of;
 
-uint8_t* GemmWorkspace::get(size_t bytes, void* stream) {
-  if (bytes > buf_.size()) {
-    MXSIM_HIP_CHECK(hipStreamSynchronize(stream_of(stream)));  // its launches may still read the old images
-    buf_ = DeviceBuffer();  // freed before the larger one is taken: both need not fit at once
-    buf_ = DeviceBuffer(bytes + bytes / 4, "grouped GEMM operand images (tensor-core kernels)");
-  }
-  return buf_.as<uint8_t>();
-}
-
 GemmOperand GemmOperand::from_quantized(const DeviceQTensor& q) {
   GemmOperand o;
   o.spec = q.spec;
@@ -104,7 +95,7 @@ PanelView make_panel(const GemmOperand& o, const GemmPanel& gp, GemmForm form, c
 
 /// Launches of one class whose groups share the element pair (every group of
 /// a grouped GEMM does: its specs are one tensor's, or the same per group).
-void run(hd::GemmClass c, const Launch* L, size_t n, hipStream_t s, GemmWorkspace* ws) {
+void run(hd::GemmClass c, const Launch* L, size_t n, hipStream_t s, StreamWorkspace* ws) {
   if (gemm::launch_sm90(c, L, n, s, ws)) return;
   switch (c) {
     case hd::GemmClass::MxExact: gemm::launch_mx_exact(L, n, s); break;
@@ -115,7 +106,7 @@ void run(hd::GemmClass c, const Launch* L, size_t n, hipStream_t s, GemmWorkspac
   }
 }
 /// Consecutive launches with the same class and element pair go out together.
-void run_all(const std::vector<hd::GemmClass>& cls, const std::vector<Launch>& ls, hipStream_t s, GemmWorkspace* ws) {
+void run_all(const std::vector<hd::GemmClass>& cls, const std::vector<Launch>& ls, hipStream_t s, StreamWorkspace* ws) {
   for (size_t a = 0; a < ls.size();) {
     size_t b = a + 1;
     while (b < ls.size() && cls[b] == cls[a] && ls[b].A.elem == ls[a].A.elem && ls[b].B.elem == ls[a].B.elem) ++b;

@@ -400,7 +400,7 @@ void launch_nvfp4_exact(const Launch* L, size_t n, hipStream_t s);
 /// launches and returns true when the device, the class's element pair and
 /// the work qualify (L[0].kernel Auto and large enough, or Wgmma); returns
 /// false, having launched nothing, otherwise.
-bool launch_sm90(hd::GemmClass cls, const Launch* L, size_t n, hipStream_t s, GemmWorkspace* ws);
+bool launch_sm90(hd::GemmClass cls, const Launch* L, size_t n, hipStream_t s, StreamWorkspace* ws);
 
 /// E8M0 tensor-core launches whose exact-steps twin did the work, read from
 /// the current device (synchronises it; 0 before any such launch and on AMD).

@@ -121,17 +121,6 @@ CUtensorMap tensor_map(const void* base, CUtensorMapDataType dt, size_t elem_byt
   return m;
 }
 
-/// The process's workspace of (current device, stream), for calls that bring none
-/// (GemmParams::workspace); a node of the map never moves, so the reference stays valid.
-GemmWorkspace& default_workspace(hipStream_t s) {
-  static std::mutex mu;
-  static std::map<std::pair<int, hipStream_t>, GemmWorkspace> all;  // guarded by mu
-  int dev = 0;
-  MXSIM_HIP_CHECK(hipGetDevice(&dev));
-  const std::lock_guard<std::mutex> lock(mu);
-  return all[{dev, s}];
-}
-
 size_t round_up(size_t v, size_t m) { return (v + m - 1) / m * m; }
 
 /// hip::set_wgmma_max_ctas (0: one CTA per SM).
@@ -393,7 +382,7 @@ void run_batch(Mode mode, Img ia, Img ib, bool mx_exact, const Launch* L, int n,
 /// padded from 10 to 128 output columns is faster on the tensor cores.
 constexpr double kSm90MinMacs = double(1u << 30), kSm90MinMacsBf16 = double(1u << 20);
 
-bool launch_sm90(hd::GemmClass cls, const Launch* L, size_t n, hipStream_t s, GemmWorkspace* ws) {
+bool launch_sm90(hd::GemmClass cls, const Launch* L, size_t n, hipStream_t s, StreamWorkspace* ws) {
   using namespace sm90;
   if (n == 0 || !tensor_cores_usable()) return false;
   const GemmKernel want = L[0].kernel;
@@ -438,12 +427,12 @@ bool launch_sm90(hd::GemmClass cls, const Launch* L, size_t n, hipStream_t s, Ge
   if (want == GemmKernel::Auto && macs < (mode == Mode::Bf16 ? kSm90MinMacsBf16 : kSm90MinMacs)) return false;
   // The workspace is sized for the largest batch before anything is
   // launched: an allocation failure leaves every output untouched.
-  GemmWorkspace& w = ws ? *ws : default_workspace(s);
+  StreamWorkspace& w = ws ? *ws : stream_workspace(s);
   const std::lock_guard<std::mutex> lock(w.mutex());
   size_t need = 0;
   for (size_t i = 0; i < n; i += kMaxBatch)
     need = std::max(need, image_layout(mode, L + i, int(std::min<size_t>(kMaxBatch, n - i)), same_k).total());
-  uint8_t* base = w.get(need, s);
+  uint8_t* base = w.get(need, s, "grouped GEMM operand images (tensor-core kernels)");
   for (size_t i = 0; i < n; i += kMaxBatch)
     run_batch(mode, ia, ib, cls == hd::GemmClass::MxExact, L + i, int(std::min<size_t>(kMaxBatch, n - i)), same_k,
               base, s);
@@ -461,7 +450,7 @@ size_t sm90_exact_steps_runs() {
 
 #else  // AMD: no sm_90 kernels
 
-bool launch_sm90(hd::GemmClass, const Launch*, size_t, hipStream_t, GemmWorkspace*) { return false; }
+bool launch_sm90(hd::GemmClass, const Launch*, size_t, hipStream_t, StreamWorkspace*) { return false; }
 size_t sm90_exact_steps_runs() { return 0; }
 void set_max_ctas(unsigned) {}
 

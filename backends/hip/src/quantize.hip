@@ -12,6 +12,7 @@
 // group or tensor fold their thread blocks' results with atomicMax.
 #include "check.hpp"
 
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -472,21 +473,23 @@ __global__ void amax_groups_kernel(const float* __restrict__ x, size_t per_group
 
 /// Codes of every element (E2M1: of every byte, two elements) and each group's scale_inv, from
 /// amax_groups_kernel's words: hd::block_quant of the group's amax, as quantize_blocks would.
-template <bool kE2M1>
+/// I: the index type, 32 bits where the tensor's bytes fit (its divisions are several times
+/// cheaper than 64-bit ones, which the GPU emulates).
+template <bool kE2M1, typename I>
 __global__ void quantize_per_tensor_kernel(const float* __restrict__ x, DeviceQTensor q) {
   const QuantLayout& L = q.layout;
   const FormatSpec ef = spec_of(q.spec.elem);
-  const size_t C = L.cols, per_row = L.rbytes, per_group = L.rows * per_row, n = L.groups * per_group;
-  size_t have = ~size_t(0);
+  const I C = I(L.cols), per_row = I(L.rbytes), per_group = I(L.rows) * per_row, n = I(L.groups) * per_group;
+  I have = ~I(0);
   hd::BlockQuant bq;
-  for (size_t u = size_t(blockIdx.x) * blockDim.x + threadIdx.x; u < n; u += size_t(gridDim.x) * blockDim.x) {
-    const size_t g = u / per_group, r = (u % per_group) / per_row, j = u % per_row;
+  for (I u = I(blockIdx.x) * blockDim.x + threadIdx.x; u < n; u += I(gridDim.x) * blockDim.x) {
+    const I g = u / per_group, rest = u - g * per_group, r = rest / per_row, j = rest - r * per_row;
     if (g != have) {  // a thread crosses a group boundary rarely: one block step per group it meets
       bq = hd::block_quant(q.spec, ef, q.amax[q.spec.whole_tensor_scale ? 0 : g]);
       have = g;
     }
-    if (u % per_group == 0) q.scale_inv[g] = bq.scale_inv;  // the group's one block
-    const float* row = x + (g * L.rows + r) * C;
+    if (rest == 0) q.scale_inv[g] = bq.scale_inv;  // the group's one block
+    const float* row = x + (size_t(g) * L.rows + r) * L.cols;
     auto code = [&](size_t c) {
       const uint32_t rnd = hd::sr_word(q.spec, hd::logical_index(g, r, c, L.rows, C));
       return bq.encode(ef, f32_bits(row[c]), q.spec.round, rnd);
@@ -628,6 +631,22 @@ size_t amax_words(const QuantSpec& sp, size_t groups) {
   return per_tensor_fp32(sp) ? groups : 0;
 }
 
+/// `n` amax words for views that bring none (the C interface's tensors over a caller's memory),
+/// from the process's workspace of the stream: reused in stream order, so the call returns without
+/// waiting for the device, as with the quantizer's own words. The workspace's lock is held until
+/// the call's last launch (another host thread on this stream would clear the words in between).
+/// n = 0: nothing taken, no lock.
+struct AmaxScratch {
+  std::unique_lock<std::mutex> lock;
+  uint32_t* words = nullptr;
+  AmaxScratch(size_t n, hipStream_t s) {
+    if (n == 0) return;
+    StreamWorkspace& w = stream_workspace(s);
+    lock = std::unique_lock<std::mutex>(w.mutex());
+    words = reinterpret_cast<uint32_t*>(w.get(n * sizeof(uint32_t), s, "amax words (quantizer)"));
+  }
+};
+
 /// The amax pass of a per-tensor spec: words[g] (words[0] when `whole`) = the fold of group g
 /// of [groups, per_group] at x.
 void launch_amax_groups(const float* x, size_t per_group, size_t groups, bool whole, uint32_t* words, hipStream_t s) {
@@ -648,8 +667,15 @@ void quantize_per_tensor(const float* x, const DeviceQTensor& q, hipStream_t s, 
   const size_t units = L.data_bytes();
   if (units == 0) return;
   const unsigned grid = std::min(detail::grid_for(units, kMaxThreads), 1u << 16);
-  if (q.spec.elem == Format::E2M1) quantize_per_tensor_kernel<true><<<grid, kMaxThreads, 0, s>>>(x, q);
-  else quantize_per_tensor_kernel<false><<<grid, kMaxThreads, 0, s>>>(x, q);
+  // 32-bit indices while u + one grid's stride cannot wrap
+  const bool narrow = units + size_t(grid) * kMaxThreads < (size_t(1) << 32);
+  if (q.spec.elem == Format::E2M1) {
+    if (narrow) quantize_per_tensor_kernel<true, uint32_t><<<grid, kMaxThreads, 0, s>>>(x, q);
+    else quantize_per_tensor_kernel<true, size_t><<<grid, kMaxThreads, 0, s>>>(x, q);
+  } else {
+    if (narrow) quantize_per_tensor_kernel<false, uint32_t><<<grid, kMaxThreads, 0, s>>>(x, q);
+    else quantize_per_tensor_kernel<false, size_t><<<grid, kMaxThreads, 0, s>>>(x, q);
+  }
   MXSIM_HIP_CHECK_LAUNCH("quantize_per_tensor_kernel");
 }
 
@@ -728,14 +754,11 @@ void quantize_device(const float* d_x, const DeviceQTensor& out, void* stream) {
   const hipStream_t s = stream_of(stream);
   const size_t nblk = L.scale_count();
   const size_t n = L.groups * L.rows * L.cols;
-  // A view without the quantizer's amax words (the C interface's, over a caller's memory) gets
-  // a scratch for them, and the call waits for the device before freeing it.
+  // A view without the quantizer's amax words (the C interface's, over a caller's memory) takes
+  // them from its stream's workspace (AmaxScratch), reused in stream order: no wait for the device.
   DeviceQTensor q = out;
-  DeviceBuffer scratch;
-  if (const size_t words = amax_words(q.spec, L.groups); words && !q.amax) {
-    scratch = DeviceBuffer(words * sizeof(uint32_t), "amax scratch");
-    q.amax = scratch.as<uint32_t>();
-  }
+  const AmaxScratch scratch(q.amax ? 0 : amax_words(q.spec, L.groups), s);
+  if (!q.amax) q.amax = scratch.words;
   const uint32_t* gamax = nullptr;
   if (has_tensor_scale(q.spec.scale_kind) && n) {
     if (q.spec.hadamard16) {
@@ -779,7 +802,6 @@ void quantize_device(const float* d_x, const DeviceQTensor& out, void* stream) {
     }
     MXSIM_HIP_CHECK_LAUNCH("quantize_blocks_kernel");
   }
-  if (scratch.get()) MXSIM_HIP_CHECK(hipStreamSynchronize(s));  // the scratch is freed on return
 }
 
 namespace {
@@ -812,18 +834,29 @@ void quantize_grouped_colwise_device(const float* d_x, size_t M, size_t C, std::
   check_grouped("quantize_grouped_colwise_device", M, C, m_splits, out, nullptr);
   const hipStream_t s = stream_of(stream);
   // A whole-tensor scale (QuantSpec::whole_tensor_scale): one amax over all of x [M, C] for every
-  // row slice, in the first slice's amax word (views without words: a scratch, waited for).
+  // row slice, in the first slice with words. Views without words (the C interface's) take them
+  // from the stream's workspace, one per slice that needs one and one for the whole tensor, taken
+  // here once, so the per-slice quantize_device calls below need none of their own.
+  const bool whole_scale = !out.empty() && out[0].spec.whole_tensor_scale;
+  size_t scratch_words = whole_scale ? 1 : 0;
+  for (const DeviceQTensor& q : out) scratch_words += q.amax ? 0 : amax_words(q.spec, q.layout.groups);
+  const AmaxScratch scratch(scratch_words, s);
+  uint32_t* next_word = scratch.words;
   uint32_t* whole = nullptr;
-  DeviceBuffer whole_scratch, words_scratch;
-  if (!out.empty() && out[0].spec.whole_tensor_scale) {
+  if (whole_scale) {
     for (const DeviceQTensor& q : out)
       if (q.amax && !whole) whole = q.amax;
-    if (!whole) {
-      whole_scratch = DeviceBuffer(sizeof(uint32_t), "whole-tensor amax scratch");
-      whole = whole_scratch.as<uint32_t>();
-    }
+    if (!whole) whole = next_word++;
     launch_amax_groups(d_x, M * C, 1, true, whole, s);
   }
+  auto with_words = [&](const DeviceQTensor& q) {
+    DeviceQTensor v = q;
+    if (!v.amax && amax_words(v.spec, v.layout.groups)) {
+      v.amax = next_word;
+      next_word += amax_words(v.spec, v.layout.groups);
+    }
+    return v;
+  };
   size_t m0 = 0;
   GroupBatch batch{};
   int nb = 0;
@@ -853,21 +886,16 @@ void quantize_grouped_colwise_device(const float* d_x, size_t M, size_t C, std::
     const DeviceQTensor& q = out[g];
     const size_t mg = size_t(m_splits[g]);
     if (mg == 0 || q.layout.scale_count() == 0) {
-      if (mg > 0) quantize_device(d_x + m0 * C, q, stream);  // no blocks: the tensor scale only
+      if (mg > 0) quantize_device(d_x + m0 * C, with_words(q), stream);  // no blocks: the tensor scale only
       else set_unit_scale(q, s);
     } else if (has_tensor_scale(q.spec.scale_kind)) {
-      quantize_device(d_x + m0 * C, q, stream);  // NVFP4: its own amax pass first
+      quantize_device(d_x + m0 * C, with_words(q), stream);  // NVFP4: its own amax pass first
     } else if (per_tensor_fp32(q.spec)) {  // the whole GPU on each slice, as quantize_device codes it
-      if (q.spec.whole_tensor_scale != (whole != nullptr))
+      if (q.spec.whole_tensor_scale != whole_scale)
         bad("quantize_grouped_colwise_device", "group " + std::to_string(g) + ": whole_tensor_scale differs from group 0's");
       check_target(q, "quantize_grouped_colwise_device");
-      DeviceQTensor v = q;
-      if (whole) {
-        v.amax = whole;
-      } else if (!v.amax) {  // a view without words: one scratch word per group for the whole call
-        if (!words_scratch.get()) words_scratch = DeviceBuffer(m_splits.size() * sizeof(uint32_t), "amax scratch");
-        v.amax = words_scratch.as<uint32_t>() + g;
-      }
+      DeviceQTensor v = with_words(q);
+      if (whole) v.amax = whole;
       quantize_per_tensor(d_x + m0 * C, v, s, whole != nullptr);
     } else {
       check_target(q, "quantize_grouped_colwise_device");
@@ -890,7 +918,6 @@ void quantize_grouped_colwise_device(const float* d_x, size_t M, size_t C, std::
     m0 += mg;
   }
   flush();
-  if (whole_scratch.get() || words_scratch.get()) MXSIM_HIP_CHECK(hipStreamSynchronize(s));  // scratch freed on return
 }
 
 void quantize_both_device(const float* d_x, size_t M, size_t C, std::span<const int64_t> m_splits,

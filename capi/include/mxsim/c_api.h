@@ -78,7 +78,9 @@ typedef struct mxsim_spec mxsim_spec;
 /** A spec from keyword arguments as text (docs/python.md "Specs", the names
  * of mxsim.quantize): recipe, elem_dtype, block_size ("32" or "32,32"),
  * scaling_mode, rounding, seed, sr_stream, sr_index_base, hadamard, amax_epsilon,
- * pow2_scale, scale_convention, hp_dtype. n = 0 gives torchao's to_mx
+ * pow2_scale, scale_convention, hp_dtype, whole_tensor_scale (per-tensor FP32
+ * current scaling whose quantizer folds the whole tensor's amax on the
+ * tensor's device: QuantSpec::whole_tensor_scale). n = 0 gives torchao's to_mx
  * defaults. *out is released with mxsim_spec_destroy. */
 MXSIM_C_EXPORT mxsim_status mxsim_spec_create(const char* const* keys, const char* const* values, size_t n,
                                               mxsim_spec** out, mxsim_error* err);

@@ -123,6 +123,11 @@ struct QuantSpec {
   /// Per-tensor FP32 scales (fp8_current, fp8_delayed): the scale of a whole group from its amax,
   /// or fixed_scale.
   bool fp32_per_tensor() const { return per_tensor() && scale_kind == ScaleKind::FP32; }
+  /// The specs whole_tensor_scale applies to: per-tensor FP32 current scaling in TE's
+  /// arithmetic (no fixed scale, no Hadamard transform).
+  bool takes_whole_tensor_scale() const {
+    return fp32_per_tensor() && fixed_scale == 0 && scale_convention == ScaleConvention::TE && !hadamard16;
+  }
   std::string describe() const;
   /// Field-wise equality (random stream included): two equal specs quantize
   /// a tensor to the same bytes.

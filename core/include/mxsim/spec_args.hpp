@@ -34,6 +34,9 @@ struct SpecArgs {
   std::optional<bool> pow2_scale;           ///< FP32-scaled specs
   std::optional<std::string> scale_convention;  ///< te, torchao, torchao_cuda, torchao_training
   std::optional<std::string> hp_dtype;      ///< FP32-scaled torchao conventions: float32, bfloat16, float16
+  /// Per-tensor FP32 current scaling: one scale from the whole tensor's amax, found by the
+  /// quantizer where the tensor lives (QuantSpec::whole_tensor_scale; no host amax, no wait)
+  std::optional<bool> whole_tensor_scale;
 };
 
 /// The spec the arguments describe: the recipe (or OCP MX), then each given

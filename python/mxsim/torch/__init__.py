@@ -89,7 +89,9 @@ class Spec:
     elem_dtype, block_size (int or (rows, cols); 0: per tensor), scaling_mode (floor, ceil, even,
     rceil), rounding (rne, rz, sr), seed and sr_stream (the Philox key of rounding='sr', as the
     command line's --seed), sr_index_base, hadamard, hadamard_signs, amax_epsilon, pow2_scale, scale_convention,
-    hp_dtype. Without a recipe: OCP MX with torchao to_mx's defaults (E8M0, 32, floor).
+    hp_dtype, whole_tensor_scale (per-tensor FP32 current scaling: one scale from the whole tensor's
+    amax, found by the quantizer where the tensor lives; see ``whole_tensor``). Without a recipe:
+    OCP MX with torchao to_mx's defaults (E8M0, 32, floor).
     Raises ValueError naming a bad argument. Immutable; use ``spec()`` for a cached one."""
 
     def __init__(self, recipe=None, **kwargs):
@@ -126,6 +128,18 @@ class Spec:
         handle = ctypes.c_void_p()
         _capi.call(self._lib.mxsim_spec_with_amax, self._handle, float(amax), ctypes.byref(handle))
         return Spec._adopt(handle)
+
+    def whole_tensor(self):
+        """Current scaling without a host amax: this per-tensor FP32 spec with whole_tensor_scale set,
+        so quantize finds the amax of the whole tensor (every group of [G, N, K], every row slice of
+        quantize_grouped_colwise) on the tensor's device and takes the scale ``with_amax`` would give
+        it: the same bits, and on CUDA no wait for the device (TransformerEngine keeps amax and scale
+        on the device the same way). A non-finite amax gives NaN scale_inv and zero codes (no error:
+        the NaN reaches the GEMM's output). Cached on the spec. Raises ValueError for other specs."""
+        w = self.__dict__.get("_whole")
+        if w is None:
+            w = self.__dict__["_whole"] = self.derive(whole_tensor_scale=True)
+        return w
 
     @property
     def current_scaling(self):
@@ -284,9 +298,30 @@ class DelayedScaling:
             self._handle = None
 
     def record(self, amax):
-        _capi.call(self._lib.mxsim_delayed_scaling_record, self._handle, float(amax))
+        """amax: a float, or a 0-dim tensor on any device, kept there until update() (no wait for
+        the device per quantization: the history needs it only at the step's end)."""
+        if isinstance(amax, float) or not hasattr(amax, "reshape"):
+            _capi.call(self._lib.mxsim_delayed_scaling_record, self._handle, float(amax))
+        else:
+            self.__dict__.setdefault("_pending", []).append(amax.detach().reshape(()).float())
+
+    @staticmethod
+    def flush(states):
+        """Records the tensors record() kept in each of ``states``, in their order, read in one
+        copy to the host (one wait for the device for all of them)."""
+        states = [d for d in states if d.__dict__.get("_pending")]
+        if not states:
+            return
+        pending = [d.__dict__.pop("_pending") for d in states]
+        flat = [p for ps in pending for p in ps]
+        values = iter(_torch().stack([p.to(flat[0].device) for p in flat]).tolist())
+        for d, ps in zip(states, pending):
+            for _ in ps:
+                _capi.call(d._lib.mxsim_delayed_scaling_record, d._handle, float(next(values)))
 
     def update(self):
+        """End of a step: what record() kept is recorded, then the new scale and the history roll."""
+        DelayedScaling.flush([self])
         _capi.call(self._lib.mxsim_delayed_scaling_update, self._handle)
 
     @property

@@ -38,7 +38,7 @@ import zlib
 
 import torch
 
-from . import LinearRecipe, grouped_gemm, quantize, quantize_grouped_colwise
+from . import DelayedScaling, LinearRecipe, grouped_gemm, quantize, quantize_grouped_colwise
 
 __all__ = ["GroupedLinear", "Linear", "convert"]
 
@@ -245,6 +245,7 @@ class GroupedLinear(torch.nn.Module):
         if is_first_microbatch is None or is_first_microbatch:
             # a new step: fp8_delayed's scales from the amaxes recorded so far (the simulator updates
             # after the optimizer step, which is the same point; the first update keeps scale 1)
+            DelayedScaling.flush(self._delayed.values())  # the last step's amaxes: one copy for all roles
             for d in self._delayed.values():
                 d.update()
         try:
@@ -279,18 +280,19 @@ class GroupedLinear(torch.nn.Module):
     # ---------------------------------------------------------------- numerics
 
     def _resolved(self, role, t, call=None, stream_role=None):
-        """The recipe's spec of an operand: current scaling's scale from t's amax (one device sync, as
+        """The recipe's spec of an operand: current scaling's scale from t's whole-tensor amax, found
+        by the quantizer where t lives (Spec.whole_tensor: no wait for the device, as
         TransformerEngine's current scaling), or fp8_delayed's scale of the step with t's amax
-        recorded; stochastic rounding's stream for this backward call."""
+        recorded (a device tensor, read at the step's end); stochastic rounding's stream for this
+        backward call."""
         s = self.recipe.spec(role)
         if s.current_scaling:
-            amax = t.detach().abs().amax().float().item() if t.numel() else 0.0
             d = self._delayed.get(role.split("_")[0])
             if d is not None:  # fp8_delayed: record this use's amax, quantize with the step's scale
-                d.record(amax)
+                d.record(t.detach().abs().amax() if t.numel() else 0.0)
                 s = d.spec(s)
             else:
-                s = s.with_amax(amax)
+                s = s.whole_tensor()
         if call is not None and s.info.stochastic:
             # stream: (module, backward call, operand) never repeat within a seed
             # 64 bits: the name's CRC-32, the call (24 bits), the operand (8 bits)
@@ -299,14 +301,14 @@ class GroupedLinear(torch.nn.Module):
 
     def _weight_spec(self, W):
         """The spec the next fprop's W takes, without recording an amax (the recorder's oscillation
-        metrics quantize W as the next fprop will): current scaling from W's amax, fp8_delayed the
-        step's scale."""
+        metrics quantize W as the next fprop will): current scaling from W's whole-tensor amax,
+        fp8_delayed the step's scale."""
         s = self.recipe.spec(self.recipe.weight_role)  # fprop's W, or dgrad's where fprop runs in BF16
         if s.current_scaling:
             d = self._delayed.get("w")
             if d is not None:
                 return d.spec(s)
-            return s.with_amax(W.detach().abs().amax().float().item() if W.numel() else 0.0)
+            return s.whole_tensor()
         return s
 
     def _weight_for_fprop(self, weights, first):

@@ -276,7 +276,7 @@ class _PlainLinear:
     def _stat_spec(self, role, t):
         s = self.recipe.spec(role)
         if s.current_scaling:  # current (and, for statistics, delayed) scaling: the tensor's own amax
-            s = s.with_amax(t.detach().abs().amax().float().item() if t.numel() else 0.0)
+            s = s.whole_tensor()
         return s
 
     def _weight_spec(self, W):

@@ -343,8 +343,7 @@ inline void validate_quant_spec(const QuantSpec& s, size_t scols, const char* wh
     throw std::invalid_argument(w + ": UE4M3 (NVFP4) scales need E2M1 elements");
   if (s.fixed_scale != 0 && !(s.scale_kind == ScaleKind::FP32 && s.per_tensor()))
     throw std::invalid_argument(w + ": a fixed (delayed) scale needs FP32 per-tensor scaling");
-  if (s.whole_tensor_scale && !(s.fp32_per_tensor() && s.fixed_scale == 0 &&
-                                 s.scale_convention == ScaleConvention::TE && !s.hadamard16))
+  if (s.whole_tensor_scale && !s.takes_whole_tensor_scale())
     throw std::invalid_argument(w + ": a whole-tensor scale needs FP32 per-tensor current scaling (TE convention, no "
                                 "fixed scale, no Hadamard transform)");
   if (s.fixed_scale != 0 && !(std::isfinite(s.fixed_scale) && s.fixed_scale > 0))

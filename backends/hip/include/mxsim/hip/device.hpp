@@ -11,6 +11,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -85,6 +86,36 @@ class DeviceBuffer {
   int device_ = 0;  ///< the device it was allocated on: the cache hands it out there only
   std::string what_;
 };
+
+/// Device memory grown on demand and kept between calls (as ggml's backends own their compute
+/// buffers): calls on one stream reuse it in stream order, so none waits for the device before it
+/// returns, and growing waits for that stream first, since its earlier launches may still read the
+/// old contents. One workspace serves one stream on one device. Users: the tensor-core GEMMs'
+/// K-major operand images, and the quantizer's amax words of views that bring none (the C
+/// interface's tensors over a caller's memory). A HipBackend owns one per its stream; calls
+/// without one take the process's (stream_workspace).
+class StreamWorkspace {
+ public:
+  StreamWorkspace() = default;
+  StreamWorkspace(const StreamWorkspace&) = delete;
+  StreamWorkspace& operator=(const StreamWorkspace&) = delete;
+  /// At least `bytes` of device memory, valid until the next get(); may wait for `stream`.
+  /// Throws OutOfMemory naming `what` when the device cannot grow it.
+  uint8_t* get(size_t bytes, void* stream, std::string_view what);
+  size_t bytes() const { return buf_.size(); }
+  /// Held by a call from its get() through its last launch that reads the memory: two host
+  /// threads on one stream do not interleave a growth, or each other's contents, with the
+  /// other's launches. Not recursive: a call holding it calls no other user of the workspace.
+  std::mutex& mutex() { return mu_; }
+
+ private:
+  std::mutex mu_;
+  DeviceBuffer buf_;
+};
+
+/// The process's workspace of (current device, `stream`), kept until exit, for calls that
+/// bring none. The reference stays valid (a map node never moves).
+StreamWorkspace& stream_workspace(void* stream);
 
 /// Makes `index` the calling thread's current device for its lifetime and restores the
 /// previous one after (the C interface runs on a caller's tensor without moving the caller's,

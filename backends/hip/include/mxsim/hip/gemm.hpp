@@ -84,7 +84,7 @@ struct GemmOperand {
 /// the Hopper BF16 group, edges as an H200 computes them:
 /// hd::hopper_bf16_edges). Auto takes them for calls of at least 2^30 (bf16-f25: 2^20)
 /// multiply-adds there. They build K-major operand images in a device
-/// workspace (GemmWorkspace: the caller's, or one kept per (device, stream))
+/// workspace (StreamWorkspace: the caller's, or the one kept per (device, stream))
 /// grown on demand (growing waits for that stream; an allocation failure
 /// throws OutOfMemory naming the workspace before any output is touched). WgmmaHardware also runs mx-f13
 /// and fp8-chunk128 on the tensor cores' own FP8 arithmetic, which those
@@ -95,37 +95,12 @@ struct GemmOperand {
 /// the tiled kernels.
 enum class GemmKernel : uint8_t { Auto, LargeTile, SmallTile, Lanes, Wgmma, WgmmaHardware };
 
-/// Device memory of the tensor-core kernels' K-major operand images, grown on
-/// demand and kept (as ggml's backends own their compute buffers): calls on
-/// one stream reuse it in stream order, and growing waits for that stream
-/// first, since its earlier launches may still read the old images. One
-/// workspace serves one stream on one device. Its owner (HipBackend, per its
-/// stream) frees it with itself; a call without one (GemmParams::workspace =
-/// nullptr: the C interface's one-shot calls, tests, benchmarks) takes the
-/// process's workspace of (current device, stream), kept until exit.
-class GemmWorkspace {
- public:
-  GemmWorkspace() = default;
-  GemmWorkspace(const GemmWorkspace&) = delete;
-  GemmWorkspace& operator=(const GemmWorkspace&) = delete;
-  /// At least `bytes` of device memory, valid until the next get(); may wait for `stream`.
-  /// Throws OutOfMemory naming the workspace when the device cannot grow it.
-  uint8_t* get(size_t bytes, void* stream);
-  size_t bytes() const { return buf_.size(); }
-  /// Held by a call from its get() through its last launch: two host threads on one stream
-  /// do not interleave a growth with the other's launches.
-  std::mutex& mutex() { return mu_; }
-
- private:
-  std::mutex mu_;
-  DeviceBuffer buf_;
-};
-
 struct GemmParams {
   bool accumulate = false;  ///< add into the existing output
   bool out_bf16 = false;    ///< round the FP32 accumulator to BF16 (RNE) once
   GemmKernel kernel = GemmKernel::Auto;
-  GemmWorkspace* workspace = nullptr;  ///< the tensor-core kernels' images (nullptr: the process's, above)
+  StreamWorkspace* workspace = nullptr;  ///< the tensor-core kernels' images (nullptr: the process's of
+                                        ///< (device, stream), hip::stream_workspace)
 };
 
 /// fprop: x logical [1, M, K], w [G, N, K]; y [M, N].
