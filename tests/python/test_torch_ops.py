@@ -345,6 +345,10 @@ def test_errors_name_the_argument_and_write_nothing():
         mt.quantize(x.int(), "mxfp4")
     with pytest.raises(ValueError, match="not contiguous"):
         mt.quantize(x.t(), "mxfp4")
+    sq = sample((64, 64))
+    mt.quantize(sq, "mxfp4")  # its shape's DLTensor is now cached (_dl): the transpose, of the same
+    with pytest.raises(ValueError, match="not contiguous"):  # shape, must still pass its strides
+        mt.quantize(sq.t(), "mxfp4")
     with pytest.raises(ValueError, match="2-D .* or 3-D"):
         mt.quantize(x.reshape(-1), "mxfp4")
     with pytest.raises(ValueError, match="axis"):
