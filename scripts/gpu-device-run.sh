@@ -240,8 +240,10 @@ if has steps; then
     step_run default $i 1000 --set run.test_limit=500
     step_run default_trace $i 200 --set run.test_limit=500 --trace "$work/st_a$i.h5"
     step_run default_trace $i 1000 --set run.test_limit=500 --trace "$work/st_b$i.h5"
-    step_run large $i 3 --config examples/large.toml --set run.test_limit=64
-    step_run large $i 24 --config examples/large.toml --set run.test_limit=64
+    # run.epochs: the device data subset (scripts/gpu-pack.sh: 20000 images) is one global batch
+    # of large.toml's 16384 per epoch, so its 8 epochs would stop both runs at step 8
+    step_run large $i 3 --config examples/large.toml --set run.test_limit=64 --set run.epochs=1000
+    step_run large $i 24 --config examples/large.toml --set run.test_limit=64 --set run.epochs=1000
   done
   : >"$work/step_peers.csv"
   for ((i = 1; i <= reps; ++i)); do
