@@ -5,7 +5,9 @@
 //   the AMD FNUZ FP8s (arXiv:2206.02915), which mxsim also quantizes in E8M0 blocks and
 //     with FP32 scales, but which the GEMM contract does not define (numerics.md §5.2);
 //   mx-exact (numerics.md §5.2): E2M1 and E2M3, whose values times 2 resp. 8 are integers
-//     (that property is checked below from the decoded values themselves).
+//     (that property is checked below from the decoded values themselves);
+//   exact in an FP8 tensor-core group (backends/hip/src/gemm_sm90.hip, MMA-Sim's Hopper FP8
+//     model: a k32 group result with 13 fraction bits): E2M1 only (checked below likewise).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -32,12 +34,42 @@ TEST(FormatRoles, EachRoleHoldsExactlyItsPublishedFormats) {
   std::set<Format> mx_elem = ocp_mx;
   mx_elem.insert({Format::E4M3FNUZ, Format::E5M2FNUZ});
   const std::set<Format> mx_exact = {Format::E2M1, Format::E2M3};
+  const std::set<Format> fp8_group_exact = {Format::E2M1};
   for (Format f : kAll) {
     const char* n = spec_of(f).name;
     EXPECT_EQ(has_role(f, kRoleOcpMx), ocp_mx.count(f) == 1) << n;
     EXPECT_EQ(has_role(f, kRoleFp8), fp8.count(f) == 1) << n;
     EXPECT_EQ(has_role(f, kRoleMxElem), mx_elem.count(f) == 1) << n;
     EXPECT_EQ(has_role(f, kRoleMxExact), mx_exact.count(f) == 1) << n;
+    EXPECT_EQ(has_role(f, kRoleFp8GroupExact), fp8_group_exact.count(f) == 1) << n;
+  }
+}
+
+// What the tensor-core mx-exact kernel relies on, from the decoded values: every partial sum of
+// 32 products of two elements is a multiple of the products' finest power of two g and below 32
+// times the largest product, so it needs at most log2(32 max / g) significant bits; the FP8 MMA
+// group keeps 14 (an implicit bit and 13 fraction bits). The role holds where that fits.
+TEST(FormatRoles, Fp8GroupExactIsWhereABlockDotFitsTheGroupsBits) {
+  for (Format f : kAll) {
+    if (!has_role(f, kRoleMxExact)) continue;  // the role refines mx-exact
+    const FormatSpec s = spec_of(f);
+    int finest = 1000;
+    double pmax = 0;
+    for (uint32_t a = 0; a < (1u << s.bits); ++a)
+      for (uint32_t b = 0; b < (1u << s.bits); ++b) {
+        const double p = std::fabs(double(decode(s, a)) * double(decode(s, b)));
+        if (p == 0) continue;
+        int e = 0;
+        std::frexp(p, &e);
+        int low = e - 53;  // the lowest set bit of p
+        while (std::ldexp(std::floor(std::ldexp(p, -low - 1)), low + 1) == p) ++low;
+        finest = std::min(finest, low);
+        pmax = std::max(pmax, p);
+      }
+    const int top = int(std::ceil(std::log2(32.0 * pmax)));  // sums lie below 2^top
+    const bool fits = top - finest <= 14;
+    EXPECT_EQ(has_role(f, kRoleFp8GroupExact), fits) << s.name << ": products down to 2^" << finest
+                                                     << ", sums below 2^" << top;
   }
 }
 

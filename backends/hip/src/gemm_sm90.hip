@@ -392,7 +392,7 @@ bool launch_sm90(hd::GemmClass cls, const Launch* L, size_t n, hipStream_t s, St
   Img ia = ea == Format::E5M2 ? Img::E5M2 : Img::E4M3, ib = eb == Format::E5M2 ? Img::E5M2 : Img::E4M3;
   switch (cls) {
     case hd::GemmClass::MxExact:
-      if (ea != Format::E2M1 || eb != Format::E2M1) return false;  // E2M3 dots are not exact in an FP8 group
+      if (!has_role(ea, kRoleFp8GroupExact) || !has_role(eb, kRoleFp8GroupExact)) return false;  // not E2M3
       break;
     // The tensor cores' own FP8 arithmetic agrees with these classes'
     // definitions on ordinary data but not on every input (docs/gpu.md):

@@ -59,6 +59,13 @@ enum FormatRole : uint8_t {
   /// Its 32-element block dot is an exact integer sum (the mx-exact GEMM class, numerics.md
   /// §5.2): E2M1 and E2M3, whose values times 2 resp. 8 are integers.
   kRoleMxExact = 1u << 3,
+  /// An mx-exact element whose 32-element block dot an FP8 tensor-core MMA group computes exactly
+  /// (one k32 Hopper wgmma on E4M3 images from a zero accumulator, whose group result keeps 13
+  /// fraction bits, MMA-Sim's F = 13): E2M1, whose products are multiples of 2^-2 below 2^6, so
+  /// every partial sum of 32 is below 2^11 with at most 13 significant bits. Not E2M3 (products
+  /// are multiples of 2^-6 below 2^6: a sum can need 17 bits). The formats the tensor-core
+  /// mx-exact kernel takes (backends/hip/src/gemm_sm90.hip).
+  kRoleFp8GroupExact = 1u << 4,
 };
 
 /// Semantics of one binary floating-point format.
@@ -126,7 +133,8 @@ struct FormatSpec {
 /// The table. One row per Format, in enum order.
 MXSIM_HD constexpr FormatSpec spec_of(Format f) {
   constexpr uint8_t ocp8 = kRoleMxElem | kRoleOcpMx | kRoleFp8, fnuz8 = kRoleMxElem | kRoleFp8,
-                    fp6 = kRoleMxElem | kRoleOcpMx, exact = kRoleMxElem | kRoleOcpMx | kRoleMxExact;
+                    fp6 = kRoleMxElem | kRoleOcpMx, exact = kRoleMxElem | kRoleOcpMx | kRoleMxExact,
+                    fp4 = exact | kRoleFp8GroupExact;
   switch (f) {
     //                        name             bits e  m  bias  sign   inf    nan               subn   roles
     case Format::FP32:     return {"float32",        32, 8, 23, 127, true,  true,  NanKind::Ieee,    true,  0};
@@ -138,7 +146,7 @@ MXSIM_HD constexpr FormatSpec spec_of(Format f) {
     case Format::E5M2FNUZ: return {"float8_e5m2fnuz", 8, 5,  2,  16, true,  false, NanKind::NegZero, true,  fnuz8};
     case Format::E3M2:     return {"float6_e3m2fn",   6, 3,  2,   3, true,  false, NanKind::None,    true,  fp6};
     case Format::E2M3:     return {"float6_e2m3fn",   6, 2,  3,   1, true,  false, NanKind::None,    true,  exact};
-    case Format::E2M1:     return {"float4_e2m1fn",   4, 2,  1,   1, true,  false, NanKind::None,    true,  exact};
+    case Format::E2M1:     return {"float4_e2m1fn",   4, 2,  1,   1, true,  false, NanKind::None,    true,  fp4};
     case Format::E8M0:     return {"float8_e8m0fnu",  8, 8,  0, 127, false, false, NanKind::AllOnes, false, 0};
   }
   return {"float32", 32, 8, 23, 127, true, true, NanKind::Ieee, true, 0};
