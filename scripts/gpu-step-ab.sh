@@ -33,7 +33,7 @@ configs=(
   "default 100 500 --set run.test_limit=500"
   "default_fp8_current 100 500 --set run.test_limit=500 $fp8c"
   "default_fp8_delayed 100 500 --set run.test_limit=500 $fp8d"
-  "large 3 40 $large"
+  "large 3 ${LARGE_LONG:-40} $large"
   # slow: FP8 per-tensor GEMMs on the tiled CUDA-core kernels (about 6 s a step on an H100)
   "large_fp8_current 3 8 $large $fp8c"
 )
