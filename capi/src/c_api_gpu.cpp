@@ -83,12 +83,18 @@ const float* device_f32(const DLTensor& t, const char* op, const char* what) {
     throw std::invalid_argument(std::string(op) + ": " + what + " on CUDA must be float32, bfloat16 or float16");
   return nullptr;  // widened inside on_device (widen_on_device), after the device is selected
 }
-const float* widen_on_device(const DLTensor& t, hip::DeviceBuffer& tmp, void* stream) {
+/// The float32 copy of a 16-bit input in the stream's staging workspace: reused in stream order,
+/// so the call returns without waiting and no other stream can be handed the memory while this
+/// call's kernels read it (a DeviceBuffer freed on return could be: the block cache does not know
+/// the caller's stream). `lock` holds the workspace until the caller's last launch.
+const float* widen_on_device(const DLTensor& t, std::unique_lock<std::mutex>& lock, void* stream) {
   size_t n = 1;
   for (int i = 0; i < t.ndim; ++i) n *= size_t(t.shape[i]);
-  tmp = hip::DeviceBuffer(n * sizeof(float), "float32 copy of a 16-bit input");
-  hip::decode_device(data_of(t), is_bf16(t) ? Format::BF16 : Format::FP16, tmp.as<float>(), n, stream);
-  return tmp.as<float>();
+  hip::StreamWorkspace& w = hip::stream_workspace(stream, hip::WorkspaceSlot::Staging);
+  lock = std::unique_lock<std::mutex>(w.mutex());
+  auto* p = reinterpret_cast<float*>(w.get(n * sizeof(float), stream, "float32 copy of a 16-bit input"));
+  hip::decode_device(data_of(t), is_bf16(t) ? Format::BF16 : Format::FP16, p, n, stream);
+  return p;
 }
 
 }  // namespace
@@ -120,13 +126,13 @@ std::unique_ptr<Backend> gpu_backend(int device) {
 void gpu_quantize(const DLTensor& x, const QuantSpec& s, Axis axis, const mxsim_qlayout& layout,
                   const mxsim_qtensor& out, void* stream) {
   const char* op = "mxsim_quantize";
-  hip::DeviceBuffer tmp;
+  std::unique_lock<std::mutex> staging;
   const float* px = device_f32(x, op, "x");
   GemmOperandDesc d;
   d.spec = s;
   d.layout = hd::quant_layout(s, size_t(layout.groups), size_t(layout.rows), size_t(layout.cols), axis);
   on_device(x, op, [&] {
-    if (!px) px = widen_on_device(x, tmp, stream);
+    if (!px) px = widen_on_device(x, staging, stream);
     hip::quantize_device(px, device_view(out, d), stream);
   });
 }
@@ -134,7 +140,7 @@ void gpu_quantize(const DLTensor& x, const QuantSpec& s, Axis axis, const mxsim_
 void gpu_quantize_grouped_colwise(const DLTensor& x, const QuantSpec& s, const std::vector<int64_t>& m_splits,
                                   const std::vector<mxsim_qlayout>& layout, const mxsim_qtensor* out, void* stream) {
   const char* op = "mxsim_quantize_grouped_colwise";
-  hip::DeviceBuffer tmp;
+  std::unique_lock<std::mutex> staging;
   const float* px = device_f32(x, op, "x");
   std::vector<hip::DeviceQTensor> views;
   uint64_t m0 = 0;
@@ -147,7 +153,7 @@ void gpu_quantize_grouped_colwise(const DLTensor& x, const QuantSpec& s, const s
     m0 += uint64_t(m_splits[g]);
   }
   on_device(x, op, [&] {
-    if (!px) px = widen_on_device(x, tmp, stream);
+    if (!px) px = widen_on_device(x, staging, stream);
     hip::quantize_grouped_colwise_device(px, size_t(x.shape[0]), C, m_splits, views, stream);
   });
 }

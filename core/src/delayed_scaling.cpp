@@ -65,6 +65,7 @@ QuantSpec DelayedScaling::spec(QuantSpec base) const {
                                 base.describe());
   base.elem = fmt_;
   base.fixed_scale = scale_;
+  base.whole_tensor_scale = false;  // the history's scale replaces the quantizer's own amax
   return base;
 }
 

@@ -236,6 +236,7 @@ std::optional<QuantSpec> with_current_scale(QuantSpec s, float amax) {
     throw std::invalid_argument(s.describe() + " is not a per-tensor FP32-scaled spec: current scaling applies to "
                                 "fp8_tensor specs");
   s.fixed_scale = current_scale(spec_of(s.elem).max_value(), amax, s.amax_epsilon, s.pow2_scale);
+  s.whole_tensor_scale = false;  // the given amax's scale replaces the quantizer's own
   if (std::isnan(s.fixed_scale)) return std::nullopt;
   return s;
 }

@@ -84,12 +84,11 @@ QuantSpec make_spec(const SpecArgs& a, const QuantSpec* base) {
   if (a.amax_epsilon) set_amax_epsilon(s, *a.amax_epsilon, "amax_epsilon");
   if (a.pow2_scale) set_pow2_scale(s, *a.pow2_scale, "pow2_scale");
   if (a.hp_dtype) set_hp_dtype(s, format_arg(*a.hp_dtype), "hp_dtype");
-  if (a.whole_tensor_scale) {
-    if (*a.whole_tensor_scale && !s.takes_whole_tensor_scale())
-      throw std::invalid_argument("whole_tensor_scale applies to per-tensor FP32 current scaling (fp8_tensor, "
-                                  "scale_convention te, no fixed scale, no hadamard), not to " + s.describe());
-    s.whole_tensor_scale = *a.whole_tensor_scale;
-  }
+  if (a.whole_tensor_scale) s.whole_tensor_scale = *a.whole_tensor_scale;
+  // after every override (a base spec's flag meets a later hadamard or scale_convention too)
+  if (s.whole_tensor_scale && !s.takes_whole_tensor_scale())
+    throw std::invalid_argument(std::string("whole_tensor_scale: ") + QuantSpec::kWholeTensorScaleRule + "; got " +
+                                s.describe());
   return s;
 }
 

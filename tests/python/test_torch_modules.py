@@ -159,8 +159,14 @@ def test_whole_tensor_spec_is_with_amax_of_the_whole_tensor():
         same_bits(a.scale, b.scale)
         assert torch.equal(a.qdata.view(torch.uint8), b.qdata.view(torch.uint8))
     assert s.whole_tensor() is s.whole_tensor()  # cached on the spec
-    with pytest.raises(ValueError, match="whole_tensor_scale applies to per-tensor FP32 current scaling"):
+    with pytest.raises(ValueError, match="whole_tensor_scale: a whole-tensor scale needs FP32 per-tensor current"):
         mt.LinearRecipe("mxfp4").spec("w").whole_tensor()
+    with pytest.raises(ValueError, match="whole_tensor_scale: .*no Hadamard"):  # refused after any override
+        s.whole_tensor().derive(hadamard=True)
+    # a given amax's scale, or a delayed one, replaces the quantizer's own: the flag goes
+    same_bits(mt.quantize(W, spec=s.whole_tensor().with_amax(W.abs().max().item())).scale, want.scale)
+    d = mt.LinearRecipe("fp8_delayed").delayed_state("w")
+    assert "whole-tensor" not in d.spec(s.whole_tensor()).describe()
 
 
 def test_whole_tensor_scale_of_a_nan_tensor_is_nan():
@@ -191,7 +197,7 @@ def test_current_and_delayed_scaling_read_no_amax_on_the_host_per_operand(monkey
     d = m._delayed["x"]
     assert len(d._pending) == 4  # fprop x and wgrad x of each micro-batch, kept as tensors
     m(x, [16, 0, 32], is_first_microbatch=True)  # the next step: recorded, then the scale updated
-    assert "_pending" not in d.__dict__ or len(d._pending) == 1  # this forward's own x only
+    assert len(d._pending) == 1  # this forward's own x only
     f32 = np.float32
     assert d.scale == f32(448) / f32(x.abs().max().item())
 
@@ -208,6 +214,31 @@ def test_delayed_scaling_records_a_tensor_as_its_value():
         b.update()
         assert a.scale == b.scale
     assert a.scale == np.float32(448) / np.float32(7.0)
+    a.record(np.float32(1.5))  # any number
+    with pytest.raises(ValueError, match="one value"):
+        a.record(torch.ones(2))
+
+
+def test_a_non_finite_current_amax_is_named_by_the_next_step():
+    # The simulator refuses a step with a non-finite current-scaling amax; the modules keep each
+    # such operand's scale_inv (NaN exactly then) and check them all at once: when the next step
+    # begins, or when asked (check_current_scaling) before optimizer.step().
+    x, dy = operands(48, 64, 32, seed=12)
+    m = module("fp8_current")
+    xi = x.clone().requires_grad_(True)
+    m(xi, [16, 0, 32], is_first_microbatch=True).backward(dy)
+    m.check_current_scaling()  # finite: nothing to say
+    bad = dy.clone()
+    bad[5, 3] = float("inf")
+    m(x.clone().requires_grad_(True), [16, 0, 32], is_first_microbatch=False).backward(bad)
+    with pytest.raises(RuntimeError, match=r"micro-batch 1: operand dy_dgrad has a non-finite amax"):
+        m.check_current_scaling()
+    m.check_current_scaling()  # reported once
+    xn = x.clone()
+    xn[0, 0] = float("nan")
+    m(xn, [16, 0, 32], is_first_microbatch=True)
+    with pytest.raises(RuntimeError, match=r"micro-batch 0: operand x_fprop has a non-finite amax"):
+        m(x, [16, 0, 32], is_first_microbatch=True)  # the next step's first forward checks
 
 
 # ------------------------------------------------------------------ main_grad through the bridge

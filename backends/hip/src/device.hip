@@ -2,8 +2,10 @@
 // discovery, owned device memory, synchronization, each runtime call checked.
 #include "check.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
+#include <tuple>
 #include <utility>
 #include <mutex>
 #include <string>
@@ -204,18 +206,18 @@ uint8_t* StreamWorkspace::get(size_t bytes, void* stream, std::string_view what)
   if (bytes > buf_.size()) {
     MXSIM_HIP_CHECK(hipStreamSynchronize(detail::stream_of(stream)));  // its launches may still read the old contents
     buf_ = DeviceBuffer();  // freed before the larger one is taken: both need not fit at once
-    buf_ = DeviceBuffer(bytes + bytes / 4, what);
+    buf_ = DeviceBuffer(std::max<size_t>(bytes + bytes / 4, 4096), what);  // a few words need no growth after
   }
   return buf_.as<uint8_t>();
 }
 
-StreamWorkspace& stream_workspace(void* stream) {
+StreamWorkspace& stream_workspace(void* stream, WorkspaceSlot slot) {
   static std::mutex mu;
-  static std::map<std::pair<int, void*>, StreamWorkspace> all;  // guarded by mu
+  static std::map<std::tuple<int, void*, int>, StreamWorkspace> all;  // guarded by mu
   int dev = 0;
   MXSIM_HIP_CHECK(hipGetDevice(&dev));
   const std::lock_guard<std::mutex> lock(mu);
-  return all[{dev, stream}];
+  return all[{dev, stream, int(slot)}];
 }
 
 Stream::Stream() {

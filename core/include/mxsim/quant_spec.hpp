@@ -128,6 +128,10 @@ struct QuantSpec {
   bool takes_whole_tensor_scale() const {
     return fp32_per_tensor() && fixed_scale == 0 && scale_convention == ScaleConvention::TE && !hadamard16;
   }
+  /// The refusal of whole_tensor_scale on a spec that does not take it (one text for every check).
+  static constexpr const char* kWholeTensorScaleRule =
+      "a whole-tensor scale needs FP32 per-tensor current scaling (TE convention, no fixed scale, no Hadamard "
+      "transform)";
   std::string describe() const;
   /// Field-wise equality (random stream included): two equal specs quantize
   /// a tensor to the same bytes.

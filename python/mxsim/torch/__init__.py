@@ -297,13 +297,24 @@ class DelayedScaling:
             self._lib.mxsim_delayed_scaling_destroy(self._handle)
             self._handle = None
 
+    # record() keeps at most this many tensors before reading them (memory stays bounded when a
+    # step never ends, e.g. forward after forward with is_first_microbatch=False)
+    _MAX_PENDING = 256
+
     def record(self, amax):
-        """amax: a float, or a 0-dim tensor on any device, kept there until update() (no wait for
-        the device per quantization: the history needs it only at the step's end)."""
-        if isinstance(amax, float) or not hasattr(amax, "reshape"):
+        """amax: a number, or a one-element tensor on any device, kept there until update() (no
+        wait for the device per quantization: the history needs it only at the step's end).
+        Raises ValueError for a tensor of more than one element."""
+        torch = _torch()
+        if not isinstance(amax, torch.Tensor):
             _capi.call(self._lib.mxsim_delayed_scaling_record, self._handle, float(amax))
-        else:
-            self.__dict__.setdefault("_pending", []).append(amax.detach().reshape(()).float())
+            return
+        if amax.numel() != 1:
+            raise ValueError(f"DelayedScaling.record: amax must be one value, got a tensor of shape {list(amax.shape)}")
+        pending = self.__dict__.setdefault("_pending", [])
+        pending.append(amax.detach().reshape(()).float())
+        if len(pending) >= self._MAX_PENDING:
+            DelayedScaling.flush([self])
 
     @staticmethod
     def flush(states):

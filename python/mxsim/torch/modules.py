@@ -65,7 +65,7 @@ class _GroupedLinearFn(torch.autograd.Function):
         r = mod.recipe
         if r.gemm_quantized["fprop"]:
             qw = mod._weight_for_fprop(weights, is_first_microbatch)
-            qx = quantize(x, spec=mod._resolved("x_fprop", x))
+            qx = mod._quantize("x_fprop", x)
             y = grouped_gemm(qx, qw, splits)
             if mod._tap is not None and mod._tap.shadowing("fprop"):  # a Recorder's BF16 shadow
                 mod._tap.shadow("fprop", grouped_gemm(x.bfloat16(), _stack(weights).bfloat16(), splits), y)
@@ -74,7 +74,7 @@ class _GroupedLinearFn(torch.autograd.Function):
             y = grouped_gemm(x.bfloat16(), _stack(weights).bfloat16(), splits)
         if mod._tap is not None:  # a Recorder: the operands of this micro-batch's fprop
             mod._tap.fprop(x, qx, weights, qw)
-        ctx.mod, ctx.splits, ctx.qw = mod, splits, qw
+        ctx.mod, ctx.splits, ctx.qw, ctx.mb = mod, splits, qw, mod._microbatch
         ctx.in_shape, ctx.in_dtype = inp.shape, inp.dtype
         ctx.weights = weights  # the parameters themselves: W is re-stacked only where dgrad needs it
         ctx.save_for_backward(x)
@@ -96,9 +96,8 @@ class _GroupedLinearFn(torch.autograd.Function):
                 if r.dgrad_reuses_fprop_w and ctx.qw is not None:
                     qw = ctx.qw  # 2-D tiles / per tensor: the fprop bytes serve dgrad
                 else:  # current scaling (re-derived from the weights: the same values) or dgrad's own W spec
-                    W = _stack(ctx.weights)
-                    qw = quantize(W, spec=mod._resolved("w_dgrad", W))
-                qdy = quantize(dy, spec=mod._resolved("dy_dgrad", dy, call, 1))
+                    qw = mod._quantize("w_dgrad", _stack(ctx.weights), mb=ctx.mb)
+                qdy = mod._quantize("dy_dgrad", dy, call, 1, mb=ctx.mb)
                 dx = grouped_gemm(qdy, qw, splits, form="dgrad", out_dtype=out_dtype)
                 if mod._tap is not None and mod._tap.shadowing("dgrad"):  # a Recorder's BF16 shadow
                     ref = grouped_gemm(dy.bfloat16(), _stack(ctx.weights).bfloat16(), splits, form="dgrad",
@@ -115,8 +114,8 @@ class _GroupedLinearFn(torch.autograd.Function):
         if not any(ctx.needs_input_grad[4:]):
             return (dx, None, None, None) + (None,) * len(ctx.weights)
         if r.gemm_quantized["wgrad"]:
-            A = quantize_grouped_colwise(dy, splits, spec=mod._resolved("dy_wgrad", dy, call, 2))
-            B = quantize_grouped_colwise(x, splits, spec=mod._resolved("x_wgrad", x))
+            A = mod._quantize("dy_wgrad", dy, call, 2, mb=ctx.mb, splits=splits)
+            B = mod._quantize("x_wgrad", x, mb=ctx.mb, splits=splits)
         else:
             A, B = _split_rows(dy.bfloat16(), splits), _split_rows(x.bfloat16(), splits)
         if mod._tap is not None and mod._tap.shadowing("wgrad"):  # a Recorder's BF16 shadow
@@ -195,6 +194,8 @@ class GroupedLinear(torch.nn.Module):
         self.deosc_eligible = self.recipe.deosc_eligible
         self._sr_id = zlib.crc32(self.name.encode())  # stochastic-rounding streams keyed by the module's name
         self._backward_calls = 0
+        self._microbatch = 0  # of the step: 0 at is_first_microbatch True / None, then counted
+        self._current_scales = []  # (operand, micro-batch, scale_inv) of current scaling, checked per step
         self._cache = _WeightCache()
         self._tap = None  # a Recorder's view of this module (recorder.py), or None
         self._deosc = None  # the WeightDeOsc that observes this module (deosc.py), or None
@@ -243,11 +244,15 @@ class GroupedLinear(torch.nn.Module):
     def forward(self, inp, m_splits, is_first_microbatch=None):
         splits = self._check(inp, m_splits)
         if is_first_microbatch is None or is_first_microbatch:
+            self.check_current_scaling()  # the last step's operands, before this one quantizes any
+            self._microbatch = 0
             # a new step: fp8_delayed's scales from the amaxes recorded so far (the simulator updates
             # after the optimizer step, which is the same point; the first update keeps scale 1)
             DelayedScaling.flush(self._delayed.values())  # the last step's amaxes: one copy for all roles
             for d in self._delayed.values():
                 d.update()
+        else:
+            self._microbatch += 1
         try:
             y = _GroupedLinearFn.apply(inp, splits, self, is_first_microbatch, *self.weights())
         except ValueError as e:  # the library's refusal (m_splits, shapes), said for this module
@@ -314,8 +319,7 @@ class GroupedLinear(torch.nn.Module):
     def _weight_for_fprop(self, weights, first):
         versions = tuple(w._version for w in weights)
         if first is None or first:
-            W = _stack(weights)
-            q = quantize(W, spec=self._resolved("w", W))
+            q = self._quantize("w", _stack(weights))
             if first:
                 self._cache.q, self._cache.versions = q, versions
             return q
@@ -327,6 +331,34 @@ class GroupedLinear(torch.nn.Module):
                                "is_first_microbatch=True made it: an optimizer step between micro-batches?)")
         self._cache.hits += 1
         return self._cache.q
+
+    def _quantize(self, role, t, call=None, stream_role=None, mb=None, splits=None):
+        """t quantized by the role's resolved spec (quantize_grouped_colwise with splits); under
+        current scaling the result's scale_inv is kept for check_current_scaling."""
+        s = self._resolved(role, t, call, stream_role)
+        if splits is None:
+            q = quantize(t, spec=s)
+            scales = [q.scale]
+        else:
+            q = quantize_grouped_colwise(t, splits, spec=s)
+            scales = [g.scale for g, m in zip(q, splits) if m > 0]  # an empty slice has no scale
+        if s.current_scaling and role.split("_")[0] not in self._delayed:
+            mb = self._microbatch if mb is None else mb
+            self._current_scales += [(role, mb, sc) for sc in scales]
+        return q
+
+    def check_current_scaling(self):
+        """Raises RuntimeError naming the operand and micro-batch when a current-scaled operand
+        quantized since the last check had a non-finite amax (its scale_inv is NaN: FP8 current
+        scaling has no finite scale, and the GEMM's output is NaN), as the simulator refuses such a
+        step (docs/simulator.md). One wait for the device for all of them; called by the first
+        forward of each step, and callable after backward to learn it before optimizer.step()."""
+        pending, self._current_scales = self._current_scales, []
+        if not pending or bool(torch.isfinite(torch.cat([sc.reshape(-1) for _, _, sc in pending])).all()):
+            return
+        role, mb = next((r, m) for r, m, sc in pending if not bool(torch.isfinite(sc).all()))
+        raise RuntimeError(f"{self.name}: micro-batch {mb}: operand {role} has a non-finite amax; FP8 current "
+                           "scaling has no finite scale (its scale_inv is NaN, and so is the GEMM's output)")
 
     def _next_backward(self):
         self._backward_calls += 1

@@ -344,8 +344,7 @@ inline void validate_quant_spec(const QuantSpec& s, size_t scols, const char* wh
   if (s.fixed_scale != 0 && !(s.scale_kind == ScaleKind::FP32 && s.per_tensor()))
     throw std::invalid_argument(w + ": a fixed (delayed) scale needs FP32 per-tensor scaling");
   if (s.whole_tensor_scale && !s.takes_whole_tensor_scale())
-    throw std::invalid_argument(w + ": a whole-tensor scale needs FP32 per-tensor current scaling (TE convention, no "
-                                "fixed scale, no Hadamard transform)");
+    throw std::invalid_argument(w + ": " + QuantSpec::kWholeTensorScaleRule);
   if (s.fixed_scale != 0 && !(std::isfinite(s.fixed_scale) && s.fixed_scale > 0))
     throw std::invalid_argument(w + ": fixed scale must be finite and > 0, got " + std::to_string(s.fixed_scale));
   // scale_inv = fl32(1 / scale) must be finite, or every element dequantizes

@@ -113,9 +113,15 @@ class StreamWorkspace {
   DeviceBuffer buf_;
 };
 
-/// The process's workspace of (current device, `stream`), kept until exit, for calls that
-/// bring none. The reference stays valid (a map node never moves).
-StreamWorkspace& stream_workspace(void* stream);
+/// Independent workspaces of one stream, for memory that is live at the same time.
+enum class WorkspaceSlot : int {
+  Kernels = 0,  ///< the GEMMs' operand images, the quantizer's amax words (never in one call together)
+  Staging = 1,  ///< the C interface's float32 copy of a 16-bit input, live across the quantizer's call
+};
+
+/// The process's workspace of (current device, `stream`, `slot`), kept until exit, for calls
+/// that bring none. The reference stays valid (a map node never moves).
+StreamWorkspace& stream_workspace(void* stream, WorkspaceSlot slot = WorkspaceSlot::Kernels);
 
 /// Makes `index` the calling thread's current device for its lifetime and restores the
 /// previous one after (the C interface runs on a caller's tensor without moving the caller's,

@@ -79,8 +79,9 @@ std::vector<DeviceQuantized> alloc_grouped_colwise(const QuantSpec& spec, size_t
 /// One thread block per quantization block, two passes over it (amax, then
 /// codes). Per-tensor FP32 specs and NVFP4 first reduce their group or tensor
 /// amax over the whole GPU into out.amax, and nothing waits for the device;
-/// a view without amax words (out.amax null: the C interface's) gets a
-/// scratch, and the call synchronises `stream` before freeing it.
+/// a view without amax words (out.amax null: the C interface's) takes them
+/// from stream_workspace(stream), reused in stream order, and does not wait
+/// either. Not for a stream under graph capture (the workspace may grow).
 /// Throws std::invalid_argument for a spec the shape cannot take (as
 /// emu::quantize), and for E2M1 blocks of odd width that do not span the
 /// storage row (their codes would share bytes across blocks).
