@@ -241,6 +241,27 @@ def test_a_non_finite_current_amax_is_named_by_the_next_step():
         m(x, [16, 0, 32], is_first_microbatch=True)  # the next step's first forward checks
 
 
+def test_the_first_module_of_a_step_settles_every_modules_last_step():
+    # One wait per step for the model, not per layer: the first module to begin a step checks the
+    # others' current-scaling operands and records their fp8_delayed amaxes.
+    x, dy = operands(48, 64, 32, seed=13)
+    a = mt.GroupedLinear(3, 64, 32, bias=False, recipe="fp8_current", name="first")
+    b = mt.GroupedLinear(3, 64, 32, bias=False, recipe="fp8_current", name="second")
+    c = mt.GroupedLinear(3, 64, 32, bias=False, recipe="fp8_delayed", name="third")
+    xn = x.clone()
+    xn[1, 1] = float("nan")
+    a(x, [16, 0, 32], is_first_microbatch=True)
+    b(xn, [16, 0, 32], is_first_microbatch=True)
+    c(x, [16, 0, 32], is_first_microbatch=True).backward(dy)
+    assert len(c._delayed["x"]._pending) == 2
+    with pytest.raises(RuntimeError, match=r"^second: micro-batch 0: operand x_fprop"):
+        a(x, [16, 0, 32], is_first_microbatch=True)  # the next step begins at the first module
+    a(x, [16, 0, 32], is_first_microbatch=True)  # reported once; the delayed amaxes were recorded:
+    assert not c._delayed["x"].__dict__.get("_pending")
+    c(x, [16, 0, 32], is_first_microbatch=True)  # c's own step begins: its update uses them
+    assert c._delayed["x"].scale == np.float32(448) / np.float32(x.abs().max().item())
+
+
 # ------------------------------------------------------------------ main_grad through the bridge
 
 # The NumPy module's specs of the recipes' wgrad operands (docs/simulator.md's table, which

@@ -34,6 +34,7 @@ value except NaN payloads). The cache's staleness check sees in-place updates of
 (their version counters), not writes through ``.data`` or into their storage by other views.
 """
 import itertools
+import weakref
 import zlib
 
 import torch
@@ -43,6 +44,28 @@ from . import DelayedScaling, LinearRecipe, grouped_gemm, quantize, quantize_gro
 __all__ = ["GroupedLinear", "Linear", "convert"]
 
 _ids = itertools.count(1)
+
+# Modules with work left to settle (current-scaling checks, fp8_delayed amaxes). A module that
+# begins a step with work of its own left is the model's first of the step: it settles every
+# module's, so a model waits once per step, not once per layer (a later layer then has none).
+_UNSETTLED = weakref.WeakSet()
+
+
+def _settle(modules):
+    """The pending work of ``modules``' last steps, with one wait for the amaxes and one for the
+    checks: every fp8_delayed amax recorded, then each module's current-scaling check
+    (check_current_scaling raises naming the first non-finite operand of the first module that
+    has one)."""
+    DelayedScaling.flush([d for m in modules for d in m._delayed.values()])
+    checks = [(m, torch.isfinite(torch.cat([sc.reshape(-1) for _, _, sc in m._current_scales])).all())
+              for m in modules if m._current_scales]
+    if checks:
+        dev = checks[0][1].device
+        for (m, _), good in zip(checks, torch.stack([f.to(dev) for _, f in checks]).tolist()):
+            if good:
+                m._current_scales = []
+            else:
+                m.check_current_scaling()  # raises
 
 
 class _WeightCache:
@@ -244,11 +267,13 @@ class GroupedLinear(torch.nn.Module):
     def forward(self, inp, m_splits, is_first_microbatch=None):
         splits = self._check(inp, m_splits)
         if is_first_microbatch is None or is_first_microbatch:
-            self.check_current_scaling()  # the last step's operands, before this one quantizes any
+            if self in _UNSETTLED:  # the model's first module of the step: every module's last step
+                pending = list(_UNSETTLED)
+                _UNSETTLED.clear()
+                _settle(pending)
             self._microbatch = 0
             # a new step: fp8_delayed's scales from the amaxes recorded so far (the simulator updates
             # after the optimizer step, which is the same point; the first update keeps scale 1)
-            DelayedScaling.flush(self._delayed.values())  # the last step's amaxes: one copy for all roles
             for d in self._delayed.values():
                 d.update()
         else:
@@ -295,6 +320,7 @@ class GroupedLinear(torch.nn.Module):
             d = self._delayed.get(role.split("_")[0])
             if d is not None:  # fp8_delayed: record this use's amax, quantize with the step's scale
                 d.record(t.detach().abs().amax() if t.numel() else 0.0)
+                _UNSETTLED.add(self)
                 s = d.spec(s)
             else:
                 s = s.whole_tensor()
@@ -345,14 +371,16 @@ class GroupedLinear(torch.nn.Module):
         if s.current_scaling and role.split("_")[0] not in self._delayed:
             mb = self._microbatch if mb is None else mb
             self._current_scales += [(role, mb, sc) for sc in scales]
+            _UNSETTLED.add(self)
         return q
 
     def check_current_scaling(self):
         """Raises RuntimeError naming the operand and micro-batch when a current-scaled operand
         quantized since the last check had a non-finite amax (its scale_inv is NaN: FP8 current
         scaling has no finite scale, and the GEMM's output is NaN), as the simulator refuses such a
-        step (docs/simulator.md). One wait for the device for all of them; called by the first
-        forward of each step, and callable after backward to learn it before optimizer.step()."""
+        step (docs/simulator.md). One wait for the device for all of them. The first forward of a
+        step checks every module's at once (one wait per step for the model); call it after
+        backward to learn it before optimizer.step()."""
         pending, self._current_scales = self._current_scales, []
         if not pending or bool(torch.isfinite(torch.cat([sc.reshape(-1) for _, _, sc in pending])).all()):
             return
