@@ -13,6 +13,7 @@
 #include "check.hpp"
 
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -642,8 +643,21 @@ struct AmaxScratch {
   AmaxScratch(size_t n, hipStream_t s) {
     if (n == 0) return;
     StreamWorkspace& w = stream_workspace(s);
+    // A call that holds the lock must not take it again (a std::mutex relocked by its owner is
+    // undefined behaviour: a deadlock in practice). Nested quantizer calls receive their words.
+    if (held() == &w) throw std::logic_error("quantize_device: nested use of the stream's amax words");
     lock = std::unique_lock<std::mutex>(w.mutex());
     words = reinterpret_cast<uint32_t*>(w.get(n * sizeof(uint32_t), s, "amax words (quantizer)"));
+    held() = &w;  // after get(): a throw there leaves no mark (the lock member unlocks itself)
+  }
+  ~AmaxScratch() {
+    if (lock.owns_lock()) held() = nullptr;
+  }
+  AmaxScratch(const AmaxScratch&) = delete;
+  AmaxScratch& operator=(const AmaxScratch&) = delete;
+  static const StreamWorkspace*& held() {
+    thread_local const StreamWorkspace* w = nullptr;  // the workspace this thread's call holds
+    return w;
   }
 };
 
