@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
-#include <tuple>
 #include <utility>
 #include <mutex>
 #include <string>
@@ -212,12 +211,24 @@ uint8_t* StreamWorkspace::get(size_t bytes, void* stream, std::string_view what)
 }
 
 StreamWorkspace& stream_workspace(void* stream, WorkspaceSlot slot) {
+  // A list searched in order (a process has a few streams), of pointers that never move.
+  // Not a std::map of the workspaces: Debian's hipcc (clang 15) crashes instantiating one for
+  // the device side of this file (the implicit members of a map node holding a std::mutex).
+  struct Entry {
+    int device;
+    void* stream;
+    WorkspaceSlot slot;
+    StreamWorkspace* workspace;  // kept until exit, as the block cache
+  };
   static std::mutex mu;
-  static std::map<std::tuple<int, void*, int>, StreamWorkspace> all;  // guarded by mu
+  static std::vector<Entry> all;  // guarded by mu
   int dev = 0;
   MXSIM_HIP_CHECK(hipGetDevice(&dev));
   const std::lock_guard<std::mutex> lock(mu);
-  return all[{dev, stream, int(slot)}];
+  for (const Entry& e : all)
+    if (e.device == dev && e.stream == stream && e.slot == slot) return *e.workspace;
+  all.push_back({dev, stream, slot, new StreamWorkspace});
+  return *all.back().workspace;
 }
 
 Stream::Stream() {
