@@ -19,6 +19,9 @@ tests=(test_gpu_codec test_gpu_quantize test_gpu_gemm test_gpu_math test_gpu_bac
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD/..}"
 [ -f .gpu-build/CMakeCache.txt ] || cmake --preset gpu-sm90a
 cmake --build .gpu-build -j"${JOBS:-2}" --target "${tests[@]}" mxsim mxsim_c mxsim_gpu_bench mxsim_gpu_gemm_bench
+# Where Debian's hipcc is present, the same sources compiled for gfx90a, as scripts/test.sh's
+# build does: a change checked with nvcc alone once broke that build (clang 15 crashed on it).
+if command -v hipcc >/dev/null; then cmake --build .gpu-build -j"${JOBS:-2}" --target mxsim_hip_amd_check; fi
 scripts/sm90-ptxas-check.sh .gpu-build  # the tensor-core GEMMs compiled without spills or serialised wgmma
 stage=.gpu-build/dev
 rm -rf "$stage" && mkdir -p "$stage/bin" "$stage/lib" "$stage/python/mxsim"
