@@ -226,6 +226,9 @@ fi
 # table steps.md (medians, ratios).
 if has steps; then
   reps=${STEP_REPS:-3}
+  # run.epochs: the device data subset (scripts/gpu-pack.sh: 20000 images) is one global batch
+  # of large.toml's 16384 per epoch, so its 8 epochs would stop both runs at step 8
+  large_args="--config examples/large.toml --set run.test_limit=64 --set run.epochs=1000"
   echo "run,rep,steps,exit,wall_s" >"$OUT/steps.csv"
   step_run() {  # step_run NAME REP STEPS ARGS...
     local name=$1 rep=$2 n=$3; shift 3
@@ -240,10 +243,8 @@ if has steps; then
     step_run default $i 1000 --set run.test_limit=500
     step_run default_trace $i 200 --set run.test_limit=500 --trace "$work/st_a$i.h5"
     step_run default_trace $i 1000 --set run.test_limit=500 --trace "$work/st_b$i.h5"
-    # run.epochs: the device data subset (scripts/gpu-pack.sh: 20000 images) is one global batch
-    # of large.toml's 16384 per epoch, so its 8 epochs would stop both runs at step 8
-    step_run large $i 3 --config examples/large.toml --set run.test_limit=64 --set run.epochs=1000
-    step_run large $i 24 --config examples/large.toml --set run.test_limit=64 --set run.epochs=1000
+    step_run large $i 3 $large_args
+    step_run large $i 24 $large_args
   done
   : >"$work/step_peers.csv"
   for ((i = 1; i <= reps; ++i)); do

@@ -8,6 +8,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-out}"
+mkdir -p "$OUT"
 dev=/tmp/mxsim-dev
 export MXSIM_C_LIBRARY="$dev/python/mxsim/libmxsim_c.so" PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
 export LD_LIBRARY_PATH="$dev/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

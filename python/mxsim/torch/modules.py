@@ -57,8 +57,7 @@ def _settle(modules):
     (check_current_scaling raises naming the first non-finite operand of the first module that
     has one)."""
     DelayedScaling.flush([d for m in modules for d in m._delayed.values()])
-    checks = [(m, torch.isfinite(torch.cat([sc.reshape(-1) for _, _, sc in m._current_scales])).all())
-              for m in modules if m._current_scales]
+    checks = [(m, m._scales_finite()) for m in modules if m._current_scales]
     if checks:
         dev = checks[0][1].device
         for (m, _), good in zip(checks, torch.stack([f.to(dev) for _, f in checks]).tolist()):
@@ -374,6 +373,11 @@ class GroupedLinear(torch.nn.Module):
             _UNSETTLED.add(self)
         return q
 
+    def _scales_finite(self):
+        """On the scales' device, without a wait: whether every kept current-scaling scale_inv is
+        finite (check_current_scaling and _settle read it)."""
+        return torch.isfinite(torch.cat([sc.reshape(-1) for _, _, sc in self._current_scales])).all()
+
     def check_current_scaling(self):
         """Raises RuntimeError naming the operand and micro-batch when a current-scaled operand
         quantized since the last check had a non-finite amax (its scale_inv is NaN: FP8 current
@@ -381,9 +385,10 @@ class GroupedLinear(torch.nn.Module):
         step (docs/simulator.md). One wait for the device for all of them. The first forward of a
         step checks every module's at once (one wait per step for the model); call it after
         backward to learn it before optimizer.step()."""
-        pending, self._current_scales = self._current_scales, []
-        if not pending or bool(torch.isfinite(torch.cat([sc.reshape(-1) for _, _, sc in pending])).all()):
+        if not self._current_scales or bool(self._scales_finite()):
+            self._current_scales = []
             return
+        pending, self._current_scales = self._current_scales, []
         role, mb = next((r, m) for r, m, sc in pending if not bool(torch.isfinite(sc).all()))
         raise RuntimeError(f"{self.name}: micro-batch {mb}: operand {role} has a non-finite amax; FP8 current "
                            "scaling has no finite scale (its scale_inv is NaN, and so is the GEMM's output)")

@@ -120,7 +120,7 @@ enum class WorkspaceSlot : int {
 };
 
 /// The process's workspace of (current device, `stream`, `slot`), kept until exit, for calls
-/// that bring none. The reference stays valid (a map node never moves).
+/// that bring none. The reference stays valid (each workspace is allocated once, never moved).
 StreamWorkspace& stream_workspace(void* stream, WorkspaceSlot slot = WorkspaceSlot::Kernels);
 
 /// Makes `index` the calling thread's current device for its lifetime and restores the
